@@ -1,0 +1,6 @@
+/**
+ * sinkflex-rl: reinforcement learning for long-horizon tool-use agents in dual-control
+ * environments. The public API of every layer is re-exported here.
+ * @packageDocumentation
+ */
+export * from './native/index.js';

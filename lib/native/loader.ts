@@ -1,0 +1,52 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import type { CoreAddon } from './addon-types.js';
+import { NativeLoadError, OutOfMemoryError } from './errors.js';
+
+const require = createRequire(import.meta.url);
+
+let root: string | undefined;
+let addon: CoreAddon | undefined;
+
+/** The installed package's root folder (the one holding its package.json). */
+export function packageRoot(): string {
+  if (root !== undefined) return root;
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const pj = join(dir, 'package.json');
+    if (existsSync(pj)) {
+      const name = (JSON.parse(readFileSync(pj, 'utf8')) as { name?: string }).name;
+      if (name === 'sinkflex-rl') return (root = dir);
+    }
+    const up = dirname(dir);
+    if (up === dir) throw new NativeLoadError('cannot find the sinkflex-rl package root');
+    dir = up;
+  }
+}
+
+/**
+ * Loads the native addon once (node-gyp-build: a local build in `build/Release` first, then
+ * `prebuilds/<platform>-<arch>/`) and returns it typed as `T` (the functions a layer uses).
+ */
+export function loadAddon<T extends object = CoreAddon>(): T & CoreAddon {
+  if (addon === undefined) {
+    const load = require('node-gyp-build') as (dir: string) => unknown;
+    const dir = packageRoot();
+    let loaded: CoreAddon;
+    try {
+      loaded = load(dir) as CoreAddon;
+    } catch (e) {
+      throw new NativeLoadError(
+        `could not load the sinkflex native addon from ${dir}: ${(e as Error).message}. ` +
+          'Reinstall the package, or build it from source with `npm run build:native` (needs a C++ compiler).',
+        { cause: e },
+      );
+    }
+    loaded.setErrorClasses({ OutOfMemoryError });
+    addon = loaded;
+  }
+  return addon as T & CoreAddon;
+}

@@ -1,0 +1,15 @@
+// Entry point of the sinkflex native addon.
+#include <napi.h>
+
+#include "bindings.h"
+
+namespace {
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  sinkflex::addon::RegisterCore(env, exports);
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(sinkflex, Init)
