@@ -4,7 +4,7 @@
       "target_name": "sinkflex",
       "sources": ["<!@(node native/sources.mjs cc)"],
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"],
-      "defines": ["NAPI_VERSION=8"],
+      "defines": ["NAPI_VERSION=8", "SINKFLEX_VERSION=\"<!(node -p \"require('./package.json').version\")\""],
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17"],
       "cflags": ["-O3", "-fexceptions", "-pthread"],

@@ -33,9 +33,21 @@ export interface CudaBackend {
 /** One compute backend. */
 export type Backend = CpuBackend | CudaBackend;
 
+/** How the native addon was built. */
+export interface NativeBuildInfo {
+  /** The package version the binary was compiled from. */
+  version: string;
+  napiVersion: number;
+  /** True when the binary contains CUDA kernels (it may still find no GPU). */
+  cudaCompiled: boolean;
+  compiler: string;
+}
+
 /** Functions of native/addon/core_binding.cc. */
 export interface CoreAddon {
-  buildInfo(): { napiVersion: number; cudaCompiled: boolean; compiler: string };
+  /** The package version the binary was built from. */
+  version(): string;
+  buildInfo(): NativeBuildInfo;
   backends(): Backend[];
   cudaStatus(): { compiled: boolean; devices: number; reason: string };
   memoryStats(device: string): NativeMemoryStats;

@@ -27,6 +27,14 @@ export function packageRoot(): string {
   }
 }
 
+let cachedVersion: string | undefined;
+
+/** The package version (from its package.json). */
+export function packageVersion(): string {
+  cachedVersion ??= (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+  return cachedVersion;
+}
+
 /**
  * Loads the native addon once (node-gyp-build: a local build in `build/Release` first, then
  * `prebuilds/<platform>-<arch>/`) and returns it typed as `T` (the functions a layer uses).
@@ -43,6 +51,14 @@ export function loadAddon<T extends object = CoreAddon>(): T & CoreAddon {
         `could not load the sinkflex native addon from ${dir}: ${(e as Error).message}. ` +
           'Reinstall the package, or build it from source with `npm run build:native` (needs a C++ compiler).',
         { cause: e },
+      );
+    }
+    const expected = packageVersion();
+    const built = typeof loaded.version === 'function' ? loaded.version() : 'unknown';
+    if (built !== expected) {
+      throw new NativeLoadError(
+        `the sinkflex native addon was built for version ${built} but the package is ${expected}; ` +
+          'rebuild it with `npm run build:native` (or reinstall the package)',
       );
     }
     loaded.setErrorClasses({ OutOfMemoryError });

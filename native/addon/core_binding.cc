@@ -11,9 +11,16 @@
 namespace sinkflex::addon {
 namespace {
 
+#ifndef SINKFLEX_VERSION
+#error "SINKFLEX_VERSION must be defined by the build (binding.gyp / CMakeLists.txt)"
+#endif
+
+Napi::Value Version(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), SINKFLEX_VERSION); }
+
 Napi::Value BuildInfo(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Object o = Napi::Object::New(env);
+  o.Set("version", SINKFLEX_VERSION);
   o.Set("napiVersion", NAPI_VERSION);
   o.Set("cudaCompiled", CudaCompiled());
 #if defined(__clang__)
@@ -105,6 +112,7 @@ Napi::Value SetErrorClasses(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void RegisterCore(Napi::Env env, Napi::Object exports) {
+  Export(env, exports, "version", Version);
   Export(env, exports, "buildInfo", BuildInfo);
   Export(env, exports, "backends", Backends);
   Export(env, exports, "cudaStatus", CudaStatus);

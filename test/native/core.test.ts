@@ -28,6 +28,8 @@ t.test('version and backends', async (t) => {
   }
   const info = buildInfo();
   t.equal(info.napiVersion, 8);
+  t.equal(info.version, version(), 'the binary was built from this package version');
+  t.equal(loadAddon().version(), version());
   t.equal(typeof info.cudaCompiled, 'boolean');
   t.equal(list.length > 1, cudaAvailable());
 });
