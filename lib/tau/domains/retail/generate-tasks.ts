@@ -50,10 +50,10 @@ const DEFAULT_WEIGHTS: Record<RetailTaskKind, number> = {
 
 const TRANSFER_TOPICS = [
   'file a complaint about a package that arrived damaged and ask for compensation',
-  'change the email address on your account',
+  'change the email address of the account',
   'get a price adjustment because an item you bought went on sale',
   'ask for an order to be split into two shipments',
-  'report a fraudulent charge on your account',
+  'report a fraudulent charge on the account',
 ];
 
 interface Ctx {
@@ -297,7 +297,7 @@ export function generateRetailTasks(db: RetailDb, options: GenerateTasksOptions 
     }
     if (req.order_id) used.add(req.order_id);
     const requests = [req];
-    if (rng.chance(options.secondRequest ?? 0.15)) {
+    if (kind !== 'transfer' && rng.chance(options.secondRequest ?? 0.15)) {
       const second = makeRequest(ctx, rng.pick(['cancel', 'return', 'modify_address', 'lookup_tracking', 'user_address'] as const), used);
       if (second) requests.push(second);
     }
