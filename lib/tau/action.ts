@@ -133,6 +133,7 @@ export function normalizeAction(action: unknown, nextId: () => string): Normaliz
   }
 
   if (content === null && calls.length === 0) {
+    if (problem && typeof action === 'string') return { kind: 'malformed', message: { role: 'assistant', content: action }, reason: problem };
     return { kind: 'invalid', reason: problem ?? 'the message has neither text nor a tool call' };
   }
   const message: AssistantMessage = calls.length > 0 ? { role: 'assistant', content, toolCalls: calls } : { role: 'assistant', content };
