@@ -1,0 +1,131 @@
+/**
+ * tau world benchmark: episode reset and grading on tau2's retail DB (or a generated one when
+ * the tau2 folder is missing), and steps per second of the expert agent with the scripted user.
+ * Run: `node dist/bench/tau.js [--json]`.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+import type { RetailDb, SimulationRun, TauDomain } from '../lib/tau/index.js';
+import { createRetailDomain, ExpertRetailAgent, generateRetailDb, generateRetailTasks, loadTau2Retail, runEpisodeSync, ScriptedRetailUser, TauEpisode, TauEvaluator } from '../lib/tau/index.js';
+
+/** Options of {@link runTauBench}. */
+export interface TauBenchOptions {
+  /** tau2 data folder (default `../shared/tau2` or env SINKFLEX_TAU2_DIR). */
+  tau2Dir?: string;
+  /** Repetitions for reset timing. Default 2000. */
+  resets?: number;
+  /** Generated tasks for the episode throughput. Default 200. */
+  episodes?: number;
+}
+
+/** Measured numbers. */
+export interface TauBenchResult {
+  /** Which DB was used for reset/grading. */
+  db: 'tau2' | 'generated';
+  /** Median reset (initial state) time in ms. */
+  resetMedianMs: number;
+  /** Median grading time in ms (gold cached after the first call per task). */
+  gradeMedianMs: number;
+  /** Grading time of the first call per task (gold replay + hashes). */
+  gradeFirstMedianMs: number;
+  /** Full canonical-JSON SHA-256 of the DB in ms (cached entity strings). */
+  hashMs: number;
+  /** Episode steps per second, expert agent + scripted user (reset and grading included). */
+  stepsPerSecond: number;
+  /** Episodes per second. */
+  episodesPerSecond: number;
+  /** Expert success rate on those episodes. */
+  expertSuccess: number;
+}
+
+function median(xs: number[]): number {
+  const s = xs.slice().sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+/** Runs the benchmark. */
+export function runTauBench(options: TauBenchOptions = {}): TauBenchResult {
+  const dir = join(options.tau2Dir ?? process.env.SINKFLEX_TAU2_DIR ?? join(process.cwd(), '..', 'shared', 'tau2'), 'retail');
+  let domain: TauDomain<RetailDb>;
+  let runs: { task: Parameters<TauEvaluator<RetailDb>['evaluate']>[0]; run: SimulationRun }[] = [];
+  let which: 'tau2' | 'generated';
+  if (existsSync(dir)) {
+    const data = loadTau2Retail(dir, { split: 'train' });
+    domain = data.domain;
+    which = 'tau2';
+    runs = data.tasks.map((task) => {
+      const state = domain.initialState(task);
+      const messages: SimulationRun['messages'] = [];
+      for (const [i, a] of (task.evaluation_criteria?.actions ?? []).entries()) {
+        const call = { id: `c${i}`, name: a.name, arguments: a.arguments, requestor: 'assistant' as const };
+        messages.push({ role: 'assistant', content: null, toolCalls: [call] }, domain.tools.call(state, call));
+      }
+      return { task, run: { taskId: task.id, messages, terminationReason: 'user_stop' as const } };
+    });
+  } else {
+    const db = generateRetailDb({ seed: 0 });
+    domain = createRetailDomain({ db });
+    which = 'generated';
+  }
+  const resets: number[] = [];
+  const n = options.resets ?? 2000;
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    domain.initialState();
+    resets.push(performance.now() - t0);
+  }
+  const evaluator = new TauEvaluator(domain);
+  const first: number[] = [];
+  const again: number[] = [];
+  for (const { task, run } of runs) {
+    let t0 = performance.now();
+    evaluator.evaluate(task, run);
+    first.push(performance.now() - t0);
+    t0 = performance.now();
+    evaluator.evaluate(task, run);
+    again.push(performance.now() - t0);
+  }
+  const s = domain.initialState();
+  s.hash();
+  let t0 = performance.now();
+  s.hash();
+  const hashMs = performance.now() - t0;
+
+  const gdb = generateRetailDb({ seed: 1 });
+  const gdomain = createRetailDomain({ db: gdb });
+  const tasks = generateRetailTasks(gdb, { seed: 1, count: options.episodes ?? 200 });
+  const ep = new TauEpisode(gdomain, { user: new ScriptedRetailUser() });
+  let steps = 0;
+  let ok = 0;
+  t0 = performance.now();
+  for (const task of tasks) {
+    const r = runEpisodeSync(ep, new ExpertRetailAgent(), task, 0);
+    steps += ep.counters.steps;
+    if (r.final.reward === 1) ok++;
+  }
+  const secs = (performance.now() - t0) / 1000;
+  return {
+    db: which,
+    resetMedianMs: median(resets),
+    gradeMedianMs: again.length ? median(again) : NaN,
+    gradeFirstMedianMs: first.length ? median(first) : NaN,
+    hashMs,
+    stepsPerSecond: steps / secs,
+    episodesPerSecond: tasks.length / secs,
+    expertSuccess: ok / tasks.length,
+  };
+}
+
+const isMain = process.argv[1] && /bench[\\/]tau\.js$/.test(process.argv[1]);
+if (isMain) {
+  const r = runTauBench();
+  if (process.argv.includes('--json')) console.log(JSON.stringify(r, null, 2));
+  else {
+    console.log(`tau world (${r.db} retail DB)`);
+    console.log(`  reset (initial state)  median ${r.resetMedianMs.toFixed(4)} ms`);
+    console.log(`  grade                  median ${r.gradeMedianMs.toFixed(3)} ms (first per task ${r.gradeFirstMedianMs.toFixed(3)} ms)`);
+    console.log(`  full DB SHA-256        ${r.hashMs.toFixed(2)} ms`);
+    console.log(`  expert + scripted user ${r.stepsPerSecond.toFixed(0)} steps/s, ${r.episodesPerSecond.toFixed(1)} episodes/s, success ${(r.expertSuccess * 100).toFixed(1)}%`);
+  }
+}
