@@ -5,6 +5,7 @@
  * @module
  */
 import type { TauTask } from './task.js';
+import type { ToolCall, ToolMessage } from './messages.js';
 import type { Toolkit } from './tools.js';
 
 /** A world state: copies are cheap (copy-on-write) and it hashes like tau2's `get_db_hash`. */
@@ -32,6 +33,26 @@ export interface TauDomain<S extends WorldState> {
    * Absent or missing names make the assertion fail (reported, never silently passed).
    */
   readonly assertions?: Readonly<Record<string, (state: S, args: Record<string, unknown>) => boolean>>;
+  /**
+   * tau2's `sync_tools`: brings one side of a dual-control state up to date with the other
+   * (e.g. the backend's line status into the user's phone). The episode driver calls it after
+   * every tool call (agent's or user's), and grading after every replayed or gold call, so
+   * both grading sides see the same synchronised world. Absent when a domain needs none.
+   */
+  sync?(state: S): void;
   /** A fresh state for `task`: the domain database with the task's `initial_state` applied. */
   initialState(task?: TauTask): S;
+}
+
+/**
+ * Runs one call with the toolkit of its requestor (the agent's or the user's), then the
+ * domain's {@link TauDomain.sync} hook, as tau2's `Environment.get_response` does. A call
+ * whose requestor has no toolkit gives an `Error: …` tool message.
+ */
+export function callDomainTool<S extends WorldState>(domain: TauDomain<S>, state: S, call: ToolCall): ToolMessage {
+  const kit = call.requestor === 'user' ? domain.userTools : domain.tools;
+  if (!kit) return { role: 'tool', id: call.id, content: `Error: no ${call.requestor} tools in domain ${domain.name}`, requestor: call.requestor, error: true };
+  const res = kit.call(state, call);
+  domain.sync?.(state);
+  return res;
 }

@@ -9,6 +9,7 @@
 import type { AssistantAction } from './action.js';
 import { normalizeAction } from './action.js';
 import type { TauDomain, WorldState } from './domain.js';
+import { callDomainTool } from './domain.js';
 import type { EvaluateOptions, NLJudge, RewardInfo, SimulationRun, TerminationReason } from './evaluate.js';
 import { TauEvaluator } from './evaluate.js';
 import type { Message, ToolCall, ToolMessage, UserMessage } from './messages.js';
@@ -277,7 +278,7 @@ export class TauEpisode<S extends WorldState> {
         this.messages.push({ role: 'user', content: text, toolCalls } satisfies UserMessage);
         this.steps++;
         for (const c of toolCalls) {
-          const res = this.domain.userTools.call(this.stateRef as S, c);
+          const res = callDomainTool(this.domain, this.stateRef as S, c);
           if (res.error) this.errors++;
           this.messages.push(res);
           this.pendingUserResults.push(res);
@@ -330,7 +331,7 @@ export class TauEpisode<S extends WorldState> {
       return this.running(this.visible(after));
     }
     if (norm.kind === 'tool') {
-      const res = this.domain.tools.call(this.stateRef, norm.call);
+      const res = callDomainTool(this.domain, this.stateRef, norm.call);
       this.messages.push(res);
       this.steps++;
       if (res.error) this.errors++;

@@ -7,6 +7,7 @@
  * @module
  */
 import type { TauDomain, WorldState } from './domain.js';
+import { callDomainTool } from './domain.js';
 import type { Message, ToolCall, ToolMessage } from './messages.js';
 import { hasText, isToolCallMessage } from './messages.js';
 import type { RewardType, TaskAction, TauTask } from './task.js';
@@ -182,7 +183,7 @@ export class TauEvaluator<S extends WorldState> {
       const tool = kit?.get(call.name);
       if (!kit || !tool || !tool.mutates) continue; // unknown tools were no-ops; reads change nothing
       if (result?.rejected) continue; // malformed actions were never run
-      const replayed = kit.call(state, call);
+      const replayed = callDomainTool(this.domain, state, call);
       if (strict && result && !jsonEqual(parseMaybeJson(replayed.content), parseMaybeJson(result.content))) {
         throw new Error(`replayed call ${call.name} (${call.id}) returned a different result than recorded`);
       }
@@ -199,7 +200,7 @@ export class TauEvaluator<S extends WorldState> {
       for (const a of task.evaluation_criteria?.actions ?? []) {
         const call: ToolCall = { id: `gold_${a.action_id}`, name: a.name, arguments: a.arguments, requestor: a.requestor ?? 'assistant' };
         const kit = this.toolkitFor(call);
-        const res = kit ? kit.call(state, call) : { error: true, content: 'Error: no tools for this requestor' };
+        const res = kit ? callDomainTool(this.domain, state, call) : { error: true, content: 'Error: no tools for this requestor' };
         const mutating = kit?.get(a.name)?.mutates ?? true;
         if (res.error && mutating) failed.push({ action_id: a.action_id, name: a.name, error: res.content });
       }

@@ -18,3 +18,4 @@ export * from './tools.js';
 export * from './users/llm.js';
 export * from './users/types.js';
 export * from './domains/retail/index.js';
+export * from './domains/telecom/index.js';

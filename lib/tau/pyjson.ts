@@ -91,6 +91,11 @@ export interface PyJsonOptions {
   sortKeys?: boolean;
   /** How numbers print; default `'float'` (every number in tau2's retail schema is a float). */
   numbers?: PyNumberStyle;
+  /**
+   * Object keys whose numbers are Python `int` fields (printed without a fraction) while the
+   * rest follow `numbers`, for schemas that mix both (e.g. a phone's `battery_level`).
+   */
+  intKeys?: ReadonlySet<string>;
 }
 
 /**
@@ -100,22 +105,23 @@ export interface PyJsonOptions {
 export function pyJsonDumps(value: unknown, options: PyJsonOptions = {}): string {
   const sortKeys = options.sortKeys ?? false;
   const style = options.numbers ?? 'float';
-  const write = (v: unknown): string => {
+  const intKeys = options.intKeys;
+  const write = (v: unknown, key?: string): string => {
     if (v === null || v === undefined) return 'null';
     switch (typeof v) {
       case 'string':
         return pyJsonString(v);
       case 'number':
-        return pyNumberStr(v, style);
+        return pyNumberStr(v, intKeys && key !== undefined && intKeys.has(key) ? 'int' : style);
       case 'boolean':
         return v ? 'true' : 'false';
       case 'object': {
-        if (Array.isArray(v)) return v.length === 0 ? '[]' : `[${v.map(write).join(', ')}]`;
+        if (Array.isArray(v)) return v.length === 0 ? '[]' : `[${v.map((x) => write(x)).join(', ')}]`;
         const obj = v as Record<string, unknown>;
         let keys = Object.keys(obj).filter((k) => obj[k] !== undefined);
         if (sortKeys) keys = keys.sort(compareCodePoints);
         if (keys.length === 0) return '{}';
-        return `{${keys.map((k) => `${pyJsonString(k)}: ${write(obj[k])}`).join(', ')}}`;
+        return `{${keys.map((k) => `${pyJsonString(k)}: ${write(obj[k], k)}`).join(', ')}}`;
       }
       default:
         return pyJsonString(String(v));
