@@ -40,7 +40,14 @@ You are a customer talking to a customer service agent. Make the conversation re
 - If the agent transfers you to another (human) agent, reply with '###TRANSFER###'.
 - If the scenario does not tell you enough to go on, reply with '###OUT-OF-SCOPE###'.`;
 
-/** The LLM user's system prompt: guidelines plus the rendered scenario. */
-export function userSystemPrompt(renderedScenario: string): string {
-  return `${USER_GUIDELINES}\n\n<scenario>\n${renderedScenario}\n</scenario>`;
+/** Extra guidelines when the user has tools on their own device (dual control), after tau2's. */
+export const USER_TOOL_GUIDELINES = `## Your own device
+- You have tools that act on your own device. Use them only when the agent asks you to do something on your device or to tell what it shows.
+- In one turn, either call tools or write a message to the agent, not both.
+- Base everything you say about your device on the results of your tool calls; never make them up.
+- Do one thing at a time as the agent asks. The agent cannot see your tool calls or their results: tell the agent what you saw.`;
+
+/** The LLM user's system prompt: guidelines (plus the device guidelines when the user has tools) and the rendered scenario. */
+export function userSystemPrompt(renderedScenario: string, withTools = false): string {
+  return `${USER_GUIDELINES}${withTools ? `\n\n${USER_TOOL_GUIDELINES}` : ''}\n\n<scenario>\n${renderedScenario}\n</scenario>`;
 }

@@ -9,6 +9,7 @@ import { hasText } from '../messages.js';
 import { userSystemPrompt } from '../prompts.js';
 import type { TauTask } from '../task.js';
 import { renderScenario } from '../task.js';
+import type { OpenAIToolSchema } from '../tools.js';
 import type { UserReply, UserSimulator, UserTurnInput } from './types.js';
 
 /** Options of {@link LlmUserSimulator}; unset values come from the environment. */
@@ -42,14 +43,43 @@ export class LlmUserError extends Error {
   }
 }
 
-/** The chat messages the simulator sends: system prompt, then the dialogue with roles flipped. */
-export function flipRoles(system: string, history: readonly Message[]): { role: 'system' | 'user' | 'assistant'; content: string }[] {
-  const out: { role: 'system' | 'user' | 'assistant'; content: string }[] = [{ role: 'system', content: system }];
+/** One message of the simulator's own chat (roles flipped; its own tool calls and results included). */
+export type FlippedMessage =
+  | { role: 'system' | 'user'; content: string }
+  | { role: 'assistant'; content: string | null; tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[] }
+  | { role: 'tool'; tool_call_id: string; content: string };
+
+/**
+ * The chat messages the simulator sends: system prompt, then the dialogue with roles flipped
+ * (the agent's text is the simulator's "user" side). The user's own tool calls (dual control)
+ * and their results are included as the simulator's assistant tool calls and tool messages;
+ * the agent's tool traffic is never shown to the user.
+ */
+export function flipRoles(system: string, history: readonly Message[]): FlippedMessage[] {
+  const out: FlippedMessage[] = [{ role: 'system', content: system }];
   for (const m of history) {
     if (m.role === 'assistant' && hasText(m) && !(m.toolCalls && m.toolCalls.length > 0)) out.push({ role: 'user', content: m.content as string });
-    else if (m.role === 'user' && hasText(m)) out.push({ role: 'assistant', content: m.content as string });
+    else if (m.role === 'user' && m.toolCalls && m.toolCalls.length > 0) {
+      out.push({
+        role: 'assistant',
+        content: hasText(m) ? (m.content as string) : null,
+        tool_calls: m.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: JSON.stringify(c.arguments) } })),
+      });
+    } else if (m.role === 'user' && hasText(m)) out.push({ role: 'assistant', content: m.content as string });
+    else if (m.role === 'tool' && m.requestor === 'user') out.push({ role: 'tool', tool_call_id: m.id, content: m.content });
   }
   return out;
+}
+
+function parseArgs(raw: unknown): Record<string, unknown> {
+  if (raw !== null && typeof raw === 'object' && !Array.isArray(raw)) return raw as Record<string, unknown>;
+  if (typeof raw !== 'string' || raw.trim() === '') return {};
+  try {
+    const v = JSON.parse(raw) as unknown;
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
 }
 
 /** The LLM user simulator (asynchronous: drive episodes with `reset`/`act`, not the sync variants). */
@@ -57,6 +87,7 @@ export class LlmUserSimulator implements UserSimulator {
   private readonly opts: Required<Omit<LlmUserOptions, 'apiKey' | 'extraBody' | 'fetch'>> & Pick<LlmUserOptions, 'apiKey' | 'extraBody' | 'fetch'>;
   private system = '';
   private seed = 0;
+  private tools: readonly OpenAIToolSchema[] = [];
 
   /** @param options - endpoint, model, key, timeout, retries (env fallbacks). Throws when no model is given. */
   constructor(options: LlmUserOptions = {}) {
@@ -76,10 +107,14 @@ export class LlmUserSimulator implements UserSimulator {
     };
   }
 
-  /** Starts a conversation: builds the system prompt from the task's scenario. */
-  reset(task: TauTask, seed: number): void {
-    this.system = userSystemPrompt(renderScenario(task.user_scenario));
+  /**
+   * Starts a conversation: builds the system prompt from the task's scenario. `userTools` (the
+   * domain's user tools, dual control) are offered to the model in each request.
+   */
+  reset(task: TauTask, seed: number, userTools: readonly OpenAIToolSchema[] = []): void {
+    this.system = userSystemPrompt(renderScenario(task.user_scenario), userTools.length > 0);
     this.seed = seed;
+    this.tools = userTools;
   }
 
   /** The system prompt of the current conversation. */
@@ -89,7 +124,14 @@ export class LlmUserSimulator implements UserSimulator {
 
   /** Asks the model for the next user message (retrying per the options); throws LlmUserError when all tries fail. */
   async respond(input: UserTurnInput): Promise<UserReply> {
-    const body = JSON.stringify({ model: this.opts.model, messages: flipRoles(this.system, input.history), temperature: this.opts.temperature, seed: this.seed, ...this.opts.extraBody });
+    const body = JSON.stringify({
+      model: this.opts.model,
+      messages: flipRoles(this.system, input.history),
+      ...(this.tools.length > 0 ? { tools: this.tools } : {}),
+      temperature: this.opts.temperature,
+      seed: this.seed,
+      ...this.opts.extraBody,
+    });
     const doFetch = this.opts.fetch ?? fetch;
     let last: LlmUserError = new LlmUserError('no attempt made');
     for (let attempt = 0; attempt <= this.opts.retries; attempt++) {
@@ -108,8 +150,13 @@ export class LlmUserSimulator implements UserSimulator {
           if (res.status === 429 || res.status >= 500) continue;
           throw last;
         }
-        const json = (await res.json()) as { choices?: { message?: { content?: string | null } }[] };
-        const content = json.choices?.[0]?.message?.content;
+        const json = (await res.json()) as { choices?: { message?: { content?: string | null; tool_calls?: { function?: { name?: unknown; arguments?: unknown } }[] } }[] };
+        const message = json.choices?.[0]?.message;
+        const content = message?.content;
+        const calls = (message?.tool_calls ?? []).filter((c) => typeof c?.function?.name === 'string');
+        if (calls.length > 0 && this.tools.length > 0) {
+          return { content: typeof content === 'string' && content.trim() !== '' ? content : null, toolCalls: calls.map((c) => ({ name: c.function?.name as string, arguments: parseArgs(c.function?.arguments) })) };
+        }
         if (typeof content !== 'string' || content.trim() === '') {
           last = new LlmUserError('chat endpoint returned no message content');
           continue;
