@@ -1,6 +1,6 @@
 /**
  * The dual-control tau world: messages, tools, tasks, the episode driver (tau2's orchestrator),
- * tau2-compatible grading and pass^k, user simulators, agents, and the retail domain.
+ * tau2-compatible grading and pass^k, user simulators, agents, and the retail and telecom domains.
  * @module
  */
 export * from './action.js';

@@ -40,7 +40,9 @@ t.test('LLM user over a local OpenAI-compatible server: roles flipped, retries, 
 
   const db = generateRetailDb({ seed: 3, users: 50, orders: 100 });
   const tasks = generateRetailTasks(db, { seed: 3, count: 3, weights: { cancel: 1, modify_address: 0, modify_payment: 0, modify_items: 0, return: 0, exchange: 0, user_address: 0, lookup_tracking: 0, lookup_price: 0, refuse: 0, transfer: 0 } });
-  const user = new LlmUserSimulator({ baseURL, model: 'm', apiKey: 'k', retries: 2, backoffMs: 1, timeoutMs: 300 });
+  // a generous timeout where answers are expected (a loaded CI machine can be slow), a short one for the timeout checks
+  const user = new LlmUserSimulator({ baseURL, model: 'm', apiKey: 'k', retries: 2, backoffMs: 1, timeoutMs: 20000 });
+  const impatient = new LlmUserSimulator({ baseURL, model: 'm', apiKey: 'k', retries: 2, backoffMs: 1, timeoutMs: 300 });
   const ep = new TauEpisode(createRetailDomain({ db }), { user });
   const r = await runEpisode(ep, new ExpertRetailAgent(), tasks[0], 0);
   t.equal(r.final.terminationReason, 'user_stop');
@@ -57,13 +59,13 @@ t.test('LLM user over a local OpenAI-compatible server: roles flipped, retries, 
   t.equal(calls, 2, 'one retry after a 503');
 
   mode = 'slow';
-  await t.rejects(user.respond({ history: [], agentText: '', toolResults: [] }), LlmUserError, 'times out after retries');
+  await t.rejects(impatient.respond({ history: [], agentText: '', toolResults: [] }), LlmUserError, 'times out after retries');
   mode = 'bad';
   calls = 0;
   await t.rejects(user.respond({ history: [], agentText: '', toolResults: [] }), { message: /answered 400/ });
   t.equal(calls, 1, 'client errors are not retried');
   mode = 'slow';
-  const ep2 = new TauEpisode(createRetailDomain({ db }), { user });
+  const ep2 = new TauEpisode(createRetailDomain({ db }), { user: impatient });
   t.equal((await ep2.reset(tasks[0], 0)).terminationReason, 'user_error', 'endpoint failure ends the episode as user_error');
   t.throws(() => new LlmUserSimulator({ baseURL }), /no model/);
 });

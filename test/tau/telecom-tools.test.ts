@@ -1,7 +1,11 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import t from 'tap';
 
 import type { TelecomState, ToolCall } from '../../lib/tau/index.js';
-import { createTelecomDomain, TelecomDb, TelecomUserDb } from '../../lib/tau/index.js';
+import { createTelecomDomain, loadTau2Telecom, loadTelecomDb, TelecomDb, TelecomUserDb } from '../../lib/tau/index.js';
 
 // A small hand-written backend (tau2's shape) so every effect below is checked against values
 // written here, not against the code's own output.
@@ -301,4 +305,30 @@ t.test('user DB loading, validation and patches', async (t) => {
   t.throws(() => TelecomDb.fromJSON({ ...DATA, lines: [{ ...DATA.lines[0], status: 'Dormant' }] }), /lines\[0\]\.status/);
   t.throws(() => TelecomDb.fromJSON({ ...DATA, bills: [{ ...DATA.bills[0], due_date: 'soon' }] }), /bills\[0\]\.due_date: expected a date/);
   t.throws(() => TelecomDb.fromJSON({ ...DATA, plans: [DATA.plans[0], DATA.plans[0]] }), /duplicate id P1/);
+});
+
+t.test('loaders (JSON and TOML), phone number aliases, initialization data', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'sinkflex-telecom-'));
+  writeFileSync(join(dir, 'db.json'), JSON.stringify({ ...DATA, phone_number_aliases: { '+1 555 777 0001': '555-000-0001' } }));
+  writeFileSync(join(dir, 'user_db.toml'), '[device]\nbattery_level = 42\n');
+  const task = {
+    id: 't1',
+    user_scenario: { instructions: 'x' },
+    initial_state: { initialization_data: { user_data: { device: { data_saver_mode: true } }, agent_data: { plans: DATA.plans.slice(0, 1) } }, initialization_actions: [{ env_type: 'user', func_name: 'set_user_info', arguments: { name: 'A', phone_number: '+1 555 777 0001' } }] },
+    evaluation_criteria: { reward_basis: ['ENV_ASSERTION'] },
+  };
+  writeFileSync(join(dir, 'tasks_small.json'), JSON.stringify([task]));
+  const { domain: d, tasks } = loadTau2Telecom(dir);
+  t.equal(tasks.length, 1);
+  t.match(d.policy, /Telecom customer support policy/, 'embedded policy without policy files');
+  const s = d.initialState(tasks[0]);
+  t.same([s.user.device.battery_level, s.user.device.data_saver_mode, s.db.plans.size], [42, true, 1]);
+  t.equal(s.user.surroundings.line_active, true, 'the alias resolves to line L1 during sync');
+  t.match(s.db.canonicalJSON(), /"lines": \[.*\], "phone_number_aliases": \{"\+1 555 777 0001": "555-000-0001"\}, "plans": \[/);
+  t.equal(s.db.equals(d.initialState(tasks[0]).db), true);
+  t.equal(loadTelecomDb(join(dir, 'db.json')).statistics().num_lines, 3);
+  t.throws(() => loadTau2Telecom(tmpdir() + '/does-not-exist-telecom'), /no db\.toml or db\.json/);
+  const bad = { ...task, initial_state: { initialization_actions: [{ env_type: 'assistant', func_name: 'resume_line', arguments: { customer_id: 'C1', line_id: 'L1' } }] } };
+  t.throws(() => d.initialState(bad as never), /initialization action assistant\.resume_line failed: Line must be suspended to resume/);
+  t.throws(() => d.initialState({ ...task, initial_state: { initialization_data: { agent_data: { towers: [] } } } } as never), /unknown telecom table 'towers'/);
 });

@@ -43,7 +43,10 @@ export function syncTelecom(state: TelecomState): void {
     s.payment_request = null;
   }
   if (s.payment_request === null) {
-    const customer = customerByPhone(state.db, s.phone_number);
+    // the line's owner (tau2 looks the customer up by the phone number, which is the same
+    // customer unless the number is an alias: then tau2 fails to find one)
+    let customer = [...state.db.customers.values()].find((c) => c.line_ids.includes(line.line_id));
+    customer ??= customerByPhone(state.db, s.phone_number);
     for (const id of customer.bill_ids) {
       const b = billById(state.db, id);
       if (b.status === 'Awaiting Payment') {
