@@ -44,75 +44,121 @@ export type AppPermission = (typeof APP_PERMISSIONS)[number];
 
 /** APN configuration. */
 export interface ApnSettings {
+  /** APN name (`broken` means no service). */
   apn_name: ApnName;
+  /** Whether the default settings come back at the next reboot. */
   reset_at_reboot: boolean;
+  /** APN used for MMS. */
   mms_apn: string | null;
+  /** MMS centre URL (null: MMS cannot be sent). */
   mmsc_url: string | null;
+  /** MMS proxy. */
   mms_proxy: string | null;
+  /** MMS proxy port. */
   mms_port: number | null;
 }
 
 /** Details of a VPN connection. */
 export interface VpnDetails {
+  /** VPN server address. */
   server_address: string | null;
+  /** VPN protocol. */
   protocol: string | null;
+  /** VPN server performance (poor slows data to 10%). */
   server_performance: PerformanceLevel;
 }
 
 /** An app and its permissions. */
 export interface AppStatus {
+  /** App name. */
   app_name: string;
+  /** Permission switches. */
   permissions: Record<AppPermission, boolean>;
 }
 
 /** The phone (tau2's `MockPhoneAttributes`, same field order). */
 export interface PhoneDevice {
+  /** SIM state. */
   sim_card_status: SimStatus;
+  /** Whether the SIM is out of its slot. */
   sim_card_missing: boolean;
+  /** Airplane mode. */
   airplane_mode: boolean;
+  /** Current cellular signal. */
   network_signal_strength: SignalStrength;
+  /** Current radio technology. */
   network_technology_connected: NetworkTechnology;
+  /** Cellular connection state. */
   network_connection_status: NetworkStatus;
+  /** Battery level (0–100, an int). */
   battery_level: number;
+  /** Mobile data switch. */
   data_enabled: boolean;
+  /** Whether roaming is enabled. */
   roaming_enabled: boolean;
+  /** Preferred network mode. */
   network_mode_preference: NetworkModePreference;
+  /** APN settings in use. */
   active_apn_settings: ApnSettings;
+  /** Wi-Fi radio. */
   wifi_enabled: boolean;
+  /** Whether Wi-Fi is connected. */
   wifi_connected: boolean;
+  /** Connected Wi-Fi network. */
   wifi_ssid: string | null;
+  /** Wi-Fi signal. */
   wifi_signal_strength: SignalStrength;
+  /** Wi-Fi calling. */
   wifi_calling_enabled: boolean;
+  /** Whether MMS go over Wi-Fi calling (the carrier does not support it). */
   wifi_calling_mms_over_wifi: boolean;
+  /** Data saver (slows data to 20%). */
   data_saver_mode: boolean;
+  /** VPN switched on in settings. */
   vpn_enabled_setting: boolean;
+  /** Whether a VPN tunnel is up. */
   vpn_connected: boolean;
+  /** The VPN connection, when up. */
   vpn_details: VpnDetails | null;
+  /** Apps by name. */
   app_statuses: Record<string, AppStatus>;
 }
 
 /** A payment the agent asked the user to make. */
 export interface PaymentRequest {
+  /** Bill id, e.g. `B1001`. */
   bill_id: string;
+  /** Amount (USD). */
   amount_due: number;
+  /** Whether the user paid it. */
   paid: boolean;
 }
 
 /** Where the user is and what the backend allows (tau2's `UserSurroundings`). */
 export interface Surroundings {
+  /** User name. */
   name: string | null;
+  /** The user's phone number (links the phone to a line). */
   phone_number: string | null;
+  /** Whether the user is abroad. */
   is_abroad: boolean;
+  /** Whether the user's line allows roaming (synced). */
   roaming_allowed: boolean;
+  /** Signal per technology where the user is. */
   signal_strength: Record<Exclude<NetworkTechnology, 'none'>, SignalStrength>;
+  /** Whether the line's allowance is used up (synced). */
   mobile_data_usage_exceeded: boolean;
+  /** Whether the user's line is active (synced). */
   line_active: boolean;
+  /** The payment the agent asked for (synced from the backend). */
   payment_request: PaymentRequest | null;
 }
 
 /** The user's database. */
 export interface TelecomUserData {
+  /** The phone. */
   device: PhoneDevice;
+  /** Where the user is. */
   surroundings: Surroundings;
 }
 

@@ -34,100 +34,163 @@ export type PaymentMethodType = (typeof PAYMENT_METHOD_TYPES)[number];
 
 /** A service plan. */
 export interface TelecomPlan {
+  /** Plan id, e.g. `P1001`. */
   plan_id: string;
+  /** Display name. */
   name: string;
+  /** Monthly data allowance (GB). */
   data_limit_gb: number;
+  /** Monthly price (USD). */
   price_per_month: number;
+  /** Price of one refuelled GB (USD). */
   data_refueling_price_per_gb: number;
 }
 
 /** A device registered with the carrier. */
 export interface TelecomDevice {
+  /** Device id, e.g. `D1001`. */
   device_id: string;
+  /** Kind of device. */
   device_type: DeviceType;
+  /** Model name. */
   model: string;
+  /** IMEI, when known. */
   imei: string | null;
+  /** Whether it takes an eSIM. */
   is_esim_capable: boolean;
+  /** Whether it is activated on the network. */
   activated: boolean;
+  /** Activation date-time. */
   activation_date: string | null;
+  /** Last eSIM transfer date-time. */
   last_esim_transfer_date: string | null;
 }
 
 /** A phone line. */
 export interface TelecomLine {
+  /** Line id, e.g. `L1001`. */
   line_id: string;
+  /** Phone number. */
   phone_number: string;
+  /** Status. */
   status: LineStatus;
+  /** Plan id, e.g. `P1001`. */
   plan_id: string;
+  /** The device on the line (null when none). */
   device_id: string | null;
+  /** Data used this cycle (GB). */
   data_used_gb: number;
+  /** Data refuelled this cycle (GB). */
   data_refueling_gb: number;
+  /** Whether roaming is enabled. */
   roaming_enabled: boolean;
+  /** Contract end date. */
   contract_end_date: string | null;
+  /** Date of the last plan change. */
   last_plan_change_date: string | null;
+  /** Date of the last SIM replacement. */
   last_sim_replacement_date: string | null;
+  /** Start of the current suspension. */
   suspension_start_date: string | null;
 }
 
 /** One charge or credit of a bill. */
 export interface TelecomLineItem {
+  /** What the item is. */
   description: string;
+  /** Amount (USD; negative for credits). */
   amount: number;
+  /** Date applied. */
   date: string;
+  /** Kind, e.g. `Plan Charge`, `Charge`, `Credit`. */
   item_type: string;
 }
 
 /** A bill. */
 export interface TelecomBill {
+  /** Bill id, e.g. `B1001`. */
   bill_id: string;
+  /** Owner customer id. */
   customer_id: string;
+  /** Billing period start. */
   period_start: string;
+  /** Billing period end. */
   period_end: string;
+  /** Issue date. */
   issue_date: string;
+  /** Total due (USD). */
   total_due: number;
+  /** Due date. */
   due_date: string;
+  /** Charges and credits. */
   line_items: TelecomLineItem[];
+  /** Status. */
   status: BillStatus;
 }
 
 /** A billing address. */
 export interface TelecomAddress {
+  /** Street and number. */
   street: string;
+  /** City. */
   city: string;
+  /** State code. */
   state: string;
+  /** Postal code. */
   zip_code: string;
 }
 
 /** A stored payment method. */
 export interface TelecomPaymentMethod {
+  /** Kind of method. */
   method_type: PaymentMethodType;
+  /** Last four digits. */
   account_number_last_4: string;
+  /** Expiry, MM/YYYY. */
   expiration_date: string;
 }
 
 /** A customer. */
 export interface TelecomCustomer {
+  /** Owner customer id. */
   customer_id: string;
+  /** Full name. */
   full_name: string;
+  /** Date of birth, YYYY-MM-DD. */
   date_of_birth: string;
+  /** Email address. */
   email: string;
+  /** Phone number. */
   phone_number: string;
+  /** Billing address. */
   address: TelecomAddress;
+  /** Account status. */
   account_status: AccountStatus;
+  /** Stored payment methods. */
   payment_methods: TelecomPaymentMethod[];
+  /** The customer's lines. */
   line_ids: string[];
+  /** The customer's bills. */
   bill_ids: string[];
+  /** Account creation date-time. */
   created_at: string;
+  /** Date of the last payment extension. */
   last_extension_date: string | null;
+  /** Goodwill credit used this year (USD). */
   goodwill_credit_used_this_year: number;
 }
 
 /** The backend as plain JSON (tau2's `db.toml`/`db.json` content). */
 export interface TelecomData {
+  /** Plans. */
   plans: TelecomPlan[];
+  /** Customers. */
   customers: TelecomCustomer[];
+  /** Lines. */
   lines: TelecomLine[];
+  /** Bills. */
   bills: TelecomBill[];
+  /** Devices. */
   devices: TelecomDevice[];
   /** Newer tau2 versions only: scenario phone number → canonical line number. */
   phone_number_aliases?: Record<string, string>;
