@@ -10,7 +10,7 @@ import type {
 } from './types.js';
 
 const FORWARD_KEYS = ['mask', 'blockMask', 'scale', 'softcap', 'impl', 'device', 'blockSize', 'cpuKernel'];
-const BACKWARD_KEYS = [...FORWARD_KEYS, 'dLse'];
+const BACKWARD_KEYS = [...FORWARD_KEYS, 'dLse', 'backwardSplit'];
 
 /**
  * The device an attention call runs on: {@link resolveDevice} of the request, except that
@@ -48,7 +48,10 @@ export function nativeOptions(opts: AttentionBackwardOptions | undefined, backwa
     isa: opts.cpuKernel,
     blockSize: opts.blockSize,
   };
-  if (backward) n.dLse = opts.dLse;
+  if (backward) {
+    n.dLse = opts.dLse;
+    n.backwardSplit = opts.backwardSplit;
+  }
   return n;
 }
 

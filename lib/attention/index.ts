@@ -11,6 +11,7 @@ export type {
   AttentionMask,
   AttentionOptions,
   AttentionShape,
+  BackwardSplit,
   CpuKernel,
   MaskPredicate,
   MaskSpec,
@@ -39,5 +40,5 @@ export {
   sinkAttentionForward,
   sinkAttentionForwardAsync,
 } from './functional.js';
-export { SinkAttention, type SinkAttentionBackwardOptions } from './sink-attention.js';
+export { SinkAttention, type SinkAttentionBackwardOptions, type SinkAttentionOptions } from './sink-attention.js';
 export { attentionInfo, type AttentionInfo } from './info.js';

@@ -28,6 +28,7 @@ export interface NativeAttentionOptions {
   save?: boolean;
   saved?: NativeHandle;
   dLse?: Float32Array;
+  backwardSplit?: 'auto' | 'blocks' | 'groups';
 }
 
 /** Native forward result; `saved` only with `save: true`. */

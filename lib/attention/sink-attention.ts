@@ -1,7 +1,19 @@
 import { createBlockMask, type BlockMask } from './block-mask.js';
 import { backwardSaved, forwardSaving, releaseSaved } from './functional.js';
 import type { NativeHandle } from './native.js';
-import type { AttentionForwardResult, AttentionGradients, AttentionOptions, AttentionShape } from './types.js';
+import type {
+  AttentionBackwardOptions,
+  AttentionForwardResult,
+  AttentionGradients,
+  AttentionOptions,
+  AttentionShape,
+  BackwardSplit,
+} from './types.js';
+
+/** Options of a {@link SinkAttention}: those of every call, plus the fused backward's work split. */
+export interface SinkAttentionOptions extends AttentionOptions {
+  backwardSplit?: BackwardSplit;
+}
 
 interface Saved {
   q: Float32Array;
@@ -33,11 +45,14 @@ export class SinkAttention {
   readonly shape: Readonly<AttentionShape>;
   /** The options of every call (with the block mask built by the constructor for the fused path). */
   readonly options: Readonly<AttentionOptions>;
+  /** The fused backward's work split. */
+  readonly backwardSplit: BackwardSplit | undefined;
   private saved: Saved | undefined;
 
-  constructor(shape: AttentionShape, opts: AttentionOptions = {}) {
+  constructor(shape: AttentionShape, opts: SinkAttentionOptions = {}) {
     this.shape = Object.freeze({ ...shape });
-    const o: AttentionOptions = { ...opts };
+    const { backwardSplit, ...o } = opts;
+    this.backwardSplit = backwardSplit;
     if ((o.impl ?? 'fused') === 'fused' && o.blockMask === undefined) {
       o.blockMask = createBlockMask(o.mask, shape, o.blockSize);
       delete o.blockSize;
@@ -105,7 +120,7 @@ export class SinkAttention {
     return this.saved;
   }
 
-  private backwardOptions(opts: SinkAttentionBackwardOptions): AttentionOptions & { dLse?: Float32Array } {
-    return opts.dLse === undefined ? this.options : { ...this.options, dLse: opts.dLse };
+  private backwardOptions(opts: SinkAttentionBackwardOptions): AttentionBackwardOptions {
+    return { ...this.options, dLse: opts.dLse, backwardSplit: this.backwardSplit };
   }
 }

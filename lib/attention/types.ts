@@ -90,10 +90,20 @@ export interface AttentionOptions {
   cpuKernel?: CpuKernel;
 }
 
+/**
+ * How the fused backward splits its work (same results to fp32 rounding): `'blocks'` — one
+ * pass parallel over key blocks for dk/dv and one over query blocks for dq; `'groups'` — one
+ * pass per (sequence, kv head), less work but parallel over `batch * kvHeads` only; `'auto'`
+ * (default) — `'groups'` when `batch * kvHeads` is at least twice the thread count.
+ */
+export type BackwardSplit = 'auto' | 'blocks' | 'groups';
+
 /** Options of the backward call. */
 export interface AttentionBackwardOptions extends AttentionOptions {
   /** A gradient for the `lse` output, `[batch, qHeads, seqLen]` (default none). */
   dLse?: Float32Array;
+  /** Fused backward work split (default `'auto'`). */
+  backwardSplit?: BackwardSplit;
 }
 
 /** Forward results. */

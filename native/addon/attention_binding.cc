@@ -191,7 +191,8 @@ void ParseOptions(const Napi::Value& v, bool backward, Call* c) {
   Napi::Env env = v.Env();
   Napi::Object o = IsNullish(v) ? Napi::Object::New(env) : RequireObject(v, "opts");
   if (backward) {
-    OnlyFields(o, "opts", {"mask", "blockMask", "scale", "softcap", "impl", "device", "isa", "blockSize", "saved", "dLse"});
+    OnlyFields(o, "opts",
+               {"mask", "blockMask", "scale", "softcap", "impl", "device", "isa", "blockSize", "saved", "dLse", "backwardSplit"});
   } else {
     OnlyFields(o, "opts", {"mask", "blockMask", "scale", "softcap", "impl", "device", "isa", "blockSize", "save"});
   }
@@ -245,6 +246,13 @@ void ParseOptions(const Napi::Value& v, bool backward, Call* c) {
     if (!IsNullish(save) && !save.IsBoolean()) ThrowType(env, "opts.save must be a boolean");
     c->save = !IsNullish(save) && save.As<Napi::Boolean>().Value();
     return;
+  }
+  const Napi::Value split = Field(o, "backwardSplit");
+  if (!IsNullish(split)) {
+    const std::string x = RequireEnum(split, "opts.backwardSplit", {"auto", "blocks", "groups"});
+    c->opts.backwardSplit = x == "blocks"   ? attention::BackwardSplit::kBlocks
+                            : x == "groups" ? attention::BackwardSplit::kGroups
+                                            : attention::BackwardSplit::kAuto;
   }
   const Napi::Value saved = Field(o, "saved");
   if (!IsNullish(saved)) {

@@ -1,11 +1,14 @@
 // Fused (FlashAttention-2 style) sink attention on the CPU: the drivers that validate, plan
 // the tiles and run the ISA kernels (kernels_impl.h) on the thread pool.
 //
+// Keys and values are first packed into tiles (transposed where a tile product needs it), one
+// per (batch, kv head, key block), so no task copies or transposes them again.
 // Forward: one task per (query block, batch, head); a task keeps its running max m, sum l and
 // output accumulator for the block's rows while it walks the non-empty key blocks.
-// Backward: a pre-pass computes D_i = dO_i.o_i - dLse_i and dsink; then one pass over
-// (key block, batch, kv head) accumulates dk and dv over every query head of the group and
-// every non-empty query block, and one pass over (query block, batch, head) accumulates dq.
+// Backward: a pre-pass computes D_i = dO_i.o_i - dLse_i and dsink; then either (kBlocks) one
+// pass over (key block, batch, kv head) accumulating dk and dv over every query head of the
+// group and every non-empty query block plus one pass over (query block, batch, head)
+// accumulating dq, or (kGroups) one pass per (batch, kv head) doing all three.
 // Each output element is written by exactly one task: no atomics, no races, and results do
 // not depend on the number of threads. Tasks run heaviest first.
 #include <algorithm>
@@ -31,6 +34,32 @@ HostBuffer<std::int64_t> HeavyFirst(std::int64_t n, Work work) {
   }
   std::stable_sort(order.data(), order.data() + n, [&](std::int64_t a, std::int64_t b) { return key[a] > key[b]; });
   return order;
+}
+
+// Packs a [batch, kvLen, kvHeads, D] tensor into tiles: transposed [D][bs] (transpose) or
+// rows [bs][dPad], zero past the end of the keys and past D.
+HostBuffer<float> Pack(const float* x, const Shape& s, std::int64_t bs, std::int64_t dPad, std::int64_t kvBlocks,
+                       bool transpose, const char* what) {
+  const std::int64_t D = s.headDim, Hkv = s.kvHeads;
+  const std::int64_t tileSize = transpose ? D * bs : bs * dPad;
+  HostBuffer<float> pack(static_cast<std::size_t>(s.batch * Hkv * kvBlocks * tileSize), what);
+  ThreadPool::Global().ParallelFor(s.batch * Hkv * kvBlocks, [&](std::int64_t tile, int) {
+    const std::int64_t kb = tile % kvBlocks, bk = tile / kvBlocks, b = bk / Hkv, kvh = bk % Hkv;
+    const std::int64_t j0 = kb * bs, cols = std::min(bs, s.kvLen - j0);
+    float* dst = pack.data() + tile * tileSize;
+    std::fill(dst, dst + tileSize, 0.0f);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float* src = x + ((b * s.kvLen + j0 + c) * Hkv + kvh) * D;
+      for (std::int64_t d = 0; d < D; ++d) {
+        if (transpose) {
+          dst[d * bs + c] = src[d];
+        } else {
+          dst[c * dPad + d] = src[d];
+        }
+      }
+    }
+  });
+  return pack;
 }
 
 struct Plan {
@@ -81,13 +110,15 @@ void FusedForward(const Shape& shape, const Options& opts, const ForwardArgs& a)
   Plan p;
   MakePlan(shape, opts, &p);
   FusedCtx& c = p.ctx;
+  const BlockMask& bm = *p.blocks;
+  HostBuffer<float> kT = Pack(a.k, shape, c.bs, c.dPad, bm.kvBlocks(), true, "fused attention packed K");
+  HostBuffer<float> vRows = Pack(a.v, shape, c.bs, c.dPad, bm.kvBlocks(), false, "fused attention packed V");
   c.q = a.q;
-  c.k = a.k;
-  c.v = a.v;
   c.sinks = a.sinks;
+  c.kT = kT.data();
+  c.vRows = vRows.data();
   c.out = a.out;
   c.lse = a.lse;
-  const BlockMask& bm = *p.blocks;
   const std::int64_t n = bm.qBlocks() * shape.batch * shape.qHeads;
   HostBuffer<std::int64_t> order = HeavyFirst(n, [&](std::int64_t t) {
     const std::int64_t rest = t / shape.qHeads;
@@ -142,18 +173,35 @@ void FusedBackward(const Shape& shape, const Options& opts, const BackwardArgs& 
     }
   }
 
+  const BlockMask& bm = *p.blocks;
+  HostBuffer<float> kT = Pack(a.k, shape, c.bs, c.dPad, bm.kvBlocks(), true, "fused attention packed K");
+  HostBuffer<float> vT = Pack(a.v, shape, c.bs, c.dPad, bm.kvBlocks(), true, "fused attention packed V");
+  HostBuffer<float> kRows = Pack(a.k, shape, c.bs, c.dPad, bm.kvBlocks(), false, "fused attention packed K");
   c.q = a.q;
-  c.k = a.k;
-  c.v = a.v;
   c.sinks = a.sinks;
+  c.kT = kT.data();
+  c.vT = vT.data();
+  c.kRows = kRows.data();
   c.lseIn = a.lse;
   c.dOut = a.dOut;
   c.delta = delta.data();
   c.dq = a.dq;
   c.dk = a.dk;
   c.dv = a.dv;
-  const BlockMask& bm = *p.blocks;
   const std::int64_t per = FusedBackwardScratch(c.bs, c.dPad);
+
+  BackwardSplit split = opts.backwardSplit;
+  if (split == BackwardSplit::kAuto) {
+    split = B * shape.kvHeads >= 2 * ThreadPool::Global().size() ? BackwardSplit::kGroups : BackwardSplit::kBlocks;
+  }
+  if (split == BackwardSplit::kGroups) {
+    std::fill(a.dk, a.dk + shape.kvElems(), 0.0f);
+    std::fill(a.dv, a.dv + shape.kvElems(), 0.0f);
+    c.order = nullptr;
+    RunTasks(B * shape.kvHeads, per, "fused attention backward scratch",
+             [&](std::int64_t t, float* scratch) { kt.fusedBackwardGroupTask(c, t, scratch); });
+    return;
+  }
 
   const std::int64_t nKv = bm.kvBlocks() * B * shape.kvHeads;
   HostBuffer<std::int64_t> kvOrder = HeavyFirst(nKv, [&](std::int64_t t) {

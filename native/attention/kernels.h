@@ -1,5 +1,6 @@
 // The vectorised CPU kernels of sink attention, compiled once per instruction set
-// (kernels_avx512.cc, kernels_avx2.cc, kernels_generic.cc include kernels_impl.h) and picked
+// (kernels_avx512.cc, kernels_avx2.cc, kernels_generic.cc include kernels_impl.h and
+// fused_impl.h) and picked
 // at run time. Drivers (fused_cpu.cc, eager_cpu.cc) own threading and memory; the functions
 // here do the arithmetic of one task or one row and allocate nothing.
 #pragma once
@@ -33,9 +34,13 @@ struct FusedCtx {
   std::int64_t dPad = 64;  // headDim rounded up to a multiple of 16
   // forward
   const float* q = nullptr;
-  const float* k = nullptr;
-  const float* v = nullptr;
   const float* sinks = nullptr;
+  // keys and values packed once per call, one tile per (batch, kv head, key block) at tile
+  // index (b * kvHeads + kvh) * kvBlocks + kb; rows past the end of the keys are zero.
+  const float* kT = nullptr;     // [headDim][bs] transposed keys
+  const float* vT = nullptr;     // [headDim][bs] transposed values (backward)
+  const float* kRows = nullptr;  // [bs][dPad] keys (backward)
+  const float* vRows = nullptr;  // [bs][dPad] values (forward)
   float* out = nullptr;
   float* lse = nullptr;
   // backward
@@ -50,16 +55,15 @@ struct FusedCtx {
 };
 
 /**
- * Per-thread scratch floats of the fused tasks (the layouts are carved in kernels_impl.h):
- * forward Qs, Kt, V, acc (tile x dPad each), S (tile x tile), m, l, a row mask;
- * backward Kt, Vt, K, Qs, dO, two accumulators (tile x dPad each), S, dP, tanh' (tile x tile),
- * L, D and a row mask.
+ * Per-thread scratch floats of the fused tasks (the layouts are carved in fused_impl.h):
+ * forward Qs, acc (tile x dPad each), S (tile x tile), m, l, a row mask; backward Qs, dO, two
+ * accumulators (tile x dPad each), S, dP, tanh' (tile x tile), L, D and a row mask.
  */
 inline std::int64_t FusedForwardScratch(std::int64_t bs, std::int64_t dPad) {
-  return 4 * bs * dPad + bs * bs + 2 * bs + bs / 4 + 16;
+  return 2 * bs * dPad + bs * bs + 2 * bs + bs / 4 + 16;
 }
 inline std::int64_t FusedBackwardScratch(std::int64_t bs, std::int64_t dPad) {
-  return 7 * bs * dPad + 3 * bs * bs + 2 * bs + bs / 4 + 16;
+  return 4 * bs * dPad + 3 * bs * bs + 2 * bs + bs / 4 + 16;
 }
 
 /**
@@ -87,6 +91,8 @@ struct KernelTable {
   void (*fusedBackwardKvTask)(const FusedCtx& ctx, std::int64_t task, float* scratch);
   /** dq task t over (query block, batch, head). */
   void (*fusedBackwardQTask)(const FusedCtx& ctx, std::int64_t task, float* scratch);
+  /** dq, dk, dv task t over (batch, kv head) in one pass (dk, dv zeroed beforehand). */
+  void (*fusedBackwardGroupTask)(const FusedCtx& ctx, std::int64_t task, float* scratch);
   void (*gemm)(const GemmArgs& g);
   /** max(x[0..n)). */
   float (*rowMax)(const float* x, std::int64_t n);

@@ -1,4 +1,4 @@
-// AVX2 + FMA build of the attention kernels (kernels_impl.h), used when the CPU has AVX2 and FMA.
+// AVX2 + FMA build of the attention kernels (kernels_impl.h, fused_impl.h), used when the CPU has AVX2 and FMA.
 #include <math.h>
 
 #include <cstdint>
@@ -25,6 +25,7 @@ namespace {
 #define SFX_MAXV(a, b) _mm256_max_ps((a), (b))
 #define SFX_MINV(a, b) _mm256_min_ps((a), (b))
 #include "kernels_impl.h"
+#include "fused_impl.h"
 }  // namespace
 }  // namespace sinkflex::attention::avx2
 

@@ -1,4 +1,4 @@
-// AVX-512 build of the attention kernels (kernels_impl.h), used when the CPU has AVX-512F.
+// AVX-512 build of the attention kernels (kernels_impl.h, fused_impl.h), used when the CPU has AVX-512F.
 #include <math.h>
 
 #include <cstdint>
@@ -27,6 +27,7 @@ namespace {
 #define SFX_MAXV(a, b) _mm512_max_ps((a), (b))
 #define SFX_MINV(a, b) _mm512_min_ps((a), (b))
 #include "kernels_impl.h"
+#include "fused_impl.h"
 }  // namespace
 }  // namespace sinkflex::attention::avx512
 

@@ -1,4 +1,4 @@
-// Portable build of the attention kernels (kernels_impl.h): 16-byte vectors (SSE2 on x86-64,
+// Portable build of the attention kernels (kernels_impl.h, fused_impl.h): 16-byte vectors (SSE2 on x86-64,
 // NEON or scalar code elsewhere), used when the CPU has neither AVX2+FMA nor AVX-512.
 #include <math.h>
 
@@ -25,6 +25,7 @@ namespace {
 #define SFX_MINV(a, b) ((a) < (b) ? (a) : (b))
 #endif
 #include "kernels_impl.h"
+#include "fused_impl.h"
 }  // namespace
 }  // namespace sinkflex::attention::generic
 

@@ -7,12 +7,16 @@
 //   SFX_MAXV(a,b)   lane-wise max, SFX_MINV(a,b) lane-wise min
 // and after including <cstdint>, <cstring>, <math.h>, "kernels.h". It uses no std templates
 // (their instantiations could be shared with other translation units compiled for another ISA).
+// fused_impl.h (the fused tiles and the kernel table) follows it.
 
 typedef float vf __attribute__((vector_size(SFX_VBYTES)));
 typedef float vfu __attribute__((vector_size(SFX_VBYTES), aligned(4), may_alias));
 typedef std::int32_t vi __attribute__((vector_size(SFX_VBYTES)));
 constexpr int W = SFX_VBYTES / 4;
-constexpr int kRows = 4;  // micro-kernel rows
+#ifndef SFX_ROWS
+#define SFX_ROWS 4
+#endif
+constexpr int kRows = SFX_ROWS;  // micro-kernel rows
 constexpr int kNv = SFX_NV;
 constexpr float kInf = __builtin_inff();
 
@@ -124,6 +128,14 @@ void Gemm(const GemmArgs& g) {
       const float* Am = A + m0 * g.sAm;
       float* Cm = g.C + m0 * g.ldc + n0;
       switch (g.M - m0) {
+#if SFX_ROWS > 7
+        case 7: MicroNv<7>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
+        case 6: MicroNv<6>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
+#endif
+#if SFX_ROWS > 5
+        case 5: MicroNv<5>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
+        case 4: MicroNv<4>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
+#endif
         case 3: MicroNv<3>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
         case 2: MicroNv<2>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
         case 1: MicroNv<1>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
@@ -195,257 +207,3 @@ void SoftmaxGrad(const float* p, const float* dp, float* ds, std::int64_t n, flo
   for (; i + W <= n; i += W) Store(ds + i, Load(p + i) * (Load(dp + i) - dv));
   for (; i < n; ++i) ds[i] = p[i] * (dp[i] - d);
 }
-
-// ---- fused tiles ------------------------------------------------------------------------------
-
-// Copies rows [j0, j0 + cols) of one kv head transposed into T[d * bs + c] (d < D), zero for
-// c >= cols.
-void LoadTransposed(const float* base, std::int64_t stride, std::int64_t D, std::int64_t cols, std::int64_t bs,
-                    float* T) {
-  for (std::int64_t c = 0; c < cols; ++c) {
-    const float* src = base + c * stride;
-    for (std::int64_t d = 0; d < D; ++d) T[d * bs + c] = src[d];
-  }
-  if (cols < bs) {
-    for (std::int64_t d = 0; d < D; ++d) std::memset(T + d * bs + cols, 0, static_cast<std::size_t>(bs - cols) * 4);
-  }
-}
-
-// Copies `rows` rows of D floats (times `scale`) into R[r * dPad + d], zero for d >= D.
-void LoadRows(const float* base, std::int64_t stride, std::int64_t D, std::int64_t rows, std::int64_t dPad,
-              float scale, float* R) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* src = base + r * stride;
-    float* dst = R + r * dPad;
-    for (std::int64_t d = 0; d < D; ++d) dst[d] = src[d] * scale;
-    for (std::int64_t d = D; d < dPad; ++d) dst[d] = 0.0f;
-  }
-}
-
-// Writes `rows` rows of D floats (times `scale`) from R back to strided memory.
-void StoreRows(const float* R, std::int64_t dPad, std::int64_t D, std::int64_t rows, float scale, float* base,
-               std::int64_t stride) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* src = R + r * dPad;
-    float* dst = base + r * stride;
-    for (std::int64_t d = 0; d < D; ++d) dst[d] = src[d] * scale;
-  }
-}
-
-// S = Qs Kt, softcap (T = 1 - tanh^2 when capped), mask (partial tiles and padding) to -inf.
-void Scores(const FusedCtx& c, std::int64_t b, BlockState state, std::int64_t i0, std::int64_t rows,
-            std::int64_t j0, std::int64_t cols, const float* Qs, const float* Kt, float* S, float* T,
-            std::uint8_t* rm) {
-  const std::int64_t bs = c.bs;
-  Gemm(GemmArgs{rows, bs, c.shape.headDim, Qs, c.dPad, 1, Kt, bs, S, bs, false});
-  if (c.softcap > 0.0f) {
-    const float cap = c.softcap, inv = 1.0f / c.softcap;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      for (std::int64_t x = 0; x < cols; ++x) {
-        const float t = tanhf(S[r * bs + x] * inv);
-        S[r * bs + x] = cap * t;
-        if (T) T[r * bs + x] = 1.0f - t * t;
-      }
-    }
-  }
-  if (state == kBlockPartial) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      c.mask->EvalRow(b, c.shape.qOffset + i0 + r, j0, cols, rm);
-      for (std::int64_t x = 0; x < cols; ++x) {
-        if (!rm[x]) S[r * bs + x] = -kInf;
-      }
-    }
-  }
-  if (cols < bs) {
-    for (std::int64_t r = 0; r < rows; ++r) {
-      for (std::int64_t x = cols; x < bs; ++x) S[r * bs + x] = -kInf;
-    }
-  }
-}
-
-void FusedForwardTask(const FusedCtx& c, std::int64_t task, float* scr) {
-  const Shape& s = c.shape;
-  const std::int64_t D = s.headDim, Dp = c.dPad, bs = c.bs, Hq = s.qHeads, Hkv = s.kvHeads;
-  const std::int64_t t = c.order ? c.order[task] : task;
-  const std::int64_t h = t % Hq, rest = t / Hq, b = rest % s.batch, qb = rest / s.batch;
-  const std::int64_t kvh = h / s.group(), entry = c.blocks->Entry(b);
-  const std::int64_t i0 = qb * bs, rows = MinI(bs, s.qLen - i0);
-  float* Qs = scr;
-  float* Kt = Qs + bs * Dp;
-  float* Vr = Kt + bs * Dp;
-  float* acc = Vr + bs * Dp;
-  float* S = acc + bs * Dp;
-  float* m = S + bs * bs;
-  float* l = m + bs;
-  auto* rm = reinterpret_cast<std::uint8_t*>(l + bs);
-
-  LoadRows(c.q + ((b * s.qLen + i0) * Hq + h) * D, Hq * D, D, rows, Dp, c.scale, Qs);
-  const float sink = c.sinks ? c.sinks[h] : -kInf;
-  const bool hasSink = sink > -kInf;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    m[r] = hasSink ? sink : -kInf;  // the sink seeds the online softmax: m = s_h, l = exp(s_h - m) = 1
-    l[r] = hasSink ? 1.0f : 0.0f;
-  }
-  std::memset(acc, 0, static_cast<std::size_t>(rows * Dp) * 4);
-
-  const float* kBase = c.k + (b * s.kvLen * Hkv + kvh) * D;
-  const float* vBase = c.v + (b * s.kvLen * Hkv + kvh) * D;
-  std::int64_t nkb = 0;
-  const std::int32_t* list = c.blocks->KvList(entry, qb, &nkb);
-  for (std::int64_t x = 0; x < nkb; ++x) {
-    const std::int64_t kb = list[x], j0 = kb * bs, cols = MinI(bs, s.kvLen - j0);
-    LoadTransposed(kBase + j0 * Hkv * D, Hkv * D, D, cols, bs, Kt);
-    LoadRows(vBase + j0 * Hkv * D, Hkv * D, D, cols, Dp, 1.0f, Vr);
-    Scores(c, b, c.blocks->State(entry, qb, kb), i0, rows, j0, cols, Qs, Kt, S, nullptr, rm);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      float* sr = S + r * bs;
-      const float mNew = MaxF(m[r], RowMax(sr, bs));
-      if (mNew == -kInf) {  // nothing visible yet and no sink
-        std::memset(sr, 0, static_cast<std::size_t>(bs) * 4);
-        continue;
-      }
-      const float sum = ExpSubSum(sr, sr, bs, mNew);
-      if (mNew != m[r]) {
-        const float alpha = m[r] == -kInf ? 0.0f : expf(m[r] - mNew);
-        l[r] *= alpha;
-        ScaleRow(acc + r * Dp, Dp, alpha);
-        m[r] = mNew;
-      }
-      l[r] += sum;
-    }
-    Gemm(GemmArgs{rows, Dp, cols, S, bs, 1, Vr, Dp, acc, Dp, true});
-  }
-
-  float* outBase = c.out + ((b * s.qLen + i0) * Hq + h) * D;
-  float* lseBase = c.lse + (b * Hq + h) * s.qLen + i0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* dst = outBase + r * Hq * D;
-    if (l[r] > 0.0f) {
-      const float inv = 1.0f / l[r];
-      for (std::int64_t d = 0; d < D; ++d) dst[d] = acc[r * Dp + d] * inv;
-      lseBase[r] = m[r] + logf(l[r]);
-    } else {
-      std::memset(dst, 0, static_cast<std::size_t>(D) * 4);
-      lseBase[r] = -kInf;
-    }
-  }
-}
-
-// Backward scratch, carved in a fixed order (see FusedBackwardScratch).
-struct BwdScratch {
-  float *Kt, *Vt, *Kr, *Qs, *dO, *accA, *accB, *S, *dP, *T, *L, *Dl;
-  std::uint8_t* rm;
-  BwdScratch(float* p, std::int64_t bs, std::int64_t Dp) {
-    Kt = p;
-    Vt = Kt + bs * Dp;
-    Kr = Vt + bs * Dp;
-    Qs = Kr + bs * Dp;
-    dO = Qs + bs * Dp;
-    accA = dO + bs * Dp;
-    accB = accA + bs * Dp;
-    S = accB + bs * Dp;
-    dP = S + bs * bs;
-    T = dP + bs * bs;
-    L = T + bs * bs;
-    Dl = L + bs;
-    rm = reinterpret_cast<std::uint8_t*>(Dl + bs);
-  }
-};
-
-// Loads the query-side rows of (b, h, query block) into Qs (scaled), dO, L and D.
-void LoadQuerySide(const FusedCtx& c, std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t rows,
-                   const BwdScratch& w) {
-  const Shape& s = c.shape;
-  const std::int64_t D = s.headDim, Hq = s.qHeads;
-  const std::int64_t off = ((b * s.qLen + i0) * Hq + h) * D;
-  LoadRows(c.q + off, Hq * D, D, rows, c.dPad, c.scale, w.Qs);
-  LoadRows(c.dOut + off, Hq * D, D, rows, c.dPad, 1.0f, w.dO);
-  const std::int64_t lo = (b * Hq + h) * s.qLen + i0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    w.L[r] = c.lseIn[lo + r];
-    w.Dl[r] = c.delta[lo + r];
-  }
-}
-
-// One tile of the backward: S -> P = exp(S - L) (in w.S), dP = dO V^T -> dS (in w.dP).
-void TileGrads(const FusedCtx& c, std::int64_t b, BlockState state, std::int64_t i0, std::int64_t rows,
-               std::int64_t j0, std::int64_t cols, const BwdScratch& w) {
-  const std::int64_t bs = c.bs;
-  const bool capped = c.softcap > 0.0f;
-  Scores(c, b, state, i0, rows, j0, cols, w.Qs, w.Kt, w.S, capped ? w.T : nullptr, w.rm);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* sr = w.S + r * bs;
-    if (w.L[r] == -kInf) {
-      std::memset(sr, 0, static_cast<std::size_t>(bs) * 4);
-    } else {
-      ExpSubSum(sr, sr, bs, w.L[r]);
-    }
-  }
-  Gemm(GemmArgs{rows, bs, c.shape.headDim, w.dO, c.dPad, 1, w.Vt, bs, w.dP, bs, false});
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* dr = w.dP + r * bs;
-    SoftmaxGrad(w.S + r * bs, dr, dr, bs, w.Dl[r]);
-    if (capped) {
-      const float* tr = w.T + r * bs;
-      for (std::int64_t x = 0; x < cols; ++x) dr[x] *= tr[x];
-    }
-  }
-}
-
-void FusedBackwardKvTask(const FusedCtx& c, std::int64_t task, float* scr) {
-  const Shape& s = c.shape;
-  const std::int64_t D = s.headDim, Dp = c.dPad, bs = c.bs, Hkv = s.kvHeads, G = s.group();
-  const std::int64_t t = c.order ? c.order[task] : task;
-  const std::int64_t kvh = t % Hkv, rest = t / Hkv, b = rest % s.batch, kb = rest / s.batch;
-  const std::int64_t entry = c.blocks->Entry(b);
-  const std::int64_t j0 = kb * bs, cols = MinI(bs, s.kvLen - j0);
-  const BwdScratch w(scr, bs, Dp);
-  const std::int64_t kvOff = ((b * s.kvLen + j0) * Hkv + kvh) * D;
-  LoadTransposed(c.k + kvOff, Hkv * D, D, cols, bs, w.Kt);
-  LoadTransposed(c.v + kvOff, Hkv * D, D, cols, bs, w.Vt);
-  std::memset(w.accA, 0, static_cast<std::size_t>(bs * Dp) * 4);  // dK
-  std::memset(w.accB, 0, static_cast<std::size_t>(bs * Dp) * 4);  // dV
-  std::int64_t nqb = 0;
-  const std::int32_t* list = c.blocks->QList(entry, kb, &nqb);
-  for (std::int64_t g = 0; g < G; ++g) {
-    const std::int64_t h = kvh * G + g;
-    for (std::int64_t x = 0; x < nqb; ++x) {
-      const std::int64_t qb = list[x], i0 = qb * bs, rows = MinI(bs, s.qLen - i0);
-      LoadQuerySide(c, b, h, i0, rows, w);
-      TileGrads(c, b, c.blocks->State(entry, qb, kb), i0, rows, j0, cols, w);
-      Gemm(GemmArgs{cols, Dp, rows, w.S, 1, bs, w.dO, Dp, w.accB, Dp, true});   // dV += P^T dO
-      Gemm(GemmArgs{cols, Dp, rows, w.dP, 1, bs, w.Qs, Dp, w.accA, Dp, true});  // dK += dS^T (c Q)
-    }
-  }
-  StoreRows(w.accA, Dp, D, cols, 1.0f, c.dk + kvOff, Hkv * D);
-  StoreRows(w.accB, Dp, D, cols, 1.0f, c.dv + kvOff, Hkv * D);
-}
-
-void FusedBackwardQTask(const FusedCtx& c, std::int64_t task, float* scr) {
-  const Shape& s = c.shape;
-  const std::int64_t D = s.headDim, Dp = c.dPad, bs = c.bs, Hq = s.qHeads, Hkv = s.kvHeads;
-  const std::int64_t t = c.order ? c.order[task] : task;
-  const std::int64_t h = t % Hq, rest = t / Hq, b = rest % s.batch, qb = rest / s.batch;
-  const std::int64_t kvh = h / s.group(), entry = c.blocks->Entry(b);
-  const std::int64_t i0 = qb * bs, rows = MinI(bs, s.qLen - i0);
-  const BwdScratch w(scr, bs, Dp);
-  LoadQuerySide(c, b, h, i0, rows, w);
-  std::memset(w.accA, 0, static_cast<std::size_t>(bs * Dp) * 4);  // dQ
-  std::int64_t nkb = 0;
-  const std::int32_t* list = c.blocks->KvList(entry, qb, &nkb);
-  for (std::int64_t x = 0; x < nkb; ++x) {
-    const std::int64_t kb = list[x], j0 = kb * bs, cols = MinI(bs, s.kvLen - j0);
-    const std::int64_t kvOff = ((b * s.kvLen + j0) * Hkv + kvh) * D;
-    LoadTransposed(c.k + kvOff, Hkv * D, D, cols, bs, w.Kt);
-    LoadTransposed(c.v + kvOff, Hkv * D, D, cols, bs, w.Vt);
-    LoadRows(c.k + kvOff, Hkv * D, D, cols, Dp, 1.0f, w.Kr);
-    TileGrads(c, b, c.blocks->State(entry, qb, kb), i0, rows, j0, cols, w);
-    Gemm(GemmArgs{rows, Dp, cols, w.dP, bs, 1, w.Kr, Dp, w.accA, Dp, true});  // dQ += dS K
-  }
-  StoreRows(w.accA, Dp, D, rows, c.scale, c.dq + ((b * s.qLen + i0) * Hq + h) * D, Hq * D);
-}
-
-const KernelTable kTable = {
-    SFX_ISA_NAME, FusedForwardTask, FusedBackwardKvTask, FusedBackwardQTask, Gemm, RowMax, ExpSubSum,
-    ScaleRow,     Dot,              SoftmaxGrad,
-};

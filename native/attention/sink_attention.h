@@ -27,9 +27,10 @@
 // Two implementations with the same results (to fp32 rounding):
 //   Fused*: FlashAttention-2 style tiles (tile = block size of the block mask) with an online
 //     softmax seeded by the sink (m = s_h, l = 1); empty tiles skipped, no per-element mask on
-//     full tiles; the backward recomputes P from lse, dk/dv in one pass parallel over key
-//     blocks and dq in one parallel over query blocks (no races, deterministic). Extra memory:
-//     O(batch * qHeads * qLen) plus per-thread tiles.
+//     full tiles; the backward recomputes P from lse (see BackwardSplit for how it splits the
+//     work; no races, deterministic, independent of the thread count). Keys and values are
+//     packed into tiles once per call. Extra memory: O(seqLen) (packed keys/values, one
+//     float per query row) plus per-thread tiles — never seqLen^2.
 //   Eager*: materialises [batch, qHeads, qLen, kvLen + 1] scores and probabilities (the sink
 //     is the last column) as a framework would; the backward materialises dP and dS too.
 // All allocations go through the tracked allocator; every function may throw ArgumentError
@@ -82,6 +83,15 @@ CpuIsa BestIsa();
 /** True when this CPU (and build) can run `isa`. */
 bool IsaSupported(CpuIsa isa);
 
+/**
+ * How the fused backward splits its work (results are the same to fp32 rounding):
+ * kBlocks — one pass over (key block, batch, kv head) for dk/dv and one over (query block,
+ * batch, head) for dq (more parallelism, recomputes P twice); kGroups — one pass per
+ * (batch, kv head) (less work, parallel over batch x kvHeads only); kAuto — kGroups when
+ * batch x kvHeads >= 2 x threads, else kBlocks.
+ */
+enum class BackwardSplit { kAuto, kBlocks, kGroups };
+
 /** Options shared by the four entry points. */
 struct Options {
   /** Logit scale c; NaN (the default) means 1 / sqrt(headDim). */
@@ -95,6 +105,8 @@ struct Options {
   /** Fused tile size when blockMask is nullptr (multiple of 16 in [16, 256]). */
   std::int64_t blockSize = kDefaultBlockSize;
   CpuIsa isa = CpuIsa::kAuto;
+  /** Fused backward only. */
+  BackwardSplit backwardSplit = BackwardSplit::kAuto;
 };
 
 /** Inputs and outputs of a forward call (host pointers; sinks may be nullptr). */

@@ -165,20 +165,24 @@ for (const [index, c] of CASES.entries()) {
         const { out, lse } = sinkAttentionForward(q, k, v, sinks, s, opts);
         expectClose(t, out, ref.out, `${label} out`);
         expectClose(t, lse, ref.lse, `${label} lse`);
-        const g = sinkAttentionBackward(q, k, v, sinks, out, lse, dOut, s, { ...opts, dLse });
-        expectClose(t, g.dq, grads.dq, `${label} dq`);
-        expectClose(t, g.dk, grads.dk, `${label} dk`);
-        expectClose(t, g.dv, grads.dv, `${label} dv`);
-        if (sinks) {
-          t.ok(g.dSinks instanceof Float32Array, `${label} dSinks present`);
-          expectClose(t, g.dSinks!, grads.dSinks!, `${label} dSinks`);
-        } else {
-          t.equal(g.dSinks, null, `${label} dSinks is null without sinks`);
+        // the fused backward's two work splits must both match
+        for (const backwardSplit of impl === 'fused' ? (['blocks', 'groups'] as const) : (['auto'] as const)) {
+          const bl = impl === 'fused' ? `${label}/${backwardSplit}` : label;
+          const g = sinkAttentionBackward(q, k, v, sinks, out, lse, dOut, s, { ...opts, dLse, backwardSplit });
+          expectClose(t, g.dq, grads.dq, `${bl} dq`);
+          expectClose(t, g.dk, grads.dk, `${bl} dk`);
+          expectClose(t, g.dv, grads.dv, `${bl} dv`);
+          if (sinks) {
+            t.ok(g.dSinks instanceof Float32Array, `${bl} dSinks present`);
+            expectClose(t, g.dSinks!, grads.dSinks!, `${bl} dSinks`);
+          } else {
+            t.equal(g.dSinks, null, `${bl} dSinks is null without sinks`);
+          }
+          for (const [name, a] of Object.entries({ out, lse, ...g })) {
+            if (a && Array.from(a as Float32Array).some((x) => Number.isNaN(x))) t.fail(`${bl} ${name} has NaN`);
+          }
+          results[label] = [out, lse, g.dq, g.dk, g.dv];
         }
-        for (const [name, a] of Object.entries({ out, lse, ...g })) {
-          if (a && Array.from(a as Float32Array).some((x) => Number.isNaN(x))) t.fail(`${label} ${name} has NaN`);
-        }
-        results[label] = [out, lse, g.dq, g.dk, g.dv];
       }
     }
     // fused and eager agree with each other (to fp32 rounding)
@@ -197,11 +201,13 @@ t.test('fully masked rows give out 0, lse = sink (or -Infinity) and zero gradien
     // prefix(0) allows nothing: every row is fully masked
     for (const withSinks of [true, false]) {
       const sk = withSinks ? sinks : null;
+      const backwardSplit = withSinks ? 'groups' : 'blocks';
       const { out, lse } = sinkAttentionForward(q, k, v, sk, s, { mask: prefix(0), impl });
       t.same(Array.from(out), new Array(30).fill(0), `${impl} out is 0 (sinks ${withSinks})`);
       const expected = [0, 0, 0, 0, 0, 1, 1, 1, 1, 1].map((h) => (withSinks ? sinks[h]! : -Infinity));
       t.same(Array.from(lse), expected, `${impl} lse is the sink or -Infinity`);
-      const g = sinkAttentionBackward(q, k, v, sk, out, lse, dOut, s, { mask: prefix(0), impl });
+      const g = sinkAttentionBackward(q, k, v, sk, out, lse, dOut, s,
+        impl === 'fused' ? { mask: prefix(0), impl, backwardSplit } : { mask: prefix(0), impl });
       for (const a of [g.dq, g.dk, g.dv]) t.ok(a.every((x) => x === 0), `${impl} zero gradient`);
       if (withSinks) t.same(Array.from(g.dSinks!), [0, 0], `${impl} dSinks 0`);
     }
