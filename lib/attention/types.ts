@@ -92,9 +92,11 @@ export interface AttentionOptions {
 
 /**
  * How the fused backward splits its work (same results to fp32 rounding): `'blocks'` — one
- * pass parallel over key blocks for dk/dv and one over query blocks for dq; `'groups'` — one
- * pass per (sequence, kv head), less work but parallel over `batch * kvHeads` only; `'auto'`
- * (default) — `'groups'` when `batch * kvHeads` is at least twice the thread count.
+ * pass parallel over key blocks for dk/dv and one over query blocks for dq (most parallelism,
+ * probabilities recomputed twice, no extra memory); `'groups'` — one pass per (sequence, kv
+ * head), the group's query heads dealt to `S = min(qHeads / kvHeads, ceil(threads / (batch *
+ * kvHeads)))` tasks whose dk/dv partials (`S - 1` kv-sized pairs) are added in a fixed order
+ * (less work); `'auto'` (default) — `'groups'` when that gives a task per thread, else `'blocks'`.
  */
 export type BackwardSplit = 'auto' | 'blocks' | 'groups';
 

@@ -8,7 +8,9 @@
 // Backward: a pre-pass computes D_i = dO_i.o_i - dLse_i and dsink; then either (kBlocks) one
 // pass over (key block, batch, kv head) accumulating dk and dv over every query head of the
 // group and every non-empty query block plus one pass over (query block, batch, head)
-// accumulating dq, or (kGroups) one pass per (batch, kv head) doing all three.
+// accumulating dq, or (kGroups) one pass per (batch, kv head) doing all three, the group's
+// query heads split over a few tasks with kv-sized dk/dv partials when there are fewer
+// (batch, kv head) pairs than threads.
 // Each output element is written by exactly one task: no atomics, no races, and results do
 // not depend on the number of threads. Tasks run heaviest first.
 #include <algorithm>
@@ -190,16 +192,39 @@ void FusedBackward(const Shape& shape, const Options& opts, const BackwardArgs& 
   c.dv = a.dv;
   const std::int64_t per = FusedBackwardScratch(c.bs, c.dPad);
 
+  // One pass per (batch, kv head) does the least work; the query heads of a group are split
+  // over `slots` tasks (each with kv-sized dk/dv partials) until there is a task per thread.
+  const std::int64_t threads = ThreadPool::Global().size(), Hkv = shape.kvHeads;
+  const std::int64_t slots = std::min(shape.group(), std::max<std::int64_t>(1, (threads + B * Hkv - 1) / (B * Hkv)));
   BackwardSplit split = opts.backwardSplit;
-  if (split == BackwardSplit::kAuto) {
-    split = B * shape.kvHeads >= 2 * ThreadPool::Global().size() ? BackwardSplit::kGroups : BackwardSplit::kBlocks;
-  }
+  if (split == BackwardSplit::kAuto) split = B * Hkv * slots >= threads ? BackwardSplit::kGroups : BackwardSplit::kBlocks;
   if (split == BackwardSplit::kGroups) {
-    std::fill(a.dk, a.dk + shape.kvElems(), 0.0f);
-    std::fill(a.dv, a.dv + shape.kvElems(), 0.0f);
-    c.order = nullptr;
-    RunTasks(B * shape.kvHeads, per, "fused attention backward scratch",
+    const std::int64_t kvn = shape.kvElems();
+    HostBuffer<float> dkPart(static_cast<std::size_t>((slots - 1) * kvn), "fused attention backward dk partials");
+    HostBuffer<float> dvPart(static_cast<std::size_t>((slots - 1) * kvn), "fused attention backward dv partials");
+    std::fill(a.dk, a.dk + kvn, 0.0f);
+    std::fill(a.dv, a.dv + kvn, 0.0f);
+    std::fill(dkPart.data(), dkPart.data() + (slots - 1) * kvn, 0.0f);
+    std::fill(dvPart.data(), dvPart.data() + (slots - 1) * kvn, 0.0f);
+    c.slots = slots;
+    c.dkPart = dkPart.data();
+    c.dvPart = dvPart.data();
+    RunTasks(B * Hkv * slots, per, "fused attention backward scratch",
              [&](std::int64_t t, float* scratch) { kt.fusedBackwardGroupTask(c, t, scratch); });
+    if (slots > 1) {  // add the partials in slot order (deterministic)
+      constexpr std::int64_t kChunk = 1 << 14;
+      ThreadPool::Global().ParallelFor((kvn + kChunk - 1) / kChunk, [&](std::int64_t ch, int) {
+        const std::int64_t lo = ch * kChunk, hi = std::min(kvn, lo + kChunk);
+        for (std::int64_t sl = 1; sl < slots; ++sl) {
+          const float* pk = dkPart.data() + (sl - 1) * kvn;
+          const float* pv = dvPart.data() + (sl - 1) * kvn;
+          for (std::int64_t i = lo; i < hi; ++i) {
+            a.dk[i] += pk[i];
+            a.dv[i] += pv[i];
+          }
+        }
+      });
+    }
     return;
   }
 

@@ -241,17 +241,20 @@ void FusedBackwardQTask(const FusedCtx& c, std::int64_t task, float* scr) {
   StoreRows(w.accA, Dp, D, rows, c.scale, c.dq + ((b * s.qLen + i0) * Hq + h) * D, Hq * D);
 }
 
-// dq, dk and dv of a whole (batch, kv head) group in one pass: for each query head and query
-// block, walk its key blocks, accumulating dq in scratch and dk/dv straight into the outputs
-// (zeroed by the driver; only this task writes them).
+// dq, dk and dv in one pass for the query heads g = slot, slot + slots, ... of one (batch, kv
+// head) group: for each such head and query block, walk its key blocks, accumulating dq in
+// scratch and dk/dv straight into memory that only this task writes — the outputs for slot 0
+// (zeroed by the driver), a kv-sized partial buffer for the other slots (the driver adds them
+// in slot order afterwards).
 void FusedBackwardGroupTask(const FusedCtx& c, std::int64_t task, float* scr) {
   const Shape& s = c.shape;
   const std::int64_t D = s.headDim, Dp = c.dPad, bs = c.bs, Hq = s.qHeads, Hkv = s.kvHeads, G = s.group();
-  const std::int64_t t = c.order ? c.order[task] : task;
-  const std::int64_t kvh = t % Hkv, b = t / Hkv;
+  const std::int64_t slot = task % c.slots, rest = task / c.slots, kvh = rest % Hkv, b = rest / Hkv;
   const std::int64_t entry = c.blocks->Entry(b);
+  float* dk = slot == 0 ? c.dk : c.dkPart + (slot - 1) * s.kvElems();
+  float* dv = slot == 0 ? c.dv : c.dvPart + (slot - 1) * s.kvElems();
   const BwdScratch w(scr, bs, Dp);
-  for (std::int64_t g = 0; g < G; ++g) {
+  for (std::int64_t g = slot; g < G; g += c.slots) {
     const std::int64_t h = kvh * G + g;
     for (std::int64_t qb = 0; qb < c.blocks->qBlocks(); ++qb) {
       const std::int64_t i0 = qb * bs, rows = MinI(bs, s.qLen - i0);
@@ -265,8 +268,8 @@ void FusedBackwardGroupTask(const FusedCtx& c, std::int64_t task, float* scr) {
         TileGrads(c, b, c.blocks->State(entry, qb, kb), i0, rows, j0, cols, TileT(c, c.kT, tile),
                   TileT(c, c.vT, tile), w);
         const std::int64_t kvOff = ((b * s.kvLen + j0) * Hkv + kvh) * D;
-        Gemm(GemmArgs{cols, D, rows, w.S, 1, bs, w.dO, Dp, c.dv + kvOff, Hkv * D, true});   // dV += P^T dO
-        Gemm(GemmArgs{cols, D, rows, w.dP, 1, bs, w.Qs, Dp, c.dk + kvOff, Hkv * D, true});  // dK += dS^T (c Q)
+        Gemm(GemmArgs{cols, D, rows, w.S, 1, bs, w.dO, Dp, dv + kvOff, Hkv * D, true});   // dV += P^T dO
+        Gemm(GemmArgs{cols, D, rows, w.dP, 1, bs, w.Qs, Dp, dk + kvOff, Hkv * D, true});  // dK += dS^T (c Q)
         Gemm(GemmArgs{rows, Dp, cols, w.dP, bs, 1, TileR(c, c.kRows, tile), Dp, w.accA, Dp, true});  // dQ += dS K
       }
       StoreRows(w.accA, Dp, D, rows, c.scale, c.dq + ((b * s.qLen + i0) * Hq + h) * D, Hq * D);

@@ -50,6 +50,11 @@ struct FusedCtx {
   float* dq = nullptr;
   float* dk = nullptr;
   float* dv = nullptr;
+  // one-pass backward: query heads of a group are split over `slots` tasks; slot s > 0
+  // accumulates dk/dv into the (s - 1)-th kv-sized slice of dkPart/dvPart
+  std::int64_t slots = 1;
+  float* dkPart = nullptr;
+  float* dvPart = nullptr;
   /** Task permutation (heaviest first), or nullptr for the natural order. */
   const std::int64_t* order = nullptr;
 };
@@ -91,7 +96,7 @@ struct KernelTable {
   void (*fusedBackwardKvTask)(const FusedCtx& ctx, std::int64_t task, float* scratch);
   /** dq task t over (query block, batch, head). */
   void (*fusedBackwardQTask)(const FusedCtx& ctx, std::int64_t task, float* scratch);
-  /** dq, dk, dv task t over (batch, kv head) in one pass (dk, dv zeroed beforehand). */
+  /** dq, dk, dv task t over (batch, kv head, slot) in one pass (dk, dv zeroed beforehand). */
   void (*fusedBackwardGroupTask)(const FusedCtx& ctx, std::int64_t task, float* scratch);
   void (*gemm)(const GemmArgs& g);
   /** max(x[0..n)). */

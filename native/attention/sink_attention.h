@@ -86,9 +86,11 @@ bool IsaSupported(CpuIsa isa);
 /**
  * How the fused backward splits its work (results are the same to fp32 rounding):
  * kBlocks — one pass over (key block, batch, kv head) for dk/dv and one over (query block,
- * batch, head) for dq (more parallelism, recomputes P twice); kGroups — one pass per
- * (batch, kv head) (less work, parallel over batch x kvHeads only); kAuto — kGroups when
- * batch x kvHeads >= 2 x threads, else kBlocks.
+ * batch, head) for dq (most parallelism, recomputes P twice, no extra memory);
+ * kGroups — one pass per (batch, kv head, slot), the group's query heads dealt round-robin
+ * to S = min(group, ceil(threads / (batch x kvHeads))) slots; slots after the first keep
+ * kv-sized dk/dv partials that are added in slot order (less work; extra memory
+ * (S - 1) x 2 x kv size); kAuto — kGroups when it yields a task per thread, else kBlocks.
  */
 enum class BackwardSplit { kAuto, kBlocks, kGroups };
 
