@@ -35,6 +35,21 @@
 //     is the last column) as a framework would; the backward materialises dP and dS too.
 // All allocations go through the tracked allocator; every function may throw ArgumentError
 // (bad sizes) or OutOfMemoryError (tracked limit). Work runs on ThreadPool::Global().
+//
+// Example (a packed micro-batch, sliding window on even layers, GQA, sinks):
+//   using namespace sinkflex::attention;
+//   Shape shape = Shape::Self(batch, seqLen, qHeads, kvHeads, headDim);
+//   MaskProgram::Standard spec;                 // causal by default
+//   spec.window = layer % 2 == 0 ? 128 : 0;     // W keys including the current one
+//   spec.documentIds = docIds;                  // int32 [batch * seqLen], or nullptr
+//   MaskProgram mask = MaskProgram::FromStandard(spec, shape.kvLen, shape.batch);
+//   BlockMask blocks = BlockMask::Build(mask, shape, kDefaultBlockSize);  // reuse fwd + bwd
+//   Options opts;
+//   opts.mask = &mask;
+//   opts.blockMask = &blocks;
+//   FusedForward(shape, opts, ForwardArgs{q, k, v, sinks, out, lse});
+//   FusedBackward(shape, opts, BackwardArgs{q, k, v, sinks, out, lse, dOut, nullptr, dq, dk, dv, dSinks});
+// Trees: int c = mask.AddCausal(); int w = mask.AddWindow(128); mask.SetRoot(mask.AddAnd({c, w}));
 #pragma once
 
 #include <cstdint>
