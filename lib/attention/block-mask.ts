@@ -90,8 +90,11 @@ export function createBlockMask(mask: MaskSpec | undefined, shape: AttentionShap
 export interface DenseMask {
   /** Batch entries: `shape.batch` when the mask uses documents, else 1. */
   batch: number;
+  /** Query rows. */
   seqLen: number;
+  /** Key rows. */
   kvLen: number;
+  /** `[batch][seqLen][kvLen]`, 1 = visible. */
   data: Uint8Array;
   /** Is key `j` visible to query row `i` of sequence `b`? */
   at(b: number, i: number, j: number): boolean;

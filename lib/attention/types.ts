@@ -118,8 +118,11 @@ export interface AttentionForwardResult {
 
 /** Backward results. */
 export interface AttentionGradients {
+  /** `[batch, seqLen, qHeads, headDim]`. */
   dq: Float32Array;
+  /** `[batch, kvLen, kvHeads, headDim]`, summed over the query heads of each kv group. */
   dk: Float32Array;
+  /** `[batch, kvLen, kvHeads, headDim]`, summed over the query heads of each kv group. */
   dv: Float32Array;
   /** `[qHeads]`, summed over the batch; `null` when the call had no sinks. */
   dSinks: Float32Array | null;
