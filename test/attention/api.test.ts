@@ -20,7 +20,7 @@ import {
   sinkAttentionForwardAsync,
   type AttentionShape,
 } from '../../lib/index.js';
-import { Rng, expectClose, packedIds } from './reference.js';
+import { Rng, expectClose, packedIds } from './fixtures/reference.js';
 
 function inputs(shape: AttentionShape, seed: number) {
   const rng = new Rng(seed);
@@ -173,7 +173,7 @@ t.test('results are deterministic, also across thread counts', async (t) => {
   // the same computation in a process with one kernel thread
   const script = `
     const m = await import(${JSON.stringify(new URL('../../lib/index.ts', import.meta.url).href)});
-    const ref = await import(${JSON.stringify(new URL('./reference.ts', import.meta.url).href)});
+    const ref = await import(${JSON.stringify(new URL('./fixtures/reference.ts', import.meta.url).href)});
     const shape = ${JSON.stringify(shape)};
     const rng = new ref.Rng(5);
     const x = { q: rng.floats(${a.out.length}), k: rng.floats(${x.k.length}), v: rng.floats(${x.v.length}), sinks: rng.floats(4), dOut: rng.floats(${a.out.length}) };

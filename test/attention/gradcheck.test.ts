@@ -17,7 +17,7 @@ import {
   type AttentionImpl,
   type MaskSpec,
 } from '../../lib/index.js';
-import { Rng, packedIds, refBackward, refForward, type RefOptions, type Shape } from './reference.js';
+import { Rng, packedIds, refBackward, refForward, type RefOptions, type Shape } from './fixtures/reference.js';
 
 function loss(out: ArrayLike<number>, lse: ArrayLike<number>, G: ArrayLike<number>, H: ArrayLike<number>): number {
   let s = 0;

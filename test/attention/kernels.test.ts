@@ -19,7 +19,7 @@ import {
   type CpuKernel,
   type MaskSpec,
 } from '../../lib/index.js';
-import { Rng, expectClose, packedIds, refBackward, refForward, type Shape } from './reference.js';
+import { Rng, expectClose, packedIds, refBackward, refForward, type Shape } from './fixtures/reference.js';
 
 interface Case {
   name: string;

@@ -25,7 +25,7 @@ import {
   slidingWindow,
   type MaskSpec,
 } from '../../lib/index.js';
-import { Rng, maskFn, packedIds, type RefMaskSpec, type Shape } from './reference.js';
+import { Rng, maskFn, packedIds, type RefMaskSpec, type Shape } from './fixtures/reference.js';
 
 const rng = new Rng(21);
 const B = 3;

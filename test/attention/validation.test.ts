@@ -13,7 +13,7 @@ import {
   sinkAttentionForward,
   type AttentionShape,
 } from '../../lib/index.js';
-import { Rng } from './reference.js';
+import { Rng } from './fixtures/reference.js';
 
 const shape: AttentionShape = { batch: 2, seqLen: 5, qHeads: 4, kvHeads: 2, headDim: 3 };
 const rng = new Rng(3);
