@@ -4,4 +4,5 @@
  * @packageDocumentation
  */
 export * from './native/index.js';
+export * from './attention/index.js';
 export * from './tau/index.js';

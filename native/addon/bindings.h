@@ -7,5 +7,7 @@ namespace sinkflex::addon {
 
 /** version info, backends, memory counters, error classes. */
 void RegisterCore(Napi::Env env, Napi::Object exports);
+/** sink attention: forward/backward (sync and async), masks, block masks. */
+void RegisterAttention(Napi::Env env, Napi::Object exports);
 
 }  // namespace sinkflex::addon
