@@ -7,5 +7,7 @@ namespace sinkflex::addon {
 
 /** version info, backends, memory counters, error classes. */
 void RegisterCore(Napi::Env env, Napi::Object exports);
+/** model ops (GEMM, norms, RoPE, SwiGLU, embedding, log-softmax, AdamW) and ParamStore. */
+void RegisterModel(Napi::Env env, Napi::Object exports);
 
 }  // namespace sinkflex::addon
