@@ -71,8 +71,9 @@ const momentName = (which: 'm' | 'v', name: string): string => `optimizer.${whic
 export function saveCheckpoint(path: string, o: SaveCheckpointOptions): void {
   const config = validateModelConfig(o.config);
   const layout = parameterLayout(config);
-  const names = o.store.names();
-  if (names.length !== layout.length || layout.some((p, i) => p.name !== names[i])) {
+  const info = o.store.info();
+  const same = (a: number[], b: number[]): boolean => a.length === b.length && a.every((d, i) => d === b[i]);
+  if (info.length !== layout.length || layout.some((p, i) => p.name !== info[i].name || !same(p.shape, info[i].shape))) {
     throw new CheckpointError('the store does not hold the parameters of this config', path);
   }
   const withMoments = o.optimizer ?? true;

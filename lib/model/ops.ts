@@ -26,9 +26,9 @@ export function gemm(args: GemmArgs): void {
   modelAddon().gemm(args);
 }
 
-/** Like {@link gemm}, off the main thread; resolves when `c` is written. */
-export function gemmAsync(args: GemmArgs): Promise<void> {
-  return modelAddon().gemmAsync(args);
+/** Like {@link gemm}, off the main thread; resolves when `c` is written, rejects on bad arguments. */
+export async function gemmAsync(args: GemmArgs): Promise<void> {
+  await modelAddon().gemmAsync(args);
 }
 
 /** The same contract computed by a plain scalar triple loop (benchmark baseline). */

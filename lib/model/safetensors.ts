@@ -152,7 +152,7 @@ export function decodeSafetensors(file: Uint8Array): SafetensorsContents {
   const tensors = new Map<string, SafeTensor>();
   for (const e of entries) {
     const size = ITEM_SIZE[e.dtype];
-    const bytes = data.slice(e.begin, e.end); // copy: aligned, owned
+    const bytes = new Uint8Array(data.subarray(e.begin, e.end)); // a copy (Buffer#slice would be a view): aligned, owned
     if (!LITTLE_ENDIAN && size > 1) for (let i = 0; i < bytes.length; i += size) bytes.subarray(i, i + size).reverse();
     const n = bytes.length / size;
     const arr =
