@@ -68,7 +68,7 @@ t.test('log-softmax backward: gradients of logp and entropy by finite difference
   for (const [T, V, temperature, sampled] of [
     [4, 33, 1, false],
     [5, 17, 0.6, false],
-    [33, 1000, 1.4, true],
+    [9, 1000, 1.4, true],
   ] as const) {
     const scale = 1 / temperature;
     const logits = randn(T * V, 50 + V, -3, 3);
@@ -77,7 +77,7 @@ t.test('log-softmax backward: gradients of logp and entropy by finite difference
     const a = randn(T, 52);
     const b = randn(T, 53);
     const fwd = logSoftmaxForward({ logits, targets, rows: T, vocab: V, temperature });
-    const idx = sampled ? sampleIndices(logits.length, 40, 54) : undefined;
+    const idx = sampled ? sampleIndices(logits.length, 24, 54) : undefined;
     const cases: [string, Float32Array | null, Float32Array | null, (x: ArrayLike<number>) => number][] = [
       ['logp', a, null, (x) => dot(a, refLogSoftmax(x, targets, T, V, scale).logp)],
       ['entropy', null, b, (x) => dot(b, refLogSoftmax(x, targets, T, V, scale).entropy)],
