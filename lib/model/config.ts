@@ -41,8 +41,8 @@ export interface ModelConfig {
 export type ModelPreset = 'tiny' | 'small';
 
 /**
- * `tiny`: 2 layers, width 128, 0.5M parameters in matrices besides the embedding — trains on a
- * laptop CPU in minutes. `small`: 8 layers, width 512, ~33M parameters.
+ * `tiny`: 2 layers, width 128, 0.66M parameters (0.52M besides the embedding) — trains on a
+ * laptop CPU in minutes. `small`: 8 layers, width 512, 32.5M parameters.
  */
 export const MODEL_PRESETS: Readonly<Record<ModelPreset, Readonly<ModelConfig>>> = Object.freeze({
   tiny: Object.freeze({

@@ -13,7 +13,7 @@
 namespace sinkflex::model {
 namespace {
 
-constexpr std::int64_t kKc = 256;            // depth of one packed block (A and B panels stay in L1/L2)
+constexpr std::int64_t kKc = 384;            // depth of one packed block (A and B panels stay in L1/L2)
 constexpr std::int64_t kSerialFlops = 1 << 21;  // below this, no threads
 constexpr std::int64_t kSmallM = 8;          // M up to this streams B without packing
 
@@ -118,10 +118,11 @@ void GemmPacked(const KernelTable& kt, bool transA, bool transB, std::int64_t M,
   HostBuffer<float> ap(static_cast<std::size_t>(packA * mr * kcMax), "gemm packed A");
   HostBuffer<float> bp(static_cast<std::size_t>(nPanels * nr * kcMax), "gemm packed B");
 
-  // Tiles of C handed to tasks: start at 8 x 8 micro-panels, shrink until there are enough
+  // Tiles of C handed to tasks: start at 4 x 16 micro-panels (48 x 512 on AVX-512: the B block
+  // stays in L2 while A micro-panels stream through L1), shrink until there are enough
   // tasks to keep every thread busy.
   const std::int64_t threads = parallel ? ThreadPool::Global().size() : 1;
-  std::int64_t mcP = std::min<std::int64_t>(8, mPanels), ncP = std::min<std::int64_t>(8, nPanels);
+  std::int64_t mcP = std::min<std::int64_t>(4, mPanels), ncP = std::min<std::int64_t>(16, nPanels);
   auto tiles = [&] { return ((mPanels + mcP - 1) / mcP) * ((nPanels + ncP - 1) / ncP); };
   while (tiles() < 4 * threads && (mcP > 1 || ncP > 1)) {
     if (mcP >= ncP && mcP > 1) mcP = (mcP + 1) / 2;

@@ -5,7 +5,7 @@ import { closeness, randn, refGemm, sameBits } from './fixtures/reference.js';
 
 // Sizes from the brief (1, 7, 33, 129, 257) in combinations that cover every path: the small-M
 // kernel (M <= 8, A untransposed), the packed path with ragged edges in M, N and K, several K
-// blocks (K > 256), the threaded path and the serial one.
+// blocks (K > 384, the packed depth), the threaded path and the serial one.
 const SHAPES: [number, number, number][] = [
   [1, 1, 1],
   [1, 7, 33],
@@ -16,8 +16,9 @@ const SHAPES: [number, number, number][] = [
   [257, 129, 1],
   [129, 33, 257],
   [257, 257, 129],
-  [12, 32, 300],
+  [12, 32, 800],
   [300, 31, 65],
+  [45, 70, 777],
 ];
 
 function tol(k: number): number {
