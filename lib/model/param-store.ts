@@ -100,7 +100,10 @@ export class ParamStore {
     this.native.setRngState(state);
   }
 
-  /** Frees the native memory now; later calls throw, views become empty. Idempotent. */
+  /**
+   * Frees the native memory (at once, or, when views were taken, once those views — detached
+   * to length 0 here — are garbage collected); later calls throw. Idempotent.
+   */
   dispose(): void {
     this.native.dispose();
   }

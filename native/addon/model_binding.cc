@@ -227,12 +227,17 @@ Napi::Value RmsNormBackwardJs(const Napi::CallbackInfo& info) {
 
 // ---- RoPE -----------------------------------------------------------------------------------------
 
-/** A RoPE table covering `needed` positions, cached across calls with the same headDim/theta. */
+/**
+ * A RoPE table covering `needed` positions, cached across calls with the same headDim/theta
+ * (bindings run on the JavaScript thread only). Deliberately never destroyed at exit, so its
+ * tracked memory is not released after the allocator's counters are gone.
+ */
 const RopeTable& CachedRopeTable(std::int64_t headDim, double theta, std::int64_t needed) {
-  static std::unique_ptr<RopeTable> cache;
+  static RopeTable* cache = nullptr;
   if (!cache || cache->headDim() != headDim || cache->theta() != theta || cache->maxPositions() < needed) {
-    cache.reset();
-    cache = std::make_unique<RopeTable>(headDim, std::max<std::int64_t>(needed, 64), theta);
+    delete cache;
+    cache = nullptr;
+    cache = new RopeTable(headDim, std::max<std::int64_t>(needed, 64), theta);
   }
   return *cache;
 }

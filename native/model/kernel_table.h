@@ -86,8 +86,6 @@ struct KernelTable {
   void (*addRows)(const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld, float* acc);
   /** y[i] += x[i]. */
   void (*add)(float* y, const float* x, std::int64_t n);
-  /** y[i] *= s. */
-  void (*scale)(float* y, std::int64_t n, float s);
 };
 
 extern const KernelTable kGenericKernels;

@@ -10,8 +10,10 @@
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 false positives inside its AVX-512 headers
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 false positives inside its AVX-512 headers
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
 #else
@@ -47,7 +49,6 @@ const KernelTable kAvx2Kernels = {
     SumSquaresK,
     AddRowsK,
     AddK,
-    ScaleK,
 };
 
 }  // namespace sinkflex::model

@@ -33,7 +33,6 @@ const KernelTable kGenericKernels = {
     SumSquaresK,
     AddRowsK,
     AddK,
-    ScaleK,
 };
 
 }  // namespace sinkflex::model

@@ -392,12 +392,12 @@ double SumSquares(const float* x, std::int64_t n) {
   RequirePtr(x, "x");
   const KernelTable& kt = ActiveKernels();
   const std::int64_t chunk = kTaskWork;
-  std::vector<double> partial(static_cast<std::size_t>((n + chunk - 1) / chunk), 0.0);
+  HostBuffer<double> partial(static_cast<std::size_t>((n + chunk - 1) / chunk), "sum of squares partials");
   ForChunks(n, chunk, 1, [&](std::int64_t c, std::int64_t i0, std::int64_t i1) {
     partial[c] = kt.sumSquares(x + i0, i1 - i0);
   });
   double s = 0.0;
-  for (double v : partial) s += v;
+  for (std::size_t c = 0; c < partial.size(); ++c) s += partial[c];
   return s;
 }
 

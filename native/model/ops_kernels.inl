@@ -145,7 +145,7 @@ void SwiGluBackwardK(const float* h, const float* dout, float* dh, std::int64_t 
 void LogSoftmaxForwardK(const float* logits, const std::int32_t* targets, std::int64_t rows, std::int64_t V,
                         float scale, float* logp, float* entropy, float* lse) {
   const Vec sv = Vec::Set1(scale), floor = Vec::Set1(-1e4f);
-  const float ninf = -__builtin_inff();
+  const float ninf = -HUGE_VALF;
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* z = logits + r * V;
     Vec m0 = Vec::Set1(ninf), m1 = Vec::Set1(ninf);
@@ -265,11 +265,6 @@ void AddRowsK(const float* src, std::int64_t rows, std::int64_t cols, std::int64
 
 void AddK(float* y, const float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; i += W) StoreN(LoadN(y + i, n - i) + LoadN(x + i, n - i), y + i, n - i);
-}
-
-void ScaleK(float* y, std::int64_t n, float s) {
-  const Vec sv = Vec::Set1(s);
-  for (std::int64_t i = 0; i < n; i += W) StoreN(LoadN(y + i, n - i) * sv, y + i, n - i);
 }
 
 }  // namespace
