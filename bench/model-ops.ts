@@ -7,6 +7,7 @@
  *   node dist/bench/model-ops.js [--quick] [--json [file]] [--svg file]
  */
 import { writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 
@@ -63,8 +64,10 @@ export interface ModelOpsBenchResult {
   kernel: string;
   threads: number;
   features: string[];
-  /** Measured FMA throughput of all kernel threads (GFLOP/s). */
+  /** Measured FMA throughput of all kernel threads (GFLOP/s), the best of several short runs. */
   peakGflops: number;
+  /** The 1-minute load average before and after the run (other processes share the cores). */
+  loadAverage: [number, number];
   gemm: GemmResult[];
   /** Non-attention ops of one tiny-preset training step. */
   tinyStep: { tokens: number; seconds: number; tokensPerSecond: number; gemmGflop: number };
@@ -108,8 +111,10 @@ function tinyStep(tokens: number): { run: () => void; gemmFlop: number; dispose:
   const ids = Int32Array.from({ length: T }, (_, i) => (i * 7919) % c.vocab);
   const targets = Int32Array.from({ length: T }, (_, i) => ((i + 1) * 7919) % c.vocab);
   const positions = Int32Array.from({ length: T }, (_, i) => i % 512);
-  const w = (name: string): Float32Array => store.view(name);
-  const g = (name: string): Float32Array => store.view(name, 'grad');
+  const values = new Map(store.names().map((n) => [n, store.view(n)]));
+  const grads = new Map(store.names().map((n) => [n, store.view(n, 'grad')]));
+  const w = (name: string): Float32Array => values.get(name) as Float32Array;
+  const g = (name: string): Float32Array => grads.get(name) as Float32Array;
   const L = c.layers;
   const lin = (x: Float32Array, name: string, inF: number, outF: number, out?: Float32Array): Float32Array =>
     linearForward({ x, weight: w(name), rows: T, inFeatures: inF, outFeatures: outF, out });
@@ -189,8 +194,10 @@ export function runModelOpsBench(options: ModelOpsBenchOptions = {}): ModelOpsBe
   const minSeconds = quick ? 0.05 : 0.25;
   const cpu = backends()[0];
   const info = gemmInfo();
-  let peak = fmaPeakGflops(quick ? 0.1 : 0.3);
-  log(`GEMM kernel ${info.kernel}; ${cpu?.name === 'cpu' ? cpu.threads : '?'} threads; FMA peak (measured) ${peak.toFixed(1)} GFLOP/s`);
+  const loadBefore = loadavg()[0];
+  const measurePeak = (): number => Math.max(...Array.from({ length: quick ? 2 : 5 }, () => fmaPeakGflops(quick ? 0.05 : 0.1)));
+  let peak = measurePeak();
+  log(`GEMM kernel ${info.kernel}; ${cpu?.name === 'cpu' ? cpu.threads : '?'} threads; FMA peak (measured) ${peak.toFixed(1)} GFLOP/s; load average ${loadBefore.toFixed(2)}`);
   const squares = quick ? [64, 128] : [128, 256, 512, 1024];
   const T = quick ? 512 : 4096;
   const c = modelConfig('tiny');
@@ -232,14 +239,24 @@ export function runModelOpsBench(options: ModelOpsBenchOptions = {}): ModelOpsBe
         (r.naiveGflops === null ? '' : `   naive ${r.naiveGflops.toFixed(2)} GFLOP/s (${r.speedupVsNaive!.toFixed(0)}x)`),
     );
   }
-  peak = Math.max(peak, fmaPeakGflops(quick ? 0.1 : 0.3));
+  peak = Math.max(peak, measurePeak());
   for (const r of results) r.fractionOfPeak = r.gflops / peak;
   const step = tinyStep(T);
   const seconds = timeIt(step.run, quick ? 0.1 : 1, quick ? 1 : 3);
   step.dispose();
   const tinyResult = { tokens: T, seconds, tokensPerSecond: T / seconds, gemmGflop: step.gemmFlop / 1e9 };
   log(`tiny preset, all non-attention ops of a training step (fwd + bwd + AdamW), ${T} tokens: ${seconds.toFixed(3)} s = ${Math.round(tinyResult.tokensPerSecond)} tokens/s (${(step.gemmFlop / seconds / 1e9).toFixed(1)} GFLOP/s in matmuls)`);
-  return { kernel: info.kernel, threads: cpu?.name === 'cpu' ? cpu.threads : 0, features: cpu?.name === 'cpu' ? cpu.features : [], peakGflops: peak, gemm: results, tinyStep: tinyResult };
+  const loadAfter = loadavg()[0];
+  log(`peak (best of all measurements) ${peak.toFixed(1)} GFLOP/s; load average ${loadBefore.toFixed(2)} -> ${loadAfter.toFixed(2)}`);
+  return {
+    kernel: info.kernel,
+    threads: cpu?.name === 'cpu' ? cpu.threads : 0,
+    features: cpu?.name === 'cpu' ? cpu.features : [],
+    peakGflops: peak,
+    loadAverage: [loadBefore, loadAfter],
+    gemm: results,
+    tinyStep: tinyResult,
+  };
 }
 
 /** A bar chart (SVG) of GEMM GFLOP/s against the naive loop and the peak. */
