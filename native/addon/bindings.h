@@ -9,5 +9,7 @@ namespace sinkflex::addon {
 void RegisterCore(Napi::Env env, Napi::Object exports);
 /** sink attention: forward/backward (sync and async), masks, block masks. */
 void RegisterAttention(Napi::Env env, Napi::Object exports);
+/** model ops (GEMM, norms, RoPE, SwiGLU, embedding, log-softmax, AdamW) and ParamStore. */
+void RegisterModel(Napi::Env env, Napi::Object exports);
 
 }  // namespace sinkflex::addon

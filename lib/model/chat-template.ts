@@ -1,0 +1,227 @@
+/**
+ * The chat template of the built-in policy: renders OpenAI-style messages (system, user,
+ * assistant with text and/or tool calls, tool results) into tokens, and parses an assistant's
+ * generated tokens back into a message. Harmony-like layout (gpt-oss), one section per message:
+ *
+ * ```
+ * <|start|>system<|message|>{content}<|end|>
+ * <|start|>tools<|message|>{JSON of the tool schemas}<|end|>       (when tools are given)
+ * <|start|>user<|message|>{content}<|end|>
+ * <|start|>assistant<|message|>{text}<|call|>{"name":…,"arguments":…}<|end|>
+ * <|start|>tool<|message|>{result}<|end|>
+ * <|start|>assistant                                                (generation prompt)
+ * ```
+ *
+ * Each piece is tokenized on its own and special tokens come only from the template, so a
+ * conversation's tokens are the concatenation of its messages' tokens: rendering a longer
+ * conversation extends a shorter one exactly (the prefix property), and the generation prompt
+ * followed by an assistant body ({@link ChatTemplate.renderAssistantBody}) is that assistant
+ * message's rendering.
+ * @module
+ */
+import { Tokenizer, type TokenizerTrainOptions } from './tokenizer.js';
+
+/** The special tokens the template needs, in the order they get ids 0..5. */
+export const CHAT_SPECIAL_TOKENS: readonly string[] = Object.freeze(['<|pad|>', '<|endoftext|>', '<|start|>', '<|end|>', '<|message|>', '<|call|>']);
+
+/** A tool call of an assistant message (OpenAI chat format). */
+export interface ChatToolCall {
+  id?: string;
+  type?: 'function';
+  function: {
+    name: string;
+    /** The arguments as JSON text. */
+    arguments: string;
+  };
+}
+
+/** A chat message (OpenAI chat format). */
+export type ChatMessage =
+  | { role: 'system'; content: string }
+  | { role: 'user'; content: string }
+  | { role: 'assistant'; content?: string | null; tool_calls?: ChatToolCall[] }
+  | { role: 'tool'; content: string; tool_call_id?: string; name?: string };
+
+/** An assistant message as parsed from generated tokens. */
+export type ChatAssistantMessage = Extract<ChatMessage, { role: 'assistant' }>;
+
+/** A tool schema as passed to chat APIs (rendered as JSON; any JSON-serialisable object). */
+export type ToolSchema = Record<string, unknown>;
+
+/** Options of {@link ChatTemplate.render}. */
+export interface RenderOptions {
+  /** Tool schemas, rendered once after the leading system message (or first). */
+  tools?: readonly ToolSchema[];
+  /** Append `<|start|>assistant`, where the model starts generating. */
+  addGenerationPrompt?: boolean;
+}
+
+/** Result of {@link ChatTemplate.parseAssistant}: a message, or why the tokens are not one. */
+export type ParseResult =
+  | { ok: true; message: ChatAssistantMessage; /** tokens used, including <|end|> */ consumed: number }
+  | { ok: false; error: string; /** the generated text, specials included, for logs */ text: string };
+
+/** Thrown when a message cannot be rendered (unknown role, wrong field types). */
+export class ChatTemplateError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ChatTemplateError';
+  }
+}
+
+/** Trains a tokenizer over `corpus` with the template's special tokens (see {@link Tokenizer.train}). */
+export function trainChatTokenizer(corpus: string | readonly string[], options: Omit<TokenizerTrainOptions, 'specialTokens'>): Tokenizer {
+  return Tokenizer.train(corpus, { ...options, specialTokens: [...CHAT_SPECIAL_TOKENS] });
+}
+
+/** Renders and parses chats for one tokenizer (which must define {@link CHAT_SPECIAL_TOKENS}). */
+export class ChatTemplate {
+  /** `<|start|>`, `<|end|>`, `<|message|>`, `<|call|>` ids. */
+  readonly start: number;
+  readonly end: number;
+  readonly message: number;
+  readonly call: number;
+  /** `<|pad|>` id (padding, never rendered). */
+  readonly pad: number;
+  /** `<|endoftext|>` id. */
+  readonly endOfText: number;
+
+  constructor(readonly tokenizer: Tokenizer) {
+    this.pad = tokenizer.specialId('<|pad|>');
+    this.endOfText = tokenizer.specialId('<|endoftext|>');
+    this.start = tokenizer.specialId('<|start|>');
+    this.end = tokenizer.specialId('<|end|>');
+    this.message = tokenizer.specialId('<|message|>');
+    this.call = tokenizer.specialId('<|call|>');
+  }
+
+  /** Tokens that end an assistant turn when sampling (`<|end|>`). */
+  get stopTokens(): number[] {
+    return [this.end];
+  }
+
+  /** The tokens of a conversation. */
+  render(messages: readonly ChatMessage[], options: RenderOptions = {}): number[] {
+    const out: number[] = [];
+    const toolsAt = options.tools && options.tools.length > 0 ? (messages[0]?.role === 'system' ? 1 : 0) : -1;
+    messages.forEach((m, i) => {
+      if (i === toolsAt) out.push(...this.renderTools(options.tools ?? []));
+      out.push(...this.renderMessage(m));
+    });
+    if (toolsAt >= messages.length) out.push(...this.renderTools(options.tools ?? []));
+    if (options.addGenerationPrompt) out.push(...this.generationPrompt());
+    return out;
+  }
+
+  /** The tokens of one message (what an agent loop appends for an environment/user/tool turn). */
+  renderMessage(m: ChatMessage): number[] {
+    if (typeof m !== 'object' || m === null) throw new ChatTemplateError('a message must be an object');
+    switch (m.role) {
+      case 'system':
+      case 'user':
+      case 'tool':
+        if (typeof m.content !== 'string') throw new ChatTemplateError(`${m.role} message content must be a string`);
+        return [this.start, ...this.tokenizer.encode(m.role), this.message, ...this.tokenizer.encode(m.content), this.end];
+      case 'assistant':
+        return [...this.generationPrompt(), ...this.renderAssistantBody(m)];
+      default:
+        throw new ChatTemplateError(`unknown message role '${String((m as { role?: unknown }).role)}'`);
+    }
+  }
+
+  /** The section holding the tool schemas. */
+  renderTools(tools: readonly ToolSchema[]): number[] {
+    return [this.start, ...this.tokenizer.encode('tools'), this.message, ...this.tokenizer.encode(JSON.stringify(tools)), this.end];
+  }
+
+  /** `<|start|>assistant`: where generation begins. */
+  generationPrompt(): number[] {
+    return [this.start, ...this.tokenizer.encode('assistant')];
+  }
+
+  /**
+   * What the model generates after the prompt for this assistant message, `<|end|>` included:
+   * `<|message|>text` when there is text (or nothing else), then `<|call|>{"name","arguments"}`
+   * per tool call (arguments embedded as JSON when they parse, else as a string).
+   */
+  renderAssistantBody(m: ChatAssistantMessage): number[] {
+    const out: number[] = [];
+    const calls = m.tool_calls ?? [];
+    if (m.content !== undefined && m.content !== null && typeof m.content !== 'string') {
+      throw new ChatTemplateError('assistant message content must be a string or null');
+    }
+    if ((m.content !== undefined && m.content !== null && m.content !== '') || calls.length === 0) {
+      out.push(this.message, ...this.tokenizer.encode(m.content ?? ''));
+    }
+    for (const c of calls) {
+      if (typeof c?.function?.name !== 'string' || typeof c.function.arguments !== 'string') {
+        throw new ChatTemplateError('a tool call needs function.name and function.arguments strings');
+      }
+      let args: unknown = c.function.arguments;
+      try {
+        args = JSON.parse(c.function.arguments);
+      } catch {
+        // not JSON: rendered as a string
+      }
+      out.push(this.call, ...this.tokenizer.encode(JSON.stringify({ name: c.function.name, arguments: args })));
+    }
+    out.push(this.end);
+    return out;
+  }
+
+  /**
+   * Parses generated tokens (after the generation prompt) into an assistant message: sections
+   * `<|message|>text` and `<|call|>json` up to `<|end|>`. Never throws: malformed output
+   * (no `<|end|>`, text outside a section, another special token, bad tool-call JSON) gives
+   * `{ ok: false, error }`. Tool calls get ids `call_0`, `call_1`, … unless `idPrefix` is given.
+   */
+  parseAssistant(tokens: ArrayLike<number>, idPrefix = 'call_'): ParseResult {
+    const text = (): string => {
+      try {
+        return this.tokenizer.decode(Array.from(tokens).filter((t) => Number.isInteger(t) && t >= 0 && t < this.tokenizer.vocabSize));
+      } catch {
+        return '';
+      }
+    };
+    const fail = (error: string): ParseResult => ({ ok: false, error, text: text() });
+    const endAt = Array.prototype.indexOf.call(tokens, this.end) as number;
+    if (endAt < 0) return fail('the assistant turn has no <|end|> (truncated generation?)');
+    const sections: { kind: number; ids: number[] }[] = [];
+    for (let i = 0; i < endAt; i++) {
+      const t = tokens[i];
+      if (!Number.isInteger(t) || t < 0 || t >= this.tokenizer.vocabSize) return fail(`token ${String(t)} at ${i} is not in the vocabulary`);
+      if (t === this.message || t === this.call) sections.push({ kind: t, ids: [] });
+      else if (this.tokenizer.isSpecial(t)) return fail(`unexpected special token ${this.tokenizer.specialTokens[t]} at ${i}`);
+      else if (sections.length === 0) return fail('text before the first <|message|> or <|call|>');
+      else sections[sections.length - 1].ids.push(t);
+    }
+    if (sections.length === 0) return fail('empty assistant turn');
+    const parts: string[] = [];
+    const calls: ChatToolCall[] = [];
+    for (const s of sections) {
+      const body = this.tokenizer.decode(s.ids);
+      if (s.kind === this.message) {
+        parts.push(body);
+        continue;
+      }
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(body);
+      } catch (e) {
+        return fail(`tool call ${calls.length} is not valid JSON: ${(e as Error).message}`);
+      }
+      const o = parsed as { name?: unknown; arguments?: unknown };
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || typeof o.name !== 'string' || o.name === '') {
+        return fail(`tool call ${calls.length} must be an object with a non-empty "name"`);
+      }
+      const args = o.arguments === undefined ? {} : o.arguments;
+      if (typeof args !== 'string' && (typeof args !== 'object' || args === null || Array.isArray(args))) {
+        return fail(`tool call ${calls.length} "arguments" must be an object`);
+      }
+      calls.push({ id: `${idPrefix}${calls.length}`, type: 'function', function: { name: o.name, arguments: typeof args === 'string' ? args : JSON.stringify(args) } });
+    }
+    const message: ChatAssistantMessage = { role: 'assistant', content: parts.length > 0 ? parts.join('') : null };
+    if (calls.length > 0) message.tool_calls = calls;
+    return { ok: true, message, consumed: endAt + 1 };
+  }
+}

@@ -1,0 +1,15 @@
+/**
+ * The built-in policy's building blocks: native model ops (GEMM, linear, RMSNorm, RoPE,
+ * SwiGLU, embedding, log-softmax/entropy, cross-entropy, AdamW), the native parameter store,
+ * the model config and presets, the tokenizer and chat template, and safetensors checkpoints.
+ * @module
+ */
+export * from './ops.js';
+export * from './config.js';
+export * from './param-store.js';
+export * from './tokenizer.js';
+export * from './chat-template.js';
+export * from './safetensors.js';
+export * from './checkpoint.js';
+export { encodeWtf8, decodeWtf8 } from './utf8.js';
+export { modelAddon, type GemmArgs, type GemmInfo, type ModelAddon, type NativeParamStore, type ParamInit } from './native.js';

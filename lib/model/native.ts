@@ -1,0 +1,252 @@
+/**
+ * Typed declarations of the native model functions (native/addon/model_binding.cc and
+ * model_store_binding.cc). The wrappers in ops.ts and param-store.ts are the public API.
+ * @module
+ */
+import { loadAddon } from '../native/loader.js';
+
+/** Arguments of a GEMM: `c = alpha * op(a) * op(b) + beta * c`, row-major, `op(a)` is m x k, `op(b)` is k x n. */
+export interface GemmArgs {
+  a: Float32Array;
+  b: Float32Array;
+  c: Float32Array;
+  m: number;
+  n: number;
+  k: number;
+  /** `a` is stored k x m and used transposed. */
+  transA?: boolean;
+  /** `b` is stored n x k and used transposed. */
+  transB?: boolean;
+  /** Default 1. */
+  alpha?: number;
+  /** Default 0 (then `c` is only written). */
+  beta?: number;
+}
+
+/** Which micro-kernel the GEMM uses on this machine. */
+export interface GemmInfo {
+  /** e.g. `'avx512 12x32'`. */
+  kernel: string;
+  /** `'avx512'`, `'avx2'` or `'generic'`. */
+  isa: string;
+  /** Rows of the register tile. */
+  mr: number;
+  /** Columns of the register tile. */
+  nr: number;
+  /** Floats per vector register. */
+  vectorWidth: number;
+}
+
+/** Initialisation of a parameter. */
+export type ParamInit = 'normal' | 'ones' | 'zeros';
+
+/** Description of one parameter of a store. */
+export interface ParamSpec {
+  /** Unique, non-empty. */
+  name: string;
+  /** 1 to 4 dimensions, each >= 1. */
+  shape: number[];
+  /** Default `'normal'`. */
+  init?: ParamInit;
+  /** Standard deviation of `'normal'` (default 0.02). */
+  std?: number;
+  /** AdamW weight decay applies (default: true for 2+ dimensions). */
+  decay?: boolean;
+}
+
+/** A parameter as the store reports it. */
+export interface ParamInfo {
+  name: string;
+  shape: number[];
+  numel: number;
+  init: ParamInit;
+  std: number;
+  decay: boolean;
+}
+
+/** The buffers of a parameter: its value, its gradient, AdamW's first and second moments. */
+export type ParamBufferName = 'value' | 'grad' | 'm' | 'v';
+
+/** Options of one AdamW step of a store. */
+export interface AdamWStepOptions {
+  /** Learning rate (default 1e-3). */
+  lr?: number;
+  /** Default 0.9. */
+  beta1?: number;
+  /** Default 0.999. */
+  beta2?: number;
+  /** Default 1e-8. */
+  eps?: number;
+  /** Decoupled weight decay, applied to parameters with `decay` (default 0). */
+  weightDecay?: number;
+  /** Clip the global gradient L2 norm to this value (0 or absent: no clipping). */
+  maxGradNorm?: number;
+  /** Skip the update when the gradient norm is NaN or infinite (default true). */
+  skipNonFinite?: boolean;
+}
+
+/** What one AdamW step did. */
+export interface AdamWStepResult {
+  /** Global L2 norm of the gradients before clipping (NaN/Infinity when not finite). */
+  gradNorm: number;
+  /** Factor the gradients were multiplied by (1 when not clipped). */
+  clipScale: number;
+  /** `gradNorm` is finite. */
+  finite: boolean;
+  /** The update ran (false when skipped for a non-finite norm). */
+  applied: boolean;
+  /** Optimiser steps taken so far. */
+  step: number;
+}
+
+/** The native ParamStore handle. */
+export interface NativeParamStore {
+  names(): string[];
+  info(): ParamInfo[];
+  read(name: string, which?: ParamBufferName): Float32Array;
+  write(name: string, data: Float32Array, which?: ParamBufferName): void;
+  view(name: string, which?: ParamBufferName): Float32Array;
+  zeroGrad(): void;
+  gradNorm(): number;
+  adamwStep(options: AdamWStepOptions): AdamWStepResult;
+  getStep(): number;
+  setStep(step: number): void;
+  rngState(): string;
+  setRngState(state: string): void;
+  numel(): number;
+  seed(): number;
+  dispose(): void;
+  isDisposed(): boolean;
+}
+
+/** The model config as the addon reads it (see config.ts for the documented type). */
+export interface NativeModelConfig {
+  layers: number;
+  width: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  window: number;
+  vocab: number;
+  context: number;
+  ffn: number;
+  ropeTheta?: number;
+  normEps?: number;
+  initStd?: number;
+  swiglu?: 'standard' | 'clamped';
+  bias?: boolean;
+}
+
+/** Native op argument objects (sizes explicit; every array's length is checked against them). */
+export interface NativeOps {
+  linearForward(o: { x: Float32Array; weight: Float32Array; bias?: Float32Array | null; out: Float32Array; rows: number; inFeatures: number; outFeatures: number }): void;
+  linearBackward(o: {
+    x?: Float32Array | null;
+    weight?: Float32Array | null;
+    dy: Float32Array;
+    dx?: Float32Array | null;
+    dweight?: Float32Array | null;
+    dbias?: Float32Array | null;
+    rows: number;
+    inFeatures: number;
+    outFeatures: number;
+    accumulate?: boolean;
+  }): void;
+  rmsnormForward(o: { x: Float32Array; weight: Float32Array; out: Float32Array; rstd: Float32Array; rows: number; dim: number; eps?: number }): void;
+  rmsnormBackward(o: {
+    x: Float32Array;
+    weight: Float32Array;
+    rstd: Float32Array;
+    dy: Float32Array;
+    dx: Float32Array;
+    dweight: Float32Array;
+    rows: number;
+    dim: number;
+    accumulate?: boolean;
+  }): void;
+  ropeForward(o: { x: Float32Array; out: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number }): void;
+  ropeBackward(o: { dy: Float32Array; dx: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number }): void;
+  swigluForward(o: { h: Float32Array; out: Float32Array; rows: number; ffn: number; alpha?: number; limit?: number; upBias?: number }): void;
+  swigluBackward(o: {
+    h: Float32Array;
+    dout: Float32Array;
+    dh: Float32Array;
+    rows: number;
+    ffn: number;
+    alpha?: number;
+    limit?: number;
+    upBias?: number;
+    accumulate?: boolean;
+  }): void;
+  embeddingForward(o: { table: Float32Array; ids: Int32Array; out: Float32Array; rows: number; vocab: number; dim: number }): void;
+  embeddingBackward(o: { ids: Int32Array; dout: Float32Array; dtable: Float32Array; rows: number; vocab: number; dim: number }): void;
+  logSoftmaxForward(o: {
+    logits: Float32Array;
+    targets?: Int32Array | null;
+    rows: number;
+    vocab: number;
+    scale?: number;
+    logp?: Float32Array | null;
+    entropy?: Float32Array | null;
+    lse: Float32Array;
+  }): void;
+  logSoftmaxBackward(o: {
+    logits: Float32Array;
+    targets?: Int32Array | null;
+    lse: Float32Array;
+    entropy?: Float32Array | null;
+    dlogp?: Float32Array | null;
+    dentropy?: Float32Array | null;
+    dlogits: Float32Array;
+    rows: number;
+    vocab: number;
+    scale?: number;
+    accumulate?: boolean;
+  }): void;
+  crossEntropyForward(o: { logits: Float32Array; targets: Int32Array; rows: number; vocab: number; losses?: Float32Array | null; lse: Float32Array }): {
+    loss: number;
+    count: number;
+  };
+  crossEntropyBackward(o: {
+    logits: Float32Array;
+    targets: Int32Array;
+    lse: Float32Array;
+    dlogits: Float32Array;
+    rows: number;
+    vocab: number;
+    gradScale?: number;
+    accumulate?: boolean;
+  }): void;
+  adamwUpdate(o: {
+    param: Float32Array;
+    grad: Float32Array;
+    m: Float32Array;
+    v: Float32Array;
+    step: number;
+    lr?: number;
+    beta1?: number;
+    beta2?: number;
+    eps?: number;
+    weightDecay?: number;
+    gradScale?: number;
+    decay?: boolean;
+  }): void;
+  sumSquares(x: Float32Array): number;
+}
+
+/** Everything native/model exports. */
+export interface ModelAddon extends NativeOps {
+  gemm(args: GemmArgs): void;
+  gemmNaive(args: GemmArgs): void;
+  gemmAsync(args: GemmArgs): Promise<void>;
+  gemmInfo(): GemmInfo;
+  fmaPeakGflops(seconds: number): number;
+  opsIsa(): string;
+  modelParamLayout(config: NativeModelConfig): Required<ParamSpec>[];
+  ParamStore: new (options: { specs?: ParamSpec[]; config?: NativeModelConfig; seed: number }) => NativeParamStore;
+}
+
+/** The addon typed with the model functions. */
+export function modelAddon(): ModelAddon {
+  return loadAddon<ModelAddon>();
+}

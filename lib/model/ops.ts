@@ -1,0 +1,341 @@
+/**
+ * The model ops as typed functions over Float32Arrays (row-major). Each forward returns its
+ * outputs, allocating any that are not passed in; each backward returns its gradients.
+ * Convention for gradient outputs: `undefined` allocates a zero-filled array, `null` skips
+ * that gradient, an array is used as given. Parameter gradients (`dweight`, `dbias`,
+ * `dtable`) are accumulated (`+=`); activation gradients are written, or accumulated with
+ * `accumulate: true`. Bad arguments throw TypeError/RangeError naming the argument.
+ * @module
+ */
+import { type GemmArgs, type GemmInfo, modelAddon } from './native.js';
+
+/** Float32Array of n zeros. */
+function zeros(n: number): Float32Array {
+  return new Float32Array(n);
+}
+
+/** `given` when an array, a new zeroed array of `n` when undefined, null when null. */
+function grad(given: Float32Array | null | undefined, n: number): Float32Array | null {
+  return given === undefined ? zeros(n) : given;
+}
+
+// ---- GEMM -------------------------------------------------------------------------------------
+
+/** `c = alpha * op(a) * op(b) + beta * c` in place (see {@link GemmArgs}); blocked, vectorised, multi-threaded. */
+export function gemm(args: GemmArgs): void {
+  modelAddon().gemm(args);
+}
+
+/** Like {@link gemm}, off the main thread; resolves when `c` is written, rejects on bad arguments. */
+export async function gemmAsync(args: GemmArgs): Promise<void> {
+  await modelAddon().gemmAsync(args);
+}
+
+/** The same contract computed by a plain scalar triple loop (benchmark baseline). */
+export function gemmNaive(args: GemmArgs): void {
+  modelAddon().gemmNaive(args);
+}
+
+/** Options of {@link matmul}. */
+export interface MatmulOptions {
+  transA?: boolean;
+  transB?: boolean;
+  alpha?: number;
+  beta?: number;
+  /** m x n output (accumulated into with beta != 0); allocated when absent. */
+  out?: Float32Array;
+}
+
+/** Returns `op(a) . op(b)` (m x n); shapes as in {@link GemmArgs}. */
+export function matmul(a: Float32Array, b: Float32Array, m: number, n: number, k: number, options: MatmulOptions = {}): Float32Array {
+  const c = options.out ?? zeros(m * n);
+  modelAddon().gemm({ a, b, c, m, n, k, transA: options.transA, transB: options.transB, alpha: options.alpha, beta: options.beta });
+  return c;
+}
+
+/** The GEMM micro-kernel selected for this CPU. */
+export function gemmInfo(): GemmInfo {
+  return modelAddon().gemmInfo();
+}
+
+/** The instruction set of the model ops: `'avx512'`, `'avx2'` or `'generic'` (SINKFLEX_CPU_FEATURES can force a lower one). */
+export function opsIsa(): string {
+  return modelAddon().opsIsa();
+}
+
+/** Measures the FMA throughput of all kernel threads for about `seconds`: the machine's peak estimate in GFLOP/s. */
+export function fmaPeakGflops(seconds = 0.25): number {
+  return modelAddon().fmaPeakGflops(seconds);
+}
+
+// ---- linear -----------------------------------------------------------------------------------
+
+/** Shapes of a linear layer applied to `rows` tokens. */
+export interface LinearShape {
+  rows: number;
+  inFeatures: number;
+  outFeatures: number;
+}
+
+/** `y[rows, out] = x[rows, in] . weight[out, in]^T + bias[out]` (PyTorch weight layout). */
+export function linearForward(o: LinearShape & { x: Float32Array; weight: Float32Array; bias?: Float32Array | null; out?: Float32Array }): Float32Array {
+  const out = o.out ?? zeros(o.rows * o.outFeatures);
+  modelAddon().linearForward({ ...o, out });
+  return out;
+}
+
+/** Gradients of a linear layer: `dx = dy . weight`, `dweight += dy^T . x`, `dbias += sum(dy)`. */
+export function linearBackward(
+  o: LinearShape & {
+    x: Float32Array;
+    weight: Float32Array;
+    dy: Float32Array;
+    dx?: Float32Array | null;
+    dweight?: Float32Array | null;
+    dbias?: Float32Array | null;
+    accumulate?: boolean;
+  },
+): { dx: Float32Array | null; dweight: Float32Array | null; dbias: Float32Array | null } {
+  const dx = grad(o.dx, o.rows * o.inFeatures);
+  const dweight = grad(o.dweight, o.outFeatures * o.inFeatures);
+  const dbias = grad(o.dbias, o.outFeatures);
+  modelAddon().linearBackward({ ...o, dx, dweight, dbias });
+  return { dx, dweight, dbias };
+}
+
+// ---- RMSNorm ----------------------------------------------------------------------------------
+
+/** `out = x / sqrt(mean(x^2) + eps) * weight` per row of `x[rows, dim]`; `rstd` is kept for the backward. */
+export function rmsnormForward(o: { x: Float32Array; weight: Float32Array; rows: number; dim: number; eps?: number; out?: Float32Array; rstd?: Float32Array }): {
+  out: Float32Array;
+  rstd: Float32Array;
+} {
+  const out = o.out ?? zeros(o.rows * o.dim);
+  const rstd = o.rstd ?? zeros(o.rows);
+  modelAddon().rmsnormForward({ ...o, out, rstd });
+  return { out, rstd };
+}
+
+/** Gradients of RMSNorm: `dx` and `dweight +=`. */
+export function rmsnormBackward(o: {
+  x: Float32Array;
+  weight: Float32Array;
+  rstd: Float32Array;
+  dy: Float32Array;
+  rows: number;
+  dim: number;
+  dx?: Float32Array;
+  dweight?: Float32Array;
+  accumulate?: boolean;
+}): { dx: Float32Array; dweight: Float32Array } {
+  const dx = o.dx ?? zeros(o.rows * o.dim);
+  const dweight = o.dweight ?? zeros(o.dim);
+  modelAddon().rmsnormBackward({ ...o, dx, dweight });
+  return { dx, dweight };
+}
+
+// ---- RoPE -------------------------------------------------------------------------------------
+
+/** Shapes of a RoPE call on `x[rows, heads, headDim]` with one position per row. */
+export interface RopeShape {
+  positions: Int32Array;
+  rows: number;
+  heads: number;
+  /** Even. */
+  headDim: number;
+  /** Base of the frequencies (default 10000). */
+  theta?: number;
+}
+
+/** Rotate-half rotary embedding (Llama/gpt-oss convention); `out` may be `x` (in place). */
+export function ropeForward(o: RopeShape & { x: Float32Array; out?: Float32Array }): Float32Array {
+  const out = o.out ?? zeros(o.rows * o.heads * o.headDim);
+  modelAddon().ropeForward({ ...o, out });
+  return out;
+}
+
+/** The backward of {@link ropeForward} (the inverse rotation); `dx` may be `dy`. */
+export function ropeBackward(o: RopeShape & { dy: Float32Array; dx?: Float32Array }): Float32Array {
+  const dx = o.dx ?? zeros(o.rows * o.heads * o.headDim);
+  modelAddon().ropeBackward({ ...o, dx });
+  return dx;
+}
+
+// ---- SwiGLU -----------------------------------------------------------------------------------
+
+/** Parameters of the gated unit `g * sigmoid(alpha g) * (u + upBias)` with optional clamping (`limit > 0`). */
+export interface SwiGluParams {
+  alpha: number;
+  /** 0: no clamping; else the gate is clamped to (-inf, limit] and up to [-limit, limit]. */
+  limit: number;
+  upBias: number;
+}
+
+/**
+ * `'standard'`: `silu(g) * u` (Llama). `'clamped'`: gpt-oss's variant, alpha 1.702, limit 7,
+ * `(u + 1)`.
+ */
+export type SwiGluVariant = 'standard' | 'clamped';
+
+/** The parameters of a variant. */
+export function swigluParams(variant: SwiGluVariant | SwiGluParams = 'standard'): SwiGluParams {
+  if (typeof variant === 'object') return variant;
+  if (variant === 'standard') return { alpha: 1, limit: 0, upBias: 0 };
+  if (variant === 'clamped') return { alpha: 1.702, limit: 7, upBias: 1 };
+  throw new RangeError(`variant must be 'standard' or 'clamped', got '${String(variant)}'`);
+}
+
+/** `out[rows, ffn]` from `h[rows, 2 ffn]` holding `[gate | up]` per row. */
+export function swigluForward(o: { h: Float32Array; rows: number; ffn: number; variant?: SwiGluVariant | SwiGluParams; out?: Float32Array }): Float32Array {
+  const out = o.out ?? zeros(o.rows * o.ffn);
+  modelAddon().swigluForward({ h: o.h, out, rows: o.rows, ffn: o.ffn, ...swigluParams(o.variant) });
+  return out;
+}
+
+/** `dh[rows, 2 ffn]` from `dout[rows, ffn]`. */
+export function swigluBackward(o: {
+  h: Float32Array;
+  dout: Float32Array;
+  rows: number;
+  ffn: number;
+  variant?: SwiGluVariant | SwiGluParams;
+  dh?: Float32Array;
+  accumulate?: boolean;
+}): Float32Array {
+  const dh = o.dh ?? zeros(o.rows * 2 * o.ffn);
+  modelAddon().swigluBackward({ h: o.h, dout: o.dout, dh, rows: o.rows, ffn: o.ffn, accumulate: o.accumulate, ...swigluParams(o.variant) });
+  return dh;
+}
+
+// ---- embedding --------------------------------------------------------------------------------
+
+/** `out[t] = table[ids[t]]` for `table[vocab, dim]`. */
+export function embeddingForward(o: { table: Float32Array; ids: Int32Array; vocab: number; dim: number; out?: Float32Array }): Float32Array {
+  const out = o.out ?? zeros(o.ids.length * o.dim);
+  modelAddon().embeddingForward({ ...o, out, rows: o.ids.length });
+  return out;
+}
+
+/** `dtable[ids[t]] += dout[t]`. */
+export function embeddingBackward(o: { ids: Int32Array; dout: Float32Array; vocab: number; dim: number; dtable?: Float32Array }): Float32Array {
+  const dtable = o.dtable ?? zeros(o.vocab * o.dim);
+  modelAddon().embeddingBackward({ ...o, dtable, rows: o.ids.length });
+  return dtable;
+}
+
+// ---- log-softmax / cross-entropy --------------------------------------------------------------
+
+/** Logits `[rows, vocab]` and optional targets (`-1` or any negative: no target). */
+export interface LogitsInput {
+  logits: Float32Array;
+  rows: number;
+  vocab: number;
+  targets?: Int32Array | null;
+  /** Logits are divided by it (sampling temperature), default 1. */
+  temperature?: number;
+}
+
+function scaleOf(temperature: number | undefined): number {
+  const t = temperature ?? 1;
+  if (!(t > 0) || !Number.isFinite(t)) throw new RangeError(`temperature must be a positive finite number, got ${t}`);
+  return 1 / t;
+}
+
+/** Per row: `logp` of the target (0 without one), `entropy` of the softmax, `lse` (log-sum-exp). */
+export function logSoftmaxForward(o: LogitsInput & { logp?: Float32Array; entropy?: Float32Array; lse?: Float32Array }): {
+  logp: Float32Array | null;
+  entropy: Float32Array;
+  lse: Float32Array;
+} {
+  const logp = o.targets ? (o.logp ?? zeros(o.rows)) : null;
+  const entropy = o.entropy ?? zeros(o.rows);
+  const lse = o.lse ?? zeros(o.rows);
+  modelAddon().logSoftmaxForward({ logits: o.logits, targets: o.targets ?? null, rows: o.rows, vocab: o.vocab, scale: scaleOf(o.temperature), logp, entropy, lse });
+  return { logp, entropy, lse };
+}
+
+/**
+ * Gradient of the logits given upstream gradients of `logp` and/or `entropy` (either may be
+ * absent); `dlogits` may be `logits` itself (in place) when not accumulating.
+ */
+export function logSoftmaxBackward(
+  o: LogitsInput & { lse: Float32Array; entropy?: Float32Array | null; dlogp?: Float32Array | null; dentropy?: Float32Array | null; dlogits?: Float32Array; accumulate?: boolean },
+): Float32Array {
+  const dlogits = o.dlogits ?? zeros(o.rows * o.vocab);
+  modelAddon().logSoftmaxBackward({
+    logits: o.logits,
+    targets: o.targets ?? null,
+    lse: o.lse,
+    entropy: o.entropy ?? null,
+    dlogp: o.dlogp ?? null,
+    dentropy: o.dentropy ?? null,
+    dlogits,
+    rows: o.rows,
+    vocab: o.vocab,
+    scale: scaleOf(o.temperature),
+    accumulate: o.accumulate,
+  });
+  return dlogits;
+}
+
+/** Mean cross-entropy over rows with a target (`targets[t] >= 0`). */
+export function crossEntropyForward(o: { logits: Float32Array; targets: Int32Array; rows: number; vocab: number; losses?: Float32Array; lse?: Float32Array }): {
+  loss: number;
+  count: number;
+  losses: Float32Array;
+  lse: Float32Array;
+} {
+  const losses = o.losses ?? zeros(o.rows);
+  const lse = o.lse ?? zeros(o.rows);
+  const r = modelAddon().crossEntropyForward({ ...o, losses, lse });
+  return { ...r, losses, lse };
+}
+
+/** `dlogits = gradScale (softmax - onehot)` on rows with a target; gradScale defaults to 1/count (the mean). */
+export function crossEntropyBackward(o: {
+  logits: Float32Array;
+  targets: Int32Array;
+  lse: Float32Array;
+  rows: number;
+  vocab: number;
+  gradScale?: number;
+  dlogits?: Float32Array;
+  accumulate?: boolean;
+}): Float32Array {
+  const dlogits = o.dlogits ?? zeros(o.rows * o.vocab);
+  let gradScale = o.gradScale;
+  if (gradScale === undefined) {
+    let count = 0;
+    for (const t of o.targets) if (t >= 0) count++;
+    gradScale = count > 0 ? 1 / count : 0;
+  }
+  modelAddon().crossEntropyBackward({ ...o, dlogits, gradScale });
+  return dlogits;
+}
+
+// ---- optimiser --------------------------------------------------------------------------------
+
+/** One AdamW update of one tensor, in place (PyTorch's algorithm; `step` is 1-based). */
+export function adamwUpdate(o: {
+  param: Float32Array;
+  grad: Float32Array;
+  m: Float32Array;
+  v: Float32Array;
+  step: number;
+  lr?: number;
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  weightDecay?: number;
+  /** Multiplies the gradient first (global-norm clipping). */
+  gradScale?: number;
+  /** Apply the weight decay (default true). */
+  decay?: boolean;
+}): void {
+  modelAddon().adamwUpdate(o);
+}
+
+/** Sum of squares of `x` in double precision (deterministic). */
+export function sumSquares(x: Float32Array): number {
+  return modelAddon().sumSquares(x);
+}

@@ -1,0 +1,511 @@
+// Bindings of native/model: GEMM, the model ops (forward and backward), AdamW, the model
+// config's parameter layout and the native parameter store (class ParamStore). Every op takes
+// one options object; arrays are validated for type and exact length, sizes for range, and
+// unsafe aliasing between inputs and outputs is rejected (RangeError naming both arguments).
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../model/gemm.h"
+#include "../model/kernel_table.h"
+#include "../model/model_config.h"
+#include "../model/ops.h"
+#include "../model/param_store.h"
+#include "bindings.h"
+#include "napi_util.h"
+
+namespace sinkflex::addon {
+
+void RegisterParamStore(Napi::Env env, Napi::Object exports);  // model_store_binding.cc
+model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& name);
+
+namespace {
+using namespace sinkflex::model;
+
+constexpr std::int64_t kMaxDim = std::int64_t{1} << 31;
+
+/** Reads the fields of an op's options object, naming each field in errors. */
+class Args {
+ public:
+  Args(const Napi::CallbackInfo& info) : env_(info.Env()), o_(RequireObject(info[0], "options")) {}
+
+  Napi::Value Get(const char* key) const { return Field(o_, key); }
+  bool Has(const char* key) const { return !IsNullish(Get(key)); }
+
+  std::int64_t Int(const char* key, std::int64_t min = 0, std::int64_t max = kMaxDim) const {
+    return RequireInt(Get(key), key, min, max);
+  }
+  double Num(const char* key, double def) const { return Has(key) ? RequireNumber(Get(key), key) : def; }
+  bool Bool(const char* key, bool def) const {
+    const Napi::Value v = Get(key);
+    if (IsNullish(v)) return def;
+    if (!v.IsBoolean()) throw Napi::TypeError::New(env_, std::string(key) + " must be a boolean");
+    return v.As<Napi::Boolean>().Value();
+  }
+  float* F32(const char* key, std::int64_t len) const {
+    Napi::Float32Array a = RequireF32(Get(key), key, static_cast<std::size_t>(len));
+    Track(key, a.Data(), a.ByteLength());
+    return a.Data();
+  }
+  float* OptF32(const char* key, std::int64_t len) const { return Has(key) ? F32(key, len) : nullptr; }
+  std::int32_t* I32(const char* key, std::int64_t len) const {
+    Napi::Int32Array a = RequireI32(Get(key), key, static_cast<std::size_t>(len));
+    Track(key, a.Data(), a.ByteLength());
+    return a.Data();
+  }
+  std::int32_t* OptI32(const char* key, std::int64_t len) const { return Has(key) ? I32(key, len) : nullptr; }
+
+  /** RangeError unless the two arrays are disjoint (or, with allowSame, exactly the same range). */
+  void Disjoint(const char* out, const char* in, bool allowSame = false) const {
+    const Range* a = Find(out);
+    const Range* b = Find(in);
+    if (!a || !b || a->bytes == 0 || b->bytes == 0) return;
+    if (allowSame && a->ptr == b->ptr && a->bytes == b->bytes) return;
+    if (a->ptr < b->ptr + b->bytes && b->ptr < a->ptr + a->bytes) {
+      throw Napi::RangeError::New(env_, std::string(out) + (allowSame ? " must be " + std::string(in) + " itself or not overlap it"
+                                                                      : " must not overlap " + std::string(in)));
+    }
+  }
+  /** Disjoint(out, each of ins). */
+  void DisjointAll(const char* out, std::initializer_list<const char*> ins) const {
+    for (const char* in : ins) Disjoint(out, in);
+  }
+  std::vector<Napi::Value> Arrays() const {
+    std::vector<Napi::Value> v;
+    for (const Range& r : ranges_) v.push_back(Get(r.key));
+    return v;
+  }
+
+ private:
+  struct Range {
+    const char* key;
+    const char* ptr;
+    std::size_t bytes;
+  };
+  void Track(const char* key, const void* p, std::size_t bytes) const {
+    ranges_.push_back({key, static_cast<const char*>(p), bytes});
+  }
+  const Range* Find(const char* key) const {
+    for (const Range& r : ranges_)
+      if (std::string(r.key) == key) return &r;
+    return nullptr;
+  }
+  Napi::Env env_;
+  Napi::Object o_;
+  mutable std::vector<Range> ranges_;
+};
+
+// ---- GEMM -----------------------------------------------------------------------------------------
+
+struct GemmCall {
+  bool transA, transB;
+  std::int64_t m, n, k;
+  float alpha, beta;
+  const float *a, *b;
+  float* c;
+};
+
+GemmCall ParseGemm(const Args& a) {
+  GemmCall g{};
+  g.m = a.Int("m");
+  g.n = a.Int("n");
+  g.k = a.Int("k");
+  g.transA = a.Bool("transA", false);
+  g.transB = a.Bool("transB", false);
+  g.alpha = static_cast<float>(a.Num("alpha", 1.0));
+  g.beta = static_cast<float>(a.Num("beta", 0.0));
+  g.a = a.F32("a", g.m * g.k);
+  g.b = a.F32("b", g.k * g.n);
+  g.c = a.F32("c", g.m * g.n);
+  a.DisjointAll("c", {"a", "b"});
+  return g;
+}
+
+void RunGemm(const GemmCall& g, bool naive) {
+  auto fn = naive ? GemmNaive : Gemm;
+  fn(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, std::max<std::int64_t>(1, g.transA ? g.m : g.k), g.b,
+     std::max<std::int64_t>(1, g.transB ? g.k : g.n), g.beta, g.c, std::max<std::int64_t>(1, g.n));
+}
+
+Napi::Value GemmJs(const Napi::CallbackInfo& info) {
+  RunGemm(ParseGemm(Args(info)), false);
+  return info.Env().Undefined();
+}
+
+Napi::Value GemmNaiveJs(const Napi::CallbackInfo& info) {
+  RunGemm(ParseGemm(Args(info)), true);
+  return info.Env().Undefined();
+}
+
+Napi::Value GemmAsyncJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const GemmCall g = ParseGemm(a);
+  return AsyncTask::Run(
+      info.Env(), [g] { RunGemm(g, false); }, [](Napi::Env env) { return env.Undefined(); }, a.Arrays());
+}
+
+Napi::Value GemmInfoJs(const Napi::CallbackInfo& info) {
+  const KernelTable& kt = ActiveKernels();
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("kernel", GemmKernelName());
+  o.Set("isa", kt.name);
+  o.Set("mr", kt.gemmMr);
+  o.Set("nr", kt.gemmNr);
+  o.Set("vectorWidth", kt.vectorWidth);
+  return o;
+}
+
+Napi::Value FmaPeakJs(const Napi::CallbackInfo& info) {
+  const double seconds = RequireNumber(info[0], "seconds");
+  if (seconds <= 0.0 || seconds > 10.0) throw Napi::RangeError::New(info.Env(), "seconds must be in (0, 10]");
+  return Napi::Number::New(info.Env(), MeasureFmaPeakGflops(seconds));
+}
+
+// ---- linear ---------------------------------------------------------------------------------------
+
+Napi::Value LinearForwardJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const std::int64_t T = a.Int("rows"), in = a.Int("inFeatures"), out = a.Int("outFeatures");
+  const float* x = a.F32("x", T * in);
+  const float* w = a.F32("weight", out * in);
+  const float* b = a.OptF32("bias", out);
+  float* y = a.F32("out", T * out);
+  a.DisjointAll("out", {"x", "weight", "bias"});
+  LinearForward(x, w, b, y, T, in, out);
+  return info.Env().Undefined();
+}
+
+Napi::Value LinearBackwardJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const std::int64_t T = a.Int("rows"), in = a.Int("inFeatures"), out = a.Int("outFeatures");
+  const float* dy = a.F32("dy", T * out);
+  float* dx = a.OptF32("dx", T * in);
+  float* dw = a.OptF32("dweight", out * in);
+  float* db = a.OptF32("dbias", out);
+  const float* x = dw ? a.F32("x", T * in) : a.OptF32("x", T * in);
+  const float* w = dx ? a.F32("weight", out * in) : a.OptF32("weight", out * in);
+  a.DisjointAll("dx", {"dy", "weight", "x", "dweight", "dbias"});
+  a.DisjointAll("dweight", {"dy", "x", "weight", "dbias"});
+  a.DisjointAll("dbias", {"dy"});
+  LinearBackward(x, w, dy, dx, dw, db, T, in, out, a.Bool("accumulate", false));
+  return info.Env().Undefined();
+}
+
+// ---- RMSNorm --------------------------------------------------------------------------------------
+
+Napi::Value RmsNormForwardJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const std::int64_t T = a.Int("rows"), D = a.Int("dim", 1);
+  const float* x = a.F32("x", T * D);
+  const float* g = a.F32("weight", D);
+  float* y = a.F32("out", T * D);
+  float* rstd = a.F32("rstd", T);
+  a.Disjoint("out", "x", true);
+  a.DisjointAll("out", {"weight", "rstd"});
+  a.DisjointAll("rstd", {"x", "weight"});
+  RmsNormForward(x, g, y, rstd, T, D, static_cast<float>(a.Num("eps", 1e-5)));
+  return info.Env().Undefined();
+}
+
+Napi::Value RmsNormBackwardJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const std::int64_t T = a.Int("rows"), D = a.Int("dim", 1);
+  const float* x = a.F32("x", T * D);
+  const float* g = a.F32("weight", D);
+  const float* rstd = a.F32("rstd", T);
+  const float* dy = a.F32("dy", T * D);
+  float* dx = a.F32("dx", T * D);
+  float* dg = a.F32("dweight", D);
+  a.Disjoint("dx", "dy", true);
+  a.DisjointAll("dx", {"x", "weight", "rstd", "dweight"});
+  a.DisjointAll("dweight", {"x", "weight", "rstd", "dy"});
+  RmsNormBackward(x, g, rstd, dy, dx, dg, T, D, a.Bool("accumulate", false));
+  return info.Env().Undefined();
+}
+
+// ---- RoPE -----------------------------------------------------------------------------------------
+
+/**
+ * A RoPE table covering `needed` positions, cached across calls with the same headDim/theta
+ * (bindings run on the JavaScript thread only). Deliberately never destroyed at exit, so its
+ * tracked memory is not released after the allocator's counters are gone.
+ */
+const RopeTable& CachedRopeTable(std::int64_t headDim, double theta, std::int64_t needed) {
+  static RopeTable* cache = nullptr;
+  if (!cache || cache->headDim() != headDim || cache->theta() != theta || cache->maxPositions() < needed) {
+    delete cache;
+    cache = nullptr;
+    cache = new RopeTable(headDim, std::max<std::int64_t>(needed, 64), theta);
+  }
+  return *cache;
+}
+
+Napi::Value RopeJs(const Napi::CallbackInfo& info, bool backward) {
+  Args a(info);
+  const std::int64_t T = a.Int("rows"), H = a.Int("heads"), Dh = a.Int("headDim", 2, 1 << 16);
+  if (Dh % 2 != 0) throw Napi::RangeError::New(info.Env(), "headDim must be even, got " + std::to_string(Dh));
+  const double theta = a.Num("theta", 10000.0);
+  if (!(theta > 0.0)) throw Napi::RangeError::New(info.Env(), "theta must be positive");
+  const char* inName = backward ? "dy" : "x";
+  const char* outName = backward ? "dx" : "out";
+  const float* x = a.F32(inName, T * H * Dh);
+  float* out = a.F32(outName, T * H * Dh);
+  const std::int32_t* pos = a.I32("positions", T);
+  a.Disjoint(outName, inName, true);
+  a.Disjoint(outName, "positions");
+  std::int64_t maxPos = 0;
+  for (std::int64_t t = 0; t < T; ++t) {
+    if (pos[t] < 0 || pos[t] >= (1 << 24)) {
+      throw Napi::RangeError::New(info.Env(), "positions[" + std::to_string(t) + "] = " + std::to_string(pos[t]) +
+                                                  " is out of range [0, 16777216)");
+    }
+    maxPos = std::max<std::int64_t>(maxPos, pos[t]);
+  }
+  const RopeTable& table = CachedRopeTable(Dh, theta, maxPos + 1);
+  if (backward) RopeBackward(table, x, out, pos, T, H);
+  else RopeForward(table, x, out, pos, T, H);
+  return info.Env().Undefined();
+}
+Napi::Value RopeForwardJs(const Napi::CallbackInfo& info) { return RopeJs(info, false); }
+Napi::Value RopeBackwardJs(const Napi::CallbackInfo& info) { return RopeJs(info, true); }
+
+// ---- SwiGLU ---------------------------------------------------------------------------------------
+
+SwiGluParams ParseSwiGlu(const Args& a) {
+  SwiGluParams p;
+  p.alpha = static_cast<float>(a.Num("alpha", 1.0));
+  p.limit = static_cast<float>(a.Num("limit", 0.0));
+  p.upBias = static_cast<float>(a.Num("upBias", 0.0));
+  return p;
+}
+
+Napi::Value SwiGluForwardJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const std::int64_t T = a.Int("rows"), F = a.Int("ffn");
+  const float* h = a.F32("h", T * 2 * F);
+  float* out = a.F32("out", T * F);
+  a.Disjoint("out", "h");
+  SwiGluForward(h, out, T, F, ParseSwiGlu(a));
+  return info.Env().Undefined();
+}
+
+Napi::Value SwiGluBackwardJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const std::int64_t T = a.Int("rows"), F = a.Int("ffn");
+  const float* h = a.F32("h", T * 2 * F);
+  const float* dout = a.F32("dout", T * F);
+  float* dh = a.F32("dh", T * 2 * F);
+  a.DisjointAll("dh", {"h", "dout"});
+  SwiGluBackward(h, dout, dh, T, F, ParseSwiGlu(a), a.Bool("accumulate", false));
+  return info.Env().Undefined();
+}
+
+// ---- embedding ------------------------------------------------------------------------------------
+
+Napi::Value EmbeddingForwardJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const std::int64_t T = a.Int("rows"), V = a.Int("vocab", 1), D = a.Int("dim");
+  const float* table = a.F32("table", V * D);
+  const std::int32_t* ids = a.I32("ids", T);
+  float* out = a.F32("out", T * D);
+  a.DisjointAll("out", {"table", "ids"});
+  EmbeddingForward(table, ids, out, T, V, D);
+  return info.Env().Undefined();
+}
+
+Napi::Value EmbeddingBackwardJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const std::int64_t T = a.Int("rows"), V = a.Int("vocab", 1), D = a.Int("dim");
+  const std::int32_t* ids = a.I32("ids", T);
+  const float* dout = a.F32("dout", T * D);
+  float* dtable = a.F32("dtable", V * D);
+  a.DisjointAll("dtable", {"ids", "dout"});
+  EmbeddingBackward(ids, dout, dtable, T, V, D);
+  return info.Env().Undefined();
+}
+
+// ---- log-softmax / cross-entropy ------------------------------------------------------------------
+
+Napi::Value LogSoftmaxForwardJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const std::int64_t T = a.Int("rows"), V = a.Int("vocab", 1);
+  const float* logits = a.F32("logits", T * V);
+  const std::int32_t* targets = a.OptI32("targets", T);
+  float* logp = a.OptF32("logp", T);
+  float* entropy = a.OptF32("entropy", T);
+  float* lse = a.F32("lse", T);
+  if (logp && !targets) throw Napi::TypeError::New(info.Env(), "targets must be an Int32Array when logp is given");
+  for (const char* out : {"logp", "entropy", "lse"}) a.DisjointAll(out, {"logits", "targets"});
+  a.DisjointAll("logp", {"entropy", "lse"});
+  a.Disjoint("entropy", "lse");
+  LogSoftmaxForward(logits, targets, T, V, static_cast<float>(a.Num("scale", 1.0)), logp, entropy, lse);
+  return info.Env().Undefined();
+}
+
+Napi::Value LogSoftmaxBackwardJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const std::int64_t T = a.Int("rows"), V = a.Int("vocab", 1);
+  const float* logits = a.F32("logits", T * V);
+  const std::int32_t* targets = a.OptI32("targets", T);
+  const float* lse = a.F32("lse", T);
+  const float* dlogp = a.OptF32("dlogp", T);
+  const float* dentropy = a.OptF32("dentropy", T);
+  const float* entropy = dentropy ? a.F32("entropy", T) : a.OptF32("entropy", T);
+  float* dlogits = a.F32("dlogits", T * V);
+  const bool accumulate = a.Bool("accumulate", false);
+  if (dlogp && !targets) throw Napi::TypeError::New(info.Env(), "targets must be an Int32Array when dlogp is given");
+  a.Disjoint("dlogits", "logits", !accumulate);
+  a.DisjointAll("dlogits", {"targets", "lse", "dlogp", "dentropy", "entropy"});
+  LogSoftmaxBackward(logits, targets, lse, entropy, dlogp, dentropy, dlogits, T, V,
+                     static_cast<float>(a.Num("scale", 1.0)), accumulate);
+  return info.Env().Undefined();
+}
+
+Napi::Value CrossEntropyForwardJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const std::int64_t T = a.Int("rows"), V = a.Int("vocab", 1);
+  const float* logits = a.F32("logits", T * V);
+  const std::int32_t* targets = a.I32("targets", T);
+  float* losses = a.OptF32("losses", T);
+  float* lse = a.F32("lse", T);
+  for (const char* out : {"losses", "lse"}) a.DisjointAll(out, {"logits", "targets"});
+  a.Disjoint("losses", "lse");
+  const CrossEntropyResult r = CrossEntropyForward(logits, targets, T, V, losses, lse);
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("loss", r.loss);
+  o.Set("count", static_cast<double>(r.count));
+  return o;
+}
+
+Napi::Value CrossEntropyBackwardJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const std::int64_t T = a.Int("rows"), V = a.Int("vocab", 1);
+  const float* logits = a.F32("logits", T * V);
+  const std::int32_t* targets = a.I32("targets", T);
+  const float* lse = a.F32("lse", T);
+  float* dlogits = a.F32("dlogits", T * V);
+  const bool accumulate = a.Bool("accumulate", false);
+  a.Disjoint("dlogits", "logits", !accumulate);
+  a.DisjointAll("dlogits", {"targets", "lse"});
+  CrossEntropyBackward(logits, targets, lse, dlogits, T, V, static_cast<float>(a.Num("gradScale", 1.0)), accumulate);
+  return info.Env().Undefined();
+}
+
+// ---- optimiser ------------------------------------------------------------------------------------
+
+Napi::Value AdamWUpdateJs(const Napi::CallbackInfo& info) {
+  Args a(info);
+  const Napi::Float32Array p = RequireF32(a.Get("param"), "param");
+  const std::int64_t n = static_cast<std::int64_t>(p.ElementLength());
+  float* param = a.F32("param", n);
+  const float* grad = a.F32("grad", n);
+  float* m = a.F32("m", n);
+  float* v = a.F32("v", n);
+  a.DisjointAll("param", {"grad", "m", "v"});
+  a.DisjointAll("m", {"grad", "v"});
+  a.Disjoint("v", "grad");
+  AdamWOptions o;
+  o.lr = a.Num("lr", o.lr);
+  o.beta1 = a.Num("beta1", o.beta1);
+  o.beta2 = a.Num("beta2", o.beta2);
+  o.eps = a.Num("eps", o.eps);
+  o.weightDecay = a.Num("weightDecay", o.weightDecay);
+  AdamWUpdate(param, grad, m, v, n, o, a.Int("step", 1, std::int64_t{1} << 53),
+              static_cast<float>(a.Num("gradScale", 1.0)), a.Bool("decay", true));
+  return info.Env().Undefined();
+}
+
+Napi::Value SumSquaresJs(const Napi::CallbackInfo& info) {
+  const Napi::Float32Array x = RequireF32(info[0], "x");
+  return Napi::Number::New(info.Env(), SumSquares(x.Data(), static_cast<std::int64_t>(x.ElementLength())));
+}
+
+// ---- model config -----------------------------------------------------------------------------------
+
+Napi::Value ParamLayoutJs(const Napi::CallbackInfo& info) {
+  const std::vector<ParamSpec> specs = ParamLayout(ParseModelConfig(info[0], "config"));
+  Napi::Env env = info.Env();
+  Napi::Array list = Napi::Array::New(env, specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const ParamSpec& s = specs[i];
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("name", s.name);
+    Napi::Array shape = Napi::Array::New(env, s.shape.size());
+    for (std::size_t d = 0; d < s.shape.size(); ++d) shape.Set(static_cast<std::uint32_t>(d), static_cast<double>(s.shape[d]));
+    o.Set("shape", shape);
+    o.Set("init", s.init == ParamInit::kNormal ? "normal" : s.init == ParamInit::kOnes ? "ones" : "zeros");
+    o.Set("std", s.std);
+    o.Set("decay", s.decay);
+    list.Set(static_cast<std::uint32_t>(i), o);
+  }
+  return list;
+}
+
+Napi::Value OpsIsaJs(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), OpsIsa()); }
+
+}  // namespace
+
+model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& name) {
+  const Napi::Object o = RequireObject(v, name);
+  auto num = [&](const char* key, double def) {
+    const Napi::Value f = Field(o, key);
+    return IsNullish(f) ? def : RequireNumber(f, name + "." + key);
+  };
+  auto integer = [&](const char* key) { return RequireInt(Field(o, key), name + "." + key, 0, kMaxDim); };
+  model::ModelConfig c;
+  c.layers = integer("layers");
+  c.width = integer("width");
+  c.heads = integer("heads");
+  c.kvHeads = integer("kvHeads");
+  c.headDim = integer("headDim");
+  c.window = integer("window");
+  c.vocab = integer("vocab");
+  c.context = integer("context");
+  c.ffn = integer("ffn");
+  c.ropeTheta = num("ropeTheta", c.ropeTheta);
+  c.normEps = num("normEps", c.normEps);
+  c.initStd = num("initStd", c.initStd);
+  const Napi::Value sw = Field(o, "swiglu");
+  if (!IsNullish(sw)) {
+    c.swiglu = RequireEnum(sw, name + ".swiglu", {"standard", "clamped"}) == "clamped" ? model::SwiGluParams::GptOss()
+                                                                                         : model::SwiGluParams::Standard();
+  }
+  const Napi::Value bias = Field(o, "bias");
+  if (!IsNullish(bias)) {
+    if (!bias.IsBoolean()) throw Napi::TypeError::New(v.Env(), name + ".bias must be a boolean");
+    c.bias = bias.As<Napi::Boolean>().Value();
+  }
+  c.Validate();
+  return c;
+}
+
+void RegisterModel(Napi::Env env, Napi::Object exports) {
+  Export(env, exports, "gemm", GemmJs);
+  Export(env, exports, "gemmNaive", GemmNaiveJs);
+  Export(env, exports, "gemmAsync", GemmAsyncJs);
+  Export(env, exports, "gemmInfo", GemmInfoJs);
+  Export(env, exports, "fmaPeakGflops", FmaPeakJs);
+  Export(env, exports, "opsIsa", OpsIsaJs);
+  Export(env, exports, "linearForward", LinearForwardJs);
+  Export(env, exports, "linearBackward", LinearBackwardJs);
+  Export(env, exports, "rmsnormForward", RmsNormForwardJs);
+  Export(env, exports, "rmsnormBackward", RmsNormBackwardJs);
+  Export(env, exports, "ropeForward", RopeForwardJs);
+  Export(env, exports, "ropeBackward", RopeBackwardJs);
+  Export(env, exports, "swigluForward", SwiGluForwardJs);
+  Export(env, exports, "swigluBackward", SwiGluBackwardJs);
+  Export(env, exports, "embeddingForward", EmbeddingForwardJs);
+  Export(env, exports, "embeddingBackward", EmbeddingBackwardJs);
+  Export(env, exports, "logSoftmaxForward", LogSoftmaxForwardJs);
+  Export(env, exports, "logSoftmaxBackward", LogSoftmaxBackwardJs);
+  Export(env, exports, "crossEntropyForward", CrossEntropyForwardJs);
+  Export(env, exports, "crossEntropyBackward", CrossEntropyBackwardJs);
+  Export(env, exports, "adamwUpdate", AdamWUpdateJs);
+  Export(env, exports, "sumSquares", SumSquaresJs);
+  Export(env, exports, "modelParamLayout", ParamLayoutJs);
+  RegisterParamStore(env, exports);
+}
+
+}  // namespace sinkflex::addon

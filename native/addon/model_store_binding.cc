@@ -1,0 +1,313 @@
+// The ParamStore class: a JavaScript handle on a native model::ParamStore (parameters,
+// gradients, AdamW moments, step counter and RNG state). Memory is released by dispose() (or
+// when the handle is garbage collected); views returned by view() alias the native buffers and
+// are detached (length 0) by dispose(), so they can never reach freed memory.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../model/model_config.h"
+#include "../model/param_store.h"
+#include "napi_util.h"
+
+namespace sinkflex::addon {
+
+model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& name);  // model_binding.cc
+
+namespace {
+using model::ParamBuffer;
+using model::ParamStore;
+
+template <typename Fn>
+Napi::Value Guarded(const Napi::CallbackInfo& info, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (...) {
+    throw ToJsError(info.Env(), std::current_exception());
+  }
+}
+
+model::ParamInit ParseInit(const Napi::Value& v, const std::string& name) {
+  if (IsNullish(v)) return model::ParamInit::kNormal;
+  const std::string s = RequireEnum(v, name, {"normal", "ones", "zeros"});
+  return s == "ones" ? model::ParamInit::kOnes : s == "zeros" ? model::ParamInit::kZeros : model::ParamInit::kNormal;
+}
+
+std::vector<model::ParamSpec> ParseSpecs(const Napi::Value& v) {
+  if (!v.IsArray()) throw Napi::TypeError::New(v.Env(), "options.specs must be an array");
+  const Napi::Array arr = v.As<Napi::Array>();
+  std::vector<model::ParamSpec> specs;
+  for (std::uint32_t i = 0; i < arr.Length(); ++i) {
+    const std::string where = "options.specs[" + std::to_string(i) + "]";
+    const Napi::Object o = RequireObject(arr.Get(i), where);
+    model::ParamSpec s;
+    s.name = RequireString(Field(o, "name"), where + ".name");
+    const Napi::Value shape = Field(o, "shape");
+    if (!shape.IsArray()) throw Napi::TypeError::New(v.Env(), where + ".shape must be an array of integers");
+    const Napi::Array dims = shape.As<Napi::Array>();
+    for (std::uint32_t d = 0; d < dims.Length(); ++d) {
+      s.shape.push_back(RequireInt(dims.Get(d), where + ".shape[" + std::to_string(d) + "]", 1, std::int64_t{1} << 31));
+    }
+    s.init = ParseInit(Field(o, "init"), where + ".init");
+    const Napi::Value std = Field(o, "std");
+    s.std = IsNullish(std) ? 0.02 : RequireNumber(std, where + ".std");
+    const Napi::Value decay = Field(o, "decay");
+    if (!IsNullish(decay)) {
+      if (!decay.IsBoolean()) throw Napi::TypeError::New(v.Env(), where + ".decay must be a boolean");
+      s.decay = decay.As<Napi::Boolean>().Value();
+    } else {
+      s.decay = s.shape.size() >= 2;
+    }
+    specs.push_back(std::move(s));
+  }
+  return specs;
+}
+
+ParamBuffer ParseWhich(const Napi::Value& v) {
+  if (IsNullish(v)) return ParamBuffer::kValue;
+  const std::string s = RequireEnum(v, "which", {"value", "grad", "m", "v"});
+  return s == "grad" ? ParamBuffer::kGrad : s == "m" ? ParamBuffer::kM : s == "v" ? ParamBuffer::kV : ParamBuffer::kValue;
+}
+
+class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "ParamStore",
+                       {
+                           InstanceMethod<&ParamStoreWrap::Names>("names"),
+                           InstanceMethod<&ParamStoreWrap::Info>("info"),
+                           InstanceMethod<&ParamStoreWrap::Read>("read"),
+                           InstanceMethod<&ParamStoreWrap::Write>("write"),
+                           InstanceMethod<&ParamStoreWrap::View>("view"),
+                           InstanceMethod<&ParamStoreWrap::ZeroGrad>("zeroGrad"),
+                           InstanceMethod<&ParamStoreWrap::GradNorm>("gradNorm"),
+                           InstanceMethod<&ParamStoreWrap::AdamWStep>("adamwStep"),
+                           InstanceMethod<&ParamStoreWrap::GetStep>("getStep"),
+                           InstanceMethod<&ParamStoreWrap::SetStep>("setStep"),
+                           InstanceMethod<&ParamStoreWrap::RngState>("rngState"),
+                           InstanceMethod<&ParamStoreWrap::SetRngState>("setRngState"),
+                           InstanceMethod<&ParamStoreWrap::Numel>("numel"),
+                           InstanceMethod<&ParamStoreWrap::Seed>("seed"),
+                           InstanceMethod<&ParamStoreWrap::Dispose>("dispose"),
+                           InstanceMethod<&ParamStoreWrap::IsDisposed>("isDisposed"),
+                       });
+  }
+
+  explicit ParamStoreWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ParamStoreWrap>(info) {
+    Guarded(info, [&] {
+      const Napi::Object o = RequireObject(info[0], "options");
+      const std::int64_t seed = RequireInt(Field(o, "seed"), "options.seed", 0, (std::int64_t{1} << 53) - 1);
+      const bool hasSpecs = !IsNullish(Field(o, "specs")), hasConfig = !IsNullish(Field(o, "config"));
+      if (hasSpecs == hasConfig) throw Napi::TypeError::New(info.Env(), "options must have exactly one of specs and config");
+      std::vector<model::ParamSpec> specs =
+          hasSpecs ? ParseSpecs(Field(o, "specs")) : model::ParamLayout(ParseModelConfig(Field(o, "config"), "options.config"));
+      store_ = std::make_shared<ParamStore>(std::move(specs), static_cast<std::uint64_t>(seed));
+      return info.Env().Undefined();
+    });
+  }
+
+ private:
+  ParamStore& Store(Napi::Env env) {
+    if (!store_) throw Napi::Error::New(env, "ParamStore has been disposed");
+    return *store_;
+  }
+  model::Parameter& Param(const Napi::CallbackInfo& info) {
+    return Store(info.Env()).Get(RequireString(info[0], "name"));
+  }
+
+  Napi::Value Names(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      ParamStore& s = Store(info.Env());
+      Napi::Array a = Napi::Array::New(info.Env(), s.size());
+      for (std::size_t i = 0; i < s.size(); ++i) a.Set(static_cast<std::uint32_t>(i), s.at(i).spec.name);
+      return Napi::Value(a);
+    });
+  }
+
+  Napi::Value Info(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      Napi::Env env = info.Env();
+      ParamStore& s = Store(env);
+      Napi::Array a = Napi::Array::New(env, s.size());
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        const model::Parameter& p = s.at(i);
+        Napi::Object o = Napi::Object::New(env);
+        o.Set("name", p.spec.name);
+        Napi::Array shape = Napi::Array::New(env, p.spec.shape.size());
+        for (std::size_t d = 0; d < p.spec.shape.size(); ++d) {
+          shape.Set(static_cast<std::uint32_t>(d), static_cast<double>(p.spec.shape[d]));
+        }
+        o.Set("shape", shape);
+        o.Set("numel", static_cast<double>(p.numel));
+        o.Set("init", p.spec.init == model::ParamInit::kNormal ? "normal"
+                      : p.spec.init == model::ParamInit::kOnes ? "ones"
+                                                                : "zeros");
+        o.Set("std", p.spec.std);
+        o.Set("decay", p.spec.decay);
+        a.Set(static_cast<std::uint32_t>(i), o);
+      }
+      return Napi::Value(a);
+    });
+  }
+
+  Napi::Value Read(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      model::Parameter& p = Param(info);
+      const float* src = ParamStore::Buffer(p, ParseWhich(info[1]));
+      Napi::Float32Array out = NewTrackedF32(info.Env(), static_cast<std::size_t>(p.numel), "ParamStore.read copy");
+      std::copy(src, src + p.numel, out.Data());
+      return Napi::Value(out);
+    });
+  }
+
+  Napi::Value Write(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      model::Parameter& p = Param(info);
+      const Napi::Float32Array data = RequireF32(info[1], "data", static_cast<std::size_t>(p.numel));
+      float* dst = ParamStore::Buffer(p, ParseWhich(info[2]));
+      std::copy(data.Data(), data.Data() + p.numel, dst);
+      return info.Env().Undefined();
+    });
+  }
+
+  Napi::Value View(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      Napi::Env env = info.Env();
+      model::Parameter& p = Param(info);
+      float* ptr = ParamStore::Buffer(p, ParseWhich(info[1]));
+      // Drop references to views that were collected, then hand out a new aliasing view that
+      // keeps the store alive until it is collected or detached.
+      std::vector<Napi::Reference<Napi::ArrayBuffer>> live;
+      for (auto& r : views_)
+        if (!r.Value().IsEmpty()) live.push_back(std::move(r));
+      views_ = std::move(live);
+      auto* hold = new std::shared_ptr<ParamStore>(store_);
+      Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
+          env, ptr, static_cast<std::size_t>(p.numel) * sizeof(float),
+          [](Napi::Env, void*, std::shared_ptr<ParamStore>* h) { delete h; }, hold);
+      views_.push_back(Napi::Weak(ab));
+      return Napi::Value(Napi::Float32Array::New(env, static_cast<std::size_t>(p.numel), ab, 0));
+    });
+  }
+
+  Napi::Value ZeroGrad(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      Store(info.Env()).ZeroGrad();
+      return info.Env().Undefined();
+    });
+  }
+
+  Napi::Value GradNorm(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] { return Napi::Value(Napi::Number::New(info.Env(), Store(info.Env()).GradNorm())); });
+  }
+
+  Napi::Value AdamWStep(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      Napi::Env env = info.Env();
+      const Napi::Object o = RequireObject(info[0], "options");
+      auto num = [&](const char* key, double def) {
+        const Napi::Value v = Field(o, key);
+        return IsNullish(v) ? def : RequireNumber(v, key);
+      };
+      model::AdamWStepOptions opt;
+      opt.lr = num("lr", opt.lr);
+      opt.beta1 = num("beta1", opt.beta1);
+      opt.beta2 = num("beta2", opt.beta2);
+      opt.eps = num("eps", opt.eps);
+      opt.weightDecay = num("weightDecay", opt.weightDecay);
+      opt.maxGradNorm = num("maxGradNorm", 0.0);
+      const Napi::Value skip = Field(o, "skipNonFinite");
+      if (!IsNullish(skip)) {
+        if (!skip.IsBoolean()) throw Napi::TypeError::New(env, "skipNonFinite must be a boolean");
+        opt.skipNonFinite = skip.As<Napi::Boolean>().Value();
+      }
+      const model::AdamWStepResult r = Store(env).AdamWStep(opt);
+      Napi::Object out = Napi::Object::New(env);
+      out.Set("gradNorm", r.gradNorm);
+      out.Set("clipScale", r.clipScale);
+      out.Set("finite", r.finite);
+      out.Set("applied", r.applied);
+      out.Set("step", static_cast<double>(r.step));
+      return Napi::Value(out);
+    });
+  }
+
+  Napi::Value GetStep(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      return Napi::Value(Napi::Number::New(info.Env(), static_cast<double>(Store(info.Env()).step())));
+    });
+  }
+
+  Napi::Value SetStep(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      Store(info.Env()).set_step(RequireInt(info[0], "step", 0, (std::int64_t{1} << 53) - 1));
+      return info.Env().Undefined();
+    });
+  }
+
+  Napi::Value RngState(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      std::string hex;
+      char buf[17];
+      for (std::uint64_t w : Store(info.Env()).rng().state()) {
+        std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(w));
+        hex += buf;
+      }
+      return Napi::Value(Napi::String::New(info.Env(), hex));
+    });
+  }
+
+  Napi::Value SetRngState(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      Napi::Env env = info.Env();
+      ParamStore& s = Store(env);
+      const std::string hex = RequireString(info[0], "state");
+      if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+        throw Napi::RangeError::New(env, "state must be 64 hexadecimal digits");
+      }
+      model::Rng::State st{};
+      for (int i = 0; i < 4; ++i) st[i] = std::stoull(hex.substr(i * 16, 16), nullptr, 16);
+      if ((st[0] | st[1] | st[2] | st[3]) == 0) throw Napi::RangeError::New(env, "state must not be all zeros");
+      s.rng().set_state(st);
+      return env.Undefined();
+    });
+  }
+
+  Napi::Value Numel(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      return Napi::Value(Napi::Number::New(info.Env(), static_cast<double>(Store(info.Env()).numel())));
+    });
+  }
+
+  Napi::Value Seed(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      return Napi::Value(Napi::Number::New(info.Env(), static_cast<double>(Store(info.Env()).seed())));
+    });
+  }
+
+  Napi::Value Dispose(const Napi::CallbackInfo& info) {
+    for (auto& r : views_) {
+      Napi::ArrayBuffer ab = r.Value();
+      if (!ab.IsEmpty() && !ab.IsDetached()) ab.Detach();
+    }
+    views_.clear();
+    store_.reset();
+    return info.Env().Undefined();
+  }
+
+  Napi::Value IsDisposed(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), !store_); }
+
+  std::shared_ptr<ParamStore> store_;
+  std::vector<Napi::Reference<Napi::ArrayBuffer>> views_;
+};
+
+}  // namespace
+
+void RegisterParamStore(Napi::Env env, Napi::Object exports) {
+  exports.Set("ParamStore", ParamStoreWrap::Define(env));
+}
+
+}  // namespace sinkflex::addon

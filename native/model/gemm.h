@@ -1,0 +1,36 @@
+// Single-precision matrix multiply for the model ops: cache-blocked and packed (BLIS-style
+// loops), register-tiled micro-kernels for AVX-512 / AVX2+FMA / portable code chosen at run
+// time, multi-threaded over the global thread pool, deterministic (each element of C is
+// computed by one task in a fixed order, whatever the thread count).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace sinkflex::model {
+
+/**
+ * C = alpha * op(A) * op(B) + beta * C, all row-major with leading dimensions (elements
+ * between consecutive rows). op(A) is M x K: A itself when !transA (stored M x K, lda >= K),
+ * its transpose when transA (stored K x M, lda >= M). op(B) is K x N likewise (stored K x N
+ * with ldb >= N, or N x K with ldb >= K when transB). C is M x N with ldc >= N. beta == 0
+ * means C is only written (it may hold NaN/garbage). Throws ArgumentError on bad sizes.
+ */
+void Gemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A,
+          std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc);
+
+/** The same contract computed by a plain scalar triple loop (the benchmark's baseline). */
+void GemmNaive(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+               const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
+               std::int64_t ldc);
+
+/** e.g. "avx512 12x32": the instruction set and register tile the packed path uses. */
+std::string GemmKernelName();
+
+/**
+ * Runs independent FMA chains on every thread of the pool for about `seconds` and returns the
+ * achieved GFLOP/s: an estimate of the machine's FMA peak for the selected instruction set.
+ */
+double MeasureFmaPeakGflops(double seconds);
+
+}  // namespace sinkflex::model

@@ -1,0 +1,62 @@
+// The model kernels compiled for avx2 (see kernel_table.h for the scheme).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernel_table.h"
+
+#if defined(SINKFLEX_HAVE_X86_KERNELS)
+#include <immintrin.h>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 false positives inside its AVX-512 headers
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+
+#define SINKFLEX_ISA 2
+#include "simd_vec.inl"
+#include "ops_kernels.inl"
+#include "gemm_micro.inl"
+
+namespace sinkflex::model {
+
+const KernelTable kAvx2Kernels = {
+    "avx2",
+    W,
+    6,
+    2 * W,
+    GemmMicroPacked<6, 2>,
+    GemmMicroDirect<6, 2>,
+    GemmSmallTransBK,
+    GemmSmallNoTransK,
+    FmaBurnK,
+    RmsNormForwardK,
+    RmsNormBackwardK,
+    RopeK,
+    SwiGluForwardK,
+    SwiGluBackwardK,
+    LogSoftmaxForwardK,
+    LogSoftmaxBackwardK,
+    AdamWK,
+    SumSquaresK,
+    AddRowsK,
+    AddK,
+};
+
+}  // namespace sinkflex::model
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#pragma GCC diagnostic pop
+#endif  // SINKFLEX_HAVE_X86_KERNELS

@@ -1,0 +1,38 @@
+// The model kernels compiled for generic (see kernel_table.h for the scheme).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernel_table.h"
+
+#define SINKFLEX_ISA 1
+#include "simd_vec.inl"
+#include "ops_kernels.inl"
+#include "gemm_micro.inl"
+
+namespace sinkflex::model {
+
+const KernelTable kGenericKernels = {
+    "generic",
+    W,
+    4,
+    2 * W,
+    GemmMicroPacked<4, 2>,
+    GemmMicroDirect<4, 2>,
+    GemmSmallTransBK,
+    GemmSmallNoTransK,
+    FmaBurnK,
+    RmsNormForwardK,
+    RmsNormBackwardK,
+    RopeK,
+    SwiGluForwardK,
+    SwiGluBackwardK,
+    LogSoftmaxForwardK,
+    LogSoftmaxBackwardK,
+    AdamWK,
+    SumSquaresK,
+    AddRowsK,
+    AddK,
+};
+
+}  // namespace sinkflex::model

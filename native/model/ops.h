@@ -1,0 +1,144 @@
+// The ops of the built-in policy model on CPU: float32, row-major, multi-threaded over the
+// global thread pool, vectorised (AVX-512 / AVX2+FMA / portable, chosen at run time) and
+// deterministic (same inputs → same bits, whatever the thread count). Every op has a forward
+// and a backward; gradients of parameters are accumulated (+=), gradients of activations are
+// written, or accumulated when `accumulate` is set. Arguments are validated (ArgumentError).
+//
+// Shapes: T = rows (tokens of a packed batch), D = model width, V = vocabulary size.
+#pragma once
+
+#include <cstdint>
+
+#include "../core/allocator.h"
+#include "gemm.h"
+#include "swiglu_params.h"
+
+namespace sinkflex::model {
+
+// ---- linear -----------------------------------------------------------------------------------
+
+/** y[T, out] = x[T, in] . W[out, in]^T (+ b[out]); W in the PyTorch layout; b may be null. */
+void LinearForward(const float* x, const float* w, const float* b, float* y, std::int64_t T, std::int64_t in,
+                   std::int64_t out);
+/**
+ * dx[T, in] = dy . W (or += when accumulateDx), dw[out, in] += dy^T . x, db[out] += sum_t dy.
+ * Any of dx, dw, db may be null (that gradient is skipped).
+ */
+void LinearBackward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
+                    std::int64_t T, std::int64_t in, std::int64_t out, bool accumulateDx);
+
+// ---- RMSNorm ----------------------------------------------------------------------------------
+
+/** y = x / sqrt(mean(x^2) + eps) * g per row of x[T, D]; rstd[T] keeps 1/sqrt(...) for backward. y may be x. */
+void RmsNormForward(const float* x, const float* g, float* y, float* rstd, std::int64_t T, std::int64_t D, float eps);
+/** dx (= or +=), dg[D] +=. dx may be dy. */
+void RmsNormBackward(const float* x, const float* g, const float* rstd, const float* dy, float* dx, float* dg,
+                     std::int64_t T, std::int64_t D, bool accumulateDx);
+
+// ---- RoPE -------------------------------------------------------------------------------------
+
+/**
+ * cos/sin of pos * theta^(-2i/headDim) for pos < maxPositions and i < headDim/2 (angles in
+ * double precision, stored as float).
+ */
+class RopeTable {
+ public:
+  RopeTable(std::int64_t headDim, std::int64_t maxPositions, double theta);
+  std::int64_t headDim() const { return headDim_; }
+  std::int64_t maxPositions() const { return maxPositions_; }
+  double theta() const { return theta_; }
+  const float* cos() const { return cos_.data(); }
+  const float* sin() const { return sin_.data(); }
+
+ private:
+  std::int64_t headDim_, maxPositions_;
+  double theta_;
+  HostBuffer<float> cos_, sin_;
+};
+
+/**
+ * Rotate-half RoPE (Llama / gpt-oss / HF): for x[T, H, Dh] and i < Dh/2, with angle
+ * a = pos[t] * theta^(-2i/Dh): out[i] = x[i] cos a - x[i + Dh/2] sin a,
+ * out[i + Dh/2] = x[i + Dh/2] cos a + x[i] sin a. Positions are per token (packed documents
+ * restart them). out may be x.
+ */
+void RopeForward(const RopeTable& table, const float* x, float* out, const std::int32_t* pos, std::int64_t T,
+                 std::int64_t H);
+/** The transpose (inverse rotation) applied to dy. dx may be dy. */
+void RopeBackward(const RopeTable& table, const float* dy, float* dx, const std::int32_t* pos, std::int64_t T,
+                  std::int64_t H);
+
+// ---- SwiGLU -----------------------------------------------------------------------------------
+
+/** out[T, F] from h[T, 2F] = [gate | up] per row (see SwiGluParams). */
+void SwiGluForward(const float* h, float* out, std::int64_t T, std::int64_t F, SwiGluParams p);
+/** dh[T, 2F] (= or +=) from dout[T, F]. */
+void SwiGluBackward(const float* h, const float* dout, float* dh, std::int64_t T, std::int64_t F, SwiGluParams p,
+                    bool accumulate);
+
+// ---- embedding --------------------------------------------------------------------------------
+
+/** out[t] = table[ids[t]] for table[V, D]. */
+void EmbeddingForward(const float* table, const std::int32_t* ids, float* out, std::int64_t T, std::int64_t V,
+                      std::int64_t D);
+/** dtable[ids[t]] += dout[t] (scatter-add; deterministic order). */
+void EmbeddingBackward(const std::int32_t* ids, const float* dout, float* dtable, std::int64_t T, std::int64_t V,
+                       std::int64_t D);
+
+// ---- log-softmax over the vocabulary ------------------------------------------------------------
+
+/**
+ * For z = scale * logits[T, V] (scale = 1 / temperature): lse[t] = log sum exp z,
+ * logp[t] = z[t, targets[t]] - lse[t] (0 where targets[t] < 0 or targets is null),
+ * entropy[t] = -sum p log p. logp and entropy may be null.
+ */
+void LogSoftmaxForward(const float* logits, const std::int32_t* targets, std::int64_t T, std::int64_t V, float scale,
+                       float* logp, float* entropy, float* lse);
+/**
+ * dlogits = scale * (dlogp (onehot - p) - dentropy p (log p + H)); dlogp or dentropy may be null
+ * (entropy, from the forward, is needed only with dentropy). dlogits may be logits when not
+ * accumulating (in place, saving a [T, V] buffer).
+ */
+void LogSoftmaxBackward(const float* logits, const std::int32_t* targets, const float* lse, const float* entropy,
+                        const float* dlogp, const float* dentropy, float* dlogits, std::int64_t T, std::int64_t V,
+                        float scale, bool accumulate);
+
+/** Result of a cross-entropy forward. */
+struct CrossEntropyResult {
+  double loss;         // mean of -logp over rows with a target (0 when none)
+  std::int64_t count;  // rows with targets[t] >= 0
+};
+/** Mean cross-entropy; losses[T] (may be null) gets -logp per row, 0 where ignored. */
+CrossEntropyResult CrossEntropyForward(const float* logits, const std::int32_t* targets, std::int64_t T,
+                                       std::int64_t V, float* losses, float* lse);
+/** dlogits = gradScale (softmax - onehot) on rows with a target, 0 elsewhere (gradScale = 1/count for the mean). */
+void CrossEntropyBackward(const float* logits, const std::int32_t* targets, const float* lse, float* dlogits,
+                          std::int64_t T, std::int64_t V, float gradScale, bool accumulate);
+
+// ---- optimiser ----------------------------------------------------------------------------------
+
+/** AdamW hyper-parameters (PyTorch defaults except weightDecay). */
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.0;
+};
+/** Validates the options (ArgumentError naming the field). */
+void CheckAdamWOptions(const AdamWOptions& o);
+/**
+ * One AdamW step (PyTorch's algorithm: p *= 1 - lr wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)) with g = gradScale * grad;
+ * step is 1-based; decay = false skips the weight decay.
+ */
+void AdamWUpdate(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWOptions& o,
+                 std::int64_t step, float gradScale, bool decay);
+
+/** Sum of squares in double, deterministic (fixed chunking). */
+double SumSquares(const float* x, std::int64_t n);
+
+/** Name of the instruction set the ops use: "avx512", "avx2" or "generic". */
+const char* OpsIsa();
+
+}  // namespace sinkflex::model

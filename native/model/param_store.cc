@@ -1,0 +1,139 @@
+#include "param_store.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "../core/errors.h"
+#include "../core/thread_pool.h"
+
+namespace sinkflex::model {
+namespace {
+
+constexpr std::int64_t kInitChunk = 1 << 16;  // elements per independent init stream
+
+void FillNormal(float* dst, std::int64_t n, double std, std::uint64_t seed, std::uint64_t index) {
+  const std::int64_t chunks = (n + kInitChunk - 1) / kInitChunk;
+  auto body = [&](std::int64_t c) {
+    Rng rng(Rng::Derive(seed, index, static_cast<std::uint64_t>(c)));
+    const std::int64_t i0 = c * kInitChunk, i1 = std::min(n, i0 + kInitChunk);
+    for (std::int64_t i = i0; i < i1; i += 2) {
+      double a, b;
+      rng.NormalPair(&a, &b);
+      dst[i] = static_cast<float>(a * std);
+      if (i + 1 < i1) dst[i + 1] = static_cast<float>(b * std);
+    }
+  };
+  if (chunks > 1) ThreadPool::Global().ParallelFor(chunks, [&](std::int64_t c, int) { body(c); });
+  else if (chunks == 1) body(0);
+}
+
+}  // namespace
+
+ParamStore::ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed) : seed_(seed), rng_(seed) {
+  if (specs.empty()) throw ArgumentError("a parameter store needs at least one parameter");
+  params_.reserve(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    ParamSpec& s = specs[i];
+    if (s.name.empty()) throw ArgumentError("parameter " + std::to_string(i) + " has an empty name");
+    if (index_.count(s.name)) throw ArgumentError("duplicate parameter name '" + s.name + "'");
+    if (s.shape.empty() || s.shape.size() > 4) {
+      throw ArgumentError("parameter '" + s.name + "' must have 1 to 4 dimensions, got " + std::to_string(s.shape.size()));
+    }
+    std::int64_t n = 1;
+    for (std::int64_t d : s.shape) {
+      if (d < 1 || d > (std::int64_t{1} << 31)) {
+        throw ArgumentError("parameter '" + s.name + "' has an invalid dimension " + std::to_string(d));
+      }
+      n *= d;
+      if (n > (std::int64_t{1} << 34)) throw ArgumentError("parameter '" + s.name + "' is too large");
+    }
+    if (s.init == ParamInit::kNormal && !(std::isfinite(s.std) && s.std >= 0.0)) {
+      throw ArgumentError("parameter '" + s.name + "' has an invalid init std");
+    }
+    index_[s.name] = i;
+    Parameter p;
+    p.numel = n;
+    const std::size_t count = static_cast<std::size_t>(n);
+    p.value = HostBuffer<float>(count, "parameter values");
+    p.grad = HostBuffer<float>(count, "parameter gradients");
+    p.m = HostBuffer<float>(count, "AdamW first moments");
+    p.v = HostBuffer<float>(count, "AdamW second moments");
+    p.grad.zero();
+    p.m.zero();
+    p.v.zero();
+    switch (s.init) {
+      case ParamInit::kNormal: FillNormal(p.value.data(), n, s.std, seed, i); break;
+      case ParamInit::kOnes: std::fill(p.value.data(), p.value.data() + n, 1.0f); break;
+      case ParamInit::kZeros: p.value.zero(); break;
+    }
+    p.spec = std::move(s);
+    numel_ += n;
+    params_.push_back(std::move(p));
+  }
+  // The store's own stream starts after initialisation, derived from the seed alone.
+  rng_ = Rng(Rng::Derive(seed, ~std::uint64_t{0}, 0));
+}
+
+Parameter* ParamStore::Find(const std::string& name) {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &params_[it->second];
+}
+
+Parameter& ParamStore::Get(const std::string& name) {
+  Parameter* p = Find(name);
+  if (!p) throw ArgumentError("unknown parameter '" + name + "'");
+  return *p;
+}
+
+float* ParamStore::Buffer(Parameter& p, ParamBuffer which) {
+  switch (which) {
+    case ParamBuffer::kValue: return p.value.data();
+    case ParamBuffer::kGrad: return p.grad.data();
+    case ParamBuffer::kM: return p.m.data();
+    case ParamBuffer::kV: return p.v.data();
+  }
+  return nullptr;
+}
+
+void ParamStore::ZeroGrad() {
+  for (Parameter& p : params_) p.grad.zero();
+}
+
+double ParamStore::GradNorm() const {
+  double ss = 0.0;
+  for (const Parameter& p : params_) ss += SumSquares(p.grad.data(), p.numel);
+  return std::sqrt(ss);
+}
+
+void ParamStore::set_step(std::int64_t s) {
+  if (s < 0) throw ArgumentError("step must be >= 0, got " + std::to_string(s));
+  step_ = s;
+}
+
+AdamWStepResult ParamStore::AdamWStep(const AdamWStepOptions& o) {
+  CheckAdamWOptions(o);
+  if (!(std::isfinite(o.maxGradNorm) && o.maxGradNorm >= 0.0)) {
+    throw ArgumentError("maxGradNorm must be a finite number >= 0 (0 = no clipping)");
+  }
+  AdamWStepResult r{};
+  r.gradNorm = GradNorm();
+  r.finite = std::isfinite(r.gradNorm);
+  r.clipScale = 1.0;
+  if (!r.finite && o.skipNonFinite) {
+    r.applied = false;
+    r.step = step_;
+    return r;
+  }
+  if (o.maxGradNorm > 0.0 && r.finite) r.clipScale = std::min(1.0, o.maxGradNorm / (r.gradNorm + 1e-6));
+  ++step_;
+  for (Parameter& p : params_) {
+    AdamWUpdate(p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.numel, o, step_,
+                static_cast<float>(r.clipScale), p.spec.decay);
+  }
+  r.applied = true;
+  r.step = step_;
+  return r;
+}
+
+}  // namespace sinkflex::model

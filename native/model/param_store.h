@@ -1,0 +1,92 @@
+// Named float32 parameters with their gradients and AdamW moments, owned natively (every
+// buffer through the tracked allocator), initialised from a seed, updated by AdamW with global
+// gradient-norm clipping.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../core/allocator.h"
+#include "ops.h"
+#include "rng.h"
+
+namespace sinkflex::model {
+
+/** How a parameter is initialised. */
+enum class ParamInit { kNormal, kOnes, kZeros };
+
+/** Description of one parameter. */
+struct ParamSpec {
+  std::string name;
+  std::vector<std::int64_t> shape;  // 1 to 4 dimensions, each >= 1
+  ParamInit init = ParamInit::kNormal;
+  double std = 0.02;   // for kNormal
+  bool decay = true;   // AdamW weight decay applies
+};
+
+/** One parameter and its optimiser state (all numel floats). */
+struct Parameter {
+  ParamSpec spec;
+  std::int64_t numel = 0;
+  HostBuffer<float> value, grad, m, v;
+};
+
+/** Which buffer of a parameter. */
+enum class ParamBuffer { kValue, kGrad, kM, kV };
+
+/** AdamW options of a store step. */
+struct AdamWStepOptions : AdamWOptions {
+  double maxGradNorm = 0.0;   // > 0: clip the global gradient norm to it (PyTorch clip_grad_norm_)
+  bool skipNonFinite = true;  // a NaN/Inf gradient norm skips the update
+};
+
+/** What an AdamW step did. */
+struct AdamWStepResult {
+  double gradNorm;   // global L2 norm of the gradients before clipping (NaN/Inf when not finite)
+  double clipScale;  // factor applied to the gradients (1 when not clipped)
+  bool finite;       // gradNorm is finite
+  bool applied;      // the update ran (false when skipped for a non-finite norm)
+  std::int64_t step; // optimiser steps taken so far
+};
+
+class ParamStore {
+ public:
+  /** Validates the specs (unique non-empty names, valid shapes) and initialises from `seed`. */
+  ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed);
+  ParamStore(const ParamStore&) = delete;
+  ParamStore& operator=(const ParamStore&) = delete;
+
+  std::size_t size() const { return params_.size(); }
+  Parameter& at(std::size_t i) { return params_[i]; }
+  const Parameter& at(std::size_t i) const { return params_[i]; }
+  /** nullptr when absent. */
+  Parameter* Find(const std::string& name);
+  /** Throws ArgumentError naming the unknown parameter. */
+  Parameter& Get(const std::string& name);
+  /** Pointer to one buffer of a parameter. */
+  static float* Buffer(Parameter& p, ParamBuffer which);
+
+  std::int64_t numel() const { return numel_; }
+  std::uint64_t seed() const { return seed_; }
+
+  void ZeroGrad();
+  /** Global L2 norm of all gradients (double, deterministic). */
+  double GradNorm() const;
+  AdamWStepResult AdamWStep(const AdamWStepOptions& o);
+
+  std::int64_t step() const { return step_; }
+  void set_step(std::int64_t s);
+  Rng& rng() { return rng_; }
+
+ private:
+  std::vector<Parameter> params_;
+  std::unordered_map<std::string, std::size_t> index_;
+  std::int64_t numel_ = 0;
+  std::uint64_t seed_;
+  std::int64_t step_ = 0;
+  Rng rng_;
+};
+
+}  // namespace sinkflex::model

@@ -1,0 +1,16 @@
+// Forces the avx2 kernel table (SINKFLEX_CPU_FEATURES is read when the addon first selects its
+// kernels, which happens after this line) and checks every op against the references.
+process.env.SINKFLEX_CPU_FEATURES = 'avx2';
+
+import t from 'tap';
+
+import { backends, opsIsa } from '../../lib/index.js';
+import { checkAllOps } from './fixtures/op-checks.js';
+
+const cpu = backends()[0];
+const supported = cpu?.name === 'cpu' && cpu.features.includes('avx2') && cpu.features.includes('fma');
+
+t.test('avx2 kernels match the float64 references', { skip: supported ? false : 'this CPU has no avx2' }, async (t) => {
+  t.equal(opsIsa(), 'avx2');
+  checkAllOps(t);
+});

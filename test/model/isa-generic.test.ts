@@ -1,0 +1,13 @@
+// Forces the generic kernel table (SINKFLEX_CPU_FEATURES is read when the addon first selects its
+// kernels, which happens after this line) and checks every op against the references.
+process.env.SINKFLEX_CPU_FEATURES = 'generic';
+
+import t from 'tap';
+
+import { opsIsa } from '../../lib/index.js';
+import { checkAllOps } from './fixtures/op-checks.js';
+
+t.test('generic kernels match the float64 references', async (t) => {
+  t.equal(opsIsa(), 'generic');
+  checkAllOps(t);
+});
