@@ -4,3 +4,4 @@
  * @packageDocumentation
  */
 export * from './native/index.js';
+export * from './grpo/index.js';

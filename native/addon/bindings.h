@@ -7,5 +7,7 @@ namespace sinkflex::addon {
 
 /** version info, backends, memory counters, error classes. */
 void RegisterCore(Napi::Env env, Napi::Object exports);
+/** GRPO advantages, broadcast, policy loss (native/grpo). */
+void RegisterGrpo(Napi::Env env, Napi::Object exports);
 
 }  // namespace sinkflex::addon
