@@ -81,6 +81,8 @@ export interface GrpoAddon {
     shape: { batch: number; responseLen: number },
     opts: NativePolicyLossOptions,
   ): Promise<NativePolicyLossResult>;
+  /** Which build of the CPU token kernel runs: `'avx512'`, `'avx2'` or `'generic'` (SSE2/NEON/portable). */
+  grpoKernelIsa(): string;
   /** dst.set(src) with the kernel thread pool: the benchmarks' memory-bandwidth baseline. */
   grpoCopy(dst: Float32Array, src: Float32Array): void;
 }

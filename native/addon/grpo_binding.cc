@@ -13,6 +13,7 @@
 #include "../core/allocator.h"
 #include "../core/errors.h"
 #include "../grpo/grpo.h"
+#include "../grpo/loss_kernel.h"
 #include "bindings.h"
 #include "napi_util.h"
 
@@ -323,6 +324,9 @@ Napi::Value Devices(const Napi::CallbackInfo& info) {
   return list;
 }
 
+/** Which build of the CPU token kernel runs here: 'avx512', 'avx2' or 'generic'. */
+Napi::Value KernelIsa(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), grpo::LossPieceIsa()); }
+
 Napi::Value Copy(const Napi::CallbackInfo& info) {
   const Napi::Float32Array src = RequireF32(info[1], "src");
   Napi::Float32Array dst = RequireF32(info[0], "dst", src.ElementLength());
@@ -342,6 +346,7 @@ void RegisterGrpo(Napi::Env env, Napi::Object exports) {
   Export(env, exports, "grpoPolicyLoss", LossSync);
   Export(env, exports, "grpoPolicyLossAsync", LossAsync);
   Export(env, exports, "grpoCopy", Copy);
+  Export(env, exports, "grpoKernelIsa", KernelIsa);
 }
 
 }  // namespace sinkflex::addon

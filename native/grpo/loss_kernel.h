@@ -45,6 +45,12 @@ struct PieceSums {
 /** The fused per-token loss and gradient over one piece (vectorised, ISA chosen at run time). */
 PieceSums LossPiece(const PieceArgs& a, const TokenConsts& c, KlType kl);
 
+/** The portable 4-lane build of LossPiece. */
+PieceSums LossPieceGeneric(const PieceArgs& a, const TokenConsts& c, KlType kl);
+
+/** Which build LossPiece runs: "avx512", "avx2" or "generic". */
+const char* LossPieceIsa();
+
 /** Counts mask values equal to 1; returns false when a value is neither 0 nor 1. */
 bool MaskPiece(const float* mask, std::int64_t n, std::int64_t* count);
 

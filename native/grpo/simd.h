@@ -1,18 +1,23 @@
-// Eight-lane float/int vectors for the GRPO token loops, written with GCC/Clang vector
-// extensions (SSE/AVX/AVX-512 on x86, NEON on ARM, chosen by the compiler and by the ISA
-// clones below) and a plain-array fallback for other compilers. Includes a single-precision
-// exp for clamped arguments; the libm call cannot be vectorised.
+// Float/int vectors of SINKFLEX_LANES lanes (8 = 256-bit for AVX2/AVX-512 code, 4 = 128-bit
+// for SSE2/NEON) for the GRPO token loops, written with GCC/Clang vector extensions and a
+// plain-array fallback for other compilers. Each translation unit defines SINKFLEX_LANES
+// before including this header; everything lives in a namespace named after the lane count,
+// so the 4- and 8-lane builds of the same kernel coexist in one binary. Includes a
+// single-precision exp for clamped arguments (the libm call cannot be vectorised).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
-// GCC on x86-64 Linux: one clone per ISA level, picked at load time through an ifunc
-// (shipped binaries have no -march=native).
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define SINKFLEX_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#ifndef SINKFLEX_LANES
+#error "define SINKFLEX_LANES (4 or 8) before including simd.h"
+#endif
+#if SINKFLEX_LANES == 8
+#define SINKFLEX_SIMD_NS lanes8
+#elif SINKFLEX_LANES == 4
+#define SINKFLEX_SIMD_NS lanes4
 #else
-#define SINKFLEX_ISA_CLONES
+#error "SINKFLEX_LANES must be 4 or 8"
 #endif
 
 #if defined(__GNUC__)
@@ -21,126 +26,137 @@
 #define SINKFLEX_ALWAYS_INLINE inline
 #endif
 
-namespace sinkflex::grpo {
+namespace sinkflex::grpo::SINKFLEX_SIMD_NS {
 
-constexpr int kVec = 8;
+constexpr int kVec = SINKFLEX_LANES;
 
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(SINKFLEX_NO_VECTOR_EXT)
 #if defined(__GNUC__) && !defined(__clang__)
 // Every function taking or returning these types is inlined: no ABI is involved.
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
-typedef float F8 __attribute__((vector_size(32)));
-typedef std::int32_t I8 __attribute__((vector_size(32)));
-SINKFLEX_ALWAYS_INLINE F8 AsF(const I8& v) { return (F8)v; }  // vector casts are bit casts
-SINKFLEX_ALWAYS_INLINE I8 AsI(const F8& v) { return (I8)v; }
-SINKFLEX_ALWAYS_INLINE I8 ToInt(const F8& v) { return __builtin_convertvector(v, I8); }
-SINKFLEX_ALWAYS_INLINE F8 Splat(float x) { return F8{x, x, x, x, x, x, x, x}; }
-SINKFLEX_ALWAYS_INLINE I8 SplatI(std::int32_t x) { return I8{x, x, x, x, x, x, x, x}; }
+typedef float FV __attribute__((vector_size(4 * SINKFLEX_LANES)));
+typedef std::int32_t IV __attribute__((vector_size(4 * SINKFLEX_LANES)));
+SINKFLEX_ALWAYS_INLINE FV AsF(const IV& v) { return (FV)v; }  // vector casts are bit casts
+SINKFLEX_ALWAYS_INLINE IV AsI(const FV& v) { return (IV)v; }
+SINKFLEX_ALWAYS_INLINE IV ToInt(const FV& v) { return __builtin_convertvector(v, IV); }
+#if SINKFLEX_LANES == 8
+SINKFLEX_ALWAYS_INLINE FV Splat(float x) { return FV{x, x, x, x, x, x, x, x}; }
+SINKFLEX_ALWAYS_INLINE IV SplatI(std::int32_t x) { return IV{x, x, x, x, x, x, x, x}; }
+#else
+SINKFLEX_ALWAYS_INLINE FV Splat(float x) { return FV{x, x, x, x}; }
+SINKFLEX_ALWAYS_INLINE IV SplatI(std::int32_t x) { return IV{x, x, x, x}; }
+#endif
 #else
 // Fallback: element-wise structs with the operators the kernels use. Comparisons give
 // -1 (true) or 0 per lane, as the vector extensions do.
 template <typename T>
-struct V8 {
+struct VN {
   T v[kVec];
   T& operator[](int i) { return v[i]; }
   T operator[](int i) const { return v[i]; }
 };
-using F8 = V8<float>;
-using I8 = V8<std::int32_t>;
-#define SINKFLEX_V8_BINOP(R, A, op)                             \
+using FV = VN<float>;
+using IV = VN<std::int32_t>;
+#define SINKFLEX_VN_BINOP(R, A, op)                             \
   inline R operator op(const A& a, const A& b) {                \
     R r;                                                        \
     for (int i = 0; i < kVec; ++i) r.v[i] = a.v[i] op b.v[i];   \
     return r;                                                   \
   }
-#define SINKFLEX_V8_CMP(A, op)                                          \
-  inline I8 operator op(const A& a, const A& b) {                       \
-    I8 r;                                                               \
+#define SINKFLEX_VN_CMP(A, op)                                          \
+  inline IV operator op(const A& a, const A& b) {                       \
+    IV r;                                                               \
     for (int i = 0; i < kVec; ++i) r.v[i] = a.v[i] op b.v[i] ? -1 : 0;  \
     return r;                                                           \
   }
-SINKFLEX_V8_BINOP(F8, F8, +) SINKFLEX_V8_BINOP(F8, F8, -) SINKFLEX_V8_BINOP(F8, F8, *)
-SINKFLEX_V8_BINOP(I8, I8, +) SINKFLEX_V8_BINOP(I8, I8, -) SINKFLEX_V8_BINOP(I8, I8, &)
-SINKFLEX_V8_BINOP(I8, I8, |)
-SINKFLEX_V8_CMP(F8, >) SINKFLEX_V8_CMP(F8, <) SINKFLEX_V8_CMP(F8, >=) SINKFLEX_V8_CMP(F8, <=)
-SINKFLEX_V8_CMP(F8, ==) SINKFLEX_V8_CMP(F8, !=)
-#undef SINKFLEX_V8_BINOP
-#undef SINKFLEX_V8_CMP
-inline F8 operator-(const F8& a) {
-  F8 r;
+SINKFLEX_VN_BINOP(FV, FV, +) SINKFLEX_VN_BINOP(FV, FV, -) SINKFLEX_VN_BINOP(FV, FV, *)
+SINKFLEX_VN_BINOP(IV, IV, +) SINKFLEX_VN_BINOP(IV, IV, -) SINKFLEX_VN_BINOP(IV, IV, &)
+SINKFLEX_VN_BINOP(IV, IV, |)
+SINKFLEX_VN_CMP(FV, >) SINKFLEX_VN_CMP(FV, <) SINKFLEX_VN_CMP(FV, >=) SINKFLEX_VN_CMP(FV, <=)
+SINKFLEX_VN_CMP(FV, ==) SINKFLEX_VN_CMP(FV, !=)
+#undef SINKFLEX_VN_BINOP
+#undef SINKFLEX_VN_CMP
+inline FV operator-(const FV& a) {
+  FV r;
   for (int i = 0; i < kVec; ++i) r.v[i] = -a.v[i];
   return r;
 }
-inline I8 operator~(const I8& a) {
-  I8 r;
+inline IV operator~(const IV& a) {
+  IV r;
   for (int i = 0; i < kVec; ++i) r.v[i] = ~a.v[i];
   return r;
 }
-inline I8 operator<<(const I8& a, int s) {
-  I8 r;
+inline IV operator<<(const IV& a, int s) {
+  IV r;
   for (int i = 0; i < kVec; ++i) r.v[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(a.v[i]) << s);
   return r;
 }
-inline F8 AsF(const I8& v) {
-  F8 r;
+inline FV AsF(const IV& v) {
+  FV r;
   std::memcpy(&r, &v, sizeof r);
   return r;
 }
-inline I8 AsI(const F8& v) {
-  I8 r;
+inline IV AsI(const FV& v) {
+  IV r;
   std::memcpy(&r, &v, sizeof r);
   return r;
 }
-inline I8 ToInt(const F8& v) {
-  I8 r;
+inline IV ToInt(const FV& v) {
+  IV r;
   for (int i = 0; i < kVec; ++i) r.v[i] = static_cast<std::int32_t>(v.v[i]);
   return r;
 }
-inline F8 Splat(float x) {
-  F8 r;
+inline FV Splat(float x) {
+  FV r;
   for (int i = 0; i < kVec; ++i) r.v[i] = x;
   return r;
 }
-inline I8 SplatI(std::int32_t x) {
-  I8 r;
+inline IV SplatI(std::int32_t x) {
+  IV r;
   for (int i = 0; i < kVec; ++i) r.v[i] = x;
   return r;
 }
 #endif
 
-SINKFLEX_ALWAYS_INLINE F8 Load(const float* p) {
-  F8 v;
+SINKFLEX_ALWAYS_INLINE FV Load(const float* p) {
+  FV v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-SINKFLEX_ALWAYS_INLINE void Store(float* p, const F8& v) { std::memcpy(p, &v, sizeof v); }
+SINKFLEX_ALWAYS_INLINE void Store(float* p, const FV& v) { std::memcpy(p, &v, sizeof v); }
 
 /** Per lane: m (-1 or 0) ? a : b. */
-SINKFLEX_ALWAYS_INLINE F8 Select(const I8& m, const F8& a, const F8& b) { return AsF((m & AsI(a)) | (~m & AsI(b))); }
+SINKFLEX_ALWAYS_INLINE FV Select(const IV& m, const FV& a, const FV& b) {
+#if defined(__GNUC__) && !defined(__clang__) && !defined(SINKFLEX_NO_VECTOR_EXT)
+  return m ? a : b;  // GCC's vector conditional: one blend instruction
+#else
+  return AsF((m & AsI(a)) | (~m & AsI(b)));
+#endif
+}
 
 /** min(max(x, lo), hi) as torch.clamp; a NaN lane gives lo (only reachable with invalid input). */
-SINKFLEX_ALWAYS_INLINE F8 Clamp(const F8& x, const F8& lo, const F8& hi) {
-  const F8 a = Select(x > lo, x, lo);
+SINKFLEX_ALWAYS_INLINE FV Clamp(const FV& x, const FV& lo, const FV& hi) {
+  const FV a = Select(x > lo, x, lo);  // the exact semantics of x86 max/min: one instruction each
   return Select(a < hi, a, hi);
 }
 
 /** |x|. */
-SINKFLEX_ALWAYS_INLINE F8 Abs(const F8& x) { return AsF(AsI(x) & SplatI(0x7fffffff)); }
+SINKFLEX_ALWAYS_INLINE FV Abs(const FV& x) { return AsF(AsI(x) & SplatI(0x7fffffff)); }
 
 /** -1 where the lane is finite, else 0. */
-SINKFLEX_ALWAYS_INLINE I8 Finite(const F8& x) { return Abs(x) <= Splat(3.40282347e+38f); }
+SINKFLEX_ALWAYS_INLINE IV Finite(const FV& x) { return Abs(x) <= Splat(3.40282347e+38f); }
 
 /**
  * e^x for lanes in [-20, 20] (callers clamp first), about 2 ulp: x = k ln2 + r with
  * |r| <= ln2/2 (Cody–Waite split of ln2), e^r by its Taylor polynomial of degree 7
  * (truncation < 6e-9 relative), 2^k assembled in the exponent bits (k in [-29, 29]).
  */
-SINKFLEX_ALWAYS_INLINE F8 ExpClamped(const F8& x) {
-  const F8 kRound = Splat(12582912.0f);  // 1.5 * 2^23: (t + kRound) - kRound rounds t to an integer
-  const F8 k = (x * Splat(1.44269504088896341f) + kRound) - kRound;
-  const F8 r = (x - k * Splat(0.693359375f)) - k * Splat(-2.12194440e-4f);  // 0.693359375: k * it is exact
-  F8 p = Splat(1.0f / 5040.0f);
+SINKFLEX_ALWAYS_INLINE FV ExpClamped(const FV& x) {
+  const FV kRound = Splat(12582912.0f);  // 1.5 * 2^23: (t + kRound) - kRound rounds t to an integer
+  const FV k = (x * Splat(1.44269504088896341f) + kRound) - kRound;
+  const FV r = (x - k * Splat(0.693359375f)) - k * Splat(-2.12194440e-4f);  // 0.693359375: k * it is exact
+  FV p = Splat(1.0f / 5040.0f);
   p = p * r + Splat(1.0f / 720.0f);
   p = p * r + Splat(1.0f / 120.0f);
   p = p * r + Splat(1.0f / 24.0f);
@@ -151,4 +167,4 @@ SINKFLEX_ALWAYS_INLINE F8 ExpClamped(const F8& x) {
   return p * AsF((ToInt(k) + SplatI(127)) << 23);
 }
 
-}  // namespace sinkflex::grpo
+}  // namespace sinkflex::grpo::SINKFLEX_SIMD_NS

@@ -1,0 +1,197 @@
+// The fused per-token policy loss (VERL's compute_policy_loss_vanilla + kl_penalty) and its
+// gradient with respect to logProbs, kVec tokens at a time. Included by loss_kernel.cc
+// (4 lanes, any CPU) and loss_kernel_x86.cc (8 lanes, AVX2 and AVX-512 builds) after
+// SINKFLEX_LANES is defined; SINKFLEX_DEFINE_LOSS_PIECE(name, attributes) then defines one entry.
+//
+// Partial sums go into vector lanes folded into double every kFlush tokens, so the summation
+// order is fixed by the piece and the lane count, never by the thread count.
+//
+// Per unmasked token (A the advantage, x = logp - oldLogp):
+//   rho = exp(clamp(x, -20, 20)); l1 = -A rho; l2 = -A clamp(rho, 1 - clipLow, 1 + clipHigh)
+//   lc = max(l1, l2); where A < 0: l = min(lc, -A c), else l = lc.
+//   dl/dlogp: l1 (= d(-A rho)/dlogp) where -20 <= x <= 20 and l1 is the larger; 0 where l2 > l1
+//   (then rho is clamped) or where the dual clip bounds the loss; half of it on the exact tie
+//   lc == -A c (autograd's rule for min). Clamp bounds are inclusive, as in torch.clamp.
+#pragma once
+
+#include "loss_kernel.h"
+#include "simd.h"
+
+namespace sinkflex::grpo::SINKFLEX_SIMD_NS {
+namespace {
+
+constexpr std::int64_t kFlush = 256;
+
+/** The eight-token inputs of one step (masked lanes may hold anything). */
+struct Lanes {
+  FV lp, ol, adv, m, ref, ent;
+};
+
+/**
+ * Running sums of one flush window. `chk` collects (v - v) of every input at unmasked lanes:
+ * 0 while all are finite, NaN from the first NaN or infinity on.
+ */
+struct Acc {
+  FV pg = Splat(0), kl = Splat(0), en = Splat(0), nl = Splat(0), chk = Splat(0);
+  IV clips = SplatI(0);  // clipped tokens + 65536 * dual-clipped tokens (<= 32 each per lane)
+};
+
+/**
+ * low_var_kl of d = clamp(ref - logp, ±20): k3 = e^d - d - 1 and em1 = e^d - 1, from the Taylor
+ * series (e^d - 1 - d) / d^2 = 1/2 + d/6 + ... where |d| < 0.34 (no cancellation), else from ex.
+ */
+SINKFLEX_ALWAYS_INLINE void LowVarKl(const FV& d, const FV& ex, FV* k3, FV* em1) {
+  FV q = Splat(1.0f / 40320.0f);
+  q = q * d + Splat(1.0f / 5040.0f);
+  q = q * d + Splat(1.0f / 720.0f);
+  q = q * d + Splat(1.0f / 120.0f);
+  q = q * d + Splat(1.0f / 24.0f);
+  q = q * d + Splat(1.0f / 6.0f);
+  q = q * d + Splat(0.5f);
+  const IV small = Abs(d) < Splat(0.34f);
+  *k3 = Select(small, d * d * q, (ex - d) - Splat(1.0f));
+  *em1 = Select(small, d * (Splat(1.0f) + d * q), ex - Splat(1.0f));
+}
+
+template <KlType KL, bool kEnt>
+SINKFLEX_ALWAYS_INLINE FV Step(const Lanes& in, const TokenConsts& c, const FV& w, Acc& acc) {
+  const FV zero = Splat(0.0f);
+  const IV on = in.m != zero;
+
+  const FV x = in.lp - in.ol;
+  const FV xc = Clamp(x, Splat(-20.0f), Splat(20.0f));
+  const IV inRange = xc == x;  // -20 <= x <= 20 (false for NaN)
+  const FV rho = ExpClamped(xc);
+  const FV negA = -in.adv;
+  const FV l1 = negA * rho;
+  const FV l2 = negA * Clamp(rho, Splat(c.lo), Splat(c.hi));
+  const IV clipped = l2 > l1;
+  const FV lc = Select(clipped, l2, l1);
+  const FV dlc = Select(clipped | ~inRange, zero, l1);
+  const IV neg = in.adv < zero;
+  const FV l3 = negA * Splat(c.dual);
+  const IV lower = neg & (lc > l3);
+  const IV tie = neg & (lc == l3);
+  const FV l = Select(lower, l3, lc);
+  const FV dl = Select(lower, zero, Select(tie, Splat(0.5f) * dlc, dlc));
+
+  FV chk = (x - x) + (in.adv - in.adv);  // NaN when logp, oldLogp or A is not finite
+  FV g = dl;
+  if constexpr (KL != KlType::kNone) {
+    const FV d = in.lp - in.ref;
+    chk = chk + (d - d);
+    FV klv, dkl;
+    if constexpr (KL == KlType::kK1) {
+      klv = d;
+      dkl = Splat(1.0f);
+    } else if constexpr (KL == KlType::kK2) {
+      klv = Splat(0.5f) * d * d;
+      dkl = d;
+    } else if constexpr (KL == KlType::kAbs) {
+      klv = Abs(d);
+      dkl = Select(d > zero, Splat(1.0f), Select(d < zero, Splat(-1.0f), zero));
+    } else {  // kK3 (low_var_kl)
+      const FV e = in.ref - in.lp;
+      const FV ec = Clamp(e, Splat(-20.0f), Splat(20.0f));
+      const IV inE = ec == e;
+      FV k3, em1;
+      LowVarKl(ec, ExpClamped(ec), &k3, &em1);
+      klv = Clamp(k3, Splat(-10.0f), Splat(10.0f));
+      const IV inK = klv == k3;
+      dkl = Select(inE & inK, -em1, zero);  // d/dlogp of e^(ref - logp) - (ref - logp) - 1
+    }
+    acc.kl = acc.kl + Select(on, klv, zero);
+    g = g + Splat(c.klCoef) * dkl;
+  }
+  if constexpr (kEnt) {
+    chk = chk + (in.ent - in.ent);
+    acc.en = acc.en + Select(on, in.ent, zero);
+  }
+
+  acc.pg = acc.pg + Select(on, l, zero);
+  acc.nl = acc.nl - Select(on, xc, zero);
+  acc.chk = acc.chk + Select(on, chk, zero);
+  acc.clips = acc.clips - (on & clipped) + ((on & lower) & SplatI(65536));  // true lanes are -1
+  return Select(on, w * g, zero);
+}
+
+SINKFLEX_ALWAYS_INLINE void Fold(const Acc& acc, PieceSums& s, bool& bad) {
+  for (int k = 0; k < kVec; ++k) {
+    s.pg += acc.pg[k];
+    s.kl += acc.kl[k];
+    s.ent += acc.en[k];
+    s.negLogRatio += acc.nl[k];
+    s.clip += acc.clips[k] & 0xffff;
+    s.clipLower += acc.clips[k] >> 16;
+    bad = bad || acc.chk[k] != 0.0f;  // NaN != 0
+  }
+}
+
+template <KlType KL, bool kEnt, bool kAdvTok>
+SINKFLEX_ALWAYS_INLINE PieceSums Piece(const PieceArgs& a, const TokenConsts& c) {
+  PieceSums s;
+  bool bad = false;
+  const FV w = Splat(a.w);
+  const FV advRow = Splat(a.advRow);
+  const FV zero = Splat(0.0f);
+  const std::int64_t full = a.n - a.n % kVec;
+  for (std::int64_t base = 0; base < full; base += kFlush) {
+    const std::int64_t end = full - base < kFlush ? full : base + kFlush;
+    Acc acc;
+    for (std::int64_t i = base; i < end; i += kVec) {
+      Lanes in;
+      in.lp = Load(a.logp + i);
+      in.ol = Load(a.old + i);
+      in.adv = kAdvTok ? Load(a.adv + i) : advRow;
+      in.m = Load(a.mask + i);
+      in.ref = KL != KlType::kNone ? Load(a.ref + i) : zero;
+      in.ent = kEnt ? Load(a.ent + i) : zero;
+      Store(a.grad + i, Step<KL, kEnt>(in, c, w, acc));
+    }
+    Fold(acc, s, bad);
+  }
+  if (full < a.n) {
+    // The last n % 8 tokens, padded with masked lanes.
+    const int rest = static_cast<int>(a.n - full);
+    float buf[6][kVec] = {};
+    for (int k = 0; k < rest; ++k) {
+      buf[0][k] = a.logp[full + k];
+      buf[1][k] = a.old[full + k];
+      buf[2][k] = kAdvTok ? a.adv[full + k] : a.advRow;
+      buf[3][k] = a.mask[full + k];
+      if (KL != KlType::kNone) buf[4][k] = a.ref[full + k];
+      if (kEnt) buf[5][k] = a.ent[full + k];
+    }
+    Lanes in{Load(buf[0]), Load(buf[1]), Load(buf[2]), Load(buf[3]), Load(buf[4]), Load(buf[5])};
+    Acc acc;
+    float g[kVec];
+    Store(g, Step<KL, kEnt>(in, c, w, acc));
+    for (int k = 0; k < rest; ++k) a.grad[full + k] = g[k];
+    Fold(acc, s, bad);
+  }
+  s.bad = bad;
+  return s;
+}
+
+template <KlType KL>
+SINKFLEX_ALWAYS_INLINE PieceSums ForKl(const PieceArgs& a, const TokenConsts& c) {
+  if (a.ent) return a.adv ? Piece<KL, true, true>(a, c) : Piece<KL, true, false>(a, c);
+  return a.adv ? Piece<KL, false, true>(a, c) : Piece<KL, false, false>(a, c);
+}
+
+}  // namespace
+}  // namespace sinkflex::grpo::SINKFLEX_SIMD_NS
+
+/** Defines `PieceSums name(const PieceArgs&, const TokenConsts&, KlType)` for this lane count. */
+#define SINKFLEX_DEFINE_LOSS_PIECE(name, attributes)                                                    \
+  attributes PieceSums name(const PieceArgs& a, const TokenConsts& c, KlType kl) {                      \
+    using namespace ::sinkflex::grpo::SINKFLEX_SIMD_NS;                                                  \
+    switch (kl) {                                                                                        \
+      case KlType::kK1: return ForKl<KlType::kK1>(a, c);                                                 \
+      case KlType::kK2: return ForKl<KlType::kK2>(a, c);                                                 \
+      case KlType::kK3: return ForKl<KlType::kK3>(a, c);                                                 \
+      case KlType::kAbs: return ForKl<KlType::kAbs>(a, c);                                               \
+      case KlType::kNone: break;                                                                         \
+    }                                                                                                    \
+    return ForKl<KlType::kNone>(a, c);                                                                   \
+  }
