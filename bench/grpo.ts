@@ -8,7 +8,7 @@
  * [--group 8] [--repeats 5] [--kl k3|none] [--json] [--out result.json] [--svg chart.svg]`.
  */
 import { writeFileSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
+import { cpus, loadavg, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
 
 import { grpoAddon } from '../lib/grpo/native.js';
@@ -48,14 +48,19 @@ export interface GrpoBenchRow {
   tokensPerSec: number;
   gbPerSec: number;
   copyGbPerSec: number;
-  /** gbPerSec / copyGbPerSec: the fraction of copy bandwidth the stage reaches. */
+  /** gbPerSec / copyGbPerSec: the fraction of copy bandwidth the stage reaches (medians). */
   ratioToCopy: number;
+  /** Fastest repeat of the stage and of the copy, and their ratio (less sensitive to a busy machine). */
+  bestMs: number;
+  copyBestMs: number;
+  bestRatioToCopy: number;
 }
 
 /** The whole run. */
 export interface GrpoBenchResult {
   date: string;
-  machine: { cpu: string; cores: number; memoryGiB: number; node: string };
+  /** `loadavg` is the 1-minute load average when the run ended (other processes share the cores). */
+  machine: { cpu: string; cores: number; memoryGiB: number; node: string; loadavg: number };
   kernelThreads: number;
   kernelIsa: string;
   options: Required<Omit<GrpoBenchOptions, 'log'>>;
@@ -180,6 +185,9 @@ export function runGrpoBench(options: GrpoBenchOptions = {}): GrpoBenchResult {
         gbPerSec,
         copyGbPerSec,
         ratioToCopy: gbPerSec / copyGbPerSec,
+        bestMs: Math.min(...ts),
+        copyBestMs: Math.min(...cs),
+        bestRatioToCopy: bytes / Math.min(...ts) / ((floats * 8) / Math.min(...cs)),
       };
       rows.push(row);
       log(formatRow(row));
@@ -188,7 +196,13 @@ export function runGrpoBench(options: GrpoBenchOptions = {}): GrpoBenchResult {
   const cpu = backends()[0];
   return {
     date: new Date().toISOString(),
-    machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
+    machine: {
+      cpu: cpus()[0]?.model ?? 'unknown',
+      cores: cpus().length,
+      memoryGiB: Math.round(totalmem() / 2 ** 30),
+      node: process.version,
+      loadavg: loadavg()[0] ?? 0,
+    },
     kernelThreads: cpu?.name === 'cpu' ? cpu.threads : 1,
     kernelIsa: addon.grpoKernelIsa(),
     options: opts,
@@ -196,14 +210,15 @@ export function runGrpoBench(options: GrpoBenchOptions = {}): GrpoBenchResult {
   };
 }
 
-const HEADER = 'tokens     stage                               ms        Mtok/s     GB/s   copy GB/s  vs copy';
+const HEADER = 'tokens     stage                               ms        Mtok/s     GB/s   copy GB/s  vs copy  best vs best';
 
 /** One table line of a row. */
 export function formatRow(r: GrpoBenchRow): string {
   const tok = r.tokens >= 1 << 20 ? `${(r.tokens / (1 << 20)).toFixed(0)}M` : `${r.tokens}`;
   return (
     `${tok.padEnd(10)} ${r.stage.padEnd(34)} ${r.ms.toFixed(2).padStart(8)} ${(r.tokensPerSec / 1e6).toFixed(0).padStart(10)} ` +
-    `${r.gbPerSec.toFixed(2).padStart(8)} ${r.copyGbPerSec.toFixed(2).padStart(10)} ${(100 * r.ratioToCopy).toFixed(0).padStart(7)}%`
+    `${r.gbPerSec.toFixed(2).padStart(8)} ${r.copyGbPerSec.toFixed(2).padStart(10)} ${(100 * r.ratioToCopy).toFixed(0).padStart(7)}%` +
+    `${(100 * r.bestRatioToCopy).toFixed(0).padStart(13)}%`
   );
 }
 
@@ -282,7 +297,10 @@ export function main(argv: string[] = process.argv.slice(2)): GrpoBenchResult {
     ...(json ? {} : { log: (line: string) => console.log(line) }),
   });
   if (json) console.log(JSON.stringify(result, null, 2));
-  else console.log(`# ${result.date}, ${result.machine.cpu} (${result.machine.cores} cores), kernel threads ${result.kernelThreads}, ISA ${result.kernelIsa}, ${result.machine.node}`);
+  else {
+    const m = result.machine;
+    console.log(`# ${result.date}, ${m.cpu} (${m.cores} cores, load ${m.loadavg.toFixed(1)}), kernel threads ${result.kernelThreads}, ISA ${result.kernelIsa}, node ${m.node}`);
+  }
   if (values.out) writeFileSync(values.out, JSON.stringify(result, null, 2));
   if (values.svg) writeFileSync(values.svg, chartSvg(result));
   return result;

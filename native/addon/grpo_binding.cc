@@ -3,6 +3,7 @@
 // Argument types are checked here (TypeError); values by the kernels' own checks (RangeError).
 // Every kernel takes `device` ('cpu' | 'cuda'); the TypeScript layer resolves 'auto' and
 // reports an unavailable device, a CUDA implementation plugs in at Dispatch*().
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -143,7 +144,7 @@ Napi::Value Advantages(const Napi::CallbackInfo& info, bool async) {
   }
   job->opts.normByStd = OptBool(o, "normByStd", true);
   if (auto eps = OptNumber(o, "eps")) job->opts.eps = *eps;
-  if (!(job->opts.eps >= 0) || job->opts.eps > 1e300) {
+  if (!(job->opts.eps >= 0) || !std::isfinite(job->opts.eps)) {
     throw Napi::RangeError::New(env, "eps must be a finite number >= 0, got " + std::to_string(job->opts.eps));
   }
   SetOutput(job->out, o, n);

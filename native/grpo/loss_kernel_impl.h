@@ -22,7 +22,7 @@ namespace {
 
 constexpr std::int64_t kFlush = 256;
 
-/** The eight-token inputs of one step (masked lanes may hold anything). */
+/** The kVec-token inputs of one step (masked lanes may hold anything). */
 struct Lanes {
   FV lp, ol, adv, m, ref, ent;
 };
@@ -33,7 +33,7 @@ struct Lanes {
  */
 struct Acc {
   FV pg = Splat(0), kl = Splat(0), en = Splat(0), nl = Splat(0), chk = Splat(0);
-  IV clips = SplatI(0);  // clipped tokens + 65536 * dual-clipped tokens (<= 32 each per lane)
+  IV clips = SplatI(0);  // clipped + 65536 * dual-clipped tokens (each <= kFlush / kVec per lane)
 };
 
 /**

@@ -16,6 +16,8 @@ t.test('the GRPO benchmark runs every stage and reports consistent numbers', asy
     t.equal(r.tokens, r.batch * r.responseLen);
     t.ok(r.ms > 0 && r.copyMs > 0 && r.bytes > 0, r.stage);
     t.ok(Math.abs(r.gbPerSec / r.copyGbPerSec - r.ratioToCopy) < 1e-12);
+    t.ok(r.bestMs <= r.ms && r.copyBestMs <= r.copyMs);
+    t.ok(Math.abs(r.bestRatioToCopy - (r.ratioToCopy * r.ms * r.copyBestMs) / (r.bestMs * r.copyMs)) < 1e-9 * r.bestRatioToCopy);
     t.ok(Math.abs(r.tokensPerSec - (r.tokens / r.ms) * 1e3) < 1e-6 * r.tokensPerSec);
   }
   t.equal(res.rows[7]!.batch, Math.round(10000 / 64));
@@ -44,6 +46,6 @@ t.test('the command line writes JSON and the chart', async (t) => {
   t.same(JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8')), parsed);
   t.match(readFileSync(join(dir, 'c.svg'), 'utf8'), /GRPO kernels vs parallel memcpy/);
   t.match(printed[1]!, /^tokens\s+stage/);
-  t.match(printed.at(-1)!, /^# .*kernel threads \d+, ISA/);
+  t.match(printed.at(-1)!, /^# .*cores, load [\d.]+\), kernel threads \d+, ISA/);
   t.throws(() => main(['--tokens', 'lots']), { name: 'RangeError', message: /--tokens: cannot read 'lots'/ });
 });
