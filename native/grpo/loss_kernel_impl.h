@@ -27,6 +27,11 @@ struct Lanes {
   FV lp, ol, adv, m, ref, ent;
 };
 
+/** The per-call constants as vectors, built once per piece (not per step). */
+struct VConsts {
+  FV lo, hi, dual, klCoef, w;
+};
+
 /**
  * Running sums of one flush window. `chk` collects (v - v) of every input at unmasked lanes:
  * 0 while all are finite, NaN from the first NaN or infinity on.
@@ -54,7 +59,7 @@ SINKFLEX_ALWAYS_INLINE void LowVarKl(const FV& d, const FV& ex, FV* k3, FV* em1)
 }
 
 template <KlType KL, bool kEnt>
-SINKFLEX_ALWAYS_INLINE FV Step(const Lanes& in, const TokenConsts& c, const FV& w, Acc& acc) {
+SINKFLEX_ALWAYS_INLINE FV Step(const Lanes& in, const VConsts& c, Acc& acc) {
   const FV zero = Splat(0.0f);
   const IV on = in.m != zero;
 
@@ -64,12 +69,12 @@ SINKFLEX_ALWAYS_INLINE FV Step(const Lanes& in, const TokenConsts& c, const FV& 
   const FV rho = ExpClamped(xc);
   const FV negA = -in.adv;
   const FV l1 = negA * rho;
-  const FV l2 = negA * Clamp(rho, Splat(c.lo), Splat(c.hi));
+  const FV l2 = negA * Clamp(rho, c.lo, c.hi);
   const IV clipped = l2 > l1;
   const FV lc = Select(clipped, l2, l1);
   const FV dlc = Select(clipped | ~inRange, zero, l1);
   const IV neg = in.adv < zero;
-  const FV l3 = negA * Splat(c.dual);
+  const FV l3 = negA * c.dual;
   const IV lower = neg & (lc > l3);
   const IV tie = neg & (lc == l3);
   const FV l = Select(lower, l3, lc);
@@ -101,7 +106,7 @@ SINKFLEX_ALWAYS_INLINE FV Step(const Lanes& in, const TokenConsts& c, const FV& 
       dkl = Select(inE & inK, -em1, zero);  // d/dlogp of e^(ref - logp) - (ref - logp) - 1
     }
     acc.kl = acc.kl + Select(on, klv, zero);
-    g = g + Splat(c.klCoef) * dkl;
+    g = g + c.klCoef * dkl;
   }
   if constexpr (kEnt) {
     chk = chk + (in.ent - in.ent);
@@ -112,7 +117,7 @@ SINKFLEX_ALWAYS_INLINE FV Step(const Lanes& in, const TokenConsts& c, const FV& 
   acc.nl = acc.nl - Select(on, xc, zero);
   acc.chk = acc.chk + Select(on, chk, zero);
   acc.clips = acc.clips - (on & clipped) + ((on & lower) & SplatI(65536));  // true lanes are -1
-  return Select(on, w * g, zero);
+  return Select(on, c.w * g, zero);
 }
 
 SINKFLEX_ALWAYS_INLINE void Fold(const Acc& acc, PieceSums& s, bool& bad) {
@@ -128,45 +133,55 @@ SINKFLEX_ALWAYS_INLINE void Fold(const Acc& acc, PieceSums& s, bool& bad) {
 }
 
 template <KlType KL, bool kEnt, bool kAdvTok>
-SINKFLEX_ALWAYS_INLINE PieceSums Piece(const PieceArgs& a, const TokenConsts& c) {
-  PieceSums s;
-  bool bad = false;
-  const FV w = Splat(a.w);
+SINKFLEX_ALWAYS_INLINE PieceSums Piece(const PieceArgs& a, const TokenConsts& tc) {
+  // Locals, so that the gradient stores cannot be taken to alias the arguments.
+  const float* __restrict logp = a.logp;
+  const float* __restrict old = a.old;
+  const float* __restrict advp = a.adv;
+  const float* __restrict mask = a.mask;
+  const float* __restrict ref = a.ref;
+  const float* __restrict ent = a.ent;
+  float* __restrict grad = a.grad;
+  const std::int64_t n = a.n;
+  const VConsts c{Splat(tc.lo), Splat(tc.hi), Splat(tc.dual), Splat(tc.klCoef), Splat(a.w)};
   const FV advRow = Splat(a.advRow);
   const FV zero = Splat(0.0f);
-  const std::int64_t full = a.n - a.n % kVec;
+
+  PieceSums s;
+  bool bad = false;
+  const std::int64_t full = n - n % kVec;
   for (std::int64_t base = 0; base < full; base += kFlush) {
     const std::int64_t end = full - base < kFlush ? full : base + kFlush;
     Acc acc;
     for (std::int64_t i = base; i < end; i += kVec) {
       Lanes in;
-      in.lp = Load(a.logp + i);
-      in.ol = Load(a.old + i);
-      in.adv = kAdvTok ? Load(a.adv + i) : advRow;
-      in.m = Load(a.mask + i);
-      in.ref = KL != KlType::kNone ? Load(a.ref + i) : zero;
-      in.ent = kEnt ? Load(a.ent + i) : zero;
-      Store(a.grad + i, Step<KL, kEnt>(in, c, w, acc));
+      in.lp = Load(logp + i);
+      in.ol = Load(old + i);
+      in.adv = kAdvTok ? Load(advp + i) : advRow;
+      in.m = Load(mask + i);
+      in.ref = KL != KlType::kNone ? Load(ref + i) : zero;
+      in.ent = kEnt ? Load(ent + i) : zero;
+      Store(grad + i, Step<KL, kEnt>(in, c, acc));
     }
     Fold(acc, s, bad);
   }
-  if (full < a.n) {
-    // The last n % 8 tokens, padded with masked lanes.
-    const int rest = static_cast<int>(a.n - full);
+  if (full < n) {
+    // The last n % kVec tokens, padded with masked lanes.
+    const int rest = static_cast<int>(n - full);
     float buf[6][kVec] = {};
     for (int k = 0; k < rest; ++k) {
-      buf[0][k] = a.logp[full + k];
-      buf[1][k] = a.old[full + k];
-      buf[2][k] = kAdvTok ? a.adv[full + k] : a.advRow;
-      buf[3][k] = a.mask[full + k];
-      if (KL != KlType::kNone) buf[4][k] = a.ref[full + k];
-      if (kEnt) buf[5][k] = a.ent[full + k];
+      buf[0][k] = logp[full + k];
+      buf[1][k] = old[full + k];
+      buf[2][k] = kAdvTok ? advp[full + k] : a.advRow;
+      buf[3][k] = mask[full + k];
+      if (KL != KlType::kNone) buf[4][k] = ref[full + k];
+      if (kEnt) buf[5][k] = ent[full + k];
     }
     Lanes in{Load(buf[0]), Load(buf[1]), Load(buf[2]), Load(buf[3]), Load(buf[4]), Load(buf[5])};
     Acc acc;
     float g[kVec];
-    Store(g, Step<KL, kEnt>(in, c, w, acc));
-    for (int k = 0; k < rest; ++k) a.grad[full + k] = g[k];
+    Store(g, Step<KL, kEnt>(in, c, acc));
+    for (int k = 0; k < rest; ++k) grad[full + k] = g[k];
     Fold(acc, s, bad);
   }
   s.bad = bad;
