@@ -63,6 +63,11 @@ export interface GrpoBenchResult {
   machine: { cpu: string; cores: number; memoryGiB: number; node: string; loadavg: number };
   kernelThreads: number;
   kernelIsa: string;
+  /**
+   * The loss (token advantages, same KL setting) on 64K tokens that stay in cache, best of 50
+   * runs: the compute ceiling, to set against the memory ceiling (copy GB/s / bytes per token).
+   */
+  inCacheLossTokensPerSec: number;
   options: Required<Omit<GrpoBenchOptions, 'log'>>;
   rows: GrpoBenchRow[];
 }
@@ -194,6 +199,8 @@ export function runGrpoBench(options: GrpoBenchOptions = {}): GrpoBenchResult {
     }
   }
   const cpu = backends()[0];
+  const inCache = inCacheLoss(opts.kl, opts.seed);
+  log(`# loss on 64K cached tokens: ${(inCache / 1e6).toFixed(0)} Mtok/s (compute ceiling, best of 50)`);
   return {
     date: new Date().toISOString(),
     machine: {
@@ -205,9 +212,29 @@ export function runGrpoBench(options: GrpoBenchOptions = {}): GrpoBenchResult {
     },
     kernelThreads: cpu?.name === 'cpu' ? cpu.threads : 1,
     kernelIsa: addon.grpoKernelIsa(),
+    inCacheLossTokensPerSec: inCache,
     options: opts,
     rows,
   };
+}
+
+/** Best tokens/s of the loss over 64K tokens that stay in cache (the compute ceiling). */
+function inCacheLoss(kl: KlType | 'none', seed: number): number {
+  const batch = 64;
+  const len = 1024;
+  const n = batch * len;
+  const r = rng(seed);
+  const logProbs = Float32Array.from({ length: n }, () => -3 * r() - 0.01);
+  const oldLogProbs = logProbs.map((v) => v + 0.6 * (r() - 0.5));
+  const refLogProbs = logProbs.map((v) => v + (r() - 0.5));
+  const responseMask = Float32Array.from({ length: n }, (_, j) => (j % len < 900 ? 1 : 0));
+  const advantages = Float32Array.from({ length: n }, () => r() - 0.5);
+  const out = new Float32Array(n);
+  const inp = { logProbs, oldLogProbs, advantages, responseMask, ...(kl === 'none' ? {} : { refLogProbs }) };
+  const opts = { ...(kl === 'none' ? {} : { klType: kl, klCoef: 0.001 }), out };
+  let best = Infinity;
+  for (let k = 0; k < 50; k++) best = Math.min(best, time(() => policyLoss(inp, { batch, responseLen: len }, opts)));
+  return (n / best) * 1e3;
 }
 
 const HEADER = 'tokens     stage                               ms        Mtok/s     GB/s   copy GB/s  vs copy  best vs best';

@@ -24,7 +24,7 @@ export interface AdvantageOptions {
   eps?: number;
   /** Where to run; default `SINKFLEX_DEVICE`, else `'auto'`. */
   device?: DeviceRequest;
-  /** Write the result here (length = rewards.length, not overlapping the inputs) instead of a new array. */
+  /** Write the result here (length = rewards.length, not overlapping the inputs) instead of a new array; on an error it may be partly written. */
   out?: Float32Array;
 }
 
@@ -70,7 +70,7 @@ export async function computeAdvantagesAsync(
 export interface BroadcastOptions {
   /** Where to run; default `SINKFLEX_DEVICE`, else `'auto'`. */
   device?: DeviceRequest;
-  /** Write the result here (length batch * responseLen, not overlapping the inputs). */
+  /** Write the result here (length batch * responseLen, not overlapping the inputs); on an error it may be partly written. */
   out?: Float32Array;
 }
 

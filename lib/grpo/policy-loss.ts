@@ -69,7 +69,7 @@ export interface PolicyLossOptions {
   globalSeqCount?: number;
   /** Where to run; default `SINKFLEX_DEVICE`, else `'auto'`. */
   device?: DeviceRequest;
-  /** Write dLogProbs here (length batch * responseLen, not overlapping the inputs) instead of a new array. */
+  /** Write dLogProbs here (length batch * responseLen, not overlapping the inputs) instead of a new array; on an error it may be partly written. */
   out?: Float32Array;
 }
 

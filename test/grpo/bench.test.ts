@@ -10,7 +10,9 @@ t.test('the GRPO benchmark runs every stage and reports consistent numbers', asy
   const lines: string[] = [];
   const res = runGrpoBench({ tokens: [4096, 10000], responseLen: 64, repeats: 1, kl: 'k2', log: (l) => lines.push(l) });
   t.equal(res.rows.length, 14);
-  t.equal(lines.length, 14);
+  t.equal(lines.length, 15);
+  t.ok(res.inCacheLossTokensPerSec > 0);
+  t.match(lines[14]!, /^# loss on 64K cached tokens: \d+ Mtok\/s/);
   t.match(res.kernelIsa, /^(avx512|avx2|generic)$/);
   for (const r of res.rows) {
     t.equal(r.tokens, r.batch * r.responseLen);
