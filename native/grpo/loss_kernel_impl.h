@@ -42,20 +42,16 @@ struct Acc {
 };
 
 /**
- * low_var_kl of d = clamp(ref - logp, ±20): k3 = e^d - d - 1 and em1 = e^d - 1, from the Taylor
- * series (e^d - 1 - d) / d^2 = 1/2 + d/6 + ... where |d| < 0.34 (no cancellation), else from ex.
+ * low_var_kl of d = clamp(ref - logp, ±20): k3 = e^d - d - 1 and em1 = e^d - 1. Where |d| is
+ * below ln2/2 (the exp's range reduction leaves d whole) they come from the exp's own series,
+ * k3 = d^2 h and em1 = d (1 + d h), free of the cancellation of e^d - d - 1.
  */
-SINKFLEX_ALWAYS_INLINE void LowVarKl(const FV& d, const FV& ex, FV* k3, FV* em1) {
-  FV q = Splat(1.0f / 40320.0f);
-  q = q * d + Splat(1.0f / 5040.0f);
-  q = q * d + Splat(1.0f / 720.0f);
-  q = q * d + Splat(1.0f / 120.0f);
-  q = q * d + Splat(1.0f / 24.0f);
-  q = q * d + Splat(1.0f / 6.0f);
-  q = q * d + Splat(0.5f);
-  const IV small = Abs(d) < Splat(0.34f);
-  *k3 = Select(small, d * d * q, (ex - d) - Splat(1.0f));
-  *em1 = Select(small, d * (Splat(1.0f) + d * q), ex - Splat(1.0f));
+SINKFLEX_ALWAYS_INLINE void LowVarKl(const FV& d, FV* k3, FV* em1) {
+  FV k, h;
+  const FV ex = ExpParts(d, &k, &h);
+  const IV small = k == Splat(0.0f);
+  *k3 = Select(small, d * d * h, (ex - d) - Splat(1.0f));
+  *em1 = Select(small, d * (Splat(1.0f) + d * h), ex - Splat(1.0f));
 }
 
 template <KlType KL, bool kEnt>
@@ -100,7 +96,7 @@ SINKFLEX_ALWAYS_INLINE FV Step(const Lanes& in, const VConsts& c, Acc& acc) {
       const FV ec = Clamp(e, Splat(-20.0f), Splat(20.0f));
       const IV inE = ec == e;
       FV k3, em1;
-      LowVarKl(ec, ExpClamped(ec), &k3, &em1);
+      LowVarKl(ec, &k3, &em1);
       klv = Clamp(k3, Splat(-10.0f), Splat(10.0f));
       const IV inK = klv == k3;
       dkl = Select(inE & inK, -em1, zero);  // d/dlogp of e^(ref - logp) - (ref - logp) - 1

@@ -149,22 +149,31 @@ SINKFLEX_ALWAYS_INLINE IV Finite(const FV& x) { return Abs(x) <= Splat(3.4028234
 
 /**
  * e^x for lanes in [-20, 20] (callers clamp first), about 2 ulp: x = k ln2 + r with
- * |r| <= ln2/2 (Cody–Waite split of ln2), e^r by its Taylor polynomial of degree 7
- * (truncation < 6e-9 relative), 2^k assembled in the exponent bits (k in [-29, 29]).
+ * |r| <= ln2/2 (Cody–Waite split of ln2), e^r = 1 + r (1 + r h) by its Taylor polynomial of
+ * degree 7 (truncation < 6e-9 relative), 2^k assembled in the exponent bits (k in [-29, 29]).
+ * Also returns k and h = (e^r - 1 - r) / r^2 = 1/2 + r/6 + ..., from which callers get
+ * e^x - 1 - x without cancellation where k = 0 (then r = x exactly).
  */
-SINKFLEX_ALWAYS_INLINE FV ExpClamped(const FV& x) {
+SINKFLEX_ALWAYS_INLINE FV ExpParts(const FV& x, FV* kOut, FV* hOut) {
   const FV kRound = Splat(12582912.0f);  // 1.5 * 2^23: (t + kRound) - kRound rounds t to an integer
   const FV k = (x * Splat(1.44269504088896341f) + kRound) - kRound;
   const FV r = (x - k * Splat(0.693359375f)) - k * Splat(-2.12194440e-4f);  // 0.693359375: k * it is exact
-  FV p = Splat(1.0f / 5040.0f);
-  p = p * r + Splat(1.0f / 720.0f);
-  p = p * r + Splat(1.0f / 120.0f);
-  p = p * r + Splat(1.0f / 24.0f);
-  p = p * r + Splat(1.0f / 6.0f);
-  p = p * r + Splat(0.5f);
-  p = p * r + Splat(1.0f);
-  p = p * r + Splat(1.0f);
+  FV h = Splat(1.0f / 5040.0f);
+  h = h * r + Splat(1.0f / 720.0f);
+  h = h * r + Splat(1.0f / 120.0f);
+  h = h * r + Splat(1.0f / 24.0f);
+  h = h * r + Splat(1.0f / 6.0f);
+  h = h * r + Splat(0.5f);
+  const FV p = (h * r + Splat(1.0f)) * r + Splat(1.0f);
+  *kOut = k;
+  *hOut = h;
   return p * AsF((ToInt(k) + SplatI(127)) << 23);
+}
+
+/** e^x for lanes in [-20, 20] (see ExpParts). */
+SINKFLEX_ALWAYS_INLINE FV ExpClamped(const FV& x) {
+  FV k, h;
+  return ExpParts(x, &k, &h);
 }
 
 }  // namespace sinkflex::grpo::SINKFLEX_SIMD_NS

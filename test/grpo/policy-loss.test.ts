@@ -166,6 +166,18 @@ t.test('edge cases', async (t) => {
     t.ok(Math.abs(r.metrics['actor/kl_loss']! - (10 + 10 + 10 + small) / 4) < 1e-6);
     const only = policyLoss({ ...inp, responseMask: new Float32Array([0, 0, 0, 1]) }, shape, { klType: 'k3', klCoef: 1 });
     t.ok(Math.abs(only.metrics['actor/kl_loss']! - small) <= 1e-4 * small, `k3 of a tiny difference: ${only.metrics['actor/kl_loss']} vs ${small}`);
+    // k3 keeps its relative precision for small differences on both sides of the exp's
+    // range-reduction boundary (|d| = ln2/2), where e^d - d - 1 would cancel.
+    for (const dd of [3e-5, -2e-4, 1e-2, -0.2, 0.3465, 0.3467, -0.35, 0.9]) {
+      const one = { logProbs: new Float32Array([-2]), oldLogProbs: new Float32Array([-2]), advantages: new Float32Array([1]), responseMask: new Float32Array([1]) };
+      const refOne = new Float32Array([-2 + dd]);
+      const e = refOne[0]! + 2; // the float difference the kernel sees
+      const want = Math.expm1(e) - e;
+      const got = policyLoss({ ...one, refLogProbs: refOne }, { batch: 1, responseLen: 1 }, { klType: 'k3', klCoef: 1 });
+      t.ok(Math.abs(got.metrics['actor/kl_loss']! - want) <= 3e-6 * want, `k3(${e}) = ${got.metrics['actor/kl_loss']} vs ${want}`);
+      const wantGrad = -1 - Math.expm1(e); // ratio term -A plus d k3 / d logp = 1 - e^(ref - logp)
+      t.ok(Math.abs(got.dLogProbs[0]! - wantGrad) <= 1e-6 * Math.abs(wantGrad) + 1e-7, `gradient at ${e}`);
+    }
     // Gradient: only the ratio term (-A/N) where k3 is clamped; plus 1 - e^(ref - logp) where not.
     t.ok(closeness(r.dLogProbs, [-0.25, -0.25, -0.25, (-1 - Math.expm1(e)) / 4], 1e-5, 1e-8) <= 1, `${Array.from(r.dLogProbs)}`);
   });
