@@ -7,3 +7,4 @@ export * from './native/index.js';
 export * from './attention/index.js';
 export * from './tau/index.js';
 export * from './model/index.js';
+export * from './grpo/index.js';

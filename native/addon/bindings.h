@@ -11,5 +11,7 @@ void RegisterCore(Napi::Env env, Napi::Object exports);
 void RegisterAttention(Napi::Env env, Napi::Object exports);
 /** model ops (GEMM, norms, RoPE, SwiGLU, embedding, log-softmax, AdamW) and ParamStore. */
 void RegisterModel(Napi::Env env, Napi::Object exports);
+/** GRPO advantages, broadcast, policy loss (native/grpo). */
+void RegisterGrpo(Napi::Env env, Napi::Object exports);
 
 }  // namespace sinkflex::addon

@@ -1,0 +1,29 @@
+import { resolveDevice, type DeviceRequest } from '../native/device.js';
+import { DeviceUnavailableError } from '../native/errors.js';
+import { grpoAddon, type GrpoNativeDevice } from './native.js';
+
+/**
+ * The device a GRPO kernel runs on: `request`, else `SINKFLEX_DEVICE`, else `'auto'`.
+ * `'auto'` takes CUDA only when a GPU is usable and this build has CUDA GRPO kernels, otherwise
+ * the CPU; an explicit `'cuda'` that cannot be honoured throws {@link DeviceUnavailableError}.
+ */
+export function grpoDevice(request?: DeviceRequest): GrpoNativeDevice {
+  const device = resolveDevice(request);
+  if (device === 'cuda' && !grpoAddon().grpoDevices().includes('cuda')) {
+    const asked = request ?? process.env.SINKFLEX_DEVICE;
+    if (asked === 'cuda') throw new DeviceUnavailableError('cuda', 'this build has no CUDA GRPO kernels');
+    return 'cpu';
+  }
+  return device;
+}
+
+/** Throws a RangeError for keys of `opts` outside `allowed` (catches misspelt options). */
+export function checkKeys(opts: object | undefined, allowed: readonly string[], name: string): void {
+  if (opts === undefined || opts === null) return;
+  if (typeof opts !== 'object') throw new TypeError(`${name} must be an object, got ${typeof opts}`);
+  for (const key of Object.keys(opts)) {
+    if (!allowed.includes(key)) {
+      throw new RangeError(`${name} has an unknown option '${key}'; known options: ${allowed.join(', ')}`);
+    }
+  }
+}

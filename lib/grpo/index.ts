@@ -1,0 +1,26 @@
+/**
+ * GRPO without a value model: group-relative advantages and the clipped policy loss with
+ * VERL-compatible numerics, computed by native kernels.
+ * @module
+ */
+export {
+  broadcastAdvantages,
+  broadcastAdvantagesAsync,
+  computeAdvantages,
+  computeAdvantagesAsync,
+  type AdvantageEstimator,
+  type AdvantageOptions,
+  type BroadcastOptions,
+} from './advantages.js';
+export {
+  policyLoss,
+  policyLossAsync,
+  type KlType,
+  type LossAggMode,
+  type PolicyLossInputs,
+  type PolicyLossMetrics,
+  type PolicyLossOptions,
+  type PolicyLossResult,
+  type PolicyLossShape,
+} from './policy-loss.js';
+export { grpoDevice } from './device.js';
