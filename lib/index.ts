@@ -4,3 +4,5 @@
  * @packageDocumentation
  */
 export * from './native/index.js';
+export * as gym from './gym/index.js';
+export { Env, AsyncEnv, Wrapper, AsyncWrapper, SyncVectorEnv, AsyncVectorEnv, AutoresetMode, EnvSpec } from './gym/index.js';
