@@ -176,13 +176,15 @@ export class RandomGenerator {
 
   /**
    * A random integer: `integers(high)` in [0, high), `integers(low, high)` in [low, high)
-   * (NumPy's `Generator.integers` with `endpoint=False`). Bounds must be safe integers.
+   * (NumPy's `Generator.integers` with `endpoint=False`). Bounds are integers within ±2^53 and
+   * the range may span at most 2^53.
    */
   integers(low: number, high?: number): number {
     const lo = high === undefined ? 0 : low;
     const hi = high === undefined ? low : high;
-    if (!Number.isSafeInteger(lo) || !Number.isSafeInteger(hi)) {
-      throw new TypeError(`integers: bounds must be safe integers, got low=${lo}, high=${hi}`);
+    const ok = (v: number): boolean => Number.isInteger(v) && Math.abs(v) <= TWO53;
+    if (!ok(lo) || !ok(hi)) {
+      throw new TypeError(`integers: bounds must be integers within ±2^53, got low=${lo}, high=${hi}`);
     }
     if (hi <= lo) throw new RangeError(`integers: high must be greater than low, got low=${lo}, high=${hi}`);
     const span = hi - lo;
