@@ -1,6 +1,6 @@
 // AsyncVectorEnv failure handling: sub-environment errors, hung and crashed workers, start-up
-// failures. Nothing may hang: every wait has a timeout.
-process.env.TS_NODE_TRANSPILE_ONLY = '1';
+// failures. Nothing may hang: every wait has a timeout. The workers run the compiled copy of
+// the gym layer (fixtures/compiled.ts) so that the many worker starts stay cheap.
 
 import t from 'tap';
 
@@ -13,9 +13,12 @@ import {
   register,
   registry,
 } from '../../lib/gym/index.js';
+import { compiledGym, compiledWorkerOptions } from './fixtures/compiled.js';
 import { CountingEnv } from './fixtures/envs.js';
 
-const fixtures = new URL('./fixtures/envs.js', import.meta.url).href;
+const compiled = compiledGym();
+const fixtures = compiled.fixtures;
+const fast = compiledWorkerOptions(compiled);
 
 /** The VectorEnvError a promise rejects with (throws when it resolves or rejects otherwise). */
 async function failure(p: Promise<unknown>): Promise<VectorEnvError> {
@@ -39,7 +42,7 @@ t.test('errors, timeouts and crashes are reported by index; the vector env stays
       { module: fixtures, exportName: 'CountingEnv', kwargs: { length: 100, failAtStep: 2, crashOnAction: 1, label: 'zero' } },
       { module: fixtures, exportName: 'CountingEnv', kwargs: { length: 100, hangOnAction: 1, label: 'one' } },
     ],
-    { timeoutMs: 20_000 },
+    { timeoutMs: 20_000, ...fast },
   );
   t.teardown(() => envs.close({ terminate: true }));
   await envs.reset({ seed: 0 });
@@ -115,14 +118,14 @@ t.test('start-up failures terminate every worker and say why', async (t) => {
       { module: fixtures, exportName: 'BrokenConstructorEnv' },
       'nope/Nothing-v0',
       { module: fixtures, exportName: 'NoSuchExport' },
-    ]),
+    ], fast),
   );
   t.equal(broken.command, 'create');
   t.same(broken.indices, [1, 2, 3], 'every failing worker is listed');
   t.match(broken.message, /#1: Error: constructor failed on purpose/);
   t.match(broken.message, /#2: NamespaceNotFound: Namespace nope not found/);
   t.match(broken.message, /#3: GymError: Module .*envs\.(js|ts) has no export `NoSuchExport`/);
-  const mismatch = await failure(AsyncVectorEnv.create([{ module: fixtures, exportName: 'CountingEnv' }, `sinkflex/CartPole-v1`]));
+  const mismatch = await failure(AsyncVectorEnv.create([{ module: fixtures, exportName: 'CountingEnv' }, `sinkflex/CartPole-v1`], fast));
   t.match(mismatch.message, /#1: GymError: the spaces of sub-environment 1 differ from those of sub-environment 0/);
   await t.rejects(AsyncVectorEnv.create([]), RangeError);
   await t.rejects(AsyncVectorEnv.create([5 as never]), TypeError);

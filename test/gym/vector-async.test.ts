@@ -1,7 +1,11 @@
 // AsyncVectorEnv: determinism against SyncVectorEnv, the autoreset modes, env sources, the
-// async call protocol. Workers load the TypeScript sources through the parent's loader
-// (execArgv); transpile-only keeps their start-up short.
+// async call protocol. The first test uses the default worker, which loads the TypeScript
+// sources through the parent's loader (execArgv; transpile-only keeps its start-up shorter);
+// the others use a compiled copy (fixtures/compiled.ts), which starts in milliseconds.
 process.env.TS_NODE_TRANSPILE_ONLY = '1';
+
+import { relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 import t from 'tap';
 
@@ -19,12 +23,15 @@ import {
   dataEquivalence,
   make,
   makeVec,
+  resolveEnvSource,
   type Env,
 } from '../../lib/gym/index.js';
+import { compiledGym, compiledWorkerOptions } from './fixtures/compiled.js';
 import { CountingEnv } from './fixtures/envs.js';
 
-const fixtures = new URL('./fixtures/envs.js', import.meta.url).href;
-const registerModule = new URL('./fixtures/register-counting.js', import.meta.url).href;
+const compiled = compiledGym();
+const { fixtures, registerModule } = compiled;
+const fast = compiledWorkerOptions(compiled);
 
 t.test('same seed, same trajectories: AsyncVectorEnv vs SyncVectorEnv on CartPole', async (t) => {
   const asyncEnvs = await makeVec<Float32Array, Int32Array>('sinkflex/CartPole-v1', 2, { vectorizationMode: 'async', kwargs: { renderMode: 'ansi' }, vectorKwargs: { timeoutMs: 30_000 } });
@@ -103,7 +110,7 @@ t.test('SAME_STEP through workers, mixed sources (registered id with imports, as
       { id: 'test/Counting-v0', kwargs: { length: 2 }, imports: [registerModule] },
       { module: fixtures, exportName: 'AsyncCountingEnv', kwargs: { length: 3 } },
     ],
-    { autoresetMode: AutoresetMode.SAME_STEP, timeoutMs: 30_000 },
+    { autoresetMode: AutoresetMode.SAME_STEP, timeoutMs: 30_000, ...fast },
   );
   t.teardown(() => envs.close());
   t.equal(envs.metadata.autoresetMode, AutoresetMode.SAME_STEP);
@@ -122,13 +129,13 @@ t.test('SAME_STEP through workers, mixed sources (registered id with imports, as
   t.same(await envs.getAttr('maxEpisodeSteps').catch((e: Error) => e.message), 'call failed in 1 sub-environment(s): #1: TypeError: <AsyncCountingEnv instance> has no attribute `maxEpisodeSteps`');
 });
 
-t.test('DISABLED through workers, factory exports, relative module paths', async (t) => {
+t.test('DISABLED through workers, factory exports', async (t) => {
   const envs = await AsyncVectorEnv.create<Float32Array, number[]>(
     [
-      { module: './test/gym/fixtures/envs.js', exportName: 'makeCounting', kwargs: { length: 1 } },
+      { module: fixtures, exportName: 'makeCounting', kwargs: { length: 1 } },
       { module: `${fixtures}#makeCounting`, kwargs: { length: 2 } },
     ],
-    { autoresetMode: 'Disabled', timeoutMs: 30_000 },
+    { autoresetMode: 'Disabled', timeoutMs: 30_000, ...fast },
   );
   t.teardown(() => envs.close());
   const reference = new SyncVectorEnv([1, 2].map((length) => () => new CountingEnv({ length, label: 'factory' })), { autoresetMode: AutoresetMode.DISABLED });
@@ -139,4 +146,13 @@ t.test('DISABLED through workers, factory exports, relative module paths', async
   const resetA = await envs.reset({ options: { reset_mask: [true, false] } });
   t.same(Array.from(resetA[0]).filter((_, i) => i % 2 === 0), [0, 2], 'env 0 reset; env 1 kept at t = 2 (its step was taken although env 0 refused)');
   t.same(await envs.getAttr('label'), ['factory', 'factory']);
+});
+
+t.test('env sources resolve relative module paths against the cwd', async (t) => {
+  const here = new URL('./fixtures/envs.js', import.meta.url).href;
+  const rel = `./${relative(process.cwd(), fileURLToPath(here))}`;
+  t.same(resolveEnvSource({ module: rel, exportName: 'CountingEnv', kwargs: { length: 2 } }), { kind: 'module', url: here, exportName: 'CountingEnv', kwargs: { length: 2 }, imports: [] });
+  t.same(resolveEnvSource({ module: `${rel}#makeCounting` }), { kind: 'module', url: here, exportName: 'makeCounting', kwargs: {}, imports: [] });
+  t.same(resolveEnvSource({ id: 'a/B-v0', imports: [rel] }), { kind: 'id', id: 'a/B-v0', kwargs: {}, makeOptions: {}, imports: [here] });
+  t.same(resolveEnvSource('a/B-v0'), { kind: 'id', id: 'a/B-v0', kwargs: {}, makeOptions: {}, imports: [] });
 });

@@ -66,6 +66,11 @@ export interface AsyncVectorEnvOptions extends VectorEnvOptions {
   startTimeoutMs?: number;
   /** Idle workers do not keep the process alive (default true). */
   daemon?: boolean;
+  /**
+   * The worker entry module (default {@link WORKER_URL}, next to this module). An alternative
+   * entry must speak the same protocol, e.g. the same file compiled elsewhere.
+   */
+  workerUrl?: URL | string;
   /** Extra `Worker` options (`execArgv` defaults to the parent's, so its loaders apply). */
   workerOptions?: Pick<WorkerOptions, 'execArgv' | 'resourceLimits' | 'env' | 'stdout' | 'stderr'>;
   /** The single observation space, when the workers' spaces cannot be rebuilt from JSON. */
@@ -89,6 +94,8 @@ export const WORKER_URL = new URL(import.meta.url.endsWith('.ts') ? './worker.ts
 class WorkerSlot {
   worker: Worker | null = null;
   alive = false;
+  /** Resolves when the current thread has exited. */
+  exited: Promise<void> = Promise.resolve();
   private seq = 0;
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   private readyWaiter: { resolve: (m: ReadyMessage) => void; reject: (e: Error) => void } | null = null;
@@ -98,13 +105,15 @@ class WorkerSlot {
     private readonly init: WorkerInit,
     private readonly workerOptions: AsyncVectorEnvOptions['workerOptions'],
     private readonly daemon: boolean,
+    private readonly workerUrl: URL,
   ) {}
 
   /** Starts the thread; resolves with its ready message or rejects (init error, exit, timeout). */
   start(timeoutMs: number): Promise<ReadyMessage> {
-    const worker = new Worker(WORKER_URL, { execArgv: process.execArgv, ...this.workerOptions, workerData: this.init });
+    const worker = new Worker(this.workerUrl, { execArgv: process.execArgv, ...this.workerOptions, workerData: this.init });
     this.worker = worker;
     this.alive = true;
+    this.exited = new Promise((resolve) => worker.once('exit', () => resolve()));
     worker.on('message', (msg: WorkerMessage) => this.onMessage(msg));
     worker.on('error', (err: Error) => this.fail(new WorkerExitedError(this.index, `uncaught ${err.name}: ${err.message}`, { cause: err }), worker));
     worker.on('exit', (code: number) => this.fail(new WorkerExitedError(this.index, `exited with code ${code}`), worker));
@@ -262,7 +271,8 @@ export class AsyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<
     if (!Array.isArray(sources) || sources.length === 0) throw new RangeError('AsyncVectorEnv needs at least one env source');
     const mode = parseAutoresetMode(options.autoresetMode);
     const resolved: ResolvedEnvSource[] = sources.map(resolveEnvSource);
-    const slots = resolved.map((source, index) => new WorkerSlot(index, { index, source, autoresetMode: mode }, options.workerOptions, options.daemon ?? true));
+    const workerUrl = options.workerUrl === undefined ? WORKER_URL : new URL(options.workerUrl);
+    const slots = resolved.map((source, index) => new WorkerSlot(index, { index, source, autoresetMode: mode }, options.workerOptions, options.daemon ?? true, workerUrl));
     const startTimeout = options.startTimeoutMs ?? 60_000;
     const results = await Promise.allSettled(slots.map((s) => s.start(startTimeout)));
     const failures: SubEnvFailure[] = [];
@@ -477,7 +487,10 @@ export class AsyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<
       }
       const gathering = new Gathering('close');
       gathering.setDeadline(timeoutMs);
-      await gathering.run(this.slots.filter((s) => s.alive), () => ({ cmd: 'close' }));
+      const closing = this.slots.filter((s) => s.alive);
+      await gathering.run(closing, () => ({ cmd: 'close' }));
+      // after closing its env a worker exits on its own; give it the chance before terminating
+      await Promise.race([Promise.all(closing.map((s) => s.exited)), new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
     }
     this.pendingCall = null;
     await Promise.all(this.slots.map((s) => s.terminate(new GymError('the vector environment was closed'))));
