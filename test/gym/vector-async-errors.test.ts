@@ -2,6 +2,8 @@
 // failures. Nothing may hang: every wait has a timeout. The workers run the compiled copy of
 // the gym layer (fixtures/compiled.ts) so that the many worker starts stay cheap.
 
+import { spawnSync } from 'node:child_process';
+
 import t from 'tap';
 
 import {
@@ -134,4 +136,19 @@ t.test('start-up failures terminate every worker and say why', async (t) => {
   register({ id: 'err/Function-v0', entryPoint: (k) => new CountingEnv(k) });
   await t.rejects(makeVec('err/Function-v0', 2, { vectorizationMode: 'async' }), /function entry point, which worker threads cannot load/);
   registry.delete('err/Function-v0');
+});
+
+t.test('idle daemon workers do not keep the process alive', async (t) => {
+  const script = `
+    import { AsyncVectorEnv } from ${JSON.stringify(compiled.index)};
+    const envs = await AsyncVectorEnv.create([{ module: ${JSON.stringify(fixtures)}, exportName: 'CountingEnv' }], { workerUrl: ${JSON.stringify(compiled.workerUrl.href)}, workerOptions: { execArgv: [] } });
+    const [obs] = await envs.reset({ seed: 0 });
+    console.log('reset', obs.length);
+    // no close(): the process must still end
+  `;
+  const started = Date.now();
+  const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, NODE_OPTIONS: '' } });
+  t.equal(child.status, 0, child.stderr);
+  t.match(child.stdout, /reset 2/);
+  t.ok(Date.now() - started < 60_000, 'exited by itself');
 });

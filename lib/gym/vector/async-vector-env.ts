@@ -490,7 +490,11 @@ export class AsyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<
       const closing = this.slots.filter((s) => s.alive);
       await gathering.run(closing, () => ({ cmd: 'close' }));
       // after closing its env a worker exits on its own; give it the chance before terminating
-      await Promise.race([Promise.all(closing.map((s) => s.exited)), new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
+      // (the threads are referenced meanwhile: an idle daemon worker would not keep us waiting)
+      for (const s of closing) s.worker?.ref();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.all(closing.map((s) => s.exited)), new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+      clearTimeout(timer);
     }
     this.pendingCall = null;
     await Promise.all(this.slots.map((s) => s.terminate(new GymError('the vector environment was closed'))));
