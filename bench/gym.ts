@@ -21,13 +21,13 @@ import { HeavyEnv } from './gym-heavy-env.js';
 export interface GymBenchOptions {
   /** CartPole steps per round (default 200000). */
   cartpoleSteps?: number;
-  /** Vector steps per round (default 300). */
+  /** Vector steps per round (default 60). */
   vectorSteps?: number;
   /** Sub-environments (default: the number of CPUs, at least 2). */
   numEnvs?: number;
   /** Work iterations per heavy step (default 200000). */
   workIterations?: number;
-  /** Interleaved rounds; the best round of each side counts (default 3). */
+  /** Interleaved rounds after a warm-up; the best round of each side counts (default 10). */
   rounds?: number;
   /** Print a summary (default true). */
   print?: boolean;
@@ -54,21 +54,28 @@ function cartpoleRound(env: Env<Float32Array, number>, actions: Uint8Array): num
 export async function runGymBench(options: GymBenchOptions = {}): Promise<GymBenchResult> {
   const cpus = availableParallelism();
   const steps = options.cartpoleSteps ?? 200_000;
-  const rounds = options.rounds ?? 3;
+  const rounds = options.rounds ?? 10;
   const rng = new RandomGenerator(0);
   const actions = Uint8Array.from({ length: steps }, () => rng.integers(2));
   const bare = new CartPoleEnv();
   const made = make<Float32Array, number>('sinkflex/CartPole-v1');
   let bareBest = 0;
   let madeBest = 0;
+  cartpoleRound(bare, actions); // warm-up (JIT)
+  cartpoleRound(made, actions);
   for (let r = 0; r < rounds; r++) {
-    bareBest = Math.max(bareBest, cartpoleRound(bare, actions));
-    madeBest = Math.max(madeBest, cartpoleRound(made, actions));
+    // alternate which side goes first
+    const order = r % 2 === 0 ? [bare, made] : [made, bare];
+    for (const env of order) {
+      const rate = cartpoleRound(env, actions);
+      if (env === bare) bareBest = Math.max(bareBest, rate);
+      else madeBest = Math.max(madeBest, rate);
+    }
   }
 
   const numEnvs = options.numEnvs ?? Math.max(2, cpus);
   const workIterations = options.workIterations ?? 200_000;
-  const vectorSteps = options.vectorSteps ?? 300;
+  const vectorSteps = options.vectorSteps ?? 60;
   const here = import.meta.url;
   const heavyModule = new URL(here.endsWith('.ts') ? './gym-heavy-env.ts' : './gym-heavy-env.js', here).href;
   const syncEnvs = new SyncVectorEnv<Float32Array, Int32Array>(Array.from({ length: numEnvs }, () => () => new HeavyEnv({ workIterations })));
@@ -79,6 +86,12 @@ export async function runGymBench(options: GymBenchOptions = {}): Promise<GymBen
     const vecActions = Array.from({ length: vectorSteps }, () => Int32Array.from({ length: numEnvs }, () => rng.integers(2)));
     let syncBest = 0;
     let asyncBest = 0;
+    syncEnvs.reset({ seed: 0 }); // warm-up
+    await asyncEnvs.reset({ seed: 0 });
+    for (const a of vecActions.slice(0, 20)) {
+      syncEnvs.step(a);
+      await asyncEnvs.step(a);
+    }
     for (let r = 0; r < rounds; r++) {
       syncEnvs.reset({ seed: r });
       let start = performance.now();

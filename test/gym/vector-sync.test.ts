@@ -219,6 +219,18 @@ t.test('SyncVectorEnv on CartPole: same seeds, same trajectories as single envs'
     });
   }
   t.equal(mismatch, 0, 'every sub-env matches a single env stepped with the same actions (NEXT_STEP)');
+  envs.close();
+  const stats = await makeVec<Float32Array, number[]>('sinkflex/CartPole-v1', 2, { makeOptions: { recordEpisodeStatistics: true, maxEpisodeSteps: 3 } });
+  stats.reset({ seed: 0 });
+  stats.step([0, 0]);
+  stats.step([0, 0]);
+  const [, , , trunc, info] = stats.step([0, 0]);
+  t.same(trunc, [true, true], 'makeOptions reach every sub-env');
+  const episode = info.episode as Info;
+  t.same(info._episode, [true, true], 'RecordEpisodeStatistics infos are vectorised with masks');
+  t.same(Array.from(episode.r as Float64Array), [3, 3]);
+  t.same(Array.from(episode.l as Float64Array), [3, 3]);
+  t.same(episode._r, [true, true]);
   await t.rejects(makeVec('sinkflex/CartPole-v1', 0), RangeError);
   await t.rejects(makeVec('sinkflex/CartPole-v1', 2, { vectorizationMode: 'threads' as never }), /'sync' or 'async'/);
 });
