@@ -106,15 +106,25 @@ export function getEnvId(namespace: string | null, name: string, version: number
 
 /** A registered environment: its id, entry point, wrappers to apply and default kwargs. */
 export class EnvSpec {
+  /** `[namespace/]Name[-vN]`. */
   readonly id: string;
+  /** The class/factory or `"path#export"` that creates the environment. */
   readonly entryPoint: EnvCreator | string | null;
+  /** The reward at which the task counts as solved. */
   readonly rewardThreshold: number | null;
+  /** True when the same seed and actions do not reproduce an episode (checkEnv then skips determinism checks). */
   readonly nondeterministic: boolean;
+  /** The TimeLimit that `make` applies (null: none). */
   readonly maxEpisodeSteps: number | null;
+  /** Whether `make` applies OrderEnforcing. */
   readonly orderEnforce: boolean;
+  /** Whether `make` skips PassiveEnvChecker. */
   readonly disableEnvChecker: boolean;
+  /** Default kwargs of the entry point. */
   readonly kwargs: EnvKwargs;
+  /** Wrappers `make` applies after the standard ones. */
   readonly additionalWrappers: readonly WrapperSpec[];
+  /** Entry point of a native vector implementation (informational). */
   readonly vectorEntryPoint: string | null;
   /** Parsed from the id. */
   readonly namespace: string | null;

@@ -129,6 +129,8 @@ t.test('start-up failures terminate every worker and say why', async (t) => {
   t.match(broken.message, /#3: GymError: Module .*envs\.(js|ts) has no export `NoSuchExport`/);
   const mismatch = await failure(AsyncVectorEnv.create([{ module: fixtures, exportName: 'CountingEnv' }, `sinkflex/CartPole-v1`], fast));
   t.match(mismatch.message, /#1: GymError: the spaces of sub-environment 1 differ from those of sub-environment 0/);
+  const badUrl = await failure(AsyncVectorEnv.create(['sinkflex/CartPole-v1'], { workerUrl: 'https://example.invalid/worker.js' }));
+  t.same(badUrl.indices, [0], 'a worker that cannot even be constructed is a start failure too');
   await t.rejects(AsyncVectorEnv.create([]), RangeError);
   await t.rejects(AsyncVectorEnv.create([5 as never]), TypeError);
   await t.rejects(AsyncVectorEnv.create([{ nothing: 1 } as never]), /needs an `id` or a `module`/);

@@ -41,23 +41,34 @@ export function parseResetBounds(options: Record<string, unknown> | null | undef
 export class CartPoleEnv extends Env<Float32Array, number> {
   static override metadata: EnvMetadata = { renderModes: ['rgb_array', 'ansi'], renderFps: 50 };
 
+  /** Gravity (m/s²). */
   readonly gravity = 9.8;
+  /** Cart mass (kg). */
   readonly massCart = 1.0;
+  /** Pole mass (kg). */
   readonly massPole = 0.1;
+  /** Cart + pole mass. */
   readonly totalMass = this.massPole + this.massCart;
-  /** Half the pole's length. */
+  /** Half the pole's length (m). */
   readonly length = 0.5;
+  /** Pole mass × half length. */
   readonly poleMassLength = this.massPole * this.length;
-  readonly forceMag = 10.0;
+  /** Magnitude of the push (N); writable, e.g. through `setAttr`. */
+  forceMag = 10.0;
   /** Seconds between state updates. */
   readonly tau = 0.02;
+  /** `euler` (Gymnasium's default) or `semi-implicit-euler`. */
   readonly kinematicsIntegrator: 'euler' | 'semi-implicit-euler';
   /** Angle at which the episode fails (12 degrees). */
   readonly thetaThresholdRadians = (12 * 2 * Math.PI) / 360;
+  /** Cart position at which the episode fails. */
   readonly xThreshold = 2.4;
+  /** Reward 0 per step and -1 at termination. */
   readonly suttonBartoReward: boolean;
 
+  /** 0: push left, 1: push right. */
   readonly actionSpace = new Discrete(2);
+  /** `[x, xDot, theta, thetaDot]`, bounds `±[4.8, inf, 0.419, inf]` (twice the failure thresholds). */
   readonly observationSpace: Box<'float32'>;
 
   /** `[x, xDot, theta, thetaDot]` in float64, or null before the first reset. */

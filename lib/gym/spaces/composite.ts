@@ -16,8 +16,7 @@ export type SpaceMask<S> = S extends Space<infer _T, infer M, infer _P> ? M : ne
 export type SpaceProbability<S> = S extends Space<infer _T, infer _M, infer P> ? P : never;
 
 /** Any space (the widest space type). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type AnySpace = Space<any, any, any>;
+export type AnySpace = Space<unknown, unknown, unknown>;
 
 function isPlainObject(x: unknown): x is Record<string, unknown> {
   if (typeof x !== 'object' || x === null || Array.isArray(x)) return false;

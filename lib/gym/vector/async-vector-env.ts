@@ -110,7 +110,12 @@ class WorkerSlot {
 
   /** Starts the thread; resolves with its ready message or rejects (init error, exit, timeout). */
   start(timeoutMs: number): Promise<ReadyMessage> {
-    const worker = new Worker(this.workerUrl, { execArgv: process.execArgv, ...this.workerOptions, workerData: this.init });
+    let worker: Worker;
+    try {
+      worker = new Worker(this.workerUrl, { execArgv: process.execArgv, ...this.workerOptions, workerData: this.init });
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
     this.worker = worker;
     this.alive = true;
     this.exited = new Promise((resolve) => worker.once('exit', () => resolve()));
