@@ -10,7 +10,7 @@
  * @module
  */
 import { writeFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 
@@ -21,13 +21,13 @@ import { HeavyEnv } from './gym-heavy-env.js';
 export interface GymBenchOptions {
   /** CartPole steps per round (default 200000). */
   cartpoleSteps?: number;
-  /** Vector steps per round (default 60). */
+  /** Vector steps per round (default 30). */
   vectorSteps?: number;
   /** Sub-environments (default: the number of CPUs, at least 2). */
   numEnvs?: number;
   /** Work iterations per heavy step (default 200000). */
   workIterations?: number;
-  /** Interleaved rounds after a warm-up; the best round of each side counts (default 10). */
+  /** Interleaved rounds after a warm-up; the best round of each side counts (default 20). */
   rounds?: number;
   /** Print a summary (default true). */
   print?: boolean;
@@ -37,7 +37,18 @@ export interface GymBenchOptions {
 export interface GymBenchResult {
   cpus: number;
   cartpole: { steps: number; bareStepsPerSec: number; madeStepsPerSec: number; wrapperOverhead: number };
-  vector: { numEnvs: number; workIterations: number; steps: number; syncStepsPerSec: number; asyncStepsPerSec: number; speedup: number };
+  vector: {
+    numEnvs: number;
+    workIterations: number;
+    steps: number;
+    syncStepsPerSec: number;
+    asyncStepsPerSec: number;
+    speedup: number;
+    /** Process CPU time / wall time during the best async round (how many cores the workers got). */
+    asyncCoresUsed: number;
+  };
+  /** The 1-minute load average before the run (other processes competing for the CPUs). */
+  loadAverage: number;
 }
 
 function cartpoleRound(env: Env<Float32Array, number>, actions: Uint8Array): number {
@@ -53,8 +64,9 @@ function cartpoleRound(env: Env<Float32Array, number>, actions: Uint8Array): num
 /** Runs both measurements and returns (and by default prints) the numbers. */
 export async function runGymBench(options: GymBenchOptions = {}): Promise<GymBenchResult> {
   const cpus = availableParallelism();
+  const loadAverage = loadavg()[0];
   const steps = options.cartpoleSteps ?? 200_000;
-  const rounds = options.rounds ?? 10;
+  const rounds = options.rounds ?? 20;
   const rng = new RandomGenerator(0);
   const actions = Uint8Array.from({ length: steps }, () => rng.integers(2));
   const bare = new CartPoleEnv();
@@ -75,7 +87,7 @@ export async function runGymBench(options: GymBenchOptions = {}): Promise<GymBen
 
   const numEnvs = options.numEnvs ?? Math.max(2, cpus);
   const workIterations = options.workIterations ?? 200_000;
-  const vectorSteps = options.vectorSteps ?? 60;
+  const vectorSteps = options.vectorSteps ?? 30;
   const here = import.meta.url;
   const heavyModule = new URL(here.endsWith('.ts') ? './gym-heavy-env.ts' : './gym-heavy-env.js', here).href;
   const syncEnvs = new SyncVectorEnv<Float32Array, Int32Array>(Array.from({ length: numEnvs }, () => () => new HeavyEnv({ workIterations })));
@@ -86,6 +98,7 @@ export async function runGymBench(options: GymBenchOptions = {}): Promise<GymBen
     const vecActions = Array.from({ length: vectorSteps }, () => Int32Array.from({ length: numEnvs }, () => rng.integers(2)));
     let syncBest = 0;
     let asyncBest = 0;
+    let asyncCores = 0;
     syncEnvs.reset({ seed: 0 }); // warm-up
     await asyncEnvs.reset({ seed: 0 });
     for (const a of vecActions.slice(0, 20)) {
@@ -98,22 +111,30 @@ export async function runGymBench(options: GymBenchOptions = {}): Promise<GymBen
       for (const a of vecActions) syncEnvs.step(a);
       syncBest = Math.max(syncBest, (vectorSteps * numEnvs) / ((performance.now() - start) / 1000));
       await asyncEnvs.reset({ seed: r });
+      const cpu = process.cpuUsage();
       start = performance.now();
       for (const a of vecActions) await asyncEnvs.step(a);
-      asyncBest = Math.max(asyncBest, (vectorSteps * numEnvs) / ((performance.now() - start) / 1000));
+      const wallMs = performance.now() - start;
+      const used = process.cpuUsage(cpu);
+      const rate = (vectorSteps * numEnvs) / (wallMs / 1000);
+      if (rate > asyncBest) {
+        asyncBest = rate;
+        asyncCores = (used.user + used.system) / 1000 / wallMs;
+      }
     }
     const result: GymBenchResult = {
       cpus,
       cartpole: { steps, bareStepsPerSec: bareBest, madeStepsPerSec: madeBest, wrapperOverhead: bareBest / madeBest },
-      vector: { numEnvs, workIterations, steps: vectorSteps, syncStepsPerSec: syncBest, asyncStepsPerSec: asyncBest, speedup: asyncBest / syncBest },
+      vector: { numEnvs, workIterations, steps: vectorSteps, syncStepsPerSec: syncBest, asyncStepsPerSec: asyncBest, speedup: asyncBest / syncBest, asyncCoresUsed: asyncCores },
+      loadAverage,
     };
     if (options.print ?? true) {
       const f = (n: number): string => Math.round(n).toLocaleString('en-US');
-      console.log(`gym benchmark (${cpus} CPUs, best of ${rounds} interleaved rounds)`);
+      console.log(`gym benchmark (${cpus} CPUs, load average ${loadAverage.toFixed(2)}, best of ${rounds} interleaved rounds)`);
       console.log(`  CartPole bare            ${f(bareBest)} steps/s`);
       console.log(`  CartPole via make()      ${f(madeBest)} steps/s   (bare / made = ${(bareBest / madeBest).toFixed(2)}x)`);
       console.log(`  SyncVectorEnv  x${numEnvs} heavy  ${f(syncBest)} env-steps/s`);
-      console.log(`  AsyncVectorEnv x${numEnvs} heavy  ${f(asyncBest)} env-steps/s   (async / sync = ${(asyncBest / syncBest).toFixed(2)}x)`);
+      console.log(`  AsyncVectorEnv x${numEnvs} heavy  ${f(asyncBest)} env-steps/s   (async / sync = ${(asyncBest / syncBest).toFixed(2)}x, ${asyncCores.toFixed(2)} cores busy)`);
     }
     return result;
   } finally {
