@@ -8,3 +8,5 @@ export * from './attention/index.js';
 export * from './tau/index.js';
 export * from './model/index.js';
 export * from './grpo/index.js';
+export * as gym from './gym/index.js';
+export { Env, AsyncEnv, Wrapper, AsyncWrapper, SyncVectorEnv, AsyncVectorEnv, AutoresetMode, EnvSpec } from './gym/index.js';
