@@ -6,7 +6,9 @@
 // (test/attention/cuda.test.ts, test/native/device-tensor.test.ts) run their CUDA parts
 // without a GPU; `npm run build:native` restores the CPU addon. It checks the kernels'
 // indexing, masking and synchronisation (run the tests again with SFX_EMU_ORDER=reverse), not
-// their speed. Linux x86-64, g++ (or $CXX).
+// their speed. Linux x86-64, g++ (or $CXX). SFX_EMU_SANITIZE=1 adds AddressSanitizer (device
+// buffers are heap blocks, so an out-of-bounds kernel access is reported); run node with
+// LD_PRELOAD=$(g++ -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 then.
 import { execFile } from 'node:child_process';
 import { copyFileSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { cpus } from 'node:os';
@@ -20,7 +22,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = dirname(dirname(here));
 const require = createRequire(import.meta.url);
 const cxx = process.env.CXX || 'g++';
-const out = join(root, 'build-emu');
+const sanitize = process.env.SFX_EMU_SANITIZE === '1';
+const out = join(root, sanitize ? 'build-emu-asan' : 'build-emu');
 mkdirSync(join(out, 'obj'), { recursive: true });
 
 const list = async (ext) => (await run(process.execPath, [join(root, 'native', 'sources.mjs'), ext], { cwd: root })).stdout
@@ -40,6 +43,7 @@ const flags = [
   `-DSINKFLEX_VERSION="${version}"`, '-DSINKFLEX_WITH_CUDA', '-DSINKFLEX_CUDA_EMULATOR',
   `-I${join(here, 'include')}`, `-I${require('node-api-headers').include_dir}`,
   `-I${join(root, require('node-addon-api').include_dir)}`,
+  ...(sanitize ? ['-fsanitize=address', '-fno-omit-frame-pointer'] : []),
 ];
 
 const objects = [];
@@ -69,7 +73,8 @@ try {
   process.exit(1);
 }
 const binary = join(out, 'sinkflex.node');
-await run(cxx, ['-shared', '-pthread', '-o', binary, ...objects.sort()], { cwd: root });
+await run(cxx, ['-shared', '-pthread', ...(sanitize ? ['-fsanitize=address'] : []), '-o', binary, ...objects.sort()],
+  { cwd: root });
 const dest = join(root, 'build', 'Release', 'sinkflex.node');
 mkdirSync(dirname(dest), { recursive: true });
 copyFileSync(binary, dest);
