@@ -187,7 +187,7 @@ async function measureMemory(shape: AttentionShape, mask: BenchMask, impl: Atten
   let layer: SinkAttention | undefined;
   try {
     const x = tensors(shape, true, o.seed);
-    layer = new SinkAttention(shape, { mask: maskOf(mask, o.window), impl });
+    layer = new SinkAttention(shape, { mask: maskOf(mask, o.window), impl, device: 'cpu' });
     const t0 = performance.now();
     layer.forward(x.q, x.k, x.v, x.sinks);
     layer.backward(x.dOut);
@@ -208,8 +208,8 @@ async function measureSpeed(shape: AttentionShape, mask: BenchMask, o: Required<
   const x = tensors(shape, false, o.seed);
   const times: Record<string, number[]> = { ff: [], fb: [], ef: [], eb: [] };
   const layers = {
-    fused: new SinkAttention(shape, { mask: maskOf(mask, o.window), impl: 'fused' }),
-    eager: new SinkAttention(shape, { mask: maskOf(mask, o.window), impl: 'eager' }),
+    fused: new SinkAttention(shape, { mask: maskOf(mask, o.window), impl: 'fused', device: 'cpu' }),
+    eager: new SinkAttention(shape, { mask: maskOf(mask, o.window), impl: 'eager', device: 'cpu' }),
   };
   for (let r = 0; r < o.repeats; r++) {
     for (const impl of ['fused', 'eager'] as const) {

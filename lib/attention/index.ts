@@ -11,8 +11,11 @@ export type {
   AttentionMask,
   AttentionOptions,
   AttentionShape,
+  AttentionTensor,
   BackwardSplit,
   CpuKernel,
+  DeviceAttentionForwardResult,
+  DeviceAttentionGradients,
   MaskPredicate,
   MaskSpec,
 } from './types.js';

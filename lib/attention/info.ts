@@ -6,8 +6,10 @@ export interface AttentionInfo {
   isa: string;
   /** Every CPU vector code this machine can run. */
   isas: string[];
-  /** Whether CUDA attention kernels are compiled in and registered. */
+  /** Whether CUDA attention kernels are compiled in and registered (a GPU may still be missing). */
   cudaKernels: boolean;
+  /** Largest headDim of the CUDA fused kernels (`null` without CUDA kernels); eager takes up to `maxHeadDim`. */
+  cudaMaxFusedHeadDim: number | null;
   /** Default block (tile) size of the fused kernels. */
   defaultBlockSize: number;
   /** Largest supported head dimension. */

@@ -1,5 +1,12 @@
-import { loadAddon } from '../native/index.js';
-import type { AttentionForwardResult, AttentionGradients, MaskSpec } from './types.js';
+import { loadAddon, type DeviceTensor } from '../native/index.js';
+import type {
+  AttentionForwardResult,
+  AttentionGradients,
+  AttentionTensor,
+  DeviceAttentionForwardResult,
+  DeviceAttentionGradients,
+  MaskSpec,
+} from './types.js';
 
 /** An opaque handle to a native object (block mask or saved eager state). */
 export type NativeHandle = object & { readonly __sinkflexHandle?: never };
@@ -22,19 +29,24 @@ export interface NativeAttentionOptions {
   scale?: number;
   softcap?: number;
   impl?: 'fused' | 'eager';
-  device?: 'cpu' | 'cuda';
+  /** `'cpu'`, `'cuda'` or `'cuda:<k>'`. */
+  device?: string;
   isa?: 'auto' | 'avx512' | 'avx2' | 'generic';
   blockSize?: number;
   save?: boolean;
   saved?: NativeHandle;
-  dLse?: Float32Array;
+  dLse?: Float32Array | DeviceTensor;
   backwardSplit?: 'auto' | 'blocks' | 'groups';
 }
 
-/** Native forward result; `saved` only with `save: true`. */
-export interface NativeForwardResult extends AttentionForwardResult {
-  saved?: NativeHandle;
-}
+/** Native forward result (DeviceTensors for DeviceTensor inputs); `saved` only with `save: true`. */
+export type NativeForwardResult = (AttentionForwardResult | DeviceAttentionForwardResult) & { saved?: NativeHandle };
+
+/** Native backward result (DeviceTensors for DeviceTensor inputs). */
+export type NativeGradients = AttentionGradients | DeviceAttentionGradients;
+
+/** sinks and lse may be Float32Arrays also when the main tensors are DeviceTensors. */
+type Small = Float32Array | DeviceTensor;
 
 /** A block mask as the addon returns it. */
 export interface NativeBlockMask {
@@ -50,18 +62,26 @@ export interface NativeBlockMask {
 
 /** Functions of native/addon/attention_binding.cc. */
 export interface AttentionAddon {
-  attentionForward(q: Float32Array, k: Float32Array, v: Float32Array, sinks: Float32Array | null, shape: NativeShape,
+  attentionForward(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor, sinks: Small | null, shape: NativeShape,
     opts: NativeAttentionOptions): NativeForwardResult;
-  attentionForwardAsync(q: Float32Array, k: Float32Array, v: Float32Array, sinks: Float32Array | null, shape: NativeShape,
-    opts: NativeAttentionOptions): Promise<NativeForwardResult>;
-  attentionBackward(q: Float32Array, k: Float32Array, v: Float32Array, sinks: Float32Array | null, out: Float32Array,
-    lse: Float32Array, dOut: Float32Array, shape: NativeShape, opts: NativeAttentionOptions): AttentionGradients;
-  attentionBackwardAsync(q: Float32Array, k: Float32Array, v: Float32Array, sinks: Float32Array | null, out: Float32Array,
-    lse: Float32Array, dOut: Float32Array, shape: NativeShape, opts: NativeAttentionOptions): Promise<AttentionGradients>;
+  attentionForwardAsync(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor, sinks: Small | null,
+    shape: NativeShape, opts: NativeAttentionOptions): Promise<NativeForwardResult>;
+  attentionBackward(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor, sinks: Small | null,
+    out: AttentionTensor, lse: Small, dOut: AttentionTensor, shape: NativeShape, opts: NativeAttentionOptions): NativeGradients;
+  attentionBackwardAsync(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor, sinks: Small | null,
+    out: AttentionTensor, lse: Small, dOut: AttentionTensor, shape: NativeShape,
+    opts: NativeAttentionOptions): Promise<NativeGradients>;
   attentionReleaseSaved(saved: NativeHandle): void;
   attentionBlockMask(mask: MaskSpec | undefined, shape: NativeShape, blockSize: number | undefined): NativeBlockMask;
   attentionDenseMask(mask: MaskSpec | undefined, shape: NativeShape): Uint8Array;
-  attentionInfo(): { isa: string; isas: string[]; cudaKernels: boolean; defaultBlockSize: number; maxHeadDim: number };
+  attentionInfo(): {
+    isa: string;
+    isas: string[];
+    cudaKernels: boolean;
+    cudaMaxFusedHeadDim: number | null;
+    defaultBlockSize: number;
+    maxHeadDim: number;
+  };
 }
 
 /** The addon with the attention functions. */

@@ -1,3 +1,4 @@
+import type { DeviceTensor } from '../native/index.js';
 import { createBlockMask, type BlockMask } from './block-mask.js';
 import { backwardSaved, forwardSaving, releaseSaved } from './functional.js';
 import type { NativeHandle } from './native.js';
@@ -7,7 +8,10 @@ import type {
   AttentionGradients,
   AttentionOptions,
   AttentionShape,
+  AttentionTensor,
   BackwardSplit,
+  DeviceAttentionForwardResult,
+  DeviceAttentionGradients,
 } from './types.js';
 
 /** Options of a {@link SinkAttention}: those of every call, plus the fused backward's work split. */
@@ -16,19 +20,19 @@ export interface SinkAttentionOptions extends AttentionOptions {
 }
 
 interface Saved {
-  q: Float32Array;
-  k: Float32Array;
-  v: Float32Array;
-  sinks: Float32Array | null;
-  out: Float32Array;
-  lse: Float32Array;
+  q: AttentionTensor;
+  k: AttentionTensor;
+  v: AttentionTensor;
+  sinks: Float32Array | DeviceTensor | null;
+  out: AttentionTensor;
+  lse: Float32Array | DeviceTensor;
   probs?: NativeHandle;
 }
 
 /** Options of {@link SinkAttention.backward}. */
 export interface SinkAttentionBackwardOptions {
-  /** Gradient of the `lse` output. */
-  dLse?: Float32Array;
+  /** Gradient of the `lse` output (a float32 DeviceTensor too). */
+  dLse?: Float32Array | DeviceTensor;
   /** Keep the saved state for another backward (default: released after this one). */
   retain?: boolean;
 }
@@ -38,7 +42,9 @@ export interface SinkAttentionBackwardOptions {
  * (like an autograd node): the fused implementation keeps q, k, v, sinks, out and lse and
  * builds its block mask once in the constructor; the eager one also keeps the probabilities
  * (natively, counted by the tracked allocator) until `backward` or `release`.
- * The inputs are kept by reference: do not modify them between forward and backward.
+ * The inputs are kept by reference: do not modify (or dispose) them between forward and backward.
+ * DeviceTensor inputs keep everything on their device (on CUDA the eager probabilities stay in
+ * device memory) and give DeviceTensor results.
  */
 export class SinkAttention {
   /** The sizes of every call. */
@@ -75,33 +81,46 @@ export class SinkAttention {
   }
 
   /** Forward; keeps what the backward needs (replacing any earlier state). */
-  forward(q: Float32Array, k: Float32Array, v: Float32Array, sinks: Float32Array | null = null): AttentionForwardResult {
+  forward(q: Float32Array, k: Float32Array, v: Float32Array, sinks?: Float32Array | null): AttentionForwardResult;
+  forward(q: DeviceTensor, k: DeviceTensor, v: DeviceTensor, sinks?: Float32Array | DeviceTensor | null):
+    DeviceAttentionForwardResult;
+  forward(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor, sinks: Float32Array | DeviceTensor | null = null):
+    AttentionForwardResult | DeviceAttentionForwardResult {
     this.release();
     const r = forwardSaving(q, k, v, sinks, this.shape, this.options, this.eager, false);
     this.saved = { q, k, v, sinks, out: r.out, lse: r.lse, probs: r.saved };
-    return { out: r.out, lse: r.lse };
+    return { out: r.out, lse: r.lse } as AttentionForwardResult | DeviceAttentionForwardResult;
   }
 
   /** {@link SinkAttention.forward} off the main thread. */
-  async forwardAsync(q: Float32Array, k: Float32Array, v: Float32Array, sinks: Float32Array | null = null):
-    Promise<AttentionForwardResult> {
+  forwardAsync(q: Float32Array, k: Float32Array, v: Float32Array, sinks?: Float32Array | null):
+    Promise<AttentionForwardResult>;
+  forwardAsync(q: DeviceTensor, k: DeviceTensor, v: DeviceTensor, sinks?: Float32Array | DeviceTensor | null):
+    Promise<DeviceAttentionForwardResult>;
+  async forwardAsync(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor,
+    sinks: Float32Array | DeviceTensor | null = null): Promise<AttentionForwardResult | DeviceAttentionForwardResult> {
     this.release();
     const r = await forwardSaving(q, k, v, sinks, this.shape, this.options, this.eager, true);
     this.saved = { q, k, v, sinks, out: r.out, lse: r.lse, probs: r.saved };
-    return { out: r.out, lse: r.lse };
+    return { out: r.out, lse: r.lse } as AttentionForwardResult | DeviceAttentionForwardResult;
   }
 
   /** Gradients of the last forward's inputs given `dOut`; releases the saved state unless `retain`. */
-  backward(dOut: Float32Array, opts: SinkAttentionBackwardOptions = {}): AttentionGradients {
+  backward(dOut: Float32Array, opts?: SinkAttentionBackwardOptions): AttentionGradients;
+  backward(dOut: DeviceTensor, opts?: SinkAttentionBackwardOptions): DeviceAttentionGradients;
+  backward(dOut: AttentionTensor, opts: SinkAttentionBackwardOptions = {}): AttentionGradients | DeviceAttentionGradients {
     const s = this.requireSaved();
     const g = backwardSaved([s.q, s.k, s.v, s.sinks, s.out, s.lse, dOut], this.shape, this.backwardOptions(opts), s.probs,
-      false) as AttentionGradients;
+      false) as AttentionGradients | DeviceAttentionGradients;
     if (!opts.retain) this.release();
     return g;
   }
 
   /** {@link SinkAttention.backward} off the main thread. */
-  async backwardAsync(dOut: Float32Array, opts: SinkAttentionBackwardOptions = {}): Promise<AttentionGradients> {
+  backwardAsync(dOut: Float32Array, opts?: SinkAttentionBackwardOptions): Promise<AttentionGradients>;
+  backwardAsync(dOut: DeviceTensor, opts?: SinkAttentionBackwardOptions): Promise<DeviceAttentionGradients>;
+  async backwardAsync(dOut: AttentionTensor, opts: SinkAttentionBackwardOptions = {}):
+    Promise<AttentionGradients | DeviceAttentionGradients> {
     const s = this.requireSaved();
     const g = await backwardSaved([s.q, s.k, s.v, s.sinks, s.out, s.lse, dOut], this.shape, this.backwardOptions(opts),
       s.probs, true);

@@ -1,4 +1,4 @@
-import type { DeviceRequest } from '../native/index.js';
+import type { DeviceRequest, DeviceTensor } from '../native/index.js';
 import type { BlockMask } from './block-mask.js';
 
 /**
@@ -82,9 +82,16 @@ export interface AttentionOptions {
   softcap?: number;
   /** Implementation (default `'fused'`). */
   impl?: AttentionImpl;
-  /** Device (default: `SINKFLEX_DEVICE`, else `'auto'`); `'cuda'` without CUDA kernels throws. */
+  /**
+   * Device (default: `SINKFLEX_DEVICE`, else `'auto'`); `'cuda'` without CUDA kernels or a GPU
+   * throws DeviceUnavailableError. With DeviceTensor inputs the call runs where they are (a
+   * conflicting `device` throws RangeError).
+   */
   device?: DeviceRequest;
-  /** Fused tile size when no `blockMask` is given: a multiple of 16 in [16, 256] (default 64). */
+  /**
+   * Fused tile size when no `blockMask` is given: a multiple of 16 in [16, 256] (default 64).
+   * The CUDA kernels always use 64 x 64 tiles (a block mask of another size is converted).
+   */
   blockSize?: number;
   /** Which CPU vector code to run (default `'auto'`). */
   cpuKernel?: CpuKernel;
@@ -102,8 +109,8 @@ export type BackwardSplit = 'auto' | 'blocks' | 'groups';
 
 /** Options of the backward call. */
 export interface AttentionBackwardOptions extends AttentionOptions {
-  /** A gradient for the `lse` output, `[batch, qHeads, seqLen]` (default none). */
-  dLse?: Float32Array;
+  /** A gradient for the `lse` output, `[batch, qHeads, seqLen]` (default none); a float32 DeviceTensor too. */
+  dLse?: Float32Array | DeviceTensor;
   /** Fused backward work split (default `'auto'`). */
   backwardSplit?: BackwardSplit;
 }
@@ -126,4 +133,31 @@ export interface AttentionGradients {
   dv: Float32Array;
   /** `[qHeads]`, summed over the batch; `null` when the call had no sinks. */
   dSinks: Float32Array | null;
+}
+
+/**
+ * A tensor argument of the attention functions: Float32Arrays (copied to and from the GPU when
+ * the device is CUDA) or DeviceTensors (used in place; results stay on their device).
+ */
+export type AttentionTensor = Float32Array | DeviceTensor;
+
+/**
+ * Forward results of a call with DeviceTensor inputs: `out` in the inputs' dtype and shape
+ * (bfloat16 inputs give a bfloat16 out), `lse` float32 `[batch, qHeads, seqLen]`, both on the
+ * inputs' device.
+ */
+export interface DeviceAttentionForwardResult {
+  out: DeviceTensor;
+  lse: DeviceTensor;
+}
+
+/**
+ * Backward results of a call with DeviceTensor inputs: dq, dk, dv in the inputs' dtype with
+ * the shapes of q, k, v; dSinks float32 `[qHeads]` (`null` without sinks); on the inputs' device.
+ */
+export interface DeviceAttentionGradients {
+  dq: DeviceTensor;
+  dk: DeviceTensor;
+  dv: DeviceTensor;
+  dSinks: DeviceTensor | null;
 }

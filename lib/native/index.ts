@@ -5,6 +5,7 @@ export type { Backend, CpuBackend, CudaBackend, NativeBuildInfo } from './addon-
 export { DeviceUnavailableError, NativeLoadError, OutOfMemoryError, isOutOfMemoryError } from './errors.js';
 export { cudaAvailable, resolveDevice, type Device, type DeviceRequest } from './device.js';
 export { memory, type MemoryDevice, type MemoryStats } from './memory.js';
+export { isDeviceTensor, toDevice, type DType, type DeviceTensor, type TensorDevice, type ToDeviceOptions } from './device-tensor.js';
 export { loadAddon, packageRoot, packageVersion } from './loader.js';
 
 /** The package version (from its package.json). */

@@ -1,6 +1,8 @@
 // Bindings of native/attention: argument checks (TypeError / RangeError naming the argument),
 // mask trees and block masks as tagged externals, synchronous and Promise-returning forward
-// and backward, and device dispatch (CPU kernels here; a registered CUDA backend otherwise).
+// and backward, and device dispatch: Float32Array calls on the cpu run the CPU kernels here;
+// calls with DeviceTensors or on CUDA go through attention_device.cc (the registered CUDA
+// backend, or the CPU kernels for 'cpu' DeviceTensors).
 #include <cmath>
 #include <memory>
 #include <string>
@@ -8,7 +10,9 @@
 
 #include "../attention/sink_attention.h"
 #include "../core/errors.h"
+#include "attention_call.h"
 #include "bindings.h"
+#include "device_tensor.h"
 #include "napi_util.h"
 
 namespace sinkflex::addon {
@@ -41,12 +45,6 @@ void OnlyFields(const Napi::Object& o, const std::string& name, std::initializer
 }
 
 // ---- masks --------------------------------------------------------------------------------
-
-/** A parsed mask with its own copies of document ids. */
-struct MaskHolder {
-  MaskProgram program;
-  std::vector<HostBuffer<std::int32_t>> ids;
-};
 
 const std::int32_t* CopyIds(const Napi::Value& v, const std::string& name, const Shape& s, MaskHolder* h) {
   Napi::Int32Array a = RequireI32(v, name, static_cast<std::size_t>(s.batch * s.kvLen));
@@ -148,14 +146,6 @@ Shape ParseShape(const Napi::Value& v) {
   return s;
 }
 
-struct BlockMaskHolder {
-  std::shared_ptr<MaskHolder> mask;
-  std::string signature;
-  BlockMask blocks;
-};
-using BlockMaskRef = std::shared_ptr<BlockMaskHolder>;
-using SavedRef = std::shared_ptr<attention::EagerSaved>;
-
 template <typename T>
 T* RequireHandle(const Napi::Value& v, const napi_type_tag& tag, const std::string& name, const char* what) {
   if (!v.IsExternal() || !v.As<Napi::External<T>>().CheckTypeTag(&tag)) ThrowType(v.Env(), name + " must be " + what);
@@ -164,30 +154,53 @@ T* RequireHandle(const Napi::Value& v, const napi_type_tag& tag, const std::stri
 
 // ---- calls ------------------------------------------------------------------------------------
 
-enum class Impl { kFused, kEager };
-
-/** Everything a forward or backward call needs, owned so it can run off the main thread. */
-struct Call {
-  Shape shape;
-  attention::Options opts;
-  Impl impl = Impl::kFused;
-  int device = kCpuDevice;
-  bool save = false;
-  std::shared_ptr<MaskHolder> mask;
-  BlockMaskRef blockMask;
-  SavedRef saved;
-  const float *q = nullptr, *k = nullptr, *v = nullptr, *sinks = nullptr;
-  const float *out = nullptr, *lse = nullptr, *dOut = nullptr, *dLse = nullptr;
-  std::vector<Napi::Value> keep;
-};
-
-const float* Input(Call* c, const Napi::Value& v, const std::string& name, std::int64_t n) {
-  Napi::Float32Array a = RequireF32(v, name, static_cast<std::size_t>(n));
+// A main tensor (q, k, v, out, dOut): all Float32Arrays, or all DeviceTensors like q.
+TensorIn MainInput(Call* c, const Napi::Value& v, const std::string& name, std::int64_t n,
+                   std::vector<std::int64_t>* shape = nullptr) {
+  TensorIn t;
   c->keep.push_back(v);
-  return a.Data();
+  if (!c->tensors) {
+    if (IsDeviceTensor(v)) ThrowType(v.Env(), name + " is a DeviceTensor but q is not: pass all tensors alike");
+    t.host = RequireF32(v, name, static_cast<std::size_t>(n)).Data();
+    return t;
+  }
+  if (!IsDeviceTensor(v)) ThrowType(v.Env(), name + " must be a DeviceTensor (q is one)");
+  t.tensor = RequireTensor(v, name);
+  if (t.tensor->slot() != c->device) {
+    ThrowRange(v.Env(), name + " is on " + SlotName(t.tensor->slot()) + ", but q is on " + SlotName(c->device));
+  }
+  if (t.tensor->dtype() != c->dtype) {
+    ThrowType(v.Env(), name + " is " + DTypeName(t.tensor->dtype()) + ", but q is " + DTypeName(c->dtype));
+  }
+  if (t.tensor->count() != static_cast<std::size_t>(n)) {
+    ThrowRange(v.Env(), name + " has " + std::to_string(t.tensor->count()) + " elements (shape " +
+                            t.tensor->ShapeString() + "), expected " + std::to_string(n));
+  }
+  if (shape) *shape = t.tensor->shape();
+  return t;
 }
 
-void ParseOptions(const Napi::Value& v, bool backward, Call* c) {
+// An fp32 tensor (sinks, lse, dLse): a Float32Array, or a float32 DeviceTensor on the call's device.
+TensorIn F32Input(Call* c, const Napi::Value& v, const std::string& name, std::int64_t n) {
+  TensorIn t;
+  c->keep.push_back(v);
+  if (!IsDeviceTensor(v)) {
+    t.host = RequireF32(v, name, static_cast<std::size_t>(n)).Data();
+    return t;
+  }
+  t.tensor = RequireTensor(v, name);
+  if (t.tensor->slot() != c->device) {
+    ThrowRange(v.Env(), name + " is on " + SlotName(t.tensor->slot()) + ", but the call runs on " + SlotName(c->device));
+  }
+  if (t.tensor->dtype() != DType::kF32) ThrowType(v.Env(), name + " must be float32, got " + DTypeName(t.tensor->dtype()));
+  if (t.tensor->count() != static_cast<std::size_t>(n)) {
+    ThrowRange(v.Env(), name + " has " + std::to_string(t.tensor->count()) + " elements, expected " + std::to_string(n));
+  }
+  return t;
+}
+
+// Reads opts; returns opts.dLse (parsed once the call's device is known) or undefined.
+Napi::Value ParseOptions(const Napi::Value& v, bool backward, Call* c, bool* deviceGiven) {
   Napi::Env env = v.Env();
   Napi::Object o = IsNullish(v) ? Napi::Object::New(env) : RequireObject(v, "opts");
   if (backward) {
@@ -222,7 +235,8 @@ void ParseOptions(const Napi::Value& v, bool backward, Call* c) {
   const Napi::Value impl = Field(o, "impl");
   if (!IsNullish(impl)) c->impl = RequireEnum(impl, "opts.impl", {"fused", "eager"}) == "eager" ? Impl::kEager : Impl::kFused;
   const Napi::Value dev = Field(o, "device");
-  if (!IsNullish(dev)) c->device = RequireDevice(dev, "opts.device");
+  *deviceGiven = !IsNullish(dev);
+  if (*deviceGiven) c->device = RequireDevice(dev, "opts.device");
   const Napi::Value isa = Field(o, "isa");
   if (!IsNullish(isa)) {
     const std::string s = RequireEnum(isa, "opts.isa", {"auto", "avx512", "avx2", "generic"});
@@ -245,7 +259,7 @@ void ParseOptions(const Napi::Value& v, bool backward, Call* c) {
     const Napi::Value save = Field(o, "save");
     if (!IsNullish(save) && !save.IsBoolean()) ThrowType(env, "opts.save must be a boolean");
     c->save = !IsNullish(save) && save.As<Napi::Boolean>().Value();
-    return;
+    return env.Undefined();
   }
   const Napi::Value split = Field(o, "backwardSplit");
   if (!IsNullish(split)) {
@@ -260,13 +274,28 @@ void ParseOptions(const Napi::Value& v, bool backward, Call* c) {
     if (!c->saved) ThrowRange(env, "opts.saved was released");
     c->keep.push_back(saved);
   }
-  const Napi::Value dLse = Field(o, "dLse");
-  if (!IsNullish(dLse)) c->dLse = Input(c, dLse, "opts.dLse", c->shape.lseElems());
+  return Field(o, "dLse");
 }
 
 void CheckDevice(const Call& c) {
   if (c.device != kCpuDevice && attention::GetCudaBackend() == nullptr) {
     throw DeviceError("device '" + DeviceName(c.device) + "' has no sink-attention kernels in this build; use 'cpu'");
+  }
+}
+
+// Checks the sink values (NaN or +inf are rejected; -inf means no sink for that head).
+void CheckSinks(Napi::Env env, const Call& c) {
+  if (!c.sinks.given()) return;
+  const std::int64_t n = c.shape.qHeads;
+  std::vector<float> copy;
+  const float* s = c.sinks.host;
+  if (s == nullptr) {
+    copy.resize(static_cast<std::size_t>(n));
+    c.sinks.tensor->CopyToFloats(copy.data());
+    s = copy.data();
+  }
+  for (std::int64_t h = 0; h < n; ++h) {
+    if (std::isnan(s[h]) || s[h] == INFINITY) ThrowRange(env, "sinks[" + std::to_string(h) + "] must be finite or -Infinity");
   }
 }
 
@@ -276,44 +305,48 @@ Call ParseCall(const Napi::CallbackInfo& info, bool backward) {
   const std::size_t shapeArg = backward ? 7 : 4;
   c.shape = ParseShape(info[shapeArg]);
   const Shape& s = c.shape;
-  c.q = Input(&c, info[0], "q", s.qElems());
-  c.k = Input(&c, info[1], "k", s.kvElems());
-  c.v = Input(&c, info[2], "v", s.kvElems());
-  if (!IsNullish(info[3])) c.sinks = Input(&c, info[3], "sinks", s.qHeads);
-  if (backward) {
-    c.out = Input(&c, info[4], "out", s.qElems());
-    c.lse = Input(&c, info[5], "lse", s.lseElems());
-    c.dOut = Input(&c, info[6], "dOut", s.qElems());
-  }
-  ParseOptions(info[shapeArg + 1], backward, &c);
-  if (c.sinks) {
-    for (std::int64_t h = 0; h < s.qHeads; ++h) {
-      if (std::isnan(c.sinks[h]) || c.sinks[h] == INFINITY) {
-        ThrowRange(info.Env(), "sinks[" + std::to_string(h) + "] must be finite or -Infinity");
-      }
+  bool deviceGiven = false;
+  const Napi::Value dLse = ParseOptions(info[shapeArg + 1], backward, &c, &deviceGiven);
+  if (IsDeviceTensor(info[0])) {
+    const TensorRef q = RequireTensor(info[0], "q");
+    if (deviceGiven && c.device != q->slot()) {
+      ThrowRange(info.Env(), "opts.device is '" + SlotName(c.device) + "' but q is on " + SlotName(q->slot()));
     }
+    c.tensors = true;
+    c.device = q->slot();
+    c.dtype = q->dtype();
+  }
+  c.q = MainInput(&c, info[0], "q", s.qElems(), &c.qShape);
+  c.k = MainInput(&c, info[1], "k", s.kvElems(), &c.kShape);
+  c.v = MainInput(&c, info[2], "v", s.kvElems(), &c.vShape);
+  if (!IsNullish(info[3])) c.sinks = F32Input(&c, info[3], "sinks", s.qHeads);
+  if (backward) {
+    c.out = MainInput(&c, info[4], "out", s.qElems());
+    c.lse = F32Input(&c, info[5], "lse", s.lseElems());
+    c.dOut = MainInput(&c, info[6], "dOut", s.qElems());
+    if (!IsNullish(dLse)) c.dLse = F32Input(&c, dLse, "opts.dLse", s.lseElems());
   }
   if (c.saved && c.impl != Impl::kEager) ThrowRange(info.Env(), "opts.saved needs opts.impl 'eager'");
   if (c.save && c.impl != Impl::kEager) ThrowRange(info.Env(), "opts.save needs opts.impl 'eager'");
+  if (c.saved && c.saved->slot != c.device) {
+    ThrowRange(info.Env(), "opts.saved was made on " + SlotName(c.saved->slot) + ", but this call runs on " + SlotName(c.device));
+  }
   CheckDevice(c);
+  CheckSinks(info.Env(), c);
   return c;
 }
 
-struct ForwardResult {
-  HostBuffer<float> out, lse;
-  SavedRef saved;
-};
-
 void RunForward(const Call& c, ForwardResult* r) {
+  if (c.tensors || c.device != kCpuDevice) {
+    RunDeviceForward(c, r);
+    return;
+  }
   r->out = HostBuffer<float>(static_cast<std::size_t>(c.shape.qElems()), "attention out");
   r->lse = HostBuffer<float>(static_cast<std::size_t>(c.shape.lseElems()), "attention lse");
-  const attention::ForwardArgs a{c.q, c.k, c.v, c.sinks, r->out.data(), r->lse.data()};
-  if (c.device != kCpuDevice) {
-    const attention::CudaBackend* cb = attention::GetCudaBackend();
-    (c.impl == Impl::kEager ? cb->eagerForward : cb->fusedForward)(c.device - 1, c.shape, c.opts, a);
-  } else if (c.impl == Impl::kEager) {
-    if (c.save) r->saved = std::make_shared<attention::EagerSaved>();
-    attention::EagerForward(c.shape, c.opts, a, r->saved.get());
+  const attention::ForwardArgs a{c.q.host, c.k.host, c.v.host, c.sinks.host, r->out.data(), r->lse.data()};
+  if (c.impl == Impl::kEager) {
+    if (c.save) r->saved = std::make_shared<SavedState>();
+    attention::EagerForward(c.shape, c.opts, a, r->saved ? &r->saved->cpu : nullptr);
   } else {
     attention::FusedForward(c.shape, c.opts, a);
   }
@@ -321,10 +354,15 @@ void RunForward(const Call& c, ForwardResult* r) {
 
 Napi::Value ForwardValue(Napi::Env env, ForwardResult* r) {
   Napi::Object o = Napi::Object::New(env);
-  o.Set("out", AdoptF32(env, std::move(r->out)));
-  o.Set("lse", AdoptF32(env, std::move(r->lse)));
+  if (r->outT) {
+    o.Set("out", WrapTensor(env, std::move(r->outT)));
+    o.Set("lse", WrapTensor(env, std::move(r->lseT)));
+  } else {
+    o.Set("out", AdoptF32(env, std::move(r->out)));
+    o.Set("lse", AdoptF32(env, std::move(r->lse)));
+  }
   if (r->saved) {
-    const auto bytes = static_cast<std::int64_t>(r->saved->probs.size() * sizeof(float));
+    const auto bytes = static_cast<std::int64_t>(r->saved->cpu.probs.size() * sizeof(float));  // host bytes only
     auto ext = Napi::External<SavedRef>::New(env, new SavedRef(std::move(r->saved)), [bytes](Napi::Env e, SavedRef* p) {
       Napi::MemoryManagement::AdjustExternalMemory(e, -bytes);
       delete p;
@@ -336,22 +374,20 @@ Napi::Value ForwardValue(Napi::Env env, ForwardResult* r) {
   return o;
 }
 
-struct BackwardResult {
-  HostBuffer<float> dq, dk, dv, dSinks;
-};
-
 void RunBackward(const Call& c, BackwardResult* r) {
+  if (c.tensors || c.device != kCpuDevice) {
+    RunDeviceBackward(c, r);
+    return;
+  }
   r->dq = HostBuffer<float>(static_cast<std::size_t>(c.shape.qElems()), "attention dq");
   r->dk = HostBuffer<float>(static_cast<std::size_t>(c.shape.kvElems()), "attention dk");
   r->dv = HostBuffer<float>(static_cast<std::size_t>(c.shape.kvElems()), "attention dv");
-  if (c.sinks) r->dSinks = HostBuffer<float>(static_cast<std::size_t>(c.shape.qHeads), "attention dSinks");
-  const attention::BackwardArgs a{c.q,  c.k,  c.v,           c.sinks,       c.out,         c.lse,
-                                  c.dOut, c.dLse, r->dq.data(), r->dk.data(), r->dv.data(), r->dSinks.data()};
-  if (c.device != kCpuDevice) {
-    const attention::CudaBackend* cb = attention::GetCudaBackend();
-    (c.impl == Impl::kEager ? cb->eagerBackward : cb->fusedBackward)(c.device - 1, c.shape, c.opts, a);
-  } else if (c.impl == Impl::kEager) {
-    attention::EagerBackward(c.shape, c.opts, a, c.saved.get());
+  if (c.sinks.given()) r->dSinks = HostBuffer<float>(static_cast<std::size_t>(c.shape.qHeads), "attention dSinks");
+  const attention::BackwardArgs a{c.q.host,    c.k.host,    c.v.host,         c.sinks.host,     c.out.host,
+                                  c.lse.host,  c.dOut.host, c.dLse.host,      r->dq.data(),     r->dk.data(),
+                                  r->dv.data(), r->dSinks.data()};
+  if (c.impl == Impl::kEager) {
+    attention::EagerBackward(c.shape, c.opts, a, c.saved ? &c.saved->cpu : nullptr);
   } else {
     attention::FusedBackward(c.shape, c.opts, a);
   }
@@ -359,6 +395,13 @@ void RunBackward(const Call& c, BackwardResult* r) {
 
 Napi::Value BackwardValue(Napi::Env env, BackwardResult* r) {
   Napi::Object o = Napi::Object::New(env);
+  if (r->dqT) {
+    o.Set("dq", WrapTensor(env, std::move(r->dqT)));
+    o.Set("dk", WrapTensor(env, std::move(r->dkT)));
+    o.Set("dv", WrapTensor(env, std::move(r->dvT)));
+    o.Set("dSinks", r->dSinksT ? Napi::Value(WrapTensor(env, std::move(r->dSinksT))) : env.Null());
+    return o;
+  }
   o.Set("dq", AdoptF32(env, std::move(r->dq)));
   o.Set("dk", AdoptF32(env, std::move(r->dk)));
   o.Set("dv", AdoptF32(env, std::move(r->dv)));
@@ -395,7 +438,7 @@ Napi::Value BackwardAsync(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ReleaseSaved(const Napi::CallbackInfo& info) {
-  RequireHandle<SavedRef>(info[0], kSavedTag, "saved", "saved state from an eager forward")->reset();
+  RequireHandle<SavedRef>(info[0], kSavedTag, "saved", "saved state from an eager forward")->reset();  // frees host or device probabilities
   return info.Env().Undefined();
 }
 
@@ -451,7 +494,10 @@ Napi::Value Info(const Napi::CallbackInfo& info) {
     if (attention::IsaSupported(i)) isas.Set(isas.Length(), attention::IsaName(i));
   }
   o.Set("isas", isas);
-  o.Set("cudaKernels", attention::GetCudaBackend() != nullptr);
+  const attention::CudaBackend* cb = attention::GetCudaBackend();
+  o.Set("cudaKernels", cb != nullptr);
+  o.Set("cudaMaxFusedHeadDim", cb != nullptr ? Napi::Value(Napi::Number::New(env, static_cast<double>(cb->maxFusedHeadDim)))
+                                             : env.Null());
   o.Set("defaultBlockSize", static_cast<double>(attention::kDefaultBlockSize));
   o.Set("maxHeadDim", static_cast<double>(attention::kMaxHeadDim));
   return o;

@@ -7,6 +7,8 @@ namespace sinkflex::addon {
 
 /** version info, backends, memory counters, error classes. */
 void RegisterCore(Napi::Env env, Napi::Object exports);
+/** DeviceTensor handles (tensors that stay on a device between calls). */
+void RegisterDeviceTensor(Napi::Env env, Napi::Object exports);
 /** sink attention: forward/backward (sync and async), masks, block masks. */
 void RegisterAttention(Napi::Env env, Napi::Object exports);
 /** model ops (GEMM, norms, RoPE, SwiGLU, embedding, log-softmax, AdamW) and ParamStore. */

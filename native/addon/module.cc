@@ -7,6 +7,7 @@ namespace {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   sinkflex::addon::RegisterCore(env, exports);
+  sinkflex::addon::RegisterDeviceTensor(env, exports);
   sinkflex::addon::RegisterAttention(env, exports);
   sinkflex::addon::RegisterModel(env, exports);
   sinkflex::addon::RegisterGrpo(env, exports);

@@ -1,6 +1,7 @@
 #include "napi_util.h"
 
 #include <cmath>
+#include <map>
 #include <new>
 
 #include "../core/errors.h"
@@ -10,6 +11,7 @@ namespace {
 
 struct InstanceData {
   Napi::FunctionReference oomClass;
+  std::map<std::string, Napi::FunctionReference> classes;
 };
 
 InstanceData* Data(Napi::Env env) {
@@ -179,6 +181,17 @@ void Export(Napi::Env env, Napi::Object exports, const char* name, Napi::Value (
 
 void SetOutOfMemoryErrorClass(Napi::Env env, Napi::Function ctor) {
   Data(env)->oomClass = Napi::Persistent(ctor);
+}
+
+void SetClass(Napi::Env env, const std::string& key, Napi::Function ctor) {
+  Data(env)->classes[key] = Napi::Persistent(ctor);
+}
+
+Napi::Function GetClass(Napi::Env env, const std::string& key) {
+  auto& classes = Data(env)->classes;
+  auto it = classes.find(key);
+  if (it == classes.end()) throw Napi::Error::New(env, "native class " + key + " is not registered");
+  return it->second.Value();
 }
 
 Napi::Float32Array AdoptF32(Napi::Env env, HostBuffer<float>&& buf) {

@@ -55,6 +55,11 @@ void Export(Napi::Env env, Napi::Object exports, const char* name, Napi::Value (
 /** Stores the JavaScript OutOfMemoryError class used by ToJsError (loader calls this once). */
 void SetOutOfMemoryErrorClass(Napi::Env env, Napi::Function ctor);
 
+/** Keeps a native class constructor (e.g. an ObjectWrap) per environment under `key`. */
+void SetClass(Napi::Env env, const std::string& key, Napi::Function ctor);
+/** The constructor stored under `key` (Error when none was registered). */
+Napi::Function GetClass(Napi::Env env, const std::string& key);
+
 // ---- outputs ----------------------------------------------------------------------------
 
 /**

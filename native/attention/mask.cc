@@ -321,6 +321,40 @@ void MaskProgram::Describe(int node, std::string* s) const {
   }
 }
 
+void MaskProgram::EmitPostfix(int node, std::vector<PostfixOp>* out) const {
+  const Node& nd = nodes_[node];
+  PostfixOp op;
+  op.kind = nd.kind;
+  switch (nd.kind) {
+    case MaskKind::kNot:
+      EmitPostfix(kids_[nd.first], out);
+      out->push_back(op);
+      return;
+    case MaskKind::kAnd:
+    case MaskKind::kOr:
+      EmitPostfix(kids_[nd.first], out);
+      for (int k = 1; k < nd.count; ++k) {
+        EmitPostfix(kids_[nd.first + k], out);
+        out->push_back(op);
+      }
+      return;
+    default:
+      op.value = nd.value;
+      op.ids = nd.ids;
+      op.idsStride = nd.idsStride;
+      op.idsBatch = nd.idsBatch;
+      out->push_back(op);
+      return;
+  }
+}
+
+std::vector<MaskProgram::PostfixOp> MaskProgram::Postfix() const {
+  if (root_ < 0) throw ArgumentError("mask has no root");
+  std::vector<PostfixOp> out;
+  EmitPostfix(root_, &out);
+  return out;
+}
+
 std::string MaskProgram::Signature() const {
   std::string s;
   if (root_ >= 0) Describe(root_, &s);

@@ -82,6 +82,21 @@ class MaskProgram {
   /** A canonical description (documents leaves by length and content hash), to compare masks. */
   std::string Signature() const;
 
+  /**
+   * One step of the mask in postfix order, for evaluators outside this class (the CUDA
+   * kernels): a leaf pushes its predicate, kAnd / kOr pop two values and push their
+   * combination, kNot negates the top. The stack never holds more than kMaxDepth values.
+   */
+  struct PostfixOp {
+    MaskKind kind = MaskKind::kAll;
+    std::int64_t value = 0;               // window or prefix
+    const std::int32_t* ids = nullptr;    // documents: [batch][idsStride]
+    std::int64_t idsStride = 0;
+    std::int64_t idsBatch = 0;
+  };
+  /** The program from the root in postfix order (n-ary and/or become chains of binary ones). */
+  std::vector<PostfixOp> Postfix() const;
+
  private:
   struct Node {
     MaskKind kind = MaskKind::kAll;
@@ -98,6 +113,7 @@ class MaskProgram {
   void EvalChunk(int node, std::int64_t b, std::int64_t i, std::int64_t j0, std::int64_t n, std::uint8_t* out) const;
   BlockState Interval(int node, std::int64_t b, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const;
   void Describe(int node, std::string* s) const;
+  void EmitPostfix(int node, std::vector<PostfixOp>* out) const;
 
   std::vector<Node> nodes_;
   std::vector<int> kids_;

@@ -52,10 +52,13 @@
 // Trees: int c = mask.AddCausal(); int w = mask.AddWindow(128); mask.SetRoot(mask.AddAnd({c, w}));
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 
 #include "../core/allocator.h"
+#include "../core/dtype.h"
 #include "mask.h"
 
 namespace sinkflex::attention {
@@ -181,15 +184,68 @@ double EagerTensorBytes(const Shape& shape);
 // ---- device backends ----------------------------------------------------------------------
 
 /**
- * Entry points of a non-CPU backend (a CUDA build registers one from its .cu sources with
- * RegisterCudaBackend). They take the same host pointers as the CPU functions plus the CUDA
- * device index; a backend copies to and from its device itself.
+ * Inputs and outputs of a forward on a device: pointers into memory of the backend's device.
+ * q, k, v and out hold `dtype` elements (fp32 or bf16); sinks (nullable) and lse are fp32.
+ */
+struct DeviceForwardArgs {
+  DType dtype = DType::kF32;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const float* sinks = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;
+};
+
+/**
+ * Inputs and outputs of a backward on a device (device pointers). q, k, v, out, dOut and the
+ * gradients dq, dk, dv hold `dtype` elements; sinks, lse, dLse (nullable) and dSinks (written
+ * when sinks and dSinks are both given) are fp32.
+ */
+struct DeviceBackwardArgs {
+  DType dtype = DType::kF32;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const float* sinks = nullptr;
+  const void* out = nullptr;
+  const float* lse = nullptr;
+  const void* dOut = nullptr;
+  const float* dLse = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  float* dSinks = nullptr;
+};
+
+/** What an eager forward on a device keeps for its backward (its probabilities, in device memory). */
+class DeviceSaved {
+ public:
+  virtual ~DeviceSaved() = default;
+  /** The shape of the forward that made it. */
+  virtual const Shape& shape() const = 0;
+  /** Device bytes held. */
+  virtual std::size_t bytes() const = 0;
+};
+
+/**
+ * Entry points of the CUDA backend (registered from its .cu sources with RegisterCudaBackend;
+ * the N-API binding dispatches device 'cuda:k' calls to it). `device` is the CUDA device index;
+ * every pointer is device memory of that device. The functions validate (ArgumentError), run
+ * on a stream of their own and return when the results are written (DeviceError on CUDA
+ * failures, OutOfMemoryError past the tracked limit). Masks and block masks are the host
+ * objects of Options; the backend uploads what its kernels need.
  */
 struct CudaBackend {
-  void (*fusedForward)(int device, const Shape&, const Options&, const ForwardArgs&);
-  void (*fusedBackward)(int device, const Shape&, const Options&, const BackwardArgs&);
-  void (*eagerForward)(int device, const Shape&, const Options&, const ForwardArgs&);
-  void (*eagerBackward)(int device, const Shape&, const Options&, const BackwardArgs&);
+  void (*fusedForward)(int device, const Shape&, const Options&, const DeviceForwardArgs&);
+  void (*fusedBackward)(int device, const Shape&, const Options&, const DeviceBackwardArgs&);
+  /** With `save`, moves the probabilities into *save for eagerBackward. */
+  void (*eagerForward)(int device, const Shape&, const Options&, const DeviceForwardArgs&,
+                       std::unique_ptr<DeviceSaved>* save);
+  /** With `saved` (from eagerForward with the same inputs) it reuses the probabilities. */
+  void (*eagerBackward)(int device, const Shape&, const Options&, const DeviceBackwardArgs&, const DeviceSaved* saved);
+  /** Largest headDim the fused kernels take (the eager ones take up to kMaxHeadDim). */
+  std::int64_t maxFusedHeadDim;
 };
 /** Installs the CUDA backend (call once, e.g. from a static initializer in a .cu file). */
 void RegisterCudaBackend(const CudaBackend* backend);

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "allocator.h"
+#include "cuda_check.cuh"
 #include "cuda_device.h"
 #include "errors.h"
 
@@ -23,6 +24,7 @@ const Discovery& Discover() {
     const cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
       out.reason = std::string("no usable CUDA device: ") + cudaGetErrorString(err);
+      if (err == cudaErrorInsufficientDriver) out.reason += " (no NVIDIA driver, or one older than this CUDA runtime)";
       cudaGetLastError();  // clear the sticky error state
       return out;
     }
@@ -63,8 +65,11 @@ void* DeviceAlloc(int index, std::size_t bytes, const char* what) {
   const int slot = index + 1;
   Reserve(slot, bytes, what);
   void* ptr = nullptr;
-  cudaError_t err = cudaSetDevice(index);
+  int previous = 0;
+  cudaError_t err = cudaGetDevice(&previous);
+  if (err == cudaSuccess) err = cudaSetDevice(index);
   if (err == cudaSuccess && bytes) err = cudaMalloc(&ptr, bytes);
+  cudaSetDevice(previous);
   if (err != cudaSuccess) {
     cudaGetLastError();
     Release(slot, bytes);
@@ -78,9 +83,44 @@ void* DeviceAlloc(int index, std::size_t bytes, const char* what) {
 
 void DeviceFree(int index, void* ptr, std::size_t bytes) {
   if (!ptr) return;
+  int previous = 0;
+  cudaGetDevice(&previous);
   cudaSetDevice(index);
-  cudaFree(ptr);
+  cudaFree(ptr);  // errors here (a broken context) cannot be acted on; the bytes are released
+  cudaSetDevice(previous);
   Release(index + 1, bytes);
+}
+
+namespace {
+
+void RequireDevice(int index) {
+  if (index < 0 || index >= static_cast<int>(CudaDevices().size())) {
+    throw DeviceError("cuda:" + std::to_string(index) + " is not available: " + CudaUnavailableReason());
+  }
+}
+
+// A synchronous copy on the calling thread's default stream: when it returns the data has
+// arrived (also for pageable host memory, where cudaMemcpy may return before the DMA ends).
+void Copy(int index, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  RequireDevice(index);
+  if (bytes == 0) return;
+  DeviceGuard guard(index);
+  SFX_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, cudaStreamPerThread));
+  SFX_CUDA_CHECK(cudaStreamSynchronize(cudaStreamPerThread));
+}
+
+}  // namespace
+
+void CopyToDevice(int index, void* dst, const void* src, std::size_t bytes) {
+  Copy(index, dst, src, bytes, cudaMemcpyHostToDevice);
+}
+
+void CopyToHost(int index, void* dst, const void* src, std::size_t bytes) {
+  Copy(index, dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+
+void CopyOnDevice(int index, void* dst, const void* src, std::size_t bytes) {
+  Copy(index, dst, src, bytes, cudaMemcpyDeviceToDevice);
 }
 
 }  // namespace sinkflex

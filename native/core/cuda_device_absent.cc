@@ -20,5 +20,9 @@ void* DeviceAlloc(int, std::size_t, const char*) { throw DeviceError(CudaUnavail
 
 void DeviceFree(int, void*, std::size_t) {}
 
+void CopyToDevice(int, void*, const void*, std::size_t) { throw DeviceError(CudaUnavailableReason()); }
+void CopyToHost(int, void*, const void*, std::size_t) { throw DeviceError(CudaUnavailableReason()); }
+void CopyOnDevice(int, void*, const void*, std::size_t) { throw DeviceError(CudaUnavailableReason()); }
+
 }  // namespace sinkflex
 #endif

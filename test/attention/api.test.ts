@@ -22,6 +22,10 @@ import {
 } from '../../lib/index.js';
 import { Rng, expectClose, packedIds } from './fixtures/reference.js';
 
+// These tests are about the CPU kernels: with a CUDA build on a GPU machine `'auto'` would pick
+// the GPU (test/attention/cuda.test.ts covers that), so the default device is pinned to the cpu.
+process.env.SINKFLEX_DEVICE = 'cpu';
+
 function inputs(shape: AttentionShape, seed: number) {
   const rng = new Rng(seed);
   const kvLen = shape.kvLen ?? shape.seqLen;

@@ -9,6 +9,10 @@ import t from 'tap';
 import { memoryChartSvg } from '../../bench/attention-chart.js';
 import { main, runAttentionBench, visiblePairs } from '../../bench/attention.js';
 
+// These tests are about the CPU kernels: with a CUDA build on a GPU machine `'auto'` would pick
+// the GPU (test/attention/cuda.test.ts covers that), so the default device is pinned to the cpu.
+process.env.SINKFLEX_DEVICE = 'cpu';
+
 t.test('runAttentionBench measures memory and speed side by side', async (t) => {
   const lines: string[] = [];
   const r = await runAttentionBench({

@@ -19,6 +19,10 @@ import {
 } from '../../lib/index.js';
 import { Rng, packedIds, refBackward, refForward, type RefOptions, type Shape } from './fixtures/reference.js';
 
+// These tests are about the CPU kernels: with a CUDA build on a GPU machine `'auto'` would pick
+// the GPU (test/attention/cuda.test.ts covers that), so the default device is pinned to the cpu.
+process.env.SINKFLEX_DEVICE = 'cpu';
+
 function loss(out: ArrayLike<number>, lse: ArrayLike<number>, G: ArrayLike<number>, H: ArrayLike<number>): number {
   let s = 0;
   for (let i = 0; i < out.length; i++) s += out[i]! * G[i]!;

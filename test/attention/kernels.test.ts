@@ -21,6 +21,10 @@ import {
 } from '../../lib/index.js';
 import { Rng, expectClose, packedIds, refBackward, refForward, type Shape } from './fixtures/reference.js';
 
+// These tests are about the CPU kernels: with a CUDA build on a GPU machine `'auto'` would pick
+// the GPU (test/attention/cuda.test.ts covers that), so the default device is pinned to the cpu.
+process.env.SINKFLEX_DEVICE = 'cpu';
+
 interface Case {
   name: string;
   shape: Shape;

@@ -6,6 +6,8 @@ import t, { type Test } from 'tap';
 import {
   DeviceUnavailableError,
   SinkAttention,
+  attentionInfo,
+  cudaAvailable,
   createBlockMask,
   createMask,
   loadAddon,
@@ -14,6 +16,10 @@ import {
   type AttentionShape,
 } from '../../lib/index.js';
 import { Rng } from './fixtures/reference.js';
+
+// These tests are about the CPU kernels: with a CUDA build on a GPU machine `'auto'` would pick
+// the GPU (test/attention/cuda.test.ts covers that), so the default device is pinned to the cpu.
+process.env.SINKFLEX_DEVICE = 'cpu';
 
 const shape: AttentionShape = { batch: 2, seqLen: 5, qHeads: 4, kvHeads: 2, headDim: 3 };
 const rng = new Rng(3);
@@ -105,7 +111,9 @@ t.test('options', async (t) => {
   t.throws(() => new SinkAttention(shape).backward(dOut), { message: /needs a forward first/ }, 'backward before forward');
 });
 
-t.test('device cuda without CUDA attention kernels', async (t) => {
+t.test('device cuda without CUDA attention kernels', {
+  skip: cudaAvailable() && attentionInfo().cudaKernels ? 'a GPU with CUDA attention kernels is present (test/attention/cuda.test.ts)' : false,
+}, async (t) => {
   t.throws(() => sinkAttentionForward(q, k, v, sinks, shape, { device: 'cuda' }), DeviceUnavailableError);
   t.throws(() => sinkAttentionBackward(q, k, v, sinks, fwd.out, fwd.lse, dOut, shape, { device: 'cuda' }), DeviceUnavailableError);
   const raw = loadAddon() as unknown as Record<string, (...a: unknown[]) => unknown>;

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One GPU check, sized for about 5 minutes on a machine with an NVIDIA GPU (e.g. one H200 with
+# PyTorch and 16 cores): build the CUDA addon for this GPU's architecture, run the GPU tests
+# (every CUDA function against the CPU kernels), run the GPU attention benchmark at the
+# gpt-oss-20b layer shape (eager vs fused peak memory and time, PyTorch FlexAttention/SDPA when
+# `python3 -c 'import torch'` works) and print its Markdown table. Results and logs go to $OUT
+# when it is set (else bench/results/). Without a GPU it says so and exits 0.
+#
+#   bench/gpu-check.sh                  # everything
+#   SEQS=1024,4096 bench/gpu-check.sh   # fewer sequence lengths
+# Environment: SEQS (benchmark lengths), BUDGET (seconds for our timed points, default 90),
+# TORCH_BUDGET (seconds for PyTorch, default 75), NODE (node binary), SKIP_BUILD=1, SKIP_TESTS=1.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-bench/results}"
+mkdir -p "$out"
+node="${NODE:-node}"
+say() { echo "gpu-check: $*"; }
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  say "no NVIDIA GPU here (nvidia-smi missing or sees no device): nothing to check"
+  echo "no GPU" >"$out/gpu-check.txt"
+  exit 0
+fi
+gpu="$(nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader | head -1)"
+say "GPU: $gpu"
+if ! command -v "$node" >/dev/null 2>&1; then
+  say "Node.js (>= 20) is needed but '$node' was not found; set NODE=/path/to/node"
+  exit 1
+fi
+start=$(date +%s)
+status=0
+
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  if [ ! -x node_modules/.bin/tsc ] || [ ! -d node_modules/cmake-js ]; then
+    say "npm ci --ignore-scripts"
+    npm ci --ignore-scripts >"$out/npm-ci.log" 2>&1 || { say "npm ci failed (see $out/npm-ci.log; no network? carry node_modules)"; exit 1; }
+  fi
+  say "npm run build:ts"
+  npm run build:ts >"$out/build-ts.log" 2>&1 || { say "TypeScript build failed (see $out/build-ts.log)"; exit 1; }
+  cap="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')"
+  say "npm run build:cuda (sm_${cap:-90} only)"
+  npm run build:cuda -- "--CDSINKFLEX_CUDA_ARCHITECTURES=${cap:-90}" >"$out/build-cuda.log" 2>&1 \
+    || { say "CUDA build failed (see $out/build-cuda.log)"; tail -30 "$out/build-cuda.log"; exit 1; }
+  say "built in $(( $(date +%s) - start )) s"
+fi
+
+"$node" -e "
+import('./dist/lib/index.js').then((m) => {
+  const i = m.attentionInfo(), st = m.loadAddon().cudaStatus();
+  console.log('gpu-check: addon', m.buildInfo().version, 'cudaCompiled', m.buildInfo().cudaCompiled, 'cudaKernels', i.cudaKernels,
+    'devices', st.devices, st.reason);
+  if (!i.cudaKernels || st.devices < 1) process.exit(3);
+});" || { say "the addon sees no usable GPU (see the line above)"; exit 1; }
+
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  say "GPU tests"
+  t0=$(date +%s)
+  if npx tap --disable-coverage -R tap test/attention/cuda.test.ts test/native/device-tensor.test.ts >"$out/gpu-tests.log" 2>&1; then
+    say "GPU tests passed in $(( $(date +%s) - t0 )) s: $(grep -E '^# \{' "$out/gpu-tests.log" | tail -1)"
+  else
+    status=1
+    say "GPU tests FAILED (see $out/gpu-tests.log):"
+    grep -E "not ok|^# \{" "$out/gpu-tests.log" | head -40
+  fi
+fi
+
+say "GPU attention benchmark"
+"$node" dist/bench/attention-gpu.js --seqs "${SEQS:-1024,2048,4096,8192,16384,32768}" --budget "${BUDGET:-90}" \
+  --torch-budget "${TORCH_BUDGET:-75}" --json "$out/attention-gpu.json" --markdown "$out/attention-gpu.md" \
+  2>&1 | tee "$out/attention-gpu.log" || status=1
+say "done in $(( $(date +%s) - start )) s (exit $status); results in $out"
+exit $status
