@@ -218,7 +218,8 @@ t.test('RecordEpisodeStatistics', async (t) => {
   const info = env.step(0)[4];
   const ep = info.episode as { r: number; l: number; t: number };
   t.same([ep.r, ep.l], [10 + 21 + 30, 3], 'return and length');
-  t.ok(ep.t >= 0 && Math.round(ep.t * 1e6) === ep.t * 1e6, 'time in seconds, 6 decimals');
+  t.ok(ep.t >= 0 && Math.abs(Math.round(ep.t * 1e6) - ep.t * 1e6) < 1e-6, 'time in seconds, 6 decimals');
+  t.equal(ep.t, Number(ep.t.toFixed(6)), 'printed with at most 6 decimals');
   t.equal(env.episodeCount, 1);
   for (let e = 0; e < 2; e++) {
     env.reset();
