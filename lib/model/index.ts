@@ -13,3 +13,6 @@ export * from './safetensors.js';
 export * from './checkpoint.js';
 export { encodeWtf8, decodeWtf8 } from './utf8.js';
 export { modelAddon, type GemmArgs, type GemmInfo, type ModelAddon, type NativeParamStore, type ParamInit } from './native.js';
+export * from './policy.js';
+export * from './transformer.js';
+export * from './transformer-policy.js';

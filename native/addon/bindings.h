@@ -11,5 +11,7 @@ void RegisterCore(Napi::Env env, Napi::Object exports);
 void RegisterAttention(Napi::Env env, Napi::Object exports);
 /** model ops (GEMM, norms, RoPE, SwiGLU, embedding, log-softmax, AdamW) and ParamStore. */
 void RegisterModel(Napi::Env env, Napi::Object exports);
+/** the built-in transformer: Transformer (training forward/backward, generation runs) and TransformerSession. */
+void RegisterTransformer(Napi::Env env, Napi::Object exports);
 
 }  // namespace sinkflex::addon
