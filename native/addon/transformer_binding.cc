@@ -452,7 +452,7 @@ model::SampleParams ParseSampleParams(const Napi::Object& o, const std::string& 
   return p;
 }
 
-/** Clears the busy flags of a run's sessions when the work ends (normally or by an exception). */
+/** Clears the busy flags of a run's sessions when the run settles (on the JS thread). */
 struct BusyGuard {
   std::vector<std::shared_ptr<Session>> sessions;
   ~BusyGuard() {
@@ -523,7 +523,7 @@ Napi::Value TransformerWrap::RunAsync(const Napi::CallbackInfo& info) {
       throw;
     }
     for (auto& s : sessions) s->busy.store(true);
-    auto guard = std::make_shared<BusyGuard>();
+    auto guard = std::make_shared<BusyGuard>();  // cleared on the JS thread when the run settles
     guard->sessions = sessions;
     struct Out {
       std::vector<std::vector<std::int32_t>> tokens;
@@ -531,10 +531,11 @@ Napi::Value TransformerWrap::RunAsync(const Napi::CallbackInfo& info) {
       std::vector<bool> done;
       std::vector<std::string> reason;
       std::vector<std::int64_t> length;
+      std::exception_ptr error;
     };
     auto out = std::make_shared<Out>();
     const std::size_t n = sessions.size();
-    auto work = [m, sessions, ro, out, guard, n]() mutable {
+    auto work = [m, sessions, ro, out, n] {
       const std::lock_guard<std::mutex> lock(m->mutex());
       std::vector<Session*> raw;
       for (auto& s : sessions) raw.push_back(s.get());
@@ -542,8 +543,8 @@ Napi::Value TransformerWrap::RunAsync(const Napi::CallbackInfo& info) {
         m->Run(raw, ro);
       } catch (...) {
         for (auto& s : sessions) s->AbortJob();
-        guard.reset();
-        throw;
+        out->error = std::current_exception();
+        return;
       }
       out->tokens.resize(n);
       out->logps.resize(n);
@@ -553,10 +554,10 @@ Napi::Value TransformerWrap::RunAsync(const Napi::CallbackInfo& info) {
         out->reason.push_back(model::FinishReasonName(sessions[i]->finishReason()));
         out->length.push_back(sessions[i]->length());
       }
-      sessions.clear();
-      guard.reset();  // clears the busy flags
     };
-    auto done = [out, n](Napi::Env e) {
+    auto done = [out, n, guard](Napi::Env e) mutable {
+      guard.reset();  // the sessions are free again
+      if (out->error) std::rethrow_exception(out->error);
       Napi::Array r = Napi::Array::New(e, n);
       for (std::size_t i = 0; i < n; ++i) {
         Napi::Object o = Napi::Object::New(e);
