@@ -15,4 +15,5 @@ export { encodeWtf8, decodeWtf8 } from './utf8.js';
 export { modelAddon, type GemmArgs, type GemmInfo, type ModelAddon, type NativeParamStore, type ParamInit } from './native.js';
 export * from './policy.js';
 export * from './transformer.js';
+export { transformerAddon, type TransformerAddon } from './transformer-native.js';
 export * from './transformer-policy.js';
