@@ -134,13 +134,19 @@ enum class FinishReason { kNone, kStop, kLength, kContext };
 /** Name of a finish reason: "stop", "length", "context" (or "" for kNone). */
 const char* FinishReasonName(FinishReason r);
 
+/** Reusable buffers of SampleToken. */
+struct SampleScratch {
+  std::vector<float> weights;
+  std::vector<std::pair<float, std::int32_t>> order;
+};
+
 /**
  * Picks a token from logits[V] with `params` and `rng`. Returns the token and its
  * log-probability under softmax(logits / T) for T > 0, softmax(logits) for T = 0 (the full
  * distribution, before top-k/top-p truncation). Throws std::runtime_error on non-finite logits.
  */
 std::pair<std::int32_t, float> SampleToken(const float* logits, std::int64_t V, const SampleParams& params, Rng& rng,
-                                           std::vector<std::pair<double, std::int32_t>>* scratch);
+                                           SampleScratch* scratch);
 
 class Transformer;
 

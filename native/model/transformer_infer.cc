@@ -14,6 +14,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "../attention/kernels.h"
 #include "../core/errors.h"
 #include "../core/thread_pool.h"
 #include "kernel_table.h"
@@ -25,6 +26,7 @@ namespace {
 using attention::Shape;
 
 constexpr std::int64_t kMinCacheRows = 64;
+constexpr std::int64_t kDecodeRows = 8;  // sessions with at most this many new tokens use DecodeAttention
 constexpr std::int64_t kBigAttention = 32;  // sessions with at least this many new tokens get the whole pool
 
 HostBuffer<float> Floats(std::int64_t n, const char* what) { return HostBuffer<float>(static_cast<std::size_t>(n), what); }
@@ -59,6 +61,99 @@ void PrepareCache(LayerCache& c, std::int64_t n, std::int64_t rowFloats, std::in
   c.start = 0;
 }
 
+/** Floats of DecodeAttention's scratch for `rows` query rows, caches of up to maxKv keys. */
+std::int64_t DecodeScratch(std::int64_t rows, std::int64_t G, std::int64_t Dh, std::int64_t maxKv) {
+  const std::int64_t cols = rows * G, colsPad = (cols + 15) / 16 * 16;
+  return Dh * colsPad + maxKv * colsPad + cols * maxKv + cols * Dh + 64;
+}
+
+/**
+ * Sink attention of a few query rows against a session's cache, read in place: for row r at
+ * absolute position P = qOffset + r and head h, the visible keys are the contiguous range
+ * [max(0, P - window + 1), P] (window 0: [0, P]); z_j = c q.k_j, m = max(z, s_h),
+ * out = sum_j exp(z_j - m) v_j / (sum_j exp(z_j - m) + exp(s_h - m)) — the semantics of
+ * FusedForward with a causal (+ window) mask, without its per-call packing of every cached
+ * key and value into tiles, which costs more than the attention itself for one new token.
+ * Per kv head, the scores of all its query rows and heads come from one product
+ * K [keys x Dh] . Q^T [Dh x cols] (columns padded to a vector), the outputs from P . V.
+ */
+void DecodeAttention(const attention::KernelTable& kt, const float* q, const float* k, const float* v,
+                     const float* sinks, float* out, std::int64_t rows, std::int64_t kvLen, std::int64_t window,
+                     std::int64_t H, std::int64_t KV, std::int64_t Dh, float* scratch) {
+  const std::int64_t G = H / KV, rowStride = KV * Dh;
+  const std::int64_t cols = rows * G, colsPad = (cols + 15) / 16 * 16;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+  const std::int64_t qOffset = kvLen - rows;
+  const std::int64_t lo0 = window > 0 ? std::max<std::int64_t>(0, qOffset - window + 1) : 0;
+  const std::int64_t n = kvLen - lo0;  // keys visible to some row
+  float* qT = scratch;                 // [Dh][colsPad]
+  float* st = qT + Dh * colsPad;       // [n][colsPad] raw scores
+  float* pr = st + n * colsPad;        // [cols][n] probabilities (unnormalised)
+  float* o = pr + cols * n;            // [cols][Dh]
+  float inv[64];
+  for (std::int64_t g = 0; g < KV; ++g) {
+    // column c = r * G + i is query row r, head g * G + i
+    for (std::int64_t d = 0; d < Dh; ++d) {
+      float* dst = qT + d * colsPad;
+      for (std::int64_t c = 0; c < colsPad; ++c) dst[c] = c < cols ? q[((c / G) * H + g * G + c % G) * Dh + d] : 0.0f;
+    }
+    const float* kg = k + lo0 * rowStride + g * Dh;
+    const float* vg = v + lo0 * rowStride + g * Dh;
+    kt.gemm(attention::GemmArgs{n, colsPad, Dh, kg, rowStride, 1, qT, colsPad, st, colsPad, false});
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const std::int64_t r = c / G, pos = qOffset + r;
+      const std::int64_t lo = window > 0 ? std::max<std::int64_t>(0, pos - window + 1) : 0;
+      float* z = pr + c * n;
+      for (std::int64_t j = 0; j < n; ++j) {
+        const std::int64_t abs = lo0 + j;
+        z[j] = abs >= lo && abs <= pos ? st[j * colsPad + c] * scale : -INFINITY;
+      }
+      const float sink = sinks[g * G + c % G];
+      const float m = std::max(kt.rowMax(z, n), sink);
+      inv[c % 64] = 1.0f / (kt.expSubSum(z, z, n, m) + std::exp(sink - m));
+      if (c % 64 == 63 || c == cols - 1) {
+        // outputs of columns [c0, c]
+        const std::int64_t c0 = c - c % 64;
+        kt.gemm(attention::GemmArgs{c - c0 + 1, Dh, n, pr + c0 * n, n, 1, vg, rowStride, o, Dh, false});
+        for (std::int64_t cc = c0; cc <= c; ++cc) {
+          float* dst = out + ((cc / G) * H + g * G + cc % G) * Dh;
+          const float f = inv[cc - c0];
+          for (std::int64_t d = 0; d < Dh; ++d) dst[d] = o[(cc - c0) * Dh + d] * f;
+        }
+      }
+    }
+  }
+}
+
+/**
+ * y[R, out] = x[R, in] W^T (+ b), or y += that with `accumulate`, for the few rows of a decoding
+ * step. Between kSmallRows and kTransposedRows rows it computes y^T = W x^T, so that the
+ * weight matrix is read in place by the GEMM micro-kernel instead of being repacked for every
+ * call (the packed path packs B = W^T, the largest operand here); fewer rows use the GEMM's
+ * small-M path, more rows the plain packed GEMM.
+ */
+void RowsLinear(const float* x, const Parameter* w, const Parameter* b, float* y, std::int64_t R, std::int64_t in,
+                std::int64_t out, bool accumulate, HostBuffer<float>* scratch) {
+  constexpr std::int64_t kSmallRows = 8, kTransposedRows = 128;
+  const KernelTable& kt = ActiveKernels();
+  if (R <= kSmallRows || R > kTransposedRows) {
+    Gemm(false, true, R, out, in, 1.0f, x, in, w->value.data(), in, accumulate ? 1.0f : 0.0f, y, out);
+    if (b) for (std::int64_t r = 0; r < R; ++r) kt.add(y + r * out, b->value.data(), out);
+    return;
+  }
+  if (scratch->size() < static_cast<std::size_t>(R * out)) *scratch = Floats(R * out, "decode transposed product");
+  float* yt = scratch->data();
+  Gemm(false, true, out, R, in, 1.0f, w->value.data(), in, x, in, 0.0f, yt, R);
+  const float* bias = b ? b->value.data() : nullptr;
+  for (std::int64_t r = 0; r < R; ++r) {
+    float* yr = y + r * out;
+    for (std::int64_t o = 0; o < out; ++o) {
+      const float v = yt[o * R + r] + (bias ? bias[o] : 0.0f);
+      yr[o] = accumulate ? yr[o] + v : v;
+    }
+  }
+}
+
 }  // namespace
 
 const char* FinishReasonName(FinishReason r) {
@@ -71,8 +166,8 @@ const char* FinishReasonName(FinishReason r) {
 }
 
 std::pair<std::int32_t, float> SampleToken(const float* logits, std::int64_t V, const SampleParams& params, Rng& rng,
-                                           std::vector<std::pair<double, std::int32_t>>* scratch) {
-  double m = -INFINITY;
+                                           SampleScratch* scratch) {
+  float m = -INFINITY;
   std::int32_t arg = 0;
   for (std::int64_t i = 0; i < V; ++i) {
     const float x = logits[i];
@@ -82,52 +177,52 @@ std::pair<std::int32_t, float> SampleToken(const float* logits, std::int64_t V, 
       arg = static_cast<std::int32_t>(i);
     }
   }
+  const attention::KernelTable& kt = attention::KernelsFor(attention::CpuIsa::kAuto);
+  std::vector<float>& w = scratch->weights;
+  w.resize(static_cast<std::size_t>(V));
   if (params.temperature == 0.0) {
-    double z = 0.0;
-    for (std::int64_t i = 0; i < V; ++i) z += std::exp(static_cast<double>(logits[i]) - m);
+    const double z = kt.expSubSum(logits, w.data(), V, m);
     return {arg, static_cast<float>(-std::log(z))};
   }
-  const double invT = 1.0 / params.temperature;
-  auto& w = *scratch;
-  w.resize(static_cast<std::size_t>(V));
-  double z = 0.0;
-  for (std::int64_t i = 0; i < V; ++i) {
-    const double e = std::exp((static_cast<double>(logits[i]) - m) * invT);
-    w[i] = {e, static_cast<std::int32_t>(i)};
-    z += e;
-  }
+  // w_i = exp((x_i - m) / T), unnormalised
+  const float invT = static_cast<float>(1.0 / params.temperature);
+  for (std::int64_t i = 0; i < V; ++i) w[i] = (logits[i] - m) * invT;
+  const double z = kt.expSubSum(w.data(), w.data(), V, 0.0f);
   std::int32_t token = -1;
   const bool truncate = (params.topK > 0 && params.topK < V) || params.topP < 1.0;
   if (!truncate) {
     const double u = rng.Uniform() * z;
     double acc = 0.0;
     for (std::int64_t i = 0; i < V; ++i) {
-      acc += w[i].first;
-      if (acc > u && w[i].first > 0.0) {
-        token = w[i].second;
+      acc += w[i];
+      if (acc > u && w[i] > 0.0f) {
+        token = static_cast<std::int32_t>(i);
         break;
       }
     }
     if (token < 0) token = arg;  // u at the very top of the (rounded) total
   } else {
     // Most likely first, lower id first among equals: a deterministic order.
-    auto order = [](const std::pair<double, std::int32_t>& a, const std::pair<double, std::int32_t>& b) {
+    auto& order = scratch->order;
+    order.resize(static_cast<std::size_t>(V));
+    for (std::int64_t i = 0; i < V; ++i) order[i] = {w[i], static_cast<std::int32_t>(i)};
+    auto before = [](const std::pair<float, std::int32_t>& a, const std::pair<float, std::int32_t>& b) {
       return a.first > b.first || (a.first == b.first && a.second < b.second);
     };
     std::int64_t kept = V;
     if (params.topK > 0 && params.topK < V) {
       kept = params.topK;
-      std::partial_sort(w.begin(), w.begin() + kept, w.end(), order);
+      std::partial_sort(order.begin(), order.begin() + kept, order.end(), before);
     } else {
-      std::sort(w.begin(), w.end(), order);
+      std::sort(order.begin(), order.end(), before);
     }
     double mass = 0.0;
-    for (std::int64_t i = 0; i < kept; ++i) mass += w[i].first;
+    for (std::int64_t i = 0; i < kept; ++i) mass += order[i].first;
     if (params.topP < 1.0) {
       const double target = params.topP * mass;
       double acc = 0.0;
       for (std::int64_t i = 0; i < kept; ++i) {
-        acc += w[i].first;
+        acc += order[i].first;
         if (acc >= target) {
           kept = i + 1;
           mass = acc;
@@ -137,16 +232,16 @@ std::pair<std::int32_t, float> SampleToken(const float* logits, std::int64_t V, 
     }
     const double u = rng.Uniform() * mass;
     double acc = 0.0;
-    token = w[0].second;
+    token = order[0].second;
     for (std::int64_t i = 0; i < kept; ++i) {
-      acc += w[i].first;
+      acc += order[i].first;
       if (acc > u) {
-        token = w[i].second;
+        token = order[i].second;
         break;
       }
     }
   }
-  const double logp = (static_cast<double>(logits[token]) - m) * invT - std::log(z);
+  const double logp = static_cast<double>((logits[token] - m) * invT) - std::log(z);
   return {token, static_cast<float>(logp)};
 }
 
@@ -268,10 +363,14 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
   HostBuffer<float> lse = Floats(R * H, "decode attention lse");
   HostBuffer<float> h = Floats(R * 2 * F, "decode mlp gate_up");
   HostBuffer<float> act = Floats(R * F, "decode mlp activation");
-  const KernelTable& kt = ActiveKernels();
-  auto addBias = [&](float* y, const Parameter* b, std::int64_t cols) {
-    if (b) for (std::int64_t r = 0; r < R; ++r) kt.add(y + r * cols, b->value.data(), cols);
-  };
+  HostBuffer<float> scratch;
+
+  // Attention scratch (scores of one row) per thread, sized for the longest cache of this step.
+  const attention::KernelTable& akt = attention::KernelsFor(attention::CpuIsa::kAuto);
+  std::int64_t maxKv = 1;
+  for (std::size_t s = 0; s < S; ++s) maxKv = std::max(maxKv, work[s]->length());
+  const std::int64_t zStride = (DecodeScratch(kDecodeRows, H / KV, Dh, maxKv) + 15) / 16 * 16;
+  HostBuffer<float> zScratch = Floats(zStride * ThreadPool::Global().size(), "decode attention scores");
 
   // Attention work per session: big ones use the whole pool, the rest run side by side.
   std::vector<std::size_t> big, small;
@@ -282,9 +381,9 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
     const BlockParams& p = blocks_[l];
     const bool sliding = Sliding(l);
     RmsNormForward(x.data(), p.attnNorm->value.data(), n.data(), rstd.data(), R, D, eps);
-    LinearForward(n.data(), p.q->value.data(), p.qBias ? p.qBias->value.data() : nullptr, q.data(), R, D, qDim);
-    LinearForward(n.data(), p.k->value.data(), p.kBias ? p.kBias->value.data() : nullptr, k.data(), R, D, kvDim);
-    LinearForward(n.data(), p.v->value.data(), p.vBias ? p.vBias->value.data() : nullptr, v.data(), R, D, kvDim);
+    RowsLinear(n.data(), p.q, p.qBias, q.data(), R, D, qDim, false, &scratch);
+    RowsLinear(n.data(), p.k, p.kBias, k.data(), R, D, kvDim, false, &scratch);
+    RowsLinear(n.data(), p.v, p.vBias, v.data(), R, D, kvDim, false, &scratch);
     RopeForward(rope_, q.data(), q.data(), positions.data(), R, H);
     RopeForward(rope_, k.data(), k.data(), positions.data(), R, KV);
     for (std::size_t s = 0; s < S; ++s) {
@@ -295,30 +394,34 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
       std::memcpy(cache.v.data() + (cache.start + cache.count) * kvDim, v.data() + offset[s] * kvDim, bytes);
       cache.count += counts[s];
     }
-    auto attend = [&](std::size_t s) {
+    auto attend = [&](std::size_t s, int thread) {
       const LayerCache& cache = work[s]->layers_[l];
+      const float* kc = cache.k.data() + cache.start * kvDim;
+      const float* vc = cache.v.data() + cache.start * kvDim;
+      if (counts[s] <= kDecodeRows) {
+        float* z = zScratch.data() + static_cast<std::size_t>(thread) * zStride;
+        DecodeAttention(akt, q.data() + offset[s] * qDim, kc, vc, p.sinks->value.data(), ao.data() + offset[s] * qDim,
+                        counts[s], cache.count, sliding ? c.window : 0, H, KV, Dh, z);
+        return;
+      }
       Shape shape{1, counts[s], cache.count, H, KV, Dh, cache.count - counts[s]};
       attention::Options opts;
       opts.mask = sliding ? &window_ : &causal_;
       // lse is laid out [H, qLen] per call: session s uses rows offset[s] * H .. offset[s + 1] * H.
       attention::FusedForward(shape, opts,
-                              attention::ForwardArgs{q.data() + offset[s] * qDim, cache.k.data() + cache.start * kvDim,
-                                                     cache.v.data() + cache.start * kvDim, p.sinks->value.data(),
+                              attention::ForwardArgs{q.data() + offset[s] * qDim, kc, vc, p.sinks->value.data(),
                                                      ao.data() + offset[s] * qDim, lse.data() + offset[s] * H});
     };
-    for (std::size_t s : big) attend(s);
+    for (std::size_t s : big) attend(s, 0);
     if (!small.empty()) {
       ThreadPool::Global().ParallelFor(static_cast<std::int64_t>(small.size()),
-                                       [&](std::int64_t i, int) { attend(small[static_cast<std::size_t>(i)]); });
+                                       [&](std::int64_t i, int thread) { attend(small[static_cast<std::size_t>(i)], thread); });
     }
-    Gemm(false, true, R, D, qDim, 1.0f, ao.data(), qDim, p.o->value.data(), qDim, 1.0f, x.data(), D);
-    addBias(x.data(), p.oBias, D);
+    RowsLinear(ao.data(), p.o, p.oBias, x.data(), R, qDim, D, true, &scratch);
     RmsNormForward(x.data(), p.mlpNorm->value.data(), n.data(), rstd.data(), R, D, eps);
-    LinearForward(n.data(), p.gateUp->value.data(), p.gateUpBias ? p.gateUpBias->value.data() : nullptr, h.data(), R,
-                  D, 2 * F);
+    RowsLinear(n.data(), p.gateUp, p.gateUpBias, h.data(), R, D, 2 * F, false, &scratch);
     SwiGluForward(h.data(), act.data(), R, F, c.swiglu);
-    Gemm(false, true, R, D, F, 1.0f, act.data(), F, p.down->value.data(), F, 1.0f, x.data(), D);
-    addBias(x.data(), p.downBias, D);
+    RowsLinear(act.data(), p.down, p.downBias, x.data(), R, F, D, true, &scratch);
   }
 
   // Logits only for sessions whose pending tokens are all processed now (their last row).
@@ -334,7 +437,7 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
     }
     RmsNormForward(last.data(), norm_->value.data(), last.data(), rstd.data(), L, D, eps);
     HostBuffer<float> logits = Floats(L * V, "decode logits");
-    LinearForward(last.data(), head_->value.data(), nullptr, logits.data(), L, D, V);
+    RowsLinear(last.data(), head_, nullptr, logits.data(), L, D, V, false, &scratch);
     for (std::int64_t i = 0; i < L; ++i) {
       std::memcpy(work[needs[i]]->logits_.data(), logits.data() + i * V, static_cast<std::size_t>(V) * sizeof(float));
     }
@@ -357,7 +460,7 @@ void Transformer::Run(const std::vector<Session*>& sessions, const RunOptions& o
   }
   const ModelConfig& c = config_;
   ThreadPool& pool = ThreadPool::Global();
-  std::vector<std::vector<std::pair<double, std::int32_t>>> scratch(static_cast<std::size_t>(pool.size()));
+  std::vector<SampleScratch> scratch(static_cast<std::size_t>(pool.size()));
   auto sampleOne = [&](Session& s, int thread) {
     if (!s.jobActive_) return;
     if (!s.jobSamples_) {
