@@ -203,6 +203,22 @@ export interface OptimizerStepOptions extends AdamWStepOptions {
   zeroGrad?: boolean;
 }
 
+/** Options of {@link TrainablePolicy.trainStep}. */
+export interface TrainStepOptions extends LogProbOptions {
+  /** The optimiser step after the micro-batches (gradients are zeroed after it unless `zeroGrad: false`). */
+  optimizer: OptimizerStepOptions;
+}
+
+/** What {@link TrainablePolicy.trainStep} did. */
+export interface TrainStepResult {
+  /** Sum of the micro-batches' losses (with the default cross-entropy weights: sum of their means). */
+  loss: number;
+  /** Positions with a target over all micro-batches. */
+  targets: number;
+  /** The optimiser step (gradient norm before clipping, whether it was applied). */
+  optimizer: AdamWStepResult;
+}
+
 /** A policy that can be trained on packed micro-batches. */
 export interface TrainablePolicy extends TokenPolicy {
   /** Log-probs and entropies without keeping activations (old / reference log-probs). */
@@ -218,6 +234,12 @@ export interface TrainablePolicy extends TokenPolicy {
   optimizerStep(options: OptimizerStepOptions): Promise<AdamWStepResult>;
   /** Sets every gradient to zero (after the native work queued before it). */
   zeroGrad(): Promise<void>;
+  /**
+   * One optimiser step over several micro-batches: forwardBackward on each (gradients
+   * accumulate; scale the loss, e.g. with cross-entropy weights, for a mean over all of them),
+   * then optimizerStep.
+   */
+  trainStep(batches: readonly PackedBatch[], loss: TokenLoss | ((batch: PackedBatch, index: number) => TokenLoss), options: TrainStepOptions): Promise<TrainStepResult>;
 }
 
 /**

@@ -27,6 +27,8 @@ import type {
   SessionOptions,
   TokenGradients,
   TokenLoss,
+  TrainStepOptions,
+  TrainStepResult,
   TrainablePolicy,
 } from './policy.js';
 import { Tokenizer } from './tokenizer.js';
@@ -386,6 +388,18 @@ export class TransformerPolicy implements TrainablePolicy {
 
   zeroGrad(): Promise<void> {
     return this.queue.run(() => this.model.store.zeroGrad());
+  }
+
+  async trainStep(batches: readonly PackedBatch[], loss: TokenLoss | ((batch: PackedBatch, index: number) => TokenLoss), options: TrainStepOptions): Promise<TrainStepResult> {
+    const { optimizer, ...forward } = options;
+    let total = 0;
+    let targets = 0;
+    for (const [i, batch] of batches.entries()) {
+      const r = await this.forwardBackward(batch, typeof loss === 'function' ? loss(batch, i) : loss, forward);
+      total += r.loss;
+      targets += r.targets;
+    }
+    return { loss: total, targets, optimizer: await this.optimizerStep(optimizer) };
   }
 
   // ---- checkpoints --------------------------------------------------------------------------

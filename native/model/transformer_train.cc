@@ -155,8 +155,10 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
     for (std::int64_t l = 0; l < c.layers; ++l) {
       auto& slot = Sliding(l) ? st->slidingBlocks : st->fullBlocks;
       if (!slot) {
-        slot = std::make_unique<BlockMask>(
-            BlockMask::Build(Sliding(l) ? st->slidingMask : st->fullMask, shape, attention::kDefaultBlockSize));
+        // Windowed layers use tiles of about half the window (fewer partially masked pairs).
+        const std::int64_t bs = Sliding(l) ? std::clamp<std::int64_t>((c.window / 2 + 15) / 16 * 16, 16, 64)
+                                           : attention::kDefaultBlockSize;
+        slot = std::make_unique<BlockMask>(BlockMask::Build(Sliding(l) ? st->slidingMask : st->fullMask, shape, bs));
       }
     }
   }
