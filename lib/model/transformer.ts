@@ -184,6 +184,11 @@ export class TransformerSession {
 
   /** Queues tokens (ids checked against the vocabulary, total against the context); returns the new length. */
   append(tokens: ArrayLike<number>): number {
+    if (!(tokens instanceof Int32Array)) {
+      for (let i = 0; i < tokens.length; i++) {
+        if (!Number.isInteger(tokens[i])) throw new RangeError(`tokens[${i}] = ${String(tokens[i])} is not an integer token id`);
+      }
+    }
     return this.native.append(tokens instanceof Int32Array ? tokens : Int32Array.from(tokens));
   }
 

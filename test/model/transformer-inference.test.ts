@@ -287,6 +287,7 @@ t.test('run() checks its sessions and jobs', async (t) => {
   t.throws(() => m.run([{ session: s, job: { kind: 'sample', maxTokens: 1, stop: Int32Array.from([99]) } }]), /stop token/);
   t.throws(() => m.run([{ session: s, job: { kind: 'oops' } as unknown as NativeJob }]), /kind/);
   t.throws(() => s.append([29]), RangeError, 'token ids are checked');
+  t.throws(() => s.append([1.5]), /not an integer/, 'token ids are integers');
   const running = m.run([{ session: s, job: greedy(5) }]);
   t.throws(() => s.append([1]), /in use/, 'no append while a run uses the session');
   t.throws(() => m.run([{ session: s }]), /in use/, 'no second run on a busy session');
