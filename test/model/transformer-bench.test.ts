@@ -39,7 +39,7 @@ t.test('runModelTrainBench measures training, sampling and step memory side by s
   const eager128 = r.memory.find((m) => m.impl === 'eager' && m.seqLen === 128);
   const fused128 = r.memory.find((m) => m.impl === 'fused' && m.seqLen === 128);
   t.ok((eager128?.activationPeakBytes ?? 0) > (fused128?.activationPeakBytes ?? Infinity), 'eager needs more memory than fused');
-  t.equal(r.targets.length, 2);
+  t.equal(r.targets.length, 3);
   t.ok(lines.some((l) => /peak tracked memory/.test(l)));
 });
 
