@@ -254,6 +254,7 @@ export class TemplateChatPolicy implements ChatPolicy {
     readonly template: ChatTemplate,
   ) {}
 
+  /** Renders the conversation with a generation prompt, samples to the end token and parses the reply. */
   async chat(messages: readonly ChatMessage[], options: ChatOptions): Promise<ChatCompletion> {
     const prompt = this.template.render(messages, { tools: options.tools, addGenerationPrompt: true });
     const session = this.policy.createSession({ seed: options.seed });

@@ -38,6 +38,7 @@ import { type NativeJob, Transformer, type TransformerSession } from './transfor
 class SerialQueue {
   private tail: Promise<unknown> = Promise.resolve();
 
+  /** Runs `task` after every task queued before it (also when those fail). */
   run<T>(task: () => Promise<T> | T): Promise<T> {
     const next = this.tail.then(task, task);
     this.tail = next.catch(() => undefined);
@@ -107,6 +108,7 @@ export class TransformerPolicySession implements PolicySession {
     readonly seed: number,
   ) {}
 
+  /** Tokens in the context (appended and sampled). */
   get length(): number {
     return this.native.length;
   }
@@ -116,11 +118,13 @@ export class TransformerPolicySession implements PolicySession {
     if (this.request) throw new Error(`${what}: a sample() or prefill() of this session is still running`);
   }
 
+  /** Adds tokens to the context (checked now, processed by the next sample/prefill); not while a sample() runs. */
   append(tokens: ArrayLike<number>): void {
     this.idle('append');
     this.native.append(tokens);
   }
 
+  /** Samples up to `options.maxTokens` tokens, batched with every other session sampling now (see the module notes). */
   sample(options: SampleOptions): Promise<SampleResult> {
     this.idle('sample');
     const o = options as Partial<SampleOptions>;
@@ -146,6 +150,7 @@ export class TransformerPolicySession implements PolicySession {
     });
   }
 
+  /** Processes the appended tokens now (batched like sample()). */
   async prefill(): Promise<void> {
     this.idle('prefill');
     await this.policy.enqueue(this, { kind: 'prefill' });
@@ -157,6 +162,7 @@ export class TransformerPolicySession implements PolicySession {
     return this.native.logits();
   }
 
+  /** A deep copy of the context (KV cache, pending tokens) with its own seed (default: the policy's next). */
   fork(options: SessionOptions = {}): TransformerPolicySession {
     this.idle('fork');
     const seed = options.seed === undefined ? this.policy.nextSessionSeed() : checkSeed(options.seed, 'options.seed');
@@ -223,10 +229,12 @@ export class TransformerPolicy implements TrainablePolicy {
     return this.model.config;
   }
 
+  /** `config.vocab`. */
   get vocabSize(): number {
     return this.model.config.vocab;
   }
 
+  /** `config.context`. */
   get contextLength(): number {
     return this.model.config.context;
   }
@@ -253,11 +261,13 @@ export class TransformerPolicy implements TrainablePolicy {
     this.samplerCounter = BigInt(m[2]);
   }
 
+  /** A new, empty session; its seed is `options.seed` or the next of the sampler stream. */
   createSession(options: SessionOptions = {}): TransformerPolicySession {
     const seed = options.seed === undefined ? this.nextSessionSeed() : checkSeed(options.seed, 'options.seed');
     return new TransformerPolicySession(this, this.model.createSession(seed), seed);
   }
 
+  /** Continues each prompt once, all batched together; results in request order. */
   async generate(requests: readonly GenerateRequest[]): Promise<SampleResult[]> {
     const sessions = requests.map((r) => this.createSession({ seed: r.seed }));
     try {
@@ -320,10 +330,12 @@ export class TransformerPolicy implements TrainablePolicy {
 
   // ---- training -----------------------------------------------------------------------------
 
+  /** Log-probs and entropies of a packed batch, no activations kept (queued behind earlier native work). */
   logProbs(batch: PackedBatch, options: LogProbOptions = {}): Promise<LogProbResult> {
     return this.queue.run(() => this.model.logProbsAsync(batch, options));
   }
 
+  /** A forward that keeps its activations for one backward (both queued). */
   async forward(batch: PackedBatch, options: LogProbOptions = {}): Promise<ForwardPass> {
     const f = await this.queue.run(() => this.model.forwardAsync(batch, options));
     return {
@@ -334,6 +346,7 @@ export class TransformerPolicy implements TrainablePolicy {
     };
   }
 
+  /** forward + loss + backward; parameter gradients accumulate until the next optimizer step. */
   async forwardBackward(batch: PackedBatch, loss: TokenLoss, options: LogProbOptions = {}): Promise<ForwardBackwardResult> {
     const pass = await this.forward(batch, options);
     try {
@@ -377,6 +390,7 @@ export class TransformerPolicy implements TrainablePolicy {
     }
   }
 
+  /** AdamW with clipping after the queued native work; zeroes the gradients unless `zeroGrad: false`. */
   optimizerStep(options: OptimizerStepOptions): Promise<AdamWStepResult> {
     return this.queue.run(() => {
       const { zeroGrad, ...adamw } = options;
@@ -386,10 +400,12 @@ export class TransformerPolicy implements TrainablePolicy {
     });
   }
 
+  /** Sets every gradient to zero (after the queued native work). */
   zeroGrad(): Promise<void> {
     return this.queue.run(() => this.model.store.zeroGrad());
   }
 
+  /** forwardBackward over each micro-batch, then one optimizer step. */
   async trainStep(batches: readonly PackedBatch[], loss: TokenLoss | ((batch: PackedBatch, index: number) => TokenLoss), options: TrainStepOptions): Promise<TrainStepResult> {
     const { optimizer, ...forward } = options;
     let total = 0;

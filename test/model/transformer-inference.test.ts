@@ -2,6 +2,9 @@
 // reference over the whole sequence; sampling (greedy, temperature, top-k, top-p) follows the
 // model's distribution, is seeded per session and independent of the batch; stop tokens, token
 // and context limits; sliding-window caches stay bounded; forks are independent.
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+
 import t from 'tap';
 
 import { Transformer, type ModelConfig, type NativeJob, type TransformerSession, modelConfig } from '../../lib/index.js';
@@ -301,4 +304,12 @@ t.test('run() checks its sessions and jobs', async (t) => {
   t.throws(() => s.append([1]), /disposed/);
   m.dispose();
   other.dispose();
+});
+
+t.test('training and sampling give the same bits with 1 and 3 threads', async (t) => {
+  const child = join(process.cwd(), 'test', 'model', 'fixtures', 'transformer-determinism-child.mjs');
+  const run = (threads: number): string => execFileSync(process.execPath, [child], { env: { ...process.env, SINKFLEX_NUM_THREADS: String(threads) }, encoding: 'utf8' });
+  const one = run(1);
+  t.match(one, /^[0-9a-f]{64}$/);
+  t.equal(run(3), one, '3 threads');
 });
