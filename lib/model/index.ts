@@ -1,7 +1,9 @@
 /**
- * The built-in policy's building blocks: native model ops (GEMM, linear, RMSNorm, RoPE,
- * SwiGLU, embedding, log-softmax/entropy, cross-entropy, AdamW), the native parameter store,
- * the model config and presets, the tokenizer and chat template, and safetensors checkpoints.
+ * The built-in policy: native model ops (GEMM, linear, RMSNorm, RoPE, SwiGLU, embedding,
+ * log-softmax/entropy, cross-entropy, AdamW), the native parameter store, the model config and
+ * presets, the tokenizer and chat template, safetensors checkpoints, the transformer (training
+ * on packed batches, KV-cache sessions, batched sampling) and the policy interfaces with their
+ * built-in implementation (TransformerPolicy).
  * @module
  */
 export * from './ops.js';
@@ -13,3 +15,7 @@ export * from './safetensors.js';
 export * from './checkpoint.js';
 export { encodeWtf8, decodeWtf8 } from './utf8.js';
 export { modelAddon, type GemmArgs, type GemmInfo, type ModelAddon, type NativeParamStore, type ParamInit } from './native.js';
+export * from './policy.js';
+export * from './transformer.js';
+export { transformerAddon, type TransformerAddon } from './transformer-native.js';
+export * from './transformer-policy.js';

@@ -15,5 +15,7 @@ void RegisterAttention(Napi::Env env, Napi::Object exports);
 void RegisterModel(Napi::Env env, Napi::Object exports);
 /** GRPO advantages, broadcast, policy loss (native/grpo). */
 void RegisterGrpo(Napi::Env env, Napi::Object exports);
+/** the built-in transformer: Transformer (training forward/backward, generation runs) and TransformerSession. */
+void RegisterTransformer(Napi::Env env, Napi::Object exports);
 
 }  // namespace sinkflex::addon

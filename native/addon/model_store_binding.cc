@@ -19,6 +19,9 @@ namespace {
 using model::ParamBuffer;
 using model::ParamStore;
 
+// Marks ParamStore handles so that other bindings can recognise them (UnwrapParamStore).
+constexpr napi_type_tag kParamStoreTag = {0x6a1f3c9e2b8d4f07ull, 0x93e5b71c0d2a6f48ull};
+
 template <typename Fn>
 Napi::Value Guarded(const Napi::CallbackInfo& info, Fn&& fn) {
   try {
@@ -105,9 +108,14 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
       std::vector<model::ParamSpec> specs =
           hasSpecs ? ParseSpecs(Field(o, "specs")) : model::ParamLayout(ParseModelConfig(Field(o, "config"), "options.config"));
       store_ = std::make_shared<ParamStore>(std::move(specs), static_cast<std::uint64_t>(seed));
+      info.This().As<Napi::Object>().TypeTag(&kParamStoreTag);
       return info.Env().Undefined();
     });
   }
+
+ public:
+  /** The native store (null after dispose). */
+  const std::shared_ptr<ParamStore>& shared() const { return store_; }
 
  private:
   ParamStore& Store(Napi::Env env) {
@@ -305,6 +313,15 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
 };
 
 }  // namespace
+
+std::shared_ptr<model::ParamStore> UnwrapParamStore(const Napi::Value& v, const std::string& name) {
+  if (!v.IsObject() || !v.As<Napi::Object>().CheckTypeTag(&kParamStoreTag)) {
+    throw Napi::TypeError::New(v.Env(), name + " must be a native ParamStore handle (ParamStore.handle)");
+  }
+  const std::shared_ptr<ParamStore>& store = ParamStoreWrap::Unwrap(v.As<Napi::Object>())->shared();
+  if (!store) throw Napi::Error::New(v.Env(), name + " has been disposed");
+  return store;
+}
 
 void RegisterParamStore(Napi::Env env, Napi::Object exports) {
   exports.Set("ParamStore", ParamStoreWrap::Define(env));

@@ -11,6 +11,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   sinkflex::addon::RegisterAttention(env, exports);
   sinkflex::addon::RegisterModel(env, exports);
   sinkflex::addon::RegisterGrpo(env, exports);
+  sinkflex::addon::RegisterTransformer(env, exports);
   return exports;
 }
 

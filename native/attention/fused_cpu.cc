@@ -193,11 +193,13 @@ void FusedBackward(const Shape& shape, const Options& opts, const BackwardArgs& 
   const std::int64_t per = FusedBackwardScratch(c.bs, c.dPad);
 
   // One pass per (batch, kv head) does the least work; the query heads of a group are split
-  // over `slots` tasks (each with kv-sized dk/dv partials) until there is a task per thread.
-  const std::int64_t threads = ThreadPool::Global().size(), Hkv = shape.kvHeads;
-  const std::int64_t slots = std::min(shape.group(), std::max<std::int64_t>(1, (threads + B * Hkv - 1) / (B * Hkv)));
+  // over `slots` tasks (each with kv-sized dk/dv partials) until there are kSplitTasks tasks.
+  // The split (which fixes the order of the dk/dv sums) depends on the shape only: the same
+  // bits whatever the thread count.
+  const std::int64_t Hkv = shape.kvHeads;
+  const std::int64_t slots = std::min(shape.group(), std::max<std::int64_t>(1, (kSplitTasks + B * Hkv - 1) / (B * Hkv)));
   BackwardSplit split = opts.backwardSplit;
-  if (split == BackwardSplit::kAuto) split = B * Hkv * slots >= threads ? BackwardSplit::kGroups : BackwardSplit::kBlocks;
+  if (split == BackwardSplit::kAuto) split = B * Hkv * slots >= kSplitTasks ? BackwardSplit::kGroups : BackwardSplit::kBlocks;
   if (split == BackwardSplit::kGroups) {
     const std::int64_t kvn = shape.kvElems();
     HostBuffer<float> dkPart(static_cast<std::size_t>((slots - 1) * kvn), "fused attention backward dk partials");

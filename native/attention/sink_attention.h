@@ -106,11 +106,15 @@ bool IsaSupported(CpuIsa isa);
  * kBlocks — one pass over (key block, batch, kv head) for dk/dv and one over (query block,
  * batch, head) for dq (most parallelism, recomputes P twice, no extra memory);
  * kGroups — one pass per (batch, kv head, slot), the group's query heads dealt round-robin
- * to S = min(group, ceil(threads / (batch x kvHeads))) slots; slots after the first keep
+ * to S = min(group, ceil(kSplitTasks / (batch x kvHeads))) slots; slots after the first keep
  * kv-sized dk/dv partials that are added in slot order (less work; extra memory
- * (S - 1) x 2 x kv size); kAuto — kGroups when it yields a task per thread, else kBlocks.
+ * (S - 1) x 2 x kv size); kAuto — kGroups when it yields at least kSplitTasks tasks, else
+ * kBlocks. The split depends on the shape only, never on the thread count, so the bits of
+ * dk/dv are the same on every machine.
  */
 enum class BackwardSplit { kAuto, kBlocks, kGroups };
+/** Tasks the kGroups split aims for (a constant: the split must not depend on the thread count). */
+constexpr std::int64_t kSplitTasks = 4;
 
 /** Options shared by the four entry points. */
 struct Options {

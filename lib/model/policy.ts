@@ -1,0 +1,276 @@
+/**
+ * The policy interfaces the rollout and the trainer program against. Three levels:
+ *
+ * - {@link TokenPolicy}: token in, token out. Sessions hold a conversation's context (a KV
+ *   cache for the built-in model); the agent loop appends environment tokens verbatim and
+ *   samples the policy's tokens, which stay in the context exactly as sampled. Many sessions
+ *   sample concurrently; an implementation batches them (the built-in model runs every
+ *   session that is waiting in one batched forward per decoding step).
+ * - {@link ChatPolicy}: messages in, an assistant message out — what an OpenAI-compatible
+ *   server offers (issue 11). {@link TemplateChatPolicy} puts a chat template over any
+ *   TokenPolicy to get one.
+ * - {@link TrainablePolicy}: a TokenPolicy whose log-probabilities on packed micro-batches can
+ *   be computed, differentiated and stepped by an optimiser (the built-in transformer).
+ *
+ * Conventions: token ids are integers in `[0, vocabSize)`; a sampled token's log-probability
+ * is under the tempered distribution `softmax(logits / temperature)` before top-k/top-p
+ * truncation (at temperature 0, greedy decoding, it is under `softmax(logits)`), which is what
+ * a trainer recomputes with the same temperature (VERL divides the logits by the rollout
+ * temperature when it computes old log-probs).
+ * @module
+ */
+import type { ChatMessage, ChatAssistantMessage, ChatTemplate, ToolSchema } from './chat-template.js';
+import type { AdamWStepOptions, AdamWStepResult } from './native.js';
+
+/** How a generation ends. */
+export type FinishReason =
+  /** A stop token was sampled (it is the last token of the result). */
+  | 'stop'
+  /** `maxTokens` tokens were sampled. */
+  | 'length'
+  /** The context is full. */
+  | 'context';
+
+/** Sampling parameters of one generation. */
+export interface SampleOptions {
+  /** Tokens to sample at most (>= 0). */
+  maxTokens: number;
+  /** 0: greedy (argmax, lowest id on ties); > 0: sample from softmax(logits / temperature). Default 1. */
+  temperature?: number;
+  /** Nucleus sampling: keep the smallest set of most likely tokens whose probability reaches topP (default 1: off). */
+  topP?: number;
+  /** Keep only the topK most likely tokens, applied before topP (default 0: off). */
+  topK?: number;
+  /** Token ids that end the generation; the stop token is included in the result. */
+  stop?: readonly number[];
+}
+
+/** What one generation produced. */
+export interface SampleResult {
+  /** The sampled tokens (they are now part of the session's context). */
+  tokens: Int32Array;
+  /** Log-probability of each sampled token (see the module notes for the distribution). */
+  logProbs: Float32Array;
+  finishReason: FinishReason;
+}
+
+/** Options of {@link TokenPolicy.createSession}. */
+export interface SessionOptions {
+  /**
+   * Seed of the session's own random stream: the same seed, context and options give the same
+   * tokens whatever other sessions run at the same time. Default: derived from the policy's
+   * sampler state (deterministic in the order sessions are created).
+   */
+  seed?: number;
+}
+
+/**
+ * One conversation's context. `append` and `sample` may be interleaved freely; one `sample`
+ * (or `prefill`) at a time per session.
+ */
+export interface PolicySession {
+  /** Tokens in the context (appended and sampled). */
+  readonly length: number;
+  /** Adds tokens to the context (validated now; processed lazily by the next sample/prefill). */
+  append(tokens: ArrayLike<number>): void;
+  /** Samples up to `options.maxTokens` tokens after the current context. */
+  sample(options: SampleOptions): Promise<SampleResult>;
+  /** Processes the appended tokens now (optional: `sample` does it anyway). */
+  prefill?(): Promise<void>;
+  /** An independent copy of the context with its own seed (e.g. n samples after one prompt). */
+  fork?(options?: SessionOptions): PolicySession;
+  /** Frees the context; the session cannot be used afterwards. Idempotent. */
+  dispose(): void;
+}
+
+/** One request of {@link TokenPolicy.generate}. */
+export interface GenerateRequest extends SampleOptions {
+  /** The context to continue. */
+  prompt: ArrayLike<number>;
+  /** Seed of this request's random stream (see {@link SessionOptions.seed}). */
+  seed?: number;
+}
+
+/** A token-in, token-out policy. */
+export interface TokenPolicy {
+  /** Size of the vocabulary (token ids are below it). */
+  readonly vocabSize: number;
+  /** Maximum tokens in a session's context. */
+  readonly contextLength: number;
+  /** A new, empty session. */
+  createSession(options?: SessionOptions): PolicySession;
+  /** Continues each prompt once (batched); results in request order. */
+  generate(requests: readonly GenerateRequest[]): Promise<SampleResult[]>;
+}
+
+/** Options of {@link ChatPolicy.chat}. */
+export interface ChatOptions {
+  /** Tool schemas offered to the model. */
+  tools?: readonly ToolSchema[];
+  /** Tokens to generate at most. */
+  maxTokens: number;
+  temperature?: number;
+  topP?: number;
+  seed?: number;
+}
+
+/** The reply of {@link ChatPolicy.chat}. */
+export interface ChatCompletion {
+  /** The parsed assistant message, or null when the output is not a well-formed message. */
+  message: ChatAssistantMessage | null;
+  /** Why parsing failed (when message is null). */
+  error?: string;
+  /** The raw generated text (decoded tokens). */
+  text: string;
+  finishReason: FinishReason;
+}
+
+/** A messages-in, message-out policy (e.g. an OpenAI-compatible chat server). */
+export interface ChatPolicy {
+  chat(messages: readonly ChatMessage[], options: ChatOptions): Promise<ChatCompletion>;
+}
+
+/**
+ * A packed micro-batch: T tokens of one or more documents laid end to end (attention never
+ * crosses documents). Position t predicts `targets[t]` (usually `tokens[t + 1]` of the same
+ * document, or -1 where there is nothing to score); `logProbs[t]` is the log-probability of
+ * `targets[t]` given the document's tokens up to t.
+ */
+export interface PackedBatch {
+  tokens: Int32Array;
+  /** Token to score at each position, -1 for none (its log-prob and gradient are 0). Default all -1. */
+  targets?: Int32Array | null;
+  /** Position of each token in its document (RoPE). Default: counted from 0 at each document start. */
+  positions?: Int32Array | null;
+  /** Document of each token; consecutive runs of one id form a document. Default: one document. */
+  documentIds?: Int32Array | null;
+}
+
+/** Options of a training-time forward. */
+export interface LogProbOptions {
+  /** Log-probs and entropies of softmax(logits / temperature) (default 1). */
+  temperature?: number;
+  /** Attention implementation: `'fused'` (default, memory linear in length) or `'eager'`. */
+  impl?: 'fused' | 'eager';
+}
+
+/** Per-token log-probabilities of the targets and entropies of the predicted distributions. */
+export interface LogProbResult {
+  /** [T], 0 where the target is -1. */
+  logProbs: Float32Array;
+  /** [T], entropy of softmax(logits / temperature) at every position. */
+  entropy: Float32Array;
+}
+
+/** Gradients of a scalar loss with respect to the per-token log-probs and entropies. */
+export interface TokenGradients {
+  /** d loss / d logProbs[t] (rows with target -1 are ignored). */
+  dLogProbs?: Float32Array | null;
+  /** d loss / d entropy[t]. */
+  dEntropy?: Float32Array | null;
+}
+
+/** A forward that kept its activations: call `backward` once (or `release`). */
+export interface ForwardPass extends LogProbResult {
+  /** Accumulates parameter gradients of `sum dLogProbs·logProbs + dEntropy·entropy`, then frees the activations. */
+  backward(grads: TokenGradients): Promise<void>;
+  /** Frees the activations without a backward. Idempotent. */
+  release(): void;
+}
+
+/**
+ * The loss of {@link TrainablePolicy.forwardBackward}: cross-entropy on the targets with
+ * optional per-token weights (`loss = -sum_t w_t logp_t`, default `w_t = 1 / #targets`: the
+ * mean), fixed per-token coefficients, or a function of the forward's log-probs that returns
+ * the gradients (e.g. a GRPO loss).
+ */
+export type TokenLoss =
+  | { kind: 'cross-entropy'; weights?: Float32Array | null }
+  | ({ kind: 'coefficients' } & TokenGradients)
+  | { kind: 'custom'; fn: (forward: LogProbResult) => (TokenGradients & { loss?: number }) | Promise<TokenGradients & { loss?: number }> };
+
+/** What {@link TrainablePolicy.forwardBackward} returns. */
+export interface ForwardBackwardResult extends LogProbResult {
+  /** The loss value (cross-entropy: `-sum w logp`; coefficients: `sum dLogProbs·logp + dEntropy·H`; custom: what fn returned, else NaN). */
+  loss: number;
+  /** Positions with a target. */
+  targets: number;
+}
+
+/** Options of an optimiser step. */
+export interface OptimizerStepOptions extends AdamWStepOptions {
+  /** Zero the gradients after the step (default true). */
+  zeroGrad?: boolean;
+}
+
+/** Options of {@link TrainablePolicy.trainStep}. */
+export interface TrainStepOptions extends LogProbOptions {
+  /** The optimiser step after the micro-batches (gradients are zeroed after it unless `zeroGrad: false`). */
+  optimizer: OptimizerStepOptions;
+}
+
+/** What {@link TrainablePolicy.trainStep} did. */
+export interface TrainStepResult {
+  /** Sum of the micro-batches' losses (with the default cross-entropy weights: sum of their means). */
+  loss: number;
+  /** Positions with a target over all micro-batches. */
+  targets: number;
+  /** The optimiser step (gradient norm before clipping, whether it was applied). */
+  optimizer: AdamWStepResult;
+}
+
+/** A policy that can be trained on packed micro-batches. */
+export interface TrainablePolicy extends TokenPolicy {
+  /** Log-probs and entropies without keeping activations (old / reference log-probs). */
+  logProbs(batch: PackedBatch, options?: LogProbOptions): Promise<LogProbResult>;
+  /** A forward that keeps its activations for one backward. */
+  forward(batch: PackedBatch, options?: LogProbOptions): Promise<ForwardPass>;
+  /** forward + loss + backward in one call; gradients accumulate until the optimiser step. */
+  forwardBackward(batch: PackedBatch, loss: TokenLoss, options?: LogProbOptions): Promise<ForwardBackwardResult>;
+  /**
+   * AdamW over all parameters with global-norm clipping; zeroes the gradients afterwards by
+   * default. Runs after the native work queued before it (forwards, backwards, generation).
+   */
+  optimizerStep(options: OptimizerStepOptions): Promise<AdamWStepResult>;
+  /** Sets every gradient to zero (after the native work queued before it). */
+  zeroGrad(): Promise<void>;
+  /**
+   * One optimiser step over several micro-batches: forwardBackward on each (gradients
+   * accumulate; scale the loss, e.g. with cross-entropy weights, for a mean over all of them),
+   * then optimizerStep.
+   */
+  trainStep(batches: readonly PackedBatch[], loss: TokenLoss | ((batch: PackedBatch, index: number) => TokenLoss), options: TrainStepOptions): Promise<TrainStepResult>;
+}
+
+/**
+ * A {@link ChatPolicy} over any {@link TokenPolicy}: renders the messages with a chat template,
+ * samples until the template's end token and parses the assistant message.
+ */
+export class TemplateChatPolicy implements ChatPolicy {
+  constructor(
+    /** The token-level policy that generates. */
+    readonly policy: TokenPolicy,
+    /** The template that renders and parses. */
+    readonly template: ChatTemplate,
+  ) {}
+
+  /** Renders the conversation with a generation prompt, samples to the end token and parses the reply. */
+  async chat(messages: readonly ChatMessage[], options: ChatOptions): Promise<ChatCompletion> {
+    const prompt = this.template.render(messages, { tools: options.tools, addGenerationPrompt: true });
+    const session = this.policy.createSession({ seed: options.seed });
+    try {
+      session.append(prompt);
+      const r = await session.sample({
+        maxTokens: options.maxTokens,
+        temperature: options.temperature,
+        topP: options.topP,
+        stop: this.template.stopTokens,
+      });
+      const parsed = this.template.parseAssistant(Array.from(r.tokens));
+      const text = this.template.tokenizer.decode(Array.from(r.tokens));
+      return parsed.ok ? { message: parsed.message, text, finishReason: r.finishReason } : { message: null, error: parsed.error, text, finishReason: r.finishReason };
+    } finally {
+      session.dispose();
+    }
+  }
+}

@@ -1,0 +1,441 @@
+/**
+ * {@link TransformerPolicy}: the built-in transformer as a {@link TrainablePolicy}. Sessions
+ * that sample at the same time are batched continuously: whenever the native engine is free,
+ * every session with an unfinished `sample()`/`prefill()` joins one native run that does up to
+ * `maxForwardsPerRun` batched forwards (prefill chunks and decoding steps together, sampling in
+ * between) off the main thread; sessions that finish resolve, new requests join the next run.
+ * Training calls (log-probs, forward, backward, optimiser steps) queue behind the same lock,
+ * so native work never overlaps on one model. Checkpoints hold the parameters, AdamW state,
+ * config, tokenizer and the sampler's RNG state.
+ * @module
+ */
+import { type Checkpoint, loadCheckpoint, restoreParamStore, saveCheckpoint } from './checkpoint.js';
+import { type ModelConfig, validateModelConfig } from './config.js';
+import type { AdamWStepResult } from './native.js';
+import type {
+  FinishReason,
+  ForwardBackwardResult,
+  ForwardPass,
+  GenerateRequest,
+  LogProbOptions,
+  LogProbResult,
+  OptimizerStepOptions,
+  PackedBatch,
+  PolicySession,
+  SampleOptions,
+  SampleResult,
+  SessionOptions,
+  TokenGradients,
+  TokenLoss,
+  TrainStepOptions,
+  TrainStepResult,
+  TrainablePolicy,
+} from './policy.js';
+import { Tokenizer } from './tokenizer.js';
+import { type NativeJob, Transformer, type TransformerSession } from './transformer.js';
+
+/** Runs async tasks one at a time, in call order. */
+class SerialQueue {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  /** Runs `task` after every task queued before it (also when those fail). */
+  run<T>(task: () => Promise<T> | T): Promise<T> {
+    const next = this.tail.then(task, task);
+    this.tail = next.catch(() => undefined);
+    return next;
+  }
+}
+
+/** SplitMix64 of a 64-bit value (BigInt), for deriving session seeds. */
+function splitmix64(x: bigint): bigint {
+  const M = (1n << 64n) - 1n;
+  let z = (x + 0x9e3779b97f4a7c15n) & M;
+  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & M;
+  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & M;
+  return z ^ (z >> 31n);
+}
+
+function checkSeed(seed: number, name: string): number {
+  if (!Number.isSafeInteger(seed) || seed < 0) throw new RangeError(`${name} must be a non-negative safe integer, got ${seed}`);
+  return seed;
+}
+
+/** Options of {@link TransformerPolicy.create} and {@link TransformerPolicy.load}. */
+export interface TransformerPolicyOptions {
+  /** Seed of the parameter initialisation (create only; default 0). */
+  seed?: number;
+  /** Seed of the sampler stream that derives session seeds not given explicitly (default: `seed`). */
+  samplerSeed?: number;
+  /** The tokenizer (saved in checkpoints). */
+  tokenizer?: Tokenizer | null;
+  /** Batched forwards per native run before new requests can join (default 16). */
+  maxForwardsPerRun?: number;
+  /** Tokens of one session per forward at most (chunked prefill, default 512). */
+  prefillChunk?: number;
+}
+
+/** Options of {@link TransformerPolicy.save}. */
+export interface PolicySaveOptions {
+  /** Save the AdamW moments (default true). */
+  optimizer?: boolean;
+  /** Any JSON-serialisable trainer state. */
+  trainer?: Record<string, unknown>;
+  /** More RNG states to keep (the sampler's is saved as `sampler`). */
+  rng?: Record<string, string>;
+}
+
+interface Request {
+  session: TransformerPolicySession;
+  job: NativeJob;
+  started: boolean;
+  tokens: number[];
+  logProbs: number[];
+  resolve: (r: SampleResult) => void;
+  reject: (e: unknown) => void;
+}
+
+/** A session of a {@link TransformerPolicy} (a KV cache plus its own seeded random stream). */
+export class TransformerPolicySession implements PolicySession {
+  /** @internal */
+  request: Request | null = null;
+
+  /** @internal */
+  constructor(
+    private readonly policy: TransformerPolicy,
+    /** The lower-level session. */
+    readonly native: TransformerSession,
+    /** The seed of its random stream. */
+    readonly seed: number,
+  ) {}
+
+  /** Tokens in the context (appended and sampled). */
+  get length(): number {
+    return this.native.length;
+  }
+
+  private idle(what: string): void {
+    if (this.native.disposed) throw new Error(`${what}: the session has been disposed`);
+    if (this.request) throw new Error(`${what}: a sample() or prefill() of this session is still running`);
+  }
+
+  /** Adds tokens to the context (checked now, processed by the next sample/prefill); not while a sample() runs. */
+  append(tokens: ArrayLike<number>): void {
+    this.idle('append');
+    this.native.append(tokens);
+  }
+
+  /** Samples up to `options.maxTokens` tokens, batched with every other session sampling now (see the module notes). */
+  sample(options: SampleOptions): Promise<SampleResult> {
+    this.idle('sample');
+    const o = options as Partial<SampleOptions>;
+    if (typeof o !== 'object' || o === null) throw new TypeError('options must be an object');
+    if (!Number.isSafeInteger(o.maxTokens) || (o.maxTokens as number) < 0) throw new RangeError(`options.maxTokens must be an integer >= 0, got ${String(o.maxTokens)}`);
+    const temperature = o.temperature ?? 1;
+    const topP = o.topP ?? 1;
+    const topK = o.topK ?? 0;
+    if (typeof temperature !== 'number' || !(temperature >= 0) || !Number.isFinite(temperature)) throw new RangeError(`options.temperature must be a finite number >= 0, got ${String(temperature)}`);
+    if (typeof topP !== 'number' || !(topP > 0 && topP <= 1)) throw new RangeError(`options.topP must be in (0, 1], got ${String(topP)}`);
+    if (!Number.isSafeInteger(topK) || topK < 0) throw new RangeError(`options.topK must be an integer >= 0, got ${String(topK)}`);
+    const stop = o.stop ?? [];
+    const V = this.policy.vocabSize;
+    for (const t of stop) if (!Number.isInteger(t) || t < 0 || t >= V) throw new RangeError(`options.stop holds ${String(t)}, not a token id in [0, ${V})`);
+    if (this.native.length === 0) throw new RangeError('sample: append a prompt first (the session is empty)');
+    return this.policy.enqueue(this, {
+      kind: 'sample',
+      maxTokens: o.maxTokens as number,
+      temperature,
+      topP,
+      topK,
+      stop: Int32Array.from(stop),
+    });
+  }
+
+  /** Processes the appended tokens now (batched like sample()). */
+  async prefill(): Promise<void> {
+    this.idle('prefill');
+    await this.policy.enqueue(this, { kind: 'prefill' });
+  }
+
+  /** The logits after the last token when everything is processed (after `prefill()`/`sample()`), else null. */
+  logits(): Float32Array | null {
+    this.idle('logits');
+    return this.native.logits();
+  }
+
+  /** A deep copy of the context (KV cache, pending tokens) with its own seed (default: the policy's next). */
+  fork(options: SessionOptions = {}): TransformerPolicySession {
+    this.idle('fork');
+    const seed = options.seed === undefined ? this.policy.nextSessionSeed() : checkSeed(options.seed, 'options.seed');
+    return new TransformerPolicySession(this.policy, this.native.fork(seed), seed);
+  }
+
+  /** Frees the cache; a pending sample() rejects. Idempotent. */
+  dispose(): void {
+    if (this.request) this.policy.cancel(this.request, new Error('the session was disposed during sample()'));
+    this.native.dispose();
+  }
+}
+
+/** The built-in transformer as a trainable, batched-sampling policy. */
+export class TransformerPolicy implements TrainablePolicy {
+  private readonly queue = new SerialQueue();
+  private readonly requests = new Set<Request>();
+  private pumping = false;
+  private samplerSeed: bigint;
+  private samplerCounter = 0n;
+  private readonly maxForwardsPerRun: number;
+  private readonly prefillChunk: number;
+
+  private constructor(
+    /** The model (parameters in `model.store`). */
+    readonly model: Transformer,
+    /** The tokenizer, when known. */
+    readonly tokenizer: Tokenizer | null,
+    options: TransformerPolicyOptions,
+  ) {
+    this.samplerSeed = BigInt(checkSeed(options.samplerSeed ?? options.seed ?? 0, 'options.samplerSeed'));
+    this.maxForwardsPerRun = options.maxForwardsPerRun ?? 16;
+    this.prefillChunk = options.prefillChunk ?? 512;
+    if (!Number.isSafeInteger(this.maxForwardsPerRun) || this.maxForwardsPerRun < 1) throw new RangeError('options.maxForwardsPerRun must be an integer >= 1');
+    if (!Number.isSafeInteger(this.prefillChunk) || this.prefillChunk < 1) throw new RangeError('options.prefillChunk must be an integer >= 1');
+    if (tokenizer && tokenizer.vocabSize > model.config.vocab) throw new RangeError(`the tokenizer has ${tokenizer.vocabSize} tokens, more than config.vocab (${model.config.vocab})`);
+  }
+
+  /** A policy with fresh parameters initialised from `options.seed`. */
+  static create(config: ModelConfig, options: TransformerPolicyOptions = {}): TransformerPolicy {
+    const seed = checkSeed(options.seed ?? 0, 'options.seed');
+    return new TransformerPolicy(Transformer.create(validateModelConfig(config), seed), options.tokenizer ?? null, options);
+  }
+
+  /**
+   * Restores a policy saved by {@link save}: parameters, AdamW state and step, config,
+   * tokenizer and sampler state (throws CheckpointError for a corrupt or mismatched file).
+   */
+  static load(path: string, options: Omit<TransformerPolicyOptions, 'seed' | 'samplerSeed'> & { expectConfig?: ModelConfig } = {}): TransformerPolicy {
+    const ck: Checkpoint = loadCheckpoint(path, { expectConfig: options.expectConfig });
+    const store = restoreParamStore(ck);
+    const model = Transformer.fromStore(ck.config, store);
+    const tokenizer = options.tokenizer ?? (ck.tokenizer ? Tokenizer.fromJSON(ck.tokenizer) : null);
+    const policy = new TransformerPolicy(model, tokenizer, { ...options, seed: ck.seed });
+    if (ck.rng.sampler !== undefined) policy.setSamplerState(ck.rng.sampler);
+    policy.ownsStore = true;
+    return policy;
+  }
+
+  private ownsStore = false;
+
+  /** The architecture. */
+  get config(): ModelConfig {
+    return this.model.config;
+  }
+
+  /** `config.vocab`. */
+  get vocabSize(): number {
+    return this.model.config.vocab;
+  }
+
+  /** `config.context`. */
+  get contextLength(): number {
+    return this.model.config.context;
+  }
+
+  // ---- sampling -----------------------------------------------------------------------------
+
+  /** The next seed of the sampler stream (advances it). */
+  nextSessionSeed(): number {
+    const z = splitmix64(this.samplerSeed ^ splitmix64(this.samplerCounter));
+    this.samplerCounter += 1n;
+    return Number(z & ((1n << 53n) - 1n));
+  }
+
+  /** The sampler state (`"<seed>:<counter>"`), saved in checkpoints. */
+  samplerState(): string {
+    return `${this.samplerSeed}:${this.samplerCounter}`;
+  }
+
+  /** Restores {@link samplerState}. */
+  setSamplerState(state: string): void {
+    const m = /^(\d+):(\d+)$/.exec(state);
+    if (!m) throw new RangeError(`sampler state must look like "<seed>:<counter>", got ${JSON.stringify(state)}`);
+    this.samplerSeed = BigInt(m[1]);
+    this.samplerCounter = BigInt(m[2]);
+  }
+
+  /** A new, empty session; its seed is `options.seed` or the next of the sampler stream. */
+  createSession(options: SessionOptions = {}): TransformerPolicySession {
+    const seed = options.seed === undefined ? this.nextSessionSeed() : checkSeed(options.seed, 'options.seed');
+    return new TransformerPolicySession(this, this.model.createSession(seed), seed);
+  }
+
+  /** Continues each prompt once, all batched together; results in request order. */
+  async generate(requests: readonly GenerateRequest[]): Promise<SampleResult[]> {
+    const sessions = requests.map((r) => this.createSession({ seed: r.seed }));
+    try {
+      requests.forEach((r, i) => sessions[i].append(r.prompt));
+      return await Promise.all(requests.map((r, i) => sessions[i].sample(r)));
+    } finally {
+      for (const s of sessions) s.dispose();
+    }
+  }
+
+  /** @internal Queues a job of `session` for the next batched run. */
+  enqueue(session: TransformerPolicySession, job: NativeJob): Promise<SampleResult> {
+    return new Promise<SampleResult>((resolve, reject) => {
+      const req: Request = { session, job, started: false, tokens: [], logProbs: [], resolve, reject };
+      session.request = req;
+      this.requests.add(req);
+      void this.pump();
+    });
+  }
+
+  /** @internal Drops a request (its session was disposed). */
+  cancel(req: Request, error: Error): void {
+    if (!this.requests.delete(req)) return;
+    req.session.request = null;
+    req.reject(error);
+  }
+
+  private finish(req: Request, finishReason: FinishReason): void {
+    this.requests.delete(req);
+    req.session.request = null;
+    req.resolve({ tokens: Int32Array.from(req.tokens), logProbs: Float32Array.from(req.logProbs), finishReason });
+  }
+
+  private async pump(): Promise<void> {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      while (this.requests.size > 0) {
+        const batch = [...this.requests];
+        const items = batch.map((r) => (r.started ? { session: r.session.native } : { session: r.session.native, job: r.job }));
+        let results;
+        try {
+          results = await this.queue.run(() => this.model.run(items, { maxForwards: this.maxForwardsPerRun, prefillChunk: this.prefillChunk }));
+        } catch (e) {
+          for (const r of batch) this.cancel(r, e as Error);
+          continue;
+        }
+        batch.forEach((r, i) => {
+          r.started = true;
+          const res = results[i];
+          for (const t of res.tokens) r.tokens.push(t);
+          for (const l of res.logProbs) r.logProbs.push(l);
+          if (res.done && this.requests.has(r)) this.finish(r, (res.finishReason || 'length') as FinishReason);
+        });
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  // ---- training -----------------------------------------------------------------------------
+
+  /** Log-probs and entropies of a packed batch, no activations kept (queued behind earlier native work). */
+  logProbs(batch: PackedBatch, options: LogProbOptions = {}): Promise<LogProbResult> {
+    return this.queue.run(() => this.model.logProbsAsync(batch, options));
+  }
+
+  /** A forward that keeps its activations for one backward (both queued). */
+  async forward(batch: PackedBatch, options: LogProbOptions = {}): Promise<ForwardPass> {
+    const f = await this.queue.run(() => this.model.forwardAsync(batch, options));
+    return {
+      logProbs: f.logProbs,
+      entropy: f.entropy,
+      backward: (grads: TokenGradients) => this.queue.run(() => f.backwardAsync(grads)),
+      release: () => f.release(),
+    };
+  }
+
+  /** forward + loss + backward; parameter gradients accumulate until the next optimizer step. */
+  async forwardBackward(batch: PackedBatch, loss: TokenLoss, options: LogProbOptions = {}): Promise<ForwardBackwardResult> {
+    const pass = await this.forward(batch, options);
+    try {
+      const T = pass.logProbs.length;
+      const targets = batch.targets ?? null;
+      let count = 0;
+      if (targets) for (let t = 0; t < T; t++) if (targets[t] >= 0) count++;
+      let grads: TokenGradients;
+      let value = 0;
+      switch (loss.kind) {
+        case 'cross-entropy': {
+          const w = loss.weights ?? null;
+          if (w && w.length !== T) throw new RangeError(`loss.weights has ${w.length} entries, the batch has ${T} tokens`);
+          const d = new Float32Array(T);
+          for (let t = 0; t < T; t++) {
+            if (!targets || targets[t] < 0) continue;
+            const wt = w ? w[t] : 1 / count;
+            d[t] = -wt;
+            value -= wt * pass.logProbs[t];
+          }
+          grads = { dLogProbs: d };
+          break;
+        }
+        case 'coefficients':
+          grads = loss;
+          for (let t = 0; t < T; t++) value += (loss.dLogProbs?.[t] ?? 0) * pass.logProbs[t] + (loss.dEntropy?.[t] ?? 0) * pass.entropy[t];
+          break;
+        case 'custom': {
+          const r = await loss.fn({ logProbs: pass.logProbs, entropy: pass.entropy });
+          grads = r;
+          value = r.loss ?? Number.NaN;
+          break;
+        }
+        default:
+          throw new TypeError(`unknown loss kind ${JSON.stringify((loss as { kind?: unknown }).kind)}`);
+      }
+      await pass.backward(grads);
+      return { logProbs: pass.logProbs, entropy: pass.entropy, loss: value, targets: count };
+    } finally {
+      pass.release();
+    }
+  }
+
+  /** AdamW with clipping after the queued native work; zeroes the gradients unless `zeroGrad: false`. */
+  optimizerStep(options: OptimizerStepOptions): Promise<AdamWStepResult> {
+    return this.queue.run(() => {
+      const { zeroGrad, ...adamw } = options;
+      const r = this.model.store.adamwStep(adamw);
+      if (zeroGrad ?? true) this.model.store.zeroGrad();
+      return r;
+    });
+  }
+
+  /** Sets every gradient to zero (after the queued native work). */
+  zeroGrad(): Promise<void> {
+    return this.queue.run(() => this.model.store.zeroGrad());
+  }
+
+  /** forwardBackward over each micro-batch, then one optimizer step. */
+  async trainStep(batches: readonly PackedBatch[], loss: TokenLoss | ((batch: PackedBatch, index: number) => TokenLoss), options: TrainStepOptions): Promise<TrainStepResult> {
+    const { optimizer, ...forward } = options;
+    let total = 0;
+    let targets = 0;
+    for (const [i, batch] of batches.entries()) {
+      const r = await this.forwardBackward(batch, typeof loss === 'function' ? loss(batch, i) : loss, forward);
+      total += r.loss;
+      targets += r.targets;
+    }
+    return { loss: total, targets, optimizer: await this.optimizerStep(optimizer) };
+  }
+
+  // ---- checkpoints --------------------------------------------------------------------------
+
+  /** Writes a checkpoint (atomic): weights, AdamW moments and step, config, tokenizer, sampler state. */
+  save(path: string, options: PolicySaveOptions = {}): void {
+    saveCheckpoint(path, {
+      config: this.config,
+      store: this.model.store,
+      tokenizer: this.tokenizer ?? undefined,
+      optimizer: options.optimizer ?? true,
+      rng: { ...options.rng, sampler: this.samplerState() },
+      trainer: options.trainer,
+    });
+  }
+
+  /** Frees the model (and its store when this policy made it). Pending samples reject. Idempotent. */
+  dispose(): void {
+    for (const r of [...this.requests]) this.cancel(r, new Error('the policy was disposed'));
+    this.model.dispose();
+    if (this.ownsStore && !this.model.store.disposed) this.model.store.dispose();
+  }
+}

@@ -1,0 +1,275 @@
+// The built-in policy: a gpt-oss-style decoder-only transformer assembled from the model ops
+// (ops.h) and the fused sink attention (../attention/sink_attention.h), float32 on the CPU.
+//
+//   x = embed[tokens]
+//   per layer l:  h = rmsnorm(x) ; q, k, v = h Wq^T, h Wk^T, h Wv^T (+ biases) ; RoPE(q, k, positions)
+//                 x = x + Wo . attention(q, k, v, sinks_l, mask_l)       (grouped-query sink attention)
+//                 x = x + Wdown . swiglu(Wgate_up . rmsnorm(x))
+//   logits = lm_head . rmsnorm(x)                                         (untied head)
+// mask_l = causal AND same document, AND a sliding window of config.window keys on the even
+// layers (0, 2, 4, ...) when window > 0; the odd layers attend to every earlier key.
+//
+// Training works on packed token batches: T tokens of several documents laid end to end, with
+// per-token positions (restarting at 0 in each document) and document ids (attention never
+// crosses documents). Forward returns per-token log-probabilities of the target tokens under
+// softmax(logits / temperature) and the entropy of that distribution; Backward takes arbitrary
+// gradients with respect to those log-probabilities and entropies and accumulates parameter
+// gradients into the ParamStore (+=). Activations are kept between the two in a TrainState
+// (tracked allocator; O(T x width + T x vocab) — the fused attention keeps only its lse).
+//
+// Inference keeps one KvCache per sequence (sliding-window layers keep only their window) and
+// runs batched steps over many sessions of different lengths (see Session / Run below).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../attention/sink_attention.h"
+#include "../core/allocator.h"
+#include "model_config.h"
+#include "ops.h"
+#include "param_store.h"
+#include "rng.h"
+
+namespace sinkflex::model {
+
+/** Which attention implementation a training forward/backward uses. */
+enum class AttentionImpl { kFused, kEager };
+
+/** A packed micro-batch of T tokens (pointers owned by the caller during the call). */
+struct TokenBatch {
+  std::int64_t T = 0;
+  const std::int32_t* tokens = nullptr;       // [T], in [0, vocab)
+  const std::int32_t* targets = nullptr;      // [T], in [-1, vocab) (-1: no target, logp = 0); may be null
+  const std::int32_t* positions = nullptr;    // [T], in [0, context)
+  const std::int32_t* documentIds = nullptr;  // [T] or null (one document)
+};
+
+/** Options of a training forward. */
+struct TrainForwardOptions {
+  AttentionImpl impl = AttentionImpl::kFused;
+  /** Log-probabilities and entropies are of softmax(logits / temperature). */
+  float temperature = 1.0f;
+  /** Keep the activations for Backward. */
+  bool save = false;
+};
+
+/** Parameters of one transformer block (pointers into the ParamStore; biases may be null). */
+struct BlockParams {
+  Parameter *attnNorm, *q, *qBias, *k, *kBias, *v, *vBias, *o, *oBias, *sinks;
+  Parameter *mlpNorm, *gateUp, *gateUpBias, *down, *downBias;
+};
+
+/** Activations one layer keeps for its backward. */
+struct LayerActivations {
+  HostBuffer<float> x;       // [T, D] layer input (residual stream)
+  HostBuffer<float> n1;      // [T, D] attention RMSNorm output
+  HostBuffer<float> rstd1;   // [T]
+  HostBuffer<float> q, k, v; // [T, H*Dh], [T, KV*Dh] x2, after RoPE (q, k)
+  HostBuffer<float> ao;      // [T, H*Dh] attention output
+  HostBuffer<float> lse;     // [H, T]
+  attention::EagerSaved eager;  // probabilities (eager only)
+  HostBuffer<float> xmid;    // [T, D] after the attention residual
+  HostBuffer<float> n2;      // [T, D] MLP RMSNorm output
+  HostBuffer<float> rstd2;   // [T]
+  HostBuffer<float> h;       // [T, 2F] gate_up output
+  HostBuffer<float> act;     // [T, F] SwiGLU output
+};
+
+/** What a training forward keeps for its backward (created by Transformer::Forward with save). */
+class TrainState {
+ public:
+  TrainState() = default;
+  TrainState(const TrainState&) = delete;
+  TrainState& operator=(const TrainState&) = delete;
+
+  std::int64_t T = 0;
+  AttentionImpl impl = AttentionImpl::kFused;
+  float temperature = 1.0f;
+  std::int64_t optimizerStep = 0;  // the store's step at the forward (Backward checks it)
+  bool consumed = false;           // Backward ran (a state is used once)
+  HostBuffer<std::int32_t> tokens, targets, positions, documentIds;
+  attention::MaskProgram slidingMask, fullMask;
+  std::unique_ptr<attention::BlockMask> slidingBlocks, fullBlocks;
+  std::vector<LayerActivations> layers;
+  HostBuffer<float> xf, nf, rstdf;  // final residual, its norm and rstd
+  HostBuffer<float> logits;         // [T, V]
+  HostBuffer<float> lse, entropy;   // [T]
+
+  /** Bytes currently held. */
+  std::size_t Bytes() const;
+};
+
+// ---- inference ---------------------------------------------------------------------------------
+
+/** The keys and values one layer has cached for a sequence: rows [start, start + count) of the buffers. */
+struct LayerCache {
+  HostBuffer<float> k, v;   // [capacity, kvHeads * headDim]
+  std::int64_t capacity = 0;
+  std::int64_t start = 0;
+  std::int64_t count = 0;
+};
+
+/** Sampling parameters of a generation job. */
+struct SampleParams {
+  /** 0: greedy (argmax, lowest id on ties); > 0: sample from softmax(logits / temperature). */
+  double temperature = 1.0;
+  /** Nucleus: the smallest set of most likely tokens whose probability reaches topP (1: off). */
+  double topP = 1.0;
+  /** Keep only the topK most likely tokens (0: off); applied before topP. */
+  std::int64_t topK = 0;
+  /** Tokens to generate at most. */
+  std::int64_t maxTokens = 0;
+  /** Generation ends after any of these tokens (the token is included). */
+  std::vector<std::int32_t> stop;
+};
+
+/** Why a generation job ended. */
+enum class FinishReason { kNone, kStop, kLength, kContext };
+
+/** Name of a finish reason: "stop", "length", "context" (or "" for kNone). */
+const char* FinishReasonName(FinishReason r);
+
+/** Reusable buffers of SampleToken. */
+struct SampleScratch {
+  std::vector<float> weights;
+  std::vector<std::pair<float, std::int32_t>> order;
+};
+
+/**
+ * Picks a token from logits[V] with `params` and `rng`. Returns the token and its
+ * log-probability under softmax(logits / T) for T > 0, softmax(logits) for T = 0 (the full
+ * distribution, before top-k/top-p truncation). Throws std::runtime_error on non-finite logits.
+ */
+std::pair<std::int32_t, float> SampleToken(const float* logits, std::int64_t V, const SampleParams& params, Rng& rng,
+                                           SampleScratch* scratch);
+
+class Transformer;
+
+/**
+ * One sequence being decoded: its KV cache, tokens appended (or sampled) but not yet run
+ * through the model (`pending`), the logits after the last processed token, its own RNG, and
+ * the current job (sample with params, or just prefill). Not thread-safe by itself: the owner
+ * runs one operation at a time on it (`busy` guards against overlap).
+ */
+class Session {
+ public:
+  Session(const Transformer& model, std::uint64_t seed);
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  /** Tokens in the context: processed plus pending. */
+  std::int64_t length() const { return processed_ + static_cast<std::int64_t>(pending_.size()); }
+  std::int64_t processed() const { return processed_; }
+  const std::vector<std::int32_t>& pending() const { return pending_; }
+  /** Queues tokens (checked against the vocabulary and the context). */
+  void Append(const std::int32_t* tokens, std::int64_t n);
+  /** Logits after the last token when every token has been processed, else null. */
+  const float* logits() const { return hasLogits_ && pending_.empty() ? logits_.data() : nullptr; }
+
+  /** Starts a sampling job (replacing any finished one). */
+  void StartSample(const SampleParams& params);
+  /** Starts a job that only processes the pending tokens. */
+  void StartPrefill();
+  bool jobActive() const { return jobActive_; }
+  /** Ends the current job without a finish reason (after an error); sampled tokens stay. */
+  void AbortJob() { jobActive_ = false; }
+  FinishReason finishReason() const { return finish_; }
+  /** Tokens sampled by the current job since the last Drain, with their log-probabilities. */
+  void Drain(std::vector<std::int32_t>* tokens, std::vector<float>* logps);
+
+  /** A deep copy (cache, pending tokens, logits) with a new RNG seed and no job. */
+  std::unique_ptr<Session> Fork(std::uint64_t seed) const;
+  Rng& rng() { return rng_; }
+  /** Bytes of the KV cache and logits. */
+  std::size_t Bytes() const;
+  const Transformer& model() const { return *model_; }
+
+  std::atomic<bool> busy{false};
+
+ private:
+  friend class Transformer;
+  const Transformer* model_;
+  std::vector<LayerCache> layers_;
+  std::int64_t processed_ = 0;
+  std::vector<std::int32_t> pending_;
+  HostBuffer<float> logits_;
+  bool hasLogits_ = false;
+  Rng rng_;
+  // job
+  bool jobActive_ = false;
+  bool jobSamples_ = false;
+  SampleParams params_;
+  std::int64_t generated_ = 0;
+  FinishReason finish_ = FinishReason::kNone;
+  std::vector<std::int32_t> outTokens_;
+  std::vector<float> outLogps_;
+};
+
+/** Options of Transformer::Run. */
+struct RunOptions {
+  /** Batched forward passes at most in this call (the caller resumes unfinished jobs later). */
+  std::int64_t maxForwards = 1 << 30;
+  /** Tokens of one session processed per forward at most (chunked prefill). */
+  std::int64_t prefillChunk = 512;
+};
+
+class Transformer {
+ public:
+  /** Checks that `store` holds exactly ParamLayout(config) (names and shapes). */
+  Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> store);
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  ParamStore& store() const { return *store_; }
+  const RopeTable& rope() const { return rope_; }
+  bool Sliding(std::int64_t layer) const { return config_.window > 0 && layer % 2 == 0; }
+
+  /**
+   * Training forward over a packed batch: logp[T] (0 where targets < 0 or targets is null) and
+   * entropy[T] (either output may be null). With opts.save, returns the activations for
+   * Backward (else nullptr).
+   */
+  std::unique_ptr<TrainState> Forward(const TokenBatch& batch, const TrainForwardOptions& opts, float* logp,
+                                      float* entropy) const;
+  /**
+   * Accumulates parameter gradients for the scalar sum_t dlogp[t] logp[t] + dentropy[t] entropy[t]
+   * (either may be null). Frees the state's activations as it goes; a state is used once.
+   * Throws if the optimiser stepped since the forward.
+   */
+  void Backward(TrainState& state, const float* dlogp, const float* dentropy) const;
+
+  /**
+   * Advances the jobs of `sessions` (all of this model): repeatedly samples a token for every
+   * sampling job whose logits are ready, then runs one batched forward over the pending tokens
+   * of every active job (at most opts.prefillChunk each), until no job is active or
+   * opts.maxForwards forwards ran. Sampled tokens stay pending (processed by the next forward
+   * that needs them). Results are collected per session (Drain).
+   */
+  void Run(const std::vector<Session*>& sessions, const RunOptions& opts) const;
+
+  /** Serialises operations on this model (forward, backward, run). */
+  std::mutex& mutex() const { return mutex_; }
+
+ private:
+  friend class Session;
+  void CheckBatch(const TokenBatch& b) const;
+  void ForwardChunk(const std::vector<Session*>& work, const std::vector<std::int64_t>& counts) const;
+
+  ModelConfig config_;
+  std::shared_ptr<ParamStore> store_;
+  RopeTable rope_;
+  Parameter* embed_;
+  std::vector<BlockParams> blocks_;
+  Parameter* norm_;
+  Parameter* head_;
+  attention::MaskProgram causal_, window_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace sinkflex::model

@@ -1,0 +1,327 @@
+// The transformer's construction and its training forward and backward over packed batches.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "../core/errors.h"
+#include "../core/thread_pool.h"
+#include "kernel_table.h"
+#include "transformer.h"
+
+namespace sinkflex::model {
+namespace {
+
+using attention::BlockMask;
+using attention::MaskProgram;
+using attention::Shape;
+
+constexpr std::int64_t kHeadChunk = 1024;  // rows of logits at a time when they are not kept
+
+HostBuffer<float> Floats(std::int64_t n, const char* what) { return HostBuffer<float>(static_cast<std::size_t>(n), what); }
+
+HostBuffer<float> Copy(const float* src, std::int64_t n, const char* what) {
+  HostBuffer<float> b = Floats(n, what);
+  std::memcpy(b.data(), src, static_cast<std::size_t>(n) * sizeof(float));
+  return b;
+}
+
+float* Val(Parameter* p) { return p ? p->value.data() : nullptr; }
+float* Grad(Parameter* p) { return p ? p->grad.data() : nullptr; }
+
+/** y[T, out] += x[T, in] . W^T (+ b): a projection added onto the residual stream. */
+void LinearAdd(const float* x, const Parameter* w, const Parameter* b, float* y, std::int64_t T, std::int64_t in,
+               std::int64_t out) {
+  Gemm(false, true, T, out, in, 1.0f, x, in, w->value.data(), in, 1.0f, y, out);
+  if (b != nullptr) {
+    const KernelTable& kt = ActiveKernels();
+    for (std::int64_t t = 0; t < T; ++t) kt.add(y + t * out, b->value.data(), out);
+  }
+}
+
+void CheckIds(const std::int32_t* ids, std::int64_t n, std::int64_t lo, std::int64_t hi, const char* name) {
+  for (std::int64_t t = 0; t < n; ++t) {
+    if (ids[t] < lo || ids[t] >= hi) {
+      throw ArgumentError(std::string(name) + "[" + std::to_string(t) + "] = " + std::to_string(ids[t]) +
+                          " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
+    }
+  }
+}
+
+const ModelConfig& Validated(const ModelConfig& c) {
+  c.Validate();
+  return c;
+}
+
+MaskProgram StandardMask(std::int64_t window) {
+  MaskProgram::Standard spec;
+  spec.window = window;
+  return MaskProgram::FromStandard(spec, 1, 1);
+}
+
+}  // namespace
+
+std::size_t TrainState::Bytes() const {
+  std::size_t n = (tokens.size() + targets.size() + positions.size() + documentIds.size()) * 4;
+  n += (xf.size() + nf.size() + rstdf.size() + logits.size() + lse.size() + entropy.size()) * 4;
+  for (const LayerActivations& a : layers) {
+    n += (a.x.size() + a.n1.size() + a.rstd1.size() + a.q.size() + a.k.size() + a.v.size() + a.ao.size() +
+          a.lse.size() + a.eager.probs.size() + a.xmid.size() + a.n2.size() + a.rstd2.size() + a.h.size() +
+          a.act.size()) *
+         4;
+  }
+  return n;
+}
+
+Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> store)
+    : config_(Validated(config)),
+      store_(std::move(store)),
+      rope_(config.headDim, config.context, config.ropeTheta),
+      causal_(StandardMask(0)),
+      window_(StandardMask(config.window)) {
+  if (!store_) throw ArgumentError("store is required");
+  const std::vector<ParamSpec> layout = ParamLayout(config_);
+  if (store_->size() != layout.size()) {
+    throw ArgumentError("store holds " + std::to_string(store_->size()) + " parameters, the config has " +
+                        std::to_string(layout.size()));
+  }
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    const ParamSpec& s = store_->at(i).spec;
+    if (s.name != layout[i].name || s.shape != layout[i].shape) {
+      throw ArgumentError("store parameter " + std::to_string(i) + " ('" + s.name +
+                          "') does not match the config's '" + layout[i].name + "' (name or shape)");
+    }
+  }
+  ParamStore& st = *store_;
+  embed_ = &st.Get("embed.weight");
+  norm_ = &st.Get("norm.weight");
+  head_ = &st.Get("lm_head.weight");
+  for (std::int64_t l = 0; l < config_.layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    auto get = [&](const std::string& n) { return &st.Get(p + n); };
+    auto opt = [&](const std::string& n) { return config_.bias ? &st.Get(p + n) : nullptr; };
+    blocks_.push_back(BlockParams{get("attn_norm.weight"), get("attn.q.weight"), opt("attn.q.bias"), get("attn.k.weight"),
+                                  opt("attn.k.bias"), get("attn.v.weight"), opt("attn.v.bias"), get("attn.o.weight"),
+                                  opt("attn.o.bias"), get("attn.sinks"), get("mlp_norm.weight"),
+                                  get("mlp.gate_up.weight"), opt("mlp.gate_up.bias"), get("mlp.down.weight"),
+                                  opt("mlp.down.bias")});
+  }
+}
+
+void Transformer::CheckBatch(const TokenBatch& b) const {
+  if (b.T < 1) throw ArgumentError("a batch needs at least one token, got T = " + std::to_string(b.T));
+  if (b.tokens == nullptr) throw ArgumentError("tokens are required");
+  if (b.positions == nullptr) throw ArgumentError("positions are required");
+  CheckIds(b.tokens, b.T, 0, config_.vocab, "tokens");
+  if (b.targets) CheckIds(b.targets, b.T, -1, config_.vocab, "targets");
+  CheckIds(b.positions, b.T, 0, config_.context, "positions");
+}
+
+std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const TrainForwardOptions& o, float* logp,
+                                                 float* entropy) const {
+  CheckBatch(b);
+  if (!(o.temperature > 0.0f) || !std::isfinite(o.temperature)) {
+    throw ArgumentError("temperature must be a positive finite number, got " + std::to_string(o.temperature));
+  }
+  const ModelConfig& c = config_;
+  const std::int64_t T = b.T, D = c.width, H = c.heads, KV = c.kvHeads, Dh = c.headDim, F = c.ffn, V = c.vocab;
+  const std::int64_t qDim = H * Dh, kvDim = KV * Dh;
+  const float eps = static_cast<float>(c.normEps);
+  const float scale = 1.0f / o.temperature;
+
+  auto st = std::make_unique<TrainState>();
+  st->T = T;
+  st->impl = o.impl;
+  st->temperature = o.temperature;
+  st->optimizerStep = store_->step();
+  auto copyIds = [&](const std::int32_t* src, const char* what, std::int32_t fill) {
+    HostBuffer<std::int32_t> d(static_cast<std::size_t>(T), what);
+    for (std::int64_t t = 0; t < T; ++t) d[t] = src ? src[t] : fill;
+    return d;
+  };
+  st->tokens = copyIds(b.tokens, "transformer tokens", 0);
+  st->targets = copyIds(b.targets, "transformer targets", -1);
+  st->positions = copyIds(b.positions, "transformer positions", 0);
+  MaskProgram::Standard spec;
+  if (b.documentIds) {
+    st->documentIds = copyIds(b.documentIds, "transformer document ids", 0);
+    spec.documentIds = st->documentIds.data();
+  }
+  const Shape shape = Shape::Self(1, T, H, KV, Dh);
+  st->fullMask = MaskProgram::FromStandard(spec, T, 1);
+  spec.window = c.window;
+  st->slidingMask = MaskProgram::FromStandard(spec, T, 1);
+  if (o.impl == AttentionImpl::kFused) {
+    for (std::int64_t l = 0; l < c.layers; ++l) {
+      auto& slot = Sliding(l) ? st->slidingBlocks : st->fullBlocks;
+      if (!slot) {
+        // Windowed layers use tiles of about half the window (fewer partially masked pairs).
+        const std::int64_t bs = Sliding(l) ? std::clamp<std::int64_t>((c.window / 2 + 15) / 16 * 16, 16, 64)
+                                           : attention::kDefaultBlockSize;
+        slot = std::make_unique<BlockMask>(BlockMask::Build(Sliding(l) ? st->slidingMask : st->fullMask, shape, bs));
+      }
+    }
+  }
+
+  HostBuffer<float> x = Floats(T * D, "transformer residual");
+  EmbeddingForward(embed_->value.data(), st->tokens.data(), x.data(), T, V, D);
+  if (o.save) st->layers.resize(static_cast<std::size_t>(c.layers));
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const BlockParams& p = blocks_[l];
+    LayerActivations local;
+    LayerActivations& a = o.save ? st->layers[l] : local;
+    a.x = std::move(x);
+    a.n1 = Floats(T * D, "transformer attention norm");
+    a.rstd1 = Floats(T, "transformer rstd");
+    RmsNormForward(a.x.data(), p.attnNorm->value.data(), a.n1.data(), a.rstd1.data(), T, D, eps);
+    a.q = Floats(T * qDim, "transformer q");
+    a.k = Floats(T * kvDim, "transformer k");
+    a.v = Floats(T * kvDim, "transformer v");
+    LinearForward(a.n1.data(), p.q->value.data(), Val(p.qBias), a.q.data(), T, D, qDim);
+    LinearForward(a.n1.data(), p.k->value.data(), Val(p.kBias), a.k.data(), T, D, kvDim);
+    LinearForward(a.n1.data(), p.v->value.data(), Val(p.vBias), a.v.data(), T, D, kvDim);
+    RopeForward(rope_, a.q.data(), a.q.data(), st->positions.data(), T, H);
+    RopeForward(rope_, a.k.data(), a.k.data(), st->positions.data(), T, KV);
+    a.ao = Floats(T * qDim, "transformer attention out");
+    a.lse = Floats(H * T, "transformer attention lse");
+    attention::Options ao;
+    ao.mask = Sliding(l) ? &st->slidingMask : &st->fullMask;
+    const attention::ForwardArgs args{a.q.data(), a.k.data(), a.v.data(), p.sinks->value.data(), a.ao.data(),
+                                      a.lse.data()};
+    if (o.impl == AttentionImpl::kFused) {
+      ao.blockMask = Sliding(l) ? st->slidingBlocks.get() : st->fullBlocks.get();
+      attention::FusedForward(shape, ao, args);
+    } else {
+      attention::EagerForward(shape, ao, args, o.save ? &a.eager : nullptr);
+    }
+    a.xmid = Copy(a.x.data(), T * D, "transformer residual");
+    LinearAdd(a.ao.data(), p.o, p.oBias, a.xmid.data(), T, qDim, D);
+    a.n2 = Floats(T * D, "transformer mlp norm");
+    a.rstd2 = Floats(T, "transformer rstd");
+    RmsNormForward(a.xmid.data(), p.mlpNorm->value.data(), a.n2.data(), a.rstd2.data(), T, D, eps);
+    a.h = Floats(T * 2 * F, "transformer mlp gate_up");
+    LinearForward(a.n2.data(), p.gateUp->value.data(), Val(p.gateUpBias), a.h.data(), T, D, 2 * F);
+    a.act = Floats(T * F, "transformer mlp activation");
+    SwiGluForward(a.h.data(), a.act.data(), T, F, c.swiglu);
+    x = Copy(a.xmid.data(), T * D, "transformer residual");
+    LinearAdd(a.act.data(), p.down, p.downBias, x.data(), T, F, D);
+  }
+
+  st->xf = std::move(x);
+  st->nf = Floats(T * D, "transformer final norm");
+  st->rstdf = Floats(T, "transformer rstd");
+  RmsNormForward(st->xf.data(), norm_->value.data(), st->nf.data(), st->rstdf.data(), T, D, eps);
+  st->lse = Floats(T, "transformer logits lse");
+  st->entropy = Floats(T, "transformer entropy");
+  if (o.save) {
+    st->logits = Floats(T * V, "transformer logits");
+    LinearForward(st->nf.data(), head_->value.data(), nullptr, st->logits.data(), T, D, V);
+    LogSoftmaxForward(st->logits.data(), st->targets.data(), T, V, scale, logp, st->entropy.data(), st->lse.data());
+  } else {
+    HostBuffer<float> chunk = Floats(std::min(T, kHeadChunk) * V, "transformer logits chunk");
+    for (std::int64_t r0 = 0; r0 < T; r0 += kHeadChunk) {
+      const std::int64_t n = std::min(kHeadChunk, T - r0);
+      LinearForward(st->nf.data() + r0 * D, head_->value.data(), nullptr, chunk.data(), n, D, V);
+      LogSoftmaxForward(chunk.data(), st->targets.data() + r0, n, V, scale, logp ? logp + r0 : nullptr,
+                        st->entropy.data() + r0, st->lse.data() + r0);
+    }
+  }
+  if (entropy) std::memcpy(entropy, st->entropy.data(), static_cast<std::size_t>(T) * sizeof(float));
+  if (!o.save) return nullptr;
+  return st;
+}
+
+void Transformer::Backward(TrainState& st, const float* dlogp, const float* dentropy) const {
+  if (st.consumed) throw ArgumentError("this forward's activations were already used by a backward");
+  if (st.layers.size() != static_cast<std::size_t>(config_.layers) || st.logits.size() == 0) {
+    throw ArgumentError("the forward did not keep its activations (save was false)");
+  }
+  if (store_->step() != st.optimizerStep) {
+    throw ArgumentError("the parameters changed (optimiser step " + std::to_string(st.optimizerStep) + " -> " +
+                        std::to_string(store_->step()) + ") since this forward; run a new forward");
+  }
+  st.consumed = true;
+  const ModelConfig& c = config_;
+  const std::int64_t T = st.T, D = c.width, H = c.heads, KV = c.kvHeads, Dh = c.headDim, F = c.ffn, V = c.vocab;
+  const std::int64_t qDim = H * Dh, kvDim = KV * Dh;
+  const Shape shape = Shape::Self(1, T, H, KV, Dh);
+
+  // log-softmax (in place over the logits), LM head, final norm
+  LogSoftmaxBackward(st.logits.data(), st.targets.data(), st.lse.data(), st.entropy.data(), dlogp, dentropy,
+                     st.logits.data(), T, V, 1.0f / st.temperature, false);
+  HostBuffer<float> dn = Floats(T * D, "transformer backward d norm");
+  LinearBackward(st.nf.data(), head_->value.data(), st.logits.data(), dn.data(), head_->grad.data(), nullptr, T, D, V,
+                 false);
+  st.logits.reset();
+  st.nf.reset();
+  HostBuffer<float> dx = Floats(T * D, "transformer backward d residual");
+  RmsNormBackward(st.xf.data(), norm_->value.data(), st.rstdf.data(), dn.data(), dx.data(), norm_->grad.data(), T, D,
+                  false);
+  st.xf.reset();
+  HostBuffer<float> dsinks = Floats(H, "transformer backward d sinks");
+
+  for (std::int64_t l = c.layers - 1; l >= 0; --l) {
+    const BlockParams& p = blocks_[l];
+    LayerActivations& a = st.layers[l];
+    {  // MLP: x_out = xmid + down(swiglu(gate_up(norm(xmid))))
+      HostBuffer<float> dact = Floats(T * F, "transformer backward d activation");
+      LinearBackward(a.act.data(), p.down->value.data(), dx.data(), dact.data(), p.down->grad.data(), Grad(p.downBias),
+                     T, F, D, false);
+      a.act.reset();
+      HostBuffer<float> dh = Floats(T * 2 * F, "transformer backward d gate_up");
+      SwiGluBackward(a.h.data(), dact.data(), dh.data(), T, F, c.swiglu, false);
+      dact.reset();
+      a.h.reset();
+      LinearBackward(a.n2.data(), p.gateUp->value.data(), dh.data(), dn.data(), p.gateUp->grad.data(),
+                     Grad(p.gateUpBias), T, D, 2 * F, false);
+      dh.reset();
+      a.n2.reset();
+      RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(),
+                      p.mlpNorm->grad.data(), T, D, true);
+      a.xmid.reset();
+    }
+    {  // attention: xmid = x + o(attention(rope(q), rope(k), v))
+      HostBuffer<float> dao = Floats(T * qDim, "transformer backward d attention out");
+      LinearBackward(a.ao.data(), p.o->value.data(), dx.data(), dao.data(), p.o->grad.data(), Grad(p.oBias), T, qDim,
+                     D, false);
+      HostBuffer<float> dq = Floats(T * qDim, "transformer backward dq");
+      HostBuffer<float> dk = Floats(T * kvDim, "transformer backward dk");
+      HostBuffer<float> dv = Floats(T * kvDim, "transformer backward dv");
+      attention::Options ao;
+      ao.mask = Sliding(l) ? &st.slidingMask : &st.fullMask;
+      const attention::BackwardArgs args{a.q.data(), a.k.data(), a.v.data(), p.sinks->value.data(), a.ao.data(),
+                                         a.lse.data(), dao.data(), nullptr, dq.data(), dk.data(), dv.data(),
+                                         dsinks.data()};
+      if (st.impl == AttentionImpl::kFused) {
+        ao.blockMask = Sliding(l) ? st.slidingBlocks.get() : st.fullBlocks.get();
+        attention::FusedBackward(shape, ao, args);
+      } else {
+        attention::EagerBackward(shape, ao, args, &a.eager);
+        a.eager.probs.reset();
+      }
+      for (std::int64_t h = 0; h < H; ++h) p.sinks->grad[h] += dsinks[h];
+      dao.reset();
+      a.ao.reset();
+      a.lse.reset();
+      a.q.reset();
+      a.k.reset();
+      a.v.reset();
+      RopeBackward(rope_, dq.data(), dq.data(), st.positions.data(), T, H);
+      RopeBackward(rope_, dk.data(), dk.data(), st.positions.data(), T, KV);
+      LinearBackward(a.n1.data(), p.q->value.data(), dq.data(), dn.data(), p.q->grad.data(), Grad(p.qBias), T, D, qDim,
+                     false);
+      LinearBackward(a.n1.data(), p.k->value.data(), dk.data(), dn.data(), p.k->grad.data(), Grad(p.kBias), T, D,
+                     kvDim, true);
+      LinearBackward(a.n1.data(), p.v->value.data(), dv.data(), dn.data(), p.v->grad.data(), Grad(p.vBias), T, D,
+                     kvDim, true);
+      a.n1.reset();
+      RmsNormBackward(a.x.data(), p.attnNorm->value.data(), a.rstd1.data(), dn.data(), dx.data(),
+                      p.attnNorm->grad.data(), T, D, true);
+    }
+    a = LayerActivations();
+  }
+  EmbeddingBackward(st.tokens.data(), dx.data(), embed_->grad.data(), T, V, D);
+  st.layers.clear();
+}
+
+}  // namespace sinkflex::model
