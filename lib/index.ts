@@ -10,3 +10,4 @@ export * from './model/index.js';
 export * from './grpo/index.js';
 export * as gym from './gym/index.js';
 export { Env, AsyncEnv, Wrapper, AsyncWrapper, SyncVectorEnv, AsyncVectorEnv, AutoresetMode, EnvSpec } from './gym/index.js';
+export * from './rollout/index.js';
