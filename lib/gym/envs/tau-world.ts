@@ -153,7 +153,10 @@ function build(domain: TauDomainName, source: TauTaskSource): TauWorld {
 export function loadTauWorld(domain: TauDomainName, source: TauTaskSource = { kind: 'generated' }): TauWorld {
   if (domain !== 'retail' && domain !== 'telecom') throw new TypeError(`domain must be 'retail' or 'telecom', got ${JSON.stringify(domain)}`);
   if (source === null || typeof source !== 'object') throw new TypeError('tasks must be a task source object ({ kind: "generated" | "tau2", ... })');
-  const key = JSON.stringify([domain, source.kind === 'tau2' ? { ...source, path: tau2Dir(domain, source) } : source]);
+  const key =
+    source.kind === 'tau2'
+      ? JSON.stringify([domain, 'tau2', tau2Dir(domain, source), source.split ?? null, source.ids ?? null])
+      : JSON.stringify([domain, source.kind, source.seed ?? 0, source.count ?? 100, source.dbSeed ?? null, source.users ?? null, source.orders ?? null, source.customers ?? null]);
   let world = cache.get(key);
   if (!world) {
     world = build(domain, source);
