@@ -406,19 +406,29 @@ export class DataProto {
 
   /**
    * Each row `times` times: interleaved `[a, a, b, b]` (default, how VERL repeats prompts for
-   * `rollout.n`) or tiled `[a, b, a, b]`.
+   * `rollout.n`) or tiled `[a, b, a, b]`. `options` is `{ interleave }` or the boolean itself.
    */
-  repeat(times: number, options: { interleave?: boolean } = {}): DataProto {
+  repeat(times: number, options: boolean | { interleave?: boolean } = {}): DataProto {
     if (!Number.isInteger(times) || times < 1) throw new DataProtoError(`repeat: times must be a positive integer, got ${String(times)}`);
-    const interleave = options.interleave ?? true;
+    const interleave = typeof options === 'boolean' ? options : (options.interleave ?? true);
     const idx: number[] = [];
     if (interleave) for (let i = 0; i < this.batchSize; i++) for (let r = 0; r < times; r++) idx.push(i);
     else for (let r = 0; r < times; r++) for (let i = 0; i < this.batchSize; i++) idx.push(i);
     return this.gather(idx);
   }
 
-  /** Keeps some columns and meta keys (omitted kinds are kept whole); unknown names throw. */
-  select(keys: SelectKeys): DataProto {
+  /**
+   * Keeps some columns and meta keys: `{ tensors, nonTensors, meta }` (an omitted kind is kept
+   * whole, an empty list keeps none of it), or a list of column names of either kind (meta
+   * kept). Unknown names throw.
+   */
+  select(keys: SelectKeys | readonly string[]): DataProto {
+    if (Array.isArray(keys)) {
+      const names = keys as readonly string[];
+      for (const n of names) if (!this.has(n)) throw new DataProtoError(`select: no column '${n}'`);
+      return this.select({ tensors: names.filter((n) => this.tensorMap.has(n)), nonTensors: names.filter((n) => this.nonTensorMap.has(n)) });
+    }
+    keys = keys as SelectKeys;
     const pick = <V>(map: Map<string, V>, names: readonly string[] | undefined, kind: string): [string, V][] => {
       if (names === undefined) return [...map];
       return names.map((n) => {

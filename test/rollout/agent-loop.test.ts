@@ -1,6 +1,10 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
 import t, { type Test } from 'tap';
 
-import { TauEnv, type ChatMessage as GymChatMessage } from '../../lib/gym/index.js';
+import { AsyncTauEnv, TauEnv, type ChatMessage as GymChatMessage } from '../../lib/gym/index.js';
 import type { ChatMessage } from '../../lib/model/index.js';
 import {
   AgentLoop,
@@ -379,4 +383,48 @@ t.test('failures abort only their episode and are counted; parse failures go to 
   };
   t.match((await new AgentLoop({ policy, template: tpl, env: badReset }).rollout({ taskIds: [ok1] }))[0], { termination: 'env_error', error: /not an array of messages/ });
   await t.rejects(new AgentLoop({ policy, template: tpl, env: () => ({}) as never }).rollout({ taskIds: [ok1] }), /must return an environment/);
+});
+
+t.test('asynchronous environments (an LLM user behind a fake endpoint) interleave in the loop', async (t) => {
+  let calls = 0;
+  const fakeFetch = (async (_url: string, init: { body: string }) => {
+    calls++;
+    const body = JSON.parse(init.body) as { messages: { role: string }[] };
+    const turns = body.messages.filter((m) => m.role === 'assistant').length;
+    await new Promise((r) => setTimeout(r, 1 + (calls % 3)));
+    const content = turns >= 3 ? 'Thanks, bye. ###STOP###' : `My email is someone${turns}@example.com.`;
+    return new Response(JSON.stringify({ choices: [{ message: { content } }] }), { status: 200, headers: { 'content-type': 'application/json' } });
+  }) as unknown as typeof fetch;
+  const env = (): AsyncTauEnv => new AsyncTauEnv({ world, user: { kind: 'llm', model: 'fake', fetch: fakeFetch, retries: 0 } });
+  const run = async (concurrency: number): Promise<DataProto> => {
+    const loop = new AgentLoop({ policy: new ExpertTokenPolicy(tpl, { tasks: world }), template: tpl, env, concurrency, limits: { maxTurns: 12 } });
+    const b = await loop.generate({ taskIds: taskIds.slice(0, 4), n: 2, seed: 8 });
+    await loop.close();
+    return b;
+  };
+  const a = await run(8);
+  t.equal(a.batchSize, 8);
+  t.same([...new Set(a.nonTensor('termination_reason'))], ['user_stop']);
+  t.same([...new Set(a.nonTensor('tokenization_check'))], ['ok']);
+  checkMasksShallow(t, a);
+  const b = await run(2);
+  t.same(Array.from(b.int32('input_ids')), Array.from(a.int32('input_ids')), 'the same tokens at another concurrency');
+  t.ok(calls > 16);
+});
+
+t.test('the rollout benchmark runs (quick) and writes JSON', async (t) => {
+  const { main } = await import('../../bench/rollout.js');
+  const dir = mkdtempSync(join(tmpdir(), 'sinkflex-rollout-bench-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'r.json');
+  const r = await main(['--quick', '--json', file]);
+  const saved = JSON.parse(readFileSync(file, 'utf8')) as typeof r;
+  t.equal(saved.rows.length, 4);
+  for (const row of r.rows) {
+    t.ok(row.episodesPerSec > 0 && row.episodes === 16, row.name);
+    t.equal(row.meanReward, 1);
+  }
+  t.ok(r.rows[1].tokensPerSec > 0 && r.rows[0].tokensPerSec === 0);
+  t.ok(r.microBatches >= 1 && r.promptTokens > 0 && r.modelTokens > 0);
+  t.ok(r.paddingFraction >= 0 && r.paddingFraction < 1);
 });

@@ -150,6 +150,8 @@ t.test('repeat (interleave or tile), select, selectRows, reorder, assign, drop',
   const b = batch(3, 0, { m: 1, n: 2 });
   t.same(rowsOf(b.repeat(2)), [0, 0, 1, 1, 2, 2], 'interleave: [a, a, b, b]');
   t.same(rowsOf(b.repeat(2, { interleave: false })), [0, 1, 2, 0, 1, 2], 'tile: [a, b, a, b]');
+  t.same(rowsOf(b.repeat(2, false)), [0, 1, 2, 0, 1, 2], 'repeat(n, interleave) with a boolean');
+  t.same(rowsOf(b.repeat(2, true)), [0, 0, 1, 1, 2, 2]);
   t.same(b.repeat(2).nonTensor('uid'), ['u0', 'u0', 'u1', 'u1', 'u2', 'u2']);
   t.same(Array.from(b.repeat(3).float32('score')), [0, 0, 0, 0.5, 0.5, 0.5, 1, 1, 1]);
   t.throws(() => b.repeat(0), /positive integer/);
@@ -157,6 +159,9 @@ t.test('repeat (interleave or tile), select, selectRows, reorder, assign, drop',
   t.same([s.tensorKeys, s.nonTensorKeys, s.meta], [['score'], ['uid'], { n: 2 }]);
   t.same(b.select({ tensors: [] }).tensorKeys, []);
   t.same(b.select({}).tensorKeys, ['ids', 'score']);
+  const byName = b.select(['uid', 'score']);
+  t.same([byName.tensorKeys, byName.nonTensorKeys, byName.meta], [['score'], ['uid'], { m: 1, n: 2 }], 'a list of names of either kind');
+  t.throws(() => b.select(['nope']), /select: no column 'nope'/);
   t.throws(() => b.select({ tensors: ['x'] }), /no tensor column 'x'/);
   t.throws(() => b.select({ nonTensors: ['x'] }), /no non-tensor column 'x'/);
   t.throws(() => b.select({ meta: ['x'] }), /no meta key 'x'/);
