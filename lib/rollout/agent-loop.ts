@@ -148,6 +148,7 @@ export class AgentLoop {
   private readonly genPrompt: number[];
   private readonly prefixCache = new WeakMap<object, Map<string, number[]>>();
   private closed = false;
+  private running = false;
 
   /** @param options - policy, template, environment factory, limits, sampling, checks. */
   constructor(options: AgentLoopOptions) {
@@ -184,7 +185,17 @@ export class AgentLoop {
    */
   async rollout(request: RolloutRequest): Promise<EpisodeRecord[]> {
     if (this.closed) throw new Error('AgentLoop: rollout after close()');
+    if (this.running) throw new Error('AgentLoop: one rollout at a time (its environments are in use)');
     const jobs = this.jobs(request);
+    this.running = true;
+    try {
+      return await this.runJobs(jobs);
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private async runJobs(jobs: RolloutJob[]): Promise<EpisodeRecord[]> {
     const out: EpisodeRecord[] = new Array(jobs.length);
     let next = 0;
     const worker = async (slot: number): Promise<void> => {

@@ -214,6 +214,10 @@ t.test('limits: max turns, tokens per turn, total context', async (t) => {
   t.throws(() => new AgentLoop({ policy, template: tpl, env: 5 as never }), TypeError);
   t.throws(() => new AgentLoop(null as never), TypeError);
   const loop = mk({});
+  const first = loop.rollout({ taskIds: taskIds.slice(0, 1) });
+  await t.rejects(loop.rollout({ taskIds: taskIds.slice(0, 1) }), /one rollout at a time/);
+  await first;
+  t.equal((await loop.rollout({ taskIds: taskIds.slice(0, 1) })).length, 1, 'the next rollout runs');
   await t.rejects(loop.rollout({ taskIds: [5 as never] }), TypeError);
   await t.rejects(loop.rollout({ taskIds: ['a'], n: 0 }), RangeError);
   await t.rejects(loop.rollout({ taskIds: ['a'], seed: 0.5 }), RangeError);

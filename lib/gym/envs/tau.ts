@@ -336,7 +336,9 @@ export interface TauEnvView {
 export class TauEnv extends Env<TauObservation, TauEnvAction> implements TauEnvView {
   static override metadata: EnvMetadata = { renderModes: ['ansi'], renderFps: 1 };
   private readonly core: TauEnvCore;
+  /** Sequences of OpenAI chat messages (assistant, user, tool). */
   readonly observationSpace: Sequence<MessageSpace>;
+  /** One assistant message with at most one call of the agent's tools (raw text is accepted too). */
   readonly actionSpace: MessageSpace;
 
   /** @param options - see {@link TauEnvOptions}; an LLM user needs {@link AsyncTauEnv}. */
@@ -349,18 +351,23 @@ export class TauEnv extends Env<TauObservation, TauEnvAction> implements TauEnvV
     this.renderMode = checkRenderMode(options.renderMode);
   }
 
+  /** The world (domain + tasks). */
   get world(): TauWorld {
     return this.core.world;
   }
+  /** The episode driver. */
   get episode(): TauEpisode<WorldState> {
     return this.core.episode;
   }
+  /** The current task (null before the first reset). */
   get currentTask(): TauTask | null {
     return this.core.task;
   }
+  /** The agent's tools in OpenAI function format (with `done` when offered). */
   get tools(): readonly OpenAIToolSchema[] {
     return this.core.tools;
   }
+  /** The conversation after the task's history (tau messages; the user's tool traffic included). */
   trajectory(): Message[] {
     return this.core.trajectory();
   }
@@ -393,6 +400,7 @@ export class TauEnv extends Env<TauObservation, TauEnvAction> implements TauEnvV
     return this.renderMode === 'ansi' ? transcript(this.trajectory()) : null;
   }
 
+  /** Nothing to release; may be called again. */
   override close(): void {}
 }
 
@@ -400,7 +408,9 @@ export class TauEnv extends Env<TauObservation, TauEnvAction> implements TauEnvV
 export class AsyncTauEnv extends AsyncEnv<TauObservation, TauEnvAction> implements TauEnvView {
   static override metadata: EnvMetadata = { renderModes: ['ansi'], renderFps: 1 };
   private readonly core: TauEnvCore;
+  /** Sequences of OpenAI chat messages (assistant, user, tool). */
   readonly observationSpace: Sequence<MessageSpace>;
+  /** One assistant message with at most one call of the agent's tools (raw text is accepted too). */
   readonly actionSpace: MessageSpace;
 
   /** @param options - see {@link TauEnvOptions}. */
@@ -412,18 +422,23 @@ export class AsyncTauEnv extends AsyncEnv<TauObservation, TauEnvAction> implemen
     this.renderMode = checkRenderMode(options.renderMode);
   }
 
+  /** The world (domain + tasks). */
   get world(): TauWorld {
     return this.core.world;
   }
+  /** The episode driver. */
   get episode(): TauEpisode<WorldState> {
     return this.core.episode;
   }
+  /** The current task (null before the first reset). */
   get currentTask(): TauTask | null {
     return this.core.task;
   }
+  /** The agent's tools in OpenAI function format (with `done` when offered). */
   get tools(): readonly OpenAIToolSchema[] {
     return this.core.tools;
   }
+  /** The conversation after the task's history (tau messages; the user's tool traffic included). */
   trajectory(): Message[] {
     return this.core.trajectory();
   }
@@ -457,6 +472,7 @@ export class AsyncTauEnv extends AsyncEnv<TauObservation, TauEnvAction> implemen
     return this.renderMode === 'ansi' ? transcript(this.trajectory()) : null;
   }
 
+  /** Nothing to release; may be called again. */
   override async close(): Promise<void> {}
 }
 
