@@ -9,4 +9,5 @@ export * from './tau/index.js';
 export * from './model/index.js';
 export * from './grpo/index.js';
 export * as gym from './gym/index.js';
-export { Env, AsyncEnv, Wrapper, AsyncWrapper, SyncVectorEnv, AsyncVectorEnv, AutoresetMode, EnvSpec } from './gym/index.js';
+export { Env, AsyncEnv, Wrapper, AsyncWrapper, SyncVectorEnv, AsyncVectorEnv, AutoresetMode, EnvSpec, TauEnv, AsyncTauEnv, TauWorld, loadTauWorld, createTauEnv } from './gym/index.js';
+export * from './rollout/index.js';

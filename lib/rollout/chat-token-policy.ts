@@ -1,0 +1,98 @@
+/**
+ * {@link ChatTokenPolicy}: a message-level {@link ChatPolicy} behind the token interface. Each
+ * session decodes the tokens it is given back into the conversation (with the chat template),
+ * asks the chat policy for the next assistant message, and returns that message's rendering
+ * (`renderAssistantBody`, `<|end|>` included) as the sampled tokens, cut at the first stop
+ * token and at `maxTokens`. No log-probs (the tokens were not sampled from a distribution).
+ * @module
+ */
+import type { ChatTemplate } from '../model/chat-template.js';
+import { ConversationDecoder, ConversationDecodeError } from './conversation-decoder.js';
+import type { ChatConversation, ChatPolicy, SessionContext, TokenPolicy, TokenSampleParams, TokenSampleResult, TokenSession } from './policy.js';
+
+/** Checks sampling parameters (shared by the policies of this package). */
+export function checkSampleParams(params: TokenSampleParams): void {
+  if (params === null || typeof params !== 'object') throw new TypeError('sample params must be an object');
+  if (!Number.isInteger(params.maxTokens) || params.maxTokens < 1) throw new RangeError(`maxTokens must be a positive integer, got ${String(params.maxTokens)}`);
+  if (params.temperature !== undefined && !(params.temperature >= 0 && Number.isFinite(params.temperature))) throw new RangeError(`temperature must be a finite number >= 0, got ${params.temperature}`);
+  if (params.topP !== undefined && !(params.topP > 0 && params.topP <= 1)) throw new RangeError(`topP must be in (0, 1], got ${params.topP}`);
+  if (params.stop !== undefined && !Array.isArray(params.stop)) throw new TypeError('stop must be an array of token ids');
+}
+
+class ChatTokenSession implements TokenSession {
+  private readonly decoder: ConversationDecoder;
+  private closed = false;
+  private busy = false;
+
+  constructor(
+    private readonly template: ChatTemplate,
+    private readonly conversation: ChatConversation,
+  ) {
+    this.decoder = new ConversationDecoder(template);
+  }
+
+  get length(): number {
+    return this.decoder.length;
+  }
+
+  append(tokens: ArrayLike<number>): void {
+    if (this.closed) throw new Error('ChatTokenSession: append after close()');
+    if (this.busy) throw new Error('ChatTokenSession: append while a sample is in progress');
+    this.decoder.push(tokens);
+  }
+
+  async sample(params: TokenSampleParams): Promise<TokenSampleResult> {
+    if (this.closed) throw new Error('ChatTokenSession: sample after close()');
+    if (this.busy) throw new Error('ChatTokenSession: one sample at a time');
+    checkSampleParams(params);
+    if (!this.decoder.awaitingAssistant) throw new ConversationDecodeError('the context does not end with a generation prompt (<|start|>assistant)');
+    this.busy = true;
+    try {
+      const message = await this.conversation.respond({
+        messages: this.decoder.messages.slice(),
+        tools: this.decoder.tools,
+        params: { temperature: params.temperature, topP: params.topP, maxTokens: params.maxTokens, seed: params.seed },
+      });
+      const body = this.template.renderAssistantBody(message);
+      let n = body.length;
+      let finishReason: 'stop' | 'length' = 'stop';
+      if (params.stop && params.stop.length > 0) {
+        const stop = new Set(params.stop);
+        const at = body.findIndex((t) => stop.has(t));
+        if (at >= 0) n = at + 1;
+      }
+      if (n > params.maxTokens) {
+        n = params.maxTokens;
+        finishReason = 'length';
+      }
+      const tokens = body.slice(0, n);
+      this.decoder.push(tokens);
+      return { tokens, finishReason };
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.conversation.close?.();
+  }
+}
+
+/** A {@link ChatPolicy} as a {@link TokenPolicy} (see the module description). */
+export class ChatTokenPolicy implements TokenPolicy {
+  /**
+   * @param chat - the message-level policy.
+   * @param template - the chat template the agent loop renders with.
+   */
+  constructor(
+    readonly chat: ChatPolicy,
+    readonly template: ChatTemplate,
+  ) {}
+
+  /** A session whose context is decoded back into messages. */
+  createSession(context: SessionContext): TokenSession {
+    return new ChatTokenSession(this.template, this.chat.startConversation(context));
+  }
+}

@@ -1,0 +1,159 @@
+/**
+ * What the agent loop needs from a policy. Two levels:
+ *
+ * - {@link TokenPolicy} (token-in/token-out, what training needs): one {@link TokenSession}
+ *   per episode holds the context (a KV cache for a native model); the loop appends the
+ *   prompt and environment tokens with `append` and asks for the next assistant turn with
+ *   `sample`. Sampled tokens are part of the context afterwards and are used verbatim (never
+ *   re-tokenized). `generateBatch` serves the pending requests of many sessions at once, so
+ *   that a model can batch decoding across concurrent episodes.
+ * - {@link ChatPolicy} (message-in/message-out): an OpenAI-compatible server or a scripted
+ *   agent; {@link ChatTokenPolicy} adapts one to the token interface through the chat
+ *   template (the tokens are then the template's rendering of the returned messages).
+ *
+ * A native model implements {@link TokenPolicy} thinly: `createSession` → a KV-cache session,
+ * `append` → queue tokens for prefill (done lazily by the next `sample`/`generateBatch`),
+ * `generateBatch` → one batched prefill + decode loop with per-request seeds, stop tokens,
+ * `maxTokens`, temperature/top-p, returning the sampled ids and their log-probs.
+ * @module
+ */
+import type { ChatAssistantMessage, ChatMessage, ToolSchema } from '../model/chat-template.js';
+
+/** Sampling parameters of one generation request. */
+export interface TokenSampleParams {
+  /** At most this many tokens are generated (>= 1). */
+  maxTokens: number;
+  /** Temperature (0 = greedy). Default 1. */
+  temperature?: number;
+  /** Nucleus sampling mass in (0, 1]. Default 1. */
+  topP?: number;
+  /** Stop tokens: generation ends right after the first one sampled, which is included in the output. */
+  stop?: readonly number[];
+  /**
+   * Seed of this request. A deterministic policy returns the same tokens for the same
+   * context, parameters and seed, whatever else is in the batch (the agent loop's results
+   * do not depend on its concurrency only if this holds).
+   */
+  seed?: number;
+}
+
+/** Why a generation ended: a stop token was sampled (`stop`) or `maxTokens` was reached (`length`). */
+export type FinishReason = 'stop' | 'length';
+
+/** The output of one generation request. */
+export interface TokenSampleResult {
+  /** The sampled token ids (the stop token included when `finishReason` is `stop`). */
+  tokens: ArrayLike<number>;
+  /** Log-probability of each sampled token under the sampling distribution, when the policy computes it. */
+  logProbs?: ArrayLike<number>;
+  /** Why the generation ended. */
+  finishReason: FinishReason;
+}
+
+/** What a session is told about its episode (oracle policies read it; learned policies ignore it). */
+export interface SessionContext {
+  /** The id of the episode's task. */
+  taskId: string;
+  /** The episode's seed. */
+  seed: number;
+  /** The environment's reset info (tools, policy, domain…). */
+  envInfo: Readonly<Record<string, unknown>>;
+}
+
+/** The context of one episode. */
+export interface TokenSession {
+  /** Appends context tokens (prompt, environment/user/tool turns, generation prompts). */
+  append(tokens: ArrayLike<number>): void;
+  /** Samples the next tokens after the context; they are appended to the context. */
+  sample(params: TokenSampleParams): Promise<TokenSampleResult>;
+  /** Number of tokens in the context (appended and sampled). */
+  readonly length: number;
+  /** Releases the session's resources (KV cache); further use throws. Idempotent. */
+  close(): void;
+}
+
+/** One request of a batch. */
+export interface TokenSampleRequest {
+  /** The session to continue. */
+  session: TokenSession;
+  /** How to sample. */
+  params: TokenSampleParams;
+}
+
+/** A token-in/token-out policy. */
+export interface TokenPolicy {
+  /** Starts the context of one episode. */
+  createSession(context: SessionContext): TokenSession;
+  /**
+   * Serves several sessions' requests at once (each session at most once per call). Returns
+   * one entry per request, in order: the result, or an Error for a request that failed (the
+   * other requests still complete). Optional: without it, each session's `sample` is called.
+   */
+  generateBatch?(requests: readonly TokenSampleRequest[]): Promise<Array<TokenSampleResult | Error>>;
+  /** Most requests per `generateBatch` call (default unlimited). */
+  readonly maxBatchSize?: number;
+}
+
+function asError(e: unknown): Error {
+  return e instanceof Error ? e : new Error(String(e));
+}
+
+/**
+ * Serves `requests` with the policy's `generateBatch` (when it has one) or each session's
+ * `sample`, never rejecting: a failed request (or a failed batch, for all its requests) gives
+ * an Error in its slot.
+ */
+export async function generateBatch(policy: TokenPolicy, requests: readonly TokenSampleRequest[]): Promise<Array<TokenSampleResult | Error>> {
+  if (requests.length === 0) return [];
+  if (typeof policy.generateBatch === 'function') {
+    try {
+      const out = await policy.generateBatch(requests);
+      if (!Array.isArray(out) || out.length !== requests.length) {
+        const e = new Error(`generateBatch returned ${Array.isArray(out) ? out.length : typeof out} results for ${requests.length} requests`);
+        return requests.map(() => e);
+      }
+      return out;
+    } catch (e) {
+      const err = asError(e);
+      return requests.map(() => err);
+    }
+  }
+  const settled = await Promise.allSettled(requests.map((r) => r.session.sample(r.params)));
+  return settled.map((s) => (s.status === 'fulfilled' ? s.value : asError(s.reason)));
+}
+
+/** Sampling parameters of a message-level policy. */
+export interface ChatSampleParams {
+  /** Temperature. */
+  temperature?: number;
+  /** Nucleus mass. */
+  topP?: number;
+  /** Most tokens of the reply. */
+  maxTokens?: number;
+  /** Seed. */
+  seed?: number;
+}
+
+/** One request to a message-level policy: the whole conversation so far (OpenAI chat format). */
+export interface ChatPolicyRequest {
+  /** System message first, then the dialogue (tool results answer the calls before them). */
+  messages: readonly ChatMessage[];
+  /** The tools offered (OpenAI function schemas). */
+  tools: readonly ToolSchema[];
+  /** Sampling parameters. */
+  params: ChatSampleParams;
+}
+
+/** One conversation of a message-level policy. */
+export interface ChatConversation {
+  /** The next assistant message. */
+  respond(request: ChatPolicyRequest): Promise<ChatAssistantMessage>;
+  /** Releases the conversation. */
+  close?(): void;
+}
+
+/** A message-level policy (an OpenAI-compatible server, a scripted agent). */
+export interface ChatPolicy {
+  /** Starts a conversation. */
+  startConversation(context: SessionContext): ChatConversation;
+}

@@ -1,0 +1,80 @@
+/**
+ * Turn-level helpers of the agent loop: what a generated assistant turn becomes as an
+ * environment action, and the checks of a policy's output.
+ * @module
+ */
+import type { ChatAssistantMessage, ChatTemplate } from '../model/chat-template.js';
+import type { TokenSampleResult } from './policy.js';
+
+/**
+ * The text of an assistant turn that the chat template could not parse, re-expressed in the
+ * environment's raw-text protocol: `<|message|>` sections as their text, each `<|call|>`
+ * section as `<tool_call>…</tool_call>` (Hermes style, which the tau environments parse), text
+ * outside a section as is, other special tokens by name; stops at `<|end|>`. The environment
+ * then answers a broken call with an `Error: …` tool message (counted toward its error budget),
+ * a mixed or multiple call likewise, plain text as a message to the user, and an empty turn
+ * by ending the episode (`agent_error`).
+ */
+export function rawActionText(template: ChatTemplate, tokens: ArrayLike<number>): string {
+  const tok = template.tokenizer;
+  let out = '';
+  let run: number[] = [];
+  let inCall = false;
+  const flush = (): void => {
+    if (run.length > 0) out += tok.decode(run);
+    run = [];
+    if (inCall) out += '</tool_call>';
+    inCall = false;
+  };
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i];
+    if (t === template.end) break;
+    if (t === template.message) flush();
+    else if (t === template.call) {
+      flush();
+      out += '<tool_call>';
+      inCall = true;
+    } else run.push(t);
+  }
+  flush();
+  return out;
+}
+
+/** The result of parsing one generated turn. */
+export interface ParsedTurn {
+  /** What is sent to the environment: the parsed message, or the raw text on a parse failure. */
+  action: ChatAssistantMessage | string;
+  /** The message recorded in the trajectory. */
+  message: ChatAssistantMessage;
+  /** Why parsing failed (null when it did not). */
+  parseError: string | null;
+}
+
+/**
+ * Parses a generated assistant turn (never throws). Tool calls get ids `<idPrefix>0`, … —
+ * give a prefix unique within the episode (the environment pairs results with calls by id).
+ */
+export function parseTurn(template: ChatTemplate, tokens: ArrayLike<number>, idPrefix = 'call_'): ParsedTurn {
+  const parsed = template.parseAssistant(tokens, idPrefix);
+  if (parsed.ok) return { action: parsed.message, message: parsed.message, parseError: null };
+  const raw = rawActionText(template, tokens);
+  return { action: raw, message: { role: 'assistant', content: raw }, parseError: parsed.error };
+}
+
+/** Checks a policy's result against the request; returns the problem or null. */
+export function checkSampleResult(result: TokenSampleResult, maxTokens: number, vocabSize: number): string | null {
+  if (result === null || typeof result !== 'object') return `the policy returned ${result === null ? 'null' : typeof result} instead of a sample result`;
+  const { tokens, logProbs, finishReason } = result;
+  if (tokens === null || typeof tokens !== 'object' || typeof tokens.length !== 'number') return 'the sample result has no tokens array';
+  if (tokens.length > maxTokens) return `the policy returned ${tokens.length} tokens for maxTokens ${maxTokens}`;
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i];
+    if (!Number.isInteger(t) || t < 0 || t >= vocabSize) return `sampled token ${i} is ${String(t)}, not an id in [0, ${vocabSize})`;
+  }
+  if (finishReason !== 'stop' && finishReason !== 'length') return `finishReason must be 'stop' or 'length', got ${JSON.stringify(finishReason)}`;
+  if (logProbs !== undefined) {
+    if (logProbs === null || typeof logProbs !== 'object' || logProbs.length !== tokens.length) return `the policy returned ${logProbs?.length ?? 'no'} log-probs for ${tokens.length} tokens`;
+    for (let i = 0; i < logProbs.length; i++) if (!Number.isFinite(logProbs[i])) return `log-prob ${i} is ${logProbs[i]}`;
+  }
+  return null;
+}
