@@ -14,7 +14,7 @@ import {
   type ModelConfig,
   type SampleResult,
   TemplateChatPolicy,
-  type TokenPolicy,
+  type ModelTokenPolicy as TokenPolicy,
   TransformerPolicy,
   modelConfig,
   packSequences,

@@ -1,0 +1,37 @@
+import t from 'tap';
+
+import { modelConfig, TransformerPolicy } from '../../lib/model/index.js';
+import { AgentLoop, ModelPolicyAdapter, type TokenPolicy } from '../../lib/rollout/index.js';
+import { envFactory, retailWorld, template } from './fixtures/world.js';
+
+const tpl = template();
+const world = retailWorld();
+
+function policy(seed: number): TransformerPolicy {
+  const cfg = modelConfig('tiny', { layers: 1, width: 64, heads: 2, kvHeads: 1, headDim: 32, ffn: 96, vocab: tpl.tokenizer.vocabSize, context: 4096 });
+  return TransformerPolicy.create(cfg, { seed, tokenizer: tpl.tokenizer });
+}
+
+async function run(p: TokenPolicy, concurrency: number): Promise<{ tokens: number[][]; logProbs: number[][] }> {
+  const loop = new AgentLoop({ policy: p, template: tpl, env: envFactory(world), concurrency, limits: { maxTurns: 2, maxTokensPerTurn: 12, maxContextTokens: 4000 }, sanityCheck: 'disable', systemPrompt: () => 'You help retail customers.', renderTools: false });
+  const records = await loop.rollout({ taskIds: world.taskIds.slice(0, 2), n: 2, seed: 7 });
+  await loop.close();
+  return {
+    tokens: records.map((r) => r.responseIds),
+    logProbs: records.map((r) => r.logProbs.filter((_, i) => r.responseMask[i] === 1)),
+  };
+}
+
+t.test('the built-in policy drives the agent loop through the adapter', async (t) => {
+  t.throws(() => new ModelPolicyAdapter(null as never), TypeError);
+  const a = await run(new ModelPolicyAdapter(policy(1)), 1);
+  const b = await run(new ModelPolicyAdapter(policy(1)), 4);
+  t.equal(a.tokens.length, 4, 'four episodes');
+  t.ok(a.tokens.every((x) => x.length > 0), 'every episode has response tokens');
+  t.same(a.tokens, b.tokens, 'same episodes whatever the concurrency (sessions are seeded per episode)');
+  t.same(a.logProbs, b.logProbs, 'same log-probs');
+  const c = await run(new ModelPolicyAdapter(policy(1)), 4);
+  t.same(c.tokens, a.tokens, 'reproducible');
+  const flat = a.logProbs.flat();
+  t.ok(flat.length > 0 && flat.every((v) => Number.isFinite(v) && v <= 0), 'log-probs are finite and <= 0');
+});
