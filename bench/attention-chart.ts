@@ -1,70 +1,12 @@
 /**
  * SVG chart of the attention benchmark: peak tracked memory of eager and fused
- * forward+backward against sequence length (log scale), one line per implementation and mask.
+ * forward+backward against sequence length (log scale), one line per implementation and mask
+ * (drawn by the shared {@link memoryChart}).
  */
 import type { MemoryRow } from './attention.js';
-
-const COLORS: Record<string, string> = {
-  'eager/full': '#d62728',
-  'eager/window': '#ff9896',
-  'fused/full': '#1f77b4',
-  'fused/window': '#aec7e8',
-};
-
-function esc(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-}
+import { memoryChart } from './common/chart.js';
 
 /** Renders the memory rows as a standalone SVG document (out-of-memory points drawn as crosses at the limit). */
 export function memoryChartSvg(rows: MemoryRow[], title: string, limitBytes: number): string {
-  const width = 640, height = 400, left = 70, right = 150, top = 40, bottom = 50;
-  const seqs = [...new Set(rows.map((r) => r.seqLen))].sort((a, b) => a - b);
-  const values = rows.map((r) => r.peakBytes ?? limitBytes).filter((v) => v > 0);
-  const lo = Math.log10(Math.min(...values, limitBytes) / 2);
-  const hi = Math.log10(Math.max(...values, limitBytes) * 2);
-  const x = (s: number) => left + (seqs.length === 1 ? 0.5 : seqs.indexOf(s) / (seqs.length - 1)) * (width - left - right);
-  const y = (b: number) => top + (1 - (Math.log10(b) - lo) / (hi - lo)) * (height - top - bottom);
-  const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="12">`,
-    `<rect width="${width}" height="${height}" fill="white"/>`,
-    `<text x="${width / 2}" y="20" text-anchor="middle" font-size="14">${esc(title)}</text>`,
-    `<line x1="${left}" y1="${height - bottom}" x2="${width - right}" y2="${height - bottom}" stroke="black"/>`,
-    `<line x1="${left}" y1="${top}" x2="${left}" y2="${height - bottom}" stroke="black"/>`,
-    `<text x="${(left + width - right) / 2}" y="${height - 12}" text-anchor="middle">sequence length</text>`,
-    `<text x="16" y="${(top + height - bottom) / 2}" text-anchor="middle" transform="rotate(-90 16 ${(top + height - bottom) / 2})">peak tracked bytes</text>`,
-  ];
-  for (const s of seqs) {
-    parts.push(`<text x="${x(s)}" y="${height - bottom + 16}" text-anchor="middle">${s}</text>`);
-  }
-  for (let e = Math.ceil(lo); e <= Math.floor(hi); e++) {
-    const label = e >= 9 ? `${10 ** (e - 9)} GB` : e >= 6 ? `${10 ** (e - 6)} MB` : `${10 ** (e - 3)} kB`;
-    parts.push(`<line x1="${left - 4}" y1="${y(10 ** e)}" x2="${width - right}" y2="${y(10 ** e)}" stroke="#eee"/>`);
-    parts.push(`<text x="${left - 6}" y="${y(10 ** e) + 4}" text-anchor="end">${label}</text>`);
-  }
-  parts.push(`<line x1="${left}" y1="${y(limitBytes)}" x2="${width - right}" y2="${y(limitBytes)}" stroke="#999" stroke-dasharray="4 3"/>`);
-  parts.push(`<text x="${width - right + 4}" y="${y(limitBytes) + 4}" fill="#666">limit</text>`);
-  const series = [...new Set(rows.map((r) => `${r.impl}/${r.mask}`))];
-  series.forEach((name, n) => {
-    const color = COLORS[name] ?? '#333';
-    const pts = rows.filter((r) => `${r.impl}/${r.mask}` === name).sort((a, b) => a.seqLen - b.seqLen);
-    const ok = pts.filter((p) => p.peakBytes !== null);
-    if (ok.length > 1) {
-      parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${ok.map((p) => `${x(p.seqLen)},${y(p.peakBytes!)}`).join(' ')}"/>`);
-    }
-    for (const p of pts) {
-      const px = x(p.seqLen);
-      if (p.peakBytes === null) {
-        const py = y(limitBytes);
-        parts.push(`<path d="M${px - 5},${py - 5}L${px + 5},${py + 5}M${px - 5},${py + 5}L${px + 5},${py - 5}" stroke="${color}" stroke-width="2"/>`);
-      } else {
-        parts.push(`<circle cx="${px}" cy="${y(p.peakBytes)}" r="3" fill="${color}"/>`);
-      }
-    }
-    const ly = top + 10 + n * 18;
-    parts.push(`<rect x="${width - right + 10}" y="${ly - 8}" width="12" height="4" fill="${color}"/>`);
-    parts.push(`<text x="${width - right + 28}" y="${ly - 2}">${esc(name)}</text>`);
-  });
-  parts.push(`<text x="${width - right + 10}" y="${top + 10 + series.length * 18 + 4}" fill="#666">x = out of memory</text>`);
-  parts.push('</svg>');
-  return parts.join('\n') + '\n';
+  return memoryChart(rows.map((r) => ({ series: `${r.impl}/${r.mask}`, seqLen: r.seqLen, bytes: r.peakBytes })), title, limitBytes);
 }

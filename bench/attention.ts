@@ -15,8 +15,6 @@
 import { writeFileSync, realpathSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { pathToFileURL } from 'node:url';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 
 import { Command } from 'commander';
 
@@ -32,6 +30,7 @@ import {
   type AttentionShape,
 } from '../lib/index.js';
 import { memoryChartSvg } from './attention-chart.js';
+import { GiB, collectGarbage, fillRandom as fill, fmtBytes, summarize, type Summary } from './common/util.js';
 
 /** Which mask a row used. */
 export type BenchMask = 'window' | 'full';
@@ -75,6 +74,11 @@ export interface MemoryRow {
   ms: number | null;
   /** The out-of-memory message. */
   error?: string;
+  /**
+   * When out of memory: the bytes the computation held plus the allocation that failed (from
+   * the allocator's error), a measured lower bound of the peak it would need.
+   */
+  oomNeedBytes?: number;
 }
 
 /** One speed comparison (medians). */
@@ -90,6 +94,9 @@ export interface SpeedRow {
   eagerGflops: number;
   /** eager time / fused time (forward+backward). */
   speedup: number;
+  /** Forward+backward ms of every repetition: median, min, max. */
+  fusedMs?: Summary;
+  eagerMs?: Summary;
 }
 
 /** Everything a run measured, plus the targets of the issue. */
@@ -104,40 +111,6 @@ export interface AttentionBenchResult {
   targets: { name: string; value: string; met: boolean | null }[];
 }
 
-const GiB = 2 ** 30;
-
-let cachedGc: (() => void) | undefined;
-/** A full garbage collection, then two event-loop turns so native finalizers release their bytes. */
-async function collectGarbage(): Promise<void> {
-  if (!cachedGc) {
-    const exposed = (globalThis as { gc?: () => void }).gc;
-    if (exposed) {
-      cachedGc = exposed;
-    } else {
-      setFlagsFromString('--expose-gc');
-      cachedGc = runInNewContext('gc') as () => void;
-    }
-  }
-  for (let i = 0; i < 2; i++) {
-    cachedGc();
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-}
-
-/** Deterministic inputs in [-1, 1) (xorshift). */
-function fill(a: Float32Array, seed: number): Float32Array {
-  let s = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < a.length; i++) {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    a[i] = s / 2147483648 - 1;
-  }
-  return a;
-}
-
 function maskOf(mask: BenchMask, window: number): AttentionMask {
   return mask === 'window' ? { window } : {};
 }
@@ -150,14 +123,7 @@ export function visiblePairs(seqLen: number, window: number): number {
 }
 
 function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
-
-function fmtBytes(b: number | null): string {
-  if (b === null) return 'OOM';
-  if (b >= GiB) return `${(b / GiB).toFixed(2)} GiB`;
-  return `${(b / 2 ** 20).toFixed(1)} MiB`;
+  return summarize(xs).median;
 }
 
 function tensors(shape: AttentionShape, tracked: boolean, seed: number) {
@@ -173,8 +139,16 @@ function tensors(shape: AttentionShape, tracked: boolean, seed: number) {
   };
 }
 
-async function measureMemory(shape: AttentionShape, mask: BenchMask, impl: AttentionImpl,
-  o: Required<AttentionBenchOptions>): Promise<MemoryRow> {
+/** The options {@link measureAttentionMemory} and {@link measureAttentionSpeed} use. */
+export type MeasureOptions = Pick<Required<AttentionBenchOptions>, 'limitBytes' | 'window' | 'seed'>;
+
+/**
+ * Peak tracked bytes of one forward+backward of `impl` at `shape` (inputs, outputs and
+ * gradients allocated through the tracked allocator), under `o.limitBytes` above what is
+ * allocated now; out of memory is caught and reported in the row.
+ */
+export async function measureAttentionMemory(shape: AttentionShape, mask: BenchMask, impl: AttentionImpl,
+  o: MeasureOptions): Promise<MemoryRow> {
   const n = shape.batch * shape.seqLen * shape.qHeads * shape.headDim;
   const nk = shape.batch * shape.seqLen * shape.kvHeads * shape.headDim;
   const ioBytes = 4 * (4 * n + 4 * nk + 2 * shape.qHeads + shape.batch * shape.qHeads * shape.seqLen);
@@ -195,7 +169,8 @@ async function measureMemory(shape: AttentionShape, mask: BenchMask, impl: Atten
     row.peakBytes = memory.peakBytes() - base;
   } catch (e) {
     if (!isOutOfMemoryError(e)) throw e;
-    row.error = (e as Error).message;
+    row.error = e.message;
+    if (typeof e.currentBytes === 'number' && typeof e.requestedBytes === 'number') row.oomNeedBytes = e.currentBytes + e.requestedBytes - base;
   } finally {
     layer?.release();
     memory.setLimit(previous);
@@ -204,7 +179,8 @@ async function measureMemory(shape: AttentionShape, mask: BenchMask, impl: Atten
   return row;
 }
 
-async function measureSpeed(shape: AttentionShape, mask: BenchMask, o: Required<AttentionBenchOptions>): Promise<SpeedRow> {
+/** Forward and backward times of fused and eager, alternating, `repeats` times each (medians). */
+export async function measureAttentionSpeed(shape: AttentionShape, mask: BenchMask, o: Pick<MeasureOptions, 'window' | 'seed'> & { repeats: number }): Promise<SpeedRow> {
   const x = tensors(shape, false, o.seed);
   const times: Record<string, number[]> = { ff: [], fb: [], ef: [], eb: [] };
   const layers = {
@@ -238,6 +214,8 @@ async function measureSpeed(shape: AttentionShape, mask: BenchMask, o: Required<
     fusedGflops: gflop / (fused / 1e3),
     eagerGflops: gflop / (eager / 1e3),
     speedup: eager / fused,
+    fusedMs: summarize(times.ff!.map((f, i) => f + times.fb![i]!)),
+    eagerMs: summarize(times.ef!.map((f, i) => f + times.eb![i]!)),
   };
 }
 
@@ -299,8 +277,8 @@ export async function runAttentionBench(options: AttentionBenchOptions = {}): Pr
     for (const mask of o.masks) {
       for (const seqLen of o.memorySeqLens) {
         const shape = { batch: 1, seqLen, ...o.memoryHeads, headDim: o.headDim };
-        const f = await measureMemory(shape, mask, 'fused', o);
-        const e = await measureMemory(shape, mask, 'eager', o);
+        const f = await measureAttentionMemory(shape, mask, 'fused', o);
+        const e = await measureAttentionMemory(shape, mask, 'eager', o);
         result.memory.push(f, e);
         const ratio = e.peakBytes !== null && f.peakBytes ? `${(e.peakBytes / f.peakBytes).toFixed(1)}x` : '-';
         log(`${mask.padEnd(7)} ${String(seqLen).padStart(6)}   ${fmtBytes(f.peakBytes).padStart(10)}   ${fmtBytes(e.peakBytes).padStart(10)}` +
@@ -314,7 +292,7 @@ export async function runAttentionBench(options: AttentionBenchOptions = {}): Pr
     log('mask    seqLen   fused ms (fwd+bwd)   eager ms (fwd+bwd)   fused GFLOP/s   eager GFLOP/s   fused/eager speed');
     for (const mask of o.masks) {
       for (const seqLen of o.speedSeqLens) {
-        const s = await measureSpeed({ batch: 1, seqLen, ...o.speedHeads, headDim: o.headDim }, mask, o);
+        const s = await measureAttentionSpeed({ batch: 1, seqLen, ...o.speedHeads, headDim: o.headDim }, mask, o);
         result.speed.push(s);
         log(`${mask.padEnd(7)} ${String(seqLen).padStart(6)}   ${`${s.fusedForwardMs.toFixed(0)}+${s.fusedBackwardMs.toFixed(0)}`.padStart(18)}` +
           `   ${`${s.eagerForwardMs.toFixed(0)}+${s.eagerBackwardMs.toFixed(0)}`.padStart(18)}   ${s.fusedGflops.toFixed(1).padStart(13)}` +

@@ -18,7 +18,6 @@ import { pathToFileURL } from 'node:url';
 import {
   type ModelConfig,
   type ModelPreset,
-  OutOfMemoryError,
   Transformer,
   TransformerPolicy,
   backends,
@@ -27,6 +26,7 @@ import {
   opsIsa,
   packSequences,
 } from '../lib/index.js';
+import { measureTrainStep } from './common/train-step.js';
 
 const GiB = 2 ** 30;
 
@@ -229,31 +229,18 @@ export async function runModelTrainBench(options: ModelTrainBenchOptions = {}): 
   log(`\npeak tracked memory of one training step (forward + backward + AdamW) on one sequence, limit ${fmtBytes(limit)}`);
   log('seqLen  fused activations  eager activations  eager/fused   fused ms   eager ms');
   for (const seqLen of memorySeqLens) {
-    const batch = packSequences([{ tokens: randomTokens(seqLen, base.vocab, r) }]);
-    const count = seqLen - 1;
-    const dLogProbs = Float32Array.from(batch.targets, (x) => (x >= 0 ? -1 / count : 0));
     const row: MemoryPoint[] = [];
     for (const impl of ['fused', 'eager'] as const) {
-      const before = memory.currentBytes();
-      memory.resetPeak();
-      const t0 = performance.now();
-      try {
-        memory.withLimit(limit, () => {
-          const f = memModel.forward(batch, { impl });
-          try {
-            f.backward({ dLogProbs });
-          } finally {
-            f.release();
-          }
-          memModel.store.adamwStep({ lr: 1e-5 });
-          memModel.store.zeroGrad();
-        });
-        const peak = memory.peakBytes();
-        row.push({ seqLen, impl, activationPeakBytes: peak - before, totalPeakBytes: peak, stepMs: performance.now() - t0 });
-      } catch (e) {
-        if (!(e instanceof OutOfMemoryError)) throw e;
-        row.push({ seqLen, impl, activationPeakBytes: null, totalPeakBytes: null, stepMs: null, error: `out of memory: ${e.message}` });
-      }
+      const stateBytes = memory.currentBytes();
+      const m = measureTrainStep(memModel, seqLen, impl, limit, r);
+      row.push({
+        seqLen,
+        impl,
+        activationPeakBytes: m.activationPeakBytes,
+        totalPeakBytes: m.activationPeakBytes === null ? null : m.activationPeakBytes + stateBytes,
+        stepMs: m.ms,
+        ...(m.error ? { error: `out of memory: ${m.error}` } : {}),
+      });
     }
     memoryPoints.push(...row);
     const [f, e] = row;
