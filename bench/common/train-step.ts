@@ -39,14 +39,18 @@ export function benchModelConfig(name: BenchModel, context: number, layers?: num
   return modelConfig(name, over);
 }
 
-/** Estimated GFLOP of one training step of `seqLen` tokens: 6·params·T for the matrices, plus attention (eager computes every score). */
+/**
+ * Estimated GFLOP of one training step of `seqLen` tokens: 6·(parameters − the embedding
+ * table, a lookup)·T for the matrices, plus 14·headDim per (query, key) pair and head for the
+ * attention (eager computes every score; fused only the visible ones).
+ */
 export function stepGflop(config: ModelConfig, parameters: number, seqLen: number, impl: 'fused' | 'eager'): number {
   let pairs = 0;
   for (let l = 0; l < config.layers; l++) {
     const w = impl === 'fused' && isSlidingLayer(config, l) ? config.window : 0;
     pairs += w > 0 ? seqLen * Math.min(w, seqLen) : impl === 'eager' ? seqLen * seqLen : (seqLen * (seqLen + 1)) / 2;
   }
-  return (6 * parameters * seqLen + 14 * config.headDim * config.heads * pairs) / 1e9;
+  return (6 * (parameters - config.vocab * config.width) * seqLen + 14 * config.headDim * config.heads * pairs) / 1e9;
 }
 
 /** The outcome of one measured training step. */
