@@ -6,6 +6,7 @@
 import { Command } from 'commander';
 
 import { backends, buildInfo, version } from '../native/index.js';
+import { registerBench } from './commands/bench.js';
 
 /** Builds the `sinkflex` program with every command registered. */
 export function buildProgram(): Command {
@@ -29,6 +30,7 @@ export function buildProgram(): Command {
         else console.log(`  ${b.device}   ${b.deviceName}, ${(b.totalMemory / 2 ** 30).toFixed(1)} GiB, sm_${b.computeCapability.replace('.', '')}`);
       }
     });
+  registerBench(program);
   return program;
 }
 
