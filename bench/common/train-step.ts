@@ -29,7 +29,8 @@ export const BENCH_MODELS: readonly BenchModel[] = ['tiny', 'small', 'gpt-oss'];
  * the parameters and AdamW state (150 M parameters, 2.4 GB) leave room for activations.
  */
 export function benchModelConfig(name: BenchModel, context: number, layers?: number): ModelConfig {
-  const over: Partial<ModelConfig> = { context };
+  // The context must hold the sliding window too (128 at most in these configs).
+  const over: Partial<ModelConfig> = { context: Math.max(context, 128) };
   if (layers !== undefined) over.layers = layers;
   if (name === 'gpt-oss') {
     return modelConfig('small', {
