@@ -70,15 +70,14 @@ export interface OpenAITurnLog {
 
 let conversationCounter = 0;
 
-/** Converts the agent loop's messages to the wire format (a model's own words restored). */
-function wireMessages(messages: readonly ChatMessage[], own: readonly ChatAssistantMessage[]): Record<string, unknown>[] {
-  let j = 0;
-  return messages.map((m) => {
+/** Converts the agent loop's messages to the wire format (the model's own replies restored by position). */
+function wireMessages(messages: readonly ChatMessage[], own: ReadonlyMap<number, ChatAssistantMessage>): Record<string, unknown>[] {
+  return messages.map((m, i) => {
     if (m.role !== 'assistant') return { ...m };
-    const mine = own[j++];
+    const mine = own.get(i);
     const out: Record<string, unknown> = { role: 'assistant', content: mine ? (mine.content ?? null) : (m.content ?? null) };
     const calls = m.tool_calls && m.tool_calls.length > 0 ? m.tool_calls : mine?.tool_calls;
-    if (calls && calls.length > 0) out.tool_calls = calls.map((c, i) => ({ id: c.id ?? `call_${j}_${i}`, type: 'function', function: { name: c.function.name, arguments: c.function.arguments } }));
+    if (calls && calls.length > 0) out.tool_calls = calls.map((c, k) => ({ id: c.id ?? `call_${i}_${k}`, type: 'function', function: { name: c.function.name, arguments: c.function.arguments } }));
     return out;
   });
 }
@@ -86,7 +85,7 @@ function wireMessages(messages: readonly ChatMessage[], own: readonly ChatAssist
 class OpenAIConversation implements ChatConversation {
   /** What each turn did. */
   readonly turns: OpenAITurnLog[] = [];
-  private readonly own: ChatAssistantMessage[] = [];
+  private readonly own = new Map<number, ChatAssistantMessage>();
   private readonly id: string;
   private closed = false;
 
@@ -123,7 +122,7 @@ class OpenAIConversation implements ChatConversation {
     const log: OpenAITurnLog = { baseURL: r.baseURL, attempts: r.attempts, ms: r.ms, finishReason: choice.finish_reason ?? null, ...tokenInfo(r.response) };
     if (reply.problem) log.problem = reply.problem;
     this.turns.push(log);
-    this.own.push(reply.message);
+    this.own.set(request.messages.length, reply.message);
     const turn: ChatTurn = { message: reply.message, finishReason: choice.finish_reason === 'length' ? 'length' : 'stop' };
     if (reply.rawText !== undefined) turn.rawText = reply.rawText;
     if (o.tokenIds === 'template') {

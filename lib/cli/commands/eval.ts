@@ -76,6 +76,10 @@ export interface EvalOptions {
   topP?: number;
   /** Reruns of aborted episodes. Default 1. */
   episodeRetries?: number;
+  /** The system prompt (default the environment's instructions + policy). */
+  systemPrompt?: string;
+  /** Render the tools section in the prompt (default true). */
+  renderTools?: boolean;
   /** Write trajectories (JSONL) here. */
   export?: string;
   /** Progress callback. */
@@ -157,6 +161,8 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
       limits: { maxTurns: o.maxTurns ?? 30, maxTokensPerTurn: o.maxTokensPerTurn ?? 512, maxContextTokens: maxContext },
       sampling: { temperature: o.temperature ?? 1, topP: o.topP ?? 1 },
       episodeRetries: o.episodeRetries ?? 1,
+      renderTools: o.renderTools ?? true,
+      ...(o.systemPrompt !== undefined ? { systemPrompt: () => o.systemPrompt as string } : {}),
       ...(o.onProgress ? { onProgress: o.onProgress } : {}),
     });
     const report: EvalReport = { ...result, policy: name, env: envId, tasks: taskIds.length, trials: o.trials ?? 1 };
@@ -240,6 +246,8 @@ export function registerEval(program: Command): void {
     .option('--temperature <t>', 'sampling temperature', num, 1)
     .option('--top-p <p>', 'nucleus mass', num, 1)
     .option('--episode-retries <n>', 'reruns of an aborted episode', num, 1)
+    .option('--system-prompt <text>', 'system prompt (default: the environment instructions and policy)')
+    .option('--no-tools-section', 'do not render the tools section in the prompt (the tools stay callable)')
     .option('--export <file>', 'write the trajectories as JSONL (OpenAI chat format)')
     .option('--json', 'print the report as JSON')
     .option('--no-progress', 'no progress bar')
@@ -276,6 +284,8 @@ export function registerEval(program: Command): void {
         topP: f.topP as number,
         episodeRetries: f.episodeRetries as number,
         export: f.export as string | undefined,
+        systemPrompt: f.systemPrompt as string | undefined,
+        renderTools: f.toolsSection !== false,
         ...(f.progress !== false && !f.json ? { onProgress: progressBar() } : {}),
       });
       if (f.json) {
