@@ -15,8 +15,8 @@ import type { TokenPolicy, TokenSession } from '../rollout/policy.js';
 import { mixSeed } from '../rollout/seeds.js';
 import { passHatK } from '../tau/evaluate.js';
 
-/** Options of {@link evaluatePolicy}. */
-export interface EvaluationOptions {
+/** Options of {@link evaluateAgent}. */
+export interface AgentEvaluationOptions {
   /** The policy. */
   policy: TokenPolicy;
   /** The chat template of the agent loop. */
@@ -49,8 +49,8 @@ export interface EvaluationOptions {
   onProgress?: (done: number, total: number) => void;
 }
 
-/** What {@link evaluatePolicy} measured. */
-export interface EvaluationResult {
+/** What {@link evaluateAgent} measured. */
+export interface AgentEvaluationResult {
   /** Every episode (task order, then trial), retries replaced. */
   episodes: EpisodeRecord[];
   /** Mean reward over all episodes (aborted ones count 0). */
@@ -99,7 +99,7 @@ class ProgressPolicy implements TokenPolicy {
 }
 
 /** Runs the evaluation (see the module description). */
-export async function evaluatePolicy(options: EvaluationOptions): Promise<EvaluationResult> {
+export async function evaluateAgent(options: AgentEvaluationOptions): Promise<AgentEvaluationResult> {
   const t0 = performance.now();
   const trials = options.trials ?? 1;
   if (!Number.isSafeInteger(trials) || trials < 1) throw new RangeError(`trials must be a positive integer, got ${String(options.trials)}`);

@@ -11,7 +11,7 @@ import { loadTauWorld, type TauTaskSource } from '../../gym/envs/tau-world.js';
 import { ChatTemplate, trainChatTokenizer } from '../../model/chat-template.js';
 import { loadBuiltinPolicy } from '../../openai/builtin.js';
 import { OpenAIChatClient, type RoutingPolicy } from '../../openai/client.js';
-import { evaluatePolicy, type EvaluationResult } from '../../openai/evaluate.js';
+import { evaluateAgent, type AgentEvaluationResult } from '../../openai/evaluate.js';
 import { writeTrajectories } from '../../openai/export.js';
 import { OpenAIChatPolicy } from '../../openai/policy.js';
 import { ChatTokenPolicy } from '../../rollout/chat-token-policy.js';
@@ -87,7 +87,7 @@ export interface EvalOptions {
 }
 
 /** What {@link runEval} returns: the evaluation plus what was run. */
-export interface EvalReport extends EvaluationResult {
+export interface EvalReport extends AgentEvaluationResult {
   /** The policy kind and model. */
   policy: string;
   /** The environment id. */
@@ -149,7 +149,7 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
     name = `openai ${o.model} @ ${client.baseURLs.join(', ')}${sessions ? ' (sessions)' : ''}`;
   } else throw new Error(`unknown policy ${String(o.policy)} (builtin or openai)`);
   try {
-    const result = await evaluatePolicy({
+    const result = await evaluateAgent({
       policy,
       template,
       env: () => createTauEnv({ world, user }),
