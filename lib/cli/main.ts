@@ -6,6 +6,8 @@
 import { Command } from 'commander';
 
 import { backends, buildInfo, version } from '../native/index.js';
+import { registerEval } from './commands/eval.js';
+import { registerServe } from './commands/serve.js';
 
 /** Builds the `sinkflex` program with every command registered. */
 export function buildProgram(): Command {
@@ -29,6 +31,8 @@ export function buildProgram(): Command {
         else console.log(`  ${b.device}   ${b.deviceName}, ${(b.totalMemory / 2 ** 30).toFixed(1)} GiB, sm_${b.computeCapability.replace('.', '')}`);
       }
     });
+  registerServe(program);
+  registerEval(program);
   return program;
 }
 
