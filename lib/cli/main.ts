@@ -7,6 +7,8 @@ import { Command } from 'commander';
 
 import { backends, buildInfo, version } from '../native/index.js';
 import { registerBench } from './commands/bench.js';
+import { registerEval } from './commands/eval.js';
+import { registerServe } from './commands/serve.js';
 
 /** Builds the `sinkflex` program with every command registered. */
 export function buildProgram(): Command {
@@ -31,6 +33,8 @@ export function buildProgram(): Command {
       }
     });
   registerBench(program);
+  registerServe(program);
+  registerEval(program);
   return program;
 }
 

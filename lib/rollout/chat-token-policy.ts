@@ -3,12 +3,15 @@
  * session decodes the tokens it is given back into the conversation (with the chat template),
  * asks the chat policy for the next assistant message, and returns that message's rendering
  * (`renderAssistantBody`, `<|end|>` included) as the sampled tokens, cut at the first stop
- * token and at `maxTokens`. No log-probs (the tokens were not sampled from a distribution).
+ * token and at `maxTokens`. No log-probs (the tokens were not sampled from a distribution),
+ * unless the reply is a {@link ChatTurn} carrying the server's own tokens and log-probs (a
+ * server sharing the template's tokenizer: token-in/token-out), which are used verbatim; a
+ * turn the server cut (`finishReason: 'length'`) stays cut.
  * @module
  */
 import type { ChatTemplate } from '../model/chat-template.js';
 import { ConversationDecoder, ConversationDecodeError } from './conversation-decoder.js';
-import type { ChatConversation, ChatPolicy, SessionContext, TokenPolicy, TokenSampleParams, TokenSampleResult, TokenSession } from './policy.js';
+import { isChatTurn, type ChatConversation, type ChatPolicy, type SessionContext, type TokenPolicy, type TokenSampleParams, type TokenSampleResult, type TokenSession } from './policy.js';
 
 /** Checks sampling parameters (shared by the policies of this package). */
 export function checkSampleParams(params: TokenSampleParams): void {
@@ -48,18 +51,39 @@ class ChatTokenSession implements TokenSession {
     if (!this.decoder.awaitingAssistant) throw new ConversationDecodeError('the context does not end with a generation prompt (<|start|>assistant)');
     this.busy = true;
     try {
-      const message = await this.conversation.respond({
+      const reply = await this.conversation.respond({
         messages: this.decoder.messages.slice(),
         tools: this.decoder.tools,
         params: { temperature: params.temperature, topP: params.topP, maxTokens: params.maxTokens, seed: params.seed },
       });
-      const body = this.template.renderAssistantBody(message);
+      const turn = isChatTurn(reply) ? reply : { message: reply };
+      let body: number[];
+      let logProbs: number[] | undefined;
+      if (turn.tokens !== undefined) {
+        const vocab = this.template.tokenizer.vocabSize;
+        body = Array.from(turn.tokens);
+        for (const t of body) if (!Number.isInteger(t) || t < 0 || t >= vocab) throw new RangeError(`the reply's token ${String(t)} is not in the template's vocabulary [0, ${vocab})`);
+        if (turn.logProbs !== undefined) {
+          if (turn.logProbs.length !== body.length) throw new RangeError(`the reply has ${turn.logProbs.length} log-probs for ${body.length} tokens`);
+          logProbs = Array.from(turn.logProbs);
+        }
+      } else if (turn.rawText !== undefined) {
+        // Text outside any section: the template cannot parse it, so the agent loop hands the text to the environment verbatim.
+        body = [...this.template.tokenizer.encode(turn.rawText), this.template.end];
+      } else body = this.template.renderAssistantBody(turn.message);
       let n = body.length;
       let finishReason: 'stop' | 'length' = 'stop';
+      if (turn.finishReason === 'length') {
+        finishReason = 'length';
+        if (turn.tokens === undefined && body[body.length - 1] === this.template.end) n--;
+      }
       if (params.stop && params.stop.length > 0) {
         const stop = new Set(params.stop);
         const at = body.findIndex((t) => stop.has(t));
-        if (at >= 0) n = at + 1;
+        if (at >= 0 && at < n) {
+          n = at + 1;
+          finishReason = 'stop';
+        }
       }
       if (n > params.maxTokens) {
         n = params.maxTokens;
@@ -67,7 +91,7 @@ class ChatTokenSession implements TokenSession {
       }
       const tokens = body.slice(0, n);
       this.decoder.push(tokens);
-      return { tokens, finishReason };
+      return logProbs ? { tokens, logProbs: logProbs.slice(0, n), finishReason } : { tokens, finishReason };
     } finally {
       this.busy = false;
     }

@@ -67,6 +67,10 @@ export class ConversationDecoder {
           if (id === t.end) this.finish(o);
         } else if (id === t.start) {
           throw new ConversationDecodeError(`<|start|> inside a message header at token ${this.consumed - 1}`);
+        } else if (t.tokenizer.decode(o.header) === 'assistant') {
+          // A generated turn that does not open a section (the template cannot parse it): its tokens are the body.
+          o.role = 'assistant';
+          o.body.push(id);
         } else o.header.push(id);
         continue;
       }

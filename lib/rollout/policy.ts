@@ -144,10 +144,39 @@ export interface ChatPolicyRequest {
   params: ChatSampleParams;
 }
 
+/**
+ * A richer reply of a message-level policy (e.g. an OpenAI-compatible server that returns
+ * token ids and log-probs): the message plus what the server said about how it was made.
+ */
+export interface ChatTurn {
+  /** The assistant message (what the conversation records). */
+  message: ChatAssistantMessage;
+  /** `length` when the server cut the reply at its token limit (the turn is then truncated). Default `stop`. */
+  finishReason?: FinishReason;
+  /**
+   * The reply's tokens in the chat template's vocabulary, verbatim as sampled (token-in/token-out
+   * with a server that shares the template's tokenizer): used instead of rendering `message`.
+   */
+  tokens?: readonly number[];
+  /** Log-probability of each of `tokens`. */
+  logProbs?: readonly number[];
+  /**
+   * The model's raw text when it could not be read as a message (e.g. a malformed
+   * `<tool_call>` block): the environment gets this text verbatim and answers a broken call
+   * with an `Error: …` tool message. Ignored when `tokens` are given.
+   */
+  rawText?: string;
+}
+
+/** Whether a reply of {@link ChatConversation.respond} is a {@link ChatTurn} (rather than a bare message). */
+export function isChatTurn(reply: ChatAssistantMessage | ChatTurn): reply is ChatTurn {
+  return reply !== null && typeof reply === 'object' && 'message' in reply && !('role' in reply);
+}
+
 /** One conversation of a message-level policy. */
 export interface ChatConversation {
-  /** The next assistant message. */
-  respond(request: ChatPolicyRequest): Promise<ChatAssistantMessage>;
+  /** The next assistant message (or a {@link ChatTurn} with the server's tokens and finish reason). */
+  respond(request: ChatPolicyRequest): Promise<ChatAssistantMessage | ChatTurn>;
   /** Releases the conversation. */
   close?(): void;
 }

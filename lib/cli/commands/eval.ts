@@ -1,0 +1,296 @@
+/**
+ * `sinkflex eval`: runs tau episodes with the built-in policy (a checkpoint, in process) or an
+ * OpenAI-compatible server, n trials per task, and reports mean reward and pass^k (a table, or
+ * `--json`), optionally exporting the trajectories as JSONL.
+ * @module
+ */
+import type { Command } from 'commander';
+
+import { createTauEnv } from '../../gym/envs/tau.js';
+import { loadTauWorld, type TauTaskSource } from '../../gym/envs/tau-world.js';
+import { ChatTemplate, trainChatTokenizer } from '../../model/chat-template.js';
+import { loadBuiltinPolicy } from '../../openai/builtin.js';
+import { OpenAIChatClient, type RoutingPolicy } from '../../openai/client.js';
+import { evaluateAgent, type AgentEvaluationResult } from '../../openai/evaluate.js';
+import { writeTrajectories } from '../../openai/export.js';
+import { OpenAIChatPolicy } from '../../openai/policy.js';
+import { ChatTokenPolicy } from '../../rollout/chat-token-policy.js';
+import { ModelPolicyAdapter } from '../../rollout/model-token-policy.js';
+import type { TokenPolicy } from '../../rollout/policy.js';
+
+/** Options of {@link runEval} (the CLI flags). */
+export interface EvalOptions {
+  /** `builtin` (a checkpoint in process) or `openai` (a server). */
+  policy: 'builtin' | 'openai';
+  /** Checkpoint file or run folder (builtin; with openai it gives the chat template of a `sinkflex serve` server). */
+  checkpoint?: string;
+  /** Base URLs of the servers (openai). */
+  baseURL?: string[];
+  /** Model name (openai). */
+  model?: string;
+  /** API key (openai). */
+  apiKey?: string;
+  /** Per-call timeout in ms. Default 60000. */
+  timeoutMs?: number;
+  /** Retries per call. Default 3. */
+  retries?: number;
+  /** First backoff in ms. Default 500. */
+  backoffMs?: number;
+  /** Requests in flight at most. Default 32. */
+  maxInFlight?: number;
+  /** Routing over base URLs. Default least-busy. */
+  routing?: RoutingPolicy;
+  /** Session continuation and token ids from the server: `auto` (on for a `sinkflex serve` server), `on`, `off`. Default auto. */
+  serverSessions?: 'auto' | 'on' | 'off';
+  /** User simulator. Default scripted. */
+  user?: 'scripted' | 'llm';
+  /** LLM user endpoint and model. */
+  userBaseURL?: string;
+  userModel?: string;
+  userApiKey?: string;
+  /** Environment id. Default `sinkflex/TauRetail-v0`. */
+  env?: string;
+  /** `generated` or a tau2 domain folder. Default generated. */
+  tasks?: string;
+  /** tau2 split. */
+  split?: string;
+  /** Generated tasks: how many (default 20) and their seed (default 0). */
+  taskCount?: number;
+  taskSeed?: number;
+  /** Evaluate only the first N tasks. */
+  limitTasks?: number;
+  /** Trials per task. Default 1. */
+  trials?: number;
+  /** pass^k values. Default 1..trials. */
+  k?: number[];
+  /** Seed. Default 0. */
+  seed?: number;
+  /** Episodes in flight. Default 4. */
+  concurrency?: number;
+  /** Episode limits. */
+  maxTurns?: number;
+  maxTokensPerTurn?: number;
+  maxContextTokens?: number;
+  /** Sampling. Default temperature 1, top-p 1. */
+  temperature?: number;
+  topP?: number;
+  /** Reruns of aborted episodes. Default 1. */
+  episodeRetries?: number;
+  /** The system prompt (default the environment's instructions + policy). */
+  systemPrompt?: string;
+  /** Render the tools section in the prompt (default true). */
+  renderTools?: boolean;
+  /** Write trajectories (JSONL) here. */
+  export?: string;
+  /** Progress callback. */
+  onProgress?: (done: number, total: number) => void;
+}
+
+/** What {@link runEval} returns: the evaluation plus what was run. */
+export interface EvalReport extends AgentEvaluationResult {
+  /** The policy kind and model. */
+  policy: string;
+  /** The environment id. */
+  env: string;
+  /** Tasks evaluated. */
+  tasks: number;
+  /** Trials per task. */
+  trials: number;
+  /** Lines written by `--export`. */
+  exported?: number;
+}
+
+/** Runs an evaluation as the CLI does. */
+export async function runEval(o: EvalOptions): Promise<EvalReport> {
+  const envId = o.env ?? 'sinkflex/TauRetail-v0';
+  const domain = envId === 'sinkflex/TauRetail-v0' ? 'retail' : envId === 'sinkflex/TauTelecom-v0' ? 'telecom' : null;
+  if (!domain) throw new Error(`unknown env ${envId} (sinkflex/TauRetail-v0 or sinkflex/TauTelecom-v0)`);
+  const source: TauTaskSource = !o.tasks || o.tasks === 'generated' ? { kind: 'generated', seed: o.taskSeed ?? 0, count: o.taskCount ?? 20 } : { kind: 'tau2', path: o.tasks, ...(o.split ? { split: o.split } : {}) };
+  const world = loadTauWorld(domain, source);
+  const taskIds = o.limitTasks !== undefined ? world.taskIds.slice(0, o.limitTasks) : world.taskIds;
+  const user = o.user === 'llm' ? { kind: 'llm' as const, baseURL: o.userBaseURL, model: o.userModel, apiKey: o.userApiKey, timeoutMs: o.timeoutMs } : { kind: 'scripted' as const };
+  if (o.user === 'llm' && !o.userModel) throw new Error('--user llm needs --user-model');
+  let policy: TokenPolicy;
+  let template: ChatTemplate;
+  let dispose = (): void => {};
+  let chat: OpenAIChatPolicy | null = null;
+  let name: string;
+  let maxContext = o.maxContextTokens;
+  if (o.policy === 'builtin') {
+    if (!o.checkpoint) throw new Error('--policy builtin needs --checkpoint');
+    const b = loadBuiltinPolicy(o.checkpoint);
+    policy = new ModelPolicyAdapter(b.policy);
+    template = b.template;
+    dispose = () => b.policy.dispose();
+    name = `builtin ${b.checkpoint}`;
+    maxContext ??= b.policy.contextLength;
+  } else if (o.policy === 'openai') {
+    if (!o.model) throw new Error('--policy openai needs --model');
+    const client = new OpenAIChatClient({ baseURL: o.baseURL && o.baseURL.length > 0 ? o.baseURL : undefined, model: o.model, apiKey: o.apiKey, timeoutMs: o.timeoutMs, retries: o.retries, backoffMs: o.backoffMs, concurrency: o.maxInFlight, routing: o.routing, seed: o.seed ?? 0 });
+    let sessions = o.serverSessions === 'on';
+    if ((o.serverSessions ?? 'auto') === 'auto') {
+      try {
+        sessions = (await client.listModels()).some((m) => m.id === o.model && m.owned_by === 'sinkflex');
+      } catch {
+        sessions = false;
+      }
+    }
+    if (o.checkpoint) {
+      const b = loadBuiltinPolicy(o.checkpoint);
+      template = b.template;
+      maxContext ??= b.policy.contextLength;
+      b.policy.dispose();
+    } else {
+      template = new ChatTemplate(trainChatTokenizer(' ', { vocabSize: 262 }));
+      maxContext ??= 1 << 20;
+    }
+    chat = new OpenAIChatPolicy({ client, sessions, tokenIds: sessions && o.checkpoint ? 'template' : 'none', logprobs: sessions });
+    policy = new ChatTokenPolicy(chat, template);
+    name = `openai ${o.model} @ ${client.baseURLs.join(', ')}${sessions ? ' (sessions)' : ''}`;
+  } else throw new Error(`unknown policy ${String(o.policy)} (builtin or openai)`);
+  try {
+    const result = await evaluateAgent({
+      policy,
+      template,
+      env: () => createTauEnv({ world, user }),
+      taskIds,
+      trials: o.trials ?? 1,
+      ...(o.k ? { k: o.k } : {}),
+      seed: o.seed ?? 0,
+      concurrency: o.concurrency ?? 4,
+      limits: { maxTurns: o.maxTurns ?? 30, maxTokensPerTurn: o.maxTokensPerTurn ?? 512, maxContextTokens: maxContext },
+      sampling: { temperature: o.temperature ?? 1, topP: o.topP ?? 1 },
+      episodeRetries: o.episodeRetries ?? 1,
+      renderTools: o.renderTools ?? true,
+      ...(o.systemPrompt !== undefined ? { systemPrompt: () => o.systemPrompt as string } : {}),
+      ...(o.onProgress ? { onProgress: o.onProgress } : {}),
+    });
+    const report: EvalReport = { ...result, policy: name, env: envId, tasks: taskIds.length, trials: o.trials ?? 1 };
+    if (o.export) report.exported = writeTrajectories(o.export, result.episodes, chat ? { turnLog: (r) => chat?.takeTurnLog(r.taskId, r.seed) } : {});
+    return report;
+  } finally {
+    dispose();
+  }
+}
+
+/** The report as a text table. */
+export function formatEvalReport(r: EvalReport): string {
+  const rows: [string, string][] = [
+    ['policy', r.policy],
+    ['env', r.env],
+    ['tasks x trials', `${r.tasks} x ${r.trials} = ${r.episodes.length} episodes`],
+    ['mean reward', r.meanReward.toFixed(4)],
+    ['success rate', r.successRate.toFixed(4)],
+    ...Object.entries(r.passK).map(([k, v]): [string, string] => [`pass^${k}`, v.toFixed(4)]),
+    ['aborted', `${r.aborted} (${r.retried} reruns)`],
+    ['terminations', Object.entries(r.terminations).map(([k, v]) => `${k} ${v}`).join(', ')],
+    ['time', `${r.seconds.toFixed(1)} s`],
+  ];
+  if (r.exported !== undefined) rows.push(['exported', `${r.exported} trajectories`]);
+  const w = Math.max(...rows.map(([k]) => k.length));
+  return rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n');
+}
+
+/** A one-line progress bar on stderr (redrawn on a TTY, every 10% otherwise). */
+export function progressBar(stream: NodeJS.WriteStream = process.stderr): (done: number, total: number) => void {
+  let lastPct = -1;
+  return (done, total) => {
+    const pct = Math.floor((100 * done) / total);
+    const bar = '#'.repeat(Math.round((30 * done) / total)).padEnd(30, '.');
+    if (stream.isTTY) stream.write(`\r[${bar}] ${done}/${total} episodes${done === total ? '\n' : ''}`);
+    else if (pct >= lastPct + 10 || done === total) {
+      lastPct = pct;
+      stream.write(`[${bar}] ${done}/${total} episodes\n`);
+    }
+  };
+}
+
+function num(v: string): number {
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new Error(`expected a number, got ${v}`);
+  return n;
+}
+
+/** Registers `eval`. */
+export function registerEval(program: Command): void {
+  program
+    .command('eval')
+    .description('evaluate a policy (built-in checkpoint or OpenAI-compatible server) on tau tasks: mean reward and pass^k')
+    .option('--policy <kind>', 'builtin | openai', 'builtin')
+    .option('--checkpoint <path>', 'checkpoint file or run folder (builtin; with openai: the chat template of a sinkflex serve server)')
+    .option('--base-url <url>', 'OpenAI-compatible base URL (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .option('--model <name>', 'model name (openai)')
+    .option('--api-key <key>', 'API key (default env OPENAI_API_KEY)')
+    .option('--timeout-ms <ms>', 'per-call timeout', num, 60000)
+    .option('--retries <n>', 'retries per call', num, 3)
+    .option('--max-in-flight <n>', 'requests in flight at most', num, 32)
+    .option('--routing <policy>', 'round-robin | least-busy', 'least-busy')
+    .option('--server-sessions <mode>', 'auto | on | off (sinkflex serve session continuation)', 'auto')
+    .option('--user <kind>', 'scripted | llm', 'scripted')
+    .option('--user-base-url <url>', 'LLM user endpoint')
+    .option('--user-model <name>', 'LLM user model')
+    .option('--user-api-key <key>', 'LLM user API key')
+    .option('--env <id>', 'sinkflex/TauRetail-v0 | sinkflex/TauTelecom-v0', 'sinkflex/TauRetail-v0')
+    .option('--tasks <source>', "'generated' or a tau2 domain folder", 'generated')
+    .option('--split <name>', 'tau2 task split')
+    .option('--task-count <n>', 'generated tasks', num, 20)
+    .option('--task-seed <n>', 'seed of the generated tasks', num, 0)
+    .option('--limit-tasks <n>', 'evaluate only the first n tasks', num)
+    .option('--trials <n>', 'trials per task', num, 1)
+    .option('--k <list>', 'pass^k values, comma-separated (default 1..trials)')
+    .option('--seed <n>', 'seed', num, 0)
+    .option('--concurrency <n>', 'episodes in flight', num, 4)
+    .option('--max-turns <n>', 'assistant turns per episode', num, 30)
+    .option('--max-tokens-per-turn <n>', 'tokens per assistant turn', num, 512)
+    .option('--max-context <n>', 'tokens per episode')
+    .option('--temperature <t>', 'sampling temperature', num, 1)
+    .option('--top-p <p>', 'nucleus mass', num, 1)
+    .option('--episode-retries <n>', 'reruns of an aborted episode', num, 1)
+    .option('--system-prompt <text>', 'system prompt (default: the environment instructions and policy)')
+    .option('--no-tools-section', 'do not render the tools section in the prompt (the tools stay callable)')
+    .option('--export <file>', 'write the trajectories as JSONL (OpenAI chat format)')
+    .option('--json', 'print the report as JSON')
+    .option('--no-progress', 'no progress bar')
+    .action(async (f: Record<string, unknown>) => {
+      const report = await runEval({
+        policy: f.policy as 'builtin' | 'openai',
+        checkpoint: f.checkpoint as string | undefined,
+        baseURL: f.baseUrl as string[],
+        model: f.model as string | undefined,
+        apiKey: f.apiKey as string | undefined,
+        timeoutMs: f.timeoutMs as number,
+        retries: f.retries as number,
+        maxInFlight: f.maxInFlight as number,
+        routing: f.routing as RoutingPolicy,
+        serverSessions: f.serverSessions as 'auto' | 'on' | 'off',
+        user: f.user as 'scripted' | 'llm',
+        userBaseURL: f.userBaseUrl as string | undefined,
+        userModel: f.userModel as string | undefined,
+        userApiKey: f.userApiKey as string | undefined,
+        env: f.env as string,
+        tasks: f.tasks as string,
+        split: f.split as string | undefined,
+        taskCount: f.taskCount as number,
+        taskSeed: f.taskSeed as number,
+        limitTasks: f.limitTasks as number | undefined,
+        trials: f.trials as number,
+        k: typeof f.k === 'string' ? f.k.split(',').map(num) : undefined,
+        seed: f.seed as number,
+        concurrency: f.concurrency as number,
+        maxTurns: f.maxTurns as number,
+        maxTokensPerTurn: f.maxTokensPerTurn as number,
+        maxContextTokens: f.maxContext !== undefined ? num(f.maxContext as string) : undefined,
+        temperature: f.temperature as number,
+        topP: f.topP as number,
+        episodeRetries: f.episodeRetries as number,
+        export: f.export as string | undefined,
+        systemPrompt: f.systemPrompt as string | undefined,
+        renderTools: f.toolsSection !== false,
+        ...(f.progress !== false && !f.json ? { onProgress: progressBar() } : {}),
+      });
+      if (f.json) {
+        const { episodes, ...rest } = report;
+        console.log(JSON.stringify({ ...rest, episodes: episodes.map((e) => ({ task_id: e.taskId, trial: e.sampleIndex, seed: e.seed, reward: e.reward, termination: e.termination, turns: e.numTurns, aborted: e.aborted, error: e.error })) }, null, 2));
+      } else console.log(formatEvalReport(report));
+    });
+}

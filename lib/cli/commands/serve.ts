@@ -1,0 +1,84 @@
+/**
+ * `sinkflex serve --checkpoint <run-or-checkpoint>`: the built-in policy over an
+ * OpenAI-compatible HTTP API (see lib/openai/server.ts).
+ * @module
+ */
+import type { Command } from 'commander';
+
+import { loadBuiltinPolicy } from '../../openai/builtin.js';
+import { startChatServer, type ChatServer } from '../../openai/server.js';
+
+/** Options of {@link serve}. */
+export interface ServeOptions {
+  /** Checkpoint file or run folder. */
+  checkpoint: string;
+  /** Host. Default 127.0.0.1. */
+  host?: string;
+  /** Port. Default 8000. */
+  port?: number;
+  /** Model name. Default `sinkflex`. */
+  modelName?: string;
+  /** Required API key, when set. */
+  apiKey?: string;
+  /** Default max tokens per reply. */
+  maxTokens?: number;
+  /** Log each request to stderr. */
+  log?: boolean;
+}
+
+/** Loads the checkpoint and starts the server (the caller closes it; closing also frees the policy). */
+export async function serve(options: ServeOptions): Promise<ChatServer & { checkpoint: string }> {
+  const b = loadBuiltinPolicy(options.checkpoint);
+  try {
+    const server = await startChatServer({
+      policy: b.policy,
+      template: b.template,
+      host: options.host,
+      port: options.port,
+      modelName: options.modelName,
+      apiKey: options.apiKey,
+      ...(options.maxTokens !== undefined ? { defaultMaxTokens: options.maxTokens } : {}),
+      ...(options.log ? { onRequest: (i) => process.stderr.write(`${new Date().toISOString()} ${i.status} ${i.ms.toFixed(0)} ms prompt ${i.promptTokens} completion ${i.completionTokens}${i.continued ? ' (session)' : ''}\n`) } : {}),
+    });
+    return {
+      ...server,
+      checkpoint: b.checkpoint,
+      close: async () => {
+        await server.close();
+        b.policy.dispose();
+      },
+    };
+  } catch (e) {
+    b.policy.dispose();
+    throw e;
+  }
+}
+
+function int(v: string): number {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`expected a non-negative integer, got ${v}`);
+  return n;
+}
+
+/** Registers `serve`. */
+export function registerServe(program: Command): void {
+  program
+    .command('serve')
+    .description('serve the built-in policy over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions)')
+    .requiredOption('--checkpoint <path>', 'checkpoint file (.safetensors) or run folder (its newest checkpoint)')
+    .option('--host <host>', 'host to listen on', '127.0.0.1')
+    .option('--port <port>', 'port (0: any free one)', int, 8000)
+    .option('--model-name <name>', 'the model name clients ask for', 'sinkflex')
+    .option('--api-key <key>', 'require this bearer token')
+    .option('--max-tokens <n>', 'default max tokens per reply', int)
+    .option('--quiet', 'do not log requests')
+    .action(async (o: { checkpoint: string; host: string; port: number; modelName: string; apiKey?: string; maxTokens?: number; quiet?: boolean }) => {
+      const s = await serve({ checkpoint: o.checkpoint, host: o.host, port: o.port, modelName: o.modelName, apiKey: o.apiKey, maxTokens: o.maxTokens, log: !o.quiet });
+      console.log(`serving ${s.checkpoint} as '${o.modelName}' at ${s.baseURL}`);
+      const stop = (): void => {
+        void s.close().then(() => process.exit(0));
+      };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+}

@@ -1,0 +1,175 @@
+/**
+ * {@link ChatEngine}: what `sinkflex serve` runs behind the HTTP API — chat-completion requests
+ * over a model-level token policy (the built-in transformer) and its chat template.
+ *
+ * A request without `session_id` is stateless: the conversation is rendered from scratch into
+ * a fresh session seeded with the request's `seed`. With `session_id` the engine keeps the
+ * conversation's session (its KV cache and random stream, with the sampled tokens verbatim) and
+ * continues it when the next request extends it: same seed and tools, the same non-assistant
+ * messages so far, one assistant message per reply it gave, and only new non-assistant
+ * messages after them. Those are rendered one by one (plus the generation prompt) and appended
+ * — exactly what the in-process agent loop does, so a client that sends the episode seed and a
+ * session id gets the same tokens as the in-process policy. Anything else starts the
+ * conversation afresh. Sessions are kept up to `maxSessions` (least recently used evicted) and
+ * `sessionTtlMs`.
+ * @module
+ */
+import type { ChatMessage, ChatTemplate } from '../model/chat-template.js';
+import type { PolicySession, TokenPolicy as ModelTokenPolicy } from '../model/policy.js';
+import { RequestError, type ChatRequest } from './server-request.js';
+
+/** Options of {@link ChatEngine}. */
+export interface ChatEngineOptions {
+  /** `max_tokens` when a request gives none. Default 1024. */
+  defaultMaxTokens?: number;
+  /** Conversations kept for `session_id` continuation. Default 256. */
+  maxSessions?: number;
+  /** A kept conversation idle this long (ms) is dropped. Default 600000. */
+  sessionTtlMs?: number;
+}
+
+/** The result of one completion. */
+export interface EngineResult {
+  /** The sampled tokens (the end token included when the reply ended). */
+  tokens: number[];
+  /** Their log-probs. */
+  logProbs: number[];
+  /** `stop`, or `length` (max tokens, or the context is full). */
+  finishReason: 'stop' | 'length';
+  /** The whole context before sampling (prompt tokens). */
+  promptTokens: number[];
+  /** Whether a kept conversation was continued. */
+  continued: boolean;
+}
+
+interface Conversation {
+  session: PolicySession;
+  seed: number | undefined;
+  tools: string;
+  fingerprints: string[];
+  context: number[];
+  busy: boolean;
+  lastUsed: number;
+}
+
+function fingerprint(m: ChatMessage): string {
+  return m.role === 'assistant' ? 'assistant' : JSON.stringify([m.role, m.content]);
+}
+
+/** The engine (see the module description). */
+export class ChatEngine {
+  private readonly conversations = new Map<string, Conversation>();
+  private readonly defaultMaxTokens: number;
+  private readonly maxSessions: number;
+  private readonly ttl: number;
+  private closed = false;
+  /** Counters: requests, continued conversations, fresh ones. */
+  readonly stats = { requests: 0, continued: 0, fresh: 0, evicted: 0 };
+
+  /** @param policy - the model-level policy. @param template - its chat template. @param options - limits. */
+  constructor(
+    readonly policy: ModelTokenPolicy,
+    readonly template: ChatTemplate,
+    options: ChatEngineOptions = {},
+  ) {
+    this.defaultMaxTokens = options.defaultMaxTokens ?? 1024;
+    this.maxSessions = options.maxSessions ?? 256;
+    this.ttl = options.sessionTtlMs ?? 600000;
+    if (!Number.isSafeInteger(this.defaultMaxTokens) || this.defaultMaxTokens < 1) throw new RangeError('options.defaultMaxTokens must be a positive integer');
+    if (!Number.isSafeInteger(this.maxSessions) || this.maxSessions < 0) throw new RangeError('options.maxSessions must be an integer >= 0');
+    if (!(this.ttl > 0)) throw new RangeError('options.sessionTtlMs must be positive');
+  }
+
+  /** Conversations kept now. */
+  get sessions(): number {
+    return this.conversations.size;
+  }
+
+  private drop(id: string): void {
+    const c = this.conversations.get(id);
+    if (!c) return;
+    this.conversations.delete(id);
+    c.session.dispose();
+  }
+
+  private sweep(now: number): void {
+    for (const [id, c] of this.conversations) if (!c.busy && now - c.lastUsed > this.ttl) this.drop(id);
+    while (this.conversations.size > this.maxSessions) {
+      let oldest: string | null = null;
+      let t = Infinity;
+      for (const [id, c] of this.conversations) if (!c.busy && c.lastUsed < t) [oldest, t] = [id, c.lastUsed];
+      if (oldest === null) break;
+      this.drop(oldest);
+      this.stats.evicted++;
+    }
+  }
+
+  private continuation(conv: Conversation | undefined, req: ChatRequest, tools: string): ChatMessage[] | null {
+    if (!conv || conv.busy || conv.seed !== req.seed || conv.tools !== tools) return null;
+    const n = conv.fingerprints.length;
+    if (req.messages.length <= n) return null;
+    for (let i = 0; i < n; i++) if (fingerprint(req.messages[i]) !== conv.fingerprints[i]) return null;
+    const delta = req.messages.slice(n);
+    return delta.some((m) => m.role === 'assistant') ? null : delta;
+  }
+
+  /** Runs one completion (throws {@link RequestError} for a prompt that does not fit). */
+  async complete(req: ChatRequest): Promise<EngineResult> {
+    if (this.closed) throw new RequestError(503, 'the server is shutting down');
+    this.stats.requests++;
+    const now = Date.now();
+    this.sweep(now);
+    const tools = JSON.stringify(req.tools);
+    const id = req.sessionId;
+    const kept = id !== undefined ? this.conversations.get(id) : undefined;
+    const delta = this.continuation(kept, req, tools);
+    let conv: Conversation;
+    let append: number[];
+    if (kept && delta) {
+      conv = kept;
+      append = [];
+      for (const m of delta) append.push(...this.template.renderMessage(m));
+      append.push(...this.template.generationPrompt());
+      this.stats.continued++;
+    } else {
+      if (id !== undefined && kept && !kept.busy) this.drop(id);
+      append = this.template.render(req.messages, { tools: req.tools, addGenerationPrompt: true });
+      conv = { session: this.policy.createSession(req.seed !== undefined ? { seed: req.seed } : {}), seed: req.seed, tools, fingerprints: [], context: [], busy: false, lastUsed: now };
+      this.stats.fresh++;
+    }
+    const room = this.policy.contextLength - conv.context.length - append.length;
+    if (room < 1) {
+      if (conv !== kept) conv.session.dispose();
+      throw new RequestError(400, `the conversation needs ${conv.context.length + append.length} tokens; the model's context is ${this.policy.contextLength}`, 'messages', 'context_length_exceeded');
+    }
+    const maxTokens = Math.min(req.maxTokens ?? this.defaultMaxTokens, room);
+    conv.busy = true;
+    const ownedHere = conv !== kept;
+    try {
+      conv.session.append(append);
+      const r = await conv.session.sample({ maxTokens, temperature: req.temperature, topP: req.topP, stop: this.template.stopTokens });
+      const tokens = Array.from(r.tokens);
+      const promptTokens = [...conv.context, ...append];
+      conv.context = [...promptTokens, ...tokens];
+      conv.fingerprints = [...req.messages.map(fingerprint), 'assistant'];
+      conv.lastUsed = Date.now();
+      conv.busy = false;
+      if (id !== undefined && !this.closed && r.finishReason === 'stop') this.conversations.set(id, conv);
+      else {
+        if (id !== undefined) this.conversations.delete(id);
+        conv.session.dispose();
+      }
+      return { tokens, logProbs: Array.from(r.logProbs), finishReason: r.finishReason === 'stop' ? 'stop' : 'length', promptTokens, continued: !ownedHere };
+    } catch (e) {
+      if (id !== undefined && this.conversations.get(id) === conv) this.conversations.delete(id);
+      conv.session.dispose();
+      throw e;
+    }
+  }
+
+  /** Frees every kept conversation; further requests are refused. */
+  close(): void {
+    this.closed = true;
+    for (const id of [...this.conversations.keys()]) this.drop(id);
+  }
+}

@@ -1,0 +1,15 @@
+/**
+ * Real LLMs: an OpenAI-compatible chat client and agent policy, the built-in policy served
+ * over an OpenAI-compatible HTTP API, a small evaluation over the agent loop, and trajectory
+ * export in OpenAI chat format.
+ * @module
+ */
+export * from './client.js';
+export * from './tool-calls.js';
+export * from './policy.js';
+export * from './server-request.js';
+export * from './chat-engine.js';
+export * from './server.js';
+export * from './export.js';
+export * from './evaluate.js';
+export * from './builtin.js';
