@@ -491,6 +491,14 @@ Napi::Value AdamWUpdateJs(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+/** ['cpu'], plus 'cuda' when this build has the CUDA model kernels and a GPU is usable. */
+Napi::Value ModelOpsDevicesJs(const Napi::CallbackInfo& info) {
+  Napi::Array list = Napi::Array::New(info.Env());
+  list.Set(0u, "cpu");
+  if (GetCudaOps() != nullptr && !CudaDevices().empty()) list.Set(1u, "cuda");
+  return list;
+}
+
 Napi::Value SumSquaresJs(const Napi::CallbackInfo& info) {
   const Napi::Float32Array x = RequireF32(info[0], "x");
   const auto n = static_cast<std::int64_t>(x.ElementLength());
@@ -586,6 +594,7 @@ void RegisterModel(Napi::Env env, Napi::Object exports) {
   Export(env, exports, "crossEntropyBackward", CrossEntropyBackwardJs);
   Export(env, exports, "adamwUpdate", AdamWUpdateJs);
   Export(env, exports, "sumSquares", SumSquaresJs);
+  Export(env, exports, "modelOpsDevices", ModelOpsDevicesJs);
   Export(env, exports, "modelParamLayout", ParamLayoutJs);
   RegisterParamStore(env, exports);
 }
