@@ -24,9 +24,6 @@ FloatIn ReadFloatIn(const Napi::Value& v, const std::string& name, std::size_t c
     }
     return in;
   }
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
-    throw Napi::TypeError::New(v.Env(), name + " must be a Float32Array or a DeviceTensor");
-  }
   const Napi::Float32Array a = any ? RequireF32(v, name) : RequireF32(v, name, count);
   in.host = a.Data();
   in.count = a.ElementLength();
