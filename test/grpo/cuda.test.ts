@@ -14,7 +14,9 @@ import {
   computeAdvantagesAsync,
   cudaAvailable,
   isDeviceTensor,
+  isOutOfMemoryError,
   loadAddon,
+  memory,
   policyLoss,
   policyLossAsync,
   toDevice,
@@ -314,4 +316,35 @@ t.test('CUDA policy loss against the CPU kernel and the float64 reference', { sk
   const dT = toTensors(badEnt, 'cuda');
   t.throws(() => policyLoss(dT, shape, { entropyCoef: 0.1 }), { name: 'RangeError', message: /entropy\[0, 5\] is NaN/ });
   disposeAll(dT);
+});
+
+t.test('CUDA GRPO: device memory is freed, out of memory is catchable, mixed devices are refused', { skip: noGpu }, async (t) => {
+  const inp = lossInputs(21, 6, 500, { ref: true });
+  const shape = { batch: 6, responseLen: 500 };
+  const { rewards, ids } = groupedRewards(22, 7, 5);
+  const base = memory.currentBytes('cuda');
+  policyLoss(inp, shape, { device: 'cuda' });
+  computeAdvantages(rewards, ids, { device: 'cuda' });
+  broadcastAdvantages(inp.advantages, inp.responseMask, 6, 500, { device: 'cuda' });
+  t.equal(memory.currentBytes('cuda'), base, 'Float32Array calls leave no device memory behind');
+  let caught: unknown;
+  try {
+    memory.withLimit(base + 4096, () => policyLoss(inp, shape, { device: 'cuda' }), 'cuda');
+  } catch (e) {
+    caught = e;
+  }
+  t.ok(isOutOfMemoryError(caught), 'past the tracked device limit: OutOfMemoryError');
+  t.equal(memory.currentBytes('cuda'), base, 'nothing leaked after the out-of-memory error');
+  const onGpu = toDevice(inp.logProbs, [6, 500], { device: 'cuda' });
+  const onCpu = toDevice(inp.oldLogProbs, [6, 500], { device: 'cpu' });
+  t.throws(() => policyLoss<GrpoFloats>({ ...inp, logProbs: onGpu, oldLogProbs: onCpu }, shape), {
+    name: 'RangeError',
+    message: /the DeviceTensor arguments are on different devices \(cuda:0 and cpu\)/,
+  });
+  t.throws(() => policyLoss<GrpoFloats>({ ...inp, logProbs: onGpu }, shape, { device: 'cpu' }), {
+    name: 'RangeError',
+    message: /opts.device is cpu but the DeviceTensor arguments are on cuda:0/,
+  });
+  onGpu.dispose();
+  onCpu.dispose();
 });
