@@ -52,17 +52,22 @@ function grad(given: Float32Array | null | undefined, n: number): Float32Array |
 
 /** `c = alpha * op(a) * op(b) + beta * c` in place (see {@link GemmArgs}); blocked, vectorised, multi-threaded. */
 export function gemm(args: GemmArgs & OpDevice): void {
-  modelAddon().gemm({ ...args, device: modelOpsDevice(args.device) });
+  modelAddon().gemm(isObject(args) ? { ...args, device: modelOpsDevice(args.device) } : args);
+}
+
+/** Options objects get a resolved `device`; anything else reaches the addon as is (its TypeError). */
+function isObject(x: unknown): x is object {
+  return typeof x === 'object' && x !== null;
 }
 
 /** Like {@link gemm}, off the main thread; resolves when `c` is written, rejects on bad arguments. */
 export async function gemmAsync(args: GemmArgs): Promise<void> {
-  await modelAddon().gemmAsync({ ...args, device: undefined });
+  await modelAddon().gemmAsync(isObject(args) ? { ...args, device: undefined } : args);
 }
 
 /** The same contract computed by a plain scalar triple loop (benchmark baseline). */
 export function gemmNaive(args: GemmArgs): void {
-  modelAddon().gemmNaive({ ...args, device: undefined });
+  modelAddon().gemmNaive(isObject(args) ? { ...args, device: undefined } : args);
 }
 
 /** Options of {@link matmul}. */
