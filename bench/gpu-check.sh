@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU check, sized for about 5 minutes on a machine with an NVIDIA GPU (e.g. one H200 with
 # PyTorch and 16 cores): build the CUDA addon for this GPU's architecture, run the GPU tests
-# (every CUDA function against the CPU kernels), run the GPU attention benchmark at the
+# (every CUDA function against the CPU kernels: attention, GRPO, model ops), print the GPU
+# timings of the GRPO kernels and of one model-op training step, run the GPU attention benchmark at the
 # gpt-oss-20b layer shape (eager vs fused peak memory and time, PyTorch FlexAttention/SDPA when
 # `python3 -c 'import torch'` works) and print its Markdown table. Results and logs go to $OUT
 # when it is set (else bench/results/). Without a GPU it says so and exits 0.
@@ -47,16 +48,17 @@ fi
 
 "$node" -e "
 import('./dist/lib/index.js').then((m) => {
-  const i = m.attentionInfo(), st = m.loadAddon().cudaStatus();
+  const i = m.attentionInfo(), st = m.loadAddon().cudaStatus(), a = m.loadAddon();
   console.log('gpu-check: addon', m.buildInfo().version, 'cudaCompiled', m.buildInfo().cudaCompiled, 'cudaKernels', i.cudaKernels,
-    'devices', st.devices, st.reason);
+    'grpo', a.grpoDevices().join('/'), 'model ops', a.modelOpsDevices().join('/'), 'devices', st.devices, st.reason);
   if (!i.cudaKernels || st.devices < 1) process.exit(3);
 });" || { say "the addon sees no usable GPU (see the line above)"; exit 1; }
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   say "GPU tests"
   t0=$(date +%s)
-  if npx tap --disable-coverage -R tap test/attention/cuda.test.ts test/native/device-tensor.test.ts >"$out/gpu-tests.log" 2>&1; then
+  if npx tap --disable-coverage -R tap test/attention/cuda.test.ts test/native/device-tensor.test.ts \
+    test/grpo/cuda.test.ts test/model/cuda-ops.test.ts >"$out/gpu-tests.log" 2>&1; then
     say "GPU tests passed in $(( $(date +%s) - t0 )) s: $(grep -E '^# \{' "$out/gpu-tests.log" | tail -1)"
   else
     status=1
@@ -64,6 +66,9 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     grep -E "not ok|^# \{" "$out/gpu-tests.log" | head -40
   fi
 fi
+
+say "GPU timings of the GRPO kernels and a model-op step (CPU side by side)"
+timeout 90 "$node" dist/bench/gpu-kernels.js --json "$out/gpu-kernels.json" 2>&1 | tee "$out/gpu-kernels.log" || status=1
 
 say "GPU attention benchmark"
 "$node" dist/bench/attention-gpu.js --seqs "${SEQS:-1024,2048,4096,8192,16384,32768}" --budget "${BUDGET:-90}" \

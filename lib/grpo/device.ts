@@ -1,4 +1,5 @@
 import { resolveDevice, type DeviceRequest } from '../native/device.js';
+import { isDeviceTensor } from '../native/device-tensor.js';
 import { DeviceUnavailableError } from '../native/errors.js';
 import { grpoAddon, type GrpoNativeDevice } from './native.js';
 
@@ -15,6 +16,18 @@ export function grpoDevice(request?: DeviceRequest): GrpoNativeDevice {
     return 'cpu';
   }
   return device;
+}
+
+/**
+ * The device of a call with these float inputs: when one of them is a DeviceTensor the call runs
+ * on the tensors' device (absent result), unless `request` names one explicitly ('cpu', 'cuda'),
+ * which must then match (the addon throws RangeError otherwise); else {@link grpoDevice}.
+ */
+export function grpoCallDevice(inputs: readonly unknown[], request?: DeviceRequest): GrpoNativeDevice | undefined {
+  if (inputs.some((x) => x !== undefined && isDeviceTensor(x))) {
+    return request === undefined || request === 'auto' ? undefined : request;
+  }
+  return grpoDevice(request);
 }
 
 /** Throws a RangeError for keys of `opts` outside `allowed` (catches misspelt options). */

@@ -24,3 +24,4 @@ export {
   type PolicyLossShape,
 } from './policy-loss.js';
 export { grpoDevice } from './device.js';
+export type { GrpoFloats } from './native.js';

@@ -4,34 +4,40 @@
  * device); the addon checks types and values again and throws TypeError/RangeError.
  */
 import type { CoreAddon } from '../native/addon-types.js';
+import type { DeviceTensor } from '../native/device-tensor.js';
 import { loadAddon } from '../native/loader.js';
 
+/** A float input of a GRPO kernel: host memory, or a float32 DeviceTensor (the call then runs on its device). */
+export type GrpoFloats = Float32Array | DeviceTensor;
+
 /** A concrete device a GRPO kernel runs on. */
-export type GrpoNativeDevice = 'cpu' | 'cuda';
+export type GrpoNativeDevice = 'cpu' | 'cuda' | `cuda:${number}`;
 
 /** Options of `grpoAdvantages` as the addon reads them. */
 export interface NativeAdvantageOptions {
   estimator?: string;
   normByStd?: boolean;
   eps?: number;
-  device: GrpoNativeDevice;
+  /** Absent: the DeviceTensor inputs' device. */
+  device?: GrpoNativeDevice;
   out?: Float32Array;
 }
 
 /** Options of `grpoBroadcast`. */
 export interface NativeBroadcastOptions {
-  device: GrpoNativeDevice;
+  /** Absent: the DeviceTensor inputs' device. */
+  device?: GrpoNativeDevice;
   out?: Float32Array;
 }
 
 /** Token inputs of `grpoPolicyLoss`. */
 export interface NativePolicyLossInputs {
-  logProbs: Float32Array;
-  oldLogProbs: Float32Array;
-  advantages: Float32Array;
-  responseMask: Float32Array;
-  refLogProbs?: Float32Array;
-  entropy?: Float32Array;
+  logProbs: GrpoFloats;
+  oldLogProbs: GrpoFloats;
+  advantages: GrpoFloats;
+  responseMask: GrpoFloats;
+  refLogProbs?: GrpoFloats;
+  entropy?: GrpoFloats;
 }
 
 /** Options of `grpoPolicyLoss`. */
@@ -46,31 +52,32 @@ export interface NativePolicyLossOptions {
   lossScale?: number;
   globalTokenCount?: number;
   globalSeqCount?: number;
-  device: GrpoNativeDevice;
+  /** Absent: the DeviceTensor inputs' device. */
+  device?: GrpoNativeDevice;
   out?: Float32Array;
 }
 
 /** What `grpoPolicyLoss` returns. */
 export interface NativePolicyLossResult {
   loss: number;
-  dLogProbs: Float32Array;
+  dLogProbs: GrpoFloats;
   metrics: Record<string, number>;
 }
 
 /** The addon's GRPO entry points. */
 export interface GrpoAddon {
-  /** Devices with GRPO kernels in this build (`['cpu']`, plus `'cuda'` once it has CUDA kernels). */
+  /** Devices with GRPO kernels here: `['cpu']`, plus `'cuda'` when this build has the CUDA kernels and a GPU is usable. */
   grpoDevices(): string[];
-  grpoAdvantages(rewards: Float32Array, groupIds: Int32Array, opts: NativeAdvantageOptions): Float32Array;
-  grpoAdvantagesAsync(rewards: Float32Array, groupIds: Int32Array, opts: NativeAdvantageOptions): Promise<Float32Array>;
-  grpoBroadcast(adv: Float32Array, responseMask: Float32Array, batch: number, responseLen: number, opts: NativeBroadcastOptions): Float32Array;
+  grpoAdvantages(rewards: GrpoFloats, groupIds: Int32Array, opts: NativeAdvantageOptions): GrpoFloats;
+  grpoAdvantagesAsync(rewards: GrpoFloats, groupIds: Int32Array, opts: NativeAdvantageOptions): Promise<GrpoFloats>;
+  grpoBroadcast(adv: GrpoFloats, responseMask: GrpoFloats, batch: number, responseLen: number, opts: NativeBroadcastOptions): GrpoFloats;
   grpoBroadcastAsync(
-    adv: Float32Array,
-    responseMask: Float32Array,
+    adv: GrpoFloats,
+    responseMask: GrpoFloats,
     batch: number,
     responseLen: number,
     opts: NativeBroadcastOptions,
-  ): Promise<Float32Array>;
+  ): Promise<GrpoFloats>;
   grpoPolicyLoss(
     inp: NativePolicyLossInputs,
     shape: { batch: number; responseLen: number },

@@ -1,24 +1,26 @@
 import type { DeviceRequest } from '../native/device.js';
-import { checkKeys, grpoDevice } from './device.js';
-import { grpoAddon, type NativePolicyLossOptions, type NativePolicyLossResult } from './native.js';
+import { checkKeys, grpoCallDevice } from './device.js';
+import { grpoAddon, type GrpoFloats, type NativePolicyLossOptions, type NativePolicyLossResult } from './native.js';
 
 /**
  * Token tensors of {@link policyLoss}, each `[batch, responseLen]` row-major. Values at masked
- * tokens (mask 0) are never used; at unmasked tokens they must be finite.
+ * tokens (mask 0) are never used; at unmasked tokens they must be finite. `T` is `Float32Array`
+ * (host arrays) or `DeviceTensor` (float32 tensors on one device: the call runs there and
+ * `dLogProbs` is a DeviceTensor `[batch, responseLen]` on it; Float32Arrays mixed in are copied).
  */
-export interface PolicyLossInputs {
+export interface PolicyLossInputs<T extends GrpoFloats = Float32Array> {
   /** log pi(token) under the policy being trained; the gradient is taken with respect to it. */
-  logProbs: Float32Array;
+  logProbs: T;
   /** log pi_old(token) of the policy that sampled the rollout. */
-  oldLogProbs: Float32Array;
+  oldLogProbs: T;
   /** Token advantages (`[batch, responseLen]`), or one per response (`[batch]`, broadcast over tokens). */
-  advantages: Float32Array;
+  advantages: T;
   /** 1 for tokens in the loss (model-generated), 0 otherwise (prompt, tool output, padding). */
-  responseMask: Float32Array;
+  responseMask: T;
   /** log pi_ref(token) of the reference policy; enables the KL loss term. */
-  refLogProbs?: Float32Array;
+  refLogProbs?: T;
   /** Per-token entropy of the policy, aggregated into `actor/entropy` (an input: no gradient here). */
-  entropy?: Float32Array;
+  entropy?: T;
 }
 
 /** The `[batch, responseLen]` shape of the token tensors. */
@@ -67,9 +69,9 @@ export interface PolicyLossOptions {
   globalTokenCount?: number;
   /** Divisor of `seq-mean-token-sum` and `seq-mean-token-mean` instead of this batch's non-empty rows. */
   globalSeqCount?: number;
-  /** Where to run; default `SINKFLEX_DEVICE`, else `'auto'`. */
+  /** Where to run; default `SINKFLEX_DEVICE`, else `'auto'`; DeviceTensor inputs run on their device. */
   device?: DeviceRequest;
-  /** Write dLogProbs here (length batch * responseLen, not overlapping the inputs) instead of a new array; on an error it may be partly written. */
+  /** Float32Array calls only: write dLogProbs here (length batch * responseLen, not overlapping the inputs) instead of a new array; on an error it may be partly written. */
   out?: Float32Array;
 }
 
@@ -89,12 +91,12 @@ export interface PolicyLossMetrics {
   'actor/entropy'?: number;
 }
 
-/** What {@link policyLoss} returns. */
-export interface PolicyLossResult {
+/** What {@link policyLoss} returns (`T`: the inputs' kind). */
+export interface PolicyLossResult<T extends GrpoFloats = Float32Array> {
   /** pg_loss + klCoef * kl_loss - entropyCoef * entropy. */
   loss: number;
   /** d loss / d logProbs, `[batch, responseLen]`; 0 at masked tokens and where a clamp or clip is active. */
-  dLogProbs: Float32Array;
+  dLogProbs: T;
   /** VERL-named metrics. */
   metrics: PolicyLossMetrics;
 }
@@ -115,14 +117,15 @@ const LOSS_KEYS = [
 ] as const;
 const INPUT_KEYS = ['logProbs', 'oldLogProbs', 'advantages', 'responseMask', 'refLogProbs', 'entropy'] as const;
 
-function nativeLossOptions(inp: PolicyLossInputs, opts: PolicyLossOptions | undefined): NativePolicyLossOptions {
+function nativeLossOptions<T extends GrpoFloats>(inp: PolicyLossInputs<T>, opts: PolicyLossOptions | undefined): NativePolicyLossOptions {
   checkKeys(inp, INPUT_KEYS, 'inp');
   checkKeys(opts, LOSS_KEYS, 'opts');
-  return { ...opts, device: grpoDevice(opts?.device) };
+  const inputs = inp !== null && typeof inp === 'object' ? INPUT_KEYS.map((k) => inp[k]) : [];
+  return { ...opts, device: grpoCallDevice(inputs, opts?.device) };
 }
 
-function toResult(r: NativePolicyLossResult): PolicyLossResult {
-  return { loss: r.loss, dLogProbs: r.dLogProbs, metrics: r.metrics as unknown as PolicyLossMetrics };
+function toResult<T extends GrpoFloats>(r: NativePolicyLossResult): PolicyLossResult<T> {
+  return { loss: r.loss, dLogProbs: r.dLogProbs as T, metrics: r.metrics as unknown as PolicyLossMetrics };
 }
 
 /**
@@ -132,6 +135,8 @@ function toResult(r: NativePolicyLossResult): PolicyLossResult {
  * `rho = exp(clamp(logp - oldLogp, -20, 20))`,
  * `l = max(-A rho, -A clip(rho, 1 - clipLow, 1 + clipHigh))`, and where A < 0 `l = min(l, -A c)`.
  * Sums run in double in an order fixed by the shape, so results do not depend on the thread count.
+ * On a GPU (`device: 'cuda'` or CUDA DeviceTensor inputs) one fused kernel pass computes the loss
+ * terms and the gradient (fp32 per token, block sums in double added in block order on the host).
  *
  * @throws TypeError for wrong argument types; RangeError for length mismatches, an empty batch,
  *   mask values other than 0 and 1, NaN/Infinity at unmasked tokens, bad option values.
@@ -144,18 +149,22 @@ function toResult(r: NativePolicyLossResult): PolicyLossResult {
  * );
  * ```
  */
-export function policyLoss(inp: PolicyLossInputs, shape: PolicyLossShape, opts?: PolicyLossOptions): PolicyLossResult {
-  return toResult(grpoAddon().grpoPolicyLoss(inp, shape, nativeLossOptions(inp, opts)));
+export function policyLoss<T extends GrpoFloats = Float32Array>(
+  inp: PolicyLossInputs<T>,
+  shape: PolicyLossShape,
+  opts?: PolicyLossOptions,
+): PolicyLossResult<T> {
+  return toResult<T>(grpoAddon().grpoPolicyLoss(inp, shape, nativeLossOptions(inp, opts)));
 }
 
 /**
  * {@link policyLoss} off the JavaScript thread. Do not modify the input arrays until the
  * promise settles; errors reject the promise.
  */
-export async function policyLossAsync(
-  inp: PolicyLossInputs,
+export async function policyLossAsync<T extends GrpoFloats = Float32Array>(
+  inp: PolicyLossInputs<T>,
   shape: PolicyLossShape,
   opts?: PolicyLossOptions,
-): Promise<PolicyLossResult> {
-  return toResult(await grpoAddon().grpoPolicyLossAsync(inp, shape, nativeLossOptions(inp, opts)));
+): Promise<PolicyLossResult<T>> {
+  return toResult<T>(await grpoAddon().grpoPolicyLossAsync(inp, shape, nativeLossOptions(inp, opts)));
 }

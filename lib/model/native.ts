@@ -21,6 +21,8 @@ export interface GemmArgs {
   alpha?: number;
   /** Default 0 (then `c` is only written). */
   beta?: number;
+  /** `'cpu'` (default) or `'cuda'` as the addon takes it (ops.ts resolves requests). */
+  device?: string;
 }
 
 /** Which micro-kernel the GEMM uses on this machine. */
@@ -137,10 +139,15 @@ export interface NativeModelConfig {
   bias?: boolean;
 }
 
+/** `device` of a native op call: `'cpu'` (default) or `'cuda'`/`'cuda:<k>'` (ops.ts resolves requests). */
+export interface NativeOpDevice {
+  device?: string;
+}
+
 /** Native op argument objects (sizes explicit; every array's length is checked against them). */
 export interface NativeOps {
-  linearForward(o: { x: Float32Array; weight: Float32Array; bias?: Float32Array | null; out: Float32Array; rows: number; inFeatures: number; outFeatures: number }): void;
-  linearBackward(o: {
+  linearForward(o: NativeOpDevice & { x: Float32Array; weight: Float32Array; bias?: Float32Array | null; out: Float32Array; rows: number; inFeatures: number; outFeatures: number }): void;
+  linearBackward(o: NativeOpDevice & {
     x?: Float32Array | null;
     weight?: Float32Array | null;
     dy: Float32Array;
@@ -152,8 +159,8 @@ export interface NativeOps {
     outFeatures: number;
     accumulate?: boolean;
   }): void;
-  rmsnormForward(o: { x: Float32Array; weight: Float32Array; out: Float32Array; rstd: Float32Array; rows: number; dim: number; eps?: number }): void;
-  rmsnormBackward(o: {
+  rmsnormForward(o: NativeOpDevice & { x: Float32Array; weight: Float32Array; out: Float32Array; rstd: Float32Array; rows: number; dim: number; eps?: number }): void;
+  rmsnormBackward(o: NativeOpDevice & {
     x: Float32Array;
     weight: Float32Array;
     rstd: Float32Array;
@@ -164,10 +171,10 @@ export interface NativeOps {
     dim: number;
     accumulate?: boolean;
   }): void;
-  ropeForward(o: { x: Float32Array; out: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number }): void;
-  ropeBackward(o: { dy: Float32Array; dx: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number }): void;
-  swigluForward(o: { h: Float32Array; out: Float32Array; rows: number; ffn: number; alpha?: number; limit?: number; upBias?: number }): void;
-  swigluBackward(o: {
+  ropeForward(o: NativeOpDevice & { x: Float32Array; out: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number }): void;
+  ropeBackward(o: NativeOpDevice & { dy: Float32Array; dx: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number }): void;
+  swigluForward(o: NativeOpDevice & { h: Float32Array; out: Float32Array; rows: number; ffn: number; alpha?: number; limit?: number; upBias?: number }): void;
+  swigluBackward(o: NativeOpDevice & {
     h: Float32Array;
     dout: Float32Array;
     dh: Float32Array;
@@ -178,9 +185,9 @@ export interface NativeOps {
     upBias?: number;
     accumulate?: boolean;
   }): void;
-  embeddingForward(o: { table: Float32Array; ids: Int32Array; out: Float32Array; rows: number; vocab: number; dim: number }): void;
-  embeddingBackward(o: { ids: Int32Array; dout: Float32Array; dtable: Float32Array; rows: number; vocab: number; dim: number }): void;
-  logSoftmaxForward(o: {
+  embeddingForward(o: NativeOpDevice & { table: Float32Array; ids: Int32Array; out: Float32Array; rows: number; vocab: number; dim: number }): void;
+  embeddingBackward(o: NativeOpDevice & { ids: Int32Array; dout: Float32Array; dtable: Float32Array; rows: number; vocab: number; dim: number }): void;
+  logSoftmaxForward(o: NativeOpDevice & {
     logits: Float32Array;
     targets?: Int32Array | null;
     rows: number;
@@ -190,7 +197,7 @@ export interface NativeOps {
     entropy?: Float32Array | null;
     lse: Float32Array;
   }): void;
-  logSoftmaxBackward(o: {
+  logSoftmaxBackward(o: NativeOpDevice & {
     logits: Float32Array;
     targets?: Int32Array | null;
     lse: Float32Array;
@@ -203,11 +210,11 @@ export interface NativeOps {
     scale?: number;
     accumulate?: boolean;
   }): void;
-  crossEntropyForward(o: { logits: Float32Array; targets: Int32Array; rows: number; vocab: number; losses?: Float32Array | null; lse: Float32Array }): {
+  crossEntropyForward(o: NativeOpDevice & { logits: Float32Array; targets: Int32Array; rows: number; vocab: number; losses?: Float32Array | null; lse: Float32Array }): {
     loss: number;
     count: number;
   };
-  crossEntropyBackward(o: {
+  crossEntropyBackward(o: NativeOpDevice & {
     logits: Float32Array;
     targets: Int32Array;
     lse: Float32Array;
@@ -217,7 +224,7 @@ export interface NativeOps {
     gradScale?: number;
     accumulate?: boolean;
   }): void;
-  adamwUpdate(o: {
+  adamwUpdate(o: NativeOpDevice & {
     param: Float32Array;
     grad: Float32Array;
     m: Float32Array;
@@ -231,7 +238,9 @@ export interface NativeOps {
     gradScale?: number;
     decay?: boolean;
   }): void;
-  sumSquares(x: Float32Array): number;
+  sumSquares(x: Float32Array, device?: string): number;
+  /** Devices with model-op kernels here: `['cpu']`, plus `'cuda'` with CUDA kernels and a usable GPU. */
+  modelOpsDevices(): string[];
 }
 
 /** Everything native/model exports. */

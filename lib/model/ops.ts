@@ -7,7 +7,36 @@
  * `accumulate: true`. Bad arguments throw TypeError/RangeError naming the argument.
  * @module
  */
+import { resolveDevice, type DeviceRequest } from '../native/device.js';
+import { DeviceUnavailableError } from '../native/errors.js';
 import { type GemmArgs, type GemmInfo, modelAddon } from './native.js';
+
+/**
+ * Where an op runs: `device` of its options. Unlike the attention and GRPO functions the ops
+ * default to `'cpu'` (they are the building blocks of CPU code over host arrays); `'cuda'` runs
+ * the CUDA kernels (the arrays are copied to the GPU and the outputs back: for tests and single
+ * calls; the transformer keeps its tensors on the device) and `'auto'` picks CUDA when this build
+ * has the CUDA model kernels and a GPU is usable.
+ */
+export interface OpDevice {
+  /** Default `'cpu'`. */
+  device?: DeviceRequest;
+}
+
+/**
+ * The concrete device of a model op: `'cuda'` only when requested (or `'auto'`) and this build
+ * has CUDA model kernels and a usable GPU; an explicit `'cuda'` without them throws
+ * {@link DeviceUnavailableError}.
+ */
+export function modelOpsDevice(request: DeviceRequest = 'cpu'): 'cpu' | 'cuda' {
+  if (request === 'cpu') return 'cpu';
+  const device = resolveDevice(request);
+  if (device === 'cuda' && !modelAddon().modelOpsDevices().includes('cuda')) {
+    if (request === 'cuda') throw new DeviceUnavailableError('cuda', 'this build has no CUDA model kernels');
+    return 'cpu';
+  }
+  return device;
+}
 
 /** Float32Array of n zeros. */
 function zeros(n: number): Float32Array {
@@ -22,18 +51,23 @@ function grad(given: Float32Array | null | undefined, n: number): Float32Array |
 // ---- GEMM -------------------------------------------------------------------------------------
 
 /** `c = alpha * op(a) * op(b) + beta * c` in place (see {@link GemmArgs}); blocked, vectorised, multi-threaded. */
-export function gemm(args: GemmArgs): void {
-  modelAddon().gemm(args);
+export function gemm(args: GemmArgs & OpDevice): void {
+  modelAddon().gemm(isObject(args) ? { ...args, device: modelOpsDevice(args.device) } : args);
+}
+
+/** Options objects get a resolved `device`; anything else reaches the addon as is (its TypeError). */
+function isObject(x: unknown): x is object {
+  return typeof x === 'object' && x !== null;
 }
 
 /** Like {@link gemm}, off the main thread; resolves when `c` is written, rejects on bad arguments. */
 export async function gemmAsync(args: GemmArgs): Promise<void> {
-  await modelAddon().gemmAsync(args);
+  await modelAddon().gemmAsync(isObject(args) ? { ...args, device: undefined } : args);
 }
 
 /** The same contract computed by a plain scalar triple loop (benchmark baseline). */
 export function gemmNaive(args: GemmArgs): void {
-  modelAddon().gemmNaive(args);
+  modelAddon().gemmNaive(isObject(args) ? { ...args, device: undefined } : args);
 }
 
 /** Options of {@link matmul}. */
@@ -44,12 +78,21 @@ export interface MatmulOptions {
   beta?: number;
   /** m x n output (accumulated into with beta != 0); allocated when absent. */
   out?: Float32Array;
+  /** Default `'cpu'` (see {@link OpDevice}). */
+  device?: DeviceRequest;
 }
 
 /** Returns `op(a) . op(b)` (m x n); shapes as in {@link GemmArgs}. */
 export function matmul(a: Float32Array, b: Float32Array, m: number, n: number, k: number, options: MatmulOptions = {}): Float32Array {
   const c = options.out ?? zeros(m * n);
-  modelAddon().gemm({ a, b, c, m, n, k, transA: options.transA, transB: options.transB, alpha: options.alpha, beta: options.beta });
+  modelAddon().gemm({
+    a, b, c, m, n, k,
+    transA: options.transA,
+    transB: options.transB,
+    alpha: options.alpha,
+    beta: options.beta,
+    device: modelOpsDevice(options.device),
+  });
   return c;
 }
 
@@ -78,15 +121,15 @@ export interface LinearShape {
 }
 
 /** `y[rows, out] = x[rows, in] . weight[out, in]^T + bias[out]` (PyTorch weight layout). */
-export function linearForward(o: LinearShape & { x: Float32Array; weight: Float32Array; bias?: Float32Array | null; out?: Float32Array }): Float32Array {
+export function linearForward(o: OpDevice & LinearShape & { x: Float32Array; weight: Float32Array; bias?: Float32Array | null; out?: Float32Array }): Float32Array {
   const out = o.out ?? zeros(o.rows * o.outFeatures);
-  modelAddon().linearForward({ ...o, out });
+  modelAddon().linearForward({ ...o, out, device: modelOpsDevice(o.device) });
   return out;
 }
 
 /** Gradients of a linear layer: `dx = dy . weight`, `dweight += dy^T . x`, `dbias += sum(dy)`. */
 export function linearBackward(
-  o: LinearShape & {
+  o: OpDevice & LinearShape & {
     x: Float32Array;
     weight: Float32Array;
     dy: Float32Array;
@@ -99,25 +142,25 @@ export function linearBackward(
   const dx = grad(o.dx, o.rows * o.inFeatures);
   const dweight = grad(o.dweight, o.outFeatures * o.inFeatures);
   const dbias = grad(o.dbias, o.outFeatures);
-  modelAddon().linearBackward({ ...o, dx, dweight, dbias });
+  modelAddon().linearBackward({ ...o, dx, dweight, dbias, device: modelOpsDevice(o.device) });
   return { dx, dweight, dbias };
 }
 
 // ---- RMSNorm ----------------------------------------------------------------------------------
 
 /** `out = x / sqrt(mean(x^2) + eps) * weight` per row of `x[rows, dim]`; `rstd` is kept for the backward. */
-export function rmsnormForward(o: { x: Float32Array; weight: Float32Array; rows: number; dim: number; eps?: number; out?: Float32Array; rstd?: Float32Array }): {
+export function rmsnormForward(o: OpDevice & { x: Float32Array; weight: Float32Array; rows: number; dim: number; eps?: number; out?: Float32Array; rstd?: Float32Array }): {
   out: Float32Array;
   rstd: Float32Array;
 } {
   const out = o.out ?? zeros(o.rows * o.dim);
   const rstd = o.rstd ?? zeros(o.rows);
-  modelAddon().rmsnormForward({ ...o, out, rstd });
+  modelAddon().rmsnormForward({ ...o, out, rstd, device: modelOpsDevice(o.device) });
   return { out, rstd };
 }
 
 /** Gradients of RMSNorm: `dx` and `dweight +=`. */
-export function rmsnormBackward(o: {
+export function rmsnormBackward(o: OpDevice & {
   x: Float32Array;
   weight: Float32Array;
   rstd: Float32Array;
@@ -130,7 +173,7 @@ export function rmsnormBackward(o: {
 }): { dx: Float32Array; dweight: Float32Array } {
   const dx = o.dx ?? zeros(o.rows * o.dim);
   const dweight = o.dweight ?? zeros(o.dim);
-  modelAddon().rmsnormBackward({ ...o, dx, dweight });
+  modelAddon().rmsnormBackward({ ...o, dx, dweight, device: modelOpsDevice(o.device) });
   return { dx, dweight };
 }
 
@@ -148,16 +191,16 @@ export interface RopeShape {
 }
 
 /** Rotate-half rotary embedding (Llama/gpt-oss convention); `out` may be `x` (in place). */
-export function ropeForward(o: RopeShape & { x: Float32Array; out?: Float32Array }): Float32Array {
+export function ropeForward(o: OpDevice & RopeShape & { x: Float32Array; out?: Float32Array }): Float32Array {
   const out = o.out ?? zeros(o.rows * o.heads * o.headDim);
-  modelAddon().ropeForward({ ...o, out });
+  modelAddon().ropeForward({ ...o, out, device: modelOpsDevice(o.device) });
   return out;
 }
 
 /** The backward of {@link ropeForward} (the inverse rotation); `dx` may be `dy`. */
-export function ropeBackward(o: RopeShape & { dy: Float32Array; dx?: Float32Array }): Float32Array {
+export function ropeBackward(o: OpDevice & RopeShape & { dy: Float32Array; dx?: Float32Array }): Float32Array {
   const dx = o.dx ?? zeros(o.rows * o.heads * o.headDim);
-  modelAddon().ropeBackward({ ...o, dx });
+  modelAddon().ropeBackward({ ...o, dx, device: modelOpsDevice(o.device) });
   return dx;
 }
 
@@ -186,14 +229,14 @@ export function swigluParams(variant: SwiGluVariant | SwiGluParams = 'standard')
 }
 
 /** `out[rows, ffn]` from `h[rows, 2 ffn]` holding `[gate | up]` per row. */
-export function swigluForward(o: { h: Float32Array; rows: number; ffn: number; variant?: SwiGluVariant | SwiGluParams; out?: Float32Array }): Float32Array {
+export function swigluForward(o: OpDevice & { h: Float32Array; rows: number; ffn: number; variant?: SwiGluVariant | SwiGluParams; out?: Float32Array }): Float32Array {
   const out = o.out ?? zeros(o.rows * o.ffn);
-  modelAddon().swigluForward({ h: o.h, out, rows: o.rows, ffn: o.ffn, ...swigluParams(o.variant) });
+  modelAddon().swigluForward({ h: o.h, out, rows: o.rows, ffn: o.ffn, ...swigluParams(o.variant), device: modelOpsDevice(o.device) });
   return out;
 }
 
 /** `dh[rows, 2 ffn]` from `dout[rows, ffn]`. */
-export function swigluBackward(o: {
+export function swigluBackward(o: OpDevice & {
   h: Float32Array;
   dout: Float32Array;
   rows: number;
@@ -203,23 +246,32 @@ export function swigluBackward(o: {
   accumulate?: boolean;
 }): Float32Array {
   const dh = o.dh ?? zeros(o.rows * 2 * o.ffn);
-  modelAddon().swigluBackward({ h: o.h, dout: o.dout, dh, rows: o.rows, ffn: o.ffn, accumulate: o.accumulate, ...swigluParams(o.variant) });
+  modelAddon().swigluBackward({
+    h: o.h,
+    dout: o.dout,
+    dh,
+    rows: o.rows,
+    ffn: o.ffn,
+    accumulate: o.accumulate,
+    ...swigluParams(o.variant),
+    device: modelOpsDevice(o.device),
+  });
   return dh;
 }
 
 // ---- embedding --------------------------------------------------------------------------------
 
 /** `out[t] = table[ids[t]]` for `table[vocab, dim]`. */
-export function embeddingForward(o: { table: Float32Array; ids: Int32Array; vocab: number; dim: number; out?: Float32Array }): Float32Array {
+export function embeddingForward(o: OpDevice & { table: Float32Array; ids: Int32Array; vocab: number; dim: number; out?: Float32Array }): Float32Array {
   const out = o.out ?? zeros(o.ids.length * o.dim);
-  modelAddon().embeddingForward({ ...o, out, rows: o.ids.length });
+  modelAddon().embeddingForward({ ...o, out, rows: o.ids.length, device: modelOpsDevice(o.device) });
   return out;
 }
 
 /** `dtable[ids[t]] += dout[t]`. */
-export function embeddingBackward(o: { ids: Int32Array; dout: Float32Array; vocab: number; dim: number; dtable?: Float32Array }): Float32Array {
+export function embeddingBackward(o: OpDevice & { ids: Int32Array; dout: Float32Array; vocab: number; dim: number; dtable?: Float32Array }): Float32Array {
   const dtable = o.dtable ?? zeros(o.vocab * o.dim);
-  modelAddon().embeddingBackward({ ...o, dtable, rows: o.ids.length });
+  modelAddon().embeddingBackward({ ...o, dtable, rows: o.ids.length, device: modelOpsDevice(o.device) });
   return dtable;
 }
 
@@ -242,7 +294,7 @@ function scaleOf(temperature: number | undefined): number {
 }
 
 /** Per row: `logp` of the target (0 without one), `entropy` of the softmax, `lse` (log-sum-exp). */
-export function logSoftmaxForward(o: LogitsInput & { logp?: Float32Array; entropy?: Float32Array; lse?: Float32Array }): {
+export function logSoftmaxForward(o: OpDevice & LogitsInput & { logp?: Float32Array; entropy?: Float32Array; lse?: Float32Array }): {
   logp: Float32Array | null;
   entropy: Float32Array;
   lse: Float32Array;
@@ -250,7 +302,17 @@ export function logSoftmaxForward(o: LogitsInput & { logp?: Float32Array; entrop
   const logp = o.targets ? (o.logp ?? zeros(o.rows)) : null;
   const entropy = o.entropy ?? zeros(o.rows);
   const lse = o.lse ?? zeros(o.rows);
-  modelAddon().logSoftmaxForward({ logits: o.logits, targets: o.targets ?? null, rows: o.rows, vocab: o.vocab, scale: scaleOf(o.temperature), logp, entropy, lse });
+  modelAddon().logSoftmaxForward({
+    logits: o.logits,
+    targets: o.targets ?? null,
+    rows: o.rows,
+    vocab: o.vocab,
+    scale: scaleOf(o.temperature),
+    logp,
+    entropy,
+    lse,
+    device: modelOpsDevice(o.device),
+  });
   return { logp, entropy, lse };
 }
 
@@ -259,7 +321,7 @@ export function logSoftmaxForward(o: LogitsInput & { logp?: Float32Array; entrop
  * absent); `dlogits` may be `logits` itself (in place) when not accumulating.
  */
 export function logSoftmaxBackward(
-  o: LogitsInput & { lse: Float32Array; entropy?: Float32Array | null; dlogp?: Float32Array | null; dentropy?: Float32Array | null; dlogits?: Float32Array; accumulate?: boolean },
+  o: OpDevice & LogitsInput & { lse: Float32Array; entropy?: Float32Array | null; dlogp?: Float32Array | null; dentropy?: Float32Array | null; dlogits?: Float32Array; accumulate?: boolean },
 ): Float32Array {
   const dlogits = o.dlogits ?? zeros(o.rows * o.vocab);
   modelAddon().logSoftmaxBackward({
@@ -274,12 +336,13 @@ export function logSoftmaxBackward(
     vocab: o.vocab,
     scale: scaleOf(o.temperature),
     accumulate: o.accumulate,
+    device: modelOpsDevice(o.device),
   });
   return dlogits;
 }
 
 /** Mean cross-entropy over rows with a target (`targets[t] >= 0`). */
-export function crossEntropyForward(o: { logits: Float32Array; targets: Int32Array; rows: number; vocab: number; losses?: Float32Array; lse?: Float32Array }): {
+export function crossEntropyForward(o: OpDevice & { logits: Float32Array; targets: Int32Array; rows: number; vocab: number; losses?: Float32Array; lse?: Float32Array }): {
   loss: number;
   count: number;
   losses: Float32Array;
@@ -287,12 +350,12 @@ export function crossEntropyForward(o: { logits: Float32Array; targets: Int32Arr
 } {
   const losses = o.losses ?? zeros(o.rows);
   const lse = o.lse ?? zeros(o.rows);
-  const r = modelAddon().crossEntropyForward({ ...o, losses, lse });
+  const r = modelAddon().crossEntropyForward({ ...o, losses, lse, device: modelOpsDevice(o.device) });
   return { ...r, losses, lse };
 }
 
 /** `dlogits = gradScale (softmax - onehot)` on rows with a target; gradScale defaults to 1/count (the mean). */
-export function crossEntropyBackward(o: {
+export function crossEntropyBackward(o: OpDevice & {
   logits: Float32Array;
   targets: Int32Array;
   lse: Float32Array;
@@ -309,14 +372,14 @@ export function crossEntropyBackward(o: {
     for (const t of o.targets) if (t >= 0) count++;
     gradScale = count > 0 ? 1 / count : 0;
   }
-  modelAddon().crossEntropyBackward({ ...o, dlogits, gradScale });
+  modelAddon().crossEntropyBackward({ ...o, dlogits, gradScale, device: modelOpsDevice(o.device) });
   return dlogits;
 }
 
 // ---- optimiser --------------------------------------------------------------------------------
 
 /** One AdamW update of one tensor, in place (PyTorch's algorithm; `step` is 1-based). */
-export function adamwUpdate(o: {
+export function adamwUpdate(o: OpDevice & {
   param: Float32Array;
   grad: Float32Array;
   m: Float32Array;
@@ -332,10 +395,10 @@ export function adamwUpdate(o: {
   /** Apply the weight decay (default true). */
   decay?: boolean;
 }): void {
-  modelAddon().adamwUpdate(o);
+  modelAddon().adamwUpdate({ ...o, device: modelOpsDevice(o.device) });
 }
 
-/** Sum of squares of `x` in double precision (deterministic). */
-export function sumSquares(x: Float32Array): number {
-  return modelAddon().sumSquares(x);
+/** Sum of squares of `x` in double precision (deterministic); `device` as in {@link OpDevice}. */
+export function sumSquares(x: Float32Array, device?: DeviceRequest): number {
+  return modelAddon().sumSquares(x, modelOpsDevice(device));
 }

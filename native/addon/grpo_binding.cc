@@ -1,8 +1,9 @@
 // Bindings of native/grpo: advantages, their token broadcast and the policy loss, each with a
 // Promise variant, plus the parallel copy used as the benchmarks' bandwidth baseline.
 // Argument types are checked here (TypeError); values by the kernels' own checks (RangeError).
-// Every kernel takes `device` ('cpu' | 'cuda'); the TypeScript layer resolves 'auto' and
-// reports an unavailable device, a CUDA implementation plugs in at Dispatch*().
+// Float arguments are Float32Arrays or float32 DeviceTensors (grpo_args.h); a call runs on its
+// tensors' device or on `device` ('cpu' | 'cuda' | 'cuda:k'; the TypeScript layer resolves
+// 'auto'), on the CPU kernels or the registered CUDA backend (native/grpo/grpo_cuda.cu).
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -14,8 +15,11 @@
 #include "../core/allocator.h"
 #include "../core/errors.h"
 #include "../grpo/grpo.h"
+#include "../core/cuda_device.h"
+#include "../grpo/grpo_cuda.h"
 #include "../grpo/loss_kernel.h"
 #include "bindings.h"
+#include "grpo_args.h"
 #include "napi_util.h"
 
 namespace sinkflex::addon {
@@ -49,19 +53,6 @@ std::optional<double> OptNumber(const Napi::Object& o, const char* key) {
   return v.As<Napi::Number>().DoubleValue();
 }
 
-/** The device a kernel runs on; only 'cpu' has kernels in this build. */
-void RequireCpuDevice(const Napi::Object& o) {
-  const Napi::Value v = Field(o, "device");
-  if (IsNullish(v)) return;
-  const std::string d = RequireEnum(v, "device", {"cpu", "cuda"});
-  if (d == "cuda") throw Napi::Error::New(o.Env(), "device 'cuda' is not available: this build has no CUDA GRPO kernels");
-}
-
-/** opts.out: a caller-provided output array of `count` elements, or nothing. */
-bool OptOut(const Napi::Object& o, std::size_t count, Napi::Float32Array* out) {
-  return OptionalF32(Field(o, "out"), "out", count, out);
-}
-
 bool Overlaps(const Napi::TypedArray& a, const Napi::TypedArray& b) {
   const char* pa = static_cast<const char*>(a.ArrayBuffer().Data()) + a.ByteOffset();
   const char* pb = static_cast<const char*>(b.ArrayBuffer().Data()) + b.ByteOffset();
@@ -74,35 +65,17 @@ void RequireNoOverlap(const Napi::TypedArray& out, const std::vector<Napi::Typed
   }
 }
 
-std::vector<Napi::Value> Values(const std::vector<Napi::Float32Array>& arrays) {
-  return std::vector<Napi::Value>(arrays.begin(), arrays.end());
+/** The CUDA GRPO backend, or DeviceError in builds without it. */
+const grpo::CudaGrpoBackend& Backend() {
+  const grpo::CudaGrpoBackend* b = grpo::GetCudaGrpoBackend();
+  if (b == nullptr) throw DeviceError("this build has no CUDA GRPO kernels");
+  return *b;
 }
 
-/** Output storage: the caller's array, or a tracked buffer allocated when the kernel runs. */
-struct Output {
-  std::size_t count = 0;
-  Napi::Reference<Napi::Float32Array> given;
-  float* givenData = nullptr;
-  HostBuffer<float> own;
-
-  float* Prepare(const char* what) {
-    if (givenData) return givenData;
-    own = HostBuffer<float>(count, what);
-    return own.data();
-  }
-  Napi::Float32Array ToJs(Napi::Env env) {
-    if (givenData) return given.Value();
-    return AdoptF32(env, std::move(own));
-  }
-};
-
-void SetOutput(Output& out, const Napi::Object& opts, std::size_t count) {
-  out.count = count;
-  Napi::Float32Array arr;
-  if (OptOut(opts, count, &arr)) {
-    out.given = Napi::Persistent(arr);
-    out.givenData = arr.Data();
-  }
+/** A device check failed: reruns the CPU kernel on host copies, which throws the exact error. */
+[[noreturn]] void RethrowOnCpu(const std::function<void()>& cpu, const char* what) {
+  cpu();
+  throw DeviceError(std::string(what) + ": the CUDA kernel flagged an invalid input the CPU kernel accepts");
 }
 
 /** Runs now (sync) or on a worker thread (Promise). */
@@ -115,26 +88,48 @@ Napi::Value Launch(Napi::Env env, bool async, std::function<void()> work, std::f
   return AsyncTask::Run(env, std::move(work), std::move(done), keepAlive);
 }
 
+constexpr std::size_t kAnyCount = static_cast<std::size_t>(-1);
+
 // ---- advantages ---------------------------------------------------------------------------
 
 struct AdvantageJob {
-  const float* rewards = nullptr;
+  FloatIn rewards;
   const std::int32_t* ids = nullptr;
   std::int64_t n = 0;
+  int slot = kCpuDevice;
   grpo::AdvantageOptions opts;
-  Output out;
+  FloatOut out;
+
+  void Run() {
+    Staging st(slot);
+    if (!st.onCuda()) {
+      grpo::ComputeAdvantages(st.Host(rewards, "grpo advantages: rewards"), ids, n, opts, out.HostData("grpo advantages"));
+      return;
+    }
+    const grpo::CudaGrpoBackend& cb = Backend();
+    const grpo::GroupPlan plan = grpo::PlanGroups(ids, n);
+    const grpo::DeviceCheck check = cb.advantages(slot - 1, st.Device(rewards, "grpo advantages: rewards"), n, plan, opts,
+                                                  out.DeviceData("grpo advantages"));
+    if (check.bad >= 0 || (opts.estimator == Estimator::kGrpoPassK && plan.singleton >= 0)) {
+      RethrowOnCpu([&] {
+        HostBuffer<float> scratch(static_cast<std::size_t>(n), "grpo advantages: check");
+        grpo::ComputeAdvantages(st.Host(rewards, "grpo advantages: rewards"), ids, n, opts, scratch.data());
+      }, "grpo advantages");
+    }
+    out.Download("grpo advantages");
+  }
 };
 
 Napi::Value Advantages(const Napi::CallbackInfo& info, bool async) {
   Napi::Env env = info.Env();
-  const Napi::Float32Array rewards = RequireF32(info[0], "rewards");
-  const std::size_t n = rewards.ElementLength();
+  auto job = std::make_shared<AdvantageJob>();
+  job->rewards = ReadFloatIn(info[0], "rewards", kAnyCount);
+  const std::size_t n = job->rewards.count;
   if (n == 0) throw Napi::RangeError::New(env, "rewards must not be empty");
   const Napi::Int32Array ids = RequireI32(info[1], "groupIds", n);
   const Napi::Object o = OptionsObject(info[2], "opts");
-  RequireCpuDevice(o);
-  auto job = std::make_shared<AdvantageJob>();
-  job->rewards = rewards.Data();
+  bool tensors = false;
+  job->slot = CallSlot(env, {&job->rewards}, OptionalDeviceSlot(o), &tensors);
   job->ids = ids.Data();
   job->n = static_cast<std::int64_t>(n);
   const Napi::Value est = Field(o, "estimator");
@@ -147,16 +142,14 @@ Napi::Value Advantages(const Napi::CallbackInfo& info, bool async) {
   if (!(job->opts.eps >= 0) || !std::isfinite(job->opts.eps)) {
     throw Napi::RangeError::New(env, "eps must be a finite number >= 0, got " + std::to_string(job->opts.eps));
   }
-  SetOutput(job->out, o, n);
-  std::vector<Napi::Value> keep{rewards, ids};
+  SetFloatOut(job->out, o, n, tensors, job->slot, {static_cast<std::int64_t>(n)}, {&job->rewards});
+  std::vector<Napi::Value> keep{info[0], ids};
   if (job->out.givenData) {
-    RequireNoOverlap(job->out.given.Value(), {rewards, ids});
+    RequireNoOverlap(job->out.given.Value(), {ids});
     keep.push_back(job->out.given.Value());
   }
   return Launch(
-      env, async,
-      [job] { grpo::ComputeAdvantages(job->rewards, job->ids, job->n, job->opts, job->out.Prepare("grpo advantages")); },
-      [job](Napi::Env e) -> Napi::Value { return job->out.ToJs(e); }, keep);
+      env, async, [job] { job->Run(); }, [job](Napi::Env e) -> Napi::Value { return job->out.ToJs(e); }, keep);
 }
 
 Napi::Value AdvantagesSync(const Napi::CallbackInfo& info) { return Advantages(info, false); }
@@ -165,10 +158,32 @@ Napi::Value AdvantagesAsync(const Napi::CallbackInfo& info) { return Advantages(
 // ---- broadcast ----------------------------------------------------------------------------
 
 struct BroadcastJob {
-  const float* adv = nullptr;
-  const float* mask = nullptr;
+  FloatIn adv, mask;
   std::int64_t batch = 0, len = 0;
-  Output out;
+  int slot = kCpuDevice;
+  FloatOut out;
+
+  void Run() {
+    Staging st(slot);
+    auto cpu = [&](float* dst) {
+      grpo::BroadcastAdvantages(st.Host(adv, "grpo broadcast: adv"), st.Host(mask, "grpo broadcast: responseMask"), batch,
+                                len, dst);
+    };
+    if (!st.onCuda()) {
+      cpu(out.HostData("grpo broadcast"));
+      return;
+    }
+    const grpo::DeviceCheck check =
+        Backend().broadcast(slot - 1, st.Device(adv, "grpo broadcast: adv"), st.Device(mask, "grpo broadcast: responseMask"),
+                            batch, len, out.DeviceData("grpo broadcast"));
+    if (check.bad >= 0) {
+      RethrowOnCpu([&] {
+        HostBuffer<float> scratch(static_cast<std::size_t>(batch * len), "grpo broadcast: check");
+        cpu(scratch.data());
+      }, "grpo broadcast");
+    }
+    out.Download("grpo broadcast");
+  }
 };
 
 Napi::Value Broadcast(const Napi::CallbackInfo& info, bool async) {
@@ -176,25 +191,20 @@ Napi::Value Broadcast(const Napi::CallbackInfo& info, bool async) {
   const std::int64_t batch = RequireInt(info[2], "batch", 1, kMaxElements);
   const std::int64_t len = RequireInt(info[3], "responseLen", 1, kMaxElements);
   if (batch * len > kMaxElements) throw Napi::RangeError::New(env, "batch * responseLen is too large");
-  const Napi::Float32Array adv = RequireF32(info[0], "adv", static_cast<std::size_t>(batch));
-  const Napi::Float32Array mask = RequireF32(info[1], "responseMask", static_cast<std::size_t>(batch * len));
-  const Napi::Object o = OptionsObject(info[4], "opts");
-  RequireCpuDevice(o);
   auto job = std::make_shared<BroadcastJob>();
-  job->adv = adv.Data();
-  job->mask = mask.Data();
+  job->adv = ReadFloatIn(info[0], "adv", static_cast<std::size_t>(batch));
+  job->mask = ReadFloatIn(info[1], "responseMask", static_cast<std::size_t>(batch * len));
+  const Napi::Object o = OptionsObject(info[4], "opts");
+  bool tensors = false;
+  job->slot = CallSlot(env, {&job->adv, &job->mask}, OptionalDeviceSlot(o), &tensors);
   job->batch = batch;
   job->len = len;
-  SetOutput(job->out, o, static_cast<std::size_t>(batch * len));
-  std::vector<Napi::Value> keep{adv, mask};
-  if (job->out.givenData) {
-    RequireNoOverlap(job->out.given.Value(), {adv, mask});
-    keep.push_back(job->out.given.Value());
-  }
+  SetFloatOut(job->out, o, static_cast<std::size_t>(batch * len), tensors, job->slot, {batch, len},
+              {&job->adv, &job->mask});
+  std::vector<Napi::Value> keep{info[0], info[1]};
+  if (job->out.givenData) keep.push_back(job->out.given.Value());
   return Launch(
-      env, async,
-      [job] { grpo::BroadcastAdvantages(job->adv, job->mask, job->batch, job->len, job->out.Prepare("grpo broadcast")); },
-      [job](Napi::Env e) -> Napi::Value { return job->out.ToJs(e); }, keep);
+      env, async, [job] { job->Run(); }, [job](Napi::Env e) -> Napi::Value { return job->out.ToJs(e); }, keep);
 }
 
 Napi::Value BroadcastSync(const Napi::CallbackInfo& info) { return Broadcast(info, false); }
@@ -203,10 +213,41 @@ Napi::Value BroadcastAsync(const Napi::CallbackInfo& info) { return Broadcast(in
 // ---- policy loss --------------------------------------------------------------------------
 
 struct LossJob {
-  grpo::PolicyLossInputs in;
+  FloatIn logp, old, adv, mask, ref, ent;
+  grpo::PolicyLossInputs in;  // sizes and flags; pointers are set when it runs
   grpo::PolicyLossOptions opts;
   grpo::PolicyLossResult result;
-  Output out;
+  int slot = kCpuDevice;
+  FloatOut out;
+
+  grpo::PolicyLossInputs Bind(Staging& st, bool device) const {
+    grpo::PolicyLossInputs b = in;
+    auto view = [&](const FloatIn& f, const char* what) { return device ? st.Device(f, what) : st.Host(f, what); };
+    b.logProbs = view(logp, "grpo policyLoss: logProbs");
+    b.oldLogProbs = view(old, "grpo policyLoss: oldLogProbs");
+    b.advantages = view(adv, "grpo policyLoss: advantages");
+    b.responseMask = view(mask, "grpo policyLoss: responseMask");
+    b.refLogProbs = view(ref, "grpo policyLoss: refLogProbs");
+    b.entropy = view(ent, "grpo policyLoss: entropy");
+    return b;
+  }
+
+  void Run() {
+    Staging st(slot);
+    if (!st.onCuda()) {
+      result = grpo::PolicyLoss(Bind(st, false), opts, out.HostData("grpo policyLoss: dLogProbs"));
+      return;
+    }
+    bool ok = false;
+    result = Backend().policyLoss(slot - 1, Bind(st, true), opts, out.DeviceData("grpo policyLoss: dLogProbs"), &ok);
+    if (!ok) {
+      RethrowOnCpu([&] {
+        HostBuffer<float> scratch(static_cast<std::size_t>(in.batch * in.responseLen), "grpo policyLoss: check");
+        grpo::PolicyLoss(Bind(st, false), opts, scratch.data());
+      }, "grpo policyLoss");
+    }
+    out.Download("grpo policyLoss: dLogProbs");
+  }
 };
 
 KlType ParseKl(const Napi::Value& v) {
@@ -233,8 +274,8 @@ Napi::Object LossResult(Napi::Env env, LossJob& job) {
   metrics.Set("actor/pg_clipfrac", r.pgClipfrac);
   metrics.Set("actor/pg_clipfrac_lower", r.pgClipfracLower);
   metrics.Set("actor/ppo_kl", r.ppoKl);
-  if (job.in.refLogProbs) metrics.Set("actor/kl_loss", r.klLoss);
-  if (job.in.entropy) metrics.Set("actor/entropy", r.entropy);
+  if (job.ref.given()) metrics.Set("actor/kl_loss", r.klLoss);
+  if (job.ent.given()) metrics.Set("actor/entropy", r.entropy);
   Napi::Object o = Napi::Object::New(env);
   o.Set("loss", r.loss);
   o.Set("dLogProbs", job.out.ToJs(env));
@@ -251,39 +292,38 @@ Napi::Value Loss(const Napi::CallbackInfo& info, bool async) {
   const std::int64_t len = RequireInt(Field(shape, "responseLen"), "shape.responseLen", 1, kMaxElements);
   if (batch * len > kMaxElements) throw Napi::RangeError::New(env, "batch * responseLen is too large");
   const std::size_t total = static_cast<std::size_t>(batch * len);
-  RequireCpuDevice(o);
 
-  std::vector<Napi::Float32Array> arrays;
   auto job = std::make_shared<LossJob>();
-  grpo::PolicyLossInputs& in = job->in;
-  in.batch = batch;
-  in.responseLen = len;
-  auto token = [&](const char* key) {
-    const Napi::Float32Array a = RequireF32(Field(inp, key), key, total);
-    arrays.push_back(a);
-    return a.Data();
+  std::vector<Napi::Value> keep{inp};
+  auto read = [&](const char* key, std::size_t count, bool optional) {
+    const Napi::Value v = Field(inp, key);
+    keep.push_back(v);
+    return ReadFloatIn(v, key, count, optional);
   };
-  in.logProbs = token("logProbs");
-  in.oldLogProbs = token("oldLogProbs");
-  const Napi::Float32Array adv = RequireF32(Field(inp, "advantages"), "advantages");
-  if (adv.ElementLength() != total && adv.ElementLength() != static_cast<std::size_t>(batch)) {
-    throw Napi::RangeError::New(env, "advantages has length " + std::to_string(adv.ElementLength()) + ", expected " +
+  job->logp = read("logProbs", total, false);
+  job->old = read("oldLogProbs", total, false);
+  job->adv = read("advantages", kAnyCount, false);
+  if (job->adv.count != total && job->adv.count != static_cast<std::size_t>(batch)) {
+    throw Napi::RangeError::New(env, "advantages has length " + std::to_string(job->adv.count) + ", expected " +
                                          std::to_string(total) + " (batch * responseLen) or " + std::to_string(batch) +
                                          " (batch)");
   }
-  arrays.push_back(adv);
-  in.advantages = adv.Data();
-  in.advantagesPerToken = adv.ElementLength() == total;
-  in.responseMask = token("responseMask");
-  Napi::Float32Array opt;
-  if (OptionalF32(Field(inp, "refLogProbs"), "refLogProbs", total, &opt)) {
-    arrays.push_back(opt);
-    in.refLogProbs = opt.Data();
-  }
-  if (OptionalF32(Field(inp, "entropy"), "entropy", total, &opt)) {
-    arrays.push_back(opt);
-    in.entropy = opt.Data();
-  }
+  job->mask = read("responseMask", total, false);
+  job->ref = read("refLogProbs", total, true);
+  job->ent = read("entropy", total, true);
+  const std::vector<const FloatIn*> all{&job->logp, &job->old, &job->adv, &job->mask, &job->ref, &job->ent};
+  bool tensors = false;
+  job->slot = CallSlot(env, all, OptionalDeviceSlot(o), &tensors);
+
+  grpo::PolicyLossInputs& in = job->in;
+  in.batch = batch;
+  in.responseLen = len;
+  in.advantagesPerToken = job->adv.count == total;
+  // Placeholders so that ValidatePolicyLoss sees which inputs are present.
+  static const float kPresent = 0;
+  in.logProbs = in.oldLogProbs = in.advantages = in.responseMask = &kPresent;
+  in.refLogProbs = job->ref.given() ? &kPresent : nullptr;
+  in.entropy = job->ent.given() ? &kPresent : nullptr;
 
   grpo::PolicyLossOptions& po = job->opts;
   if (auto v = OptNumber(o, "clipLow")) po.clipLow = *v;
@@ -302,16 +342,10 @@ Napi::Value Loss(const Napi::CallbackInfo& info, bool async) {
   po.globalSeqCount = OptNumber(o, "globalSeqCount");
   grpo::ValidatePolicyLoss(in, po);
 
-  SetOutput(job->out, o, total);
-  std::vector<Napi::Value> keep = Values(arrays);
-  if (job->out.givenData) {
-    RequireNoOverlap(job->out.given.Value(), std::vector<Napi::TypedArray>(arrays.begin(), arrays.end()));
-    keep.push_back(job->out.given.Value());
-  }
+  SetFloatOut(job->out, o, total, tensors, job->slot, {batch, len}, all);
+  if (job->out.givenData) keep.push_back(job->out.given.Value());
   return Launch(
-      env, async,
-      [job] { job->result = grpo::PolicyLoss(job->in, job->opts, job->out.Prepare("grpo policyLoss: dLogProbs")); },
-      [job](Napi::Env e) -> Napi::Value { return LossResult(e, *job); }, keep);
+      env, async, [job] { job->Run(); }, [job](Napi::Env e) -> Napi::Value { return LossResult(e, *job); }, keep);
 }
 
 Napi::Value LossSync(const Napi::CallbackInfo& info) { return Loss(info, false); }
@@ -322,6 +356,7 @@ Napi::Value LossAsync(const Napi::CallbackInfo& info) { return Loss(info, true);
 Napi::Value Devices(const Napi::CallbackInfo& info) {
   Napi::Array list = Napi::Array::New(info.Env());
   list.Set(0u, "cpu");
+  if (grpo::GetCudaGrpoBackend() != nullptr && !CudaDevices().empty()) list.Set(1u, "cuda");
   return list;
 }
 

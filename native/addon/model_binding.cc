@@ -12,6 +12,9 @@
 #include "../model/kernel_table.h"
 #include "../model/model_config.h"
 #include "../model/ops.h"
+#include "../model/ops_table.h"
+#include "../core/device_buffer.h"
+#include "../core/cuda_device.h"
 #include "../model/param_store.h"
 #include "bindings.h"
 #include "napi_util.h"
@@ -29,7 +32,37 @@ constexpr std::int64_t kMaxDim = std::int64_t{1} << 31;
 /** Reads the fields of an op's options object, naming each field in errors. */
 class Args {
  public:
-  Args(const Napi::CallbackInfo& info) : env_(info.Env()), o_(RequireObject(info[0], "options")) {}
+  /**
+   * The op's options; `device` ('cpu' default, 'cuda', 'cuda:k') selects the kernels: on a GPU
+   * every array is copied to device memory (once per distinct array) and Finish() copies the
+   * float arrays back after the op.
+   */
+  explicit Args(const Napi::CallbackInfo& info, bool allowDevice = true)
+      : env_(info.Env()), o_(RequireObject(info[0], "options")) {
+    const Napi::Value d = Get("device");
+    if (IsNullish(d)) return;
+    slot_ = RequireDevice(d, "device");
+    if (slot_ == kCpuDevice) return;
+    if (!allowDevice) throw Napi::RangeError::New(env_, "this function runs on the cpu only");
+    ops_ = GetCudaOps();
+    if (ops_ == nullptr) throw Napi::Error::New(env_, "device 'cuda' is not available: this build has no CUDA model kernels");
+    ops_->useDevice(slot_ - 1);
+  }
+
+  /** The kernels of the selected device. */
+  const ModelOps& Ops() const { return *ops_; }
+  bool OnCuda() const { return slot_ != kCpuDevice; }
+  /** Copies the staged float arrays back to JavaScript memory (GPU calls; no-op on the CPU). */
+  void Finish() const {
+    for (const Staged& st : staged_) {
+      if (st.isFloat) CopyToHost(slot_ - 1, st.host, st.device.data(), st.device.bytes());
+    }
+  }
+  /** The host memory of a tracked Int32Array argument (for checks on the host). */
+  const std::int32_t* HostI32(const char* key) const {
+    const Range* r = Find(key);
+    return r ? reinterpret_cast<const std::int32_t*>(r->ptr) : nullptr;
+  }
 
   Napi::Value Get(const char* key) const { return Field(o_, key); }
   bool Has(const char* key) const { return !IsNullish(Get(key)); }
@@ -47,13 +80,13 @@ class Args {
   float* F32(const char* key, std::int64_t len) const {
     Napi::Float32Array a = RequireF32(Get(key), key, static_cast<std::size_t>(len));
     Track(key, a.Data(), a.ByteLength());
-    return a.Data();
+    return static_cast<float*>(Stage(a.Data(), a.ByteLength(), true));
   }
   float* OptF32(const char* key, std::int64_t len) const { return Has(key) ? F32(key, len) : nullptr; }
   std::int32_t* I32(const char* key, std::int64_t len) const {
     Napi::Int32Array a = RequireI32(Get(key), key, static_cast<std::size_t>(len));
     Track(key, a.Data(), a.ByteLength());
-    return a.Data();
+    return static_cast<std::int32_t*>(Stage(a.Data(), a.ByteLength(), false));
   }
   std::int32_t* OptI32(const char* key, std::int64_t len) const { return Has(key) ? I32(key, len) : nullptr; }
 
@@ -92,9 +125,27 @@ class Args {
       if (std::string(r.key) == key) return &r;
     return nullptr;
   }
+  struct Staged {
+    void* host;
+    DeviceBuffer<char> device;
+    bool isFloat;
+  };
+  /** The pointer the kernels get: the host memory, or (GPU calls) its device copy. */
+  void* Stage(void* host, std::size_t bytes, bool isFloat) const {
+    if (slot_ == kCpuDevice || bytes == 0) return host;
+    for (const Staged& st : staged_) {
+      if (st.host == host && st.device.bytes() == bytes) return st.device.data();
+    }
+    staged_.push_back({host, DeviceBuffer<char>(slot_ - 1, bytes, "model op argument (cuda)"), isFloat});
+    staged_.back().device.Upload(static_cast<const char*>(host));
+    return staged_.back().device.data();
+  }
   Napi::Env env_;
   Napi::Object o_;
+  int slot_ = kCpuDevice;
+  const ModelOps* ops_ = &CpuOps();
   mutable std::vector<Range> ranges_;
+  mutable std::vector<Staged> staged_;
 };
 
 // ---- GEMM -----------------------------------------------------------------------------------------
@@ -123,24 +174,26 @@ GemmCall ParseGemm(const Args& a) {
   return g;
 }
 
-void RunGemm(const GemmCall& g, bool naive) {
-  auto fn = naive ? GemmNaive : Gemm;
+void RunGemm(const GemmCall& g, bool naive, const ModelOps& ops = CpuOps()) {
+  auto fn = naive ? GemmNaive : ops.gemm;
   fn(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, std::max<std::int64_t>(1, g.transA ? g.m : g.k), g.b,
      std::max<std::int64_t>(1, g.transB ? g.k : g.n), g.beta, g.c, std::max<std::int64_t>(1, g.n));
 }
 
 Napi::Value GemmJs(const Napi::CallbackInfo& info) {
-  RunGemm(ParseGemm(Args(info)), false);
+  Args a(info);
+  RunGemm(ParseGemm(a), false, a.Ops());
+  a.Finish();
   return info.Env().Undefined();
 }
 
 Napi::Value GemmNaiveJs(const Napi::CallbackInfo& info) {
-  RunGemm(ParseGemm(Args(info)), true);
+  RunGemm(ParseGemm(Args(info, false)), true);
   return info.Env().Undefined();
 }
 
 Napi::Value GemmAsyncJs(const Napi::CallbackInfo& info) {
-  Args a(info);
+  Args a(info, false);
   const GemmCall g = ParseGemm(a);
   return AsyncTask::Run(
       info.Env(), [g] { RunGemm(g, false); }, [](Napi::Env env) { return env.Undefined(); }, a.Arrays());
@@ -173,7 +226,8 @@ Napi::Value LinearForwardJs(const Napi::CallbackInfo& info) {
   const float* b = a.OptF32("bias", out);
   float* y = a.F32("out", T * out);
   a.DisjointAll("out", {"x", "weight", "bias"});
-  LinearForward(x, w, b, y, T, in, out);
+  a.Ops().linearForward(x, w, b, y, T, in, out);
+  a.Finish();
   return info.Env().Undefined();
 }
 
@@ -189,7 +243,8 @@ Napi::Value LinearBackwardJs(const Napi::CallbackInfo& info) {
   a.DisjointAll("dx", {"dy", "weight", "x", "dweight", "dbias"});
   a.DisjointAll("dweight", {"dy", "x", "weight", "dbias"});
   a.DisjointAll("dbias", {"dy"});
-  LinearBackward(x, w, dy, dx, dw, db, T, in, out, a.Bool("accumulate", false));
+  a.Ops().linearBackward(x, w, dy, dx, dw, db, T, in, out, a.Bool("accumulate", false));
+  a.Finish();
   return info.Env().Undefined();
 }
 
@@ -205,7 +260,8 @@ Napi::Value RmsNormForwardJs(const Napi::CallbackInfo& info) {
   a.Disjoint("out", "x", true);
   a.DisjointAll("out", {"weight", "rstd"});
   a.DisjointAll("rstd", {"x", "weight"});
-  RmsNormForward(x, g, y, rstd, T, D, static_cast<float>(a.Num("eps", 1e-5)));
+  a.Ops().rmsNormForward(x, g, y, rstd, T, D, static_cast<float>(a.Num("eps", 1e-5)));
+  a.Finish();
   return info.Env().Undefined();
 }
 
@@ -221,7 +277,8 @@ Napi::Value RmsNormBackwardJs(const Napi::CallbackInfo& info) {
   a.Disjoint("dx", "dy", true);
   a.DisjointAll("dx", {"x", "weight", "rstd", "dweight"});
   a.DisjointAll("dweight", {"x", "weight", "rstd", "dy"});
-  RmsNormBackward(x, g, rstd, dy, dx, dg, T, D, a.Bool("accumulate", false));
+  a.Ops().rmsNormBackward(x, g, rstd, dy, dx, dg, T, D, a.Bool("accumulate", false));
+  a.Finish();
   return info.Env().Undefined();
 }
 
@@ -256,16 +313,18 @@ Napi::Value RopeJs(const Napi::CallbackInfo& info, bool backward) {
   a.Disjoint(outName, inName, true);
   a.Disjoint(outName, "positions");
   std::int64_t maxPos = 0;
+  const std::int32_t* posHost = a.HostI32("positions");
   for (std::int64_t t = 0; t < T; ++t) {
-    if (pos[t] < 0 || pos[t] >= (1 << 24)) {
-      throw Napi::RangeError::New(info.Env(), "positions[" + std::to_string(t) + "] = " + std::to_string(pos[t]) +
+    if (posHost[t] < 0 || posHost[t] >= (1 << 24)) {
+      throw Napi::RangeError::New(info.Env(), "positions[" + std::to_string(t) + "] = " + std::to_string(posHost[t]) +
                                                   " is out of range [0, 16777216)");
     }
-    maxPos = std::max<std::int64_t>(maxPos, pos[t]);
+    maxPos = std::max<std::int64_t>(maxPos, posHost[t]);
   }
   const RopeTable& table = CachedRopeTable(Dh, theta, maxPos + 1);
-  if (backward) RopeBackward(table, x, out, pos, T, H);
-  else RopeForward(table, x, out, pos, T, H);
+  if (backward) a.Ops().ropeBackward(table, x, out, pos, T, H);
+  else a.Ops().ropeForward(table, x, out, pos, T, H);
+  a.Finish();
   return info.Env().Undefined();
 }
 Napi::Value RopeForwardJs(const Napi::CallbackInfo& info) { return RopeJs(info, false); }
@@ -287,7 +346,8 @@ Napi::Value SwiGluForwardJs(const Napi::CallbackInfo& info) {
   const float* h = a.F32("h", T * 2 * F);
   float* out = a.F32("out", T * F);
   a.Disjoint("out", "h");
-  SwiGluForward(h, out, T, F, ParseSwiGlu(a));
+  a.Ops().swiGluForward(h, out, T, F, ParseSwiGlu(a));
+  a.Finish();
   return info.Env().Undefined();
 }
 
@@ -298,7 +358,8 @@ Napi::Value SwiGluBackwardJs(const Napi::CallbackInfo& info) {
   const float* dout = a.F32("dout", T * F);
   float* dh = a.F32("dh", T * 2 * F);
   a.DisjointAll("dh", {"h", "dout"});
-  SwiGluBackward(h, dout, dh, T, F, ParseSwiGlu(a), a.Bool("accumulate", false));
+  a.Ops().swiGluBackward(h, dout, dh, T, F, ParseSwiGlu(a), a.Bool("accumulate", false));
+  a.Finish();
   return info.Env().Undefined();
 }
 
@@ -311,7 +372,9 @@ Napi::Value EmbeddingForwardJs(const Napi::CallbackInfo& info) {
   const std::int32_t* ids = a.I32("ids", T);
   float* out = a.F32("out", T * D);
   a.DisjointAll("out", {"table", "ids"});
-  EmbeddingForward(table, ids, out, T, V, D);
+  if (a.OnCuda()) CheckTokenIds(a.HostI32("ids"), T, V, "ids", false);
+  a.Ops().embeddingForward(table, ids, out, T, V, D);
+  a.Finish();
   return info.Env().Undefined();
 }
 
@@ -322,7 +385,9 @@ Napi::Value EmbeddingBackwardJs(const Napi::CallbackInfo& info) {
   const float* dout = a.F32("dout", T * D);
   float* dtable = a.F32("dtable", V * D);
   a.DisjointAll("dtable", {"ids", "dout"});
-  EmbeddingBackward(ids, dout, dtable, T, V, D);
+  if (a.OnCuda()) CheckTokenIds(a.HostI32("ids"), T, V, "ids", false);
+  a.Ops().embeddingBackward(ids, dout, dtable, T, V, D);
+  a.Finish();
   return info.Env().Undefined();
 }
 
@@ -340,7 +405,9 @@ Napi::Value LogSoftmaxForwardJs(const Napi::CallbackInfo& info) {
   for (const char* out : {"logp", "entropy", "lse"}) a.DisjointAll(out, {"logits", "targets"});
   a.DisjointAll("logp", {"entropy", "lse"});
   a.Disjoint("entropy", "lse");
-  LogSoftmaxForward(logits, targets, T, V, static_cast<float>(a.Num("scale", 1.0)), logp, entropy, lse);
+  if (a.OnCuda() && targets) CheckTokenIds(a.HostI32("targets"), T, V, "targets", true);
+  a.Ops().logSoftmaxForward(logits, targets, T, V, static_cast<float>(a.Num("scale", 1.0)), logp, entropy, lse);
+  a.Finish();
   return info.Env().Undefined();
 }
 
@@ -358,8 +425,10 @@ Napi::Value LogSoftmaxBackwardJs(const Napi::CallbackInfo& info) {
   if (dlogp && !targets) throw Napi::TypeError::New(info.Env(), "targets must be an Int32Array when dlogp is given");
   a.Disjoint("dlogits", "logits", !accumulate);
   a.DisjointAll("dlogits", {"targets", "lse", "dlogp", "dentropy", "entropy"});
-  LogSoftmaxBackward(logits, targets, lse, entropy, dlogp, dentropy, dlogits, T, V,
-                     static_cast<float>(a.Num("scale", 1.0)), accumulate);
+  if (a.OnCuda() && targets) CheckTokenIds(a.HostI32("targets"), T, V, "targets", true);
+  a.Ops().logSoftmaxBackward(logits, targets, lse, entropy, dlogp, dentropy, dlogits, T, V,
+                             static_cast<float>(a.Num("scale", 1.0)), accumulate);
+  a.Finish();
   return info.Env().Undefined();
 }
 
@@ -372,7 +441,9 @@ Napi::Value CrossEntropyForwardJs(const Napi::CallbackInfo& info) {
   float* lse = a.F32("lse", T);
   for (const char* out : {"losses", "lse"}) a.DisjointAll(out, {"logits", "targets"});
   a.Disjoint("losses", "lse");
-  const CrossEntropyResult r = CrossEntropyForward(logits, targets, T, V, losses, lse);
+  if (a.OnCuda()) CheckTokenIds(a.HostI32("targets"), T, V, "targets", true);
+  const CrossEntropyResult r = a.Ops().crossEntropyForward(logits, targets, T, V, losses, lse);
+  a.Finish();
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("loss", r.loss);
   o.Set("count", static_cast<double>(r.count));
@@ -389,7 +460,9 @@ Napi::Value CrossEntropyBackwardJs(const Napi::CallbackInfo& info) {
   const bool accumulate = a.Bool("accumulate", false);
   a.Disjoint("dlogits", "logits", !accumulate);
   a.DisjointAll("dlogits", {"targets", "lse"});
-  CrossEntropyBackward(logits, targets, lse, dlogits, T, V, static_cast<float>(a.Num("gradScale", 1.0)), accumulate);
+  if (a.OnCuda()) CheckTokenIds(a.HostI32("targets"), T, V, "targets", true);
+  a.Ops().crossEntropyBackward(logits, targets, lse, dlogits, T, V, static_cast<float>(a.Num("gradScale", 1.0)), accumulate);
+  a.Finish();
   return info.Env().Undefined();
 }
 
@@ -412,14 +485,31 @@ Napi::Value AdamWUpdateJs(const Napi::CallbackInfo& info) {
   o.beta2 = a.Num("beta2", o.beta2);
   o.eps = a.Num("eps", o.eps);
   o.weightDecay = a.Num("weightDecay", o.weightDecay);
-  AdamWUpdate(param, grad, m, v, n, o, a.Int("step", 1, std::int64_t{1} << 53),
-              static_cast<float>(a.Num("gradScale", 1.0)), a.Bool("decay", true));
+  a.Ops().adamwUpdate(param, grad, m, v, n, o, a.Int("step", 1, std::int64_t{1} << 53),
+                      static_cast<float>(a.Num("gradScale", 1.0)), a.Bool("decay", true));
+  a.Finish();
   return info.Env().Undefined();
+}
+
+/** ['cpu'], plus 'cuda' when this build has the CUDA model kernels and a GPU is usable. */
+Napi::Value ModelOpsDevicesJs(const Napi::CallbackInfo& info) {
+  Napi::Array list = Napi::Array::New(info.Env());
+  list.Set(0u, "cpu");
+  if (GetCudaOps() != nullptr && !CudaDevices().empty()) list.Set(1u, "cuda");
+  return list;
 }
 
 Napi::Value SumSquaresJs(const Napi::CallbackInfo& info) {
   const Napi::Float32Array x = RequireF32(info[0], "x");
-  return Napi::Number::New(info.Env(), SumSquares(x.Data(), static_cast<std::int64_t>(x.ElementLength())));
+  const auto n = static_cast<std::int64_t>(x.ElementLength());
+  const int slot = IsNullish(info[1]) ? kCpuDevice : RequireDevice(info[1], "device");
+  if (slot == kCpuDevice || n == 0) return Napi::Number::New(info.Env(), SumSquares(x.Data(), n));
+  const ModelOps* ops = GetCudaOps();
+  if (ops == nullptr) throw Napi::Error::New(info.Env(), "device 'cuda' is not available: this build has no CUDA model kernels");
+  ops->useDevice(slot - 1);
+  DeviceBuffer<float> d(slot - 1, static_cast<std::size_t>(n), "sumSquares argument (cuda)");
+  d.Upload(x.Data());
+  return Napi::Number::New(info.Env(), ops->sumSquares(d.data(), n));
 }
 
 // ---- model config -----------------------------------------------------------------------------------
@@ -504,6 +594,7 @@ void RegisterModel(Napi::Env env, Napi::Object exports) {
   Export(env, exports, "crossEntropyBackward", CrossEntropyBackwardJs);
   Export(env, exports, "adamwUpdate", AdamWUpdateJs);
   Export(env, exports, "sumSquares", SumSquaresJs);
+  Export(env, exports, "modelOpsDevices", ModelOpsDevicesJs);
   Export(env, exports, "modelParamLayout", ParamLayoutJs);
   RegisterParamStore(env, exports);
 }

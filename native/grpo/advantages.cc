@@ -13,6 +13,7 @@
 #include "../core/allocator.h"
 #include "../core/errors.h"
 #include "grpo.h"
+#include "grpo_cuda.h"
 #include "parallel.h"
 
 namespace sinkflex::grpo {
@@ -119,6 +120,29 @@ void Group(const float* rewards, const std::uint32_t* members, std::int64_t g, c
 
 }  // namespace
 
+GroupPlan PlanGroups(const std::int32_t* groupIds, std::int64_t n) {
+  GroupPlan plan;
+  plan.order.resize(static_cast<std::size_t>(n));
+  SortByGroup(groupIds, n, plan.order.data());
+  const std::uint32_t* ord = plan.order.data();
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (i == 0 || groupIds[ord[i]] != groupIds[ord[i - 1]]) plan.starts.push_back(i);
+  }
+  plan.starts.push_back(n);
+  for (std::size_t gi = 0; gi + 1 < plan.starts.size(); ++gi) {
+    if (plan.starts[gi + 1] - plan.starts[gi] == 1) {
+      const std::int64_t idx = ord[plan.starts[gi]];
+      if (plan.singleton < 0 || idx < plan.singleton) plan.singleton = idx;
+    }
+  }
+  return plan;
+}
+
+[[noreturn]] void ThrowPassKSingleton(const std::int32_t* groupIds, std::int64_t singleton) {
+  throw ArgumentError("groupIds: grpo_passk needs at least 2 responses per group, but group " +
+                      std::to_string(groupIds[singleton]) + " (response " + std::to_string(singleton) + ") has 1");
+}
+
 void ComputeAdvantages(const float* rewards, const std::int32_t* groupIds, std::int64_t n,
                        const AdvantageOptions& opts, float* out) {
   if (n < 1) throw ArgumentError("rewards must not be empty");
@@ -131,41 +155,21 @@ void ComputeAdvantages(const float* rewards, const std::int32_t* groupIds, std::
     }
   }
 
-  HostBuffer<std::uint32_t> order(static_cast<std::size_t>(n), "grpo advantages: group order");
-  SortByGroup(groupIds, n, order.data());
-  const std::uint32_t* ord = order.data();
-
-  // Group boundaries, and the task boundaries (whole groups of about kGroupGrain responses).
-  std::vector<std::int64_t> starts;
-  std::vector<std::int64_t> taskFirstGroup{0};
-  std::int64_t taskStart = 0;  // first response of the current task
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (i == 0 || groupIds[ord[i]] != groupIds[ord[i - 1]]) {
-      if (i - taskStart >= kGroupGrain) {
-        taskFirstGroup.push_back(static_cast<std::int64_t>(starts.size()));
-        taskStart = i;
-      }
-      starts.push_back(i);
-    }
-  }
-  starts.push_back(n);
+  const GroupPlan plan = PlanGroups(groupIds, n);
+  const std::uint32_t* ord = plan.order.data();
+  const std::vector<std::int64_t>& starts = plan.starts;
   const std::int64_t groups = static_cast<std::int64_t>(starts.size()) - 1;
-  taskFirstGroup.push_back(groups);
+  if (opts.estimator == Estimator::kGrpoPassK && plan.singleton >= 0) ThrowPassKSingleton(groupIds, plan.singleton);
 
-  if (opts.estimator == Estimator::kGrpoPassK) {
-    std::int64_t singleton = -1;  // lowest response index alone in its group
-    for (std::int64_t gi = 0; gi < groups; ++gi) {
-      if (starts[gi + 1] - starts[gi] == 1) {
-        const std::int64_t idx = ord[starts[gi]];
-        if (singleton < 0 || idx < singleton) singleton = idx;
-      }
-    }
-    if (singleton >= 0) {
-      throw ArgumentError("groupIds: grpo_passk needs at least 2 responses per group, but group " +
-                          std::to_string(groupIds[singleton]) + " (response " + std::to_string(singleton) +
-                          ") has 1");
+  // Task boundaries: whole groups of about kGroupGrain responses.
+  std::vector<std::int64_t> taskFirstGroup{0};
+  for (std::int64_t gi = 1, taskStart = 0; gi < groups; ++gi) {
+    if (starts[gi] - taskStart >= kGroupGrain) {
+      taskFirstGroup.push_back(gi);
+      taskStart = starts[gi];
     }
   }
+  taskFirstGroup.push_back(groups);
 
   const std::int64_t tasks = static_cast<std::int64_t>(taskFirstGroup.size()) - 1;
   ThreadPool::Global().ParallelFor(tasks, [&](std::int64_t t, int) {

@@ -13,6 +13,7 @@
 #include "../core/allocator.h"
 #include "../core/errors.h"
 #include "grpo.h"
+#include "grpo_cuda.h"
 #include "loss_kernel.h"
 #include "parallel.h"
 
@@ -95,6 +96,17 @@ struct TaskSums {
 
 }  // namespace
 
+double AggregationDenominator(const PolicyLossOptions& o, std::int64_t tokens, std::int64_t sequences,
+                              std::int64_t responseLen) {
+  switch (o.aggMode) {
+    case AggMode::kTokenMean: return o.globalTokenCount ? *o.globalTokenCount : static_cast<double>(tokens);
+    case AggMode::kSeqMeanTokenSum:
+    case AggMode::kSeqMeanTokenMean: return o.globalSeqCount ? *o.globalSeqCount : static_cast<double>(sequences);
+    case AggMode::kSeqMeanTokenSumNorm: return o.lossScale ? *o.lossScale : static_cast<double>(responseLen);
+  }
+  return 0;
+}
+
 void ValidatePolicyLoss(const PolicyLossInputs& in, const PolicyLossOptions& o) {
   if (in.batch < 1) throw ArgumentError("batch must be >= 1, got " + std::to_string(in.batch));
   if (in.responseLen < 1) throw ArgumentError("responseLen must be >= 1, got " + std::to_string(in.responseLen));
@@ -143,13 +155,7 @@ PolicyLossResult PolicyLoss(const PolicyLossInputs& in, const PolicyLossOptions&
   }
 
   // Aggregation: loss = G * sum_i r_i * sum_t m l (DESIGN.md, "Aggregation").
-  double denom = 0;
-  switch (o.aggMode) {
-    case AggMode::kTokenMean: denom = o.globalTokenCount ? *o.globalTokenCount : static_cast<double>(tokens); break;
-    case AggMode::kSeqMeanTokenSum:
-    case AggMode::kSeqMeanTokenMean: denom = o.globalSeqCount ? *o.globalSeqCount : static_cast<double>(sequences); break;
-    case AggMode::kSeqMeanTokenSumNorm: denom = o.lossScale ? *o.lossScale : static_cast<double>(in.responseLen); break;
-  }
+  const double denom = AggregationDenominator(o, tokens, sequences, in.responseLen);
   const double G = denom > 0 ? 1.0 / denom : 0.0;  // nothing unmasked: loss 0, gradient 0
   auto rowWeight = [&](std::int64_t row) {
     return o.aggMode == AggMode::kSeqMeanTokenMean ? G / (static_cast<double>(rowCount[static_cast<std::size_t>(row)]) + 1e-8)

@@ -9,6 +9,7 @@
 #include "../core/errors.h"
 #include "../core/thread_pool.h"
 #include "kernel_table.h"
+#include "ops_table.h"
 
 namespace sinkflex::model {
 namespace {
@@ -72,6 +73,10 @@ void CheckIds(const std::int32_t* ids, std::int64_t T, std::int64_t V, const cha
 }  // namespace
 
 const char* OpsIsa() { return ActiveKernels().name; }
+
+void CheckTokenIds(const std::int32_t* ids, std::int64_t T, std::int64_t V, const char* name, bool allowNegative) {
+  CheckIds(ids, T, V, name, allowNegative);
+}
 
 // ---- linear -----------------------------------------------------------------------------------
 
@@ -204,12 +209,14 @@ void RopeBackward(const RopeTable& table, const float* dy, float* dx, const std:
 
 // ---- SwiGLU -----------------------------------------------------------------------------------
 
-namespace {
-void CheckSwiGlu(const SwiGluParams& p) {
+void CheckSwiGluParams(const SwiGluParams& p) {
   Require(std::isfinite(p.alpha) && p.alpha > 0.0f, "swiglu alpha must be a positive finite number");
   Require(std::isfinite(p.limit) && p.limit >= 0.0f, "swiglu limit must be >= 0 (0 = no clamp)");
   Require(std::isfinite(p.upBias), "swiglu upBias must be finite");
 }
+
+namespace {
+void CheckSwiGlu(const SwiGluParams& p) { CheckSwiGluParams(p); }
 }  // namespace
 
 void SwiGluForward(const float* h, float* out, std::int64_t T, std::int64_t F, SwiGluParams p) {

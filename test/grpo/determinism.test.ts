@@ -59,8 +59,8 @@ t.test('thread count and ISA builds of the kernels', async (t) => {
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const files: Record<string, Float32Array | Int32Array | undefined> = { ...inp, rewards, ids };
   for (const [k, v] of Object.entries(files)) if (v) writeFileSync(join(dir, k), new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
-  const here = policyLoss(inp, { batch, responseLen: len }, opts);
-  const adv = computeAdvantages(rewards, ids);
+  const here = policyLoss(inp, { batch, responseLen: len }, { ...opts, device: 'cpu' });
+  const adv = computeAdvantages(rewards, ids, { device: 'cpu' });
   const isa = grpoAddon().grpoKernelIsa();
   t.match(isa, /^(avx512|avx2|generic)$/);
 

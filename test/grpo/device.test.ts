@@ -7,6 +7,7 @@ import { DeviceUnavailableError } from '../../lib/index.js';
 t.test('a usable GPU without CUDA GRPO kernels: auto falls back to the CPU, cuda throws', async (t) => {
   const { grpoDevice } = await t.mockImport<typeof import('../../lib/grpo/device.js')>('../../lib/grpo/device.js', {
     '../../lib/native/device.js': { resolveDevice: (req?: string) => (req === 'cpu' ? 'cpu' : 'cuda') },
+    '../../lib/grpo/native.js': { grpoAddon: () => ({ grpoDevices: () => ['cpu'] }) },
   });
   t.equal(grpoDevice('auto'), 'cpu');
   t.equal(grpoDevice('cpu'), 'cpu');

@@ -1,0 +1,241 @@
+// The model ops on CUDA against the CPU ops (fp32 within 1e-5 relative) and the float64
+// references, on random odd-sized inputs: GEMM (all transposes, beta, alpha), linear forward
+// and backward, RMSNorm, RoPE, SwiGLU (standard and clamped), embedding, log-softmax with
+// entropy and temperature, cross-entropy, AdamW and the sum of squares. Skipped with a visible
+// message without a CUDA build and a GPU (the CUDA emulator counts). Without one, the device
+// option's CPU paths and errors are checked.
+import t from 'tap';
+
+import {
+  adamwUpdate,
+  crossEntropyBackward,
+  crossEntropyForward,
+  cudaAvailable,
+  embeddingBackward,
+  embeddingForward,
+  gemm,
+  linearBackward,
+  linearForward,
+  loadAddon,
+  logSoftmaxBackward,
+  logSoftmaxForward,
+  matmul,
+  modelOpsDevice,
+  rmsnormBackward,
+  rmsnormForward,
+  ropeBackward,
+  ropeForward,
+  sumSquares,
+  swigluBackward,
+  swigluForward,
+  swigluParams,
+} from '../../lib/index.js';
+import { modelAddon } from '../../lib/model/native.js';
+import { randint, randn, refAdamW, refGemm, refLinear, refLogSoftmax, refRmsNorm, refRope, refSwiGlu } from './fixtures/reference.js';
+
+/** Largest |a - b| / (rtol |b| + atol) (<= 1 means close). */
+function worst(a: ArrayLike<number>, b: ArrayLike<number>, rtol: number, atol: number): number {
+  if (a.length !== b.length) return Infinity;
+  let w = 0;
+  for (let i = 0; i < a.length; i++) {
+    const e = Math.abs(a[i]! - b[i]!) / (rtol * Math.abs(b[i]!) + atol);
+    if (!(e <= w)) w = Number.isNaN(e) ? Infinity : e;
+  }
+  return w;
+}
+
+const copy = (x: Float32Array) => Float32Array.from(x);
+
+t.test('the device option without CUDA model kernels', async (t) => {
+  t.equal(modelOpsDevice(), 'cpu', 'ops default to the cpu');
+  t.equal(modelOpsDevice('cpu'), 'cpu');
+  const cuda = modelAddon().modelOpsDevices().includes('cuda');
+  t.equal(modelOpsDevice('auto'), cuda ? 'cuda' : 'cpu');
+  if (!cuda) {
+    t.throws(() => modelOpsDevice('cuda'), { name: 'DeviceUnavailableError' });
+    t.throws(() => modelAddon().sumSquares(new Float32Array(3), 'cuda'), { message: /device 'cuda' is not available/ });
+    t.throws(() => modelAddon().gemm({ a: new Float32Array(1), b: new Float32Array(1), c: new Float32Array(1), m: 1, n: 1, k: 1, device: 'cuda' }), {
+      message: /device 'cuda' is not available/,
+    });
+  }
+  t.throws(() => modelAddon().gemmAsync({ a: new Float32Array(1), b: new Float32Array(1), c: new Float32Array(1), m: 1, n: 1, k: 1, device: 'cuda:0' }), {
+    message: /cpu only|not available/,
+  });
+  t.throws(() => modelAddon().sumSquares(new Float32Array(3), 'tpu'), { name: 'RangeError', message: /device must be 'cpu', 'cuda'/ });
+  t.equal(sumSquares(Float32Array.of(1, 2, 3), 'cpu'), 14);
+});
+
+const noGpu = !cudaAvailable()
+  ? `no CUDA device: ${loadAddon().cudaStatus().reason}`
+  : !modelAddon().modelOpsDevices().includes('cuda')
+    ? 'no CUDA device: this build has no CUDA model kernels'
+    : false;
+
+t.test('CUDA GEMM and linear against the CPU and float64', { skip: noGpu }, async (t) => {
+  let seed = 500;
+  for (const [m, n, k] of [
+    [1, 7, 33],
+    [67, 29, 45],
+    [13, 130, 1],
+    [5, 3, 0],
+  ]) {
+    for (const [ta, tb] of [
+      [false, false],
+      [false, true],
+      [true, false],
+      [true, true],
+    ] as const) {
+      const a = randn(m! * k!, seed++), b = randn(k! * n!, seed++), c0 = randn(m! * n!, seed++);
+      for (const [alpha, beta] of [
+        [1, 0],
+        [0.75, -1.25],
+      ]) {
+        const cpu = copy(c0), gpu = copy(c0);
+        gemm({ a, b, c: cpu, m: m!, n: n!, k: k!, transA: ta, transB: tb, alpha, beta, device: 'cpu' });
+        gemm({ a, b, c: gpu, m: m!, n: n!, k: k!, transA: ta, transB: tb, alpha, beta, device: 'cuda' });
+        const label = `gemm ${m}x${n}x${k} ${ta ? 'T' : 'N'}${tb ? 'T' : 'N'} alpha ${alpha} beta ${beta}`;
+        t.ok(worst(gpu, cpu, 1e-5, 1e-5) <= 1, `${label}: vs cpu`);
+        t.ok(worst(gpu, refGemm(ta, tb, m!, n!, k!, alpha, a, b, beta, c0), 1e-5, 2e-5) <= 1, `${label}: vs float64`);
+      }
+    }
+  }
+  t.same(matmul(randn(6, 1), randn(6, 2), 2, 2, 3, { device: 'cuda' }).length, 4, 'matmul on the device');
+
+  const T = 19, inF = 37, outF = 23;
+  const x = randn(T * inF, 1), w = randn(outF * inF, 2), b = randn(outF, 3), dy = randn(T * outF, 4);
+  const yc = linearForward({ x, weight: w, bias: b, rows: T, inFeatures: inF, outFeatures: outF });
+  const yg = linearForward({ x, weight: w, bias: b, rows: T, inFeatures: inF, outFeatures: outF, device: 'cuda' });
+  t.ok(worst(yg, yc, 1e-5, 1e-6) <= 1, 'linear forward vs cpu');
+  t.ok(worst(yg, refLinear(x, w, b, T, inF, outF), 1e-5, 1e-5) <= 1, 'linear forward vs float64');
+  const dx0 = randn(T * inF, 5), dw0 = randn(outF * inF, 6), db0 = randn(outF, 7);
+  const opts = { x, weight: w, dy, rows: T, inFeatures: inF, outFeatures: outF, accumulate: true };
+  const gc = linearBackward({ ...opts, dx: copy(dx0), dweight: copy(dw0), dbias: copy(db0) });
+  const gg = linearBackward({ ...opts, dx: copy(dx0), dweight: copy(dw0), dbias: copy(db0), device: 'cuda' });
+  t.ok(worst(gg.dx!, gc.dx!, 1e-5, 1e-6) <= 1, 'linear dx (accumulated) vs cpu');
+  t.ok(worst(gg.dweight!, gc.dweight!, 1e-5, 1e-6) <= 1, 'linear dweight vs cpu');
+  t.ok(worst(gg.dbias!, gc.dbias!, 1e-5, 1e-6) <= 1, 'linear dbias vs cpu');
+  const only = linearBackward({ x, weight: w, dy, rows: T, inFeatures: inF, outFeatures: outF, dx: null, dweight: null, device: 'cuda' });
+  t.ok(worst(only.dbias!, linearBackward({ x, weight: w, dy, rows: T, inFeatures: inF, outFeatures: outF, dx: null, dweight: null }).dbias!, 1e-6, 1e-7) <= 1, 'dbias only');
+});
+
+t.test('CUDA RMSNorm, RoPE, SwiGLU and embedding against the CPU and float64', { skip: noGpu }, async (t) => {
+  const T = 11, D = 301;
+  const x = randn(T * D, 10, -2, 2), g = randn(D, 11), dy = randn(T * D, 12);
+  const fc = rmsnormForward({ x, weight: g, rows: T, dim: D, eps: 1e-5 });
+  const fg = rmsnormForward({ x, weight: g, rows: T, dim: D, eps: 1e-5, device: 'cuda' });
+  const ref = refRmsNorm(x, g, T, D, 1e-5);
+  t.ok(worst(fg.out, fc.out, 1e-5, 1e-6) <= 1, 'rmsnorm out vs cpu');
+  t.ok(worst(fg.rstd, fc.rstd, 1e-5, 0) <= 1, 'rmsnorm rstd vs cpu');
+  t.ok(worst(fg.out, ref.y, 1e-5, 1e-5) <= 1, 'rmsnorm out vs float64');
+  const dg0 = randn(D, 13);
+  const bc = rmsnormBackward({ x, weight: g, rstd: fc.rstd, dy, rows: T, dim: D, dweight: copy(dg0) });
+  const bg = rmsnormBackward({ x, weight: g, rstd: fc.rstd, dy, rows: T, dim: D, dweight: copy(dg0), device: 'cuda' });
+  t.ok(worst(bg.dx, bc.dx, 1e-5, 1e-6) <= 1, 'rmsnorm dx vs cpu');
+  t.ok(worst(bg.dweight, bc.dweight, 1e-5, 1e-5) <= 1, 'rmsnorm dweight vs cpu');
+  const inPlace = copy(dy);
+  rmsnormBackward({ x, weight: g, rstd: fc.rstd, dy: inPlace, dx: inPlace, rows: T, dim: D, device: 'cuda' });
+  t.ok(worst(inPlace, bc.dx, 1e-5, 1e-6) <= 1, 'rmsnorm dx written over dy');
+
+  const H = 3, Dh = 10;
+  const pos = randint(T, 14, 0, 40);
+  const xr = randn(T * H * Dh, 15);
+  const rc = ropeForward({ x: xr, positions: pos, rows: T, heads: H, headDim: Dh, theta: 500 });
+  const rg = ropeForward({ x: xr, positions: pos, rows: T, heads: H, headDim: Dh, theta: 500, device: 'cuda' });
+  t.ok(worst(rg, rc, 1e-5, 1e-6) <= 1, 'rope forward vs cpu');
+  t.ok(worst(rg, refRope(xr, pos, T, H, Dh, 500), 1e-5, 1e-5) <= 1, 'rope forward vs float64');
+  const back = ropeBackward({ dy: copy(rg), dx: undefined, positions: pos, rows: T, heads: H, headDim: Dh, theta: 500, device: 'cuda' });
+  t.ok(worst(back, xr, 1e-5, 1e-5) <= 1, 'rope backward inverts the forward');
+  t.throws(() => ropeForward({ x: xr, positions: Int32Array.from(pos, (p, i) => (i === 4 ? -1 : p)), rows: T, heads: H, headDim: Dh, device: 'cuda' }), {
+    name: 'RangeError',
+    message: /positions\[4\] = -1 is out of range/,
+  });
+
+  const F = 29;
+  const h = randn(T * 2 * F, 16, -9, 9), dout = randn(T * F, 17);
+  for (const variant of ['standard', 'clamped'] as const) {
+    const sc = swigluForward({ h, rows: T, ffn: F, variant });
+    const sg = swigluForward({ h, rows: T, ffn: F, variant, device: 'cuda' });
+    t.ok(worst(sg, sc, 1e-5, 1e-6) <= 1, `swiglu ${variant} forward vs cpu`);
+    t.ok(worst(sg, refSwiGlu(h, T, F, swigluParams(variant)), 1e-5, 1e-5) <= 1, `swiglu ${variant} forward vs float64`);
+    const dh0 = randn(T * 2 * F, 18);
+    const dc = swigluBackward({ h, dout, rows: T, ffn: F, variant, dh: copy(dh0), accumulate: true });
+    const dgpu = swigluBackward({ h, dout, rows: T, ffn: F, variant, dh: copy(dh0), accumulate: true, device: 'cuda' });
+    t.ok(worst(dgpu, dc, 1e-5, 1e-6) <= 1, `swiglu ${variant} backward vs cpu`);
+  }
+  t.throws(() => swigluForward({ h, rows: T, ffn: F, variant: { alpha: 0, limit: 0, upBias: 0 }, device: 'cuda' }), {
+    name: 'RangeError',
+    message: /swiglu alpha must be a positive finite number/,
+  });
+
+  const V = 13, E = 9, n = 17;
+  const table = randn(V * E, 19), ids = randint(n, 20, 0, V);
+  ids[3] = ids[7]!; // repeated ids accumulate
+  t.same(embeddingForward({ table, ids, vocab: V, dim: E, device: 'cuda' }), embeddingForward({ table, ids, vocab: V, dim: E }), 'embedding forward: exact');
+  const demb = randn(n * E, 21), dt0 = randn(V * E, 22);
+  t.same(
+    embeddingBackward({ ids, dout: demb, vocab: V, dim: E, dtable: copy(dt0), device: 'cuda' }),
+    embeddingBackward({ ids, dout: demb, vocab: V, dim: E, dtable: copy(dt0) }),
+    'embedding backward: same bits (tokens added in order)',
+  );
+  t.throws(() => embeddingForward({ table, ids: Int32Array.of(1, 13), vocab: V, dim: E, device: 'cuda' }), {
+    name: 'RangeError',
+    message: /ids\[1\] = 13 is out of range \[0, 13\)/,
+  });
+});
+
+t.test('CUDA log-softmax, cross-entropy, AdamW and sum of squares', { skip: noGpu }, async (t) => {
+  const T = 9, V = 301;
+  const logits = randn(T * V, 30, -6, 6);
+  const targets = randint(T, 31, 0, V);
+  targets[2] = -1;
+  for (const temperature of [1, 0.7]) {
+    const c = logSoftmaxForward({ logits, targets, rows: T, vocab: V, temperature });
+    const g = logSoftmaxForward({ logits, targets, rows: T, vocab: V, temperature, device: 'cuda' });
+    const r = refLogSoftmax(logits, targets, T, V, 1 / temperature);
+    t.ok(worst(g.lse, c.lse, 1e-5, 1e-6) <= 1, `lse vs cpu (temperature ${temperature})`);
+    t.ok(worst(g.logp!, c.logp!, 1e-5, 1e-5) <= 1, `logp vs cpu`);
+    t.ok(worst(g.entropy, c.entropy, 1e-5, 1e-5) <= 1, `entropy vs cpu`);
+    t.ok(worst(g.logp!, r.logp, 1e-5, 2e-5) <= 1, `logp vs float64`);
+    t.ok(worst(g.entropy, r.entropy, 1e-5, 2e-5) <= 1, `entropy vs float64`);
+    const dlogp = randn(T, 32), dentropy = randn(T, 33), d0 = randn(T * V, 34);
+    const args = { logits, targets, rows: T, vocab: V, temperature, lse: c.lse, entropy: c.entropy, dlogp, dentropy };
+    const bc = logSoftmaxBackward({ ...args, dlogits: copy(d0), accumulate: true });
+    const bg = logSoftmaxBackward({ ...args, dlogits: copy(d0), accumulate: true, device: 'cuda' });
+    t.ok(worst(bg, bc, 1e-5, 1e-6) <= 1, `log-softmax backward (accumulated) vs cpu`);
+    const inPlace = copy(logits);
+    logSoftmaxBackward({ ...args, logits: inPlace, dlogits: inPlace, device: 'cuda' });
+    t.ok(worst(inPlace, logSoftmaxBackward(args), 1e-5, 1e-6) <= 1, 'in place over the logits');
+  }
+  const cc = crossEntropyForward({ logits, targets, rows: T, vocab: V });
+  const cg = crossEntropyForward({ logits, targets, rows: T, vocab: V, device: 'cuda' });
+  t.equal(cg.count, cc.count);
+  t.ok(Math.abs(cg.loss - cc.loss) <= 1e-5 * Math.abs(cc.loss), `cross-entropy ${cg.loss} vs ${cc.loss}`);
+  t.ok(worst(cg.losses, cc.losses, 1e-5, 1e-6) <= 1, 'per-row losses');
+  const dcg = crossEntropyBackward({ logits, targets, lse: cc.lse, rows: T, vocab: V, device: 'cuda' });
+  t.ok(worst(dcg, crossEntropyBackward({ logits, targets, lse: cc.lse, rows: T, vocab: V }), 1e-5, 1e-7) <= 1, 'cross-entropy backward');
+  t.throws(() => crossEntropyForward({ logits, targets: Int32Array.from(targets, (v, i) => (i === 5 ? V : v)), rows: T, vocab: V, device: 'cuda' }), {
+    name: 'RangeError',
+    message: /targets\[5\] = 301 is out of range/,
+  });
+
+  const n = 1031;
+  const p0 = randn(n, 40), grad = randn(n, 41), m0 = randn(n, 42, -0.1, 0.1), v0 = randn(n, 43, 0, 0.01);
+  const o = { lr: 1e-2, beta1: 0.9, beta2: 0.99, eps: 1e-8, weightDecay: 0.1, gradScale: 0.5 };
+  for (const decay of [true, false]) {
+    const pc = copy(p0), mc = copy(m0), vc = copy(v0), pg = copy(p0), mg = copy(m0), vg = copy(v0);
+    adamwUpdate({ param: pc, grad, m: mc, v: vc, step: 3, decay, ...o });
+    adamwUpdate({ param: pg, grad, m: mg, v: vg, step: 3, decay, ...o, device: 'cuda' });
+    t.ok(worst(pg, pc, 1e-5, 1e-7) <= 1 && worst(mg, mc, 1e-5, 1e-9) <= 1 && worst(vg, vc, 1e-5, 1e-12) <= 1, `adamw decay=${decay} vs cpu`);
+    const pr = Float64Array.from(p0), mr = Float64Array.from(m0), vr = Float64Array.from(v0);
+    refAdamW(pr, grad, mr, vr, 3, { ...o, decay });
+    t.ok(worst(pg, pr, 1e-5, 1e-6) <= 1, `adamw decay=${decay} vs float64`);
+  }
+  t.throws(() => adamwUpdate({ param: p0, grad, m: m0, v: v0, step: 0, device: 'cuda' }), { name: 'RangeError' });
+  const big = randn(40000, 44);
+  let ref = 0;
+  for (const v of big) ref += v * v;
+  const ss = sumSquares(big, 'cuda');
+  t.ok(Math.abs(ss - ref) <= 1e-6 * ref, `sum of squares ${ss} vs ${ref}`);
+  t.equal(sumSquares(big, 'cuda'), ss, 'deterministic');
+  t.equal(sumSquares(new Float32Array(0), 'cuda'), 0);
+});
