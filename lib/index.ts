@@ -14,3 +14,4 @@ export * from './rollout/index.js';
 // The agent loop's policy interfaces keep the short names; the model layer's are renamed here.
 export type { TokenPolicy, ChatPolicy, FinishReason } from './rollout/index.js';
 export type { TokenPolicy as ModelTokenPolicy, ChatPolicy as ModelChatPolicy, FinishReason as ModelFinishReason } from './model/index.js';
+export * from './trainer/index.js';
