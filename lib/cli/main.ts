@@ -6,6 +6,8 @@
 import { Command } from 'commander';
 
 import { backends, buildInfo, version } from '../native/index.js';
+import { registerEnv } from './commands/env.js';
+import { registerTrain } from './commands/train.js';
 
 /** Builds the `sinkflex` program with every command registered. */
 export function buildProgram(): Command {
@@ -29,6 +31,8 @@ export function buildProgram(): Command {
         else console.log(`  ${b.device}   ${b.deviceName}, ${(b.totalMemory / 2 ** 30).toFixed(1)} GiB, sm_${b.computeCapability.replace('.', '')}`);
       }
     });
+  registerTrain(program);
+  registerEnv(program);
   return program;
 }
 

@@ -7,3 +7,7 @@ export * from './config.js';
 export * from './world.js';
 export * from './evaluate.js';
 export * from './checkpoint.js';
+export * from './sft.js';
+export * from './grpo-step.js';
+export * from './report.js';
+export * from './trainer.js';
