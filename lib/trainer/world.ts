@@ -40,15 +40,28 @@ export function buildWorld(config: Pick<TrainConfig, 'env' | 'world'>): TrainWor
   const hit = worldCache.get(key);
   if (hit) return hit;
   const count = w.trainTasks + w.valTasks;
+  // generate more than needed and keep the first task of each distinct scenario, so that no
+  // validation task repeats a training task's content (a small database repeats scenarios)
+  const distinct = <T extends { sinkflex_scenario?: unknown; description?: unknown }>(tasks: readonly T[]): T[] => {
+    const seen = new Set<string>();
+    const out = tasks.filter((t) => {
+      const sig = JSON.stringify(t.sinkflex_scenario ?? t.description ?? null);
+      if (seen.has(sig)) return false;
+      seen.add(sig);
+      return true;
+    });
+    if (out.length < count) throw new RangeError(`world: only ${out.length} distinct tasks for ${count} (trainTasks + valTasks); use a larger database (world.users / world.orders / world.customers) or fewer tasks`);
+    return out.slice(0, count);
+  };
   let world: TauWorld;
   if (domain === 'retail') {
     const db = generateRetailDb({ seed: w.seed, users: w.users, orders: w.orders });
     const weights = w.kinds as Partial<Record<RetailTaskKind, number>>;
-    const tasks = generateRetailTasks(db, { seed: w.seed, count, weights, changeOfMind: w.changeOfMind, secondRequest: w.secondRequest });
+    const tasks = distinct(generateRetailTasks(db, { seed: w.seed, count: 4 * count, weights, changeOfMind: w.changeOfMind, secondRequest: w.secondRequest }));
     world = new TauWorld('retail', createRetailDomain({ db }) as unknown as TauDomain<WorldState>, tasks, true);
   } else {
     const db = generateTelecomDb({ seed: w.seed, customers: w.customers });
-    const tasks = generateTelecomTasks(db, { seed: w.seed, count, maxFaults: w.maxFaults, unfixableRate: w.unfixableRate });
+    const tasks = distinct(generateTelecomTasks(db, { seed: w.seed, count: 4 * count, maxFaults: w.maxFaults, unfixableRate: w.unfixableRate }));
     world = new TauWorld('telecom', createTelecomDomain({ db }) as unknown as TauDomain<WorldState>, tasks, true);
   }
   const ids = world.taskIds;
