@@ -41,6 +41,7 @@ t.test('the smoke preset runs every stage and writes the run folder; resume equa
   t.equal(grpoRows.length, smoke.grpo.steps, 'one row per GRPO step');
   const needed = ['actor/pg_loss', 'actor/pg_clipfrac', 'actor/ppo_kl', 'actor/kl_loss', 'actor/entropy', 'actor/grad_norm', 'critic/score/mean', 'critic/advantages/mean', 'response_length/mean', 'rollout/aborted', 'timing_s/gen', 'timing_s/old_log_prob', 'timing_s/ref', 'timing_s/adv', 'timing_s/update_actor', 'timing_s/step'];
   for (const k of needed) t.ok(grpoRows.every((r) => typeof r[k] === 'number' && Number.isFinite(r[k] as number)), `metric ${k}`);
+  t.ok(grpoRows.every((r) => (r['rollout/logprob_abs_diff'] as number) < 1e-4), 'old log-probs recomputed at the rollout temperature match the sampler’s');
   const val = rows.filter((r) => r.phase === 'val');
   t.same(val.map((r) => r.step), [0, 2, 3], 'validation after SFT, every val.every steps and at the end');
   t.ok(val.every((r) => typeof r['val-core/tau-retail/reward/mean@1'] === 'number' && typeof r['val-core/tau-retail/reward/pass^2'] === 'number'));
