@@ -101,6 +101,17 @@ const RolloutSchema = z.strictObject({
 });
 
 const SftSchema = z.strictObject({
+  /**
+   * Synthetic warm-up steps before SFT: random token spans followed by their repetition, loss on
+   * the repetition. A tiny model learns to copy from its context (an induction circuit) in a
+   * few hundred such steps, which it needs to copy ids, names and emails from the conversation
+   * into tool calls. 0 skips it.
+   */
+  inductionSteps: int(0),
+  /** Tokens per warm-up step. */
+  inductionTokens: int(16),
+  /** Length of each random span (each sequence is 1 + 2 × span tokens). */
+  inductionSpan: int(2),
   /** Expert demonstrations (episodes over the training tasks, seeded). 0 skips SFT. */
   episodes: int(0),
   /** Optimiser steps. */
@@ -231,7 +242,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
   model: { preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, context: 2048 },
   prompt: { system: 'compact', renderTools: false },
   rollout: { n: 8, tasksPerStep: 8, temperature: 1, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64 },
-  sft: { episodes: 256, steps: 120, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
+  sft: { inductionSteps: 250, inductionTokens: 2048, inductionSpan: 24, episodes: 256, steps: 120, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
   grpo: {
     steps: 20,
     lr: 5e-4,
@@ -262,7 +273,7 @@ export const PRESETS: Record<PresetName, TrainConfigPatch> = {
     tokenizer: { vocabSize: 512, corpusEpisodes: 8 },
     model: { preset: 'tiny', width: 64, layers: 2, ffn: 128, window: -1, context: 2048 },
     rollout: { n: 2, tasksPerStep: 2, maxTurns: 4, maxTokensPerTurn: 24, concurrency: 8 },
-    sft: { episodes: 8, steps: 3, tokensPerStep: 4096, warmup: 1 },
+    sft: { inductionSteps: 2, inductionTokens: 512, episodes: 8, steps: 3, tokensPerStep: 4096, warmup: 1 },
     grpo: { steps: 3, miniBatches: 2, ppoEpochs: 1, klCoef: 0.01, microBatchTokens: 4096 } as Partial<TrainConfig['grpo']>,
     val: { every: 2, trials: 2 },
     output: { saveEvery: 1, keepCheckpoints: 2, samplesPerStep: 2 },

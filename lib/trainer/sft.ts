@@ -102,6 +102,35 @@ export function packInOrder(seqs: readonly MaskedSequence[], order: readonly num
   return out;
 }
 
+/**
+ * The synthetic induction warm-up (see `TrainConfig['sft'].inductionSteps`): each step packs
+ * sequences `[<|endoftext|>, a_1..a_s, a_1..a_s]` of random non-special tokens up to
+ * `inductionTokens` tokens, with the loss on the repeated half; linear warm-up to `sft.lr`, then constant.
+ * @returns the loss of each step.
+ */
+export async function runInductionWarmup(policy: TransformerPolicy, sft: TrainConfig['sft'], seed: number, onStep?: (step: number, loss: number) => void): Promise<number[]> {
+  const tok = policy.tokenizer;
+  const low = tok ? tok.specialTokens.length : 0;
+  const high = policy.vocabSize;
+  const bos = tok ? tok.specialId('<|endoftext|>') : 0;
+  const span = sft.inductionSpan;
+  const perSeq = 2 * span + 1;
+  const losses: number[] = [];
+  for (let step = 1; step <= sft.inductionSteps; step++) {
+    const seqs: MaskedSequence[] = [];
+    for (let used = 0, k = 0; used + perSeq <= Math.max(perSeq, sft.inductionTokens); used += perSeq, k++) {
+      const a = Array.from({ length: span }, (_, i) => low + (mixSeed(seed, 0x1d0, step, k, i) % (high - low)));
+      seqs.push({ tokens: [bos, ...a, ...a], lossMask: Array.from({ length: perSeq }, (_, i) => (i > span + 1 ? 1 : 0)) });
+    }
+    // linear warm-up, then the constant peak rate (the circuit forms late; a decay would slow it)
+    const lr = sft.warmup > 0 && step <= sft.warmup ? (sft.lr * step) / sft.warmup : sft.lr;
+    const r = await policy.trainStep([packSequences(seqs)], { kind: 'cross-entropy' }, { optimizer: { lr, weightDecay: sft.weightDecay, maxGradNorm: 1 } });
+    losses.push(r.loss);
+    onStep?.(step, r.loss);
+  }
+  return losses;
+}
+
 /** One SFT step's record. */
 export interface SftStepInfo {
   /** Step (1-based). */

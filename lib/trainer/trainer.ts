@@ -15,7 +15,7 @@ import { valSourceName, type TrainConfig } from './config.js';
 import { evaluatePolicy } from './evaluate.js';
 import { grpoStep } from './grpo-step.js';
 import { renderReport, type MetricsRow } from './report.js';
-import { collectDemonstrations, runSft, seededPermutation } from './sft.js';
+import { collectDemonstrations, runInductionWarmup, runSft, seededPermutation } from './sft.js';
 import { buildWorld, promptSettings, trainEnvFactory, trainRunTokenizer, type TrainWorld } from './world.js';
 
 /** A progress event of a run. */
@@ -194,6 +194,15 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
   let reference: TransformerPolicy | null = null;
   try {
     if (!state.sftDone) {
+      if (config.sft.inductionSteps > 0) {
+        emit({ kind: 'phase', phase: 'sft', message: `induction warm-up (${config.sft.inductionSteps} steps of copy data)` });
+        const t0 = performance.now();
+        const losses = await runInductionWarmup(policy, config.sft, config.seed, (step, loss) => {
+          emit({ kind: 'sft', step, total: config.sft.inductionSteps, loss });
+          if (step % 25 === 0 || step === config.sft.inductionSteps) log({ step: 0, phase: 'induction', 'induction/step': step, 'induction/loss': loss });
+        });
+        log({ step: 0, phase: 'induction-summary', 'induction/final_loss': losses[losses.length - 1], 'timing_s/induction': (performance.now() - t0) / 1000 });
+      }
       emit({ kind: 'phase', phase: 'demonstrations', message: 'collecting expert demonstrations' });
       const t0 = performance.now();
       // demonstrations only need to fit the model's context (the expert's turns may be longer than the rollout's per-turn limit)
