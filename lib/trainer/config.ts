@@ -244,7 +244,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
   rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64 },
   sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 256, steps: 40, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
   grpo: {
-    steps: 40,
+    steps: 80,
     lr: 2e-4,
     estimator: 'grpo',
     normByStd: true,
@@ -260,8 +260,8 @@ export const DEFAULT_CONFIG: TrainConfig = {
     maxGradNorm: 1,
     weightDecay: 0,
   },
-  val: { every: 5, trials: 4, temperature: 0.7, seed: 1234 },
-  output: { saveEvery: 5, keepCheckpoints: 2, samplesPerStep: 8 },
+  val: { every: 10, trials: 4, temperature: 0.7, seed: 1234 },
+  output: { saveEvery: 10, keepCheckpoints: 2, samplesPerStep: 8 },
 };
 
 /** The presets, as patches over {@link DEFAULT_CONFIG}. */
