@@ -149,7 +149,8 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     rows.push(row);
     appendFileSync(metricsPath, JSON.stringify(row) + '\n');
   };
-  const elapsed = () => state.elapsedS + (performance.now() - wall0) / 1000;
+  const baseElapsedS = state.elapsedS; // wall time of earlier sessions of this run (resume)
+  const elapsed = () => baseElapsedS + (performance.now() - wall0) / 1000;
   const writeReport = () => {
     const val = rows.filter((r) => r.phase === 'val');
     const key = `val-core/${source}/reward/mean@1`;
@@ -230,7 +231,6 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       state = { ...state, sftDone: true };
       if (config.grpo.klCoef > 0) policy.save(refPath, { optimizer: false });
       await validate(0);
-      state.elapsedS = elapsed();
       saveRunCheckpoint(out, policy, config, { ...state, elapsedS: elapsed() }, config.output.keepCheckpoints);
       writeReport();
     }
