@@ -1,9 +1,9 @@
 import t from 'tap';
 
-import { lineChartSvg, renderReport, samplesJsonl } from '../../lib/trainer/index.js';
+import { lineChartSvg, renderReport, samplesJsonl, type MetricsRow } from '../../lib/trainer/index.js';
 
 t.test('line charts: points at the right places, empty charts say so', async (t) => {
-  const rows = [
+  const rows: MetricsRow[] = [
     { step: 0, phase: 'val', a: 0 },
     { step: 10, phase: 'grpo', a: 1 },
     { step: 5, phase: 'grpo', b: 2 },

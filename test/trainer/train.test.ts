@@ -92,7 +92,8 @@ class FlakyUser implements UserSimulator {
   reset(task: TauTask, seed: number, tools: readonly OpenAIToolSchema[]): void {
     this.failing = task.id === this.taskId;
     this.calls = 0;
-    this.inner.reset(task, seed, tools);
+    void tools;
+    this.inner.reset(task, seed);
   }
   respond(input: UserTurnInput) {
     if (this.failing && ++this.calls > 1) throw new Error('user simulator is down');
