@@ -15,3 +15,4 @@ export * from './rollout/index.js';
 export type { TokenPolicy, ChatPolicy, FinishReason } from './rollout/index.js';
 export type { TokenPolicy as ModelTokenPolicy, ChatPolicy as ModelChatPolicy, FinishReason as ModelFinishReason } from './model/index.js';
 export * from './openai/index.js';
+export * from './trainer/index.js';

@@ -9,6 +9,8 @@ import { backends, buildInfo, version } from '../native/index.js';
 import { registerBench } from './commands/bench.js';
 import { registerEval } from './commands/eval.js';
 import { registerServe } from './commands/serve.js';
+import { registerEnv } from './commands/env.js';
+import { registerTrain } from './commands/train.js';
 
 /** Builds the `sinkflex` program with every command registered. */
 export function buildProgram(): Command {
@@ -35,6 +37,8 @@ export function buildProgram(): Command {
   registerBench(program);
   registerServe(program);
   registerEval(program);
+  registerTrain(program);
+  registerEnv(program);
   return program;
 }
 

@@ -1,0 +1,398 @@
+/**
+ * The training configuration: one zod schema for every knob of a run (world, tokenizer, model,
+ * prompt, SFT, GRPO, rollout, validation, outputs), presets, loading from JSON or TOML files
+ * and `a.b=c` overrides, with errors that name the field.
+ * @module
+ */
+import { readFileSync } from 'node:fs';
+import { extname } from 'node:path';
+
+import { parse as parseToml } from 'smol-toml';
+import { z } from 'zod';
+
+/** The environments `sinkflex train` can train on. */
+export const TRAIN_ENV_IDS = ['sinkflex/TauRetail-v0', 'sinkflex/TauTelecom-v0'] as const;
+
+/** An environment id of {@link TRAIN_ENV_IDS}. */
+export type TrainEnvId = (typeof TRAIN_ENV_IDS)[number];
+
+const int = (min: number) => z.number().int().min(min);
+const prob = z.number().min(0).max(1);
+
+const WorldSchema = z.strictObject({
+  /** Seed of the task generator (and of the database generator). */
+  seed: int(0),
+  /** Training tasks (the first ones generated). */
+  trainTasks: int(1),
+  /** Held-out validation tasks (generated after the training tasks: disjoint ids). */
+  valTasks: int(1),
+  /** Retail: users in the generated database. */
+  users: int(1),
+  /** Retail: orders in the generated database. */
+  orders: int(1),
+  /** Telecom: customers in the generated database. */
+  customers: int(1),
+  /** Retail: relative weight of each task kind (missing kinds keep the generator's default; 0 disables). */
+  kinds: z.record(z.string(), z.number().min(0)),
+  /** Retail: probability of a change of mind. */
+  changeOfMind: prob,
+  /** Retail: probability of a second request. */
+  secondRequest: prob,
+  /** Telecom: most root causes per task (1–3). */
+  maxFaults: z.number().int().min(1).max(3),
+  /** Telecom: probability of an unfixable root cause. */
+  unfixableRate: prob,
+  /** Scripted user: turns without progress before it gives up. */
+  userPatience: int(1),
+  /** Scripted user (telecom): probability of each bad behaviour of the hard persona. */
+  userHardness: prob,
+  /** Step limit of an episode (tau2 steps). */
+  maxSteps: int(1),
+  /** Tool-error budget of an episode. */
+  maxErrors: int(1),
+});
+
+const TokenizerSchema = z.strictObject({
+  /** Byte-level BPE vocabulary size (the model's vocabulary is this). */
+  vocabSize: int(262),
+  /** Expert episodes whose text trains the tokenizer (plus the policy text). */
+  corpusEpisodes: int(1),
+});
+
+const ModelSchema = z.strictObject({
+  /** The architecture preset. */
+  preset: z.enum(['tiny', 'small']),
+  /** Residual width (0: the preset's). */
+  width: int(0),
+  /** Blocks (0: the preset's). */
+  layers: int(0),
+  /** SwiGLU hidden size (0: the preset's). */
+  ffn: int(0),
+  /** Sliding window of the even layers (-1: the preset's; 0: all full). */
+  window: z.number().int().min(-1),
+  /** Context length in tokens. */
+  context: int(16),
+});
+
+const PromptSchema = z.strictObject({
+  /** `compact` (a short instruction per domain), `full` (the environment's instructions + policy), or any other text used verbatim. */
+  system: z.string(),
+  /** Render the tools section (OpenAI function schemas) in the prompt. */
+  renderTools: z.boolean(),
+});
+
+const RolloutSchema = z.strictObject({
+  /** Samples per task (VERL `rollout.n`). */
+  n: int(1),
+  /** Tasks per GRPO step (groups). */
+  tasksPerStep: int(1),
+  /** Sampling temperature (the old log-probs are recomputed at this temperature). */
+  temperature: z.number().gt(0),
+  /** Nucleus mass. */
+  topP: z.number().gt(0).max(1),
+  /** Most assistant turns per episode. */
+  maxTurns: int(1),
+  /** Most tokens per assistant turn. */
+  maxTokensPerTurn: int(1),
+  /** Most tokens per episode (prompt + response); at most the model context. */
+  maxContextTokens: int(16),
+  /** Episodes in flight at once. */
+  concurrency: int(1),
+});
+
+const SftSchema = z.strictObject({
+  /**
+   * Synthetic warm-up steps before SFT: random token spans followed by their repetition, loss on
+   * the repetition. A tiny model learns to copy from its context (an induction circuit) in a
+   * few hundred such steps, which it needs to copy ids, names and emails from the conversation
+   * into tool calls. 0 skips it.
+   */
+  inductionSteps: int(0),
+  /** Tokens per warm-up step. */
+  inductionTokens: int(16),
+  /** Length of each random span (each sequence is 1 + 2 × span tokens). */
+  inductionSpan: int(2),
+  /** Expert demonstrations (episodes over the training tasks, seeded). 0 skips SFT. */
+  episodes: int(0),
+  /** Optimiser steps. */
+  steps: int(0),
+  /** Tokens per optimiser step (packed sequences; one micro-batch each). */
+  tokensPerStep: int(16),
+  /** Peak learning rate (linear warm-up, then cosine to 10%). */
+  lr: z.number().gt(0),
+  /** Warm-up steps. */
+  warmup: int(0),
+  /** AdamW weight decay. */
+  weightDecay: z.number().min(0),
+});
+
+const GrpoSchema = z.strictObject({
+  /** GRPO steps. */
+  steps: int(0),
+  /** Learning rate (constant). */
+  lr: z.number().gt(0),
+  /** Advantage estimator. */
+  estimator: z.enum(['grpo', 'rloo', 'grpo_passk']),
+  /** Divide by the group std (false: Dr. GRPO). */
+  normByStd: z.boolean(),
+  /** PPO clip range below 1. */
+  clipLow: z.number().min(0).max(1),
+  /** PPO clip range above 1 (DAPO clip-higher). */
+  clipHigh: z.number().min(0),
+  /** KL-loss coefficient against the reference (the policy after SFT); 0 skips the reference pass. */
+  klCoef: z.number().min(0),
+  /** KL estimator. */
+  klType: z.enum(['k1', 'k2', 'k3', 'abs']),
+  /** Entropy bonus coefficient. */
+  entropyCoef: z.number(),
+  /** Loss aggregation. */
+  aggMode: z.enum(['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm']),
+  /** PPO epochs over each step's batch. */
+  ppoEpochs: int(1),
+  /** Mini-batches per epoch (one optimiser step each). */
+  miniBatches: int(1),
+  /** Token budget of a packed micro-batch (gradients accumulate over a mini-batch's micro-batches). */
+  microBatchTokens: int(16),
+  /** Global gradient-norm clip. */
+  maxGradNorm: z.number().gt(0),
+  /** AdamW weight decay. */
+  weightDecay: z.number().min(0),
+});
+
+const ValSchema = z.strictObject({
+  /** Validate every this many GRPO steps (and after SFT and at the end); 0: only after SFT and at the end. */
+  every: int(0),
+  /** Trials per validation task (pass^k up to k). */
+  trials: int(1),
+  /** Sampling temperature of validation (0: greedy). */
+  temperature: z.number().min(0),
+  /** Seed of the validation episodes (fixed across the run). */
+  seed: int(0),
+});
+
+const OutputSchema = z.strictObject({
+  /** Checkpoint every this many GRPO steps (0: only at the end). */
+  saveEvery: int(0),
+  /** Checkpoints kept (the oldest are deleted). */
+  keepCheckpoints: int(1),
+  /** Trajectories written to `samples/step-<k>.jsonl` per step (0: none). */
+  samplesPerStep: int(0),
+});
+
+/** The schema of a whole training configuration. */
+export const TrainConfigSchema = z.strictObject({
+  /** The preset the configuration started from. */
+  preset: z.enum(['default', 'smoke']),
+  /** Master seed (model init, SFT order, rollout seeds). */
+  seed: int(0),
+  /** The environment. */
+  env: z.enum(TRAIN_ENV_IDS),
+  /** The generated world. */
+  world: WorldSchema,
+  /** The tokenizer. */
+  tokenizer: TokenizerSchema,
+  /** The policy model. */
+  model: ModelSchema,
+  /** The prompt format (saved with the run; eval and serve reuse it). */
+  prompt: PromptSchema,
+  /** Rollouts. */
+  rollout: RolloutSchema,
+  /** SFT warm start. */
+  sft: SftSchema,
+  /** GRPO. */
+  grpo: GrpoSchema,
+  /** Validation. */
+  val: ValSchema,
+  /** Checkpoints and samples. */
+  output: OutputSchema,
+});
+
+/** A resolved training configuration. */
+export type TrainConfig = z.infer<typeof TrainConfigSchema>;
+
+/** A partial configuration (presets, files, overrides). */
+export type TrainConfigPatch = { [K in keyof TrainConfig]?: TrainConfig[K] extends object ? Partial<TrainConfig[K]> : TrainConfig[K] };
+
+/** The names of the presets. */
+export type PresetName = TrainConfig['preset'];
+
+/** The default run: learns on a 2-core CPU in about 20 minutes. */
+export const DEFAULT_CONFIG: TrainConfig = {
+  preset: 'default',
+  seed: 0,
+  env: 'sinkflex/TauRetail-v0',
+  world: {
+    seed: 0,
+    trainTasks: 96,
+    valTasks: 32,
+    users: 30,
+    orders: 60,
+    customers: 60,
+    kinds: { cancel: 1, modify_address: 0, modify_payment: 0, modify_items: 0, return: 0, exchange: 0, user_address: 0, lookup_tracking: 1, lookup_price: 0, refuse: 3, transfer: 3 },
+    changeOfMind: 0,
+    secondRequest: 0,
+    maxFaults: 1,
+    unfixableRate: 0,
+    userPatience: 6,
+    userHardness: 0,
+    maxSteps: 60,
+    maxErrors: 10,
+  },
+  tokenizer: { vocabSize: 2048, corpusEpisodes: 64 },
+  model: { preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, context: 2048 },
+  prompt: { system: 'compact', renderTools: false },
+  rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64 },
+  sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 256, steps: 40, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
+  grpo: {
+    steps: 80,
+    lr: 2e-4,
+    estimator: 'grpo',
+    normByStd: true,
+    clipLow: 0.2,
+    clipHigh: 0.28,
+    klCoef: 0.02,
+    klType: 'k3',
+    entropyCoef: 0,
+    aggMode: 'token-mean',
+    ppoEpochs: 1,
+    miniBatches: 2,
+    microBatchTokens: 8192,
+    maxGradNorm: 1,
+    weightDecay: 0,
+  },
+  val: { every: 10, trials: 4, temperature: 0.7, seed: 1234 },
+  output: { saveEvery: 10, keepCheckpoints: 2, samplesPerStep: 8 },
+};
+
+/** The presets, as patches over {@link DEFAULT_CONFIG}. */
+export const PRESETS: Record<PresetName, TrainConfigPatch> = {
+  default: {},
+  smoke: {
+    preset: 'smoke',
+    world: { trainTasks: 8, valTasks: 4, users: 40, orders: 80 },
+    tokenizer: { vocabSize: 512, corpusEpisodes: 8 },
+    model: { preset: 'tiny', width: 64, layers: 2, ffn: 128, window: -1, context: 2048 },
+    rollout: { n: 2, tasksPerStep: 2, maxTurns: 4, maxTokensPerTurn: 24, concurrency: 8 },
+    sft: { inductionSteps: 2, inductionTokens: 512, episodes: 8, steps: 3, tokensPerStep: 4096, warmup: 1 },
+    grpo: { steps: 3, miniBatches: 2, ppoEpochs: 1, klCoef: 0.01, microBatchTokens: 4096 } as Partial<TrainConfig['grpo']>,
+    val: { every: 2, trials: 2 },
+    output: { saveEvery: 1, keepCheckpoints: 2, samplesPerStep: 2 },
+  },
+};
+
+/** A configuration error: the message names the field (`grpo.lr: …`). */
+export class ConfigError extends Error {
+  /** @param message - what is wrong, naming the field. */
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** Merges patches into a copy of `base`: objects recursively (records too), anything else replaced. */
+export function deepMerge<T>(base: T, ...patches: readonly unknown[]): T {
+  let out: unknown = structuredClone(base);
+  for (const p of patches) out = mergeOne(out, p);
+  return out as T;
+}
+
+function mergeOne(a: unknown, b: unknown): unknown {
+  if (b === undefined) return a;
+  if (isPlainObject(a) && isPlainObject(b)) {
+    const out: Record<string, unknown> = { ...a };
+    for (const [k, v] of Object.entries(b)) out[k] = mergeOne(a[k], v);
+    return out;
+  }
+  return structuredClone(b);
+}
+
+/** Parses `a.b.c=value` into a patch; the value is JSON when it parses (numbers, booleans, objects), else a string. */
+export function parseOverride(assignment: string): Record<string, unknown> {
+  const eq = assignment.indexOf('=');
+  if (eq <= 0) throw new ConfigError(`--set expects path=value, got ${JSON.stringify(assignment)}`);
+  const path = assignment.slice(0, eq).trim().split('.');
+  if (path.some((p) => p.length === 0)) throw new ConfigError(`--set: bad field path ${JSON.stringify(assignment.slice(0, eq))}`);
+  const raw = assignment.slice(eq + 1);
+  let value: unknown = raw;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    value = raw;
+  }
+  const root: Record<string, unknown> = {};
+  let cur = root;
+  path.forEach((key, i) => {
+    if (i === path.length - 1) cur[key] = value;
+    else {
+      const next: Record<string, unknown> = {};
+      cur[key] = next;
+      cur = next;
+    }
+  });
+  return root;
+}
+
+/** Reads a configuration file: `.json` or `.toml` (a patch over the preset). */
+export function readConfigFile(path: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ConfigError(`cannot read the config file ${path}: ${(e as Error).message}`);
+  }
+  const ext = extname(path).toLowerCase();
+  let data: unknown;
+  try {
+    if (ext === '.toml') data = parseToml(text);
+    else if (ext === '.json' || ext === '') data = JSON.parse(text);
+    else throw new ConfigError(`config file ${path}: use .json or .toml`);
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+    throw new ConfigError(`config file ${path} is not valid ${ext === '.toml' ? 'TOML' : 'JSON'}: ${(e as Error).message}`);
+  }
+  if (!isPlainObject(data)) throw new ConfigError(`config file ${path} must hold an object`);
+  return data;
+}
+
+/** Validates a whole configuration; throws {@link ConfigError} naming every bad field. */
+export function validateConfig(value: unknown): TrainConfig {
+  const r = TrainConfigSchema.safeParse(value);
+  if (r.success) {
+    const c = r.data;
+    if (c.rollout.maxContextTokens > c.model.context) throw new ConfigError(`rollout.maxContextTokens (${c.rollout.maxContextTokens}) exceeds model.context (${c.model.context})`);
+    if (c.grpo.estimator === 'grpo_passk' && c.rollout.n < 2) throw new ConfigError('grpo.estimator grpo_passk needs rollout.n >= 2');
+    return c;
+  }
+  const lines = r.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(config)'}: ${i.message}`);
+  throw new ConfigError(`invalid training config:\n  ${lines.join('\n  ')}`);
+}
+
+/** Where a configuration comes from. */
+export interface ResolveConfigOptions {
+  /** The preset (default `default`). */
+  preset?: PresetName;
+  /** Patches applied in order after the preset (a file's content, flags). */
+  patches?: readonly unknown[];
+}
+
+/** Defaults ← preset ← patches, validated. */
+export function resolveConfig(options: ResolveConfigOptions = {}): TrainConfig {
+  const preset = options.preset ?? 'default';
+  if (!(preset in PRESETS)) throw new ConfigError(`preset: expected one of ${Object.keys(PRESETS).join(', ')}, got ${JSON.stringify(preset)}`);
+  const merged = deepMerge(DEFAULT_CONFIG, PRESETS[preset], ...(options.patches ?? []));
+  return validateConfig(merged);
+}
+
+/** The domain of an environment id. */
+export function domainOf(env: TrainEnvId): 'retail' | 'telecom' {
+  return env === 'sinkflex/TauTelecom-v0' ? 'telecom' : 'retail';
+}
+
+/** The data-source name of the validation metrics (`val-core/<name>/reward/mean@1`). */
+export function valSourceName(env: TrainEnvId): string {
+  return domainOf(env) === 'telecom' ? 'tau-telecom' : 'tau-retail';
+}

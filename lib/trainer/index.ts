@@ -1,0 +1,13 @@
+/**
+ * The trainer: configuration, SFT warm start, GRPO steps (VERL order), validation, run
+ * folders with checkpoints, metrics, samples and an HTML report.
+ * @module
+ */
+export * from './config.js';
+export * from './world.js';
+export * from './evaluate.js';
+export * from './checkpoint.js';
+export * from './sft.js';
+export * from './grpo-step.js';
+export * from './report.js';
+export * from './trainer.js';

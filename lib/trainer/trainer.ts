@@ -1,0 +1,293 @@
+/**
+ * The training run: tokenizer → model → SFT warm start → validation → GRPO steps with
+ * periodic validation, checkpoints (resumable exactly), metrics, samples and the report.
+ * @module
+ */
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+
+import type { AnyEnv } from '../gym/index.js';
+import { ChatTemplate, modelConfig, TransformerPolicy, type ModelConfig } from '../model/index.js';
+import { AgentLoop, mixSeed, ModelPolicyAdapter, type EpisodeRecord } from '../rollout/index.js';
+import { checkpointDir, listCheckpoints, readRunConfig, readTrainerState, RunFolderError, saveRunCheckpoint, writeTextAtomic, type TrainerState } from './checkpoint.js';
+import { valSourceName, type TrainConfig } from './config.js';
+import { evaluatePolicy } from './evaluate.js';
+import { grpoStep } from './grpo-step.js';
+import { renderReport, type MetricsRow } from './report.js';
+import { collectDemonstrations, runInductionWarmup, runSft, seededPermutation } from './sft.js';
+import { buildWorld, promptSettings, trainEnvFactory, trainRunTokenizer, type TrainWorld } from './world.js';
+
+/** A progress event of a run. */
+export type TrainEvent =
+  | { kind: 'phase'; phase: 'tokenizer' | 'demonstrations' | 'sft' | 'validation' | 'grpo' | 'done'; message: string }
+  | { kind: 'sft'; step: number; total: number; loss: number }
+  | { kind: 'grpo'; step: number; total: number; metrics: Record<string, number> }
+  | { kind: 'validation'; step: number; meanAt1: number; metrics: Record<string, number> };
+
+/** Options of {@link train}. */
+export interface TrainOptions {
+  /** The run folder. */
+  out: string;
+  /** Continue the run in `out` from its newest checkpoint (its config.json is used). */
+  resume?: boolean;
+  /** Stop after this GRPO step (a checkpoint is written there); the run can be resumed. */
+  stopAfter?: number;
+  /** Progress events. */
+  onEvent?: (e: TrainEvent) => void;
+  /** Wraps the training/validation environment factory (e.g. to inject failures in tests). */
+  wrapEnv?: (make: () => AnyEnv) => () => AnyEnv | Promise<AnyEnv>;
+}
+
+/** What {@link train} returns. */
+export interface TrainResult {
+  /** The run folder. */
+  out: string;
+  /** The configuration. */
+  config: TrainConfig;
+  /** Every metrics row of the run (also in metrics.jsonl). */
+  rows: MetricsRow[];
+  /** Validation mean@1 after SFT (step 0) and the last one. */
+  firstValMeanAt1: number | null;
+  /** The last validation mean@1. */
+  lastValMeanAt1: number | null;
+  /** GRPO steps completed. */
+  step: number;
+  /** Wall seconds of this call. */
+  wallS: number;
+  /** Process CPU seconds (user + system) of this call. */
+  cpuS: number;
+}
+
+/** The model configuration of a run (the tokenizer fixes the vocabulary). */
+export function runModelConfig(config: TrainConfig, vocab: number): ModelConfig {
+  const m = config.model;
+  const over: Partial<ModelConfig> = { vocab, context: m.context };
+  if (m.width > 0) over.width = m.width;
+  if (m.layers > 0) over.layers = m.layers;
+  if (m.ffn > 0) over.ffn = m.ffn;
+  if (m.window >= 0) over.window = m.window;
+  return modelConfig(m.preset, over);
+}
+
+/** The training tasks of GRPO step `step` (1-based): passes over a seeded permutation of the training tasks. */
+export function stepTasks(config: TrainConfig, trainIds: readonly string[], step: number): string[] {
+  const per = config.rollout.tasksPerStep;
+  const out: string[] = [];
+  let permPass = -1;
+  let perm: number[] = [];
+  for (let j = 0; j < per; j++) {
+    const i = (step - 1) * per + j;
+    const pass = Math.floor(i / trainIds.length);
+    if (pass !== permPass) {
+      perm = seededPermutation(trainIds.length, mixSeed(config.seed, 0x7a5, pass));
+      permPass = pass;
+    }
+    out.push(trainIds[perm[i % trainIds.length]]);
+  }
+  return out;
+}
+
+function readRows(path: string): MetricsRow[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim().length > 0)
+    .map((l) => JSON.parse(l) as MetricsRow);
+}
+
+/** Trajectories in OpenAI chat format with rewards (one JSON object per line). */
+export function samplesJsonl(records: readonly EpisodeRecord[], step: number): string {
+  return records
+    .map((r) => JSON.stringify({ step, task_id: r.taskId, uid: r.uid, sample_index: r.sampleIndex, seed: r.seed, reward: r.reward, termination: r.termination, aborted: r.aborted, truncated: r.truncated, num_turns: r.numTurns, messages: r.messages }))
+    .join('\n')
+    .concat(records.length > 0 ? '\n' : '');
+}
+
+/**
+ * Runs (or resumes) a training run in `options.out`. The same configuration and seed give the
+ * same metrics (except `timing_s/*`), also across a stop and a resume.
+ */
+export async function train(configIn: TrainConfig, options: TrainOptions): Promise<TrainResult> {
+  const wall0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  const out = resolve(options.out);
+  const emit = options.onEvent ?? (() => undefined);
+  const metricsPath = join(out, 'metrics.jsonl');
+  let config = configIn;
+  let state: TrainerState = { step: 0, sftDone: false, skippedSteps: 0, abortedEpisodes: 0, elapsedS: 0 };
+  let policy: TransformerPolicy | null = null;
+  let rows: MetricsRow[] = [];
+
+  if (options.resume) {
+    config = readRunConfig(out);
+    const steps = listCheckpoints(out);
+    if (steps.length > 0) {
+      const dir = checkpointDir(out, steps[steps.length - 1]);
+      state = readTrainerState(dir);
+      policy = TransformerPolicy.load(join(dir, 'policy.safetensors'));
+      // drop what was logged after the checkpoint (it will be redone identically)
+      rows = readRows(metricsPath).filter((r) => typeof r.step === 'number' && (r.step as number) <= state.step);
+      writeTextAtomic(metricsPath, rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : ''));
+    } else {
+      rows = [];
+      rmSync(metricsPath, { force: true });
+    }
+  } else {
+    if (existsSync(join(out, 'config.json'))) throw new RunFolderError(`${out} already holds a run (config.json); use --resume or another --out`);
+    mkdirSync(out, { recursive: true });
+    writeTextAtomic(join(out, 'config.json'), JSON.stringify(config, null, 2));
+  }
+  const source = valSourceName(config.env);
+  const tw: TrainWorld = buildWorld(config);
+  const prompt = promptSettings(config);
+  const baseEnv = trainEnvFactory(config, tw.world);
+  const env = options.wrapEnv ? options.wrapEnv(baseEnv) : baseEnv;
+  const limits = { maxTurns: config.rollout.maxTurns, maxTokensPerTurn: config.rollout.maxTokensPerTurn, maxContextTokens: config.rollout.maxContextTokens };
+
+  const log = (row: MetricsRow) => {
+    rows.push(row);
+    appendFileSync(metricsPath, JSON.stringify(row) + '\n');
+  };
+  const baseElapsedS = state.elapsedS; // wall time of earlier sessions of this run (resume)
+  const elapsed = () => baseElapsedS + (performance.now() - wall0) / 1000;
+  const writeReport = () => {
+    const val = rows.filter((r) => r.phase === 'val');
+    const key = `val-core/${source}/reward/mean@1`;
+    const summary: Record<string, string | number> = { env: config.env, preset: config.preset, 'GRPO steps': `${state.step} / ${config.grpo.steps}`, 'wall time (s)': Math.round(elapsed()) };
+    if (val.length > 0) summary['val mean@1 (first → last)'] = `${(val[0][key] as number).toFixed(3)} → ${(val[val.length - 1][key] as number).toFixed(3)}`;
+    writeTextAtomic(join(out, 'report.html'), renderReport(rows, { title: `sinkflex train: ${out}`, source, config, summary }));
+  };
+
+  if (!policy) {
+    emit({ kind: 'phase', phase: 'tokenizer', message: 'training the tokenizer on expert demonstrations' });
+    const tokenizer = await trainRunTokenizer(config, tw);
+    policy = TransformerPolicy.create(runModelConfig(config, tokenizer.vocabSize), { seed: config.seed, tokenizer });
+  }
+  const tokenizer = policy.tokenizer;
+  if (!tokenizer) throw new RunFolderError('the policy has no tokenizer');
+  const template = new ChatTemplate(tokenizer);
+  const refPath = join(out, 'reference.safetensors');
+
+  const validate = async (step: number) => {
+    emit({ kind: 'phase', phase: 'validation', message: `validation after step ${step}` });
+    const t0 = performance.now();
+    const r = await evaluatePolicy({
+      policy: new ModelPolicyAdapter(policy as TransformerPolicy),
+      template,
+      env,
+      taskIds: tw.valIds,
+      trials: config.val.trials,
+      seed: config.val.seed,
+      temperature: config.val.temperature,
+      limits,
+      concurrency: config.rollout.concurrency,
+      systemPrompt: prompt.systemPrompt,
+      renderTools: prompt.renderTools,
+      source,
+    });
+    const row: MetricsRow = { step, phase: 'val', ...r.metrics, 'timing_s/testing': (performance.now() - t0) / 1000 };
+    log(row);
+    emit({ kind: 'validation', step, meanAt1: r.meanAt1, metrics: r.metrics });
+    return r;
+  };
+
+  let reference: TransformerPolicy | null = null;
+  try {
+    if (!state.sftDone) {
+      if (config.sft.inductionSteps > 0) {
+        emit({ kind: 'phase', phase: 'sft', message: `induction warm-up (${config.sft.inductionSteps} steps of copy data)` });
+        const t0 = performance.now();
+        const losses = await runInductionWarmup(policy, config.sft, config.seed, (step, loss) => {
+          emit({ kind: 'sft', step, total: config.sft.inductionSteps, loss });
+          if (step % 25 === 0 || step === config.sft.inductionSteps) log({ step: 0, phase: 'induction', 'induction/step': step, 'induction/loss': loss });
+        });
+        log({ step: 0, phase: 'induction-summary', 'induction/final_loss': losses[losses.length - 1], 'timing_s/induction': (performance.now() - t0) / 1000 });
+      }
+      emit({ kind: 'phase', phase: 'demonstrations', message: 'collecting expert demonstrations' });
+      const t0 = performance.now();
+      // demonstrations only need to fit the model's context (the expert's turns may be longer than the rollout's per-turn limit)
+      const demoLimits = { maxTurns: Math.max(64, limits.maxTurns), maxTokensPerTurn: limits.maxContextTokens, maxContextTokens: limits.maxContextTokens };
+      const demos = await collectDemonstrations({ world: tw.world, taskIds: tw.trainIds, count: config.sft.episodes, template, env, prompt, limits: demoLimits, seed: mixSeed(config.seed, 0xde0) });
+      const demoS = (performance.now() - t0) / 1000;
+      emit({ kind: 'phase', phase: 'sft', message: `SFT on ${demos.kept.length} demonstrations` });
+      const t1 = performance.now();
+      const infos = await runSft(policy, demos.kept, config.sft, config.seed, (i) => {
+        emit({ kind: 'sft', step: i.step, total: config.sft.steps, loss: i.loss });
+        if (i.step % 10 === 0 || i.step === config.sft.steps) log({ step: 0, phase: 'sft', 'sft/step': i.step, 'sft/loss': i.loss, 'sft/grad_norm': i.gradNorm, 'sft/lr': i.lr, 'sft/tokens': i.tokens });
+      });
+      const tokens = demos.kept.map((r) => r.promptIds.length + r.responseIds.length);
+      log({
+        step: 0,
+        phase: 'sft-summary',
+        'sft/demonstrations': demos.kept.length,
+        'sft/demonstrations_dropped': demos.all.length - demos.kept.length,
+        'sft/demo_tokens/mean': tokens.length ? tokens.reduce((a, b) => a + b, 0) / tokens.length : 0,
+        'sft/steps': infos.length,
+        'sft/final_loss': infos.length ? infos[infos.length - 1].loss : 0,
+        'timing_s/demonstrations': demoS,
+        'timing_s/sft': (performance.now() - t1) / 1000,
+      });
+      state = { ...state, sftDone: true };
+      if (config.grpo.klCoef > 0) policy.save(refPath, { optimizer: false });
+      await validate(0);
+      saveRunCheckpoint(out, policy, config, { ...state, elapsedS: elapsed() }, config.output.keepCheckpoints);
+      writeReport();
+    }
+    if (config.grpo.klCoef > 0) reference = TransformerPolicy.load(refPath);
+
+    const loop = new AgentLoop({
+      policy: new ModelPolicyAdapter(policy),
+      template,
+      env,
+      concurrency: config.rollout.concurrency,
+      limits,
+      sampling: { temperature: config.rollout.temperature, topP: config.rollout.topP },
+      sanityCheck: 'disable',
+      systemPrompt: prompt.systemPrompt,
+      renderTools: prompt.renderTools,
+    });
+    try {
+      const last = Math.min(config.grpo.steps, options.stopAfter ?? Number.POSITIVE_INFINITY);
+      if (state.step < last) emit({ kind: 'phase', phase: 'grpo', message: `GRPO steps ${state.step + 1}..${last}` });
+      while (state.step < last) {
+        const step = state.step + 1;
+        const r = await grpoStep({ policy, loop, reference, config }, step, stepTasks(config, tw.trainIds, step));
+        state = { ...state, step, skippedSteps: state.skippedSteps + r.skipped, abortedEpisodes: state.abortedEpisodes + (r.metrics['rollout/aborted'] ?? 0) };
+        const row: MetricsRow = { step, phase: 'grpo', ...r.metrics, 'actor/skipped_steps_total': state.skippedSteps, 'rollout/aborted_total': state.abortedEpisodes };
+        log(row);
+        emit({ kind: 'grpo', step, total: config.grpo.steps, metrics: r.metrics });
+        if (config.output.samplesPerStep > 0) {
+          mkdirSync(join(out, 'samples'), { recursive: true });
+          writeFileSync(join(out, 'samples', `step-${step}.jsonl`), samplesJsonl(r.records.slice(0, config.output.samplesPerStep), step));
+        }
+        const end = step === config.grpo.steps;
+        if (end || (config.val.every > 0 && step % config.val.every === 0)) await validate(step);
+        if (end || step === last || (config.output.saveEvery > 0 && step % config.output.saveEvery === 0)) {
+          saveRunCheckpoint(out, policy, config, { ...state, elapsedS: elapsed() }, config.output.keepCheckpoints);
+        }
+        writeReport();
+      }
+    } finally {
+      await loop.close();
+    }
+    writeReport();
+    emit({ kind: 'phase', phase: 'done', message: `done: ${state.step} GRPO steps` });
+  } finally {
+    reference?.dispose();
+    policy.dispose();
+  }
+  const cpu = process.cpuUsage(cpu0);
+  const val = rows.filter((r) => r.phase === 'val');
+  const key = `val-core/${source}/reward/mean@1`;
+  return {
+    out,
+    config,
+    rows,
+    firstValMeanAt1: val.length ? (val[0][key] as number) : null,
+    lastValMeanAt1: val.length ? (val[val.length - 1][key] as number) : null,
+    step: state.step,
+    wallS: (performance.now() - wall0) / 1000,
+    cpuS: (cpu.user + cpu.system) / 1e6,
+  };
+}

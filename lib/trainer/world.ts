@@ -1,0 +1,159 @@
+/**
+ * What a run trains on: the generated world (training and held-out validation tasks, disjoint),
+ * the environment factory, the prompt format, and the domain tokenizer trained on expert
+ * demonstrations.
+ * @module
+ */
+import { TauEnv, TauWorld } from '../gym/index.js';
+import { ChatTemplate, trainChatTokenizer, type Tokenizer } from '../model/index.js';
+import { AgentLoop, ExpertTokenPolicy } from '../rollout/index.js';
+import {
+  createRetailDomain,
+  createTelecomDomain,
+  generateRetailDb,
+  generateRetailTasks,
+  generateTelecomDb,
+  generateTelecomTasks,
+  type RetailTaskKind,
+  type TauDomain,
+  type WorldState,
+} from '../tau/index.js';
+import { domainOf, type TrainConfig } from './config.js';
+
+/** A world split into training and validation tasks. */
+export interface TrainWorld {
+  /** The world (every task: training first, then validation). */
+  world: TauWorld;
+  /** Training task ids. */
+  trainIds: string[];
+  /** Held-out validation task ids (disjoint from `trainIds`). */
+  valIds: string[];
+}
+
+const worldCache = new Map<string, TrainWorld>();
+
+/** Builds (or returns the cached) world of `config.world` for `config.env`. */
+export function buildWorld(config: Pick<TrainConfig, 'env' | 'world'>): TrainWorld {
+  const w = config.world;
+  const domain = domainOf(config.env);
+  const key = JSON.stringify([domain, w.seed, w.trainTasks, w.valTasks, w.users, w.orders, w.customers, w.kinds, w.changeOfMind, w.secondRequest, w.maxFaults, w.unfixableRate]);
+  const hit = worldCache.get(key);
+  if (hit) return hit;
+  const count = w.trainTasks + w.valTasks;
+  // generate more than needed and keep the first task of each distinct scenario, so that no
+  // validation task repeats a training task's content (a small database repeats scenarios)
+  const distinct = <T extends { sinkflex_scenario?: unknown; description?: unknown }>(tasks: readonly T[]): T[] => {
+    const seen = new Set<string>();
+    const out = tasks.filter((t) => {
+      const sig = JSON.stringify(t.sinkflex_scenario ?? t.description ?? null);
+      if (seen.has(sig)) return false;
+      seen.add(sig);
+      return true;
+    });
+    if (out.length < count) throw new RangeError(`world: only ${out.length} distinct tasks for ${count} (trainTasks + valTasks); use a larger database (world.users / world.orders / world.customers) or fewer tasks`);
+    return out.slice(0, count);
+  };
+  let world: TauWorld;
+  if (domain === 'retail') {
+    const db = generateRetailDb({ seed: w.seed, users: w.users, orders: w.orders });
+    const weights = w.kinds as Partial<Record<RetailTaskKind, number>>;
+    const tasks = distinct(generateRetailTasks(db, { seed: w.seed, count: 4 * count, weights, changeOfMind: w.changeOfMind, secondRequest: w.secondRequest }));
+    world = new TauWorld('retail', createRetailDomain({ db }) as unknown as TauDomain<WorldState>, tasks, true);
+  } else {
+    const db = generateTelecomDb({ seed: w.seed, customers: w.customers });
+    const tasks = distinct(generateTelecomTasks(db, { seed: w.seed, count: 4 * count, maxFaults: w.maxFaults, unfixableRate: w.unfixableRate }));
+    world = new TauWorld('telecom', createTelecomDomain({ db }) as unknown as TauDomain<WorldState>, tasks, true);
+  }
+  const ids = world.taskIds;
+  const out = { world, trainIds: ids.slice(0, w.trainTasks), valIds: ids.slice(w.trainTasks) };
+  worldCache.set(key, out);
+  return out;
+}
+
+/** An environment factory for the agent loop (scripted user with the configured patience). */
+export function trainEnvFactory(config: Pick<TrainConfig, 'world'>, world: TauWorld): () => TauEnv {
+  const w = config.world;
+  return () => new TauEnv({ world, user: { kind: 'scripted', patience: w.userPatience, hardness: w.userHardness }, maxSteps: w.maxSteps, maxErrors: w.maxErrors });
+}
+
+/** The short system prompts of the `compact` prompt format (the model learns the tools from the demonstrations). */
+export const COMPACT_SYSTEM_PROMPTS: Readonly<Record<'retail' | 'telecom', string>> = Object.freeze({
+  retail:
+    'You are a retail customer service agent. Verify the user (email, or name and zip), look up what you need with tools, follow the policy, confirm before any change, one tool call or one message per turn.',
+  telecom:
+    'You are a telecom technical support agent. Find the customer by phone number, check the line and bills with tools, guide the user through fixes on their phone step by step, one tool call or one message per turn.',
+});
+
+/** The prompt settings the agent loop needs (identical for training, eval and serving). */
+export interface PromptSettings {
+  /** The system prompt of an episode from the environment's reset info. */
+  systemPrompt: (info: Readonly<Record<string, unknown>>) => string;
+  /** The fixed system prompt text, or null when it comes from the environment (`full`). */
+  systemPromptText: string | null;
+  /** Whether the tools section is rendered. */
+  renderTools: boolean;
+}
+
+/** The prompt settings of `config.prompt` for `config.env`. */
+export function promptSettings(config: Pick<TrainConfig, 'env' | 'prompt'>): PromptSettings {
+  const domain = domainOf(config.env);
+  const sys = config.prompt.system;
+  if (sys === 'full') {
+    return { systemPrompt: (info) => (typeof info.systemPrompt === 'string' ? info.systemPrompt : ''), systemPromptText: null, renderTools: config.prompt.renderTools };
+  }
+  const text = sys === 'compact' ? COMPACT_SYSTEM_PROMPTS[domain] : sys;
+  return { systemPrompt: () => text, systemPromptText: text, renderTools: config.prompt.renderTools };
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** A byte-level template (no merges): enough to run the expert for the tokenizer's corpus. */
+function byteTemplate(): ChatTemplate {
+  return new ChatTemplate(trainChatTokenizer([''], { vocabSize: 262 }));
+}
+
+/**
+ * Trains the run's byte-level BPE tokenizer on the domain's text: the policy, the system
+ * prompt, the tools and `config.tokenizer.corpusEpisodes` expert conversations over the
+ * training tasks (seeded, so the same config gives the same tokenizer).
+ */
+export async function trainRunTokenizer(config: TrainConfig, tw: TrainWorld): Promise<Tokenizer> {
+  const prompt = promptSettings(config);
+  const tpl = byteTemplate();
+  const make = trainEnvFactory(config, tw.world);
+  const loop = new AgentLoop({
+    policy: new ExpertTokenPolicy(tpl, { tasks: tw.world }),
+    template: tpl,
+    env: make,
+    concurrency: 16,
+    sanityCheck: 'disable',
+    systemPrompt: prompt.systemPrompt,
+    renderTools: prompt.renderTools,
+    limits: { maxTurns: 64, maxTokensPerTurn: 1 << 16, maxContextTokens: 1 << 22 },
+  });
+  const ids = Array.from({ length: config.tokenizer.corpusEpisodes }, (_, i) => tw.trainIds[i % tw.trainIds.length]);
+  let records;
+  try {
+    records = await loop.rollout({ taskIds: ids, n: 1, seed: config.seed ^ 0x70c });
+  } finally {
+    await loop.close();
+  }
+  const corpus: string[] = [tw.world.domain.policy];
+  if (prompt.systemPromptText) corpus.push(prompt.systemPromptText);
+  const env = make();
+  corpus.push(JSON.stringify(env.tools));
+  env.close();
+  for (const r of records) {
+    for (const m of r.messages) {
+      if (typeof m.content === 'string') corpus.push(m.content);
+      if (m.role === 'assistant' && m.tool_calls) for (const c of m.tool_calls) corpus.push(JSON.stringify({ name: c.function.name, arguments: parseJson(c.function.arguments) }));
+    }
+  }
+  return trainChatTokenizer(corpus, { vocabSize: config.tokenizer.vocabSize });
+}

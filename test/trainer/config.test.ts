@@ -1,0 +1,60 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import t from 'tap';
+
+import { ConfigError, DEFAULT_CONFIG, deepMerge, parseOverride, PRESETS, readConfigFile, resolveConfig, validateConfig } from '../../lib/trainer/index.js';
+
+t.test('defaults and presets validate; patches apply in order', async (t) => {
+  const d = resolveConfig();
+  t.same(d, DEFAULT_CONFIG);
+  const s = resolveConfig({ preset: 'smoke' });
+  t.equal(s.preset, 'smoke');
+  t.equal(s.grpo.steps, PRESETS.smoke.grpo?.steps);
+  t.equal(s.grpo.lr, DEFAULT_CONFIG.grpo.lr, 'fields the preset leaves alone keep the defaults');
+  const p = resolveConfig({ preset: 'smoke', patches: [{ grpo: { lr: 1e-3 } }, { grpo: { lr: 2e-3 }, seed: 9 }] });
+  t.equal(p.grpo.lr, 2e-3, 'later patches win');
+  t.equal(p.seed, 9);
+  t.not(DEFAULT_CONFIG.grpo.lr, 2e-3, 'merging never mutates the defaults');
+});
+
+t.test('errors name the field', async (t) => {
+  t.throws(() => resolveConfig({ patches: [{ grpo: { lr: -1 } }] }), { name: 'ConfigError', message: /grpo\.lr/ });
+  t.throws(() => resolveConfig({ patches: [{ rollout: { n: 1.5 } }] }), /rollout\.n/);
+  t.throws(() => resolveConfig({ patches: [{ grpo: { typo: 1 } }] }), /grpo.*typo|typo/);
+  t.throws(() => resolveConfig({ patches: [{ env: 'CartPole-v1' }] }), /env/);
+  t.throws(() => resolveConfig({ patches: [{ rollout: { maxContextTokens: 4096 } }] }), /rollout\.maxContextTokens.*model\.context/);
+  t.throws(() => resolveConfig({ patches: [{ grpo: { estimator: 'grpo_passk' } }, { rollout: { n: 1 } }] }), /grpo_passk/);
+  t.throws(() => resolveConfig({ preset: 'nope' as never }), /preset/);
+  t.throws(() => validateConfig(42), ConfigError);
+});
+
+t.test('--set overrides parse JSON values, else strings', async (t) => {
+  t.same(parseOverride('grpo.lr=3e-4'), { grpo: { lr: 3e-4 } });
+  t.same(parseOverride('prompt.renderTools=true'), { prompt: { renderTools: true } });
+  t.same(parseOverride('prompt.system=Be brief.'), { prompt: { system: 'Be brief.' } });
+  t.same(parseOverride('world.kinds={"cancel":2}'), { world: { kinds: { cancel: 2 } } });
+  t.throws(() => parseOverride('novalue'), ConfigError);
+  t.throws(() => parseOverride('a..b=1'), ConfigError);
+  t.same(deepMerge({ a: { b: 1, c: 2 } }, { a: { b: 3 } }), { a: { b: 3, c: 2 } });
+});
+
+t.test('config files: JSON and TOML', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'sinkflex-cfg-'));
+  writeFileSync(join(dir, 'a.json'), JSON.stringify({ grpo: { steps: 7 } }));
+  writeFileSync(join(dir, 'b.toml'), '[grpo]\nsteps = 9\nlr = 0.001\n[world]\nkinds = { cancel = 3 }\n');
+  writeFileSync(join(dir, 'bad.json'), '{nope');
+  writeFileSync(join(dir, 'arr.json'), '[1]');
+  writeFileSync(join(dir, 'c.yaml'), 'a: 1');
+  t.equal(resolveConfig({ patches: [readConfigFile(join(dir, 'a.json'))] }).grpo.steps, 7);
+  const b = resolveConfig({ patches: [readConfigFile(join(dir, 'b.toml'))] });
+  t.equal(b.grpo.steps, 9);
+  t.equal(b.grpo.lr, 0.001);
+  t.equal(b.world.kinds.cancel, 3);
+  t.equal(b.world.kinds.lookup_tracking, DEFAULT_CONFIG.world.kinds.lookup_tracking, 'records merge key by key');
+  t.throws(() => readConfigFile(join(dir, 'bad.json')), /not valid JSON/);
+  t.throws(() => readConfigFile(join(dir, 'arr.json')), /must hold an object/);
+  t.throws(() => readConfigFile(join(dir, 'c.yaml')), /\.json or \.toml/);
+  t.throws(() => readConfigFile(join(dir, 'missing.json')), /cannot read/);
+});

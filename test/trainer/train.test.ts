@@ -1,0 +1,146 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import t from 'tap';
+
+import { TauEnv, type TauEnvAction } from '../../lib/gym/index.js';
+import { ScriptedRetailUser, type TauTask, type UserSimulator, type UserTurnInput } from '../../lib/tau/index.js';
+import type { OpenAIToolSchema } from '../../lib/tau/index.js';
+import { buildWorld, listCheckpoints, loadRunPolicy, resolveConfig, stepTasks, train, type MetricsRow, type TrainConfig } from '../../lib/trainer/index.js';
+
+const tmp = mkdtempSync(join(tmpdir(), 'sinkflex-train-'));
+
+function readRows(out: string): MetricsRow[] {
+  return readFileSync(join(out, 'metrics.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as MetricsRow);
+}
+
+/** Rows without wall-clock fields. */
+function untimed(rows: readonly MetricsRow[]): MetricsRow[] {
+  return rows.map((r) => Object.fromEntries(Object.entries(r).filter(([k]) => !k.startsWith('timing_s/'))));
+}
+
+const smoke: TrainConfig = resolveConfig({ preset: 'smoke' });
+
+t.test('the smoke preset runs every stage and writes the run folder; resume equals an uninterrupted run', async (t) => {
+  const a = join(tmp, 'a');
+  const events: string[] = [];
+  const ra = await train(smoke, { out: a, onEvent: (e) => events.push(e.kind === 'phase' ? e.phase : e.kind) });
+  t.equal(ra.step, smoke.grpo.steps);
+  for (const phase of ['tokenizer', 'demonstrations', 'sft', 'validation', 'grpo', 'done']) t.ok(events.includes(phase), `phase ${phase}`);
+  t.ok(ra.wallS > 0 && ra.cpuS > 0);
+  t.ok(ra.firstValMeanAt1 !== null && ra.lastValMeanAt1 !== null);
+
+  // run folder
+  t.same(JSON.parse(readFileSync(join(a, 'config.json'), 'utf8')), smoke, 'config.json holds the resolved config');
+  const rows = readRows(a);
+  const grpoRows = rows.filter((r) => r.phase === 'grpo');
+  t.equal(grpoRows.length, smoke.grpo.steps, 'one row per GRPO step');
+  const needed = ['actor/pg_loss', 'actor/pg_clipfrac', 'actor/ppo_kl', 'actor/kl_loss', 'actor/entropy', 'actor/grad_norm', 'critic/score/mean', 'critic/advantages/mean', 'response_length/mean', 'rollout/aborted', 'timing_s/gen', 'timing_s/old_log_prob', 'timing_s/ref', 'timing_s/adv', 'timing_s/update_actor', 'timing_s/step'];
+  for (const k of needed) t.ok(grpoRows.every((r) => typeof r[k] === 'number' && Number.isFinite(r[k] as number)), `metric ${k}`);
+  t.ok(grpoRows.every((r) => (r['rollout/logprob_abs_diff'] as number) < 1e-4), 'old log-probs recomputed at the rollout temperature match the sampler’s');
+  const val = rows.filter((r) => r.phase === 'val');
+  t.same(val.map((r) => r.step), [0, 2, 3], 'validation after SFT, every val.every steps and at the end');
+  t.ok(val.every((r) => typeof r['val-core/tau-retail/reward/mean@1'] === 'number' && typeof r['val-core/tau-retail/reward/pass^2'] === 'number'));
+  const sft = rows.filter((r) => r.phase === 'sft-summary');
+  t.equal(sft.length, 1);
+  t.ok((sft[0]['sft/demonstrations'] as number) > 0, 'SFT trained on demonstrations');
+  t.same(listCheckpoints(a), [2, 3], `keeps the last ${smoke.output.keepCheckpoints} checkpoints`);
+  t.same(readdirSync(join(a, 'checkpoints', 'step-3')).sort(), ['config.json', 'policy.safetensors', 'tokenizer.json', 'trainer.json']);
+  t.notOk(readdirSync(join(a, 'checkpoints')).some((n) => n.startsWith('.tmp')), 'no temporary folder left');
+  t.ok(existsSync(join(a, 'reference.safetensors')), 'the KL reference is saved');
+  const samples = readFileSync(join(a, 'samples', 'step-1.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { reward: number; messages: { role: string }[] });
+  t.equal(samples.length, smoke.output.samplesPerStep);
+  t.ok(samples.every((s) => typeof s.reward === 'number' && s.messages[0].role === 'system' && s.messages.some((m) => m.role === 'assistant')), 'samples are OpenAI chat conversations with rewards');
+  const html = readFileSync(join(a, 'report.html'), 'utf8');
+  t.match(html, /<svg/);
+  t.match(html, /validation reward/);
+
+  // the policy as the run trained it
+  const loaded = loadRunPolicy(a);
+  t.equal(loaded.step, 3);
+  t.equal(loaded.env, 'sinkflex/TauRetail-v0');
+  t.equal(loaded.prompt.renderTools, false);
+  t.match(loaded.prompt.systemPrompt({}), /retail customer service agent/);
+  t.equal(loaded.template.tokenizer.vocabSize, loaded.policy.tokenizer?.vocabSize);
+  loaded.policy.dispose();
+  const older = loadRunPolicy(join(a, 'checkpoints', 'step-2'));
+  t.equal(older.step, 2);
+  older.policy.dispose();
+  t.throws(() => loadRunPolicy(tmp), /neither a run folder/);
+
+  // stop after step 1, resume, compare
+  const b = join(tmp, 'b');
+  const rb1 = await train(smoke, { out: b, stopAfter: 1 });
+  t.equal(rb1.step, 1);
+  t.same(listCheckpoints(b), [0, 1]);
+  await t.rejects(train(smoke, { out: b }), /already holds a run/);
+  const rb2 = await train(resolveConfig(), { out: b, resume: true });
+  t.equal(rb2.step, smoke.grpo.steps);
+  t.same(untimed(readRows(b)), untimed(readRows(a)), 'metrics.jsonl identical to the uninterrupted run (timing aside)');
+});
+
+/** The scripted user, failing on its second reply for one task. */
+class FlakyUser implements UserSimulator {
+  private inner = new ScriptedRetailUser();
+  private calls = 0;
+  private failing = false;
+  constructor(readonly taskId: string) {}
+  reset(task: TauTask, seed: number, tools: readonly OpenAIToolSchema[]): void {
+    this.failing = task.id === this.taskId;
+    this.calls = 0;
+    void tools;
+    this.inner.reset(task, seed);
+  }
+  respond(input: UserTurnInput) {
+    if (this.failing && ++this.calls > 1) throw new Error('user simulator is down');
+    return this.inner.respond(input);
+  }
+}
+
+/** A tau env whose reward computation fails for one task. */
+class FailingGraderEnv extends TauEnv {
+  failTask = '';
+  override step(action: TauEnvAction) {
+    if (this.currentTask?.id === this.failTask) throw new Error('reward function failed');
+    return super.step(action);
+  }
+}
+
+t.test('a failing user simulator or reward aborts only its episode; the run goes on', async (t) => {
+  const tw = buildWorld(smoke);
+  const [graderTask, userTask] = stepTasks(smoke, tw.trainIds, 1);
+  const cfg = resolveConfig({ preset: 'smoke', patches: [{ grpo: { steps: 1, klCoef: 0 }, sft: { steps: 1 }, val: { every: 0 }, rollout: { maxTokensPerTurn: 1024, tasksPerStep: 3 } }] });
+  // long turns: the untrained model ends its first turn (samples <|end|>) so the environment is stepped
+  const r = await train(cfg, {
+    out: join(tmp, 'faults'),
+    wrapEnv: () => () => {
+      const env = new FailingGraderEnv({ world: tw.world, user: new FlakyUser(userTask), maxSteps: cfg.world.maxSteps });
+      env.failTask = graderTask;
+      return env;
+    },
+  });
+  t.equal(r.step, 1, 'the run finished');
+  const row = r.rows.find((x) => x.phase === 'grpo') as MetricsRow;
+  t.ok((row['rollout/env_errors'] as number) >= 1, 'the failing reward aborts its episodes');
+  t.ok((row['rollout/user_errors'] as number) >= 1, 'the failing user aborts its episodes');
+  t.equal(row['rollout/aborted'], (row['rollout/env_errors'] as number) + (row['rollout/user_errors'] as number));
+  t.equal(row['rollout/aborted_total'], row['rollout/aborted'], 'counted over the run');
+  t.ok((row['rollout/episodes'] as number) > (row['rollout/aborted'] as number), 'the other episodes trained');
+  t.ok(Number.isFinite(row['actor/pg_loss'] as number));
+});
+
+t.test('sinkflex/TauTelecom-v0 trains (smoke)', async (t) => {
+  const cfg = resolveConfig({ preset: 'smoke', patches: [{ env: 'sinkflex/TauTelecom-v0', grpo: { steps: 2 }, val: { every: 0 } }] });
+  const r = await train(cfg, { out: join(tmp, 'telecom') });
+  t.equal(r.step, 2);
+  const val = r.rows.filter((x) => x.phase === 'val');
+  t.ok(val.length === 2 && val.every((x) => typeof x['val-core/tau-telecom/reward/mean@1'] === 'number'), 'telecom validation metrics');
+  t.ok((r.rows.find((x) => x.phase === 'sft-summary')?.['sft/demonstrations'] as number) > 0, 'telecom demonstrations');
+  const loaded = loadRunPolicy(join(tmp, 'telecom'));
+  t.match(loaded.prompt.systemPrompt({}), /telecom/);
+  loaded.policy.dispose();
+});
