@@ -10,7 +10,7 @@ import { ChatTemplate } from '../model/chat-template.js';
 import { TransformerPolicy } from '../model/transformer-policy.js';
 
 /** The newest `.safetensors` file at `path` (a file, or a folder searched two levels deep). */
-export function resolveCheckpoint(path: string): string {
+export function findCheckpointFile(path: string): string {
   let st;
   try {
     st = statSync(path);
@@ -44,7 +44,7 @@ export interface BuiltinPolicy {
 
 /** Loads a checkpoint (file or run folder); it must hold a tokenizer. */
 export function loadBuiltinPolicy(path: string): BuiltinPolicy {
-  const checkpoint = resolveCheckpoint(path);
+  const checkpoint = findCheckpointFile(path);
   const policy = TransformerPolicy.load(checkpoint);
   if (!policy.tokenizer) {
     policy.dispose();

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import t from 'tap';
 
 import { configFromFlags, defaultOut, runTrainCommand } from '../../lib/cli/commands/train.js';
+import { runEval } from '../../lib/cli/commands/eval.js';
 import { listEnvs } from '../../lib/cli/commands/env.js';
 import { ProgressBar } from '../../lib/cli/commands/progress.js';
 import { buildProgram } from '../../lib/cli/main.js';
@@ -41,6 +42,19 @@ t.test('sinkflex train (smoke) runs, prints a summary, resumes', async (t) => {
   t.match(lines2.join('\n'), /validation mean@1/);
   t.match(lines2.join('\n'), /report\.html/);
   t.equal(JSON.parse(readFileSync(join(out, 'config.json'), 'utf8')).grpo.steps, 2);
+});
+
+t.test('sinkflex eval on the run: its validation tasks, prompt and limits reproduce its last validation', async (t) => {
+  const out = join(tmp, 'run');
+  const config = JSON.parse(readFileSync(join(out, 'config.json'), 'utf8')) as { val: { trials: number; seed: number } };
+  const rows = readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+  const lastVal = rows.filter((r) => r.phase === 'val').pop();
+  t.ok(lastVal, 'the run validated');
+  const report = await runEval({ policy: 'builtin', checkpoint: out, trials: config.val.trials, seed: config.val.seed, episodeRetries: 0 });
+  t.match(report.policy, /step 2/, 'the newest checkpoint of the run');
+  t.equal(report.meanReward, lastVal?.['val-core/tau-retail/reward/mean@1'], 'same mean@1 as the trainer measured');
+  await t.rejects(runEval({ policy: 'builtin', checkpoint: out, env: 'sinkflex/TauTelecom-v0', tasks: 'run' }), /trained on sinkflex\/TauRetail-v0/);
+  await t.rejects(runEval({ policy: 'builtin', tasks: 'run' }), /needs --checkpoint/);
 });
 
 t.test('env list and the commands are registered', async (t) => {

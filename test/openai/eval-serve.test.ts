@@ -39,7 +39,11 @@ t.test('eval against sinkflex serve gives the same episodes and metrics as the i
     'same tasks, seeds, terminations, turns and rewards',
   );
   t.same(remote.episodes.map((e) => e.responseIds), local.episodes.map((e) => e.responseIds), 'same tokens, token for token');
-  t.same(remote.episodes.map((e) => e.logProbs), local.episodes.map((e) => e.logProbs), 'same log-probs');
+  // Log-probs agree to float rounding: decoding takes a few-row path or the batched GEMM
+  // depending on how many sessions share a step, which differs between the two runs.
+  const lpDiff = Math.max(0, ...remote.episodes.flatMap((e, i) => e.logProbs.map((v, j) => Math.abs(v - local.episodes[i].logProbs[j]))));
+  t.same(remote.episodes.map((e) => e.logProbs.length), local.episodes.map((e) => e.logProbs.length), 'log-probs for the same tokens');
+  t.ok(lpDiff <= 1e-4, `same log-probs up to float rounding (max |diff| ${lpDiff})`);
   t.equal(remote.meanReward, local.meanReward, 'same mean reward');
   t.same(remote.passK, local.passK, 'same pass^k');
   t.equal(remote.aborted, 0, 'nothing aborted');

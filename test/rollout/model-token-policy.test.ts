@@ -29,7 +29,9 @@ t.test('the built-in policy drives the agent loop through the adapter', async (t
   t.equal(a.tokens.length, 4, 'four episodes');
   t.ok(a.tokens.every((x) => x.length > 0), 'every episode has response tokens');
   t.same(a.tokens, b.tokens, 'same episodes whatever the concurrency (sessions are seeded per episode)');
-  t.same(a.logProbs, b.logProbs, 'same log-probs');
+  // equal up to float rounding: how many sessions share a decoding step picks the GEMM path
+  const diff = Math.max(0, ...a.logProbs.flatMap((x, i) => x.map((v, j) => Math.abs(v - b.logProbs[i][j]))));
+  t.ok(diff <= 1e-4, `same log-probs up to float rounding (max |diff| ${diff})`);
   const c = await run(new ModelPolicyAdapter(policy(1)), 4);
   t.same(c.tokens, a.tokens, 'reproducible');
   const flat = a.logProbs.flat();

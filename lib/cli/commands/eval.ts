@@ -9,7 +9,6 @@ import type { Command } from 'commander';
 import { createTauEnv } from '../../gym/envs/tau.js';
 import { loadTauWorld, type TauTaskSource } from '../../gym/envs/tau-world.js';
 import { ChatTemplate, trainChatTokenizer } from '../../model/chat-template.js';
-import { loadBuiltinPolicy } from '../../openai/builtin.js';
 import { OpenAIChatClient, type RoutingPolicy } from '../../openai/client.js';
 import { evaluateAgent, type AgentEvaluationResult } from '../../openai/evaluate.js';
 import { writeTrajectories } from '../../openai/export.js';
@@ -17,6 +16,8 @@ import { OpenAIChatPolicy } from '../../openai/policy.js';
 import { ChatTokenPolicy } from '../../rollout/chat-token-policy.js';
 import { ModelPolicyAdapter } from '../../rollout/model-token-policy.js';
 import type { TokenPolicy } from '../../rollout/policy.js';
+import { buildWorld, trainEnvFactory } from '../../trainer/world.js';
+import { loadCliPolicy, type CliPolicy } from '../load-policy.js';
 
 /** Options of {@link runEval} (the CLI flags). */
 export interface EvalOptions {
@@ -50,7 +51,10 @@ export interface EvalOptions {
   userApiKey?: string;
   /** Environment id. Default `sinkflex/TauRetail-v0`. */
   env?: string;
-  /** `generated` or a tau2 domain folder. Default generated. */
+  /**
+   * `generated`, a tau2 domain folder, or `run` (the held-out validation tasks of the training
+   * run of `checkpoint`). Default `run` when the checkpoint is a training run, else generated.
+   */
   tasks?: string;
   /** tau2 split. */
   split?: string;
@@ -102,28 +106,51 @@ export interface EvalReport extends AgentEvaluationResult {
 
 /** Runs an evaluation as the CLI does. */
 export async function runEval(o: EvalOptions): Promise<EvalReport> {
-  const envId = o.env ?? 'sinkflex/TauRetail-v0';
+  // a training run (or one of its checkpoints) brings its own defaults: environment, the
+  // validation tasks, the prompt format, episode limits and the validation temperature
+  let loaded: CliPolicy | null = o.checkpoint ? loadCliPolicy(o.checkpoint) : null;
+  try {
+    return await evalWith(o, loaded);
+  } finally {
+    loaded?.policy.dispose();
+    loaded = null;
+  }
+}
+
+async function evalWith(o: EvalOptions, loaded: CliPolicy | null): Promise<EvalReport> {
+  const run = loaded?.run ?? null;
+  const envId = o.env ?? run?.env ?? 'sinkflex/TauRetail-v0';
   const domain = envId === 'sinkflex/TauRetail-v0' ? 'retail' : envId === 'sinkflex/TauTelecom-v0' ? 'telecom' : null;
   if (!domain) throw new Error(`unknown env ${envId} (sinkflex/TauRetail-v0 or sinkflex/TauTelecom-v0)`);
-  const source: TauTaskSource = !o.tasks || o.tasks === 'generated' ? { kind: 'generated', seed: o.taskSeed ?? 0, count: o.taskCount ?? 20 } : { kind: 'tau2', path: o.tasks, ...(o.split ? { split: o.split } : {}) };
-  const world = loadTauWorld(domain, source);
-  const taskIds = o.limitTasks !== undefined ? world.taskIds.slice(0, o.limitTasks) : world.taskIds;
   const user = o.user === 'llm' ? { kind: 'llm' as const, baseURL: o.userBaseURL, model: o.userModel, apiKey: o.userApiKey, timeoutMs: o.timeoutMs } : { kind: 'scripted' as const };
   if (o.user === 'llm' && !o.userModel) throw new Error('--user llm needs --user-model');
+  const tasksArg = o.tasks ?? (run ? 'run' : 'generated');
+  let makeEnv: () => ReturnType<typeof createTauEnv>;
+  let allIds: readonly string[];
+  if (tasksArg === 'run') {
+    if (!run) throw new Error('--tasks run needs --checkpoint <training run or checkpoint folder>');
+    if (run.env !== envId) throw new Error(`--tasks run: the run trained on ${run.env}, not ${envId}`);
+    const tw = buildWorld(run.config);
+    allIds = tw.valIds;
+    makeEnv = o.user === 'llm' ? () => createTauEnv({ world: tw.world, user }) : trainEnvFactory(run.config, tw.world);
+  } else {
+    const source: TauTaskSource = tasksArg === 'generated' ? { kind: 'generated', seed: o.taskSeed ?? 0, count: o.taskCount ?? 20 } : { kind: 'tau2', path: tasksArg, ...(o.split ? { split: o.split } : {}) };
+    const world = loadTauWorld(domain, source);
+    allIds = world.taskIds;
+    makeEnv = () => createTauEnv({ world, user });
+  }
+  const taskIds = o.limitTasks !== undefined ? allIds.slice(0, o.limitTasks) : allIds;
   let policy: TokenPolicy;
   let template: ChatTemplate;
-  let dispose = (): void => {};
   let chat: OpenAIChatPolicy | null = null;
   let name: string;
   let maxContext = o.maxContextTokens;
   if (o.policy === 'builtin') {
-    if (!o.checkpoint) throw new Error('--policy builtin needs --checkpoint');
-    const b = loadBuiltinPolicy(o.checkpoint);
-    policy = new ModelPolicyAdapter(b.policy);
-    template = b.template;
-    dispose = () => b.policy.dispose();
-    name = `builtin ${b.checkpoint}`;
-    maxContext ??= b.policy.contextLength;
+    if (!loaded) throw new Error('--policy builtin needs --checkpoint');
+    policy = new ModelPolicyAdapter(loaded.policy);
+    template = loaded.template;
+    name = `builtin ${loaded.checkpoint}${run ? ` (step ${run.step})` : ''}`;
+    maxContext ??= run?.config.rollout.maxContextTokens ?? loaded.policy.contextLength;
   } else if (o.policy === 'openai') {
     if (!o.model) throw new Error('--policy openai needs --model');
     const client = new OpenAIChatClient({ baseURL: o.baseURL && o.baseURL.length > 0 ? o.baseURL : undefined, model: o.model, apiKey: o.apiKey, timeoutMs: o.timeoutMs, retries: o.retries, backoffMs: o.backoffMs, concurrency: o.maxInFlight, routing: o.routing, seed: o.seed ?? 0 });
@@ -135,11 +162,9 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
         sessions = false;
       }
     }
-    if (o.checkpoint) {
-      const b = loadBuiltinPolicy(o.checkpoint);
-      template = b.template;
-      maxContext ??= b.policy.contextLength;
-      b.policy.dispose();
+    if (loaded) {
+      template = loaded.template;
+      maxContext ??= run?.config.rollout.maxContextTokens ?? loaded.policy.contextLength;
     } else {
       template = new ChatTemplate(trainChatTokenizer(' ', { vocabSize: 262 }));
       maxContext ??= 1 << 20;
@@ -148,29 +173,25 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
     policy = new ChatTokenPolicy(chat, template);
     name = `openai ${o.model} @ ${client.baseURLs.join(', ')}${sessions ? ' (sessions)' : ''}`;
   } else throw new Error(`unknown policy ${String(o.policy)} (builtin or openai)`);
-  try {
-    const result = await evaluateAgent({
-      policy,
-      template,
-      env: () => createTauEnv({ world, user }),
-      taskIds,
-      trials: o.trials ?? 1,
-      ...(o.k ? { k: o.k } : {}),
-      seed: o.seed ?? 0,
-      concurrency: o.concurrency ?? 4,
-      limits: { maxTurns: o.maxTurns ?? 30, maxTokensPerTurn: o.maxTokensPerTurn ?? 512, maxContextTokens: maxContext },
-      sampling: { temperature: o.temperature ?? 1, topP: o.topP ?? 1 },
-      episodeRetries: o.episodeRetries ?? 1,
-      renderTools: o.renderTools ?? true,
-      ...(o.systemPrompt !== undefined ? { systemPrompt: () => o.systemPrompt as string } : {}),
-      ...(o.onProgress ? { onProgress: o.onProgress } : {}),
-    });
-    const report: EvalReport = { ...result, policy: name, env: envId, tasks: taskIds.length, trials: o.trials ?? 1 };
-    if (o.export) report.exported = writeTrajectories(o.export, result.episodes, chat ? { turnLog: (r) => chat?.takeTurnLog(r.taskId, r.seed) } : {});
-    return report;
-  } finally {
-    dispose();
-  }
+  const result = await evaluateAgent({
+    policy,
+    template,
+    env: makeEnv,
+    taskIds,
+    trials: o.trials ?? 1,
+    ...(o.k ? { k: o.k } : {}),
+    seed: o.seed ?? 0,
+    concurrency: o.concurrency ?? 4,
+    limits: { maxTurns: o.maxTurns ?? run?.config.rollout.maxTurns ?? 30, maxTokensPerTurn: o.maxTokensPerTurn ?? run?.config.rollout.maxTokensPerTurn ?? 512, maxContextTokens: maxContext },
+    sampling: { temperature: o.temperature ?? run?.config.val.temperature ?? 1, topP: o.topP ?? 1 },
+    episodeRetries: o.episodeRetries ?? 1,
+    renderTools: o.renderTools ?? run?.prompt.renderTools ?? true,
+    ...(o.systemPrompt !== undefined ? { systemPrompt: () => o.systemPrompt as string } : run ? { systemPrompt: run.prompt.systemPrompt } : {}),
+    ...(o.onProgress ? { onProgress: o.onProgress } : {}),
+  });
+  const report: EvalReport = { ...result, policy: name, env: envId, tasks: taskIds.length, trials: o.trials ?? 1 };
+  if (o.export) report.exported = writeTrajectories(o.export, result.episodes, chat ? { turnLog: (r) => chat?.takeTurnLog(r.taskId, r.seed) } : {});
+  return report;
 }
 
 /** The report as a text table. */
@@ -231,7 +252,7 @@ export function registerEval(program: Command): void {
     .option('--user-model <name>', 'LLM user model')
     .option('--user-api-key <key>', 'LLM user API key')
     .option('--env <id>', 'sinkflex/TauRetail-v0 | sinkflex/TauTelecom-v0', 'sinkflex/TauRetail-v0')
-    .option('--tasks <source>', "'generated' or a tau2 domain folder", 'generated')
+    .option('--tasks <source>', "'generated', a tau2 domain folder, or 'run' (the validation tasks of the --checkpoint's training run; the default for a run)")
     .option('--split <name>', 'tau2 task split')
     .option('--task-count <n>', 'generated tasks', num, 20)
     .option('--task-seed <n>', 'seed of the generated tasks', num, 0)

@@ -5,7 +5,7 @@
  */
 import type { Command } from 'commander';
 
-import { loadBuiltinPolicy } from '../../openai/builtin.js';
+import { loadCliPolicy } from '../load-policy.js';
 import { startChatServer, type ChatServer } from '../../openai/server.js';
 
 /** Options of {@link serve}. */
@@ -28,7 +28,7 @@ export interface ServeOptions {
 
 /** Loads the checkpoint and starts the server (the caller closes it; closing also frees the policy). */
 export async function serve(options: ServeOptions): Promise<ChatServer & { checkpoint: string }> {
-  const b = loadBuiltinPolicy(options.checkpoint);
+  const b = loadCliPolicy(options.checkpoint);
   try {
     const server = await startChatServer({
       policy: b.policy,
