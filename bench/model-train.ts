@@ -27,6 +27,7 @@ import {
   packSequences,
 } from '../lib/index.js';
 import { measureTrainStep } from './common/train-step.js';
+import { seededRandom as seeded } from './common/util.js';
 
 const GiB = 2 ** 30;
 
@@ -109,16 +110,6 @@ export interface ModelTrainBenchResult {
   targets: { name: string; value: string; met: boolean }[];
 }
 
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function randomTokens(n: number, vocab: number, r: () => number): number[] {
   return Array.from({ length: n }, () => Math.floor(r() * vocab));
