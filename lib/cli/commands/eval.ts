@@ -108,12 +108,11 @@ export interface EvalReport extends AgentEvaluationResult {
 export async function runEval(o: EvalOptions): Promise<EvalReport> {
   // a training run (or one of its checkpoints) brings its own defaults: environment, the
   // validation tasks, the prompt format, episode limits and the validation temperature
-  let loaded: CliPolicy | null = o.checkpoint ? loadCliPolicy(o.checkpoint) : null;
+  const loaded: CliPolicy | null = o.checkpoint ? loadCliPolicy(o.checkpoint) : null;
   try {
     return await evalWith(o, loaded);
   } finally {
     loaded?.policy.dispose();
-    loaded = null;
   }
 }
 
