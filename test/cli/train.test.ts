@@ -53,6 +53,19 @@ t.test('sinkflex eval on the run: its validation tasks, prompt and limits reprod
   const report = await runEval({ policy: 'builtin', checkpoint: out, trials: config.val.trials, seed: config.val.seed, episodeRetries: 0 });
   t.match(report.policy, /step 2/, 'the newest checkpoint of the run');
   t.equal(report.meanReward, lastVal?.['val-core/tau-retail/reward/mean@1'], 'same mean@1 as the trainer measured');
+  // the command line too: no flag default may override what the run brings (tasks, trials, seed,
+  // limits, temperature, prompt format)
+  const printed: string[] = [];
+  const log = console.log;
+  console.log = (s: string) => void printed.push(s);
+  try {
+    await buildProgram().parseAsync(['node', 'sinkflex', 'eval', '--checkpoint', out, '--json', '--no-progress']);
+  } finally {
+    console.log = log;
+  }
+  const cli = JSON.parse(printed.join('\n')) as { meanReward: number; trials: number };
+  t.equal(cli.trials, config.val.trials, 'sinkflex eval --checkpoint <run>: the run\'s validation trials');
+  t.equal(cli.meanReward, lastVal?.['val-core/tau-retail/reward/mean@1'], 'sinkflex eval --checkpoint <run> reproduces the last validation');
   await t.rejects(runEval({ policy: 'builtin', checkpoint: out, env: 'sinkflex/TauTelecom-v0', tasks: 'run' }), /trained on sinkflex\/TauRetail-v0/);
   await t.rejects(runEval({ policy: 'builtin', tasks: 'run' }), /needs --checkpoint/);
 });

@@ -63,26 +63,26 @@ export interface EvalOptions {
   taskSeed?: number;
   /** Evaluate only the first N tasks. */
   limitTasks?: number;
-  /** Trials per task. Default 1. */
+  /** Trials per task. Default 1 (a training run: its validation trials). */
   trials?: number;
   /** pass^k values. Default 1..trials. */
   k?: number[];
-  /** Seed. Default 0. */
+  /** Seed. Default 0 (a training run: its validation seed). */
   seed?: number;
   /** Episodes in flight. Default 4. */
   concurrency?: number;
-  /** Episode limits. */
+  /** Episode limits (default 30 turns, 512 tokens per turn; a training run: its rollout limits). */
   maxTurns?: number;
   maxTokensPerTurn?: number;
   maxContextTokens?: number;
-  /** Sampling. Default temperature 1, top-p 1. */
+  /** Sampling. Default temperature 1 (a training run: its validation temperature), top-p 1. */
   temperature?: number;
   topP?: number;
   /** Reruns of aborted episodes. Default 1. */
   episodeRetries?: number;
   /** The system prompt (default the environment's instructions + policy). */
   systemPrompt?: string;
-  /** Render the tools section in the prompt (default true). */
+  /** Render the tools section in the prompt (default true; a training run: as it trained). */
   renderTools?: boolean;
   /** Write trajectories (JSONL) here. */
   export?: string;
@@ -139,6 +139,7 @@ async function evalWith(o: EvalOptions, loaded: CliPolicy | null): Promise<EvalR
     makeEnv = () => createTauEnv({ world, user });
   }
   const taskIds = o.limitTasks !== undefined ? allIds.slice(0, o.limitTasks) : allIds;
+  const trials = o.trials ?? run?.config.val.trials ?? 1;
   let policy: TokenPolicy;
   let template: ChatTemplate;
   let chat: OpenAIChatPolicy | null = null;
@@ -177,9 +178,9 @@ async function evalWith(o: EvalOptions, loaded: CliPolicy | null): Promise<EvalR
     template,
     env: makeEnv,
     taskIds,
-    trials: o.trials ?? 1,
+    trials,
     ...(o.k ? { k: o.k } : {}),
-    seed: o.seed ?? 0,
+    seed: o.seed ?? run?.config.val.seed ?? 0,
     concurrency: o.concurrency ?? 4,
     limits: { maxTurns: o.maxTurns ?? run?.config.rollout.maxTurns ?? 30, maxTokensPerTurn: o.maxTokensPerTurn ?? run?.config.rollout.maxTokensPerTurn ?? 512, maxContextTokens: maxContext },
     sampling: { temperature: o.temperature ?? run?.config.val.temperature ?? 1, topP: o.topP ?? 1 },
@@ -188,7 +189,7 @@ async function evalWith(o: EvalOptions, loaded: CliPolicy | null): Promise<EvalR
     ...(o.systemPrompt !== undefined ? { systemPrompt: () => o.systemPrompt as string } : run ? { systemPrompt: run.prompt.systemPrompt } : {}),
     ...(o.onProgress ? { onProgress: o.onProgress } : {}),
   });
-  const report: EvalReport = { ...result, policy: name, env: envId, tasks: taskIds.length, trials: o.trials ?? 1 };
+  const report: EvalReport = { ...result, policy: name, env: envId, tasks: taskIds.length, trials };
   if (o.export) report.exported = writeTrajectories(o.export, result.episodes, chat ? { turnLog: (r) => chat?.takeTurnLog(r.taskId, r.seed) } : {});
   return report;
 }
@@ -250,20 +251,20 @@ export function registerEval(program: Command): void {
     .option('--user-base-url <url>', 'LLM user endpoint')
     .option('--user-model <name>', 'LLM user model')
     .option('--user-api-key <key>', 'LLM user API key')
-    .option('--env <id>', 'sinkflex/TauRetail-v0 | sinkflex/TauTelecom-v0', 'sinkflex/TauRetail-v0')
+    .option('--env <id>', 'sinkflex/TauRetail-v0 | sinkflex/TauTelecom-v0 (default: the run\'s, else sinkflex/TauRetail-v0)')
     .option('--tasks <source>', "'generated', a tau2 domain folder, or 'run' (the validation tasks of the --checkpoint's training run; the default for a run)")
     .option('--split <name>', 'tau2 task split')
     .option('--task-count <n>', 'generated tasks', num, 20)
     .option('--task-seed <n>', 'seed of the generated tasks', num, 0)
     .option('--limit-tasks <n>', 'evaluate only the first n tasks', num)
-    .option('--trials <n>', 'trials per task', num, 1)
+    .option('--trials <n>', 'trials per task (default: the run\'s validation trials, else 1)', num)
     .option('--k <list>', 'pass^k values, comma-separated (default 1..trials)')
-    .option('--seed <n>', 'seed', num, 0)
+    .option('--seed <n>', 'seed (default: the run\'s validation seed, else 0)', num)
     .option('--concurrency <n>', 'episodes in flight', num, 4)
-    .option('--max-turns <n>', 'assistant turns per episode', num, 30)
-    .option('--max-tokens-per-turn <n>', 'tokens per assistant turn', num, 512)
+    .option('--max-turns <n>', 'assistant turns per episode (default: the run\'s, else 30)', num)
+    .option('--max-tokens-per-turn <n>', 'tokens per assistant turn (default: the run\'s, else 512)', num)
     .option('--max-context <n>', 'tokens per episode')
-    .option('--temperature <t>', 'sampling temperature', num, 1)
+    .option('--temperature <t>', 'sampling temperature (default: the run\'s validation temperature, else 1)', num)
     .option('--top-p <p>', 'nucleus mass', num, 1)
     .option('--episode-retries <n>', 'reruns of an aborted episode', num, 1)
     .option('--system-prompt <text>', 'system prompt (default: the environment instructions and policy)')
@@ -287,25 +288,25 @@ export function registerEval(program: Command): void {
         userBaseURL: f.userBaseUrl as string | undefined,
         userModel: f.userModel as string | undefined,
         userApiKey: f.userApiKey as string | undefined,
-        env: f.env as string,
-        tasks: f.tasks as string,
+        env: f.env as string | undefined,
+        tasks: f.tasks as string | undefined,
         split: f.split as string | undefined,
         taskCount: f.taskCount as number,
         taskSeed: f.taskSeed as number,
         limitTasks: f.limitTasks as number | undefined,
-        trials: f.trials as number,
+        trials: f.trials as number | undefined,
         k: typeof f.k === 'string' ? f.k.split(',').map(num) : undefined,
-        seed: f.seed as number,
+        seed: f.seed as number | undefined,
         concurrency: f.concurrency as number,
-        maxTurns: f.maxTurns as number,
-        maxTokensPerTurn: f.maxTokensPerTurn as number,
+        maxTurns: f.maxTurns as number | undefined,
+        maxTokensPerTurn: f.maxTokensPerTurn as number | undefined,
         maxContextTokens: f.maxContext !== undefined ? num(f.maxContext as string) : undefined,
-        temperature: f.temperature as number,
+        temperature: f.temperature as number | undefined,
         topP: f.topP as number,
         episodeRetries: f.episodeRetries as number,
         export: f.export as string | undefined,
         systemPrompt: f.systemPrompt as string | undefined,
-        renderTools: f.toolsSection !== false,
+        ...(f.toolsSection === false ? { renderTools: false } : {}),
         ...(f.progress !== false && !f.json ? { onProgress: progressBar() } : {}),
       });
       if (f.json) {
