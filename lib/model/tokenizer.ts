@@ -13,6 +13,16 @@ import { decodeWtf8, encodeWtf8, sequenceLength } from './utf8.js';
 /** GPT-2's pre-tokenisation: contractions, letters, numbers, other symbols, whitespace runs. */
 const PRETOKENIZE = /'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
 
+/**
+ * The pre-tokenisation with numbers cut into groups of at most `digitGroup` digits, left to
+ * right, never joined to a space (LLaMA-style digit splitting): `#W5664227` and `"5664227"`
+ * give the same digit tokens, so a model copies ids token by token from a small, frequent set.
+ */
+function pretokenizer(digitGroup: number): RegExp {
+  if (digitGroup === 0) return PRETOKENIZE;
+  return new RegExp(`'(?:[sdmt]|ll|ve|re)| ?\\p{L}+|\\p{N}{1,${digitGroup}}| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+`, 'gu');
+}
+
 /** The serialised form of a {@link Tokenizer}. */
 export interface TokenizerJSON {
   type: 'sinkflex-byte-bpe';
@@ -21,6 +31,8 @@ export interface TokenizerJSON {
   specialTokens: string[];
   /** Merge r joins tokens [a, b] into id S + 256 + r. */
   merges: [number, number][];
+  /** Most digits in one pre-token (absent or 0: a whole number, GPT-2's rule). */
+  digitGroup?: number;
 }
 
 /** Options of {@link Tokenizer.train}. */
@@ -31,6 +43,11 @@ export interface TokenizerTrainOptions {
   specialTokens?: string[];
   /** A pair must occur at least this often to be merged (default 2). */
   minFrequency?: number;
+  /**
+   * Cut numbers into pre-tokens of at most this many digits, apart from any space (0, the
+   * default: GPT-2's rule, a space and a whole number form one pre-token).
+   */
+  digitGroup?: number;
 }
 
 /** Thrown for an invalid tokenizer definition or serialisation. */
@@ -53,11 +70,15 @@ export class Tokenizer {
   private readonly ranks = new Map<number, number>();
   private readonly bytesOf: Uint8Array[] = [];
   private readonly cache = new Map<string, number[]>();
+  private readonly pattern: RegExp;
 
   private constructor(
     private readonly specials: readonly string[],
     private readonly merges: readonly (readonly [number, number])[],
+    private readonly digits: number = 0,
   ) {
+    if (!Number.isInteger(digits) || digits < 0 || digits > 16) throw new TokenizerError(`digitGroup must be an integer in [0, 16], got ${String(digits)}`);
+    this.pattern = pretokenizer(digits);
     const seen = new Set<string>();
     specials.forEach((s, i) => {
       if (typeof s !== 'string' || s.length === 0) throw new TokenizerError(`special token ${i} must be a non-empty string`);
@@ -99,13 +120,16 @@ export class Tokenizer {
       throw new RangeError(`vocabSize must be an integer >= ${specials.length + 256} (specials + 256 bytes), got ${options.vocabSize}`);
     }
     if (!Number.isInteger(minFrequency) || minFrequency < 1) throw new RangeError(`minFrequency must be an integer >= 1, got ${minFrequency}`);
+    const digitGroup = options.digitGroup ?? 0;
+    if (!Number.isInteger(digitGroup) || digitGroup < 0 || digitGroup > 16) throw new RangeError(`digitGroup must be an integer in [0, 16], got ${String(digitGroup)}`);
+    const pattern = pretokenizer(digitGroup);
     const counts = new Map<string, number>();
     for (const text of typeof corpus === 'string' ? [corpus] : corpus) {
-      for (const m of text.matchAll(PRETOKENIZE)) counts.set(m[0], (counts.get(m[0]) ?? 0) + 1);
+      for (const m of text.matchAll(pattern)) counts.set(m[0], (counts.get(m[0]) ?? 0) + 1);
     }
     const base = specials.length;
     const words = [...counts].map(([piece, count]) => ({ ids: Array.from(encodeWtf8(piece), (b) => base + b), count }));
-    return new Tokenizer([...specials], learnMerges(words, base + 256, room, minFrequency));
+    return new Tokenizer([...specials], learnMerges(words, base + 256, room, minFrequency), digitGroup);
   }
 
   /** Rebuilds a tokenizer from {@link toJSON}'s output (an object or its JSON text), validating it. */
@@ -121,12 +145,20 @@ export class Tokenizer {
       throw new TokenizerError("not a tokenizer definition (expected type 'sinkflex-byte-bpe', version 1)");
     }
     if (!Array.isArray(t.specialTokens) || !Array.isArray(t.merges)) throw new TokenizerError('tokenizer JSON needs specialTokens and merges arrays');
-    return new Tokenizer(t.specialTokens, t.merges);
+    if (t.digitGroup !== undefined && (typeof t.digitGroup !== 'number' || !Number.isInteger(t.digitGroup) || t.digitGroup < 0 || t.digitGroup > 16)) {
+      throw new TokenizerError(`tokenizer JSON: digitGroup must be an integer in [0, 16], got ${JSON.stringify(t.digitGroup)}`);
+    }
+    return new Tokenizer(t.specialTokens, t.merges, t.digitGroup ?? 0);
   }
 
   /** The serialisable definition. */
   toJSON(): TokenizerJSON {
-    return { type: 'sinkflex-byte-bpe', version: 1, specialTokens: [...this.specials], merges: this.merges.map(([a, b]) => [a, b]) };
+    return { type: 'sinkflex-byte-bpe', version: 1, specialTokens: [...this.specials], merges: this.merges.map(([a, b]) => [a, b]), ...(this.digits > 0 ? { digitGroup: this.digits } : {}) };
+  }
+
+  /** Most digits in one pre-token (0: whole numbers, GPT-2's rule). */
+  get digitGroup(): number {
+    return this.digits;
   }
 
   /** Number of token ids. */
@@ -159,7 +191,7 @@ export class Tokenizer {
   /** Encodes text; special-token names in it are ordinary text. Exact inverse: {@link decode}. */
   encode(text: string): number[] {
     const out: number[] = [];
-    for (const m of text.matchAll(PRETOKENIZE)) this.encodePiece(m[0], out);
+    for (const m of text.matchAll(this.pattern)) this.encodePiece(m[0], out);
     return out;
   }
 
@@ -174,7 +206,7 @@ export class Tokenizer {
       let j = i;
       for (let len; j < bytes.length && (len = sequenceLength(bytes, j, false)) > 0; ) j += len;
       if (j > i) {
-        for (const m of decoder.decode(bytes.subarray(i, j)).matchAll(PRETOKENIZE)) this.encodePiece(m[0], out);
+        for (const m of decoder.decode(bytes.subarray(i, j)).matchAll(this.pattern)) this.encodePiece(m[0], out);
         i = j;
       } else {
         out.push(this.byteBase + bytes[i]);

@@ -20,7 +20,7 @@ import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, rea
 import { dirname, join, resolve } from 'node:path';
 
 import { ChatTemplate, TransformerPolicy } from '../model/index.js';
-import { validateConfig, type TrainConfig, type TrainEnvId } from './config.js';
+import { validateSavedConfig, type TrainConfig, type TrainEnvId } from './config.js';
 import { promptSettings, type PromptSettings } from './world.js';
 
 /** What a checkpoint stores besides the policy (enough for an exact resume). */
@@ -133,7 +133,7 @@ export function readTrainerState(dir: string): TrainerState {
 export function readRunConfig(out: string): TrainConfig {
   const path = join(out, 'config.json');
   if (!existsSync(path)) throw new RunFolderError(`${out} is not a run folder (no config.json)`);
-  return validateConfig(JSON.parse(readFileSync(path, 'utf8')));
+  return validateSavedConfig(JSON.parse(readFileSync(path, 'utf8')));
 }
 
 /** A policy loaded from a run, with everything the agent loop needs to use it as trained. */
@@ -180,7 +180,7 @@ export function loadRunPolicy(runOrCheckpointDir: string): LoadedRunPolicy {
   const checkpoint = resolveCheckpoint(runOrCheckpointDir);
   const state = readTrainerState(checkpoint);
   const cfgPath = join(checkpoint, 'config.json');
-  const config = existsSync(cfgPath) ? validateConfig(JSON.parse(readFileSync(cfgPath, 'utf8'))) : readRunConfig(dirname(dirname(checkpoint)));
+  const config = existsSync(cfgPath) ? validateSavedConfig(JSON.parse(readFileSync(cfgPath, 'utf8'))) : readRunConfig(dirname(dirname(checkpoint)));
   const policy = TransformerPolicy.load(join(checkpoint, 'policy.safetensors'));
   if (!policy.tokenizer) {
     policy.dispose();

@@ -57,6 +57,11 @@ const TokenizerSchema = z.strictObject({
   vocabSize: int(262),
   /** Expert episodes whose text trains the tokenizer (plus the policy text). */
   corpusEpisodes: int(1),
+  /**
+   * Most digits per pre-token (0: GPT-2's whole numbers). Short digit groups make ids, zip
+   * codes and emails copyable token by token from a small set of frequent tokens.
+   */
+  digitGroup: z.number().int().min(0).max(16),
 });
 
 const ModelSchema = z.strictObject({
@@ -112,8 +117,16 @@ const SftSchema = z.strictObject({
   inductionTokens: int(16),
   /** Length of each random span (each sequence is 1 + 2 × span tokens). */
   inductionSpan: int(2),
-  /** Expert demonstrations (episodes over the training tasks, seeded). 0 skips SFT. */
+  /** Expert demonstrations (episodes over the training tasks and the demonstration worlds' tasks, seeded). 0 skips SFT. */
   episodes: int(0),
+  /**
+   * Extra generated worlds (fresh databases and tasks of the same kinds, seeds derived from
+   * `world.seed`; no validation task is among them) whose expert episodes join the
+   * demonstrations, shared round-robin with the training tasks. New names, ids and emails in
+   * every world make the model copy them from the conversation instead of memorising the
+   * training world's. 0: demonstrations over the training tasks only.
+   */
+  demoWorlds: int(0),
   /** Optimiser steps. */
   steps: int(0),
   /** Tokens per optimiser step (packed sequences; one micro-batch each). */
@@ -238,11 +251,11 @@ export const DEFAULT_CONFIG: TrainConfig = {
     maxSteps: 60,
     maxErrors: 10,
   },
-  tokenizer: { vocabSize: 2048, corpusEpisodes: 64 },
+  tokenizer: { vocabSize: 2048, corpusEpisodes: 64, digitGroup: 0 },
   model: { preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, context: 2048 },
   prompt: { system: 'compact', renderTools: false },
   rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64 },
-  sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 256, steps: 40, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
+  sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 256, demoWorlds: 0, steps: 40, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
   grpo: {
     steps: 80,
     lr: 2e-4,
@@ -369,6 +382,17 @@ export function validateConfig(value: unknown): TrainConfig {
   }
   const lines = r.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(config)'}: ${i.message}`);
   throw new ConfigError(`invalid training config:\n  ${lines.join('\n  ')}`);
+}
+
+/**
+ * Fields added to the configuration after the first release, with the values that reproduce
+ * what a run saved before them did (not necessarily today's defaults).
+ */
+const ADDED_FIELDS = { tokenizer: { digitGroup: 0 }, sft: { demoWorlds: 0 } } as const;
+
+/** Validates a configuration saved by a run, filling the fields added since it was saved (see `ADDED_FIELDS`). */
+export function validateSavedConfig(value: unknown): TrainConfig {
+  return validateConfig(isPlainObject(value) ? deepMerge(ADDED_FIELDS, value) : value);
 }
 
 /** Where a configuration comes from. */

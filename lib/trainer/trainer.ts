@@ -16,7 +16,7 @@ import { evaluatePolicy } from './evaluate.js';
 import { grpoStep } from './grpo-step.js';
 import { renderReport, type MetricsRow } from './report.js';
 import { collectDemonstrations, runInductionWarmup, runSft, seededPermutation } from './sft.js';
-import { buildWorld, promptSettings, trainEnvFactory, trainRunTokenizer, type TrainWorld } from './world.js';
+import { buildWorld, demonstrationWorlds, promptSettings, trainEnvFactory, trainRunTokenizer, type TrainWorld } from './world.js';
 
 /** A progress event of a run. */
 export type TrainEvent =
@@ -208,7 +208,15 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       const t0 = performance.now();
       // demonstrations only need to fit the model's context (the expert's turns may be longer than the rollout's per-turn limit)
       const demoLimits = { maxTurns: Math.max(64, limits.maxTurns), maxTokensPerTurn: limits.maxContextTokens, maxContextTokens: limits.maxContextTokens };
-      const demos = await collectDemonstrations({ world: tw.world, taskIds: tw.trainIds, count: config.sft.episodes, template, env, prompt, limits: demoLimits, seed: mixSeed(config.seed, 0xde0) });
+      // the training tasks, then each demonstration world's tasks, sharing the episodes round-robin
+      const sources = [{ world: tw.world, taskIds: tw.trainIds, env }, ...demonstrationWorlds(config).map((d) => ({ world: d.world, taskIds: [...d.trainIds, ...d.valIds], env: trainEnvFactory(config, d.world) }))];
+      const demos: { kept: EpisodeRecord[]; all: EpisodeRecord[] } = { kept: [], all: [] };
+      for (const [k, src] of sources.entries()) {
+        const count = Math.floor(config.sft.episodes / sources.length) + (k < config.sft.episodes % sources.length ? 1 : 0);
+        const got = await collectDemonstrations({ ...src, count, template, prompt, limits: demoLimits, seed: k === 0 ? mixSeed(config.seed, 0xde0) : mixSeed(config.seed, 0xde0, k) });
+        demos.kept.push(...got.kept);
+        demos.all.push(...got.all);
+      }
       const demoS = (performance.now() - t0) / 1000;
       emit({ kind: 'phase', phase: 'sft', message: `SFT on ${demos.kept.length} demonstrations` });
       const t1 = performance.now();

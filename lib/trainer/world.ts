@@ -6,7 +6,7 @@
  */
 import { TauEnv, TauWorld } from '../gym/index.js';
 import { ChatTemplate, trainChatTokenizer, type Tokenizer } from '../model/index.js';
-import { AgentLoop, ExpertTokenPolicy } from '../rollout/index.js';
+import { AgentLoop, ExpertTokenPolicy, mixSeed } from '../rollout/index.js';
 import {
   createRetailDomain,
   createTelecomDomain,
@@ -68,6 +68,15 @@ export function buildWorld(config: Pick<TrainConfig, 'env' | 'world'>): TrainWor
   const out = { world, trainIds: ids.slice(0, w.trainTasks), valIds: ids.slice(w.trainTasks) };
   worldCache.set(key, out);
   return out;
+}
+
+/**
+ * The demonstration worlds of `config.sft.demoWorlds`: world `i` is `config.world` with the
+ * seed `mixSeed(world.seed, 0xde3, i)` (a fresh database and tasks); all of its tasks are
+ * demonstration tasks (`trainIds` and `valIds` together).
+ */
+export function demonstrationWorlds(config: Pick<TrainConfig, 'env' | 'world' | 'sft'>): TrainWorld[] {
+  return Array.from({ length: config.sft.demoWorlds }, (_, i) => buildWorld({ env: config.env, world: { ...config.world, seed: mixSeed(config.world.seed, 0xde3, i) } }));
 }
 
 /** An environment factory for the agent loop (scripted user with the configured patience). */
@@ -155,5 +164,5 @@ export async function trainRunTokenizer(config: TrainConfig, tw: TrainWorld): Pr
       if (m.role === 'assistant' && m.tool_calls) for (const c of m.tool_calls) corpus.push(JSON.stringify({ name: c.function.name, arguments: parseJson(c.function.arguments) }));
     }
   }
-  return trainChatTokenizer(corpus, { vocabSize: config.tokenizer.vocabSize });
+  return trainChatTokenizer(corpus, { vocabSize: config.tokenizer.vocabSize, digitGroup: config.tokenizer.digitGroup });
 }

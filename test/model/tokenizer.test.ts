@@ -133,3 +133,38 @@ t.test('trained on the retail domain text it compresses and round-trips that tex
   t.equal(tok.decode(ids), policy);
   t.ok(Buffer.byteLength(policy) / ids.length > 2.5, `${(Buffer.byteLength(policy) / ids.length).toFixed(2)} bytes per token`);
 });
+
+t.test('digitGroup cuts numbers into short digit groups apart from spaces, round-trips and serialises', async (t) => {
+  const grouped = trainChatTokenizer(corpus, { vocabSize: 600, digitGroup: 2 });
+  t.equal(grouped.digitGroup, 2);
+  t.equal(trainChatTokenizer(corpus, { vocabSize: 600 }).digitGroup, 0, 'default: whole numbers');
+  const decode1 = (id: number) => grouped.decode([id]);
+  for (const text of ['order #W5664227.', '"order_id":"#W5664227"', 'zip code is 85017', 'isabella.smith5648@example.com', 'x 1 22 333 4444', '٣٤٥٦٧']) {
+    const ids = grouped.encode(text);
+    t.equal(grouped.decode(ids), text, `round-trips ${text}`);
+    for (const id of ids) {
+      const piece = decode1(id);
+      const digits = piece.match(/\p{N}/gu)?.length ?? 0;
+      t.ok(digits <= 2, `${JSON.stringify(piece)} holds at most 2 digits`);
+      if (digits > 0) t.ok(/^\p{N}+$/u.test(piece), `${JSON.stringify(piece)} is digits only`);
+    }
+  }
+  // the same id gives the same digit tokens after '#W', a quote or a space
+  const digitsOf = (text: string) => grouped.encode(text).map(decode1).filter((p) => /^\p{N}+$/u.test(p));
+  const inText = digitsOf('my order #W5664227 please');
+  t.equal(inText.join(''), '5664227');
+  t.same(digitsOf('{"order_id":"#W5664227"}'), inText);
+  t.same(digitsOf('id 5664227'), inText);
+  // with every digit pair in the corpus, the pairs are single tokens cut from the left
+  const pairs = trainChatTokenizer([...corpus, Array.from({ length: 100 }, (_, i) => String(i).padStart(2, '0')).join(' ')], { vocabSize: 1000, digitGroup: 2, minFrequency: 1 });
+  t.same(pairs.encode('#W5664227').map((id) => pairs.decode([id])).slice(-4), ['56', '64', '22', '7']);
+  const whole = trainChatTokenizer(corpus, { vocabSize: 600 });
+  t.notOk(whole.encode('id 5664227').map((id) => whole.decode([id])).includes('5'), 'whole numbers: the space and digits merge into larger pieces');
+  const back = Tokenizer.fromJSON(JSON.stringify(grouped.toJSON()));
+  t.equal(back.digitGroup, 2);
+  t.same(back.encode('order #W5664227'), grouped.encode('order #W5664227'), 'the grouping is part of the definition');
+  t.notOk('digitGroup' in trainChatTokenizer(corpus, { vocabSize: 400 }).toJSON(), 'whole-number tokenizers keep the original JSON');
+  t.throws(() => Tokenizer.train(corpus, { vocabSize: 300, digitGroup: -1 }), { name: 'RangeError', message: /digitGroup/ });
+  t.throws(() => Tokenizer.train(corpus, { vocabSize: 300, digitGroup: 1.5 }), { name: 'RangeError', message: /digitGroup/ });
+  t.throws(() => Tokenizer.fromJSON({ ...grouped.toJSON(), digitGroup: 99 }), { name: 'TokenizerError', message: /digitGroup/ });
+});

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { ConfigError, DEFAULT_CONFIG, deepMerge, parseOverride, PRESETS, readConfigFile, resolveConfig, validateConfig } from '../../lib/trainer/index.js';
+import { ConfigError, DEFAULT_CONFIG, deepMerge, parseOverride, PRESETS, readConfigFile, resolveConfig, validateConfig, validateSavedConfig } from '../../lib/trainer/index.js';
 
 t.test('defaults and presets validate; patches apply in order', async (t) => {
   const d = resolveConfig();
@@ -57,4 +57,16 @@ t.test('config files: JSON and TOML', async (t) => {
   t.throws(() => readConfigFile(join(dir, 'arr.json')), /must hold an object/);
   t.throws(() => readConfigFile(join(dir, 'c.yaml')), /\.json or \.toml/);
   t.throws(() => readConfigFile(join(dir, 'missing.json')), /cannot read/);
+});
+
+t.test('a configuration saved before a field existed loads with the value that reproduces it', async (t) => {
+  const saved = structuredClone(DEFAULT_CONFIG) as unknown as { tokenizer: Record<string, unknown>; sft: Record<string, unknown> };
+  delete saved.tokenizer.digitGroup;
+  delete saved.sft.demoWorlds;
+  t.throws(() => validateConfig(saved), /tokenizer\.digitGroup/, 'a new configuration must be complete');
+  const c = validateSavedConfig(saved);
+  t.equal(c.tokenizer.digitGroup, 0, 'whole-number tokenizer, as before');
+  t.equal(c.sft.demoWorlds, 0, 'demonstrations over the training tasks only, as before');
+  t.same(validateSavedConfig(DEFAULT_CONFIG), DEFAULT_CONFIG, 'a current configuration is unchanged');
+  t.throws(() => validateSavedConfig({ ...DEFAULT_CONFIG, seed: -1 }), /seed/);
 });

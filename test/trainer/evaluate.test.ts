@@ -2,7 +2,7 @@ import t from 'tap';
 
 import { ChatTemplate, trainChatTokenizer } from '../../lib/model/index.js';
 import { ExpertTokenPolicy, type SessionContext, type TokenPolicy, type TokenSession } from '../../lib/rollout/index.js';
-import { buildWorld, evaluatePolicy, passHatKOf, promptSettings, resolveConfig, trainEnvFactory } from '../../lib/trainer/index.js';
+import { buildWorld, demonstrationWorlds, evaluatePolicy, passHatKOf, promptSettings, resolveConfig, trainEnvFactory } from '../../lib/trainer/index.js';
 
 const config = resolveConfig({ preset: 'smoke' });
 const tw = buildWorld(config);
@@ -54,4 +54,20 @@ t.test('the expert scores 1, a parrot 0; metrics use the VERL names; validation 
   t.equal(parrot.metrics['val-aux/custom/truncated'], tw.valIds.length * 2, 'every parrot episode hits the turn limit');
   await t.rejects(evaluatePolicy({ ...common, policy: new ParrotPolicy(), taskIds: [] }), RangeError);
   await t.rejects(evaluatePolicy({ ...common, policy: new ParrotPolicy(), trials: 0 }), RangeError);
+});
+
+t.test('demonstration worlds: fresh databases and tasks, none shared with the validation tasks', async (t) => {
+  t.same(demonstrationWorlds(config), [], 'sft.demoWorlds 0: none');
+  const withDemos = resolveConfig({ preset: 'smoke', patches: [{ sft: { demoWorlds: 2 } }] });
+  const worlds = demonstrationWorlds(withDemos);
+  t.equal(worlds.length, 2);
+  const scenarios = (w: typeof tw, ids: readonly string[]) => ids.map((id) => JSON.stringify(w.world.task(id).sinkflex_scenario));
+  const val = new Set(scenarios(tw, tw.valIds));
+  const emails = (w: typeof tw) => new Set(JSON.stringify((w.world.domain as unknown as { db: unknown }).db).match(/[\w.]+@example\.com/g));
+  for (const [i, d] of worlds.entries()) {
+    t.notOk(scenarios(d, [...d.trainIds, ...d.valIds]).some((s) => val.has(s)), `world ${i}: no validation scenario among its tasks`);
+    const shared = [...emails(d)].filter((e) => emails(tw).has(e));
+    t.ok(emails(d).size >= 10 && shared.length < emails(d).size / 2, `world ${i}: a different database (${shared.length} of ${emails(d).size} emails shared)`);
+  }
+  t.same(scenarios(demonstrationWorlds(withDemos)[1], worlds[1].trainIds), scenarios(worlds[1], worlds[1].trainIds), 'seeded: the same worlds again');
 });
