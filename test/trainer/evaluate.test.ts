@@ -57,7 +57,8 @@ t.test('the expert scores 1, a parrot 0; metrics use the VERL names; validation 
 });
 
 t.test('demonstration worlds: fresh databases and tasks, none shared with the validation tasks', async (t) => {
-  t.same(demonstrationWorlds(config), [], 'sft.demoWorlds 0: none');
+  t.same(demonstrationWorlds({ ...config, sft: { ...config.sft, demoWorlds: 0 } }), [], 'sft.demoWorlds 0: none');
+  t.equal(demonstrationWorlds(config).length, config.sft.demoWorlds, 'the smoke preset uses one');
   const withDemos = resolveConfig({ preset: 'smoke', patches: [{ sft: { demoWorlds: 2 } }] });
   const worlds = demonstrationWorlds(withDemos);
   t.equal(worlds.length, 2);
