@@ -70,6 +70,7 @@ std::size_t TrainState::Bytes() const {
           a.act.size()) *
          4;
   }
+  if (device) n += DeviceTrainStateBytes(*device);
   return n;
 }
 
@@ -106,6 +107,7 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
                                   get("mlp.gate_up.weight"), opt("mlp.gate_up.bias"), get("mlp.down.weight"),
                                   opt("mlp.down.bias")});
   }
+  if (store_->device() >= 0) InitDevice();
 }
 
 void Transformer::CheckBatch(const TokenBatch& b) const {
@@ -123,6 +125,7 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
   if (!(o.temperature > 0.0f) || !std::isfinite(o.temperature)) {
     throw ArgumentError("temperature must be a positive finite number, got " + std::to_string(o.temperature));
   }
+  if (device_ >= 0) return DeviceForward(b, o, logp, entropy);
   const ModelConfig& c = config_;
   const std::int64_t T = b.T, D = c.width, H = c.heads, KV = c.kvHeads, Dh = c.headDim, F = c.ffn, V = c.vocab;
   const std::int64_t qDim = H * Dh, kvDim = KV * Dh;
@@ -232,6 +235,7 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
 }
 
 void Transformer::Backward(TrainState& st, const float* dlogp, const float* dentropy) const {
+  if (device_ >= 0) return DeviceBackward(st, dlogp, dentropy);
   if (st.consumed) throw ArgumentError("this forward's activations were already used by a backward");
   if (st.layers.size() != static_cast<std::size_t>(config_.layers) || st.logits.size() == 0) {
     throw ArgumentError("the forward did not keep its activations (save was false)");
