@@ -275,6 +275,8 @@ class Transformer {
  private:
   friend class Session;
   void CheckBatch(const TokenBatch& b) const;
+  /** A train state with the batch's ids (host copies), its masks and, for the fused attention, block masks. */
+  std::unique_ptr<TrainState> NewTrainState(const TokenBatch& b, const TrainForwardOptions& o, bool deviceTiles) const;
   void ForwardChunk(const std::vector<Session*>& work, const std::vector<std::int64_t>& counts) const;
   // The CUDA path (transformer_device_train.cc, transformer_device_infer.cc).
   void InitDevice();

@@ -17,10 +17,8 @@
 namespace sinkflex::model {
 namespace {
 
-using attention::BlockMask;
 using attention::DeviceForwardArgs;
 using attention::DeviceBackwardArgs;
-using attention::MaskProgram;
 using attention::Shape;
 
 constexpr std::int64_t kHeadChunk = 1024;      // rows of logits at a time when they are not kept
@@ -99,38 +97,8 @@ std::unique_ptr<TrainState> Transformer::DeviceForward(const TokenBatch& b, cons
   const float eps = static_cast<float>(c.normEps);
   const float scale = 1.0f / o.temperature;
 
-  auto st = std::make_unique<TrainState>();
-  st->T = T;
-  st->impl = o.impl;
-  st->temperature = o.temperature;
-  st->optimizerStep = store_->step();
-  auto copyIds = [&](const std::int32_t* src, const char* what, std::int32_t fill) {
-    HostBuffer<std::int32_t> d(static_cast<std::size_t>(T), what);
-    for (std::int64_t t = 0; t < T; ++t) d[t] = src ? src[t] : fill;
-    return d;
-  };
-  st->tokens = copyIds(b.tokens, "transformer tokens", 0);
-  st->targets = copyIds(b.targets, "transformer targets", -1);
-  st->positions = copyIds(b.positions, "transformer positions", 0);
-  MaskProgram::Standard spec;
-  if (b.documentIds) {
-    st->documentIds = copyIds(b.documentIds, "transformer document ids", 0);
-    spec.documentIds = st->documentIds.data();
-  }
   const Shape shape = Shape::Self(1, T, H, KV, Dh);
-  st->fullMask = MaskProgram::FromStandard(spec, T, 1);
-  spec.window = c.window;
-  st->slidingMask = MaskProgram::FromStandard(spec, T, 1);
-  if (o.impl == AttentionImpl::kFused) {
-    // Tiles of 64, the CUDA kernels' own (a block mask of another size would be re-combined per call).
-    for (std::int64_t l = 0; l < c.layers; ++l) {
-      auto& slot = Sliding(l) ? st->slidingBlocks : st->fullBlocks;
-      if (!slot) {
-        slot = std::make_unique<BlockMask>(
-            BlockMask::Build(Sliding(l) ? st->slidingMask : st->fullMask, shape, attention::kDefaultBlockSize));
-      }
-    }
-  }
+  std::unique_ptr<TrainState> st = NewTrainState(b, o, true);
   auto ds = std::make_shared<DeviceTrainState>();
   ds->tokens = cx.Upload(st->tokens.data(), T, "transformer tokens (cuda)");
   ds->targets = cx.Upload(st->targets.data(), T, "transformer targets (cuda)");
