@@ -50,6 +50,7 @@ struct DeviceLayerActivations {
   std::unique_ptr<attention::DeviceSaved> eager;  // probabilities (eager only)
 };
 
+/** What a forward on the GPU keeps for its backward (TrainState::device; TrainState keeps the host ids and masks). */
 struct DeviceTrainState {
   bool saved = false;
   DeviceBuffer<std::int32_t> tokens, targets, positions;
