@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto';
 
 import { type ModelConfig, parameterLayout, validateModelConfig } from './config.js';
-import { ParamStore } from './param-store.js';
+import { ParamStore, type ParamStoreOptions } from './param-store.js';
 import { SafetensorsError, type SafeTensor, encodeSafetensors, readSafetensorsFile, writeFileAtomic } from './safetensors.js';
 import { Tokenizer, type TokenizerJSON } from './tokenizer.js';
 
@@ -78,10 +78,13 @@ export function saveCheckpoint(path: string, o: SaveCheckpointOptions): void {
   }
   const withMoments = o.optimizer ?? true;
   const tensors: [string, SafeTensor][] = [];
-  for (const p of layout) tensors.push([p.name, { dtype: 'F32', shape: p.shape, data: o.store.view(p.name, 'value') }]);
+  // A CPU store's buffers are written in place (views); a GPU store's are copied to the host.
+  const data = (name: string, which: 'value' | 'm' | 'v'): Float32Array =>
+    o.store.device === 'cpu' ? o.store.view(name, which) : o.store.read(name, which);
+  for (const p of layout) tensors.push([p.name, { dtype: 'F32', shape: p.shape, data: data(p.name, 'value') }]);
   if (withMoments) {
     for (const which of ['m', 'v'] as const) {
-      for (const p of layout) tensors.push([momentName(which, p.name), { dtype: 'F32', shape: p.shape, data: o.store.view(p.name, which) }]);
+      for (const p of layout) tensors.push([momentName(which, p.name), { dtype: 'F32', shape: p.shape, data: data(p.name, which) }]);
     }
   }
   const tokenizer = o.tokenizer instanceof Tokenizer ? o.tokenizer.toJSON() : o.tokenizer;
@@ -203,11 +206,12 @@ export function loadCheckpoint(path: string, options: { expectConfig?: ModelConf
 /**
  * Puts a checkpoint's parameters, moments (zeros when not saved), step and RNG state into
  * `store` (which must hold exactly the checkpoint config's parameters), or into a new store
- * created from the checkpoint's config and seed. Returns the store.
+ * created from the checkpoint's config and seed (on `options.device`, default the CPU).
+ * Returns the store.
  */
-export function restoreParamStore(checkpoint: Checkpoint, store?: ParamStore): ParamStore {
+export function restoreParamStore(checkpoint: Checkpoint, store?: ParamStore, options: ParamStoreOptions = {}): ParamStore {
   const layout = parameterLayout(checkpoint.config);
-  const target = store ?? ParamStore.fromConfig(checkpoint.config, checkpoint.seed);
+  const target = store ?? ParamStore.fromConfig(checkpoint.config, checkpoint.seed, options);
   const info = target.info();
   if (info.length !== layout.length) {
     throw new CheckpointError(`store mismatch: the store has ${info.length} parameters, the checkpoint ${layout.length}`, checkpoint.path);

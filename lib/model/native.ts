@@ -117,6 +117,8 @@ export interface NativeParamStore {
   setRngState(state: string): void;
   numel(): number;
   seed(): number;
+  /** `'cpu'` or `'cuda:<k>'`. */
+  device(): string;
   dispose(): void;
   isDisposed(): boolean;
 }
@@ -252,7 +254,7 @@ export interface ModelAddon extends NativeOps {
   fmaPeakGflops(seconds: number): number;
   opsIsa(): string;
   modelParamLayout(config: NativeModelConfig): Required<ParamSpec>[];
-  ParamStore: new (options: { specs?: ParamSpec[]; config?: NativeModelConfig; seed: number }) => NativeParamStore;
+  ParamStore: new (options: { specs?: ParamSpec[]; config?: NativeModelConfig; seed: number; device?: string }) => NativeParamStore;
 }
 
 /** The addon typed with the model functions. */

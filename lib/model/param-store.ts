@@ -1,28 +1,54 @@
 /**
  * A JavaScript handle on natively owned model parameters: values, gradients and AdamW moments
  * (float32, tracked allocator), a seeded initialisation, an optimiser step with global
- * gradient-norm clipping, an RNG state, copy-in/copy-out and aliasing views.
+ * gradient-norm clipping, an RNG state, copy-in/copy-out and aliasing views. A store lives on
+ * the CPU (default) or in a GPU's memory (`device: 'cuda'`): then it is initialised exactly like
+ * a CPU store of the same seed, its optimiser runs on the GPU, and read/write copy (no views).
  * @module
  */
+import type { DeviceRequest } from '../native/device.js';
 import { type ModelConfig, validateModelConfig } from './config.js';
 import { type AdamWStepOptions, type AdamWStepResult, type NativeParamStore, type ParamBufferName, type ParamInfo, type ParamSpec, modelAddon } from './native.js';
+import { modelOpsDevice } from './ops.js';
 
 export type { AdamWStepOptions, AdamWStepResult, ParamBufferName, ParamInfo, ParamSpec } from './native.js';
+
+/** Where a store's buffers live: `'cpu'` or a CUDA device `'cuda:<k>'`. */
+export type StoreDevice = 'cpu' | `cuda:${number}`;
+
+/** Options of {@link ParamStore.fromConfig} and {@link ParamStore.fromSpecs}. */
+export interface ParamStoreOptions {
+  /**
+   * `'cpu'` (default), `'cuda'` (the first GPU; {@link DeviceUnavailableError} without a CUDA
+   * build and a usable GPU) or `'auto'` (CUDA when usable, else the CPU).
+   */
+  device?: DeviceRequest;
+}
+
+/** The addon's device string for a request (`undefined` for the CPU). */
+function nativeDevice(request: DeviceRequest | undefined): string | undefined {
+  return modelOpsDevice(request ?? 'cpu') === 'cuda' ? 'cuda' : undefined;
+}
 
 /** Parameters of a model with their optimiser state. Call {@link ParamStore.dispose} to free the memory at once. */
 export class ParamStore {
   private constructor(private readonly native: NativeParamStore) {}
 
   /** The parameters of `config` ({@link parameterLayout}) initialised from `seed`. */
-  static fromConfig(config: ModelConfig, seed: number): ParamStore {
+  static fromConfig(config: ModelConfig, seed: number, options: ParamStoreOptions = {}): ParamStore {
     const Native = modelAddon().ParamStore;
-    return new ParamStore(new Native({ config: validateModelConfig(config), seed }));
+    return new ParamStore(new Native({ config: validateModelConfig(config), seed, device: nativeDevice(options.device) }));
   }
 
   /** A store of arbitrary parameters initialised from `seed`. */
-  static fromSpecs(specs: ParamSpec[], seed: number): ParamStore {
+  static fromSpecs(specs: ParamSpec[], seed: number, options: ParamStoreOptions = {}): ParamStore {
     const Native = modelAddon().ParamStore;
-    return new ParamStore(new Native({ specs, seed }));
+    return new ParamStore(new Native({ specs, seed, device: nativeDevice(options.device) }));
+  }
+
+  /** Where the buffers live: `'cpu'` or `'cuda:<k>'`. */
+  get device(): StoreDevice {
+    return this.native.device() as StoreDevice;
   }
 
   /** Parameter names in layout order. */
@@ -57,7 +83,8 @@ export class ParamStore {
 
   /**
    * A Float32Array aliasing the native buffer (no copy): kernels can read and write it in
-   * place. After {@link dispose} every view is detached (length 0).
+   * place. After {@link dispose} every view is detached (length 0). CPU stores only (a GPU
+   * store throws: use {@link read} and {@link write}).
    */
   view(name: string, which: ParamBufferName = 'value'): Float32Array {
     return this.native.view(name, which);

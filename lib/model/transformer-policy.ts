@@ -6,9 +6,12 @@
  * between) off the main thread; sessions that finish resolve, new requests join the next run.
  * Training calls (log-probs, forward, backward, optimiser steps) queue behind the same lock,
  * so native work never overlaps on one model. Checkpoints hold the parameters, AdamW state,
- * config, tokenizer and the sampler's RNG state.
+ * config, tokenizer and the sampler's RNG state. `device: 'cuda'` puts the parameters,
+ * optimiser state, activations and KV caches on the GPU (everything else is unchanged; a
+ * checkpoint saved from either device loads on either).
  * @module
  */
+import type { DeviceRequest } from '../native/device.js';
 import { type Checkpoint, loadCheckpoint, restoreParamStore, saveCheckpoint } from './checkpoint.js';
 import { type ModelConfig, validateModelConfig } from './config.js';
 import type { AdamWStepResult } from './native.js';
@@ -32,6 +35,7 @@ import type {
   TrainablePolicy,
 } from './policy.js';
 import { Tokenizer } from './tokenizer.js';
+import type { StoreDevice } from './param-store.js';
 import { type NativeJob, Transformer, type TransformerSession } from './transformer.js';
 
 /** Runs async tasks one at a time, in call order. */
@@ -72,6 +76,12 @@ export interface TransformerPolicyOptions {
   maxForwardsPerRun?: number;
   /** Tokens of one session per forward at most (chunked prefill, default 512). */
   prefillChunk?: number;
+  /**
+   * Where the model runs: `'cpu'` (default), `'cuda'` (the first GPU; throws
+   * {@link DeviceUnavailableError} without a CUDA build and a usable GPU) or `'auto'` (the GPU
+   * when usable, else the CPU).
+   */
+  device?: DeviceRequest;
 }
 
 /** Options of {@link TransformerPolicy.save}. */
@@ -204,17 +214,30 @@ export class TransformerPolicy implements TrainablePolicy {
   /** A policy with fresh parameters initialised from `options.seed`. */
   static create(config: ModelConfig, options: TransformerPolicyOptions = {}): TransformerPolicy {
     const seed = checkSeed(options.seed ?? 0, 'options.seed');
-    return new TransformerPolicy(Transformer.create(validateModelConfig(config), seed), options.tokenizer ?? null, options);
+    const model = Transformer.create(validateModelConfig(config), seed, { device: options.device });
+    try {
+      return new TransformerPolicy(model, options.tokenizer ?? null, options);
+    } catch (e) {
+      model.dispose();
+      throw e;
+    }
   }
 
   /**
    * Restores a policy saved by {@link save}: parameters, AdamW state and step, config,
-   * tokenizer and sampler state (throws CheckpointError for a corrupt or mismatched file).
+   * tokenizer and sampler state (throws CheckpointError for a corrupt or mismatched file), on
+   * `options.device` (default the CPU, whichever device saved it).
    */
   static load(path: string, options: Omit<TransformerPolicyOptions, 'seed' | 'samplerSeed'> & { expectConfig?: ModelConfig } = {}): TransformerPolicy {
     const ck: Checkpoint = loadCheckpoint(path, { expectConfig: options.expectConfig });
-    const store = restoreParamStore(ck);
-    const model = Transformer.fromStore(ck.config, store);
+    const store = restoreParamStore(ck, undefined, { device: options.device });
+    let model: Transformer;
+    try {
+      model = Transformer.fromStore(ck.config, store);
+    } catch (e) {
+      store.dispose();
+      throw e;
+    }
     const tokenizer = options.tokenizer ?? (ck.tokenizer ? Tokenizer.fromJSON(ck.tokenizer) : null);
     const policy = new TransformerPolicy(model, tokenizer, { ...options, seed: ck.seed });
     if (ck.rng.sampler !== undefined) policy.setSamplerState(ck.rng.sampler);
@@ -227,6 +250,11 @@ export class TransformerPolicy implements TrainablePolicy {
   /** The architecture. */
   get config(): ModelConfig {
     return this.model.config;
+  }
+
+  /** Where the model runs: `'cpu'` or `'cuda:<k>'`. */
+  get device(): StoreDevice {
+    return this.model.device;
   }
 
   /** `config.vocab`. */

@@ -9,10 +9,16 @@
  * attention (sliding window of `config.window` keys on even layers, full causal on odd
  * layers, never across documents) → output projection → residual; RMSNorm → SwiGLU MLP →
  * residual; final RMSNorm → untied LM head.
+ *
+ * The model runs where its store lives: over a GPU store (`Transformer.create(config, seed,
+ * { device: 'cuda' })`, or {@link Transformer.fromStore} with a store made on a GPU) training
+ * and the batched inference steps run on that GPU, KV caches stay in its memory and only the
+ * logits of the sampled rows come back to the host, where sampling is the CPU's.
  * @module
  */
 import { type ModelConfig, validateModelConfig } from './config.js';
-import { ParamStore } from './param-store.js';
+import type { DeviceRequest } from '../native/device.js';
+import { ParamStore, type StoreDevice } from './param-store.js';
 import type { LogProbOptions, LogProbResult, PackedBatch, TokenGradients } from './policy.js';
 import {
   type NativeBatch,
@@ -235,15 +241,30 @@ export class Transformer {
     this.native = new Ctor({ config, store: store.handle });
   }
 
-  /** A model with fresh parameters initialised from `seed` (the store is disposed with the model). */
-  static create(config: ModelConfig, seed: number): Transformer {
+  /**
+   * A model with fresh parameters initialised from `seed` (the store is disposed with the model)
+   * on `options.device`: `'cpu'` (default), `'cuda'` ({@link DeviceUnavailableError} without a
+   * CUDA build and a usable GPU) or `'auto'`. The same seed gives the same parameters everywhere.
+   */
+  static create(config: ModelConfig, seed: number, options: { device?: DeviceRequest } = {}): Transformer {
     const c = validateModelConfig(config);
-    return new Transformer(c, ParamStore.fromConfig(c, seed), true);
+    const store = ParamStore.fromConfig(c, seed, options);
+    try {
+      return new Transformer(c, store, true);
+    } catch (e) {
+      store.dispose();
+      throw e;
+    }
   }
 
-  /** A model over an existing store, which must hold exactly the parameters of `config` (not disposed with the model). */
+  /** A model over an existing store (on its device), which must hold exactly the parameters of `config` (not disposed with the model). */
   static fromStore(config: ModelConfig, store: ParamStore): Transformer {
     return new Transformer(validateModelConfig(config), store, false);
+  }
+
+  /** Where the model runs: its store's device, `'cpu'` or `'cuda:<k>'`. */
+  get device(): StoreDevice {
+    return this.store.device;
   }
 
   /** Log-probs and entropies of a packed batch (no activations kept). */

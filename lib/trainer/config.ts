@@ -77,6 +77,11 @@ const ModelSchema = z.strictObject({
   window: z.number().int().min(-1),
   /** Context length in tokens. */
   context: int(16),
+  /**
+   * Where the policy trains and samples: `cpu` (default), `cuda` (a GPU; the run stops with a
+   * clear error where there is none) or `auto` (the GPU when usable). Absent in older runs: cpu.
+   */
+  device: z.enum(['cpu', 'cuda', 'auto']),
 });
 
 const PromptSchema = z.strictObject({
@@ -252,7 +257,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     maxErrors: 10,
   },
   tokenizer: { vocabSize: 2048, corpusEpisodes: 64, digitGroup: 2 },
-  model: { preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, context: 2048 },
+  model: { preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, context: 2048, device: 'cpu' },
   prompt: { system: 'compact', renderTools: false },
   rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64 },
   sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 4096, demoWorlds: 16, steps: 300, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
@@ -284,7 +289,7 @@ export const PRESETS: Record<PresetName, TrainConfigPatch> = {
     preset: 'smoke',
     world: { trainTasks: 8, valTasks: 4, users: 40, orders: 80 },
     tokenizer: { vocabSize: 512, corpusEpisodes: 8 },
-    model: { preset: 'tiny', width: 64, layers: 2, ffn: 128, window: -1, context: 2048 },
+    model: { preset: 'tiny', width: 64, layers: 2, ffn: 128, window: -1, context: 2048, device: 'cpu' },
     rollout: { n: 2, tasksPerStep: 2, maxTurns: 4, maxTokensPerTurn: 24, concurrency: 8 },
     sft: { inductionSteps: 2, inductionTokens: 512, episodes: 8, demoWorlds: 1, steps: 3, tokensPerStep: 4096, warmup: 1 },
     grpo: { steps: 3, miniBatches: 2, ppoEpochs: 1, klCoef: 0.01, microBatchTokens: 4096 } as Partial<TrainConfig['grpo']>,
@@ -388,7 +393,7 @@ export function validateConfig(value: unknown): TrainConfig {
  * Fields added to the configuration after the first release, with the values that reproduce
  * what a run saved before them did (not necessarily today's defaults).
  */
-const ADDED_FIELDS = { tokenizer: { digitGroup: 0 }, sft: { demoWorlds: 0 } } as const;
+const ADDED_FIELDS = { tokenizer: { digitGroup: 0 }, model: { device: 'cpu' }, sft: { demoWorlds: 0 } } as const;
 
 /** Validates a configuration saved by a run, filling the fields added since it was saved (see `ADDED_FIELDS`). */
 export function validateSavedConfig(value: unknown): TrainConfig {

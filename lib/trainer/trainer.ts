@@ -125,7 +125,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     if (steps.length > 0) {
       const dir = checkpointDir(out, steps[steps.length - 1]);
       state = readTrainerState(dir);
-      policy = TransformerPolicy.load(join(dir, 'policy.safetensors'));
+      policy = TransformerPolicy.load(join(dir, 'policy.safetensors'), { device: config.model.device });
       // drop what was logged after the checkpoint (it will be redone identically)
       rows = readRows(metricsPath).filter((r) => typeof r.step === 'number' && (r.step as number) <= state.step);
       writeTextAtomic(metricsPath, rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : ''));
@@ -162,7 +162,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
   if (!policy) {
     emit({ kind: 'phase', phase: 'tokenizer', message: 'training the tokenizer on expert demonstrations' });
     const tokenizer = await trainRunTokenizer(config, tw);
-    policy = TransformerPolicy.create(runModelConfig(config, tokenizer.vocabSize), { seed: config.seed, tokenizer });
+    policy = TransformerPolicy.create(runModelConfig(config, tokenizer.vocabSize), { seed: config.seed, tokenizer, device: config.model.device });
   }
   const tokenizer = policy.tokenizer;
   if (!tokenizer) throw new RunFolderError('the policy has no tokenizer');
@@ -242,7 +242,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       saveRunCheckpoint(out, policy, config, { ...state, elapsedS: elapsed() }, config.output.keepCheckpoints);
       writeReport();
     }
-    if (config.grpo.klCoef > 0) reference = TransformerPolicy.load(refPath);
+    if (config.grpo.klCoef > 0) reference = TransformerPolicy.load(refPath, { device: config.model.device });
 
     const loop = new AgentLoop({
       policy: new ModelPolicyAdapter(policy),

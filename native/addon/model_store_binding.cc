@@ -1,12 +1,15 @@
 // The ParamStore class: a JavaScript handle on a native model::ParamStore (parameters,
 // gradients, AdamW moments, step counter and RNG state). Memory is released by dispose() (or
 // when the handle is garbage collected); views returned by view() alias the native buffers and
-// are detached (length 0) by dispose(), so they can never reach freed memory.
+// are detached (length 0) by dispose(), so they can never reach freed memory. A store made with
+// { device: 'cuda' | 'cuda:k' } keeps every buffer in that GPU's memory: read()/write() copy,
+// view() is refused (there is no host memory to alias).
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "../core/allocator.h"
 #include "../model/model_config.h"
 #include "../model/param_store.h"
 #include "napi_util.h"
@@ -94,6 +97,7 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
                            InstanceMethod<&ParamStoreWrap::SetRngState>("setRngState"),
                            InstanceMethod<&ParamStoreWrap::Numel>("numel"),
                            InstanceMethod<&ParamStoreWrap::Seed>("seed"),
+                           InstanceMethod<&ParamStoreWrap::Device>("device"),
                            InstanceMethod<&ParamStoreWrap::Dispose>("dispose"),
                            InstanceMethod<&ParamStoreWrap::IsDisposed>("isDisposed"),
                        });
@@ -107,7 +111,9 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
       if (hasSpecs == hasConfig) throw Napi::TypeError::New(info.Env(), "options must have exactly one of specs and config");
       std::vector<model::ParamSpec> specs =
           hasSpecs ? ParseSpecs(Field(o, "specs")) : model::ParamLayout(ParseModelConfig(Field(o, "config"), "options.config"));
-      store_ = std::make_shared<ParamStore>(std::move(specs), static_cast<std::uint64_t>(seed));
+      const Napi::Value device = Field(o, "device");
+      const int slot = IsNullish(device) ? kCpuDevice : RequireDevice(device, "options.device");
+      store_ = std::make_shared<ParamStore>(std::move(specs), static_cast<std::uint64_t>(seed), slot - 1);
       info.This().As<Napi::Object>().TypeTag(&kParamStoreTag);
       return info.Env().Undefined();
     });
@@ -164,9 +170,9 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
   Napi::Value Read(const Napi::CallbackInfo& info) {
     return Guarded(info, [&] {
       model::Parameter& p = Param(info);
-      const float* src = ParamStore::Buffer(p, ParseWhich(info[1]));
+      const ParamBuffer which = ParseWhich(info[1]);
       Napi::Float32Array out = NewTrackedF32(info.Env(), static_cast<std::size_t>(p.numel), "ParamStore.read copy");
-      std::copy(src, src + p.numel, out.Data());
+      store_->Read(p, which, out.Data());
       return Napi::Value(out);
     });
   }
@@ -175,8 +181,7 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
     return Guarded(info, [&] {
       model::Parameter& p = Param(info);
       const Napi::Float32Array data = RequireF32(info[1], "data", static_cast<std::size_t>(p.numel));
-      float* dst = ParamStore::Buffer(p, ParseWhich(info[2]));
-      std::copy(data.Data(), data.Data() + p.numel, dst);
+      store_->Write(p, ParseWhich(info[2]), data.Data());
       return info.Env().Undefined();
     });
   }
@@ -185,6 +190,10 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
     return Guarded(info, [&] {
       Napi::Env env = info.Env();
       model::Parameter& p = Param(info);
+      if (store_->device() >= 0) {
+        throw Napi::Error::New(env, "view: the store lives on " + DeviceName(store_->device() + 1) +
+                                        " (no host memory to alias); use read() and write()");
+      }
       float* ptr = ParamStore::Buffer(p, ParseWhich(info[1]));
       // Drop references to views that were collected, then hand out a new aliasing view that
       // keeps the store alive until it is collected or detached.
@@ -293,6 +302,12 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
   Napi::Value Seed(const Napi::CallbackInfo& info) {
     return Guarded(info, [&] {
       return Napi::Value(Napi::Number::New(info.Env(), static_cast<double>(Store(info.Env()).seed())));
+    });
+  }
+
+  Napi::Value Device(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      return Napi::Value(Napi::String::New(info.Env(), DeviceName(Store(info.Env()).device() + 1)));
     });
   }
 

@@ -259,8 +259,8 @@ class TransformerWrap : public Napi::ObjectWrap<TransformerWrap> {
   std::pair<std::shared_ptr<TrainState>, std::shared_ptr<BackwardIn>> ParseBackward(const Napi::CallbackInfo& info) {
     auto m = Model(info.Env());
     StateBox* box = UnwrapState(info[0]);
-    if (box->model != m) ThrowRange(info.Env(), "state belongs to another transformer");
     if (!box->state) throw Napi::Error::New(info.Env(), "state has been released");
+    if (box->model != m) ThrowRange(info.Env(), "state belongs to another transformer");
     const std::int64_t T = box->state->T;
     auto in = std::make_shared<BackwardIn>();
     const Napi::Object g = RequireObject(info[1], "grads");
@@ -275,6 +275,7 @@ class TransformerWrap : public Napi::ObjectWrap<TransformerWrap> {
       in->hasDentropy = true;
     }
     std::shared_ptr<TrainState> state = std::move(box->state);  // a state is used once
+    box->model.reset();  // the box no longer keeps the model (and its memory) alive
     return {state, in};
   }
 
@@ -304,7 +305,9 @@ class TransformerWrap : public Napi::ObjectWrap<TransformerWrap> {
 
   Napi::Value ReleaseState(const Napi::CallbackInfo& info) {
     return Guarded(info, [&] {
-      UnwrapState(info[0])->state.reset();
+      StateBox* box = UnwrapState(info[0]);
+      box->state.reset();
+      box->model.reset();
       return info.Env().Undefined();
     });
   }
@@ -425,6 +428,7 @@ class SessionWrap : public Napi::ObjectWrap<SessionWrap> {
   }
   Napi::Value Dispose(const Napi::CallbackInfo& info) {
     session_.reset();  // a running generation keeps its own reference until it ends
+    model_.reset();    // nor does a disposed session keep the model (and its memory) alive
     return info.Env().Undefined();
   }
   Napi::Value IsDisposed(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), !session_); }

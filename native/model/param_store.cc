@@ -4,8 +4,11 @@
 #include <cmath>
 #include <limits>
 
+#include "../core/cuda_device.h"
 #include "../core/errors.h"
 #include "../core/thread_pool.h"
+#include "device_kernels.h"
+#include "ops_table.h"
 
 namespace sinkflex::model {
 namespace {
@@ -30,8 +33,10 @@ void FillNormal(float* dst, std::int64_t n, double std, std::uint64_t seed, std:
 
 }  // namespace
 
-ParamStore::ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed) : seed_(seed), rng_(seed) {
+ParamStore::ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed, int device)
+    : device_(device < 0 ? -1 : device), seed_(seed), rng_(seed) {
   if (specs.empty()) throw ArgumentError("a parameter store needs at least one parameter");
+  if (device_ >= 0) UseDevice();
   params_.reserve(specs.size());
   for (std::size_t i = 0; i < specs.size(); ++i) {
     ParamSpec& s = specs[i];
@@ -55,17 +60,35 @@ ParamStore::ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed) : seed_
     Parameter p;
     p.numel = n;
     const std::size_t count = static_cast<std::size_t>(n);
-    p.value = HostBuffer<float>(count, "parameter values");
-    p.grad = HostBuffer<float>(count, "parameter gradients");
-    p.m = HostBuffer<float>(count, "AdamW first moments");
-    p.v = HostBuffer<float>(count, "AdamW second moments");
-    p.grad.zero();
-    p.m.zero();
-    p.v.zero();
-    switch (s.init) {
-      case ParamInit::kNormal: FillNormal(p.value.data(), n, s.std, seed, i); break;
-      case ParamInit::kOnes: std::fill(p.value.data(), p.value.data() + n, 1.0f); break;
-      case ParamInit::kZeros: p.value.zero(); break;
+    auto init = [&](float* dst) {
+      switch (s.init) {
+        case ParamInit::kNormal: FillNormal(dst, n, s.std, seed, i); break;
+        case ParamInit::kOnes: std::fill(dst, dst + n, 1.0f); break;
+        case ParamInit::kZeros: std::fill(dst, dst + n, 0.0f); break;
+      }
+    };
+    if (device_ < 0) {
+      p.value = HostBuffer<float>(count, "parameter values");
+      p.grad = HostBuffer<float>(count, "parameter gradients");
+      p.m = HostBuffer<float>(count, "AdamW first moments");
+      p.v = HostBuffer<float>(count, "AdamW second moments");
+      p.grad.zero();
+      p.m.zero();
+      p.v.zero();
+      init(p.value.data());
+    } else {
+      // The same values as a CPU store: initialised on the host, then copied.
+      HostBuffer<float> staged(count, "parameter values (staged for the device)");
+      init(staged.data());
+      p.dValue = DeviceBuffer<float>(device_, count, "parameter values (cuda)");
+      p.dValue.Upload(staged.data());
+      p.dGrad = DeviceBuffer<float>(device_, count, "parameter gradients (cuda)");
+      p.dM = DeviceBuffer<float>(device_, count, "AdamW first moments (cuda)");
+      p.dV = DeviceBuffer<float>(device_, count, "AdamW second moments (cuda)");
+      const DeviceKernels& k = *GetCudaDeviceKernels();
+      k.fill(p.dGrad.data(), n, 0.0f);
+      k.fill(p.dM.data(), n, 0.0f);
+      k.fill(p.dV.data(), n, 0.0f);
     }
     p.spec = std::move(s);
     numel_ += n;
@@ -88,20 +111,63 @@ Parameter& ParamStore::Get(const std::string& name) {
 
 float* ParamStore::Buffer(Parameter& p, ParamBuffer which) {
   switch (which) {
-    case ParamBuffer::kValue: return p.value.data();
-    case ParamBuffer::kGrad: return p.grad.data();
-    case ParamBuffer::kM: return p.m.data();
-    case ParamBuffer::kV: return p.v.data();
+    case ParamBuffer::kValue: return p.value.data() ? p.value.data() : p.dValue.data();
+    case ParamBuffer::kGrad: return p.grad.data() ? p.grad.data() : p.dGrad.data();
+    case ParamBuffer::kM: return p.m.data() ? p.m.data() : p.dM.data();
+    case ParamBuffer::kV: return p.v.data() ? p.v.data() : p.dV.data();
   }
   return nullptr;
 }
 
+void ParamStore::UseDevice() const {
+  if (GetCudaOps() == nullptr || GetCudaDeviceKernels() == nullptr) {
+    throw DeviceError("a CUDA parameter store needs the CUDA model kernels, which this build does not have (" +
+                      CudaUnavailableReason() + ")");
+  }
+  if (device_ >= static_cast<int>(CudaDevices().size())) {
+    throw DeviceError("cuda:" + std::to_string(device_) + " is not available: " +
+                      (CudaDevices().empty() ? CudaUnavailableReason()
+                                             : std::to_string(CudaDevices().size()) + " CUDA device(s) present"));
+  }
+  GetCudaOps()->useDevice(device_);
+}
+
+void ParamStore::Read(Parameter& p, ParamBuffer which, float* host) const {
+  const float* src = Buffer(p, which);
+  const std::size_t n = static_cast<std::size_t>(p.numel);
+  if (device_ < 0) {
+    std::copy(src, src + n, host);
+  } else {
+    CopyToHost(device_, host, src, n * sizeof(float));
+  }
+}
+
+void ParamStore::Write(Parameter& p, ParamBuffer which, const float* host) {
+  float* dst = Buffer(p, which);
+  const std::size_t n = static_cast<std::size_t>(p.numel);
+  if (device_ < 0) {
+    std::copy(host, host + n, dst);
+  } else {
+    CopyToDevice(device_, dst, host, n * sizeof(float));
+  }
+}
+
 void ParamStore::ZeroGrad() {
+  if (device_ >= 0) {
+    UseDevice();
+    for (Parameter& p : params_) GetCudaDeviceKernels()->fill(p.dGrad.data(), p.numel, 0.0f);
+    return;
+  }
   for (Parameter& p : params_) p.grad.zero();
 }
 
 double ParamStore::GradNorm() const {
   double ss = 0.0;
+  if (device_ >= 0) {
+    UseDevice();
+    for (const Parameter& p : params_) ss += GetCudaOps()->sumSquares(p.dGrad.data(), p.numel);
+    return std::sqrt(ss);
+  }
   for (const Parameter& p : params_) ss += SumSquares(p.grad.data(), p.numel);
   return std::sqrt(ss);
 }
@@ -127,6 +193,16 @@ AdamWStepResult ParamStore::AdamWStep(const AdamWStepOptions& o) {
   }
   if (o.maxGradNorm > 0.0 && r.finite) r.clipScale = std::min(1.0, o.maxGradNorm / (r.gradNorm + 1e-6));
   ++step_;
+  if (device_ >= 0) {
+    const ModelOps& ops = *GetCudaOps();
+    for (Parameter& p : params_) {
+      ops.adamwUpdate(p.dValue.data(), p.dGrad.data(), p.dM.data(), p.dV.data(), p.numel, o, step_,
+                      static_cast<float>(r.clipScale), p.spec.decay);
+    }
+    r.applied = true;
+    r.step = step_;
+    return r;
+  }
   for (Parameter& p : params_) {
     AdamWUpdate(p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.numel, o, step_,
                 static_cast<float>(r.clipScale), p.spec.decay);

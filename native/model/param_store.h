@@ -1,6 +1,8 @@
 // Named float32 parameters with their gradients and AdamW moments, owned natively (every
 // buffer through the tracked allocator), initialised from a seed, updated by AdamW with global
-// gradient-norm clipping.
+// gradient-norm clipping. A store lives on the CPU (host buffers) or on one CUDA device
+// (device buffers: the values are initialised on the host from the same seed, so bit for bit
+// like a CPU store's, then copied; zeroing, the gradient norm and AdamW run on the device).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "../core/allocator.h"
+#include "../core/device_buffer.h"
 #include "ops.h"
 #include "rng.h"
 
@@ -26,11 +29,12 @@ struct ParamSpec {
   bool decay = true;   // AdamW weight decay applies
 };
 
-/** One parameter and its optimiser state (all numel floats). */
+/** One parameter and its optimiser state (all numel floats; host buffers or device buffers, per the store). */
 struct Parameter {
   ParamSpec spec;
   std::int64_t numel = 0;
-  HostBuffer<float> value, grad, m, v;
+  HostBuffer<float> value, grad, m, v;               // a CPU store
+  DeviceBuffer<float> dValue, dGrad, dM, dV;         // a CUDA store
 };
 
 /** Which buffer of a parameter. */
@@ -53,8 +57,12 @@ struct AdamWStepResult {
 
 class ParamStore {
  public:
-  /** Validates the specs (unique non-empty names, valid shapes) and initialises from `seed`. */
-  ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed);
+  /**
+   * Validates the specs (unique non-empty names, valid shapes) and initialises from `seed`, on
+   * the CPU (device < 0) or on CUDA device `device` (DeviceError when this build or machine has
+   * no such device or no CUDA model kernels; OutOfMemoryError past the tracked limit).
+   */
+  ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed, int device = -1);
   ParamStore(const ParamStore&) = delete;
   ParamStore& operator=(const ParamStore&) = delete;
 
@@ -65,8 +73,15 @@ class ParamStore {
   Parameter* Find(const std::string& name);
   /** Throws ArgumentError naming the unknown parameter. */
   Parameter& Get(const std::string& name);
-  /** Pointer to one buffer of a parameter. */
+  /** Pointer to one buffer of a parameter (device memory for a CUDA store). */
   static float* Buffer(Parameter& p, ParamBuffer which);
+  /** Copies numel floats of one buffer to host memory. */
+  void Read(Parameter& p, ParamBuffer which, float* host) const;
+  /** Copies numel floats from host memory into one buffer. */
+  void Write(Parameter& p, ParamBuffer which, const float* host);
+
+  /** The CUDA device index, or -1 for a CPU store. */
+  int device() const { return device_; }
 
   std::int64_t numel() const { return numel_; }
   std::uint64_t seed() const { return seed_; }
@@ -83,7 +98,10 @@ class ParamStore {
  private:
   std::vector<Parameter> params_;
   std::unordered_map<std::string, std::size_t> index_;
+  void UseDevice() const;
+
   std::int64_t numel_ = 0;
+  int device_ = -1;
   std::uint64_t seed_;
   std::int64_t step_ = 0;
   Rng rng_;

@@ -19,6 +19,12 @@
 //
 // Inference keeps one KvCache per sequence (sliding-window layers keep only their window) and
 // runs batched steps over many sessions of different lengths (see Session / Run below).
+//
+// The model runs where its ParamStore lives. Over a CUDA store (param_store.h) the training
+// forward/backward and the batched inference steps run on that GPU (transformer_device_*.cc:
+// the same sequence of ops over the CUDA ops table, device activations, the CUDA sink
+// attention, KV caches in device memory); masks, sampling and the session bookkeeping are
+// shared with the CPU path (the logits of the last rows are copied to the host for sampling).
 #pragma once
 
 #include <atomic>
@@ -30,6 +36,7 @@
 
 #include "../attention/sink_attention.h"
 #include "../core/allocator.h"
+#include "../core/device_buffer.h"
 #include "model_config.h"
 #include "ops.h"
 #include "param_store.h"
@@ -80,6 +87,11 @@ struct LayerActivations {
   HostBuffer<float> act;     // [T, F] SwiGLU output
 };
 
+/** The device activations of a training forward over a CUDA store (transformer_device_train.cc). */
+struct DeviceTrainState;
+/** Device bytes a DeviceTrainState holds. */
+std::size_t DeviceTrainStateBytes(const DeviceTrainState& s);
+
 /** What a training forward keeps for its backward (created by Transformer::Forward with save). */
 class TrainState {
  public:
@@ -99,8 +111,9 @@ class TrainState {
   HostBuffer<float> xf, nf, rstdf;  // final residual, its norm and rstd
   HostBuffer<float> logits;         // [T, V]
   HostBuffer<float> lse, entropy;   // [T]
+  std::shared_ptr<DeviceTrainState> device;  // the activations of a CUDA model (the host ids above stay)
 
-  /** Bytes currently held. */
+  /** Bytes currently held (host and device). */
   std::size_t Bytes() const;
 };
 
@@ -109,6 +122,7 @@ class TrainState {
 /** The keys and values one layer has cached for a sequence: rows [start, start + count) of the buffers. */
 struct LayerCache {
   HostBuffer<float> k, v;   // [capacity, kvHeads * headDim]
+  DeviceBuffer<float> dk, dv;  // the same in device memory, for a CUDA model
   std::int64_t capacity = 0;
   std::int64_t start = 0;
   std::int64_t count = 0;
@@ -227,6 +241,8 @@ class Transformer {
 
   const ModelConfig& config() const { return config_; }
   ParamStore& store() const { return *store_; }
+  /** The CUDA device the model runs on (its store's), or -1 for the CPU. */
+  int device() const { return device_; }
   const RopeTable& rope() const { return rope_; }
   bool Sliding(std::int64_t layer) const { return config_.window > 0 && layer % 2 == 0; }
 
@@ -259,7 +275,16 @@ class Transformer {
  private:
   friend class Session;
   void CheckBatch(const TokenBatch& b) const;
+  /** A train state with the batch's ids (host copies), its masks and, for the fused attention, block masks. */
+  std::unique_ptr<TrainState> NewTrainState(const TokenBatch& b, const TrainForwardOptions& o, bool deviceTiles) const;
   void ForwardChunk(const std::vector<Session*>& work, const std::vector<std::int64_t>& counts) const;
+  // The CUDA path (transformer_device_train.cc, transformer_device_infer.cc).
+  void InitDevice();
+  std::unique_ptr<TrainState> DeviceForward(const TokenBatch& batch, const TrainForwardOptions& opts, float* logp,
+                                            float* entropy) const;
+  void DeviceBackward(TrainState& state, const float* dlogp, const float* dentropy) const;
+  void DeviceForwardChunk(const std::vector<Session*>& work, const std::vector<std::int64_t>& counts) const;
+  void DeviceCopyCache(const LayerCache& from, LayerCache& to) const;
 
   ModelConfig config_;
   std::shared_ptr<ParamStore> store_;
@@ -269,6 +294,8 @@ class Transformer {
   Parameter* norm_;
   Parameter* head_;
   attention::MaskProgram causal_, window_;
+  int device_ = -1;
+  DeviceBuffer<float> ropeCos_, ropeSin_;  // the RoPE table on the device
   mutable std::mutex mutex_;
 };
 

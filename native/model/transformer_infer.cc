@@ -313,6 +313,10 @@ std::unique_ptr<Session> Session::Fork(std::uint64_t seed) const {
     const LayerCache& from = layers_[l];
     LayerCache& to = s->layers_[l];
     if (from.count == 0) continue;
+    if (model_->device() >= 0) {
+      model_->DeviceCopyCache(from, to);
+      continue;
+    }
     PrepareCache(to, from.count, rowFloats, 0, from.count);
     const std::size_t bytes = static_cast<std::size_t>(from.count * rowFloats) * sizeof(float);
     std::memcpy(to.k.data(), from.k.data() + from.start * rowFloats, bytes);
@@ -336,6 +340,7 @@ std::size_t Session::Bytes() const {
 // ---- batched steps ------------------------------------------------------------------------------
 
 void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vector<std::int64_t>& counts) const {
+  if (device_ >= 0) return DeviceForwardChunk(work, counts);
   const ModelConfig& c = config_;
   const std::int64_t D = c.width, H = c.heads, KV = c.kvHeads, Dh = c.headDim, F = c.ffn, V = c.vocab;
   const std::int64_t qDim = H * Dh, kvDim = KV * Dh;

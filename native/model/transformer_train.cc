@@ -70,6 +70,7 @@ std::size_t TrainState::Bytes() const {
           a.act.size()) *
          4;
   }
+  if (device) n += DeviceTrainStateBytes(*device);
   return n;
 }
 
@@ -106,6 +107,7 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
                                   get("mlp.gate_up.weight"), opt("mlp.gate_up.bias"), get("mlp.down.weight"),
                                   opt("mlp.down.bias")});
   }
+  if (store_->device() >= 0) InitDevice();
 }
 
 void Transformer::CheckBatch(const TokenBatch& b) const {
@@ -117,18 +119,10 @@ void Transformer::CheckBatch(const TokenBatch& b) const {
   CheckIds(b.positions, b.T, 0, config_.context, "positions");
 }
 
-std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const TrainForwardOptions& o, float* logp,
-                                                 float* entropy) const {
-  CheckBatch(b);
-  if (!(o.temperature > 0.0f) || !std::isfinite(o.temperature)) {
-    throw ArgumentError("temperature must be a positive finite number, got " + std::to_string(o.temperature));
-  }
+std::unique_ptr<TrainState> Transformer::NewTrainState(const TokenBatch& b, const TrainForwardOptions& o,
+                                                       bool deviceTiles) const {
   const ModelConfig& c = config_;
-  const std::int64_t T = b.T, D = c.width, H = c.heads, KV = c.kvHeads, Dh = c.headDim, F = c.ffn, V = c.vocab;
-  const std::int64_t qDim = H * Dh, kvDim = KV * Dh;
-  const float eps = static_cast<float>(c.normEps);
-  const float scale = 1.0f / o.temperature;
-
+  const std::int64_t T = b.T;
   auto st = std::make_unique<TrainState>();
   st->T = T;
   st->impl = o.impl;
@@ -147,7 +141,7 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
     st->documentIds = copyIds(b.documentIds, "transformer document ids", 0);
     spec.documentIds = st->documentIds.data();
   }
-  const Shape shape = Shape::Self(1, T, H, KV, Dh);
+  const Shape shape = Shape::Self(1, T, c.heads, c.kvHeads, c.headDim);
   st->fullMask = MaskProgram::FromStandard(spec, T, 1);
   spec.window = c.window;
   st->slidingMask = MaskProgram::FromStandard(spec, T, 1);
@@ -155,13 +149,32 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
     for (std::int64_t l = 0; l < c.layers; ++l) {
       auto& slot = Sliding(l) ? st->slidingBlocks : st->fullBlocks;
       if (!slot) {
-        // Windowed layers use tiles of about half the window (fewer partially masked pairs).
-        const std::int64_t bs = Sliding(l) ? std::clamp<std::int64_t>((c.window / 2 + 15) / 16 * 16, 16, 64)
-                                           : attention::kDefaultBlockSize;
+        // Windowed layers use tiles of about half the window (fewer partially masked pairs) on
+        // the CPU; the CUDA kernels work on tiles of 64 (another size would be re-combined per call).
+        const std::int64_t bs = Sliding(l) && !deviceTiles
+                                    ? std::clamp<std::int64_t>((c.window / 2 + 15) / 16 * 16, 16, 64)
+                                    : attention::kDefaultBlockSize;
         slot = std::make_unique<BlockMask>(BlockMask::Build(Sliding(l) ? st->slidingMask : st->fullMask, shape, bs));
       }
     }
   }
+  return st;
+}
+
+std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const TrainForwardOptions& o, float* logp,
+                                                 float* entropy) const {
+  CheckBatch(b);
+  if (!(o.temperature > 0.0f) || !std::isfinite(o.temperature)) {
+    throw ArgumentError("temperature must be a positive finite number, got " + std::to_string(o.temperature));
+  }
+  if (device_ >= 0) return DeviceForward(b, o, logp, entropy);
+  const ModelConfig& c = config_;
+  const std::int64_t T = b.T, D = c.width, H = c.heads, KV = c.kvHeads, Dh = c.headDim, F = c.ffn, V = c.vocab;
+  const std::int64_t qDim = H * Dh, kvDim = KV * Dh;
+  const float eps = static_cast<float>(c.normEps);
+  const float scale = 1.0f / o.temperature;
+  const Shape shape = Shape::Self(1, T, H, KV, Dh);
+  std::unique_ptr<TrainState> st = NewTrainState(b, o, false);
 
   HostBuffer<float> x = Floats(T * D, "transformer residual");
   EmbeddingForward(embed_->value.data(), st->tokens.data(), x.data(), T, V, D);
@@ -232,6 +245,7 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
 }
 
 void Transformer::Backward(TrainState& st, const float* dlogp, const float* dentropy) const {
+  if (device_ >= 0) return DeviceBackward(st, dlogp, dentropy);
   if (st.consumed) throw ArgumentError("this forward's activations were already used by a backward");
   if (st.layers.size() != static_cast<std::size_t>(config_.layers) || st.logits.size() == 0) {
     throw ArgumentError("the forward did not keep its activations (save was false)");

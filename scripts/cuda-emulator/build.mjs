@@ -10,9 +10,9 @@
 // buffers are heap blocks, so an out-of-bounds kernel access is reported); run node with
 // LD_PRELOAD=$(g++ -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 then.
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
 import { promisify } from 'node:util';
@@ -30,13 +30,24 @@ const list = async (ext) => (await run(process.execPath, [join(root, 'native', '
   .split('\n').filter(Boolean);
 const sources = [...(await list('cc')), ...(await list('cu')), 'scripts/cuda-emulator/emulator.cc'];
 
-// Newest header: any change recompiles everything (simple and safe).
-const headers = (dir) => readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-  const p = join(dir, e.name);
-  return e.isDirectory() ? headers(p) : /\.(h|cuh)$/.test(e.name) ? [p] : [];
-});
-const newestHeader = Math.max(...[...headers(join(root, 'native')), ...headers(join(here, 'include'))]
-  .map((p) => statSync(p).mtimeMs));
+// An object is fresh when it is newer than its source and every header it included (the
+// dependency list g++ wrote next to it with -MMD; no list yet means compile).
+const depsFresh = (obj, t) => {
+  let text;
+  try {
+    text = readFileSync(`${obj}.d`, 'utf8');
+  } catch {
+    return false;
+  }
+  const deps = text.replace(/\\\n/g, ' ').split(':').slice(1).join(':').split(/\s+/).filter(Boolean);
+  return deps.every((d) => {
+    try {
+      return statSync(isAbsolute(d) ? d : join(root, d)).mtimeMs < t;
+    } catch {
+      return false;
+    }
+  });
+};
 const version = require(join(root, 'package.json')).version;
 const flags = [
   '-std=c++17', '-O2', '-fPIC', '-pthread', '-fexceptions', '-DNAPI_VERSION=8', '-DNODE_ADDON_API_CPP_EXCEPTIONS',
@@ -53,13 +64,13 @@ const jobs = sources.map((src) => async () => {
   let fresh = false;
   try {
     const t = statSync(obj).mtimeMs;
-    fresh = t > statSync(join(root, src)).mtimeMs && t > newestHeader;
+    fresh = t > statSync(join(root, src)).mtimeMs && depsFresh(obj, t);
   } catch {
     fresh = false;
   }
   if (fresh) return;
   console.log(`emulator build: ${src}`);
-  await run(cxx, [...flags, ...(src.endsWith('.cu') ? ['-x', 'c++'] : []), '-c', join(root, src), '-o', obj],
+  await run(cxx, [...flags, ...(src.endsWith('.cu') ? ['-x', 'c++'] : []), '-MMD', '-MF', `${obj}.d`, '-c', join(root, src), '-o', obj],
     { cwd: root, maxBuffer: 1 << 26 });
 });
 const width = Math.max(1, Number(process.env.SINKFLEX_BUILD_JOBS ?? 0) || cpus().length);

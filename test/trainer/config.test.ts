@@ -30,6 +30,16 @@ t.test('errors name the field', async (t) => {
   t.throws(() => validateConfig(42), ConfigError);
 });
 
+t.test('model.device: cpu by default and for runs saved without it, cuda/auto on request', async (t) => {
+  t.equal(DEFAULT_CONFIG.model.device, 'cpu');
+  t.equal(resolveConfig({ patches: [parseOverride('model.device=cuda')] }).model.device, 'cuda');
+  t.equal(resolveConfig({ patches: [{ model: { device: 'auto' } }] }).model.device, 'auto');
+  const saved = structuredClone(DEFAULT_CONFIG) as { model: Partial<typeof DEFAULT_CONFIG.model> };
+  delete saved.model.device;
+  t.equal(validateSavedConfig(saved).model.device, 'cpu', 'a config.json from before the knob reads as cpu');
+  t.throws(() => resolveConfig({ patches: [{ model: { device: 'tpu' } }] }), { name: 'ConfigError', message: /model\.device/ });
+});
+
 t.test('--set overrides parse JSON values, else strings', async (t) => {
   t.same(parseOverride('grpo.lr=3e-4'), { grpo: { lr: 3e-4 } });
   t.same(parseOverride('prompt.renderTools=true'), { prompt: { renderTools: true } });

@@ -1,0 +1,61 @@
+// Internal to the CUDA path of the transformer (transformer_device_train.cc and
+// transformer_device_infer.cc): the kernel tables it runs over and the device activations a
+// training forward keeps. Plain C++: every kernel is reached through a registered table, so
+// these files compile in every build (without CUDA no store, hence no model, is on a device).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "../attention/sink_attention.h"
+#include "../core/device_buffer.h"
+#include "device_kernels.h"
+#include "ops_table.h"
+#include "transformer.h"
+
+namespace sinkflex::model {
+
+/** The CUDA tables and the device the work runs on (made current by Get). */
+struct DeviceContext {
+  const ModelOps& ops;
+  const DeviceKernels& kernels;
+  const attention::CudaBackend& attention;
+  int device;
+
+  /** The tables with `device` made current for the calling thread; DeviceError when absent. */
+  static DeviceContext Get(int device);
+  /** `n` uninitialised floats of device memory. */
+  DeviceBuffer<float> Floats(std::int64_t n, const char* what) const {
+    return DeviceBuffer<float>(device, static_cast<std::size_t>(n), what);
+  }
+  /** A device copy of n floats of device memory. */
+  DeviceBuffer<float> Copy(const float* src, std::int64_t n, const char* what) const;
+  /** A device copy of n host ints. */
+  DeviceBuffer<std::int32_t> Upload(const std::int32_t* src, std::int64_t n, const char* what) const;
+  /** A device copy of n host floats (an empty buffer when src is null). */
+  DeviceBuffer<float> Upload(const float* src, std::int64_t n, const char* what) const;
+  /** y[T, out] += x[T, in] . W^T (+ b): a projection added onto the residual stream. */
+  void LinearAdd(const float* x, const Parameter* w, const Parameter* b, float* y, std::int64_t T, std::int64_t in,
+                 std::int64_t out) const;
+};
+
+/** The device value / gradient of an optional parameter (null when absent). */
+inline float* DVal(const Parameter* p) { return p ? p->dValue.data() : nullptr; }
+inline float* DGrad(const Parameter* p) { return p ? p->dGrad.data() : nullptr; }
+
+/** Activations one layer keeps for its backward, in device memory (LayerActivations' twin). */
+struct DeviceLayerActivations {
+  DeviceBuffer<float> x, n1, rstd1, q, k, v, ao, lse, xmid, n2, rstd2, h, act;
+  std::unique_ptr<attention::DeviceSaved> eager;  // probabilities (eager only)
+};
+
+/** What a forward on the GPU keeps for its backward (TrainState::device; TrainState keeps the host ids and masks). */
+struct DeviceTrainState {
+  bool saved = false;
+  DeviceBuffer<std::int32_t> tokens, targets, positions;
+  std::vector<DeviceLayerActivations> layers;
+  DeviceBuffer<float> xf, nf, rstdf, logits, lse, entropy;
+};
+
+}  // namespace sinkflex::model
