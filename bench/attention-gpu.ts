@@ -18,9 +18,8 @@
  * Run: `npm run build:ts && node dist/bench/attention-gpu.js [--seqs 1024,4096] [--json out.json] [--markdown out.md]`.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, realpathSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 
 import { Command } from 'commander';
 
@@ -41,6 +40,7 @@ import {
   type DType,
   type DeviceTensor,
 } from '../lib/index.js';
+import { invokedDirectly } from './common/entry.js';
 
 /** Which mask a row used. */
 export type GpuBenchMask = 'window' | 'full';
@@ -352,8 +352,7 @@ export async function main(argv: string[] = process.argv): Promise<void> {
   if (opts.markdown) writeFileSync(String(opts.markdown), `${result.available ? result.markdown : result.device}\n`);
 }
 
-const invokedDirectly = process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href;
-if (invokedDirectly) {
+if (invokedDirectly(import.meta.url)) {
   main().catch((e: unknown) => {
     console.error(e instanceof Error ? e.stack : String(e));
     process.exitCode = 1;

@@ -12,9 +12,8 @@
  *
  * Run: `npm run build:ts && node dist/bench/attention.js [--limit 16] [--json out.json] [--svg out.svg]`.
  */
-import { writeFileSync, realpathSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
-import { pathToFileURL } from 'node:url';
 
 import { Command } from 'commander';
 
@@ -31,6 +30,7 @@ import {
 } from '../lib/index.js';
 import { memoryChartSvg } from './attention-chart.js';
 import { GiB, collectGarbage, fillRandom as fill, fmtBytes, summarize, type Summary } from './common/util.js';
+import { invokedDirectly } from './common/entry.js';
 
 /** Which mask a row used. */
 export type BenchMask = 'window' | 'full';
@@ -349,8 +349,7 @@ export async function main(argv: string[] = process.argv): Promise<void> {
   }
 }
 
-const invokedDirectly = process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href;
-if (invokedDirectly) {
+if (invokedDirectly(import.meta.url)) {
   main().catch((e: unknown) => {
     console.error(e instanceof Error ? e.stack : String(e));
     process.exitCode = 1;

@@ -18,6 +18,7 @@ import { grpoAddon } from '../lib/grpo/native.js';
 import { cudaAvailable, toDevice, type DeviceTensor } from '../lib/native/index.js';
 import { adamwUpdate, linearBackward, linearForward, logSoftmaxBackward, logSoftmaxForward, rmsnormBackward, rmsnormForward, swigluBackward, swigluForward } from '../lib/model/ops.js';
 import { modelAddon } from '../lib/model/native.js';
+import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runGpuKernelsBench}. */
 export interface GpuKernelsBenchOptions {
@@ -162,9 +163,6 @@ export function main(argv: string[] = process.argv.slice(2)): GpuKernelsRow[] {
   return result;
 }
 
-if (
-  process.argv[1] !== undefined &&
-  import.meta.url === (await import('node:url')).pathToFileURL((await import('node:fs')).realpathSync(process.argv[1])).href
-) {
+if (invokedDirectly(import.meta.url)) {
   main();
 }

@@ -14,6 +14,7 @@ import { parseArgs } from 'node:util';
 import { grpoAddon } from '../lib/grpo/native.js';
 import { broadcastAdvantages, computeAdvantages, policyLoss, type KlType } from '../lib/grpo/index.js';
 import { backends } from '../lib/native/index.js';
+import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runGrpoBench}. */
 export interface GrpoBenchOptions {
@@ -334,7 +335,4 @@ export function main(argv: string[] = process.argv.slice(2)): GrpoBenchResult {
   return result;
 }
 
-const invokedDirectly =
-  process.argv[1] !== undefined &&
-  import.meta.url === (await import('node:url')).pathToFileURL((await import('node:fs')).realpathSync(process.argv[1])).href;
-if (invokedDirectly) main();
+if (invokedDirectly(import.meta.url)) main();

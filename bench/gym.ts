@@ -12,10 +12,10 @@
 import { writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { pathToFileURL } from 'node:url';
 
 import { AsyncVectorEnv, CartPoleEnv, RandomGenerator, SyncVectorEnv, make, type Env } from '../lib/gym/index.js';
 import { HeavyEnv } from './gym-heavy-env.js';
+import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runGymBench}. */
 export interface GymBenchOptions {
@@ -143,7 +143,7 @@ export async function runGymBench(options: GymBenchOptions = {}): Promise<GymBen
   }
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (invokedDirectly(import.meta.url)) {
   const args = process.argv.slice(2);
   const quick = args.includes('--quick');
   const result = await runGymBench(quick ? { cartpoleSteps: 50_000, vectorSteps: 100, rounds: 2 } : {});

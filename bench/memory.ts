@@ -17,9 +17,7 @@
  *
  * Run: `sinkflex bench memory [options]` or `node dist/bench/memory.js [options]`.
  */
-import { realpathSync } from 'node:fs';
 import { totalmem } from 'node:os';
-import { pathToFileURL } from 'node:url';
 
 import { Command } from 'commander';
 
@@ -39,7 +37,8 @@ import {
   validateOptions,
 } from './common/options.js';
 import { type BenchModel, BENCH_MODELS, benchModelConfig, measureTrainStep, stepGflop } from './common/train-step.js';
-import { GiB, type MachineInfo, type Summary, collectGarbage, fmtBytes, fmtSummary, machineInfo, markdownTable, seededRandom, summarize, writeResult } from './common/util.js';
+import { GiB, type MachineInfo, type Summary, collectGarbage, fmtBytes, fmtSummary, machineInfo, markdownTable, seededRandom, summarize, writeBenchFiles } from './common/util.js';
+import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runMemoryBench}. */
 export interface MemoryBenchOptions {
@@ -428,10 +427,7 @@ export function memoryOptionsFromCli(opts: Record<string, string | undefined>): 
 /** Runs the benchmark from parsed CLI options; writes JSON + SVG when `--json` is given. */
 export async function memoryFromCli(opts: Record<string, string | undefined>, command: string): Promise<MemoryBenchResult> {
   const result = await runMemoryBench(memoryOptionsFromCli(opts));
-  if (opts.json) {
-    const written = writeResult(opts.json, { command, ...result }, memoryBenchChart(result));
-    console.log(`\nwrote ${written.json} and ${written.svg}`);
-  }
+  writeBenchFiles(opts.json, command, result, memoryBenchChart);
   return result;
 }
 
@@ -442,8 +438,7 @@ export async function main(argv: string[] = process.argv): Promise<MemoryBenchRe
   return memoryFromCli(program.opts<Record<string, string | undefined>>(), `node dist/bench/memory.js ${argv.slice(2).join(' ')}`);
 }
 
-const invokedDirectly = process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href;
-if (invokedDirectly) {
+if (invokedDirectly(import.meta.url)) {
   main().catch((e: unknown) => {
     console.error(`memory bench: ${e instanceof Error ? e.message : String(e)}`);
     process.exitCode = 1;

@@ -9,7 +9,6 @@
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { pathToFileURL } from 'node:url';
 
 import {
   ParamStore,
@@ -32,6 +31,7 @@ import {
   swigluBackward,
   swigluForward,
 } from '../lib/index.js';
+import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runModelOpsBench}. */
 export interface ModelOpsBenchOptions {
@@ -276,7 +276,7 @@ export function modelOpsSvg(r: ModelOpsBenchResult): string {
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${h}" font-family="sans-serif"><text x="10" y="16" font-size="13">SGEMM GFLOP/s (${r.kernel}, ${r.threads} threads); blue: blocked kernel, red: naive loop; line: FMA peak ${r.peakGflops.toFixed(0)}</text>${rows}<line x1="${left + r.peakGflops * scale}" y1="24" x2="${left + r.peakGflops * scale}" y2="${h - 10}" stroke="#2ca02c" stroke-dasharray="4"/></svg>`;
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (invokedDirectly(import.meta.url)) {
   const args = process.argv.slice(2);
   const jsonAt = args.indexOf('--json');
   const svgAt = args.indexOf('--svg');

@@ -13,7 +13,6 @@
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { pathToFileURL } from 'node:url';
 
 import {
   type ModelConfig,
@@ -28,6 +27,7 @@ import {
 } from '../lib/index.js';
 import { measureTrainStep } from './common/train-step.js';
 import { seededRandom as seeded } from './common/util.js';
+import { invokedDirectly } from './common/entry.js';
 
 const GiB = 2 ** 30;
 
@@ -283,6 +283,6 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<Mode
   return result;
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (invokedDirectly(import.meta.url)) {
   await main();
 }

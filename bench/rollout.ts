@@ -17,6 +17,7 @@ import { loadTauWorld, TauEnv, type ChatMessage as GymChatMessage } from '../lib
 import { ChatTemplate, trainChatTokenizer, type ChatMessage } from '../lib/model/index.js';
 import { AgentLoop, episodesToDataProto, ExpertTokenPolicy, mixSeed, packMicroBatches, tauMessageOf, type EpisodeRecord, type TokenizationSanityCheck } from '../lib/rollout/index.js';
 import { ExpertRetailAgent, type Message } from '../lib/tau/index.js';
+import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runRolloutBench}. */
 export interface RolloutBenchOptions {
@@ -228,5 +229,4 @@ export async function main(args: readonly string[]): Promise<RolloutBenchResult>
   return result;
 }
 
-const isMain = process.argv[1] && /bench[\\/]rollout\.js$/.test(process.argv[1]);
-if (isMain) await main(process.argv.slice(2));
+if (invokedDirectly(import.meta.url)) await main(process.argv.slice(2));

@@ -11,9 +11,6 @@
  *
  * Run: `sinkflex bench speed [options]` or `node dist/bench/speed.js [options]`.
  */
-import { realpathSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
-
 import { Command } from 'commander';
 
 import { Transformer, fmaPeakGflops, type AttentionImpl } from '../lib/index.js';
@@ -30,7 +27,8 @@ import {
   validateOptions,
 } from './common/options.js';
 import { type BenchModel, BENCH_MODELS, benchModelConfig, measureTrainStep, stepGflop } from './common/train-step.js';
-import { type MachineInfo, type Summary, fmtSummary, machineInfo, markdownTable, seededRandom, summarize, writeResult } from './common/util.js';
+import { type MachineInfo, type Summary, fmtSummary, machineInfo, markdownTable, seededRandom, summarize, writeBenchFiles } from './common/util.js';
+import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runSpeedBench}. */
 export interface SpeedBenchOptions {
@@ -207,10 +205,7 @@ export function speedOptionsFromCli(opts: Record<string, string | undefined>): S
 /** Runs the benchmark from parsed CLI options; writes JSON + SVG when `--json` is given. */
 export async function speedFromCli(opts: Record<string, string | undefined>, command: string): Promise<SpeedBenchResult> {
   const result = await runSpeedBench(speedOptionsFromCli(opts));
-  if (opts.json) {
-    const written = writeResult(opts.json, { command, ...result }, speedBenchChart(result));
-    console.log(`\nwrote ${written.json} and ${written.svg}`);
-  }
+  writeBenchFiles(opts.json, command, result, speedBenchChart);
   return result;
 }
 
@@ -221,8 +216,7 @@ export async function main(argv: string[] = process.argv): Promise<SpeedBenchRes
   return speedFromCli(program.opts<Record<string, string | undefined>>(), `node dist/bench/speed.js ${argv.slice(2).join(' ')}`);
 }
 
-const invokedDirectly = process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href;
-if (invokedDirectly) {
+if (invokedDirectly(import.meta.url)) {
   main().catch((e: unknown) => {
     console.error(`speed bench: ${e instanceof Error ? e.message : String(e)}`);
     process.exitCode = 1;

@@ -19,6 +19,7 @@ import {
   ScriptedTelecomUser,
   TauEpisode,
 } from '../lib/tau/index.js';
+import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runTauTelecomBench}. */
 export interface TauTelecomBenchOptions {
@@ -129,8 +130,7 @@ export function runTauTelecomBench(options: TauTelecomBenchOptions = {}): TauTel
   };
 }
 
-const isMain = process.argv[1] && /bench[\\/]tau-telecom\.js$/.test(process.argv[1]);
-if (isMain) {
+if (invokedDirectly(import.meta.url)) {
   const r = runTauTelecomBench();
   if (process.argv.includes('--json')) console.log(JSON.stringify(r, null, 2));
   else {

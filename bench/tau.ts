@@ -8,6 +8,7 @@ import { join } from 'node:path';
 
 import type { RetailDb, SimulationRun, TauDomain } from '../lib/tau/index.js';
 import { createRetailDomain, ExpertRetailAgent, generateRetailDb, generateRetailTasks, loadTau2Retail, runEpisodeSync, ScriptedRetailUser, TauEpisode, TauEvaluator } from '../lib/tau/index.js';
+import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runTauBench}. */
 export interface TauBenchOptions {
@@ -117,8 +118,7 @@ export function runTauBench(options: TauBenchOptions = {}): TauBenchResult {
   };
 }
 
-const isMain = process.argv[1] && /bench[\\/]tau\.js$/.test(process.argv[1]);
-if (isMain) {
+if (invokedDirectly(import.meta.url)) {
   const r = runTauBench();
   if (process.argv.includes('--json')) console.log(JSON.stringify(r, null, 2));
   else {

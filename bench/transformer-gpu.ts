@@ -15,6 +15,7 @@ import { performance } from 'node:perf_hooks';
 
 import { cudaAvailable } from '../lib/native/index.js';
 import { type ModelConfig, modelConfig, modelAddon, packSequences, TransformerPolicy } from '../lib/model/index.js';
+import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runTransformerGpuBench}. */
 export interface TransformerGpuBenchOptions {
@@ -187,9 +188,6 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<Tran
   return r;
 }
 
-if (
-  process.argv[1] !== undefined &&
-  import.meta.url === (await import('node:url')).pathToFileURL((await import('node:fs')).realpathSync(process.argv[1])).href
-) {
+if (invokedDirectly(import.meta.url)) {
   await main();
 }

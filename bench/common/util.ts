@@ -124,3 +124,14 @@ export function writeResult(jsonPath: string, result: unknown, svg?: string): { 
   writeFileSync(svgPath, svg);
   return { json: jsonPath, svg: svgPath };
 }
+
+/**
+ * The files of a benchmark run from the command line: with `jsonPath`, `{ command, ...result }`
+ * as JSON there and `chart(result)` as SVG beside it (see {@link writeResult}), then a line
+ * saying where; without it, nothing.
+ */
+export function writeBenchFiles<R extends object>(jsonPath: string | undefined, command: string, result: R, chart: (r: R) => string): void {
+  if (!jsonPath) return;
+  const written = writeResult(jsonPath, { command, ...result }, chart(result));
+  console.log(`\nwrote ${written.json} and ${written.svg}`);
+}
