@@ -21,7 +21,7 @@ import { totalmem } from 'node:os';
 
 import { Command } from 'commander';
 
-import { Transformer, backends, memory, type AttentionImpl } from '../lib/index.js';
+import { Transformer, backends, memory, mulberry32, type AttentionImpl } from '../lib/index.js';
 import { runAttentionGpuBench } from './attention-gpu.js';
 import { measureAttentionMemory, visiblePairs, type BenchMask } from './attention.js';
 import { memoryChart, type ChartPoint } from './common/chart.js';
@@ -37,7 +37,7 @@ import {
   validateOptions,
 } from './common/options.js';
 import { type BenchModel, BENCH_MODELS, benchModelConfig, measureTrainStep, stepGflop } from './common/train-step.js';
-import { GiB, type MachineInfo, type Summary, collectGarbage, fmtBytes, fmtSummary, machineInfo, markdownTable, seededRandom, summarize, writeBenchFiles } from './common/util.js';
+import { GiB, type MachineInfo, type Summary, collectGarbage, fmtBytes, fmtSummary, machineInfo, markdownTable, summarize, writeBenchFiles } from './common/util.js';
 import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runMemoryBench}. */
@@ -212,7 +212,7 @@ function pointText(status: PointStatus, peak: number | null, need?: number): str
 async function stepPoints(o: ResolvedOptions, log: (l: string) => void): Promise<MemoryBenchResult['steps']> {
   const out: MemoryBenchResult['steps'] = [];
   if (o.stepSeqLens.length === 0) return out;
-  const random = seededRandom(o.seed);
+  const random = mulberry32(o.seed);
   for (const name of o.models) {
     const config = benchModelConfig(name, Math.max(...o.stepSeqLens), o.layers);
     await collectGarbage();

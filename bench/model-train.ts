@@ -22,11 +22,11 @@ import {
   backends,
   memory,
   modelConfig,
+  mulberry32,
   opsIsa,
   packSequences,
 } from '../lib/index.js';
 import { measureTrainStep } from './common/train-step.js';
-import { seededRandom as seeded } from './common/util.js';
 import { invokedDirectly } from './common/entry.js';
 
 const GiB = 2 ** 30;
@@ -134,7 +134,7 @@ export async function runModelTrainBench(options: ModelTrainBenchOptions = {}): 
   const cpuBackend = backends().find((b) => b.name === 'cpu');
   const threads = cpuBackend && cpuBackend.name === 'cpu' ? cpuBackend.threads : 1;
   const loadBefore = loadavg()[0];
-  const r = seeded(1);
+  const r = mulberry32(1);
   log(`model-train benchmark — ${cpus()[0]?.model ?? 'cpu'}, ${threads} threads, ops ${opsIsa()}, load average ${loadBefore.toFixed(2)}`);
 
   // ---- training throughput --------------------------------------------------------------------

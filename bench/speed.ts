@@ -13,7 +13,7 @@
  */
 import { Command } from 'commander';
 
-import { Transformer, fmaPeakGflops, type AttentionImpl } from '../lib/index.js';
+import { Transformer, fmaPeakGflops, mulberry32, type AttentionImpl } from '../lib/index.js';
 import { memoryChart } from './common/chart.js';
 import { measureAttentionSpeed, visiblePairs, type BenchMask } from './attention.js';
 import {
@@ -27,7 +27,7 @@ import {
   validateOptions,
 } from './common/options.js';
 import { type BenchModel, BENCH_MODELS, benchModelConfig, measureTrainStep, stepGflop } from './common/train-step.js';
-import { type MachineInfo, type Summary, fmtSummary, machineInfo, markdownTable, seededRandom, summarize, writeBenchFiles } from './common/util.js';
+import { type MachineInfo, type Summary, fmtSummary, machineInfo, markdownTable, summarize, writeBenchFiles } from './common/util.js';
 import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runSpeedBench}. */
@@ -123,7 +123,7 @@ export async function runSpeedBench(options: SpeedBenchOptions = {}): Promise<Sp
       log(`  ${p.what} ${seqLen}: fused ${fmtSummary(p.fusedMs)} ms, eager ${fmtSummary(p.eagerMs)} ms, ${p.speedup.toFixed(1)}x`);
     }
   }
-  const random = seededRandom(seed);
+  const random = mulberry32(seed);
   for (const name of models) {
     if (stepSeqLens.length === 0) break;
     const config = benchModelConfig(name, Math.max(...stepSeqLens), o.layers);

@@ -82,18 +82,6 @@ export function fillRandom(a: Float32Array, seed: number): Float32Array {
   return a;
 }
 
-/** A seeded uniform [0, 1) generator (mulberry32). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** The machine a benchmark ran on. */
 export interface MachineInfo {
   cpu: string;

@@ -7,6 +7,7 @@
  * malformed responses. Other 4xx answers fail at once.
  * @module
  */
+import { mulberry32 } from '../tau/rng.js';
 
 /** How a request picks a base URL. */
 export type RoutingPolicy = 'round-robin' | 'least-busy';
@@ -128,17 +129,6 @@ export interface EndpointStats {
   calls: number;
   /** Calls that failed. */
   failures: number;
-}
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function nonNegativeInt(v: number, name: string): number {

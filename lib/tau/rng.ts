@@ -4,22 +4,33 @@
  * @module
  */
 
+/**
+ * The mulberry32 generator started from the 32-bit state `seed >>> 0` (no mixing): uniform
+ * numbers in [0, 1). The one copy of the algorithm; {@link Rng} adds the helpers.
+ */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 /** Seeded pseudo-random numbers. */
 export class Rng {
-  private s: number;
+  private readonly draw: () => number;
 
   /** @param seed - any integer (same seed, same sequence). */
   constructor(seed: number) {
-    this.s = (Math.trunc(seed) ^ 0x9e3779b9) >>> 0;
+    this.draw = mulberry32(Math.trunc(seed) ^ 0x9e3779b9);
   }
 
   /** Uniform in [0, 1). */
   next(): number {
-    this.s = (this.s + 0x6d2b79f5) >>> 0;
-    let t = this.s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    return this.draw();
   }
 
   /** Integer in [lo, hi] inclusive. */
