@@ -12,53 +12,22 @@
 #include <vector>
 
 #include "../core/cuda_check.cuh"
+#include "../core/cuda_reduce.cuh"
 #include "../core/device_buffer.h"
 #include "grpo_cuda.h"
 
 namespace sinkflex::grpo::cuda {
 namespace {
 
+using cuda_reduce::BlockMin;
+using cuda_reduce::BlockSum;
+
+
 constexpr int kThreads = 128;           // advantages: threads per group
 constexpr int kLossThreads = 256;       // policy loss / broadcast: threads per block
 constexpr int kPerThread = 8;           // tokens per thread
 constexpr long long kChunk = kLossThreads * kPerThread;  // tokens per block (one row's piece)
 constexpr long long kNone = 0x7fffffffffffffffLL;
-
-__device__ double BlockSumD(double v, double* sh, int n) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = n / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double r = sh[0];
-  __syncthreads();
-  return r;
-}
-
-__device__ long long BlockMinLL(long long v, long long* sh, int n) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = n / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s && sh[threadIdx.x + s] < sh[threadIdx.x]) sh[threadIdx.x] = sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  const long long r = sh[0];
-  __syncthreads();
-  return r;
-}
-
-__device__ long long BlockSumLL(long long v, long long* sh, int n) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = n / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  const long long r = sh[0];
-  __syncthreads();
-  return r;
-}
 
 __device__ __forceinline__ double SafeDiv(double num, double den) { return den == 0 ? 0.0 : num / den; }
 
@@ -85,17 +54,17 @@ __global__ void __launch_bounds__(kThreads) AdvantageKernel(const float* rewards
       sum += v;
     }
   }
-  firstBad = BlockMinLL(firstBad, shl, kThreads);
+  firstBad = BlockMin(firstBad, shl, kThreads);
   if (tid == 0) bad[g] = firstBad == kNone ? -1 : firstBad;
   if (firstBad != kNone) return;  // uniform over the block
 
-  const double mean = BlockSumD(sum, shd, kThreads) / static_cast<double>(cnt);
+  const double mean = BlockSum(sum, shd, kThreads) / static_cast<double>(cnt);
   double ss = 0;
   for (long long j = tid; j < cnt; j += kThreads) {
     const double d = rewards[mem[j]] - mean;
     ss += d * d;
   }
-  ss = BlockSumD(ss, shd, kThreads);
+  ss = BlockSum(ss, shd, kThreads);
   const double sd = cnt < 2 ? 0.0 : sqrt(ss / static_cast<double>(cnt - 1));
 
   if (estimator == static_cast<int>(Estimator::kGrpo)) {
@@ -199,7 +168,7 @@ __global__ void __launch_bounds__(kLossThreads) BroadcastKernel(const float* adv
     flag |= (m != 0.0f && m != 1.0f) || !isfinite(a);
     out[i] = m == 1.0f ? a : 0.0f;
   }
-  flag = BlockSumLL(flag, shl, kLossThreads);
+  flag = BlockSum(flag, shl, kLossThreads);
   if (threadIdx.x == 0) bad[blockIdx.x] = flag != 0;
 }
 
@@ -249,8 +218,8 @@ __global__ void __launch_bounds__(kLossThreads) MaskCountKernel(const float* mas
     count += m == 1.0f;
     flag |= m != 0.0f && m != 1.0f;
   }
-  count = BlockSumLL(count, shl, kLossThreads);
-  flag = BlockSumLL(flag, shl, kLossThreads);
+  count = BlockSum(count, shl, kLossThreads);
+  flag = BlockSum(flag, shl, kLossThreads);
   if (threadIdx.x == 0) {
     counts[blockIdx.x] = count;
     bad[blockIdx.x] = flag != 0;
@@ -351,13 +320,13 @@ __global__ void __launch_bounds__(kLossThreads) LossKernel(LossArgs a, double* s
     clipLower += lower;
     a.grad[i] = w * g;
   }
-  const double s0 = BlockSumD(pg, shd, kLossThreads);
-  const double s1 = BlockSumD(klSum, shd, kLossThreads);
-  const double s2 = BlockSumD(entSum, shd, kLossThreads);
-  const double s3 = BlockSumD(nl, shd, kLossThreads);
-  clip = BlockSumLL(clip, shl, kLossThreads);
-  clipLower = BlockSumLL(clipLower, shl, kLossThreads);
-  flag = BlockSumLL(flag, shl, kLossThreads);
+  const double s0 = BlockSum(pg, shd, kLossThreads);
+  const double s1 = BlockSum(klSum, shd, kLossThreads);
+  const double s2 = BlockSum(entSum, shd, kLossThreads);
+  const double s3 = BlockSum(nl, shd, kLossThreads);
+  clip = BlockSum(clip, shl, kLossThreads);
+  clipLower = BlockSum(clipLower, shl, kLossThreads);
+  flag = BlockSum(flag, shl, kLossThreads);
   if (threadIdx.x == 0) {
     double* s = sums + 4 * static_cast<long long>(blockIdx.x);
     s[0] = s0;

@@ -12,12 +12,17 @@
 #include <vector>
 
 #include "../core/cuda_check.cuh"
+#include "../core/cuda_reduce.cuh"
 #include "../core/device_buffer.h"
 #include "../core/errors.h"
 #include "ops_table.h"
 
 namespace sinkflex::model::cuda {
 namespace {
+
+using cuda_reduce::BlockMax;
+using cuda_reduce::BlockSum;
+
 
 constexpr int kRowThreads = 256;
 
@@ -40,30 +45,6 @@ struct Op {
 };
 
 unsigned Blocks(long long n, int threads) { return static_cast<unsigned>(CeilDiv<long long>(n, threads)); }
-
-__device__ double BlockSum(double v, double* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kRowThreads / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double r = sh[0];
-  __syncthreads();
-  return r;
-}
-
-__device__ float BlockMax(float v, float* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kRowThreads / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const float r = sh[0];
-  __syncthreads();
-  return r;
-}
 
 // ---- GEMM -----------------------------------------------------------------------------------------
 
@@ -185,7 +166,7 @@ __global__ void __launch_bounds__(kRowThreads) RmsNormForwardKernel(const float*
   const float* xr = x + r * D;
   float s = 0;
   for (long long i = threadIdx.x; i < D; i += kRowThreads) s = fmaf(xr[i], xr[i], s);
-  const double ms = BlockSum(s, sh) / static_cast<double>(D);
+  const double ms = BlockSum(s, sh, kRowThreads) / static_cast<double>(D);
   const float rs = static_cast<float>(1.0 / sqrt(ms + static_cast<double>(eps)));
   if (threadIdx.x == 0) rstd[r] = rs;
   for (long long i = threadIdx.x; i < D; i += kRowThreads) y[r * D + i] = xr[i] * rs * g[i];
@@ -200,7 +181,7 @@ __global__ void __launch_bounds__(kRowThreads) RmsNormBackwardKernel(const float
   const float* dyr = dy + r * D;
   float s = 0;
   for (long long i = threadIdx.x; i < D; i += kRowThreads) s = fmaf(dyr[i] * g[i], xr[i], s);
-  const double sum = BlockSum(s, sh);
+  const double sum = BlockSum(s, sh, kRowThreads);
   const float rs = rstd[r];
   const float coef = static_cast<float>(static_cast<double>(rs) * rs * rs * sum / static_cast<double>(D));
   for (long long i = threadIdx.x; i < D; i += kRowThreads) {
@@ -390,7 +371,7 @@ __global__ void __launch_bounds__(kRowThreads) LogSoftmaxForwardKernel(const flo
   const float* z = logits + r * V;
   float mx = -INFINITY;
   for (long long i = threadIdx.x; i < V; i += kRowThreads) mx = fmaxf(mx, z[i] * scale);
-  const float m = BlockMax(mx, shf);
+  const float m = BlockMax(mx, shf, kRowThreads);
   float s = 0, sz = 0;
   for (long long i = threadIdx.x; i < V; i += kRowThreads) {
     const float zs = z[i] * scale - m;
@@ -398,8 +379,8 @@ __global__ void __launch_bounds__(kRowThreads) LogSoftmaxForwardKernel(const flo
     s += e;
     sz = fmaf(e, fmaxf(-1e4f, zs), sz);
   }
-  const double sum = BlockSum(s, shd);
-  const double szSum = BlockSum(sz, shd);
+  const double sum = BlockSum(s, shd, kRowThreads);
+  const double szSum = BlockSum(sz, shd, kRowThreads);
   if (threadIdx.x != 0) return;
   const double l = static_cast<double>(m) + log(sum);
   lse[r] = static_cast<float>(l);
@@ -547,7 +528,7 @@ __global__ void __launch_bounds__(kRowThreads) SumSquaresKernel(const float* x, 
   const long long end = base + kSumChunk < n ? base + kSumChunk : n;
   float s = 0;
   for (long long i = base + threadIdx.x; i < end; i += kRowThreads) s = fmaf(x[i], x[i], s);
-  const double t = BlockSum(s, sh);
+  const double t = BlockSum(s, sh, kRowThreads);
   if (threadIdx.x == 0) partial[blockIdx.x] = t;
 }
 

@@ -9,12 +9,17 @@
 #include <string>
 
 #include "../core/cuda_check.cuh"
+#include "../core/cuda_reduce.cuh"
 #include "../core/device_buffer.h"
 #include "../core/errors.h"
 #include "device_kernels.h"
 
 namespace sinkflex::model::cuda {
 namespace {
+
+using cuda_reduce::BlockMax;
+using cuda_reduce::BlockSum;
+
 
 constexpr int kThreads = 256;
 constexpr int kDecodeThreads = 128;
@@ -58,30 +63,6 @@ __global__ void GatherRowsKernel(const float* x, const std::int32_t* rows, float
   if (e < R * cols) out[e] = x[static_cast<long long>(rows[e / cols]) * cols + e % cols];
 }
 
-__device__ float DecodeMax(float v, float* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kDecodeThreads / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const float r = sh[0];
-  __syncthreads();
-  return r;
-}
-
-__device__ float DecodeSum(float v, float* sh) {
-  sh[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kDecodeThreads / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float r = sh[0];
-  __syncthreads();
-  return r;
-}
-
 // One block per (query row, head): keys in chunks of kDecodeThreads (one score per thread), an
 // online softmax seeded by the sink (m = sink, l = 1), outputs accumulated in shared memory.
 __global__ void __launch_bounds__(kDecodeThreads) DecodeAttentionKernel(const DecodeRow* rows, const float* q,
@@ -112,11 +93,11 @@ __global__ void __launch_bounds__(kDecodeThreads) DecodeAttentionKernel(const De
       for (long long d = 0; d < Dh; ++d) s = fmaf(qs[d], kj[d], s);
       z = s * scale;
     }
-    const float mNew = fmaxf(m, DecodeMax(z, red));
+    const float mNew = fmaxf(m, BlockMax(z, red, kDecodeThreads));
     const float alpha = expf(m - mNew);
     const float e = j < row.count ? expf(z - mNew) : 0.0f;
     p[tid] = e;
-    l = l * alpha + DecodeSum(e, red);
+    l = l * alpha + BlockSum(e, red, kDecodeThreads);
     const long long n = row.count - c0 < kDecodeThreads ? row.count - c0 : kDecodeThreads;
     const float* vc = row.v + (row.lo + c0) * stride + g * Dh;
     for (long long d = tid; d < Dh; d += kDecodeThreads) {
