@@ -112,6 +112,15 @@ void ValidatePolicyLoss(const PolicyLossInputs& in, const PolicyLossOptions& opt
  */
 PolicyLossResult PolicyLoss(const PolicyLossInputs& in, const PolicyLossOptions& opts, float* dLogProbs);
 
+/**
+ * Completes a result whose pgLoss, klLoss and entropy hold the aggregated sums and ppoKl the
+ * plain sum of -log ratio over the unmasked tokens (the CPU and CUDA kernels both end here):
+ * ppoKl and the clip fractions become per-token means, loss = pg + klCoef kl - entropyCoef
+ * entropy, and the counts are stored.
+ */
+void FinishPolicyLoss(PolicyLossResult& r, double clip, double clipLower, std::int64_t tokens, std::int64_t sequences,
+                      const PolicyLossOptions& opts);
+
 /** dst[i] = src[i] with the kernel thread pool: the memory-bandwidth baseline of benchmarks. */
 void ParallelCopy(float* dst, const float* src, std::int64_t count);
 

@@ -417,13 +417,7 @@ PolicyLossResult PolicyLoss(int device, const PolicyLossInputs& in, const Policy
     clip += static_cast<double>(clipHost[2 * b]);
     clipLower += static_cast<double>(clipHost[2 * b + 1]);
   }
-  const double perToken = tokens > 0 ? 1.0 / static_cast<double>(tokens) : 0.0;
-  r.ppoKl *= perToken;
-  r.pgClipfrac = clip * perToken;
-  r.pgClipfracLower = clipLower * perToken;
-  r.loss = r.pgLoss + o.klCoef * r.klLoss - o.entropyCoef * r.entropy;
-  r.tokens = tokens;
-  r.sequences = sequences;
+  FinishPolicyLoss(r, clip, clipLower, tokens, sequences, o);
   *ok = true;
   return r;
 }

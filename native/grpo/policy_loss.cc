@@ -208,6 +208,12 @@ PolicyLossResult PolicyLoss(const PolicyLossInputs& in, const PolicyLossOptions&
     clip += static_cast<double>(ts.clip);
     clipLower += static_cast<double>(ts.clipLower);
   }
+  FinishPolicyLoss(r, clip, clipLower, tokens, sequences, o);
+  return r;
+}
+
+void FinishPolicyLoss(PolicyLossResult& r, double clip, double clipLower, std::int64_t tokens, std::int64_t sequences,
+                      const PolicyLossOptions& o) {
   const double perToken = tokens > 0 ? 1.0 / static_cast<double>(tokens) : 0.0;
   r.ppoKl *= perToken;
   r.pgClipfrac = clip * perToken;
@@ -215,7 +221,6 @@ PolicyLossResult PolicyLoss(const PolicyLossInputs& in, const PolicyLossOptions&
   r.loss = r.pgLoss + o.klCoef * r.klLoss - o.entropyCoef * r.entropy;
   r.tokens = tokens;
   r.sequences = sequences;
-  return r;
 }
 
 }  // namespace sinkflex::grpo
