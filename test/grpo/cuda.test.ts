@@ -28,7 +28,7 @@ import {
   type PolicyLossOptions,
 } from '../../lib/index.js';
 import { grpoAddon } from '../../lib/grpo/native.js';
-import { lossInputs, refAdvantages, refPolicyLoss, rng, uniform, type RefKl } from './fixtures/reference.js';
+import { closeness, lossInputs, refAdvantages, refPolicyLoss, rng, uniform, type RefKl } from './fixtures/reference.js';
 
 const MODES: LossAggMode[] = ['token-mean', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'];
 const KLS: (RefKl | undefined)[] = [undefined, 'k1', 'k2', 'k3', 'abs'];
@@ -53,17 +53,6 @@ function groupedRewards(seed: number, groups: number, maxGroup: number, minGroup
     [ids[i], ids[j]] = [ids[j]!, ids[i]!];
   }
   return { rewards: Float32Array.from(rewards), ids: Int32Array.from(ids) };
-}
-
-/** Largest |a - b| / (rtol |b| + atol) (<= 1 means close). */
-function worst(a: ArrayLike<number>, b: ArrayLike<number>, rtol: number, atol: number): number {
-  if (a.length !== b.length) return Infinity;
-  let w = 0;
-  for (let i = 0; i < a.length; i++) {
-    const e = Math.abs(a[i]! - b[i]!) / (rtol * Math.abs(b[i]!) + atol);
-    if (!(e <= w)) w = Number.isNaN(e) ? Infinity : e;
-  }
-  return w;
 }
 
 function asArray(x: Float32Array | DeviceTensor): Float32Array {
@@ -186,8 +175,8 @@ t.test('CUDA advantages and broadcast against the CPU kernels and the float64 re
         const label = `seed ${c.seed} ${estimator} normByStd=${normByStd}`;
         const cpu = computeAdvantages(rewards, ids, { ...opts, device: 'cpu' });
         const gpu = computeAdvantages(rewards, ids, { ...opts, device: 'cuda' });
-        t.ok(worst(gpu, cpu, 1e-5, 1e-7) <= 1, `${label}: Float32Array path vs cpu`);
-        t.ok(worst(gpu, refAdvantages(rewards, ids, opts), 1e-5, 1e-6) <= 1, `${label}: vs float64 reference`);
+        t.ok(closeness(gpu, cpu, 1e-5, 1e-7) <= 1, `${label}: Float32Array path vs cpu`);
+        t.ok(closeness(gpu, refAdvantages(rewards, ids, opts), 1e-5, 1e-6) <= 1, `${label}: vs float64 reference`);
         const rT = toDevice(rewards, [rewards.length], { device: 'cuda' });
         const dev = computeAdvantages(rT, ids, opts);
         t.equal(dev.device, 'cuda:0');
@@ -273,7 +262,7 @@ t.test('CUDA policy loss against the CPU kernel and the float64 reference', { sk
         t.same(Object.keys(gpu.metrics).sort(), Object.keys(cpu.metrics).sort(), `${label}: metric names`);
         // Relative to each element, plus 1e-6 of the largest (the KL and clip terms cancel).
         const scale = Math.max(...cpu.dLogProbs.map(Math.abs));
-        const w = worst(gpu.dLogProbs, cpu.dLogProbs, 1e-5, 1e-6 * scale + 1e-12);
+        const w = closeness(gpu.dLogProbs, cpu.dLogProbs, 1e-5, 1e-6 * scale + 1e-12);
         t.ok(w <= 1, `${label}: dLogProbs vs cpu (worst ${w.toFixed(3)})`);
         if (n % 5 === 0) {
           const dT = toTensors(inp, 'cuda');

@@ -31,18 +31,7 @@ import {
   swigluParams,
 } from '../../lib/index.js';
 import { modelAddon } from '../../lib/model/native.js';
-import { randint, randn, refAdamW, refGemm, refLinear, refLogSoftmax, refRmsNorm, refRope, refSwiGlu } from './fixtures/reference.js';
-
-/** Largest |a - b| / (rtol |b| + atol) (<= 1 means close). */
-function worst(a: ArrayLike<number>, b: ArrayLike<number>, rtol: number, atol: number): number {
-  if (a.length !== b.length) return Infinity;
-  let w = 0;
-  for (let i = 0; i < a.length; i++) {
-    const e = Math.abs(a[i]! - b[i]!) / (rtol * Math.abs(b[i]!) + atol);
-    if (!(e <= w)) w = Number.isNaN(e) ? Infinity : e;
-  }
-  return w;
-}
+import { closeness, randint, randn, refAdamW, refGemm, refLinear, refLogSoftmax, refRmsNorm, refRope, refSwiGlu } from './fixtures/reference.js';
 
 const copy = (x: Float32Array) => Float32Array.from(x);
 
@@ -94,8 +83,8 @@ t.test('CUDA GEMM and linear against the CPU and float64', { skip: noGpu }, asyn
         gemm({ a, b, c: cpu, m: m!, n: n!, k: k!, transA: ta, transB: tb, alpha, beta, device: 'cpu' });
         gemm({ a, b, c: gpu, m: m!, n: n!, k: k!, transA: ta, transB: tb, alpha, beta, device: 'cuda' });
         const label = `gemm ${m}x${n}x${k} ${ta ? 'T' : 'N'}${tb ? 'T' : 'N'} alpha ${alpha} beta ${beta}`;
-        t.ok(worst(gpu, cpu, 1e-5, 1e-5) <= 1, `${label}: vs cpu`);
-        t.ok(worst(gpu, refGemm(ta, tb, m!, n!, k!, alpha, a, b, beta, c0), 1e-5, 2e-5) <= 1, `${label}: vs float64`);
+        t.ok(closeness(gpu, cpu, 1e-5, 1e-5) <= 1, `${label}: vs cpu`);
+        t.ok(closeness(gpu, refGemm(ta, tb, m!, n!, k!, alpha, a, b, beta, c0), 1e-5, 2e-5) <= 1, `${label}: vs float64`);
       }
     }
   }
@@ -105,17 +94,17 @@ t.test('CUDA GEMM and linear against the CPU and float64', { skip: noGpu }, asyn
   const x = randn(T * inF, 1), w = randn(outF * inF, 2), b = randn(outF, 3), dy = randn(T * outF, 4);
   const yc = linearForward({ x, weight: w, bias: b, rows: T, inFeatures: inF, outFeatures: outF });
   const yg = linearForward({ x, weight: w, bias: b, rows: T, inFeatures: inF, outFeatures: outF, device: 'cuda' });
-  t.ok(worst(yg, yc, 1e-5, 1e-6) <= 1, 'linear forward vs cpu');
-  t.ok(worst(yg, refLinear(x, w, b, T, inF, outF), 1e-5, 1e-5) <= 1, 'linear forward vs float64');
+  t.ok(closeness(yg, yc, 1e-5, 1e-6) <= 1, 'linear forward vs cpu');
+  t.ok(closeness(yg, refLinear(x, w, b, T, inF, outF), 1e-5, 1e-5) <= 1, 'linear forward vs float64');
   const dx0 = randn(T * inF, 5), dw0 = randn(outF * inF, 6), db0 = randn(outF, 7);
   const opts = { x, weight: w, dy, rows: T, inFeatures: inF, outFeatures: outF, accumulate: true };
   const gc = linearBackward({ ...opts, dx: copy(dx0), dweight: copy(dw0), dbias: copy(db0) });
   const gg = linearBackward({ ...opts, dx: copy(dx0), dweight: copy(dw0), dbias: copy(db0), device: 'cuda' });
-  t.ok(worst(gg.dx!, gc.dx!, 1e-5, 1e-6) <= 1, 'linear dx (accumulated) vs cpu');
-  t.ok(worst(gg.dweight!, gc.dweight!, 1e-5, 1e-6) <= 1, 'linear dweight vs cpu');
-  t.ok(worst(gg.dbias!, gc.dbias!, 1e-5, 1e-6) <= 1, 'linear dbias vs cpu');
+  t.ok(closeness(gg.dx!, gc.dx!, 1e-5, 1e-6) <= 1, 'linear dx (accumulated) vs cpu');
+  t.ok(closeness(gg.dweight!, gc.dweight!, 1e-5, 1e-6) <= 1, 'linear dweight vs cpu');
+  t.ok(closeness(gg.dbias!, gc.dbias!, 1e-5, 1e-6) <= 1, 'linear dbias vs cpu');
   const only = linearBackward({ x, weight: w, dy, rows: T, inFeatures: inF, outFeatures: outF, dx: null, dweight: null, device: 'cuda' });
-  t.ok(worst(only.dbias!, linearBackward({ x, weight: w, dy, rows: T, inFeatures: inF, outFeatures: outF, dx: null, dweight: null }).dbias!, 1e-6, 1e-7) <= 1, 'dbias only');
+  t.ok(closeness(only.dbias!, linearBackward({ x, weight: w, dy, rows: T, inFeatures: inF, outFeatures: outF, dx: null, dweight: null }).dbias!, 1e-6, 1e-7) <= 1, 'dbias only');
 });
 
 t.test('CUDA RMSNorm, RoPE, SwiGLU and embedding against the CPU and float64', { skip: noGpu }, async (t) => {
@@ -124,27 +113,27 @@ t.test('CUDA RMSNorm, RoPE, SwiGLU and embedding against the CPU and float64', {
   const fc = rmsnormForward({ x, weight: g, rows: T, dim: D, eps: 1e-5 });
   const fg = rmsnormForward({ x, weight: g, rows: T, dim: D, eps: 1e-5, device: 'cuda' });
   const ref = refRmsNorm(x, g, T, D, 1e-5);
-  t.ok(worst(fg.out, fc.out, 1e-5, 1e-6) <= 1, 'rmsnorm out vs cpu');
-  t.ok(worst(fg.rstd, fc.rstd, 1e-5, 0) <= 1, 'rmsnorm rstd vs cpu');
-  t.ok(worst(fg.out, ref.y, 1e-5, 1e-5) <= 1, 'rmsnorm out vs float64');
+  t.ok(closeness(fg.out, fc.out, 1e-5, 1e-6) <= 1, 'rmsnorm out vs cpu');
+  t.ok(closeness(fg.rstd, fc.rstd, 1e-5, 0) <= 1, 'rmsnorm rstd vs cpu');
+  t.ok(closeness(fg.out, ref.y, 1e-5, 1e-5) <= 1, 'rmsnorm out vs float64');
   const dg0 = randn(D, 13);
   const bc = rmsnormBackward({ x, weight: g, rstd: fc.rstd, dy, rows: T, dim: D, dweight: copy(dg0) });
   const bg = rmsnormBackward({ x, weight: g, rstd: fc.rstd, dy, rows: T, dim: D, dweight: copy(dg0), device: 'cuda' });
-  t.ok(worst(bg.dx, bc.dx, 1e-5, 1e-6) <= 1, 'rmsnorm dx vs cpu');
-  t.ok(worst(bg.dweight, bc.dweight, 1e-5, 1e-5) <= 1, 'rmsnorm dweight vs cpu');
+  t.ok(closeness(bg.dx, bc.dx, 1e-5, 1e-6) <= 1, 'rmsnorm dx vs cpu');
+  t.ok(closeness(bg.dweight, bc.dweight, 1e-5, 1e-5) <= 1, 'rmsnorm dweight vs cpu');
   const inPlace = copy(dy);
   rmsnormBackward({ x, weight: g, rstd: fc.rstd, dy: inPlace, dx: inPlace, rows: T, dim: D, device: 'cuda' });
-  t.ok(worst(inPlace, bc.dx, 1e-5, 1e-6) <= 1, 'rmsnorm dx written over dy');
+  t.ok(closeness(inPlace, bc.dx, 1e-5, 1e-6) <= 1, 'rmsnorm dx written over dy');
 
   const H = 3, Dh = 10;
   const pos = randint(T, 14, 0, 40);
   const xr = randn(T * H * Dh, 15);
   const rc = ropeForward({ x: xr, positions: pos, rows: T, heads: H, headDim: Dh, theta: 500 });
   const rg = ropeForward({ x: xr, positions: pos, rows: T, heads: H, headDim: Dh, theta: 500, device: 'cuda' });
-  t.ok(worst(rg, rc, 1e-5, 1e-6) <= 1, 'rope forward vs cpu');
-  t.ok(worst(rg, refRope(xr, pos, T, H, Dh, 500), 1e-5, 1e-5) <= 1, 'rope forward vs float64');
+  t.ok(closeness(rg, rc, 1e-5, 1e-6) <= 1, 'rope forward vs cpu');
+  t.ok(closeness(rg, refRope(xr, pos, T, H, Dh, 500), 1e-5, 1e-5) <= 1, 'rope forward vs float64');
   const back = ropeBackward({ dy: copy(rg), dx: undefined, positions: pos, rows: T, heads: H, headDim: Dh, theta: 500, device: 'cuda' });
-  t.ok(worst(back, xr, 1e-5, 1e-5) <= 1, 'rope backward inverts the forward');
+  t.ok(closeness(back, xr, 1e-5, 1e-5) <= 1, 'rope backward inverts the forward');
   t.throws(() => ropeForward({ x: xr, positions: Int32Array.from(pos, (p, i) => (i === 4 ? -1 : p)), rows: T, heads: H, headDim: Dh, device: 'cuda' }), {
     name: 'RangeError',
     message: /positions\[4\] = -1 is out of range/,
@@ -155,12 +144,12 @@ t.test('CUDA RMSNorm, RoPE, SwiGLU and embedding against the CPU and float64', {
   for (const variant of ['standard', 'clamped'] as const) {
     const sc = swigluForward({ h, rows: T, ffn: F, variant });
     const sg = swigluForward({ h, rows: T, ffn: F, variant, device: 'cuda' });
-    t.ok(worst(sg, sc, 1e-5, 1e-6) <= 1, `swiglu ${variant} forward vs cpu`);
-    t.ok(worst(sg, refSwiGlu(h, T, F, swigluParams(variant)), 1e-5, 1e-5) <= 1, `swiglu ${variant} forward vs float64`);
+    t.ok(closeness(sg, sc, 1e-5, 1e-6) <= 1, `swiglu ${variant} forward vs cpu`);
+    t.ok(closeness(sg, refSwiGlu(h, T, F, swigluParams(variant)), 1e-5, 1e-5) <= 1, `swiglu ${variant} forward vs float64`);
     const dh0 = randn(T * 2 * F, 18);
     const dc = swigluBackward({ h, dout, rows: T, ffn: F, variant, dh: copy(dh0), accumulate: true });
     const dgpu = swigluBackward({ h, dout, rows: T, ffn: F, variant, dh: copy(dh0), accumulate: true, device: 'cuda' });
-    t.ok(worst(dgpu, dc, 1e-5, 1e-6) <= 1, `swiglu ${variant} backward vs cpu`);
+    t.ok(closeness(dgpu, dc, 1e-5, 1e-6) <= 1, `swiglu ${variant} backward vs cpu`);
   }
   t.throws(() => swigluForward({ h, rows: T, ffn: F, variant: { alpha: 0, limit: 0, upBias: 0 }, device: 'cuda' }), {
     name: 'RangeError',
@@ -192,27 +181,27 @@ t.test('CUDA log-softmax, cross-entropy, AdamW and sum of squares', { skip: noGp
     const c = logSoftmaxForward({ logits, targets, rows: T, vocab: V, temperature });
     const g = logSoftmaxForward({ logits, targets, rows: T, vocab: V, temperature, device: 'cuda' });
     const r = refLogSoftmax(logits, targets, T, V, 1 / temperature);
-    t.ok(worst(g.lse, c.lse, 1e-5, 1e-6) <= 1, `lse vs cpu (temperature ${temperature})`);
-    t.ok(worst(g.logp!, c.logp!, 1e-5, 1e-5) <= 1, `logp vs cpu`);
-    t.ok(worst(g.entropy, c.entropy, 1e-5, 1e-5) <= 1, `entropy vs cpu`);
-    t.ok(worst(g.logp!, r.logp, 1e-5, 2e-5) <= 1, `logp vs float64`);
-    t.ok(worst(g.entropy, r.entropy, 1e-5, 2e-5) <= 1, `entropy vs float64`);
+    t.ok(closeness(g.lse, c.lse, 1e-5, 1e-6) <= 1, `lse vs cpu (temperature ${temperature})`);
+    t.ok(closeness(g.logp!, c.logp!, 1e-5, 1e-5) <= 1, `logp vs cpu`);
+    t.ok(closeness(g.entropy, c.entropy, 1e-5, 1e-5) <= 1, `entropy vs cpu`);
+    t.ok(closeness(g.logp!, r.logp, 1e-5, 2e-5) <= 1, `logp vs float64`);
+    t.ok(closeness(g.entropy, r.entropy, 1e-5, 2e-5) <= 1, `entropy vs float64`);
     const dlogp = randn(T, 32), dentropy = randn(T, 33), d0 = randn(T * V, 34);
     const args = { logits, targets, rows: T, vocab: V, temperature, lse: c.lse, entropy: c.entropy, dlogp, dentropy };
     const bc = logSoftmaxBackward({ ...args, dlogits: copy(d0), accumulate: true });
     const bg = logSoftmaxBackward({ ...args, dlogits: copy(d0), accumulate: true, device: 'cuda' });
-    t.ok(worst(bg, bc, 1e-5, 1e-6) <= 1, `log-softmax backward (accumulated) vs cpu`);
+    t.ok(closeness(bg, bc, 1e-5, 1e-6) <= 1, `log-softmax backward (accumulated) vs cpu`);
     const inPlace = copy(logits);
     logSoftmaxBackward({ ...args, logits: inPlace, dlogits: inPlace, device: 'cuda' });
-    t.ok(worst(inPlace, logSoftmaxBackward(args), 1e-5, 1e-6) <= 1, 'in place over the logits');
+    t.ok(closeness(inPlace, logSoftmaxBackward(args), 1e-5, 1e-6) <= 1, 'in place over the logits');
   }
   const cc = crossEntropyForward({ logits, targets, rows: T, vocab: V });
   const cg = crossEntropyForward({ logits, targets, rows: T, vocab: V, device: 'cuda' });
   t.equal(cg.count, cc.count);
   t.ok(Math.abs(cg.loss - cc.loss) <= 1e-5 * Math.abs(cc.loss), `cross-entropy ${cg.loss} vs ${cc.loss}`);
-  t.ok(worst(cg.losses, cc.losses, 1e-5, 1e-6) <= 1, 'per-row losses');
+  t.ok(closeness(cg.losses, cc.losses, 1e-5, 1e-6) <= 1, 'per-row losses');
   const dcg = crossEntropyBackward({ logits, targets, lse: cc.lse, rows: T, vocab: V, device: 'cuda' });
-  t.ok(worst(dcg, crossEntropyBackward({ logits, targets, lse: cc.lse, rows: T, vocab: V }), 1e-5, 1e-7) <= 1, 'cross-entropy backward');
+  t.ok(closeness(dcg, crossEntropyBackward({ logits, targets, lse: cc.lse, rows: T, vocab: V }), 1e-5, 1e-7) <= 1, 'cross-entropy backward');
   t.throws(() => crossEntropyForward({ logits, targets: Int32Array.from(targets, (v, i) => (i === 5 ? V : v)), rows: T, vocab: V, device: 'cuda' }), {
     name: 'RangeError',
     message: /targets\[5\] = 301 is out of range/,
@@ -225,10 +214,10 @@ t.test('CUDA log-softmax, cross-entropy, AdamW and sum of squares', { skip: noGp
     const pc = copy(p0), mc = copy(m0), vc = copy(v0), pg = copy(p0), mg = copy(m0), vg = copy(v0);
     adamwUpdate({ param: pc, grad, m: mc, v: vc, step: 3, decay, ...o });
     adamwUpdate({ param: pg, grad, m: mg, v: vg, step: 3, decay, ...o, device: 'cuda' });
-    t.ok(worst(pg, pc, 1e-5, 1e-7) <= 1 && worst(mg, mc, 1e-5, 1e-9) <= 1 && worst(vg, vc, 1e-5, 1e-12) <= 1, `adamw decay=${decay} vs cpu`);
+    t.ok(closeness(pg, pc, 1e-5, 1e-7) <= 1 && closeness(mg, mc, 1e-5, 1e-9) <= 1 && closeness(vg, vc, 1e-5, 1e-12) <= 1, `adamw decay=${decay} vs cpu`);
     const pr = Float64Array.from(p0), mr = Float64Array.from(m0), vr = Float64Array.from(v0);
     refAdamW(pr, grad, mr, vr, 3, { ...o, decay });
-    t.ok(worst(pg, pr, 1e-5, 1e-6) <= 1, `adamw decay=${decay} vs float64`);
+    t.ok(closeness(pg, pr, 1e-5, 1e-6) <= 1, `adamw decay=${decay} vs float64`);
   }
   t.throws(() => adamwUpdate({ param: p0, grad, m: m0, v: v0, step: 0, device: 'cuda' }), { name: 'RangeError' });
   const big = randn(40000, 44);

@@ -29,7 +29,7 @@ import {
   modelConfig,
   type ModelConfig,
 } from '../../lib/index.js';
-import { randint, rng } from './fixtures/reference.js';
+import { closeness, randint, rng } from './fixtures/reference.js';
 import { randomizeStore } from './fixtures/transformer-reference.js';
 
 const noGpu = !cudaAvailable()
@@ -56,17 +56,6 @@ const config = (over: Partial<ModelConfig> = {}): ModelConfig =>
     bias: false,
     ...over,
   });
-
-/** Largest |a - b| / (rtol |b| + atol) over the elements (<= 1: within tolerance). */
-function worst(a: ArrayLike<number>, b: ArrayLike<number>, rtol: number, atol: number): number {
-  if (a.length !== b.length) return Infinity;
-  let w = 0;
-  for (let i = 0; i < a.length; i++) {
-    const e = Math.abs(a[i] - b[i]) / (rtol * Math.abs(b[i]) + atol);
-    if (!(e <= w)) w = Number.isNaN(e) ? Infinity : e;
-  }
-  return w;
-}
 
 /** max |a - b| / max |b| (scale-aware relative error of a whole tensor; 0 when both are 0). */
 function scaled(a: ArrayLike<number>, b: ArrayLike<number>): number {
@@ -156,7 +145,7 @@ t.test('a GPU parameter store: initialisation, copies, gradient norm, AdamW', { 
   gpu.adamwStep({ lr: 0.02 });
   let err = 0;
   for (const n of cpu.names()) {
-    for (const which of ['value', 'm', 'v'] as const) err = Math.max(err, worst(gpu.read(n, which), cpu.read(n, which), 1e-5, 1e-7));
+    for (const which of ['value', 'm', 'v'] as const) err = Math.max(err, closeness(gpu.read(n, which), cpu.read(n, which), 1e-5, 1e-7));
   }
   t.ok(err <= 1, `two AdamW steps: values and moments within 1e-5 of the CPU (worst ${err.toFixed(3)})`);
   t.comment(`AdamW: worst |gpu - cpu| / (1e-5 |cpu| + 1e-7) = ${err.toExponential(2)}`);
@@ -193,9 +182,9 @@ t.test('GPU training forward and backward equal the CPU on packed batches', { sk
     const f1 = cpu.forward(batch, opts);
     const f2 = gpu.forward(batch, opts);
     const e = Math.max(
-      worst(f2.logProbs, f1.logProbs, 1e-4, 1e-6),
-      worst(f2.entropy, f1.entropy, 1e-4, 1e-6),
-      worst(noSave.logProbs, f1.logProbs, 1e-4, 1e-6),
+      closeness(f2.logProbs, f1.logProbs, 1e-4, 1e-6),
+      closeness(f2.entropy, f1.entropy, 1e-4, 1e-6),
+      closeness(noSave.logProbs, f1.logProbs, 1e-4, 1e-6),
     );
     worstLogp = Math.max(worstLogp, e);
     t.ok(e <= 1, `${k.name}: log-probs and entropies within 1e-4 (worst ${e.toFixed(3)})`);
@@ -228,7 +217,7 @@ t.test('GPU training: train-state errors, async forward, no logits without targe
   const f = await gpu.forwardAsync({ tokens: batch.tokens, documentIds: batch.documentIds });
   t.same(Array.from(f.logProbs), new Array(33).fill(0), 'no targets: log-probs 0');
   const ref = cpu.logProbs({ tokens: batch.tokens, documentIds: batch.documentIds });
-  t.ok(worst(f.entropy, ref.entropy, 1e-4, 1e-6) <= 1, 'entropies without targets');
+  t.ok(closeness(f.entropy, ref.entropy, 1e-4, 1e-6) <= 1, 'entropies without targets');
   gpu.store.adamwStep({ lr: 0.01 });
   t.throws(() => f.backward({ dEntropy: new Float32Array(33) }), { message: /the parameters changed \(optimiser step 0 -> 1\)/ });
   const f2 = gpu.forward(batch);
@@ -267,7 +256,7 @@ t.test('GPU sampling: KV caches on the device, batched decoding, the CPU tokens'
   const greedy = await runBoth(cpu, gpu, sa, sb, { kind: 'sample', maxTokens: 12, temperature: 0 }, 16);
   for (let i = 0; i < prompts.length; i++) {
     t.same(Array.from(greedy.rb[i].tokens), Array.from(greedy.ra[i].tokens), `greedy session ${i}: the CPU's tokens`);
-    t.ok(worst(greedy.rb[i].logProbs, greedy.ra[i].logProbs, 1e-4, 1e-5) <= 1, 'and their log-probs');
+    t.ok(closeness(greedy.rb[i].logProbs, greedy.ra[i].logProbs, 1e-4, 1e-5) <= 1, 'and their log-probs');
   }
   // Continue the same sessions with sampling (temperature, top-k, top-p), past 64 cached rows.
   const sampled = await runBoth(cpu, gpu, sa, sb, { kind: 'sample', maxTokens: 30, temperature: 1, topK: 20, topP: 0.95 });
@@ -280,7 +269,7 @@ t.test('GPU sampling: KV caches on the device, batched decoding, the CPU tokens'
     const la = sa[i].logits();
     const lb = sb[i].logits();
     t.ok(la !== null && lb !== null);
-    logitErr = Math.max(logitErr, worst(lb!, la!, 1e-4, 1e-5));
+    logitErr = Math.max(logitErr, closeness(lb!, la!, 1e-4, 1e-5));
     t.equal(sb[i].length, sa[i].length);
     t.ok(sb[i].bytes > 0);
   }
@@ -322,7 +311,7 @@ t.test('a GPU policy: generate, train steps and checkpoints across devices', { s
   t.equal(sb.targets, sa.targets);
   t.ok(Math.abs(sb.optimizer.gradNorm - sa.optimizer.gradNorm) <= 1e-4 * sa.optimizer.gradNorm, 'gradient norms agree');
   let pe = 0;
-  for (const n of cpu.model.store.names()) pe = Math.max(pe, worst(gpu.model.store.read(n), cpu.model.store.read(n), 1e-5, 1e-6));
+  for (const n of cpu.model.store.names()) pe = Math.max(pe, closeness(gpu.model.store.read(n), cpu.model.store.read(n), 1e-5, 1e-6));
   t.ok(pe <= 1, `parameters after the step within 1e-5 (worst ${pe.toFixed(3)})`);
   t.equal(Math.max(...gpu.model.store.read('norm.weight', 'grad').map(Math.abs)), 0, 'gradients zeroed after the step');
 
@@ -349,7 +338,7 @@ t.test('a GPU policy: generate, train steps and checkpoints across devices', { s
   const la = await onCpu.logProbs(probe);
   const lb = await gpu.logProbs(probe);
   const lc = await onGpu.logProbs(probe);
-  t.ok(worst(la.logProbs, lb.logProbs, 1e-4, 1e-6) <= 1, 'saved on the GPU, loaded on the CPU: the same log-probs');
+  t.ok(closeness(la.logProbs, lb.logProbs, 1e-4, 1e-6) <= 1, 'saved on the GPU, loaded on the CPU: the same log-probs');
   t.same(Array.from(lc.logProbs), Array.from(lb.logProbs), 'loaded on the GPU: the same bits as before saving');
   const cpuPath = join(dir, 'cpu.safetensors');
   cpu.save(cpuPath);
