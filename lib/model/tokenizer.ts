@@ -145,10 +145,7 @@ export class Tokenizer {
       throw new TokenizerError("not a tokenizer definition (expected type 'sinkflex-byte-bpe', version 1)");
     }
     if (!Array.isArray(t.specialTokens) || !Array.isArray(t.merges)) throw new TokenizerError('tokenizer JSON needs specialTokens and merges arrays');
-    if (t.digitGroup !== undefined && (typeof t.digitGroup !== 'number' || !Number.isInteger(t.digitGroup) || t.digitGroup < 0 || t.digitGroup > 16)) {
-      throw new TokenizerError(`tokenizer JSON: digitGroup must be an integer in [0, 16], got ${JSON.stringify(t.digitGroup)}`);
-    }
-    return new Tokenizer(t.specialTokens, t.merges, t.digitGroup ?? 0);
+    return new Tokenizer(t.specialTokens, t.merges, t.digitGroup ?? 0); // the constructor checks digitGroup
   }
 
   /** The serialisable definition. */
