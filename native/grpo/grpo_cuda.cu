@@ -22,7 +22,6 @@ namespace {
 using cuda_reduce::BlockMin;
 using cuda_reduce::BlockSum;
 
-
 constexpr int kThreads = 128;           // advantages: threads per group
 constexpr int kLossThreads = 256;       // policy loss / broadcast: threads per block
 constexpr int kPerThread = 8;           // tokens per thread

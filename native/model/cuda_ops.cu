@@ -15,6 +15,7 @@
 #include "../core/cuda_reduce.cuh"
 #include "../core/device_buffer.h"
 #include "../core/errors.h"
+#include "cuda_rope.cuh"
 #include "ops_table.h"
 
 namespace sinkflex::model::cuda {
@@ -22,7 +23,6 @@ namespace {
 
 using cuda_reduce::BlockMax;
 using cuda_reduce::BlockSum;
-
 
 constexpr int kRowThreads = 256;
 
@@ -227,19 +227,6 @@ void RmsNormBackward(const float* x, const float* g, const float* rstd, const fl
 }
 
 // ---- RoPE -------------------------------------------------------------------------------------
-
-__global__ void RopeKernel(const float* x, float* out, const std::int32_t* pos, long long T, long long H, long long Dh,
-                           const float* cosT, const float* sinT, float sign) {
-  const long long half = Dh / 2;
-  const long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= T * H * half) return;
-  const long long i = e % half, rh = e / half, r = rh / H;
-  const long long p = pos[r];
-  const float c = cosT[p * half + i], s = sinT[p * half + i] * sign;
-  const float x1 = x[rh * Dh + i], x2 = x[rh * Dh + half + i];
-  out[rh * Dh + i] = x1 * c - x2 * s;
-  out[rh * Dh + half + i] = fmaf(x1, s, x2 * c);
-}
 
 void RopeApply(const RopeTable& table, const float* x, float* out, const std::int32_t* pos, std::int64_t T,
                std::int64_t H, float sign) {

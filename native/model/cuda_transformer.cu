@@ -12,6 +12,7 @@
 #include "../core/cuda_reduce.cuh"
 #include "../core/device_buffer.h"
 #include "../core/errors.h"
+#include "cuda_rope.cuh"
 #include "device_kernels.h"
 
 namespace sinkflex::model::cuda {
@@ -19,7 +20,6 @@ namespace {
 
 using cuda_reduce::BlockMax;
 using cuda_reduce::BlockSum;
-
 
 constexpr int kThreads = 256;
 constexpr int kDecodeThreads = 128;
@@ -43,19 +43,6 @@ __global__ void AddKernel(float* y, const float* x, long long n) {
 __global__ void AddRowsKernel(float* y, const float* b, long long rows, long long cols) {
   const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < rows * cols) y[i] += b[i % cols];
-}
-
-__global__ void RopeTableKernel(const float* cosT, const float* sinT, long long Dh, const float* x, float* out,
-                                const std::int32_t* pos, long long T, long long H, float sign) {
-  const long long half = Dh / 2;
-  const long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= T * H * half) return;
-  const long long i = e % half, rh = e / half, r = rh / H;
-  const long long p = pos[r];
-  const float c = cosT[p * half + i], s = sinT[p * half + i] * sign;
-  const float x1 = x[rh * Dh + i], x2 = x[rh * Dh + half + i];
-  out[rh * Dh + i] = x1 * c - x2 * s;
-  out[rh * Dh + half + i] = fmaf(x1, s, x2 * c);
 }
 
 __global__ void GatherRowsKernel(const float* x, const std::int32_t* rows, float* out, long long R, long long cols) {
@@ -151,9 +138,9 @@ void Rope(const float* cosT, const float* sinT, std::int64_t headDim, const floa
   if (T == 0 || H == 0) return;
   Op op;
   const long long work = T * H * (headDim / 2);
-  SFX_LAUNCH(RopeTableKernel, Blocks(work, kThreads), dim3(kThreads), 0, op.stream)
-  (cosT, sinT, headDim, x, out, pos, T, H, inverse ? -1.0f : 1.0f);
-  SFX_CUDA_LAUNCH_CHECK("RopeTableKernel");
+  SFX_LAUNCH(RopeKernel, Blocks(work, kThreads), dim3(kThreads), 0, op.stream)
+  (x, out, pos, T, H, headDim, cosT, sinT, inverse ? -1.0f : 1.0f);
+  SFX_CUDA_LAUNCH_CHECK("RopeKernel");
   op.Done();
 }
 
