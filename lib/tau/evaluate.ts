@@ -1,9 +1,11 @@
 /**
  * tau2's grading: DB check by replaying the trajectory's state-changing calls and the task's
  * gold actions on fresh copies and comparing their canonical-JSON SHA-256; env assertions;
- * communicate checks; NL assertions through an optional judge; action matching as a
- * diagnostic; reward = product over the task's reward basis, 0 unless the user (or agent)
- * stopped the conversation.
+ * communicate checks; NL assertions through an optional judge; action matching (all-or-nothing
+ * when `ACTION` is in the basis, else a diagnostic); reward = product over the task's reward
+ * basis, 0 unless the user (or agent) stopped the conversation. A gold action that fails is
+ * skipped (listed in `info.gold_action_errors`) and the DB check is still scored against the
+ * resulting gold state, as tau2's evaluator does.
  * @module
  */
 import type { TauDomain, WorldState } from './domain.js';
@@ -37,6 +39,16 @@ export interface DbCheck {
   goldHash: string;
   /** SHA-256 of the predicted database. */
   predictedHash: string;
+}
+
+/** A state-changing gold action that failed while building the gold state (skipped, as in tau2). */
+export interface GoldActionError {
+  /** The gold action's id. */
+  action_id: string;
+  /** The tool name. */
+  name: string;
+  /** The tool's error message. */
+  error: string;
 }
 
 /** One gold action matched against the trajectory's calls. */
@@ -91,17 +103,17 @@ export interface RewardInfo {
   rewardBreakdown: Partial<Record<RewardType, number>>;
   /** Components in the basis that could not be evaluated (e.g. NL assertions without a judge). */
   notEvaluated: RewardType[];
-  /** DB check (null when not evaluated). */
+  /** DB check (null when the conversation was not graded or the task has neither gold actions nor env assertions). */
   dbCheck: DbCheck | null;
   /** Env assertions. */
   envAssertions: EnvAssertionCheck[];
-  /** Gold actions vs calls (diagnostic unless ACTION is in the basis). */
+  /** Gold actions vs calls, one check each (diagnostic unless ACTION is in the basis; ACTION is 1 only when every one matched). */
   actionChecks: ActionCheck[];
   /** Communicate checks. */
   communicateChecks: CommunicateCheck[];
   /** NL assertions, or null when not judged. */
   nlAssertions: NLAssertionCheck[] | null;
-  /** Notes (premature termination, replay problems…). */
+  /** Notes (premature termination, replay problems, gold actions that failed…). */
   info: Record<string, unknown>;
 }
 
@@ -167,7 +179,7 @@ export function actionMatches(action: TaskAction, call: ToolCall): boolean {
 
 /** Grades conversations of one domain; caches each task's gold state. */
 export class TauEvaluator<S extends WorldState> {
-  private readonly gold = new WeakMap<TauTask, { state: S; failed: { action_id: string; name: string; error: string }[]; hash?: string }>();
+  private readonly gold = new WeakMap<TauTask, { state: S; failed: GoldActionError[]; hash?: string }>();
 
   /** @param domain - the domain whose tools replay the calls. */
   constructor(readonly domain: TauDomain<S>) {}
@@ -190,13 +202,17 @@ export class TauEvaluator<S extends WorldState> {
     }
   }
 
-  /** The gold state of a task: fresh state + message history + gold actions in order (cached). */
-  goldState(task: TauTask) {
+  /**
+   * The gold state of a task: fresh state + message history + gold actions in order (cached).
+   * A state-changing gold action that fails is skipped and listed in `failed` (tau2 logs it and
+   * goes on).
+   */
+  goldState(task: TauTask): { state: S; failed: GoldActionError[]; hash?: string } {
     let g = this.gold.get(task);
     if (!g) {
       const state = this.domain.initialState(task);
       this.replay(state, task.initial_state?.message_history ?? [], false);
-      const failed: { action_id: string; name: string; error: string }[] = [];
+      const failed: GoldActionError[] = [];
       for (const a of task.evaluation_criteria?.actions ?? []) {
         const call: ToolCall = { id: `gold_${a.action_id}`, name: a.name, arguments: a.arguments, requestor: a.requestor ?? 'assistant' };
         const kit = this.toolkitFor(call);
@@ -272,12 +288,9 @@ export class TauEvaluator<S extends WorldState> {
       const gold = this.goldState(task);
       const match = predicted.equals(gold.state);
       gold.hash ??= gold.state.hash();
-      const check: DbCheck = { dbMatch: match, dbReward: match ? 1 : 0, goldHash: gold.hash, predictedHash: match ? gold.hash : predicted.hash() };
-      if (gold.failed.length > 0) {
-        info.gold_replay_incomplete = true;
-        info.failed_mutating_actions = gold.failed;
-      }
-      dbCheck = gold.failed.length > 0 && match ? null : check;
+      dbCheck = { dbMatch: match, dbReward: match ? 1 : 0, goldHash: gold.hash, predictedHash: match ? gold.hash : predicted.hash() };
+      // tau2 logs a failing gold action, skips it and scores the DB check all the same
+      if (gold.failed.length > 0) info.gold_action_errors = gold.failed;
       for (const a of ec.env_assertions ?? []) {
         const fn = this.domain.assertions?.[a.func_name];
         if (!fn) {
@@ -294,11 +307,9 @@ export class TauEvaluator<S extends WorldState> {
         envChecks.push({ funcName: a.func_name, met, ...(met ? {} : { note: a.message ?? 'assertion failed' }) });
       }
     }
-    if (basis.includes('DB')) {
-      if (dbCheck) {
-        breakdown.DB = dbCheck.dbReward;
-        reward *= dbCheck.dbReward;
-      } else if (ec.actions != null || ec.env_assertions != null) notEvaluated.push('DB');
+    if (basis.includes('DB') && dbCheck) {
+      breakdown.DB = dbCheck.dbReward;
+      reward *= dbCheck.dbReward;
     }
     if (basis.includes('ENV_ASSERTION')) {
       const r = envChecks.every((c) => c.met) ? 1 : 0;
@@ -314,7 +325,8 @@ export class TauEvaluator<S extends WorldState> {
       return { action: a, actionMatch: m, actionReward: m ? 1 : 0, ...(kind ? { toolKind: kind } : {}) };
     });
     if (basis.includes('ACTION')) {
-      const r = actionChecks.length === 0 ? 1 : actionChecks.reduce((s, c) => s + c.actionReward, 0) / actionChecks.length;
+      // tau2: 1 if every gold action was matched, 0 otherwise (no partial credit)
+      const r = actionChecks.every((c) => c.actionMatch) ? 1 : 0;
       breakdown.ACTION = r;
       reward *= r;
     }

@@ -8,6 +8,7 @@ import {
   Discrete,
   Env,
   EnvCheckError,
+  EnvSpec,
   RandomGenerator,
   captureWarnings,
   captureWarningsAsync,
@@ -166,12 +167,15 @@ class Broken extends Env<Float32Array, number> {
   }
   override reset(args: ResetArgs = {}): ResetResult<Float32Array> {
     this.calls++;
-    if (this.mode !== 'no-super') super.reset(this.mode === 'ignore-seed' ? {} : args);
+    if (this.mode === 'reseed-unseeded') super.reset({ seed: args.seed ?? Math.floor(Math.random() * 2 ** 31) });
+    else if (this.mode !== 'no-super') super.reset(this.mode === 'ignore-seed' ? {} : args);
     if (this.mode === 'not-array') return { obs: 1 } as never;
     if (this.mode === 'three') return [Float32Array.of(0, 0), {}, 1] as never;
     if (this.mode === 'outside') return [Float32Array.of(2, 2), {}];
     if (this.mode === 'info') return [Float32Array.of(0, 0), 'x' as never];
     if (this.mode === 'options' && args.options) throw new TypeError('unexpected options');
+    if (this.mode === 'random-reset-obs') return [Float32Array.of(Math.random(), 0), {}];
+    if (this.mode === 'jitter-reset-obs') return [Float32Array.of(0.5 + (Math.floor(this.calls / 2) % 2) * 1e-6, 0), {}];
     const v = this.mode === 'no-super' ? 0.5 : this.npRandom.random();
     if (this.mode === 'seed-outside' && args.seed === 123) return [Float32Array.of(3, 3), {}];
     return [Float32Array.of(v, v), {}];
@@ -182,6 +186,7 @@ class Broken extends Env<Float32Array, number> {
     if (this.mode === 'step-rng') this.npRandom.random();
     if (this.mode === 'step-reward') return [Float32Array.of(0, 0), Math.random(), false, false, {}];
     if (this.mode === 'step-info') return [Float32Array.of(0, 0), 0, false, false, { at: Math.random() }];
+    if (this.mode === 'step-truncate') return [Float32Array.of(0, 0), 0, false, true, {}];
     if (this.mode === 'step-term') return [Float32Array.of(0, 0), 0, Math.random() < 2 && this.calls % 2 === 0, false, {}];
     return [Float32Array.of(0, 0), 0, false, false, {}];
   }
@@ -190,7 +195,7 @@ class Broken extends Env<Float32Array, number> {
 t.test('checkEnv fails with a clear message on broken envs', async (t) => {
   const cases: Array<[string, RegExp]> = [
     ['no-super', /does not call `super.reset\(\{ seed \}\)`/],
-    ['ignore-seed', /is non-deterministic as the observations are not equivalent/],
+    ['ignore-seed', /random generators are not the same when the same seeds are passed/],
     ['not-array', /was not a tuple of the form `\[obs, info\]`/],
     ['three', /did not return a 2-tuple, actual length: 3/],
     ['outside', /first element returned by `env.reset\(\)` is not within the observation space/],
@@ -202,11 +207,12 @@ t.test('checkEnv fails with a clear message on broken envs', async (t) => {
     ['step-reward', /Deterministic step rewards are not equivalent/],
     ['step-info', /Deterministic step info are not equivalent/],
     ['step-term', /Deterministic step termination are not equivalent/],
+    ['step-truncate', /Environment truncates after 1 step, something has gone very wrong/],
   ];
   for (const [mode, message] of cases) {
     captureWarnings(() => t.throws(() => checkEnv(new Broken(mode), { skipRenderCheck: true }), message, mode));
   }
-  for (const mode of ['ok', 'step-rng']) {
+  for (const mode of ['ok', 'step-rng', 'random-reset-obs', 'reseed-unseeded']) {
     captureWarnings(() => t.doesNotThrow(() => checkEnv(new Broken(mode), { skipRenderCheck: true }), `${mode}: a correct env passes`));
   }
   t.ok(new EnvCheckError('x') instanceof Error);
@@ -239,6 +245,34 @@ t.test('checkEnv fails with a clear message on broken envs', async (t) => {
   registry.delete('chk/DoubleClose-v0');
 });
 
+/** A Broken env carrying a spec (as `make` would give it). */
+function withSpec(mode: string, nondeterministic = false): Broken {
+  const env = new Broken(mode);
+  env.spec = new EnvSpec({ id: 'chk/Specced-v0', nondeterministic });
+  return env;
+}
+
+t.test('checkEnv compares reset observations only with a deterministic spec (as Gymnasium)', async (t) => {
+  const opts = { skipRenderCheck: true, skipCloseCheck: true };
+  // the same seed must give the same observation, and a following reset() must continue the generator
+  captureWarnings(() => t.throws(() => checkEnv(withSpec('ignore-seed'), opts), /`env.reset\(\{ seed: 123 \}\)` is non-deterministic as the observations are not equivalent/));
+  captureWarnings(() => t.throws(() => checkEnv(withSpec('reseed-unseeded'), opts), /`env.reset\(\{ seed: 123 \}\)` then `env.reset\(\)` is non-deterministic/));
+  captureWarnings(() => t.throws(() => checkEnv(withSpec('random-reset-obs'), opts), /`env.reset\(\{ seed: 123 \}\)` is non-deterministic/));
+  // a spec marked nondeterministic skips the observation comparisons and the step determinism check
+  captureWarnings(() => t.doesNotThrow(() => checkEnv(withSpec('random-reset-obs', true), opts)));
+  captureWarnings(() => t.doesNotThrow(() => checkEnv(withSpec('step-random', true), opts)));
+  captureWarnings(() => t.doesNotThrow(() => checkEnv(withSpec('step-truncate', true), opts)));
+  // without a spec the generator state is still checked, and steps still are
+  captureWarnings(() => t.throws(() => checkEnv(new Broken('ignore-seed'), opts), /random generators are not the same/));
+  captureWarnings(() => t.throws(() => checkEnv(new Broken('step-truncate'), opts), /truncates after 1 step/));
+  // nearly equal observations pass with a warning
+  const jitter = captureWarnings(() => checkEnv(withSpec('jitter-reset-obs'), opts));
+  t.match(jitter.warnings.join('\n'), /`env.reset\(\{ seed: 123 \}\)` observations are not equal although similar/);
+  t.same(captureWarnings(() => checkEnv(withSpec('ok'), opts)).warnings.filter((w) => /although similar/.test(w)), [], 'no warning for equal observations');
+  // the registered CartPole has a spec and passes every check
+  t.doesNotThrow(() => captureWarnings(() => checkEnv(make('sinkflex/CartPole-v1').unwrapped as Env)));
+});
+
 t.test('checkSpaceLimit and dataEquivalence', async (t) => {
   const w = captureWarnings(() => checkSpaceLimit(new Box(-2, 3, [2]), 'action')).warnings;
   t.match(w.join(), /recommend using a symmetric and normalized space/);
@@ -256,6 +290,12 @@ t.test('checkSpaceLimit and dataEquivalence', async (t) => {
   t.notOk(dataEquivalence({}, new Map()));
   t.ok(dataEquivalence('x', 'x'));
   t.notOk(dataEquivalence(NaN, NaN), 'plain NaN numbers compare with ===');
+  t.ok(dataEquivalence(Float32Array.of(1, 100), Float32Array.of(1 + 9e-6, 100.001)), 'arrays: within allclose tolerance (1e-5 + 1e-5 |b|)');
+  t.notOk(dataEquivalence(Float32Array.of(1, 100), Float32Array.of(1 + 9e-6, 100.001), true), 'exact: not equal');
+  t.notOk(dataEquivalence(Float64Array.of(1), Float64Array.of(1.00003)), 'outside the tolerance');
+  t.ok(dataEquivalence(Float64Array.of(Infinity, -Infinity), Float64Array.of(Infinity, -Infinity)));
+  t.notOk(dataEquivalence(Float64Array.of(Infinity), Float64Array.of(-Infinity)));
+  t.notOk(dataEquivalence(1, 1 + 1e-9), 'plain numbers are exact (Python ==)');
 });
 
 t.test('checkAsyncEnv', async (t) => {
@@ -277,4 +317,28 @@ t.test('checkAsyncEnv', async (t) => {
   }
   await captureWarningsAsync(() => t.rejects(checkAsyncEnv(new AsyncBroken(), { skipRenderCheck: true }), /cannot be reset with options: .* threw RangeError: no options please/));
   await t.rejects(checkAsyncEnv(new CountingEnv() as never), /must inherit from the AsyncEnv class/);
+  class AsyncTruncating extends AsyncEnv<Float32Array, number> {
+    observationSpace = new Box(0, 1, [2]);
+    actionSpace = new Discrete(2);
+    override async reset(args: ResetArgs = {}): Promise<ResetResult<Float32Array>> {
+      await super.reset(args);
+      return [Float32Array.of(this.npRandom.random(), 0), {}];
+    }
+    async step(): Promise<StepResult<Float32Array>> {
+      return [Float32Array.of(0, 0), 0, false, true, {}];
+    }
+  }
+  await captureWarningsAsync(() => t.rejects(checkAsyncEnv(new AsyncTruncating(), { skipRenderCheck: true }), /truncates after 1 step/));
+  class AsyncReseeding extends AsyncTruncating {
+    override async reset(args: ResetArgs = {}): Promise<ResetResult<Float32Array>> {
+      await super.reset({ seed: args.seed ?? Math.floor(Math.random() * 2 ** 31) });
+      return [Float32Array.of(this.npRandom.random(), 0), {}];
+    }
+    override async step(): Promise<StepResult<Float32Array>> {
+      return [Float32Array.of(0, 0), 0, false, false, {}];
+    }
+  }
+  const reseeding = new AsyncReseeding();
+  reseeding.spec = new EnvSpec({ id: 'chk/AsyncReseeding-v0' });
+  await captureWarningsAsync(() => t.rejects(checkAsyncEnv(reseeding, { skipRenderCheck: true, skipCloseCheck: true }), /then `env.reset\(\)` is non-deterministic/));
 });

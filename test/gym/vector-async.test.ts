@@ -122,7 +122,14 @@ t.test('SAME_STEP through workers, mixed sources (registered id with imports, as
     const a = await envs.step(actions);
     const s = reference.step(actions);
     if (!dataEquivalence(a, s)) t.fail(`step ${step} differs: ${JSON.stringify(a[4])} vs ${JSON.stringify(s[4])}`);
-    if (a[4].final_obs) sawFinal++;
+    if (a[4].final_obs) {
+      sawFinal++;
+      const fo = a[4].final_obs as Array<Float32Array | null>;
+      const mask = a[4]._final_obs as boolean[];
+      if (!Array.isArray(fo) || fo.length !== 2 || fo.some((o, i) => (mask[i] ? !(o instanceof Float32Array) : o !== null))) {
+        t.fail(`step ${step}: final_obs must hold one entry per sub-env (null where no episode ended), got ${JSON.stringify(fo)}`);
+      }
+    }
   }
   t.ok(sawFinal >= 3, 'final_obs/final_info came back from the workers');
   await t.rejects(envs.call('describe', '#'), /call failed in 1 sub-environment\(s\): #1: TypeError: .*has no attribute `describe`/, 'only the AsyncCountingEnv lacks it: the failure names its index');

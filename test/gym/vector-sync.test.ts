@@ -126,14 +126,18 @@ t.test('NEXT_STEP autoreset (Gymnasium 1.x default)', async (t) => {
 
 t.test('SAME_STEP autoreset', async (t) => {
   const envs = make2(AutoresetMode.SAME_STEP, [2, 5]);
-  envs.reset({ seed: 0 });
+  const [first] = envs.reset({ seed: 0 });
   envs.step([0, 0]);
   const [obs, rew, term, , info] = envs.step([1, 0]);
   t.same(term, [true, false]);
   t.same(Array.from(rew), [21, 20], 'the ending step keeps its reward');
   t.same(obsRows(obs)[0][0], 0, 'the observation is the new episode\'s first');
   t.same(info._final_obs, [true, false]);
-  t.same(Array.from(info.final_obs as Float32Array).slice(0, 1), [2], 'final_obs holds the last observation (stacked)');
+  const finalObs = info.final_obs as Array<Float32Array | null>;
+  t.ok(Array.isArray(finalObs) && finalObs.length === 2, 'final_obs: one entry per sub-environment (not batched), as Gymnasium');
+  t.ok(finalObs[0] instanceof Float32Array, 'the ended sub-env: its own last observation');
+  t.same(Array.from(finalObs[0]!), [2, obsRows(first)[0][1]], 'the last observation [t = 2, start of that episode]');
+  t.equal(finalObs[1], null, 'null where the episode did not end (not a row of zeros)');
   const finalInfo = info.final_info as Info;
   t.same(info._final_info, [true, false]);
   t.same(finalInfo.last, [true, false]);

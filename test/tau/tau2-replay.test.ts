@@ -9,7 +9,8 @@ import { loadTau2Retail, loadTau2Tasks, TauEvaluator } from '../../lib/tau/index
 const DIR = process.env.SINKFLEX_TAU2_DIR ? join(process.env.SINKFLEX_TAU2_DIR, 'retail') : join(process.cwd(), '..', 'shared', 'tau2', 'retail');
 
 // Task 105's gold exchange pays a 21.1 price difference from a gift card holding 17.0: tau2's own
-// gold replay fails there too (its DB check is reported "not evaluated"; tau2 data issue).
+// gold replay fails there too (tau2 data issue); tau2 logs it, skips it and still scores the DB
+// check against the gold state the other gold actions give.
 const GOLD_WRITE_FAILS = new Set(['105']);
 
 /** A trajectory made of exactly the gold calls, each followed by its real result. */
@@ -46,8 +47,8 @@ t.test('tau2 retail train split', { skip: existsSync(DIR) ? false : `tau2 data n
     const run: SimulationRun = { taskId: task.id, messages: traj, terminationReason: 'user_stop' };
     const info = evaluator.evaluate({ ...task, evaluation_criteria: { ...task.evaluation_criteria, reward_basis: ['DB'] } }, run);
     if (GOLD_WRITE_FAILS.has(task.id)) {
-      t.same(info.notEvaluated, ['DB'], 'gold replay incomplete: DB not evaluated (as tau2 reports it)');
-      continue;
+      t.same(info.notEvaluated, [], `task ${task.id}: the DB check is scored although a gold write failed (as tau2)`);
+      t.match(info.info.gold_action_errors, [{ name: 'exchange_delivered_order_items', error: /Insufficient gift card balance/ }], 'the failed gold write is listed');
     }
     t.equal(info.reward, 1, `task ${task.id}: gold trajectory gets reward 1 on DB`);
     t.equal(info.dbCheck?.goldHash, info.dbCheck?.predictedHash);
@@ -100,9 +101,9 @@ t.test('tau2 task loading options and errors', { skip: existsSync(DIR) ? false :
   t.throws(() => loadTau2Tasks(DIR, { split: 'nope' }), /no tasks\.json or tasks_nope\.json/);
 });
 
-t.test('quirk option reproduces tau2 modify_pending_order_items exactly', { skip: existsSync(DIR) ? false : 'tau2 data not found' }, async (t) => {
-  const fixed = loadTau2Retail(DIR, { split: 'train' });
-  const quirk = loadTau2Retail(DIR, { split: 'train', modifyItemsQuirk: true });
+t.test('modify_pending_order_items: tau2 by default, each variant its own price with modifyItemsPriceFix', { skip: existsSync(DIR) ? false : 'tau2 data not found' }, async (t) => {
+  const fixed = loadTau2Retail(DIR, { split: 'train', modifyItemsPriceFix: true });
+  const quirk = loadTau2Retail(DIR, { split: 'train' });
   // find a pending order with two items of different products that both have another available variant
   const db: RetailDb = fixed.domain.db;
   for (const o of db.orders.values()) {

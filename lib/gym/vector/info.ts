@@ -6,7 +6,8 @@
  * one stacked typed array (`numEnvs × length`, zeros where absent), plain objects recursively to
  * nested vector infos, and anything else to an array (null where absent). When sub-environments
  * report different kinds of values for one key, the key falls back to a plain array of the
- * values.
+ * values. As in Gymnasium, `final_obs` (same-step autoreset) is never batched: it is an array
+ * with each sub-environment's own last observation and null where no episode ended.
  * @module
  */
 import { TYPED_ARRAYS, dtypeOf, type TypedArray } from '../spaces/space.js';
@@ -46,7 +47,12 @@ export function addInfo(infos: Info, envInfo: Info, index: number, numEnvs: numb
   for (const [key, value] of Object.entries(envInfo)) {
     const maskKey = `_${key}`;
     const mask = (infos[maskKey] as boolean[] | undefined) ?? new Array<boolean>(numEnvs).fill(false);
-    if (isPlainObject(value)) {
+    if (key === 'final_obs') {
+      const existing = infos[key];
+      const column = Array.isArray(existing) ? existing : new Array<unknown>(numEnvs).fill(null);
+      column[index] = value;
+      infos[key] = column;
+    } else if (isPlainObject(value)) {
       const existing = infos[key];
       infos[key] = addInfo(isPlainObject(existing) ? existing : {}, value, index, numEnvs);
     } else {

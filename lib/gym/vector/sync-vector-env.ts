@@ -9,7 +9,9 @@
  * - SAME_STEP: the step that ends an episode resets the sub-environment at once; it returns
  *   the new episode's first observation with the ending step's reward and flags, and puts the
  *   last observation and info in `info.final_obs` / `info.final_info` (masks `_final_obs`,
- *   `_final_info`), followed by the reset info.
+ *   `_final_info`), followed by the reset info. As in Gymnasium, `final_obs` is not batched:
+ *   one entry per sub-environment, its last observation or null where no episode ended;
+ *   `final_info` is a vector info like any other.
  * - DISABLED: nothing is reset; stepping an ended sub-environment throws until it is reset with
  *   `reset({ options: { reset_mask } })`.
  * @module

@@ -69,7 +69,7 @@ export interface Tau2RetailData {
 
 /**
  * Loads a tau2 retail folder (`db.json`, `policy.md`, tasks). Options pass on to the domain
- * (e.g. `modifyItemsQuirk`) and the task loader (`split`, `ids`).
+ * (e.g. `modifyItemsPriceFix`) and the task loader (`split`, `ids`).
  */
 export function loadTau2Retail(dir: string, options: LoadTasksOptions & Omit<RetailDomainOptions, 'db' | 'policy'> = {}): Tau2RetailData {
   const db = loadRetailDb(join(dir, 'db.json'));

@@ -2,11 +2,12 @@
  * The 16 retail agent tools with tau2's arguments, checks (in tau2's order), effects, return
  * values and error messages.
  *
- * `modify_pending_order_items` quirk: tau2 (up to v1.0.1) writes the price and options of the
- * *last* new variant onto every modified item (issues #317/#318). By default we give each
- * modified item its own new variant's price and options (the fix proposed in PR #322);
- * `{ modifyItemsQuirk: true }` reproduces tau2 exactly. The same tool runs on both sides of
- * grading (trajectory replay and gold replay), so either choice grades consistently.
+ * `modify_pending_order_items`: tau2 writes the price and options of the *last* new variant
+ * onto every modified item (issues #317/#318). We do the same by default, so that grades and
+ * published tau2 numbers agree; `{ modifyItemsPriceFix: true }` gives each modified item its own
+ * new variant's price and options instead (the fix proposed in tau2 PR #322, not merged). The
+ * same tool runs on both sides of grading (trajectory replay and gold replay), so either choice
+ * grades consistently.
  * @module
  */
 import { z } from 'zod';
@@ -19,8 +20,28 @@ import type { Address, GiftCard, Order, OrderItem, OrderPayment, PaymentMethod, 
 
 /** Options of the retail toolkit. */
 export interface RetailToolOptions {
-  /** Reproduce tau2's `modify_pending_order_items` last-variant price/options quirk. Default false. */
+  /**
+   * `modify_pending_order_items` gives each modified item its own new variant's price and
+   * options (tau2 PR #322). Default false: tau2's behaviour, the last new variant's price and
+   * options on every modified item.
+   */
+  modifyItemsPriceFix?: boolean;
+  /**
+   * @deprecated The former name with the opposite sense: `modifyItemsQuirk: false` is
+   * `modifyItemsPriceFix: true`. Still read; giving both with conflicting values throws.
+   */
   modifyItemsQuirk?: boolean;
+}
+
+/** Whether `modify_pending_order_items` uses the price fix (see {@link RetailToolOptions}). */
+export function modifyItemsPriceFixOf(options: RetailToolOptions): boolean {
+  const { modifyItemsPriceFix: fix, modifyItemsQuirk: quirk } = options;
+  if (fix !== undefined && typeof fix !== 'boolean') throw new TypeError(`modifyItemsPriceFix must be a boolean, got ${typeof fix}`);
+  if (quirk !== undefined && typeof quirk !== 'boolean') throw new TypeError(`modifyItemsQuirk must be a boolean, got ${typeof quirk}`);
+  if (fix !== undefined && quirk !== undefined && fix === quirk) {
+    throw new RangeError(`modifyItemsPriceFix: ${fix} contradicts the deprecated modifyItemsQuirk: ${quirk}; give only modifyItemsPriceFix`);
+  }
+  return fix ?? (quirk === undefined ? false : !quirk);
 }
 
 const ORDER_ID = z.string().describe("The order id, such as '#W0000000'. Note the '#' at the start of the order id.");
@@ -86,7 +107,7 @@ function toAddress(a: Record<keyof Address, string>): Address {
 
 /** Builds the 16 retail tools. */
 export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
-  const quirk = options.modifyItemsQuirk ?? false;
+  const quirk = !modifyItemsPriceFixOf(options);
   return [
     defineTool<RetailDb, { expression: z.ZodString }>({
       name: 'calculate',
