@@ -21,7 +21,6 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { Command } from 'commander';
 
 import {
   backends,
@@ -40,6 +39,7 @@ import {
   type DType,
   type DeviceTensor,
 } from '../lib/index.js';
+import { benchProgram, type BenchCliSettings } from './common/cli.js';
 import { invokedDirectly } from './common/entry.js';
 
 /** Which mask a row used. */
@@ -312,10 +312,9 @@ export async function runAttentionGpuBench(options: AttentionGpuBenchOptions = {
   return { ...result, markdown: gpuBenchMarkdown(result) };
 }
 
-/** The command line: `node dist/bench/attention-gpu.js [options]`. */
-export async function main(argv: string[] = process.argv): Promise<void> {
-  const program = new Command('attention-gpu-bench')
-    .description('sink attention on the GPU: eager vs fused peak memory and time, and PyTorch where installed')
+/** The command line: `node dist/bench/attention-gpu.js [options]` (`argv` as node gives it: node, script, arguments). */
+export async function main(argv: string[] = process.argv, cli: BenchCliSettings = {}): Promise<void> {
+  const program = benchProgram('attention-gpu-bench', 'sink attention on the GPU: eager vs fused peak memory and time, and PyTorch where installed', cli)
     .option('--seqs <list>', 'sequence lengths', DEFAULTS.seqLens.join(','))
     .option('--heads <q/kv>', 'query/kv heads', '64/8')
     .option('--head-dim <n>', 'head dimension', '64')

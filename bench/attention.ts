@@ -15,7 +15,6 @@
 import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 
-import { Command } from 'commander';
 
 import {
   SinkAttention,
@@ -30,6 +29,7 @@ import {
 } from '../lib/index.js';
 import { memoryChartSvg } from './attention-chart.js';
 import { GiB, collectGarbage, fillRandom as fill, fmtBytes, summarize, type Summary } from './common/util.js';
+import { benchProgram, type BenchCliSettings } from './common/cli.js';
 import { invokedDirectly } from './common/entry.js';
 
 /** Which mask a row used. */
@@ -308,15 +308,14 @@ export async function runAttentionBench(options: AttentionBenchOptions = {}): Pr
   return result;
 }
 
-/** The command line: `node dist/bench/attention.js [options]`. */
-export async function main(argv: string[] = process.argv): Promise<void> {
+/** The command line: `node dist/bench/attention.js [options]` (`argv` as node gives it: node, script, arguments). */
+export async function main(argv: string[] = process.argv, cli: BenchCliSettings = {}): Promise<void> {
   const list = (s: string) => s.split(',').map((x) => Number.parseInt(x, 10));
   const heads = (s: string) => {
     const [q, kv] = s.split('/').map((x) => Number.parseInt(x, 10));
     return { qHeads: q!, kvHeads: kv ?? q! };
   };
-  const program = new Command('attention-bench')
-    .description('eager vs fused sink attention: peak memory and speed, side by side')
+  const program = benchProgram('attention-bench', 'eager vs fused sink attention: peak memory and speed, side by side', cli)
     .option('--limit <GiB>', 'tracked memory limit in GiB', '16')
     .option('--mem-seqs <list>', 'sequence lengths of the memory table', '1024,2048,4096,8192')
     .option('--mem-heads <q/kv>', 'heads of the memory table', '64/8')

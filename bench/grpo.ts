@@ -9,11 +9,11 @@
  */
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
-import { parseArgs } from 'node:util';
 
 import { grpoAddon } from '../lib/grpo/native.js';
 import { broadcastAdvantages, computeAdvantages, policyLoss, type KlType } from '../lib/grpo/index.js';
 import { backends } from '../lib/native/index.js';
+import { benchProgram, type BenchCliSettings } from './common/cli.js';
 import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runGrpoBench}. */
@@ -298,22 +298,20 @@ function parseTokens(s: string): number[] {
   });
 }
 
-/** The command line: prints the table (or JSON with --json), writes --out and --svg files. */
-export function main(argv: string[] = process.argv.slice(2)): GrpoBenchResult {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      tokens: { type: 'string' },
-      len: { type: 'string' },
-      group: { type: 'string' },
-      repeats: { type: 'string' },
-      seed: { type: 'string' },
-      kl: { type: 'string' },
-      json: { type: 'boolean' },
-      out: { type: 'string' },
-      svg: { type: 'string' },
-    },
-  });
+/** The command line (the arguments after the script): prints the table (or JSON with --json), writes --out and --svg files. */
+export function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): GrpoBenchResult {
+  const program = benchProgram('node dist/bench/grpo.js', 'GRPO advantages and policy loss kernels: time per stage over token counts', cli)
+    .option('--tokens <list>', 'token counts, e.g. 1M,4M,16M')
+    .option('--len <n>', 'response length')
+    .option('--group <n>', 'group size')
+    .option('--repeats <n>', 'repeats per point')
+    .option('--seed <n>', 'seed of the random inputs')
+    .option('--kl <type>', 'KL estimator: k1 | k2 | k3 | abs | none')
+    .option('--json', 'print JSON instead of the table')
+    .option('--out <file>', 'write the results as JSON')
+    .option('--svg <file>', 'write the chart as SVG')
+    .parse([...argv], { from: 'user' });
+  const values = program.opts<{ tokens?: string; len?: string; group?: string; repeats?: string; seed?: string; kl?: string; json?: boolean; out?: string; svg?: string }>();
   const json = values.json === true;
   if (!json) console.log(HEADER);
   const result = runGrpoBench({

@@ -15,6 +15,7 @@ import { performance } from 'node:perf_hooks';
 
 import { AsyncVectorEnv, CartPoleEnv, RandomGenerator, SyncVectorEnv, make, type Env } from '../lib/gym/index.js';
 import { HeavyEnv } from './gym-heavy-env.js';
+import { benchProgram, type BenchCliSettings } from './common/cli.js';
 import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runGymBench}. */
@@ -143,15 +144,18 @@ export async function runGymBench(options: GymBenchOptions = {}): Promise<GymBen
   }
 }
 
-if (invokedDirectly(import.meta.url)) {
-  const args = process.argv.slice(2);
-  const quick = args.includes('--quick');
-  const result = await runGymBench(quick ? { cartpoleSteps: 50_000, vectorSteps: 100, rounds: 2 } : {});
-  const jsonAt = args.indexOf('--json');
-  if (jsonAt >= 0) {
-    const target = args[jsonAt + 1];
-    const text = JSON.stringify(result, null, 2);
-    if (target && !target.startsWith('--')) writeFileSync(target, `${text}\n`);
-    else console.log(text);
-  }
+/** The command line: `[--quick] [--json [file]]` (the arguments after the script). */
+export async function main(args: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<GymBenchResult> {
+  const program = benchProgram('node dist/bench/gym.js', 'Gymnasium env step rates: CartPole bare vs make(), sync vs async vector envs', cli)
+    .option('--quick', 'a small, fast run')
+    .option('--json [file]', 'write the results as JSON to the file (or print JSON instead of the table)')
+    .parse([...args], { from: 'user' });
+  const o = program.opts<{ quick?: boolean; json?: string | boolean }>();
+  const result = await runGymBench({ ...(o.quick ? { cartpoleSteps: 50_000, vectorSteps: 100, rounds: 2 } : {}), print: o.json !== true });
+  const text = JSON.stringify(result, null, 2);
+  if (typeof o.json === 'string') writeFileSync(o.json, `${text}\n`);
+  else if (o.json === true) console.log(text);
+  return result;
 }
+
+if (invokedDirectly(import.meta.url)) await main();

@@ -27,7 +27,9 @@ import {
   packSequences,
 } from '../lib/index.js';
 import { measureTrainStep } from './common/train-step.js';
+import { benchProgram, type BenchCliSettings } from './common/cli.js';
 import { invokedDirectly } from './common/entry.js';
+import { parseGiB } from './common/options.js';
 
 const GiB = 2 ** 30;
 
@@ -264,20 +266,19 @@ export async function runModelTrainBench(options: ModelTrainBenchOptions = {}): 
   };
 }
 
-/** Command-line entry: `[--quick] [--json [file]] [--limit <GiB>] [--model tiny|small]`. */
-export async function main(argv: string[] = process.argv.slice(2)): Promise<ModelTrainBenchResult> {
-  const quick = argv.includes('--quick');
-  const at = (flag: string): string | undefined => {
-    const i = argv.indexOf(flag);
-    return i >= 0 && i + 1 < argv.length && !argv[i + 1].startsWith('--') ? argv[i + 1] : undefined;
-  };
-  const limitGiB = at('--limit');
-  const preset = at('--model') as ModelPreset | undefined;
-  const result = await runModelTrainBench({ quick, model: preset, memoryLimitBytes: limitGiB ? Number.parseFloat(limitGiB) * GiB : undefined });
-  if (argv.includes('--json')) {
-    const file = at('--json');
+/** Command-line entry: `[--quick] [--json [file]] [--limit <GiB>] [--model tiny|small]` (the arguments after the script). */
+export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<ModelTrainBenchResult> {
+  const program = benchProgram('node dist/bench/model-train.js', 'built-in transformer: training and sampling tokens/s, step memory (fused vs eager attention)', cli)
+    .option('--quick', 'a small, fast run')
+    .option('--json [file]', 'write the results as JSON to the file (or stdout)')
+    .option('--limit <GiB>', 'tracked memory limit of the step-memory points')
+    .option('--model <preset>', 'tiny | small (default tiny)')
+    .parse([...argv], { from: 'user' });
+  const o = program.opts<{ quick?: boolean; json?: string | boolean; limit?: string; model?: string }>();
+  const result = await runModelTrainBench({ quick: o.quick === true, model: o.model as ModelPreset | undefined, memoryLimitBytes: o.limit !== undefined ? parseGiB('--limit', o.limit) : undefined });
+  if (o.json !== undefined) {
     const text = JSON.stringify(result, null, 2) + '\n';
-    if (file) writeFileSync(file, text);
+    if (typeof o.json === 'string') writeFileSync(o.json, text);
     else process.stdout.write(text);
   }
   return result;

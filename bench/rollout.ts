@@ -17,6 +17,7 @@ import { loadTauWorld, TauEnv, type ChatMessage as GymChatMessage } from '../lib
 import { ChatTemplate, trainChatTokenizer, type ChatMessage } from '../lib/model/index.js';
 import { AgentLoop, episodesToDataProto, ExpertTokenPolicy, mixSeed, packMicroBatches, tauMessageOf, type EpisodeRecord, type TokenizationSanityCheck } from '../lib/rollout/index.js';
 import { ExpertRetailAgent, type Message } from '../lib/tau/index.js';
+import { benchProgram, type BenchCliSettings } from './common/cli.js';
 import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runRolloutBench}. */
@@ -215,15 +216,18 @@ export async function runRolloutBench(options: RolloutBenchOptions = {}): Promis
   return result;
 }
 
-/** The command line: `[--quick] [--json [file]]`. */
-export async function main(args: readonly string[]): Promise<RolloutBenchResult> {
-  const quick = args.includes('--quick');
-  const jsonAt = args.indexOf('--json');
-  const result = await runRolloutBench(quick ? { tasks: 8, n: 2, rounds: 1, log: jsonAt >= 0 ? () => undefined : undefined } : { log: jsonAt >= 0 ? () => undefined : undefined });
-  if (jsonAt >= 0) {
+/** The command line: `[--quick] [--json [file]]` (the arguments after the script). */
+export async function main(args: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<RolloutBenchResult> {
+  const program = benchProgram('node dist/bench/rollout.js', 'agent-loop rollouts through the tau envs: episodes/s and tokens/s', cli)
+    .option('--quick', 'a small, fast run')
+    .option('--json [file]', 'write the results as JSON to the file (or stdout) instead of the table')
+    .parse([...args], { from: 'user' });
+  const o = program.opts<{ quick?: boolean; json?: string | boolean }>();
+  const log = o.json !== undefined ? () => undefined : undefined;
+  const result = await runRolloutBench(o.quick ? { tasks: 8, n: 2, rounds: 1, log } : { log });
+  if (o.json !== undefined) {
     const text = JSON.stringify(result, null, 2);
-    const target = args[jsonAt + 1];
-    if (target && !target.startsWith('--')) writeFileSync(target, `${text}\n`);
+    if (typeof o.json === 'string') writeFileSync(o.json, `${text}\n`);
     else console.log(text);
   }
   return result;

@@ -19,6 +19,7 @@ import {
   ScriptedTelecomUser,
   TauEpisode,
 } from '../lib/tau/index.js';
+import { benchProgram, type BenchCliSettings } from './common/cli.js';
 import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runTauTelecomBench}. */
@@ -130,9 +131,13 @@ export function runTauTelecomBench(options: TauTelecomBenchOptions = {}): TauTel
   };
 }
 
-if (invokedDirectly(import.meta.url)) {
+/** The command line: `[--json]` (the arguments after the script). */
+export function main(args: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): TauTelecomBenchResult {
+  const program = benchProgram('node dist/bench/tau-telecom.js', "tau telecom world: reset, grading, expert and random agents (tau2's small set when present)", cli)
+    .option('--json', 'print JSON instead of the table')
+    .parse([...args], { from: 'user' });
   const r = runTauTelecomBench();
-  if (process.argv.includes('--json')) console.log(JSON.stringify(r, null, 2));
+  if (program.opts<{ json?: boolean }>().json) console.log(JSON.stringify(r, null, 2));
   else {
     const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
     console.log('tau world / telecom (generated fault scenarios)');
@@ -143,4 +148,7 @@ if (invokedDirectly(import.meta.url)) {
     console.log(`  random agent           mean reward ${r.randomMeanReward.toFixed(3)}`);
     console.log(`  tau2 small set         ${r.tau2SmallSuccess === null ? 'n/a (no data)' : `expert ${pct(r.tau2SmallSuccess)}`}`);
   }
+  return r;
 }
+
+if (invokedDirectly(import.meta.url)) main();

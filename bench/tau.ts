@@ -8,6 +8,7 @@ import { join } from 'node:path';
 
 import type { RetailDb, SimulationRun, TauDomain } from '../lib/tau/index.js';
 import { createRetailDomain, ExpertRetailAgent, generateRetailDb, generateRetailTasks, loadTau2Retail, runEpisodeSync, ScriptedRetailUser, TauEpisode, TauEvaluator } from '../lib/tau/index.js';
+import { benchProgram, type BenchCliSettings } from './common/cli.js';
 import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runTauBench}. */
@@ -118,9 +119,13 @@ export function runTauBench(options: TauBenchOptions = {}): TauBenchResult {
   };
 }
 
-if (invokedDirectly(import.meta.url)) {
+/** The command line: `[--json]` (the arguments after the script). */
+export function main(args: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): TauBenchResult {
+  const program = benchProgram('node dist/bench/tau.js', "tau retail world: reset, grading and expert episodes (tau2's retail DB when present)", cli)
+    .option('--json', 'print JSON instead of the table')
+    .parse([...args], { from: 'user' });
   const r = runTauBench();
-  if (process.argv.includes('--json')) console.log(JSON.stringify(r, null, 2));
+  if (program.opts<{ json?: boolean }>().json) console.log(JSON.stringify(r, null, 2));
   else {
     console.log(`tau world (${r.db} retail DB)`);
     console.log(`  reset (initial state)  median ${r.resetMedianMs.toFixed(4)} ms`);
@@ -128,4 +133,7 @@ if (invokedDirectly(import.meta.url)) {
     console.log(`  full DB SHA-256        ${r.hashMs.toFixed(2)} ms`);
     console.log(`  expert + scripted user ${r.stepsPerSecond.toFixed(0)} steps/s, ${r.episodesPerSecond.toFixed(1)} episodes/s, success ${(r.expertSuccess * 100).toFixed(1)}%`);
   }
+  return r;
 }
+
+if (invokedDirectly(import.meta.url)) main();

@@ -17,10 +17,11 @@
  * @module
  */
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, normalize, resolve } from 'node:path';
 
 import { ChatTemplate, TransformerPolicy } from '../model/index.js';
 import { validateSavedConfig, type TrainConfig, type TrainEnvId } from './config.js';
+import type { MetricsRow } from './report.js';
 import { promptSettings, type PromptSettings } from './world.js';
 
 /** What a checkpoint stores besides the policy (enough for an exact resume). */
@@ -120,6 +121,103 @@ export function saveRunCheckpoint(out: string, policy: TransformerPolicy, config
   const steps = listCheckpoints(out);
   for (const k of steps.slice(0, Math.max(0, steps.length - keep))) rmSync(checkpointDir(out, k), { recursive: true, force: true });
   return final;
+}
+
+/**
+ * Removes the temporaries an interrupted run leaves behind: checkpoint folders being written
+ * (`checkpoints/.tmp-step-<k>-<pid>`) and files being replaced atomically (`<name>.tmp-<pid>`,
+ * e.g. `metrics.jsonl.tmp-123`). Only one process trains in a run folder at a time, so at the
+ * start or resume of a run every such entry is stale.
+ * @returns the removed paths, relative to `out`.
+ */
+export function removeStaleTemporaries(out: string): string[] {
+  const removed: string[] = [];
+  const ckDir = join(out, 'checkpoints');
+  if (existsSync(ckDir)) {
+    for (const name of readdirSync(ckDir)) {
+      if (!/^\.tmp-step-\d+-\d+$/.test(name)) continue;
+      rmSync(join(ckDir, name), { recursive: true, force: true });
+      removed.push(join('checkpoints', name));
+    }
+  }
+  if (existsSync(out)) {
+    for (const name of readdirSync(out)) {
+      if (!/\.tmp-\d+$/.test(name)) continue;
+      rmSync(join(out, name), { recursive: true, force: true });
+      removed.push(name);
+    }
+  }
+  return removed;
+}
+
+/** What {@link readMetricsFile} read. */
+export interface MetricsFile {
+  /** The rows, in file order. */
+  rows: MetricsRow[];
+  /** A torn last line (a write cut off by a kill), dropped; null when the file ends cleanly. */
+  tornLastLine: string | null;
+}
+
+/**
+ * Reads `metrics.jsonl`. A last line without its newline that is not valid JSON is the trace of
+ * a kill during the write: it is dropped and returned as `tornLastLine` (the checkpoint decides
+ * where a run resumes; that row is logged again). Any other bad line is a
+ * {@link RunFolderError} naming the file and the line number. A missing file has no rows.
+ */
+export function readMetricsFile(path: string): MetricsFile {
+  if (!existsSync(path)) return { rows: [], tornLastLine: null };
+  const text = readFileSync(path, 'utf8');
+  const lines = text.split('\n');
+  const rows: MetricsRow[] = [];
+  let tornLastLine: string | null = null;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    if (line.trim().length === 0) continue;
+    let row: unknown;
+    try {
+      row = JSON.parse(line);
+    } catch (e) {
+      if (i === lines.length - 1) {
+        // the last line has no newline after it: the append that wrote it was cut off
+        tornLastLine = line;
+        break;
+      }
+      throw new RunFolderError(`${path}:${i + 1}: not a JSON line (${(e as Error).message})`);
+    }
+    if (row === null || typeof row !== 'object' || Array.isArray(row)) throw new RunFolderError(`${path}:${i + 1}: a metrics row must be a JSON object`);
+    if (typeof (row as MetricsRow).step !== 'number') throw new RunFolderError(`${path}:${i + 1}: a metrics row needs a numeric "step"`);
+    rows.push(row as MetricsRow);
+  }
+  return { rows, tornLastLine };
+}
+
+/**
+ * The run folder that resuming `dir` continues: `dir` itself when it is a run folder
+ * (`config.json`), or the run a checkpoint folder (`<run>/checkpoints/step-<k>`, which eval and
+ * serve accept) belongs to when it is that run's newest checkpoint. An older checkpoint, a
+ * checkpoint outside a run folder or any other folder is refused with a {@link RunFolderError}:
+ * resuming continues a run from its newest checkpoint and never starts a new run.
+ * @returns the run folder (`dir`, or `dir/../..` normalized).
+ */
+export function resumeRunFolder(dir: string): string {
+  const abs = resolve(dir);
+  if (existsSync(join(abs, 'trainer.json')) && existsSync(join(abs, 'policy.safetensors'))) {
+    const m = /^step-(\d+)$/.exec(basename(abs));
+    const run = normalize(join(dir, '..', '..'));
+    if (!m || basename(dirname(abs)) !== 'checkpoints' || !existsSync(join(run, 'config.json'))) {
+      throw new RunFolderError(`${dir} is a checkpoint folder outside a run folder: only a run folder can be resumed (eval and serve load a checkpoint folder)`);
+    }
+    const steps = listCheckpoints(run);
+    const newest = steps[steps.length - 1];
+    if (Number(m[1]) !== newest) {
+      throw new RunFolderError(
+        `${dir} is the checkpoint of step ${m[1]} of the run ${run}, whose newest checkpoint is step ${newest ?? '(none)'}; resuming continues a run from its newest checkpoint: resume ${run} (to branch off an older checkpoint, copy the run folder and delete the newer checkpoints)`,
+      );
+    }
+    return run;
+  }
+  if (!existsSync(join(abs, 'config.json'))) throw new RunFolderError(`${dir} is not a run folder (no config.json)`);
+  return dir;
 }
 
 /** Reads a checkpoint's trainer state. */

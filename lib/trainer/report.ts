@@ -7,12 +7,19 @@
 /** One row of `metrics.jsonl`. */
 export type MetricsRow = Record<string, number | string>;
 
-/** One chart: a title and the metric keys drawn as lines (x = the row's `step`). */
+/** One chart: a title and the metric keys drawn as lines against the x key (default the row's `step`). */
 export interface ChartSpec {
   /** Title. */
   title: string;
   /** Metric keys (one line each). */
   keys: readonly string[];
+  /**
+   * The key of the x value (default `step`). SFT rows log `step: 0` (no GRPO step yet) and
+   * their own step as `sft/step`, so the SFT chart uses `sft/step`.
+   */
+  x?: string;
+  /** The x-axis label (default `step`). */
+  xLabel?: string;
 }
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd'];
@@ -27,21 +34,84 @@ function fmt(v: number): string {
   return a >= 1000 || a < 0.01 ? v.toExponential(1) : Number(v.toPrecision(3)).toString();
 }
 
-/** One SVG line chart of `keys` against `step` (rows without a key are skipped for that line). */
+/** Axis ticks: the values and the spacing between them. */
+export interface AxisTicks {
+  /** Tick values, ascending. */
+  values: number[];
+  /** The spacing (1, 2 or 5 times a power of ten). */
+  step: number;
+}
+
+/** The one of 1, 2, 5 × 10^k nearest to `raw` (`raw` > 0; nearest on a log scale). */
+function niceStep(raw: number): number {
+  const p = 10 ** Math.floor(Math.log10(raw));
+  const r = raw / p;
+  return (r >= Math.sqrt(50) ? 10 : r >= Math.sqrt(10) ? 5 : r >= Math.sqrt(2) ? 2 : 1) * p;
+}
+
+/**
+ * "Nice" ticks for the range `lo..hi`: about `target` intervals of 1, 2 or 5 × 10^k, on
+ * multiples of the spacing, covering the range (the first tick at or below `lo`, the last at or
+ * above `hi`; a single value gets a range around it). With `integer`, the spacing is a whole
+ * number (step axes).
+ */
+export function niceTicks(lo: number, hi: number, target = 4, integer = false): AxisTicks {
+  if (!(hi > lo)) {
+    // one value: a range around it (a flat line in the middle of the chart)
+    const d = integer ? 1 : Math.abs(lo) > 0 ? Math.abs(lo) * 0.05 : 0.5;
+    lo -= d;
+    hi += d;
+  }
+  let step = niceStep((hi - lo) / target);
+  if (integer) step = Math.max(1, Math.round(step));
+  const first = Math.floor(lo / step + 1e-9);
+  const last = Math.ceil(hi / step - 1e-9);
+  const values: number[] = [];
+  for (let i = first; i <= last; i++) values.push(i * step);
+  return { values, step };
+}
+
+/**
+ * A tick label with as many digits as the tick spacing needs, so that neighbouring ticks never
+ * read the same: spacing 0.01 → `6.21`, spacing 0.5 → `1.5`, spacing 20 → `40`; exponents for
+ * very large or very small values (`2.5e-6` with spacing 5e-7).
+ */
+export function tickLabel(v: number, step: number): string {
+  const stepExp = Math.floor(Math.log10(step) + 1e-9);
+  if (Math.abs(v) < step * 1e-6) return '0';
+  const a = Math.abs(v);
+  if (a >= 1e6 || (a < 1e-3 && step < 1e-3)) {
+    const vExp = Math.floor(Math.log10(a));
+    return v.toExponential(Math.min(20, Math.max(0, vExp - stepExp)));
+  }
+  return v.toFixed(Math.min(20, Math.max(0, -stepExp)));
+}
+
+/**
+ * One SVG line chart of `keys` against `spec.x` (default `step`; rows without the key or the x
+ * value are skipped for that line). The y axis has nice ticks labelled with the precision their
+ * spacing needs; x ticks are whole numbers when every x value is (steps).
+ */
 export function lineChartSvg(rows: readonly MetricsRow[], spec: ChartSpec, width = 440, height = 240): string {
-  const series = spec.keys.map((k) => ({ key: k, pts: rows.filter((r) => typeof r[k] === 'number' && Number.isFinite(r[k] as number) && typeof r.step === 'number').map((r) => [r.step as number, r[k] as number] as const) }));
+  const xKey = spec.x ?? 'step';
+  const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+  const series = spec.keys.map((k) => ({ key: k, pts: rows.filter((r) => finite(r[k]) && finite(r[xKey])).map((r) => [r[xKey] as number, r[k] as number] as const) }));
   const all = series.flatMap((s) => s.pts);
   const pad = { l: 48, r: 12, t: 28, b: 36 };
   const head = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img"><title>${esc(spec.title)}</title><rect width="100%" height="100%" fill="#fff"/><text x="${width / 2}" y="18" text-anchor="middle" font-size="13" font-family="sans-serif">${esc(spec.title)}</text>`;
   if (all.length === 0) return `${head}<text x="${width / 2}" y="${height / 2}" text-anchor="middle" font-size="12" fill="#888" font-family="sans-serif">no data yet</text></svg>`;
   let x0 = Math.min(...all.map((p) => p[0]));
   let x1 = Math.max(...all.map((p) => p[0]));
-  let y0 = Math.min(...all.map((p) => p[1]));
-  let y1 = Math.max(...all.map((p) => p[1]));
+  const integerX = all.every((p) => Number.isInteger(p[0]));
   if (x1 === x0) x1 = x0 + 1;
-  if (y1 === y0) {
-    y0 -= 0.5;
-    y1 += 0.5;
+  const yt = niceTicks(Math.min(...all.map((p) => p[1])), Math.max(...all.map((p) => p[1])));
+  const y0 = yt.values[0];
+  const y1 = yt.values[yt.values.length - 1];
+  const xt = niceTicks(x0, x1, 4, integerX);
+  const xTicks = xt.values.filter((x) => x >= x0 - 1e-9 && x <= x1 + 1e-9);
+  if (!integerX) {
+    x0 = Math.min(x0, xt.values[0]);
+    x1 = Math.max(x1, xt.values[xt.values.length - 1]);
   }
   const W = width - pad.l - pad.r;
   const H = height - pad.t - pad.b;
@@ -49,15 +119,13 @@ export function lineChartSvg(rows: readonly MetricsRow[], spec: ChartSpec, width
   const sy = (y: number) => pad.t + H - ((y - y0) / (y1 - y0)) * H;
   const parts: string[] = [head];
   parts.push(`<g font-size="10" font-family="sans-serif" fill="#444">`);
-  for (let i = 0; i <= 4; i++) {
-    const y = y0 + ((y1 - y0) * i) / 4;
-    parts.push(`<line x1="${pad.l}" x2="${pad.l + W}" y1="${sy(y).toFixed(1)}" y2="${sy(y).toFixed(1)}" stroke="#eee"/><text x="${pad.l - 4}" y="${(sy(y) + 3).toFixed(1)}" text-anchor="end">${fmt(y)}</text>`);
+  for (const y of yt.values) {
+    parts.push(`<line x1="${pad.l}" x2="${pad.l + W}" y1="${sy(y).toFixed(1)}" y2="${sy(y).toFixed(1)}" stroke="#eee"/><text x="${pad.l - 4}" y="${(sy(y) + 3).toFixed(1)}" text-anchor="end">${tickLabel(y, yt.step)}</text>`);
   }
-  for (let i = 0; i <= 4; i++) {
-    const x = x0 + ((x1 - x0) * i) / 4;
-    parts.push(`<text x="${sx(x).toFixed(1)}" y="${pad.t + H + 14}" text-anchor="middle">${fmt(Math.round(x * 10) / 10)}</text>`);
+  for (const x of integerX ? xTicks : xt.values) {
+    parts.push(`<text x="${sx(x).toFixed(1)}" y="${pad.t + H + 14}" text-anchor="middle">${tickLabel(x, xt.step)}</text>`);
   }
-  parts.push(`<text x="${pad.l + W / 2}" y="${height - 4}" text-anchor="middle">step</text></g>`);
+  parts.push(`<text x="${pad.l + W / 2}" y="${height - 4}" text-anchor="middle">${esc(spec.xLabel ?? 'step')}</text></g>`);
   parts.push(`<rect x="${pad.l}" y="${pad.t}" width="${W}" height="${H}" fill="none" stroke="#999"/>`);
   series.forEach((s, i) => {
     if (s.pts.length === 0) return;
@@ -80,7 +148,7 @@ export function defaultCharts(source: string): ChartSpec[] {
     { title: 'entropy', keys: ['actor/entropy'] },
     { title: 'response length (tokens)', keys: ['response_length/mean'] },
     { title: 'policy loss and grad norm', keys: ['actor/pg_loss', 'actor/grad_norm'] },
-    { title: 'SFT loss', keys: ['sft/loss'] },
+    { title: 'SFT loss', keys: ['sft/loss'], x: 'sft/step', xLabel: 'SFT step' },
     { title: 'seconds per step', keys: ['timing_s/step', 'timing_s/gen', 'timing_s/update_actor'] },
   ];
 }

@@ -3,14 +3,14 @@
  * periodic validation, checkpoints (resumable exactly), metrics, samples and the report.
  * @module
  */
-import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 
 import type { AnyEnv } from '../gym/index.js';
-import { ChatTemplate, modelConfig, TransformerPolicy, type ModelConfig } from '../model/index.js';
+import { ChatTemplate, modelConfig, modelOpsDevice, TransformerPolicy, type ModelConfig } from '../model/index.js';
 import { AgentLoop, mixSeed, ModelPolicyAdapter, type EpisodeRecord } from '../rollout/index.js';
-import { checkpointDir, listCheckpoints, readRunConfig, readTrainerState, RunFolderError, saveRunCheckpoint, writeTextAtomic, type TrainerState } from './checkpoint.js';
+import { checkpointDir, listCheckpoints, readMetricsFile, readRunConfig, readTrainerState, removeStaleTemporaries, resumeRunFolder, RunFolderError, saveRunCheckpoint, writeTextAtomic, type TrainerState } from './checkpoint.js';
 import { valSourceName, type TrainConfig } from './config.js';
 import { evaluatePolicy } from './evaluate.js';
 import { grpoStep } from './grpo-step.js';
@@ -23,14 +23,28 @@ export type TrainEvent =
   | { kind: 'phase'; phase: 'tokenizer' | 'demonstrations' | 'sft' | 'validation' | 'grpo' | 'done'; message: string }
   | { kind: 'sft'; step: number; total: number; loss: number }
   | { kind: 'grpo'; step: number; total: number; metrics: Record<string, number> }
-  | { kind: 'validation'; step: number; meanAt1: number; metrics: Record<string, number> };
+  | { kind: 'validation'; step: number; meanAt1: number; metrics: Record<string, number> }
+  | { kind: 'warning'; message: string };
 
 /** Options of {@link train}. */
 export interface TrainOptions {
   /** The run folder. */
   out: string;
-  /** Continue the run in `out` from its newest checkpoint (its config.json is used). */
+  /**
+   * Continue the run in `out` from its newest checkpoint (its config.json is used, the
+   * configuration passed to {@link train} is not). `out` may also be the run's newest checkpoint
+   * folder (`<run>/checkpoints/step-<k>`): the run it belongs to is resumed.
+   */
   resume?: boolean;
+  /**
+   * With `resume`: the run's new number of GRPO steps (`grpo.steps`, saved to its config.json).
+   * More steps extend a run (also a finished one); fewer end it earlier, but never before its
+   * newest checkpoint. The GRPO learning rate is constant and the task order, rollout seeds and
+   * validation seeds do not depend on the total, so a run extended from N to M steps trains
+   * exactly as an uninterrupted M-step run; the only difference is the validation (and the
+   * checkpoint) the shorter run made at its end, step N, when `val.every` does not divide N.
+   */
+  steps?: number;
   /** Stop after this GRPO step (a checkpoint is written there); the run can be resumed. */
   stopAfter?: number;
   /** Progress events. */
@@ -88,14 +102,6 @@ export function stepTasks(config: TrainConfig, trainIds: readonly string[], step
   return out;
 }
 
-function readRows(path: string): MetricsRow[] {
-  if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim().length > 0)
-    .map((l) => JSON.parse(l) as MetricsRow);
-}
-
 /** Trajectories in OpenAI chat format with rewards (one JSON object per line). */
 export function samplesJsonl(records: readonly EpisodeRecord[], step: number): string {
   return records
@@ -111,40 +117,50 @@ export function samplesJsonl(records: readonly EpisodeRecord[], step: number): s
 export async function train(configIn: TrainConfig, options: TrainOptions): Promise<TrainResult> {
   const wall0 = performance.now();
   const cpu0 = process.cpuUsage();
-  const out = resolve(options.out);
+  const out = resolve(options.resume ? resumeRunFolder(options.out) : options.out);
   const emit = options.onEvent ?? (() => undefined);
   const metricsPath = join(out, 'metrics.jsonl');
   let config = configIn;
   let state: TrainerState = { step: 0, sftDone: false, skippedSteps: 0, abortedEpisodes: 0, elapsedS: 0 };
   let policy: TransformerPolicy | null = null;
   let rows: MetricsRow[] = [];
+  if (options.steps !== undefined && !options.resume) throw new RunFolderError('steps applies to a resumed run (set grpo.steps in the configuration of a new run)');
+  if (options.steps !== undefined && (!Number.isSafeInteger(options.steps) || options.steps < 0)) throw new RunFolderError(`steps must be an integer >= 0, got ${options.steps}`);
 
+  // Everything that can fail is checked before anything is written, so that a failed start
+  // leaves no run behind and a failed resume changes nothing.
+  let resumeFrom: string | null = null;
+  let stepsChanged = false;
   if (options.resume) {
     config = readRunConfig(out);
     const steps = listCheckpoints(out);
     if (steps.length > 0) {
-      const dir = checkpointDir(out, steps[steps.length - 1]);
-      state = readTrainerState(dir);
-      policy = TransformerPolicy.load(join(dir, 'policy.safetensors'), { device: config.model.device });
-      // drop what was logged after the checkpoint (it will be redone identically)
-      rows = readRows(metricsPath).filter((r) => typeof r.step === 'number' && (r.step as number) <= state.step);
-      writeTextAtomic(metricsPath, rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length ? '\n' : ''));
-    } else {
-      rows = [];
-      rmSync(metricsPath, { force: true });
+      resumeFrom = checkpointDir(out, steps[steps.length - 1]);
+      state = readTrainerState(resumeFrom);
     }
-  } else {
-    if (existsSync(join(out, 'config.json'))) throw new RunFolderError(`${out} already holds a run (config.json); use --resume or another --out`);
-    mkdirSync(out, { recursive: true });
-    writeTextAtomic(join(out, 'config.json'), JSON.stringify(config, null, 2));
+    if (options.steps !== undefined && options.steps !== config.grpo.steps) {
+      stepsChanged = true;
+      if (options.steps < state.step) throw new RunFolderError(`steps ${options.steps}: the run's newest checkpoint is at GRPO step ${state.step}; a run can be extended or ended earlier, but not before its newest checkpoint`);
+      config = { ...config, grpo: { ...config.grpo, steps: options.steps } };
+    }
+  } else if (existsSync(join(out, 'config.json'))) {
+    throw new RunFolderError(`${out} already holds a run (config.json); use --resume or another --out`);
   }
+  modelOpsDevice(config.model.device); // model.device 'cuda' without a usable GPU fails here
   const source = valSourceName(config.env);
   const tw: TrainWorld = buildWorld(config);
   const prompt = promptSettings(config);
   const baseEnv = trainEnvFactory(config, tw.world);
   const env = options.wrapEnv ? options.wrapEnv(baseEnv) : baseEnv;
+  let metricsToKeep: MetricsRow[] = [];
+  if (resumeFrom) {
+    const read = readMetricsFile(metricsPath);
+    if (read.tornLastLine !== null) emit({ kind: 'warning', message: `${metricsPath}: dropped a torn last line (a write cut off by a kill; the run resumes from the checkpoint of step ${state.step} and logs it again): ${read.tornLastLine.slice(0, 80)}` });
+    // what was logged after the checkpoint is dropped (it will be redone identically)
+    metricsToKeep = read.rows.filter((r) => (r.step as number) <= state.step);
+    policy = TransformerPolicy.load(join(resumeFrom, 'policy.safetensors'), { device: config.model.device });
+  }
   const limits = { maxTurns: config.rollout.maxTurns, maxTokensPerTurn: config.rollout.maxTokensPerTurn, maxContextTokens: config.rollout.maxContextTokens };
-
   const log = (row: MetricsRow) => {
     rows.push(row);
     appendFileSync(metricsPath, JSON.stringify(row) + '\n');
@@ -156,44 +172,72 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     const key = `val-core/${source}/reward/mean@1`;
     const summary: Record<string, string | number> = { env: config.env, preset: config.preset, 'GRPO steps': `${state.step} / ${config.grpo.steps}`, 'wall time (s)': Math.round(elapsed()) };
     if (val.length > 0) summary['val mean@1 (first → last)'] = `${(val[0][key] as number).toFixed(3)} → ${(val[val.length - 1][key] as number).toFixed(3)}`;
-    writeTextAtomic(join(out, 'report.html'), renderReport(rows, { title: `sinkflex train: ${out}`, source, config, summary }));
+    // the folder's name, not its path: reports are shared and committed
+    writeTextAtomic(join(out, 'report.html'), renderReport(rows, { title: `sinkflex train: ${basename(out)}`, source, config, summary }));
   };
-
-  if (!policy) {
-    emit({ kind: 'phase', phase: 'tokenizer', message: 'training the tokenizer on expert demonstrations' });
-    const tokenizer = await trainRunTokenizer(config, tw);
-    policy = TransformerPolicy.create(runModelConfig(config, tokenizer.vocabSize), { seed: config.seed, tokenizer, device: config.model.device });
-  }
-  const tokenizer = policy.tokenizer;
-  if (!tokenizer) throw new RunFolderError('the policy has no tokenizer');
-  const template = new ChatTemplate(tokenizer);
-  const refPath = join(out, 'reference.safetensors');
-
-  const validate = async (step: number) => {
-    emit({ kind: 'phase', phase: 'validation', message: `validation after step ${step}` });
-    const t0 = performance.now();
-    const r = await evaluatePolicy({
-      policy: new ModelPolicyAdapter(policy as TransformerPolicy),
-      template,
-      env,
-      taskIds: tw.valIds,
-      trials: config.val.trials,
-      seed: config.val.seed,
-      temperature: config.val.temperature,
-      limits,
-      concurrency: config.rollout.concurrency,
-      systemPrompt: prompt.systemPrompt,
-      renderTools: prompt.renderTools,
-      source,
-    });
-    const row: MetricsRow = { step, phase: 'val', ...r.metrics, 'timing_s/testing': (performance.now() - t0) / 1000 };
-    log(row);
-    emit({ kind: 'validation', step, meanAt1: r.meanAt1, metrics: r.metrics });
-    return r;
+  /** Set once this call saved a checkpoint (from then on the run can be resumed). */
+  let checkpointed = false;
+  const saveCheckpoint = (p: TransformerPolicy) => {
+    saveRunCheckpoint(out, p, config, { ...state, elapsedS: elapsed() }, config.output.keepCheckpoints);
+    checkpointed = true;
+  };
+  const createdOut = !existsSync(out);
+  /** A new run that fails before its first checkpoint cannot be resumed: it removes what it wrote, so that the same `out` can be used again. */
+  const undoFailedStart = () => {
+    for (const name of ['config.json', 'metrics.jsonl', 'reference.safetensors', 'report.html']) rmSync(join(out, name), { force: true });
+    removeStaleTemporaries(out);
+    for (const dir of [join(out, 'checkpoints'), ...(createdOut ? [out] : [])]) {
+      if (existsSync(dir) && readdirSync(dir).length === 0) rmdirSync(dir);
+    }
   };
 
   let reference: TransformerPolicy | null = null;
   try {
+    // writing starts here
+    const removed = removeStaleTemporaries(out);
+    if (removed.length > 0) emit({ kind: 'warning', message: `removed ${removed.length} temporary file(s) left by an interrupted run: ${removed.join(', ')}` });
+    if (!options.resume) {
+      mkdirSync(out, { recursive: true });
+      writeTextAtomic(join(out, 'config.json'), JSON.stringify(config, null, 2));
+    } else {
+      if (stepsChanged) writeTextAtomic(join(out, 'config.json'), JSON.stringify(config, null, 2));
+      if (resumeFrom) writeTextAtomic(metricsPath, metricsToKeep.map((r) => JSON.stringify(r)).join('\n') + (metricsToKeep.length ? '\n' : ''));
+      else rmSync(metricsPath, { force: true });
+      rows = metricsToKeep;
+    }
+    if (!policy) {
+      emit({ kind: 'phase', phase: 'tokenizer', message: 'training the tokenizer on expert demonstrations' });
+      const tokenizer = await trainRunTokenizer(config, tw);
+      policy = TransformerPolicy.create(runModelConfig(config, tokenizer.vocabSize), { seed: config.seed, tokenizer, device: config.model.device });
+    }
+    const tokenizer = policy.tokenizer;
+    if (!tokenizer) throw new RunFolderError('the policy has no tokenizer');
+    const template = new ChatTemplate(tokenizer);
+    const refPath = join(out, 'reference.safetensors');
+
+    const validate = async (step: number) => {
+      emit({ kind: 'phase', phase: 'validation', message: `validation after step ${step}` });
+      const t0 = performance.now();
+      const r = await evaluatePolicy({
+        policy: new ModelPolicyAdapter(policy as TransformerPolicy),
+        template,
+        env,
+        taskIds: tw.valIds,
+        trials: config.val.trials,
+        seed: config.val.seed,
+        temperature: config.val.temperature,
+        limits,
+        concurrency: config.rollout.concurrency,
+        systemPrompt: prompt.systemPrompt,
+        renderTools: prompt.renderTools,
+        source,
+      });
+      const row: MetricsRow = { step, phase: 'val', ...r.metrics, 'timing_s/testing': (performance.now() - t0) / 1000 };
+      log(row);
+      emit({ kind: 'validation', step, meanAt1: r.meanAt1, metrics: r.metrics });
+      return r;
+    };
+
     if (!state.sftDone) {
       if (config.sft.inductionSteps > 0) {
         emit({ kind: 'phase', phase: 'sft', message: `induction warm-up (${config.sft.inductionSteps} steps of copy data)` });
@@ -239,7 +283,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       state = { ...state, sftDone: true };
       if (config.grpo.klCoef > 0) policy.save(refPath, { optimizer: false });
       await validate(0);
-      saveRunCheckpoint(out, policy, config, { ...state, elapsedS: elapsed() }, config.output.keepCheckpoints);
+      saveCheckpoint(policy);
       writeReport();
     }
     if (config.grpo.klCoef > 0) reference = TransformerPolicy.load(refPath, { device: config.model.device });
@@ -272,18 +316,24 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
         const end = step === config.grpo.steps;
         if (end || (config.val.every > 0 && step % config.val.every === 0)) await validate(step);
         if (end || step === last || (config.output.saveEvery > 0 && step % config.output.saveEvery === 0)) {
-          saveRunCheckpoint(out, policy, config, { ...state, elapsedS: elapsed() }, config.output.keepCheckpoints);
+          saveCheckpoint(policy);
         }
         writeReport();
       }
+      // a run resumed with as many steps as it has done (`steps`) ends with the validation an
+      // uninterrupted run of that length makes at its end
+      if (state.sftDone && state.step === config.grpo.steps && !rows.some((r) => r.phase === 'val' && r.step === state.step)) await validate(state.step);
     } finally {
       await loop.close();
     }
     writeReport();
     emit({ kind: 'phase', phase: 'done', message: `done: ${state.step} GRPO steps` });
+  } catch (e) {
+    if (!options.resume && !checkpointed) undoFailedStart();
+    throw e;
   } finally {
     reference?.dispose();
-    policy.dispose();
+    policy?.dispose();
   }
   const cpu = process.cpuUsage(cpu0);
   const val = rows.filter((r) => r.phase === 'val');

@@ -1,10 +1,11 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import t from 'tap';
 
 import { TauEnv, type TauEnvAction } from '../../lib/gym/index.js';
+import { cudaAvailable } from '../../lib/native/index.js';
 import { ScriptedRetailUser, type TauTask, type UserSimulator, type UserTurnInput } from '../../lib/tau/index.js';
 import type { OpenAIToolSchema } from '../../lib/tau/index.js';
 import { buildWorld, listCheckpoints, loadRunPolicy, resolveConfig, stepTasks, train, type MetricsRow, type TrainConfig } from '../../lib/trainer/index.js';
@@ -78,9 +79,92 @@ t.test('the smoke preset runs every stage and writes the run folder; resume equa
   t.equal(rb1.step, 1);
   t.same(listCheckpoints(b), [0, 1]);
   await t.rejects(train(smoke, { out: b }), /already holds a run/);
+  // ending a stopped run where it stands: it validates at its end as a 1-step run does
+  const b1 = join(tmp, 'b1');
+  cpSync(b, b1, { recursive: true });
+  const rb1end = await train(resolveConfig(), { out: b1, resume: true, steps: 1 });
+  t.equal(rb1end.step, 1);
+  t.same(readRows(b1).filter((r) => r.phase === 'val').map((r) => r.step), [0, 1], 'the end validation of a 1-step run');
   const rb2 = await train(resolveConfig(), { out: b, resume: true });
   t.equal(rb2.step, smoke.grpo.steps);
   t.same(untimed(readRows(b)), untimed(readRows(a)), 'metrics.jsonl identical to the uninterrupted run (timing aside)');
+  t.match(html, /<title>sinkflex train: a<\/title>/, 'the report is titled with the run folder’s name');
+  t.notOk(html.includes(tmp), 'the report holds no machine path');
+
+  // a kill leaves a torn metrics line and temporaries behind: the resume drops and removes them
+  const tornB = join(tmp, 'b-torn');
+  cpSync(b, tornB, { recursive: true });
+  appendFileSync(join(tornB, 'metrics.jsonl'), '{"step":4,"phase":"grpo","actor/pg_l');
+  mkdirSync(join(tornB, 'checkpoints', '.tmp-step-4-99999'));
+  writeFileSync(join(tornB, 'checkpoints', '.tmp-step-4-99999', 'policy.safetensors'), 'partial');
+  writeFileSync(join(tornB, 'report.html.tmp-99999'), 'partial');
+  const warnings: string[] = [];
+  const rt = await train(resolveConfig(), { out: tornB, resume: true, onEvent: (e) => void (e.kind === 'warning' && warnings.push(e.message)) });
+  t.equal(rt.step, smoke.grpo.steps);
+  t.match(warnings.join('\n'), /metrics\.jsonl: dropped a torn last line/);
+  t.match(warnings.join('\n'), /removed 2 temporary file\(s\) left by an interrupted run: .*\.tmp-step-4-99999.*report\.html\.tmp-99999/);
+  t.notOk(readdirSync(join(tornB, 'checkpoints')).some((n) => n.startsWith('.tmp')), 'no stale checkpoint folder');
+  t.notOk(existsSync(join(tornB, 'report.html.tmp-99999')));
+  t.same(untimed(readRows(tornB)), untimed(readRows(a)), 'the torn row is gone, the rest kept');
+  // a bad line that is not the last one is an error naming the file and the line
+  const lines = readFileSync(join(tornB, 'metrics.jsonl'), 'utf8').split('\n');
+  lines[2] = '{oops';
+  writeFileSync(join(tornB, 'metrics.jsonl'), lines.join('\n'));
+  await t.rejects(train(resolveConfig(), { out: tornB, resume: true }), { name: 'RunFolderError', message: /metrics\.jsonl:3: not a JSON line/ });
+});
+
+t.test('resume with more steps extends a finished run exactly as an uninterrupted longer run', async (t) => {
+  // b finished its 3 steps (validations at 0, 2, 3); extend it to 4
+  const b = join(tmp, 'b');
+  await t.rejects(train(resolveConfig(), { out: b, resume: true, steps: 1 }), /steps 1: the run's newest checkpoint is at GRPO step 3/);
+  await t.rejects(train(smoke, { out: join(tmp, 'new'), steps: 4 }), /steps applies to a resumed run/);
+  const rb = await train(resolveConfig(), { out: b, resume: true, steps: 4 });
+  t.equal(rb.step, 4);
+  const c = join(tmp, 'c');
+  const long = resolveConfig({ preset: 'smoke', patches: [{ grpo: { steps: 4 } }] });
+  await train(long, { out: c });
+  t.same(JSON.parse(readFileSync(join(b, 'config.json'), 'utf8')), long, 'the run’s config.json holds the new total');
+  const extended = untimed(readRows(b));
+  t.same(extended.filter((r) => r.phase === 'val').map((r) => r.step), [0, 2, 3, 4], 'the 3-step run validated at its end, step 3');
+  t.same(extended.filter((r) => !(r.phase === 'val' && r.step === 3)), untimed(readRows(c)), 'otherwise the same metrics as the uninterrupted 4-step run (timing aside)');
+
+  // the run's newest checkpoint folder resumes the run; an older one is refused
+  const again = await train(resolveConfig(), { out: join(b, 'checkpoints', 'step-4'), resume: true, steps: 5 });
+  t.equal(again.out, b);
+  t.equal(again.step, 5);
+  t.same(readdirSync(join(b, 'checkpoints', 'step-4')).sort(), ['config.json', 'policy.safetensors', 'tokenizer.json', 'trainer.json'], 'nothing written into the checkpoint folder');
+  await t.rejects(train(resolveConfig(), { out: join(b, 'checkpoints', 'step-4'), resume: true }), /checkpoint of step 4 of the run .*newest checkpoint is step 5/);
+});
+
+t.test('a start that fails writes nothing that blocks retrying with the same folder', async (t) => {
+  const out = join(tmp, 'failed');
+  // fails after the run folder was written (the tokenizer is trained): what it wrote is removed
+  await t.rejects(
+    train(smoke, {
+      out,
+      onEvent: (e) => {
+        if (e.kind === 'phase' && e.phase === 'demonstrations') throw new Error('interrupted');
+      },
+    }),
+    /interrupted/,
+  );
+  t.notOk(existsSync(out), 'the folder it created is gone');
+  mkdirSync(out);
+  writeFileSync(join(out, 'notes.txt'), 'mine');
+  await t.rejects(
+    train(smoke, {
+      out,
+      onEvent: (e) => {
+        if (e.kind === 'phase' && e.phase === 'demonstrations') throw new Error('interrupted');
+      },
+    }),
+    /interrupted/,
+  );
+  t.same(readdirSync(out), ['notes.txt'], 'a folder that existed keeps what was there before, nothing else');
+  if (!cudaAvailable()) {
+    await t.rejects(train(resolveConfig({ preset: 'smoke', patches: [{ model: { device: 'cuda' } }] }), { out }), { name: 'DeviceUnavailableError' });
+    t.same(readdirSync(out), ['notes.txt'], 'model.device cuda without a GPU fails before writing');
+  }
 });
 
 /** The scripted user, failing on its second reply for one task. */

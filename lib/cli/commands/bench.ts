@@ -1,11 +1,12 @@
 /**
  * `sinkflex bench [name]`: the benchmarks. `memory` and `speed` are the side-by-side eager vs
  * fused comparisons (bench/memory.ts, bench/speed.ts); the layers' own benchmarks are exposed
- * under their names and take their own options. Without a name it lists them. The layers'
- * benchmark modules are loaded only when their command runs.
+ * under their names and take their own options (`sinkflex bench <name> --help` shows them). Without
+ * a name it lists them. The layers' benchmark modules are loaded only when their command runs.
  */
 import type { Command } from 'commander';
 
+import type { BenchCliSettings } from '../../../bench/common/cli.js';
 import { memoryCommand, memoryFromCli } from '../../../bench/memory.js';
 import { speedCommand, speedFromCli } from '../../../bench/speed.js';
 
@@ -29,28 +30,39 @@ export const BENCHES: readonly BenchEntry[] = [
   { name: 'tau-telecom', description: 'tau telecom world (bench/tau-telecom.ts)' },
 ];
 
-async function runPassThrough(name: string, args: string[]): Promise<void> {
-  const print = (r: unknown) => console.log(JSON.stringify(r, null, 2));
+/**
+ * Runs the layer benchmark `name` with the arguments given after its name: each parses them
+ * itself (its `main`), so `--help` shows its options and runs nothing, and unknown options are
+ * refused. `settings` name the program in the usage line and, in tests, catch help and errors
+ * instead of exiting. The benchmark's module is loaded only here.
+ */
+export async function runBench(name: string, args: readonly string[], settings: BenchCliSettings = {}): Promise<void> {
+  const cli: BenchCliSettings = { name: `sinkflex bench ${name}`, ...settings };
   switch (name) {
     case 'attention':
-      return (await import('../../../bench/attention.js')).main(['node', name, ...args]);
+      return (await import('../../../bench/attention.js')).main(['node', name, ...args], cli);
     case 'attention-gpu':
-      return (await import('../../../bench/attention-gpu.js')).main(['node', name, ...args]);
+      return (await import('../../../bench/attention-gpu.js')).main(['node', name, ...args], cli);
     case 'model-train':
-      await (await import('../../../bench/model-train.js')).main(args);
+      await (await import('../../../bench/model-train.js')).main(args, cli);
       return;
     case 'grpo':
-      (await import('../../../bench/grpo.js')).main(args);
+      (await import('../../../bench/grpo.js')).main(args, cli);
       return;
     case 'rollout':
-      await (await import('../../../bench/rollout.js')).main(args);
+      await (await import('../../../bench/rollout.js')).main(args, cli);
       return;
     case 'gym':
-      return print(await (await import('../../../bench/gym.js')).runGymBench());
+      await (await import('../../../bench/gym.js')).main(args, cli);
+      return;
     case 'tau':
-      return print((await import('../../../bench/tau.js')).runTauBench());
+      (await import('../../../bench/tau.js')).main(args, cli);
+      return;
+    case 'tau-telecom':
+      (await import('../../../bench/tau-telecom.js')).main(args, cli);
+      return;
     default:
-      return print((await import('../../../bench/tau-telecom.js')).runTauTelecomBench());
+      throw new RangeError(`unknown benchmark '${name}' (known: ${BENCHES.map((b) => b.name).join(', ')})`);
   }
 }
 
@@ -79,6 +91,6 @@ export function registerBench(program: Command): void {
       .allowUnknownOption()
       .allowExcessArguments()
       .argument('[args...]', 'options passed to the benchmark')
-      .action(async (args: string[]) => runPassThrough(b.name, args));
+      .action(async (args: string[]) => runBench(b.name, args));
   }
 }

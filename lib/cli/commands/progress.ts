@@ -4,6 +4,9 @@
  * @module
  */
 
+/** A stream a progress bar draws on (process.stderr, or a test's fake). */
+export type ProgressStream = Pick<NodeJS.WriteStream, 'write'> & { isTTY?: boolean; columns?: number };
+
 /** A progress bar on a stream. */
 export class ProgressBar {
   private label = '';
@@ -11,14 +14,15 @@ export class ProgressBar {
   private total = 1;
   private info = '';
   private lastDraw = 0;
-  private readonly enabled: boolean;
+  /** True when the bar is drawn (a TTY, not disabled). */
+  readonly enabled: boolean;
 
   /**
    * @param stream - where to draw (default stderr).
    * @param enabled - draw at all (default: when the stream is a TTY).
    */
   constructor(
-    private readonly stream: NodeJS.WriteStream = process.stderr,
+    private readonly stream: ProgressStream = process.stderr,
     enabled?: boolean,
   ) {
     this.enabled = enabled ?? Boolean(stream.isTTY);

@@ -1,14 +1,16 @@
 /**
  * `sinkflex train`: trains the built-in policy (SFT warm start, then GRPO) on a generated tau
- * world, with a progress bar and live metrics; `npm start` runs it with the defaults.
+ * world, with a progress bar and live metrics on a terminal and plain progress lines elsewhere;
+ * `npm start` runs it with the defaults.
  * @module
  */
 import { join } from 'node:path';
 
 import type { Command } from 'commander';
 
-import { ConfigError, parseOverride, readConfigFile, resolveConfig, train, valSourceName, type PresetName, type TrainConfig, type TrainEvent, type TrainResult } from '../../trainer/index.js';
-import { ProgressBar } from './progress.js';
+import { ConfigError, parseOverride, readConfigFile, resolveConfig, resumeRunFolder, train, valSourceName, type PresetName, type TrainConfig, type TrainResult } from '../../trainer/index.js';
+import { ProgressBar, type ProgressStream } from './progress.js';
+import { trainProgress } from './train-progress.js';
 
 /** Options of `sinkflex train` as commander parses them. */
 export interface TrainCommandOptions {
@@ -53,43 +55,65 @@ export function defaultOut(preset: string, now = new Date()): string {
   return join('runs', `${preset}-${now.toISOString().replace(/[-:]/g, '').replace(/\..*$/, '').replace('T', '-')}`);
 }
 
-/** Runs `sinkflex train` with parsed options; returns the result (the CLI prints a summary). */
-export async function runTrainCommand(o: TrainCommandOptions, log: (line: string) => void = (l) => console.log(l)): Promise<TrainResult> {
+/** The flags that describe a new run, which `--resume` refuses (the run's config.json fixes them). */
+const NEW_RUN_FLAGS: readonly (readonly [keyof TrainCommandOptions, string])[] = [
+  ['config', '--config'],
+  ['preset', '--preset'],
+  ['set', '--set'],
+  ['sftSteps', '--sft-steps'],
+  ['seed', '--seed'],
+  ['env', '--env'],
+  ['out', '--out'],
+];
+
+/** Where `sinkflex train` writes besides `log` (default the process's stdout and stderr). */
+export interface TrainCommandStreams {
+  /** Decides whether plain progress lines go to `log`: they do when it is not a TTY. */
+  stdout?: ProgressStream;
+  /** The progress bar (on a TTY), warnings, and plain progress lines with `--json`. */
+  stderr?: ProgressStream;
+}
+
+/**
+ * Runs `sinkflex train` with parsed options; returns the result (the CLI prints a summary).
+ *
+ * On a terminal the progress bar is drawn on stderr. Where it is not drawn (stderr is not a
+ * TTY, or `--no-progress`), and whenever stdout is not a TTY (`npm start > log`, CI), plain
+ * lines go to stdout (`log`): phases, validation results, SFT steps about every tenth of the
+ * phase and every GRPO step. With `--json` stdout holds only the summary, and the plain lines
+ * go to stderr instead (when no bar is drawn there).
+ */
+export async function runTrainCommand(o: TrainCommandOptions, log: (line: string) => void = (l) => console.log(l), streams: TrainCommandStreams = {}): Promise<TrainResult> {
+  const stdout = streams.stdout ?? process.stdout;
+  const stderr = streams.stderr ?? process.stderr;
   const stopAfter = intFlag(o.stopAfter, 'stop-after', 1);
-  const bar = new ProgressBar(process.stderr, o.progress === false ? false : undefined);
   let config: TrainConfig;
   let out: string;
+  let steps: number | undefined;
   if (o.resume) {
-    out = o.resume;
+    const refused = NEW_RUN_FLAGS.filter(([k]) => o[k] !== undefined && !(Array.isArray(o[k]) && o[k].length === 0)).map(([, flag]) => flag);
+    if (refused.length > 0) {
+      throw new ConfigError(
+        `${refused.join(', ')} cannot be used with --resume: a resumed run keeps the configuration in its config.json. What can change on resume: --steps <n> (the new number of GRPO steps: more extends the run, also a finished one), --stop-after, --no-progress and --json. To train with another configuration, start a new run (--out).`,
+      );
+    }
+    steps = intFlag(o.steps, 'steps');
+    out = resumeRunFolder(o.resume);
     config = resolveConfig(); // replaced by the run's own config.json
   } else {
     config = configFromFlags(o);
     out = o.out ?? defaultOut(config.preset);
   }
-  const source = valSourceName(config.env);
-  const onEvent = (e: TrainEvent) => {
-    switch (e.kind) {
-      case 'phase':
-        bar.log(`[${e.phase}] ${e.message}`);
-        break;
-      case 'sft':
-        if (e.step === 1) bar.start('sft ', e.total);
-        bar.update(e.step, `loss ${e.loss.toFixed(3)}`);
-        break;
-      case 'grpo': {
-        const m = e.metrics;
-        if (e.step === 1 || bar.render().startsWith('sft')) bar.start('grpo', e.total);
-        bar.update(e.step, `reward ${(m['critic/score/mean'] ?? 0).toFixed(3)} kl ${(m['actor/ppo_kl'] ?? 0).toExponential(1)} ent ${(m['actor/entropy'] ?? 0).toFixed(2)} len ${(m['response_length/mean'] ?? 0).toFixed(0)} ${(m['timing_s/step'] ?? 0).toFixed(1)}s/step`);
-        break;
-      }
-      case 'validation':
-        bar.log(`validation after step ${e.step}: mean@1 ${e.meanAt1.toFixed(3)}, pass^k ${Object.entries(e.metrics).filter(([k]) => k.startsWith(`val-core/${source}/reward/pass^`)).map(([k, v]) => `${k.slice(k.lastIndexOf('/') + 1)}=${v.toFixed(3)}`).join(' ')}`);
-        break;
-    }
-  };
-  log(`sinkflex train: ${o.resume ? `resuming ${out}` : `${config.preset} preset, ${config.env}, seed ${config.seed}, ${config.grpo.steps} GRPO steps → ${out}`}`);
+  const bar = new ProgressBar(stderr, o.progress === false ? false : undefined);
+  const toStderr = (l: string) => void stderr.write(`${l}\n`);
+  let plain: ((line: string) => void) | null = null;
+  if (o.json) plain = bar.enabled ? null : toStderr;
+  else if (!bar.enabled || !stdout.isTTY) plain = log;
+  const onEvent = trainProgress({ bar, plain, warn: bar.enabled ? (l) => bar.log(l) : toStderr, source: valSourceName(config.env) });
+  const resumed = o.resume && out !== o.resume ? `resuming ${out} (the run of the checkpoint ${o.resume})` : `resuming ${out}`;
+  log(`sinkflex train: ${o.resume ? `${resumed}${steps !== undefined ? `, GRPO steps → ${steps}` : ''}` : `${config.preset} preset, ${config.env}, seed ${config.seed}, ${config.grpo.steps} GRPO steps → ${out}`}`);
   try {
-    const r = await train(config, { out, resume: Boolean(o.resume), ...(stopAfter !== undefined ? { stopAfter } : {}), onEvent });
+    const r = await train(config, { out, resume: Boolean(o.resume), ...(steps !== undefined ? { steps } : {}), ...(stopAfter !== undefined ? { stopAfter } : {}), onEvent });
     bar.stop();
     const summary = { out: r.out, steps: r.step, firstValMeanAt1: r.firstValMeanAt1, lastValMeanAt1: r.lastValMeanAt1, wallS: Math.round(r.wallS), cpuS: Math.round(r.cpuS) };
     if (o.json) log(JSON.stringify(summary));
@@ -111,16 +135,16 @@ export function registerTrain(program: Command): void {
     .command('train')
     .description('train the built-in policy with SFT then GRPO on a generated tau world (the default run learns on a 2-core CPU)')
     .option('--config <file>', 'configuration file (.json or .toml), applied over the preset')
-    .option('--preset <name>', 'default | smoke', 'default')
+    .option('--preset <name>', 'default | smoke (default: default)')
     .option('--set <path=value>', 'override one field, e.g. --set grpo.lr=3e-4 (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
-    .option('--steps <n>', 'GRPO steps (grpo.steps)')
+    .option('--steps <n>', 'GRPO steps (grpo.steps); with --resume: the new total, to extend a run (also a finished one)')
     .option('--sft-steps <n>', 'SFT steps (sft.steps)')
     .option('--seed <n>', 'master seed')
     .option('--env <id>', 'sinkflex/TauRetail-v0 | sinkflex/TauTelecom-v0')
     .option('--out <dir>', 'run folder (default runs/<preset>-<time>)')
-    .option('--resume <run>', 'continue the run in this folder from its newest checkpoint')
+    .option('--resume <run>', 'continue the run in this folder (or of its newest checkpoint folder) from its newest checkpoint; only --steps, --stop-after, --no-progress and --json may be given with it')
     .option('--stop-after <n>', 'stop after this GRPO step (resumable)')
-    .option('--no-progress', 'no progress bar')
+    .option('--no-progress', 'plain progress lines instead of the progress bar (as when the output is not a terminal)')
     .option('--json', 'print the final summary as JSON')
     .action(async (opts: TrainCommandOptions) => {
       await runTrainCommand(opts);
