@@ -98,6 +98,45 @@ t.test('float16: known bit patterns decode exactly and encoding rounds to neares
   t.equal(bad, 0, 'every non-NaN pattern survives decode → encode');
 });
 
+t.test('bf16 / f16 encoding picks the nearest pattern (ties: even) found by searching all patterns', async (t) => {
+  for (const [name, decode, encode] of [
+    ['bf16', bf16BitsToNumber, numberToBf16Bits],
+    ['f16', f16BitsToNumber, numberToF16Bits],
+  ] as const) {
+    const finite: { v: number; bits: number }[] = [];
+    for (let bits = 0; bits < 0x10000; bits++) {
+      const v = decode(bits);
+      if (Number.isFinite(v) && !Object.is(v, -0)) finite.push({ v, bits });
+    }
+    finite.sort((a, b) => a.v - b.v);
+    const nearest = (x: number): number => {
+      let lo = 0;
+      let hi = finite.length - 1;
+      while (hi - lo > 1) {
+        const mid = (lo + hi) >> 1;
+        if (finite[mid].v <= x) lo = mid;
+        else hi = mid;
+      }
+      const a = finite[lo];
+      const b = finite[hi];
+      const da = Math.abs(x - a.v);
+      const db = Math.abs(x - b.v);
+      if (da !== db) return da < db ? a.bits : b.bits;
+      return (a.bits & 1) === 0 ? a.bits : b.bits;
+    };
+    const next = uniformValues(3000, 9, `${name} probes`, 0, 1);
+    let bad = 0;
+    next.forEach((u, i) => {
+      // float32 values (both encoders round a double to float32 first), across many binades.
+      const scale = name === 'f16' ? 2 ** (Math.floor(u * 40) - 26) : 2 ** (Math.floor(u * 200) - 100);
+      const x = Math.fround((i % 2 ? -1 : 1) * (1 + ((u * 7919) % 1)) * scale);
+      if (Math.abs(x) >= (name === 'f16' ? 65504 : 3.3e38)) return;
+      if (decode(encode(x)) !== decode(nearest(x))) bad++;
+    });
+    t.equal(bad, 0, `${name}: every probe rounds to the nearest value`);
+  }
+});
+
 t.test('MXFP4: hand-built blocks decode to the values encoded (low nibble first, scale - 127, transposed)', async (t) => {
   // E = 1, R = 2 rows, G = 1 block of 32 values per row.
   const blocks = new Uint8Array(32);
