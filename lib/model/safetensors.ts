@@ -5,7 +5,9 @@
  * then the raw little-endian tensor bytes, contiguous, with offsets relative to the data start.
  * Reading validates everything (header size, JSON, dtypes, shapes against byte counts,
  * offsets covering the data exactly, no holes or overlaps) and fails with a
- * {@link SafetensorsError} saying what is wrong.
+ * {@link SafetensorsError} saying what is wrong. Element types: F32, F64, I32, U8, and BF16 / F16
+ * held as their 16-bit patterns (Uint16Array). For files too large for memory see
+ * safetensors-stream.ts (reads tensors at their offsets, writes tensor by tensor).
  * @module
  */
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
