@@ -3,10 +3,10 @@
  * `tokenizer_config.json`'s `chat_template`) run by `@huggingface/jinja` with what transformers'
  * `apply_chat_template` gives a template: `messages`, `tools`, `documents`,
  * `add_generation_prompt`, the special tokens (`bos_token`, `eos_token`, …), extra variables
- * (e.g. `enable_thinking`), the `raise_exception` and `strftime_now` globals, the `tojson` filter
- * with Python's `json.dumps` options, trim_blocks and lstrip_blocks (the library sets all of
- * these as transformers does). The rendered text is tokenized with the added tokens in it
- * recognised and nothing added around it, as transformers does.
+ * (e.g. `enable_thinking`), the `raise_exception` and `strftime_now` globals
+ * ({@link templateGlobals}), and — from the library — the `tojson` filter with Python's
+ * `json.dumps` options, trim_blocks and lstrip_blocks. The rendered text is tokenized with the
+ * added tokens in it recognised and nothing added around it, as transformers does.
  *
  * Messages are OpenAI chat messages, adapted as OpenAI-compatible servers (vLLM) adapt them
  * for templates: a `content: null` becomes `''` (Qwen3's template tests `'</think>' in
@@ -30,7 +30,7 @@
  * from the template's rendering of its parsed message, e.g. the spacing of a call's JSON).
  * @module
  */
-import { Template } from '@huggingface/jinja';
+import { Environment, Interpreter, Template } from '@huggingface/jinja';
 
 import type { ChatFormat, ChatFormatAppendOptions, ChatFormatRenderOptions, ParsedCompletion } from '../../chat-format.js';
 import { ChatTemplateError, type ChatAssistantMessage, type ChatMessage, type ChatToolCall, type ParseResult, type ToolSchema } from '../../chat-template.js';
@@ -151,7 +151,9 @@ export class JinjaChatFormat implements ChatFormat {
 
   private run(messages: readonly Record<string, unknown>[], options: JinjaRenderOptions): string {
     const tools = options.tools;
+    const now = this.now ?? (() => new Date());
     const vars: Record<string, unknown> = {
+      ...templateGlobals(now),
       ...this.tokenizer.specialTokensMap,
       ...this.kwargs,
       ...(options.kwargs ?? {}),
@@ -160,11 +162,12 @@ export class JinjaChatFormat implements ChatFormat {
       documents: null,
       add_generation_prompt: options.addGenerationPrompt === true,
     };
-    const now = this.now;
-    if (now) vars.strftime_now = (format: string): string => pythonStrftime(now(), format);
+    const env = new Environment();
+    for (const [k, v] of Object.entries(vars)) env.set(k, v);
     try {
-      return this.pick(tools).render(vars);
+      return (new Interpreter(env).run(this.pick(tools).parsed) as unknown as { value: string }).value;
     } catch (e) {
+      if (e instanceof ChatTemplateError) throw e;
       throw new ChatTemplateError(`the chat template failed: ${(e as Error).message}`);
     }
   }
@@ -287,6 +290,33 @@ export class JinjaChatFormat implements ChatFormat {
   rawActionText(tokens: ArrayLike<number>): string {
     return withoutThinking(this.tokenizer.decode(this.untilStop(tokens).body));
   }
+}
+
+/**
+ * The globals transformers gives templates (`raise_exception`, `strftime_now`) and Jinja's
+ * constants. `strftime_now` reads `now` (so a fixed clock gives reproducible prompts) and writes
+ * English names whatever the machine's locale, as Python does in its default C locale.
+ */
+export function templateGlobals(now: () => Date): Record<string, unknown> {
+  return {
+    true: true,
+    false: false,
+    none: null,
+    True: true,
+    False: false,
+    None: null,
+    raise_exception: (message: unknown): never => {
+      throw new ChatTemplateError(`the chat template raised: ${String(message)}`);
+    },
+    strftime_now: (format: unknown): string => pythonStrftime(now(), String(format)),
+    range: (start: number, stop?: number, step = 1): number[] => {
+      if (stop === undefined) [start, stop] = [0, start];
+      if (step === 0) throw new ChatTemplateError('range() step must not be zero');
+      const out: number[] = [];
+      for (let i = start; step > 0 ? i < stop : i > stop; i += step) out.push(i);
+      return out;
+    },
+  };
 }
 
 /** Python's `strftime` for the directives chat templates use (local time, English names; `%%` for others' `%`). */
