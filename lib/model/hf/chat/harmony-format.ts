@@ -22,7 +22,8 @@
  * `() => any` (the spec's form for functions without arguments).
  *
  * Completions: analysis → reasoning, final (and commentary preambles) → content, a message to
- * `functions.NAME` → a tool call whose arguments must be a JSON object.
+ * `functions.NAME` → a tool call whose arguments must be a JSON object (kept as the model wrote
+ * them, so the call renders back to the same text).
  *
  * Token-in/token-out: messages render independently, so {@link HarmonyChatFormat.renderAppend}
  * is the new messages' rendering and the generation prompt. The whole conversation re-rendered
@@ -110,7 +111,7 @@ function readCompletion(messages: readonly HarmonyParsedMessage[], idPrefix: str
       if (args === null || typeof args !== 'object' || Array.isArray(args)) return { error: `tool call ${i} (${m.recipient}) arguments must be a JSON object` };
       const name = functionName(m.recipient);
       if (name === '') return { error: `tool call ${i} has no function name` };
-      calls.push({ id: `${idPrefix}${i}`, type: 'function', function: { name, arguments: JSON.stringify(args) } });
+      calls.push({ id: `${idPrefix}${i}`, type: 'function', function: { name, arguments: m.content } });
     } else if (m.channel === 'analysis') reasoning.push(m.content);
     else if (m.channel === undefined || m.channel === 'final' || m.channel === 'commentary') content.push(m.content);
     else return { error: `unknown channel '${m.channel}'` };
