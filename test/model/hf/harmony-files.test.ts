@@ -12,7 +12,7 @@ import { type ChatMessage, type ToolSchema } from '../../../lib/model/chat-templ
 import { HarmonyChatFormat } from '../../../lib/model/hf/chat/harmony-format.js';
 import { parseHarmony } from '../../../lib/model/hf/chat/harmony-parse.js';
 import type { HarmonyMessage, HarmonySystemContent } from '../../../lib/model/hf/chat/harmony-render.js';
-import type { HarmonyTool, HarmonyToolNamespace, JsonSchema } from '../../../lib/model/hf/chat/harmony-schema.js';
+import type { HarmonyTool, HarmonyToolNamespace, HarmonyJsonSchema } from '../../../lib/model/hf/chat/harmony-schema.js';
 import { gptOssTokenizer } from './fixtures/tokenizers.js';
 
 const candidates = [process.env.SINKFLEX_HARMONY_DIR, join(process.cwd(), '..', 'shared', 'research', 'harmony', 'test-data'), join(process.cwd(), '..', '..', 'shared', 'research', 'harmony', 'test-data')];
@@ -37,7 +37,7 @@ if (DIR === undefined) {
   };
 
   const browserFile = expected('test_browser_tool_only.txt');
-  const num = (d: number): JsonSchema => ({ type: 'number', default: d });
+  const num = (d: number): HarmonyJsonSchema => ({ type: 'number', default: d });
   const browser: HarmonyToolNamespace = {
     name: 'browser',
     description: commentsAbove(browserFile, 'namespace browser {'),

@@ -39,7 +39,7 @@ import { ChatTemplateError, type ChatAssistantMessage, type ChatMessage, type Ch
 import type { HfTokenizer } from '../tokenizer.js';
 import { parseHarmony, parseHarmonyHeader, type HarmonyParsedMessage } from './harmony-parse.js';
 import { harmonyGenerationPrompt, harmonyPiecesText, renderHarmonyConversation, type HarmonyMessage, type HarmonyPiece, type ReasoningEffort } from './harmony-render.js';
-import type { HarmonyTool, HarmonyToolNamespace, JsonSchema } from './harmony-schema.js';
+import type { HarmonyTool, HarmonyToolNamespace, HarmonyJsonSchema } from './harmony-schema.js';
 import type { RenderedChat } from './jinja-format.js';
 
 /** Options of {@link HarmonyChatFormat} (each also per render). */
@@ -75,7 +75,7 @@ function functionName(recipient: string): string {
 export function harmonyTool(tool: ToolSchema, index: number): HarmonyTool {
   const f = (tool.function ?? tool) as Record<string, unknown>;
   if (typeof f.name !== 'string' || f.name === '') throw new ChatTemplateError(`tools[${index}] needs a function name`);
-  const params = f.parameters as JsonSchema | undefined | null;
+  const params = f.parameters as HarmonyJsonSchema | undefined | null;
   const props = params && typeof params.properties === 'object' && params.properties !== null ? Object.keys(params.properties) : [];
   const description = typeof f.description === 'string' ? f.description : '';
   return { name: f.name, description, parameters: params && (props.length > 0 || params.type !== 'object') ? params : null };

@@ -9,7 +9,7 @@
  */
 
 /** A JSON schema (any JSON object). */
-export type JsonSchema = Readonly<Record<string, unknown>>;
+export type HarmonyJsonSchema = Readonly<Record<string, unknown>>;
 
 /** A function tool of a namespace. */
 export interface HarmonyTool {
@@ -18,7 +18,7 @@ export interface HarmonyTool {
   /** Its description (one `//` comment line per line). */
   description: string;
   /** Its parameters (a JSON schema of an object), or null for a function without arguments. */
-  parameters?: JsonSchema | null;
+  parameters?: HarmonyJsonSchema | null;
 }
 
 /** A namespace of tools (`functions`, or built-in ones such as `browser`). */
@@ -31,11 +31,11 @@ export interface HarmonyToolNamespace {
   tools: readonly HarmonyTool[];
 }
 
-function obj(v: unknown): JsonSchema | null {
-  return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as JsonSchema) : null;
+function obj(v: unknown): HarmonyJsonSchema | null {
+  return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as HarmonyJsonSchema) : null;
 }
 
-function isEnum(s: JsonSchema): boolean {
+function isEnum(s: HarmonyJsonSchema): boolean {
   return Array.isArray(s.enum) && s.enum.length > 0;
 }
 
@@ -44,24 +44,24 @@ function str(v: unknown): string | null {
 }
 
 /** A default as a comment: strings in quotes (bare for enums), other values as JSON. */
-function defaultText(schema: JsonSchema, value: unknown): string {
+function defaultText(schema: HarmonyJsonSchema, value: unknown): string {
   if (typeof value === 'string') return isEnum(schema) ? value : `"${value}"`;
   return JSON.stringify(value);
 }
 
-function withNull(schema: JsonSchema, type: string): string {
+function withNull(schema: HarmonyJsonSchema, type: string): string {
   return schema.nullable === true && !type.includes('null') ? `${type} | null` : type;
 }
 
 /** One `oneOf` variant's trailing comments. */
-function variantComments(variant: JsonSchema, description: string | null): string {
+function variantComments(variant: HarmonyJsonSchema, description: string | null): string {
   const parts: string[] = [];
   if (description !== null) parts.push(description);
   if (variant.default !== undefined) parts.push(`default: ${defaultText(variant, variant.default)}`);
   return parts.length > 0 ? ` // ${parts.join(' ')}` : '';
 }
 
-function objectType(schema: JsonSchema, indent: string): string {
+function objectType(schema: HarmonyJsonSchema, indent: string): string {
   let out = '';
   const desc = str(schema.description);
   if (desc !== null) out += `${indent}// ${desc}\n`;
@@ -103,7 +103,7 @@ function objectType(schema: JsonSchema, indent: string): string {
 }
 
 /** The TypeScript-like type of a JSON schema (harmony's rendering of tool parameters). */
-export function schemaToTypeScript(schema: JsonSchema, indent = ''): string {
+export function schemaToTypeScript(schema: HarmonyJsonSchema, indent = ''): string {
   if (Array.isArray(schema.oneOf)) {
     return schema.oneOf
       .map((v) => {
