@@ -30,6 +30,16 @@ export interface HfTokenizerFiles {
   generationConfig?: JsonObject | null;
 }
 
+/** Options of {@link HfTokenizer}. */
+export interface HfTokenizerOptions {
+  /**
+   * The model's vocabulary size when it is larger than the tokenizer's (config.json's
+   * `vocab_size`: Qwen3 151936 for 151669 tokens, gpt-oss 201088 for 200019): ids up to it
+   * count as valid (a policy may sample them); they name no token and decode to nothing.
+   */
+  vocabSize?: number;
+}
+
 /** Options of {@link HfTokenizer.encode}. */
 export interface HfEncodeOptions {
   /**
@@ -100,16 +110,18 @@ export class HfTokenizer {
   readonly bosId: number | null;
   /** Padding id: `pad_token`, else the first eos id, else 0. */
   readonly padId: number;
-  /** One more than the largest token id (the tokenizer's size, added tokens included). */
+  /** The number of valid ids: the tokenizer's size (added tokens included), or the model's when given and larger. */
   readonly vocabSize: number;
+  /** One more than the largest id that names a token. */
+  readonly tokenCount: number;
   /** The raw tokenizer_config.json (e.g. for `chat_template`). */
   readonly config: Readonly<JsonObject>;
   private readonly core: HfCoreTokenizer;
   private readonly specialIds: ReadonlySet<number>;
   private readonly addedContents: readonly string[];
 
-  /** @param files - the parsed files (see {@link HfTokenizer.fromDir}). */
-  constructor(files: HfTokenizerFiles) {
+  /** @param files - the parsed files (see {@link HfTokenizer.fromDir}). @param options - the model's vocabulary size. */
+  constructor(files: HfTokenizerFiles, options: HfTokenizerOptions = {}) {
     if (!files || !isObject(files.tokenizer)) throw new HfTokenizerError('tokenizer.json must be a JSON object');
     const tj = files.tokenizer;
     if (!isObject(tj.model)) throw new HfTokenizerError('tokenizer.json: "model" is missing');
@@ -134,8 +146,11 @@ export class HfTokenizer {
       map.additional_special_tokens = extra.map((v, i) => tokenText(v, `additional_special_tokens[${i}]`) ?? '');
     }
     this.specialTokensMap = Object.freeze(map);
-    this.vocabSize = this.core.model?.vocab.length ?? 0;
-    if (this.vocabSize === 0) throw new HfTokenizerError('tokenizer.json: the vocabulary is empty');
+    this.tokenCount = this.core.model?.vocab.length ?? 0;
+    if (this.tokenCount === 0) throw new HfTokenizerError('tokenizer.json: the vocabulary is empty');
+    const v = options.vocabSize;
+    if (v !== undefined && (!Number.isSafeInteger(v) || v < 1)) throw new RangeError(`options.vocabSize must be a positive integer, got ${String(v)}`);
+    this.vocabSize = Math.max(this.tokenCount, v ?? 0);
 
     const specials = new Set<number>();
     const contents: string[] = [];
@@ -173,13 +188,13 @@ export class HfTokenizer {
   }
 
   /** Loads `tokenizer.json`, `tokenizer_config.json` and `generation_config.json` (both optional) from a folder. */
-  static async fromDir(dir: string): Promise<HfTokenizer> {
+  static async fromDir(dir: string, options: HfTokenizerOptions = {}): Promise<HfTokenizer> {
     const [tokenizer, tokenizerConfig, generationConfig] = await Promise.all([
       readJsonFile(join(dir, 'tokenizer.json'), false),
       readJsonFile(join(dir, 'tokenizer_config.json'), true),
       readJsonFile(join(dir, 'generation_config.json'), true),
     ]);
-    return new HfTokenizer({ tokenizer: tokenizer as JsonObject, tokenizerConfig, generationConfig });
+    return new HfTokenizer({ tokenizer: tokenizer as JsonObject, tokenizerConfig, generationConfig }, options);
   }
 
   /** Token ids of a text; added tokens written in it (e.g. `<|im_start|>`) become their ids. */
@@ -213,7 +228,7 @@ export class HfTokenizer {
     const known: number[] = [];
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i];
-      if (Number.isInteger(id) && id >= 0 && id < this.vocabSize && this.core.id_to_token(id) !== undefined) known.push(id);
+      if (Number.isInteger(id) && id >= 0 && id < this.tokenCount && this.core.id_to_token(id) !== undefined) known.push(id);
     }
     if (options.skipSpecialTokens) {
       const kept = known.filter((id) => !this.specialIds.has(id));
@@ -229,7 +244,7 @@ export class HfTokenizer {
 
   /** The string form of a token id, or undefined. */
   idToToken(id: number): string | undefined {
-    return Number.isInteger(id) && id >= 0 && id < this.vocabSize ? this.core.id_to_token(id) : undefined;
+    return Number.isInteger(id) && id >= 0 && id < this.tokenCount ? this.core.id_to_token(id) : undefined;
   }
 
   /** Whether an id is a special token (an added token marked special, or a named special token). */

@@ -86,6 +86,11 @@ t.test('folders and their errors', async (t) => {
   writeFileSync(join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: [151645, 151643] }));
   const tok = await HfTokenizer.fromDir(dir);
   t.same(tok.eosIds, [151645, 151643], 'generation_config eos_token_id (a list) wins');
+  const wide = await HfTokenizer.fromDir(dir, { vocabSize: 151936 });
+  t.same([wide.vocabSize, wide.tokenCount], [151936, 151669], "the model's larger vocabulary");
+  t.equal(wide.decode([14990, 151900]), 'hello', 'ids past the tokenizer decode to nothing');
+  t.equal(wide.idToToken(151900), undefined);
+  await t.rejects(HfTokenizer.fromDir(dir, { vocabSize: 0 }), RangeError);
   writeFileSync(join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: 151643 }));
   t.same((await HfTokenizer.fromDir(dir)).eosIds, [151643], 'or a number');
   writeFileSync(join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: ['x'] }));
