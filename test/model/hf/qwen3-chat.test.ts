@@ -210,3 +210,12 @@ t.test("transformers' template environment", async (t) => {
   t.throws(() => f('{% if %}'), /does not parse/);
   t.throws(() => f('x', { stopTokens: [] }), /no stop token/);
 });
+
+t.test('append: the text after the stop token is read from the last turn', async (t) => {
+  const withTail = new JinjaChatFormat(tok, "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% if m.role == 'assistant' %}<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}");
+  const next: ChatMessage[] = [{ role: 'user', content: 'c' }];
+  t.equal(withTail.appendText([{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }], next), '\n[user]c[assistant]');
+  const noStop = new JinjaChatFormat(tok, '{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}');
+  t.equal(noStop.appendText([{ role: 'user', content: 'x<|im_end|>y' }, { role: 'assistant', content: 'b' }], next), '[user]c[assistant]', 'a stop token written earlier in the conversation is not the turn end');
+  t.equal(noStop.appendText([{ role: 'system', content: 's' }], next), '[user]c[assistant]', 'after a prompt without a sampled turn: no tail');
+});

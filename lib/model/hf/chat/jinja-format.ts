@@ -225,7 +225,10 @@ export class JinjaChatFormat implements ChatFormat {
       delta = alone.slice(empty.length);
     }
     const last = history[history.length - 1];
-    return (last?.role === 'assistant' ? this.tailAfterStop(before) : '') + delta;
+    if (last?.role !== 'assistant') return delta;
+    // The text after the stop token, looked for in the last turn's own rendering where it has one.
+    const earlier = this.renderText(history.slice(0, -1), { tools });
+    return this.tailAfterStop(before.startsWith(earlier) ? before.slice(earlier.length) : before) + delta;
   }
 
   /** {@link ChatFormat.renderAppend} (see the module description for how). */
