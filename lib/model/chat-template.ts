@@ -19,6 +19,8 @@
  * message's rendering.
  * @module
  */
+import type { ChatFormat, ChatFormatAppendOptions, ConversationReader } from './chat-format.js';
+import { ConversationDecoder } from './conversation-decoder.js';
 import { Tokenizer, type TokenizerTrainOptions } from './tokenizer.js';
 
 /** The special tokens the template needs, in the order they get ids 0..5. */
@@ -39,7 +41,13 @@ export interface ChatToolCall {
 export type ChatMessage =
   | { role: 'system'; content: string }
   | { role: 'user'; content: string }
-  | { role: 'assistant'; content?: string | null; tool_calls?: ChatToolCall[] }
+  | {
+      role: 'assistant';
+      content?: string | null;
+      tool_calls?: ChatToolCall[];
+      /** The model's reasoning before this reply (Qwen3's `<think>`, harmony's analysis); the built-in template ignores it. */
+      reasoning_content?: string | null;
+    }
   | { role: 'tool'; content: string; tool_call_id?: string; name?: string };
 
 /** An assistant message as parsed from generated tokens. */
@@ -75,7 +83,7 @@ export function trainChatTokenizer(corpus: string | readonly string[], options: 
 }
 
 /** Renders and parses chats for one tokenizer (which must define {@link CHAT_SPECIAL_TOKENS}). */
-export class ChatTemplate {
+export class ChatTemplate implements ChatFormat {
   /** `<|start|>`, `<|end|>`, `<|message|>`, `<|call|>` ids. */
   readonly start: number;
   readonly end: number;
@@ -111,6 +119,28 @@ export class ChatTemplate {
     if (toolsAt >= messages.length) out.push(...this.renderTools(options.tools ?? []));
     if (options.addGenerationPrompt) out.push(...this.generationPrompt());
     return out;
+  }
+
+  /** {@link ChatFormat} name of {@link render}. */
+  renderTokens(messages: readonly ChatMessage[], options: RenderOptions = {}): number[] {
+    return this.render(messages, options);
+  }
+
+  /**
+   * {@link ChatFormat.renderAppend}: each new message on its own ({@link renderMessage}), then
+   * the generation prompt. The history does not matter: the layout is context-free, so this
+   * extends any rendering exactly (the prefix property).
+   */
+  renderAppend(_history: readonly ChatMessage[], next: readonly ChatMessage[], _options: ChatFormatAppendOptions = {}): number[] {
+    const out: number[] = [];
+    for (const m of next) out.push(...this.renderMessage(m));
+    out.push(...this.generationPrompt());
+    return out;
+  }
+
+  /** A {@link ConversationDecoder} of this template's token streams. */
+  createReader(): ConversationReader {
+    return new ConversationDecoder(this);
   }
 
   /** The tokens of one message (what an agent loop appends for an environment/user/tool turn). */
@@ -166,6 +196,40 @@ export class ChatTemplate {
       out.push(this.call, ...this.tokenizer.encode(JSON.stringify({ name: c.function.name, arguments: args })));
     }
     out.push(this.end);
+    return out;
+  }
+
+  /**
+   * The text of an assistant turn that the template could not parse, re-expressed in the
+   * environment's raw-text protocol: `<|message|>` sections as their text, each `<|call|>`
+   * section as `<tool_call>…</tool_call>` (Hermes style, which the tau environments parse), text
+   * outside a section as is, other special tokens by name; stops at `<|end|>`. The environment
+   * then answers a broken call with an `Error: …` tool message (counted toward its error budget),
+   * a mixed or multiple call likewise, plain text as a message to the user, and an empty turn
+   * by ending the episode (`agent_error`).
+   */
+  rawActionText(tokens: ArrayLike<number>): string {
+    const tok = this.tokenizer;
+    let out = '';
+    let run: number[] = [];
+    let inCall = false;
+    const flush = (): void => {
+      if (run.length > 0) out += tok.decode(run);
+      run = [];
+      if (inCall) out += '</tool_call>';
+      inCall = false;
+    };
+    for (let i = 0; i < tokens.length; i++) {
+      const t = tokens[i];
+      if (t === this.end) break;
+      if (t === this.message) flush();
+      else if (t === this.call) {
+        flush();
+        out += '<tool_call>';
+        inCall = true;
+      } else run.push(t);
+    }
+    flush();
     return out;
   }
 

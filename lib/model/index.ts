@@ -10,6 +10,7 @@ export * from './ops.js';
 export * from './config.js';
 export * from './param-store.js';
 export * from './tokenizer.js';
+export * from './chat-format.js';
 export * from './chat-template.js';
 export * from './safetensors.js';
 export * from './checkpoint.js';

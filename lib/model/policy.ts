@@ -19,7 +19,8 @@
  * temperature when it computes old log-probs).
  * @module
  */
-import type { ChatMessage, ChatAssistantMessage, ChatTemplate, ToolSchema } from './chat-template.js';
+import type { ChatFormat } from './chat-format.js';
+import type { ChatMessage, ChatAssistantMessage, ToolSchema } from './chat-template.js';
 import type { AdamWStepOptions, AdamWStepResult } from './native.js';
 
 /** How a generation ends. */
@@ -250,13 +251,13 @@ export class TemplateChatPolicy implements ChatPolicy {
   constructor(
     /** The token-level policy that generates. */
     readonly policy: TokenPolicy,
-    /** The template that renders and parses. */
-    readonly template: ChatTemplate,
+    /** The chat format that renders and parses (the built-in ChatTemplate or a pretrained model's). */
+    readonly template: ChatFormat,
   ) {}
 
   /** Renders the conversation with a generation prompt, samples to the end token and parses the reply. */
   async chat(messages: readonly ChatMessage[], options: ChatOptions): Promise<ChatCompletion> {
-    const prompt = this.template.render(messages, { tools: options.tools, addGenerationPrompt: true });
+    const prompt = this.template.renderTokens(messages, { tools: options.tools, addGenerationPrompt: true });
     const session = this.policy.createSession({ seed: options.seed });
     try {
       session.append(prompt);

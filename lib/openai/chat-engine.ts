@@ -7,14 +7,15 @@
  * conversation's session (its KV cache and random stream, with the sampled tokens verbatim) and
  * continues it when the next request extends it: same seed and tools, the same non-assistant
  * messages so far, one assistant message per reply it gave, and only new non-assistant
- * messages after them. Those are rendered one by one (plus the generation prompt) and appended
- * — exactly what the in-process agent loop does, so a client that sends the episode seed and a
+ * messages after them. Those are rendered after the conversation (`renderAppend`, through the
+ * generation prompt) and appended — exactly what the in-process agent loop does, so a client that sends the episode seed and a
  * session id gets the same tokens as the in-process policy. Anything else starts the
  * conversation afresh. Sessions are kept up to `maxSessions` (least recently used evicted) and
  * `sessionTtlMs`.
  * @module
  */
-import type { ChatMessage, ChatTemplate } from '../model/chat-template.js';
+import type { ChatFormat } from '../model/chat-format.js';
+import type { ChatMessage } from '../model/chat-template.js';
 import type { PolicySession, TokenPolicy as ModelTokenPolicy } from '../model/policy.js';
 import { RequestError, type ChatRequest } from './server-request.js';
 
@@ -66,10 +67,10 @@ export class ChatEngine {
   /** Counters: requests, continued conversations, fresh ones. */
   readonly stats = { requests: 0, continued: 0, fresh: 0, evicted: 0 };
 
-  /** @param policy - the model-level policy. @param template - its chat template. @param options - limits. */
+  /** @param policy - the model-level policy. @param template - its chat format. @param options - limits. */
   constructor(
     readonly policy: ModelTokenPolicy,
-    readonly template: ChatTemplate,
+    readonly template: ChatFormat,
     options: ChatEngineOptions = {},
   ) {
     this.defaultMaxTokens = options.defaultMaxTokens ?? 1024;
@@ -127,13 +128,11 @@ export class ChatEngine {
     let append: number[];
     if (kept && delta) {
       conv = kept;
-      append = [];
-      for (const m of delta) append.push(...this.template.renderMessage(m));
-      append.push(...this.template.generationPrompt());
+      append = this.template.renderAppend(req.messages.slice(0, req.messages.length - delta.length), delta, { tools: req.tools });
       this.stats.continued++;
     } else {
       if (id !== undefined && kept && !kept.busy) this.drop(id);
-      append = this.template.render(req.messages, { tools: req.tools, addGenerationPrompt: true });
+      append = this.template.renderTokens(req.messages, { tools: req.tools, addGenerationPrompt: true });
       conv = { session: this.policy.createSession(req.seed !== undefined ? { seed: req.seed } : {}), seed: req.seed, tools, fingerprints: [], context: [], busy: false, lastUsed: now };
       this.stats.fresh++;
     }

@@ -8,7 +8,7 @@
  * @module
  */
 import type { AnyEnv } from '../gym/async-core.js';
-import type { ChatTemplate } from '../model/chat-template.js';
+import type { ChatFormat } from '../model/chat-format.js';
 import { AgentLoop, type AgentLoopLimits, type AgentLoopSampling, type TokenizationSanityCheck } from '../rollout/agent-loop.js';
 import type { EpisodeRecord } from '../rollout/episode-record.js';
 import type { TokenPolicy, TokenSession } from '../rollout/policy.js';
@@ -19,8 +19,8 @@ import { passHatK } from '../tau/evaluate.js';
 export interface AgentEvaluationOptions {
   /** The policy. */
   policy: TokenPolicy;
-  /** The chat template of the agent loop. */
-  template: ChatTemplate;
+  /** The chat format of the agent loop. */
+  template: ChatFormat;
   /** Makes one environment (see `AgentLoopOptions.env`). */
   env: () => AnyEnv | Promise<AnyEnv>;
   /** The tasks. */

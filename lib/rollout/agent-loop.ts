@@ -8,15 +8,17 @@
  * the assistant's tokens, which are kept verbatim (response mask 1, with their log-probs); the
  * tokens are parsed back into a message (`parseAssistant`) and sent as the action (a parse
  * failure goes as raw text, which the environment answers with an error message). Each new
- * observation is rendered on its own (each message by `renderMessage`, then the generation
- * prompt) and appended with response mask 0 — the template's prefix property makes this the
- * same as rendering the whole conversation, which the optional sanity check verifies.
+ * observation is rendered after the conversation so far (`renderAppend`: for the built-in
+ * template each message on its own, then the generation prompt) and appended with response
+ * mask 0 — where the chat format has the prefix property this is the same as rendering the
+ * whole conversation, which the optional sanity check verifies.
  * Limits on turns, tokens per turn and total context truncate an episode (flagged, counted);
  * a failing policy, user simulator or environment aborts only its own episode.
  * @module
  */
 import type { AnyEnv } from '../gym/async-core.js';
-import type { ChatMessage, ChatTemplate, ToolSchema } from '../model/chat-template.js';
+import type { ChatFormat } from '../model/chat-format.js';
+import type { ChatMessage, ToolSchema } from '../model/chat-template.js';
 import { DataProto } from './data-proto.js';
 import { episodesToDataProto } from './batch.js';
 import { ABORT_REASONS, TRUNCATION_REASONS, type EpisodeEnd, type EpisodeRecord, type TokenizationCheck } from './episode-record.js';
@@ -56,8 +58,8 @@ export type TokenizationSanityCheck = 'strict' | 'text' | 'disable';
 export interface AgentLoopOptions {
   /** The policy. */
   policy: TokenPolicy;
-  /** The chat template (its tokenizer defines the vocabulary). */
-  template: ChatTemplate;
+  /** The chat format (its tokenizer defines the vocabulary): the built-in ChatTemplate or a pretrained model's. */
+  template: ChatFormat;
   /**
    * Makes one environment (called up to `concurrency` times; environments are reused across
    * episodes). It must follow the tau environments' contract: observations are arrays of
@@ -128,8 +130,8 @@ function tokensEqual(a: readonly number[], b: readonly number[]): boolean {
 export class AgentLoop {
   /** The policy. */
   readonly policy: TokenPolicy;
-  /** The chat template. */
-  readonly template: ChatTemplate;
+  /** The chat format. */
+  readonly template: ChatFormat;
   /** The request batcher (its `stats` count batches). */
   readonly scheduler: GenerationScheduler;
   private readonly makeEnv: () => AnyEnv | Promise<AnyEnv>;
@@ -145,7 +147,6 @@ export class AgentLoop {
   private readonly renderTools: boolean;
   private readonly keepAborted: boolean;
   private readonly stop: number[];
-  private readonly genPrompt: number[];
   private readonly prefixCache = new WeakMap<object, Map<string, number[]>>();
   private closed = false;
   private running = false;
@@ -154,7 +155,7 @@ export class AgentLoop {
   constructor(options: AgentLoopOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('AgentLoop expects an options object');
     if (!options.policy || typeof options.policy.createSession !== 'function') throw new TypeError('options.policy must be a TokenPolicy (createSession)');
-    if (!options.template || typeof options.template.renderMessage !== 'function') throw new TypeError('options.template must be a ChatTemplate');
+    if (!options.template || typeof options.template.renderAppend !== 'function') throw new TypeError('options.template must be a ChatFormat (e.g. a ChatTemplate)');
     if (typeof options.env !== 'function') throw new TypeError('options.env must be a function that makes an environment');
     this.policy = options.policy;
     this.template = options.template;
@@ -174,7 +175,6 @@ export class AgentLoop {
     this.keepAborted = options.keepAborted ?? false;
     this.scheduler = new GenerationScheduler(this.policy, options.maxBatchSize !== undefined ? { maxBatchSize: options.maxBatchSize } : {});
     this.stop = this.template.stopTokens;
-    this.genPrompt = this.template.generationPrompt();
   }
 
   /**
@@ -258,18 +258,15 @@ export class AgentLoop {
     }
     let p = byTools.get(system);
     if (!p) {
-      p = this.template.render([{ role: 'system', content: system }], { tools });
+      p = this.template.renderTokens([{ role: 'system', content: system }], { tools });
       if (byTools.size > 16) byTools.clear();
       byTools.set(system, p);
     }
     return p;
   }
 
-  private renderObservation(obs: readonly ChatMessage[]): number[] {
-    const out: number[] = [];
-    for (const m of obs) out.push(...this.template.renderMessage(m));
-    out.push(...this.genPrompt);
-    return out;
+  private renderObservation(history: readonly ChatMessage[], obs: readonly ChatMessage[], tools: readonly ToolSchema[]): number[] {
+    return this.template.renderAppend(history, obs, { tools });
   }
 
   private async runEpisode(job: RolloutJob, env: AnyEnv): Promise<EpisodeRecord> {
@@ -324,7 +321,12 @@ export class AgentLoop {
       const first = obs as ChatMessage[];
       rec.messages.push({ role: 'system', content: system }, ...first);
       tokenMessages.push({ role: 'system', content: system }, ...first);
-      rec.promptIds = [...this.prefixTokens(system, tools), ...this.renderObservation(first)];
+      try {
+        rec.promptIds = [...this.prefixTokens(system, tools), ...this.renderObservation([{ role: 'system', content: system }], first, tools)];
+      } catch (e) {
+        end('env_error', e);
+        return rec;
+      }
       if (typeof info.terminationReason === 'string') {
         end(info.terminationReason);
         return rec;
@@ -403,7 +405,13 @@ export class AgentLoop {
           end('max_turns');
           return rec;
         }
-        const obsTokens = this.renderObservation(nextObs);
+        let obsTokens: number[];
+        try {
+          obsTokens = this.renderObservation(rec.messages.slice(0, rec.messages.length - nextObs.length), nextObs, tools);
+        } catch (e) {
+          end('env_error', e);
+          return rec;
+        }
         if (used + tokens.length + obsTokens.length + 1 > this.maxContext) {
           end('context_limit');
           return rec;
@@ -439,7 +447,7 @@ export class AgentLoop {
     const tools = this.renderTools ? rec.tools : [];
     let expected: number[];
     try {
-      expected = this.template.render(tokenMessages, { tools, addGenerationPrompt: endsWithPrompt });
+      expected = this.template.renderTokens(tokenMessages, { tools, addGenerationPrompt: endsWithPrompt });
     } catch {
       return 'mismatch';
     }

@@ -1,16 +1,18 @@
 /**
  * {@link ChatTokenPolicy}: a message-level {@link ChatPolicy} behind the token interface. Each
- * session decodes the tokens it is given back into the conversation (with the chat template),
- * asks the chat policy for the next assistant message, and returns that message's rendering
- * (`renderAssistantBody`, `<|end|>` included) as the sampled tokens, cut at the first stop
+ * session decodes the tokens it is given back into the conversation (with the chat format's
+ * reader: the built-in template has one), asks the chat policy for the next assistant message,
+ * and returns that message's rendering (`renderAssistantBody`, the stop token included; raw
+ * text as its tokens and the first stop token) as the sampled tokens, cut at the first stop
  * token and at `maxTokens`. No log-probs (the tokens were not sampled from a distribution),
  * unless the reply is a {@link ChatTurn} carrying the server's own tokens and log-probs (a
  * server sharing the template's tokenizer: token-in/token-out), which are used verbatim; a
  * turn the server cut (`finishReason: 'length'`) stays cut.
  * @module
  */
-import type { ChatTemplate } from '../model/chat-template.js';
-import { ConversationDecoder, ConversationDecodeError } from './conversation-decoder.js';
+import type { ChatFormat, ConversationReader } from '../model/chat-format.js';
+import type { ChatAssistantMessage } from '../model/chat-template.js';
+import { ConversationDecodeError } from './conversation-decoder.js';
 import { isChatTurn, type ChatConversation, type ChatPolicy, type SessionContext, type TokenPolicy, type TokenSampleParams, type TokenSampleResult, type TokenSession } from './policy.js';
 
 /** Checks sampling parameters (shared by the policies of this package). */
@@ -23,15 +25,15 @@ export function checkSampleParams(params: TokenSampleParams): void {
 }
 
 class ChatTokenSession implements TokenSession {
-  private readonly decoder: ConversationDecoder;
+  private readonly decoder: ConversationReader;
   private closed = false;
   private busy = false;
 
   constructor(
-    private readonly template: ChatTemplate,
+    private readonly template: MessageLevelFormat,
     private readonly conversation: ChatConversation,
   ) {
-    this.decoder = new ConversationDecoder(template);
+    this.decoder = template.createReader();
   }
 
   get length(): number {
@@ -69,13 +71,13 @@ class ChatTokenSession implements TokenSession {
         }
       } else if (turn.rawText !== undefined) {
         // Text outside any section: the template cannot parse it, so the agent loop hands the text to the environment verbatim.
-        body = [...this.template.tokenizer.encode(turn.rawText), this.template.end];
+        body = [...this.template.tokenizer.encode(turn.rawText), this.template.stopTokens[0]];
       } else body = this.template.renderAssistantBody(turn.message);
       let n = body.length;
       let finishReason: 'stop' | 'length' = 'stop';
       if (turn.finishReason === 'length') {
         finishReason = 'length';
-        if (turn.tokens === undefined && body[body.length - 1] === this.template.end) n--;
+        if (turn.tokens === undefined && this.template.stopTokens.includes(body[body.length - 1])) n--;
       }
       if (params.stop && params.stop.length > 0) {
         const stop = new Set(params.stop);
@@ -104,19 +106,32 @@ class ChatTokenSession implements TokenSession {
   }
 }
 
+/** A chat format that can read its token streams back into messages and render an assistant reply's tokens. */
+type MessageLevelFormat = ChatFormat & { createReader(): ConversationReader; renderAssistantBody(m: ChatAssistantMessage): number[] };
+
 /** A {@link ChatPolicy} as a {@link TokenPolicy} (see the module description). */
 export class ChatTokenPolicy implements TokenPolicy {
+  /** The chat format the agent loop renders with. */
+  readonly template: ChatFormat;
+
   /**
    * @param chat - the message-level policy.
-   * @param template - the chat template the agent loop renders with.
+   * @param template - the chat format the agent loop renders with; it must read its token
+   *   streams back into messages (`createReader`) and render replies (`renderAssistantBody`),
+   *   as the built-in ChatTemplate does.
    */
   constructor(
     readonly chat: ChatPolicy,
-    readonly template: ChatTemplate,
-  ) {}
+    template: ChatFormat,
+  ) {
+    if (!template || typeof template.createReader !== 'function' || typeof template.renderAssistantBody !== 'function') {
+      throw new TypeError('ChatTokenPolicy needs a chat format that reads its token streams back into messages (createReader) and renders replies (renderAssistantBody), such as the built-in ChatTemplate');
+    }
+    this.template = template;
+  }
 
   /** A session whose context is decoded back into messages. */
   createSession(context: SessionContext): TokenSession {
-    return new ChatTokenSession(this.template, this.chat.startConversation(context));
+    return new ChatTokenSession(this.template as MessageLevelFormat, this.chat.startConversation(context));
   }
 }

@@ -3,41 +3,19 @@
  * environment action, and the checks of a policy's output.
  * @module
  */
+import type { ChatFormat } from '../model/chat-format.js';
 import type { ChatAssistantMessage, ChatTemplate } from '../model/chat-template.js';
 import type { TokenSampleResult } from './policy.js';
 
 /**
- * The text of an assistant turn that the chat template could not parse, re-expressed in the
- * environment's raw-text protocol: `<|message|>` sections as their text, each `<|call|>`
- * section as `<tool_call>…</tool_call>` (Hermes style, which the tau environments parse), text
- * outside a section as is, other special tokens by name; stops at `<|end|>`. The environment
- * then answers a broken call with an `Error: …` tool message (counted toward its error budget),
- * a mixed or multiple call likewise, plain text as a message to the user, and an empty turn
- * by ending the episode (`agent_error`).
+ * The text of an assistant turn that the chat format could not parse, in the environment's
+ * raw-text protocol ({@link ChatFormat.rawActionText}; for the built-in template,
+ * {@link ChatTemplate.rawActionText}). The environment then answers a broken call with an
+ * `Error: …` tool message (counted toward its error budget), a mixed or multiple call likewise,
+ * plain text as a message to the user, and an empty turn by ending the episode (`agent_error`).
  */
-export function rawActionText(template: ChatTemplate, tokens: ArrayLike<number>): string {
-  const tok = template.tokenizer;
-  let out = '';
-  let run: number[] = [];
-  let inCall = false;
-  const flush = (): void => {
-    if (run.length > 0) out += tok.decode(run);
-    run = [];
-    if (inCall) out += '</tool_call>';
-    inCall = false;
-  };
-  for (let i = 0; i < tokens.length; i++) {
-    const t = tokens[i];
-    if (t === template.end) break;
-    if (t === template.message) flush();
-    else if (t === template.call) {
-      flush();
-      out += '<tool_call>';
-      inCall = true;
-    } else run.push(t);
-  }
-  flush();
-  return out;
+export function rawActionText(template: ChatFormat, tokens: ArrayLike<number>): string {
+  return template.rawActionText(tokens);
 }
 
 /** The result of parsing one generated turn. */
@@ -54,10 +32,10 @@ export interface ParsedTurn {
  * Parses a generated assistant turn (never throws). Tool calls get ids `<idPrefix>0`, … —
  * give a prefix unique within the episode (the environment pairs results with calls by id).
  */
-export function parseTurn(template: ChatTemplate, tokens: ArrayLike<number>, idPrefix = 'call_'): ParsedTurn {
+export function parseTurn(template: ChatFormat, tokens: ArrayLike<number>, idPrefix = 'call_'): ParsedTurn {
   const parsed = template.parseAssistant(tokens, idPrefix);
   if (parsed.ok) return { action: parsed.message, message: parsed.message, parseError: null };
-  const raw = rawActionText(template, tokens);
+  const raw = template.rawActionText(tokens);
   return { action: raw, message: { role: 'assistant', content: raw }, parseError: parsed.error };
 }
 

@@ -6,15 +6,15 @@
  * @module
  */
 import type { AnyEnv } from '../gym/index.js';
-import type { ChatTemplate } from '../model/index.js';
+import type { ChatFormat } from '../model/index.js';
 import { AgentLoop, type AgentLoopLimits, type EpisodeRecord, type TokenizationSanityCheck, type TokenPolicy } from '../rollout/index.js';
 
 /** Options of {@link evaluatePolicy}. */
 export interface EvaluatePolicyOptions {
   /** The policy (agent-loop token policy). */
   policy: TokenPolicy;
-  /** The chat template (its tokenizer is the policy's vocabulary). */
-  template: ChatTemplate;
+  /** The chat format (its tokenizer is the policy's vocabulary): the built-in ChatTemplate or a pretrained model's. */
+  template: ChatFormat;
   /** Environment factory (see `AgentLoopOptions.env`). */
   env: () => AnyEnv | Promise<AnyEnv>;
   /** Held-out task ids (each evaluated `trials` times). */
