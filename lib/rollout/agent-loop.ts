@@ -16,7 +16,7 @@
  * @module
  */
 import type { AnyEnv } from '../gym/async-core.js';
-import type { ChatMessage, ChatTemplate, ToolSchema } from '../model/chat-template.js';
+import { appendTokens, type ChatMessage, type ChatTemplate, type ToolSchema } from '../model/chat-template.js';
 import { DataProto } from './data-proto.js';
 import { episodesToDataProto } from './batch.js';
 import { ABORT_REASONS, TRUNCATION_REASONS, type EpisodeEnd, type EpisodeRecord, type TokenizationCheck } from './episode-record.js';
@@ -267,8 +267,8 @@ export class AgentLoop {
 
   private renderObservation(obs: readonly ChatMessage[]): number[] {
     const out: number[] = [];
-    for (const m of obs) out.push(...this.template.renderMessage(m));
-    out.push(...this.genPrompt);
+    for (const m of obs) appendTokens(out, this.template.renderMessage(m));
+    appendTokens(out, this.genPrompt);
     return out;
   }
 
@@ -357,7 +357,7 @@ export class AgentLoop {
           return rec;
         }
         const tokens = Array.from(result.tokens);
-        rec.responseIds.push(...tokens);
+        appendTokens(rec.responseIds, tokens);
         for (let i = 0; i < tokens.length; i++) {
           rec.responseMask.push(1);
           rec.logProbs.push(result.logProbs ? result.logProbs[i] : 0);
@@ -414,7 +414,7 @@ export class AgentLoop {
           end('policy_error', e);
           return rec;
         }
-        rec.responseIds.push(...obsTokens);
+        appendTokens(rec.responseIds, obsTokens);
         for (let i = 0; i < obsTokens.length; i++) {
           rec.responseMask.push(0);
           rec.logProbs.push(0);
