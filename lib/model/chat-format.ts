@@ -97,4 +97,10 @@ export interface ChatFormat {
   renderAssistantBody?(message: ChatAssistantMessage): number[];
   /** A reader of this format's token streams (optional; the built-in template has one). */
   createReader?(): ConversationReader;
+  /**
+   * A cheap lower bound on `renderTokens(messages, options).length` computed without
+   * tokenizing (optional): a server refuses a prompt that cannot fit its context before
+   * spending time and memory on encoding it.
+   */
+  minTokens?(messages: readonly ChatMessage[], options?: ChatFormatRenderOptions): number;
 }

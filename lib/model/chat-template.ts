@@ -77,6 +77,24 @@ export class ChatTemplateError extends Error {
   }
 }
 
+/**
+ * Appends `items` to `out` one by one and returns `out`. `out.push(...items)` passes every item
+ * as an argument and overflows the call stack from about 10⁵ items (a long message's tokens).
+ */
+export function appendTokens(out: number[], items: ArrayLike<number>): number[] {
+  for (let i = 0; i < items.length; i++) out.push(items[i]);
+  return out;
+}
+
+/** `JSON.stringify(v)`, or '' when it throws (a cycle); rendering reports the problem. */
+function safeJSON(v: unknown): string {
+  try {
+    return JSON.stringify(v) ?? '';
+  } catch {
+    return '';
+  }
+}
+
 /** Trains a tokenizer over `corpus` with the template's special tokens (see {@link Tokenizer.train}). */
 export function trainChatTokenizer(corpus: string | readonly string[], options: Omit<TokenizerTrainOptions, 'specialTokens'>): Tokenizer {
   return Tokenizer.train(corpus, { ...options, specialTokens: [...CHAT_SPECIAL_TOKENS] });
@@ -113,11 +131,11 @@ export class ChatTemplate implements ChatFormat {
     const out: number[] = [];
     const toolsAt = options.tools && options.tools.length > 0 ? (messages[0]?.role === 'system' ? 1 : 0) : -1;
     messages.forEach((m, i) => {
-      if (i === toolsAt) out.push(...this.renderTools(options.tools ?? []));
-      out.push(...this.renderMessage(m));
+      if (i === toolsAt) appendTokens(out, this.renderTools(options.tools ?? []));
+      appendTokens(out, this.renderMessage(m));
     });
-    if (toolsAt >= messages.length) out.push(...this.renderTools(options.tools ?? []));
-    if (options.addGenerationPrompt) out.push(...this.generationPrompt());
+    if (toolsAt >= messages.length) appendTokens(out, this.renderTools(options.tools ?? []));
+    if (options.addGenerationPrompt) appendTokens(out, this.generationPrompt());
     return out;
   }
 
@@ -133,14 +151,42 @@ export class ChatTemplate implements ChatFormat {
    */
   renderAppend(_history: readonly ChatMessage[], next: readonly ChatMessage[], _options: ChatFormatAppendOptions = {}): number[] {
     const out: number[] = [];
-    for (const m of next) out.push(...this.renderMessage(m));
-    out.push(...this.generationPrompt());
+    for (const m of next) appendTokens(out, this.renderMessage(m));
+    appendTokens(out, this.generationPrompt());
     return out;
   }
 
   /** A {@link ConversationDecoder} of this template's token streams. */
   createReader(): ConversationReader {
     return new ConversationDecoder(this);
+  }
+
+  /**
+   * A lower bound on `render(messages, options).length` (and, with one message, on
+   * `renderMessage(m).length`) from the lengths of the strings alone, without tokenizing: each
+   * piece of text of `n` UTF-16 code units gives at least `ceil(n / maxTokenBytes)` tokens (see
+   * {@link Tokenizer.maxTokenBytes}), each section its special tokens. Cheap enough to refuse a
+   * prompt that cannot fit a context before spending time (and memory) encoding it. Messages
+   * of a wrong shape count as their special tokens only (rendering reports them).
+   */
+  minTokens(messages: readonly ChatMessage[], options: RenderOptions = {}): number {
+    const L = this.tokenizer.maxTokenBytes;
+    const text = (v: unknown): number => (typeof v === 'string' ? Math.ceil(v.length / L) : 0);
+    // a section: <|start|> role(>= 1 token) <|message|> content <|end|>
+    let n = 0;
+    if (options.tools && options.tools.length > 0) n += 4 + text(safeJSON(options.tools));
+    for (const m of messages) {
+      if (typeof m !== 'object' || m === null) continue;
+      if (m.role !== 'assistant') {
+        n += 4 + text(m.content);
+        continue;
+      }
+      // <|start|> assistant, then <|message|> text and/or <|call|> {"name":…} per call, <|end|>
+      n += 3 + text(m.content);
+      for (const c of Array.isArray(m.tool_calls) ? m.tool_calls : []) n += 1 + text(c?.function?.name);
+    }
+    if (options.addGenerationPrompt) n += 2;
+    return n;
   }
 
   /** The tokens of one message (what an agent loop appends for an environment/user/tool turn). */
@@ -151,9 +197,9 @@ export class ChatTemplate implements ChatFormat {
       case 'user':
       case 'tool':
         if (typeof m.content !== 'string') throw new ChatTemplateError(`${m.role} message content must be a string`);
-        return [this.start, ...this.tokenizer.encode(m.role), this.message, ...this.tokenizer.encode(m.content), this.end];
+        return this.section(m.role, m.content);
       case 'assistant':
-        return [...this.generationPrompt(), ...this.renderAssistantBody(m)];
+        return appendTokens(this.generationPrompt(), this.renderAssistantBody(m));
       default:
         throw new ChatTemplateError(`unknown message role '${String((m as { role?: unknown }).role)}'`);
     }
@@ -161,12 +207,24 @@ export class ChatTemplate implements ChatFormat {
 
   /** The section holding the tool schemas. */
   renderTools(tools: readonly ToolSchema[]): number[] {
-    return [this.start, ...this.tokenizer.encode('tools'), this.message, ...this.tokenizer.encode(JSON.stringify(tools)), this.end];
+    return this.section('tools', JSON.stringify(tools));
+  }
+
+  /** `<|start|>{role}<|message|>{content}<|end|>` (built without spreading the content's tokens). */
+  private section(role: string, content: string): number[] {
+    const out = [this.start];
+    appendTokens(out, this.tokenizer.encode(role));
+    out.push(this.message);
+    appendTokens(out, this.tokenizer.encode(content));
+    out.push(this.end);
+    return out;
   }
 
   /** `<|start|>assistant`: where generation begins. */
   generationPrompt(): number[] {
-    return [this.start, ...this.tokenizer.encode('assistant')];
+    const out = [this.start];
+    appendTokens(out, this.tokenizer.encode('assistant'));
+    return out;
   }
 
   /**
@@ -181,7 +239,8 @@ export class ChatTemplate implements ChatFormat {
       throw new ChatTemplateError('assistant message content must be a string or null');
     }
     if ((m.content !== undefined && m.content !== null && m.content !== '') || calls.length === 0) {
-      out.push(this.message, ...this.tokenizer.encode(m.content ?? ''));
+      out.push(this.message);
+      appendTokens(out, this.tokenizer.encode(m.content ?? ''));
     }
     for (const c of calls) {
       if (typeof c?.function?.name !== 'string' || typeof c.function.arguments !== 'string') {
@@ -193,7 +252,8 @@ export class ChatTemplate implements ChatFormat {
       } catch {
         // not JSON: rendered as a string
       }
-      out.push(this.call, ...this.tokenizer.encode(JSON.stringify({ name: c.function.name, arguments: args })));
+      out.push(this.call);
+      appendTokens(out, this.tokenizer.encode(JSON.stringify({ name: c.function.name, arguments: args })));
     }
     out.push(this.end);
     return out;

@@ -44,6 +44,12 @@ export interface SampleOptions {
   topK?: number;
   /** Token ids that end the generation; the stop token is included in the result. */
   stop?: readonly number[];
+  /**
+   * Called with each run of newly sampled tokens and their log-probs, in order, before the
+   * result resolves (for streaming). A policy calls it as it samples, or not at all; the
+   * result holds every token either way. An exception thrown by it fails the sample.
+   */
+  onTokens?: (tokens: Int32Array, logProbs: Float32Array) => void;
 }
 
 /** What one generation produced. */

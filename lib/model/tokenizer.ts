@@ -71,6 +71,7 @@ export class Tokenizer {
   private readonly bytesOf: Uint8Array[] = [];
   private readonly cache = new Map<string, number[]>();
   private readonly pattern: RegExp;
+  private maxBytes = 0;
 
   private constructor(
     private readonly specials: readonly string[],
@@ -166,6 +167,20 @@ export class Tokenizer {
   /** The special tokens in id order. */
   get specialTokens(): readonly string[] {
     return this.specials;
+  }
+
+  /**
+   * Most bytes one non-special token stands for. Text of `n` UTF-16 code units is at least `n`
+   * bytes, so it encodes to at least `ceil(n / maxTokenBytes)` tokens: a bound that needs no
+   * tokenizing (e.g. to refuse a prompt that cannot fit a context before encoding it).
+   */
+  get maxTokenBytes(): number {
+    if (this.maxBytes === 0) {
+      let m = 1;
+      for (let id = this.byteBase; id < this.bytesOf.length; id++) if (this.bytesOf[id].length > m) m = this.bytesOf[id].length;
+      this.maxBytes = m;
+    }
+    return this.maxBytes;
   }
 
   /** Id of the first byte token (= number of special tokens). */

@@ -77,6 +77,11 @@ export interface TransformerPolicyOptions {
   /** Tokens of one session per forward at most (chunked prefill, default 512). */
   prefillChunk?: number;
   /**
+   * Batched forwards per native run while a sample with `onTokens` (streaming) is in the batch
+   * (default 1: each token is delivered as soon as it is sampled).
+   */
+  streamForwardsPerRun?: number;
+  /**
    * Where the model runs: `'cpu'` (default), `'cuda'` (the first GPU; throws
    * {@link DeviceUnavailableError} without a CUDA build and a usable GPU) or `'auto'` (the GPU
    * when usable, else the CPU).
@@ -100,6 +105,7 @@ interface Request {
   started: boolean;
   tokens: number[];
   logProbs: number[];
+  onTokens: ((tokens: Int32Array, logProbs: Float32Array) => void) | null;
   resolve: (r: SampleResult) => void;
   reject: (e: unknown) => void;
 }
@@ -149,15 +155,20 @@ export class TransformerPolicySession implements PolicySession {
     const stop = o.stop ?? [];
     const V = this.policy.vocabSize;
     for (const t of stop) if (!Number.isInteger(t) || t < 0 || t >= V) throw new RangeError(`options.stop holds ${String(t)}, not a token id in [0, ${V})`);
+    if (o.onTokens !== undefined && typeof o.onTokens !== 'function') throw new TypeError('options.onTokens must be a function');
     if (this.native.length === 0) throw new RangeError('sample: append a prompt first (the session is empty)');
-    return this.policy.enqueue(this, {
-      kind: 'sample',
-      maxTokens: o.maxTokens as number,
-      temperature,
-      topP,
-      topK,
-      stop: Int32Array.from(stop),
-    });
+    return this.policy.enqueue(
+      this,
+      {
+        kind: 'sample',
+        maxTokens: o.maxTokens as number,
+        temperature,
+        topP,
+        topK,
+        stop: Int32Array.from(stop),
+      },
+      o.onTokens ?? null,
+    );
   }
 
   /** Processes the appended tokens now (batched like sample()). */
@@ -194,6 +205,7 @@ export class TransformerPolicy implements TrainablePolicy {
   private samplerSeed: bigint;
   private samplerCounter = 0n;
   private readonly maxForwardsPerRun: number;
+  private readonly streamForwardsPerRun: number;
   private readonly prefillChunk: number;
 
   private constructor(
@@ -206,6 +218,8 @@ export class TransformerPolicy implements TrainablePolicy {
     this.samplerSeed = BigInt(checkSeed(options.samplerSeed ?? options.seed ?? 0, 'options.samplerSeed'));
     this.maxForwardsPerRun = options.maxForwardsPerRun ?? 16;
     this.prefillChunk = options.prefillChunk ?? 512;
+    this.streamForwardsPerRun = options.streamForwardsPerRun ?? 1;
+    if (!Number.isSafeInteger(this.streamForwardsPerRun) || this.streamForwardsPerRun < 1) throw new RangeError('options.streamForwardsPerRun must be an integer >= 1');
     if (!Number.isSafeInteger(this.maxForwardsPerRun) || this.maxForwardsPerRun < 1) throw new RangeError('options.maxForwardsPerRun must be an integer >= 1');
     if (!Number.isSafeInteger(this.prefillChunk) || this.prefillChunk < 1) throw new RangeError('options.prefillChunk must be an integer >= 1');
     if (tokenizer && tokenizer.vocabSize > model.config.vocab) throw new RangeError(`the tokenizer has ${tokenizer.vocabSize} tokens, more than config.vocab (${model.config.vocab})`);
@@ -306,10 +320,15 @@ export class TransformerPolicy implements TrainablePolicy {
     }
   }
 
+  /** Sample and prefill jobs queued or running now. */
+  get pending(): number {
+    return this.requests.size;
+  }
+
   /** @internal Queues a job of `session` for the next batched run. */
-  enqueue(session: TransformerPolicySession, job: NativeJob): Promise<SampleResult> {
+  enqueue(session: TransformerPolicySession, job: NativeJob, onTokens: Request['onTokens'] = null): Promise<SampleResult> {
     return new Promise<SampleResult>((resolve, reject) => {
-      const req: Request = { session, job, started: false, tokens: [], logProbs: [], resolve, reject };
+      const req: Request = { session, job, started: false, tokens: [], logProbs: [], onTokens, resolve, reject };
       session.request = req;
       this.requests.add(req);
       void this.pump();
@@ -336,18 +355,28 @@ export class TransformerPolicy implements TrainablePolicy {
       while (this.requests.size > 0) {
         const batch = [...this.requests];
         const items = batch.map((r) => (r.started ? { session: r.session.native } : { session: r.session.native, job: r.job }));
+        const maxForwards = batch.some((r) => r.onTokens) ? Math.min(this.maxForwardsPerRun, this.streamForwardsPerRun) : this.maxForwardsPerRun;
         let results;
         try {
-          results = await this.queue.run(() => this.model.run(items, { maxForwards: this.maxForwardsPerRun, prefillChunk: this.prefillChunk }));
+          results = await this.queue.run(() => this.model.run(items, { maxForwards, prefillChunk: this.prefillChunk }));
         } catch (e) {
           for (const r of batch) this.cancel(r, e as Error);
           continue;
         }
         batch.forEach((r, i) => {
           r.started = true;
+          if (!this.requests.has(r)) return; // disposed during the run
           const res = results[i];
           for (const t of res.tokens) r.tokens.push(t);
           for (const l of res.logProbs) r.logProbs.push(l);
+          if (r.onTokens && res.tokens.length > 0) {
+            try {
+              r.onTokens(Int32Array.from(res.tokens), Float32Array.from(res.logProbs));
+            } catch (e) {
+              this.cancel(r, e instanceof Error ? e : new Error(String(e)));
+              return;
+            }
+          }
           if (res.done && this.requests.has(r)) this.finish(r, (res.finishReason || 'length') as FinishReason);
         });
       }

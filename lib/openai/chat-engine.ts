@@ -12,10 +12,16 @@
  * session id gets the same tokens as the in-process policy. Anything else starts the
  * conversation afresh. Sessions are kept up to `maxSessions` (least recently used evicted) and
  * `sessionTtlMs`.
+ *
+ * A prompt that cannot fit the model's context is refused (400 `context_length_exceeded`)
+ * before it is tokenized when a bound from the text lengths alone
+ * ({@link ChatFormat.minTokens}) already exceeds the context, so a huge request costs
+ * neither time nor memory. With `renderTools: false` (a model trained without the tools
+ * section in its prompt) the request's tools are not rendered; its tool calls are still parsed.
  * @module
  */
 import type { ChatFormat } from '../model/chat-format.js';
-import type { ChatMessage } from '../model/chat-template.js';
+import type { ChatMessage, ToolSchema } from '../model/chat-template.js';
 import type { PolicySession, TokenPolicy as ModelTokenPolicy } from '../model/policy.js';
 import { RequestError, type ChatRequest } from './server-request.js';
 
@@ -27,6 +33,23 @@ export interface ChatEngineOptions {
   maxSessions?: number;
   /** A kept conversation idle this long (ms) is dropped. Default 600000. */
   sessionTtlMs?: number;
+  /**
+   * Render the request's tools into the prompt (the tools section). Default true; false for a
+   * model trained without it (the run's `prompt.renderTools`): the tools are then ignored for
+   * the prompt, and tool calls in replies are parsed all the same.
+   */
+  renderTools?: boolean;
+}
+
+/** Per-call options of {@link ChatEngine.complete}. */
+export interface CompleteOptions {
+  /**
+   * Called with each run of newly sampled tokens and their log-probs, in order, as the policy
+   * delivers them (all at the end for a policy that does not stream; see `SampleOptions.onTokens`).
+   */
+  onTokens?: (tokens: readonly number[], logProbs: readonly number[]) => void;
+  /** Aborting it stops the generation and frees its session; the call then rejects with the signal's reason. */
+  signal?: AbortSignal;
 }
 
 /** The result of one completion. */
@@ -63,6 +86,7 @@ export class ChatEngine {
   private readonly defaultMaxTokens: number;
   private readonly maxSessions: number;
   private readonly ttl: number;
+  private readonly renderTools: boolean;
   private closed = false;
   /** Counters: requests, continued conversations, fresh ones. */
   readonly stats = { requests: 0, continued: 0, fresh: 0, evicted: 0 };
@@ -76,6 +100,8 @@ export class ChatEngine {
     this.defaultMaxTokens = options.defaultMaxTokens ?? 1024;
     this.maxSessions = options.maxSessions ?? 256;
     this.ttl = options.sessionTtlMs ?? 600000;
+    this.renderTools = options.renderTools ?? true;
+    if (typeof this.renderTools !== 'boolean') throw new TypeError('options.renderTools must be a boolean');
     if (!Number.isSafeInteger(this.defaultMaxTokens) || this.defaultMaxTokens < 1) throw new RangeError('options.defaultMaxTokens must be a positive integer');
     if (!Number.isSafeInteger(this.maxSessions) || this.maxSessions < 0) throw new RangeError('options.maxSessions must be an integer >= 0');
     if (!(this.ttl > 0)) throw new RangeError('options.sessionTtlMs must be positive');
@@ -114,42 +140,78 @@ export class ChatEngine {
     return delta.some((m) => m.role === 'assistant') ? null : delta;
   }
 
-  /** Runs one completion (throws {@link RequestError} for a prompt that does not fit). */
-  async complete(req: ChatRequest): Promise<EngineResult> {
+  /** The refusal of a prompt of `needed` tokens (at least, when `estimated`). */
+  private tooLong(needed: number, estimated: boolean): RequestError {
+    const what = estimated ? `at least ${needed} tokens (counted from its length, before tokenizing)` : `${needed} tokens`;
+    return new RequestError(400, `the conversation needs ${what}; the model's context is ${this.policy.contextLength}`, 'messages', 'context_length_exceeded');
+  }
+
+  /**
+   * Runs one completion (throws {@link RequestError} for a prompt that does not fit; with
+   * `options.signal` aborted, stops sampling, frees the session and rejects with its reason).
+   */
+  async complete(req: ChatRequest, options: CompleteOptions = {}): Promise<EngineResult> {
     if (this.closed) throw new RequestError(503, 'the server is shutting down');
+    options.signal?.throwIfAborted();
     this.stats.requests++;
     const now = Date.now();
     this.sweep(now);
-    const tools = JSON.stringify(req.tools);
+    const toolList: readonly ToolSchema[] = this.renderTools ? req.tools : [];
+    const tools = JSON.stringify(toolList);
     const id = req.sessionId;
     const kept = id !== undefined ? this.conversations.get(id) : undefined;
     const delta = this.continuation(kept, req, tools);
+    const limit = this.policy.contextLength;
     let conv: Conversation;
     let append: number[];
     if (kept && delta) {
+      const least = kept.context.length + (this.template.minTokens?.(delta, { addGenerationPrompt: true }) ?? 0);
+      if (least >= limit) throw this.tooLong(least, true);
       conv = kept;
-      append = this.template.renderAppend(req.messages.slice(0, req.messages.length - delta.length), delta, { tools: req.tools });
+      append = this.template.renderAppend(req.messages.slice(0, req.messages.length - delta.length), delta, { tools: toolList });
       this.stats.continued++;
     } else {
+      const least = (this.template.minTokens?.(req.messages, { tools: toolList, addGenerationPrompt: true }) ?? 0);
+      if (least >= limit) throw this.tooLong(least, true);
       if (id !== undefined && kept && !kept.busy) this.drop(id);
-      append = this.template.renderTokens(req.messages, { tools: req.tools, addGenerationPrompt: true });
+      append = this.template.renderTokens(req.messages, { tools: toolList, addGenerationPrompt: true });
       conv = { session: this.policy.createSession(req.seed !== undefined ? { seed: req.seed } : {}), seed: req.seed, tools, fingerprints: [], context: [], busy: false, lastUsed: now };
       this.stats.fresh++;
     }
-    const room = this.policy.contextLength - conv.context.length - append.length;
+    const room = limit - conv.context.length - append.length;
     if (room < 1) {
       if (conv !== kept) conv.session.dispose();
-      throw new RequestError(400, `the conversation needs ${conv.context.length + append.length} tokens; the model's context is ${this.policy.contextLength}`, 'messages', 'context_length_exceeded');
+      throw this.tooLong(conv.context.length + append.length, false);
     }
     const maxTokens = Math.min(req.maxTokens ?? this.defaultMaxTokens, room);
     conv.busy = true;
     const ownedHere = conv !== kept;
+    const onTokens = options.onTokens;
+    let delivered = 0;
+    const onAbort = (): void => conv.session.dispose();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
     try {
       conv.session.append(append);
-      const r = await conv.session.sample({ maxTokens, temperature: req.temperature, topP: req.topP, stop: this.template.stopTokens });
+      const sampling = conv.session.sample({
+        maxTokens,
+        temperature: req.temperature,
+        topP: req.topP,
+        stop: this.template.stopTokens,
+        ...(onTokens
+          ? {
+              onTokens: (t: ArrayLike<number>, lp: ArrayLike<number>) => {
+                delivered += t.length;
+                onTokens(Array.from(t), Array.from(lp));
+              },
+            }
+          : {}),
+      });
+      const r = await (options.signal ? untilAborted(sampling, options.signal) : sampling);
       const tokens = Array.from(r.tokens);
-      const promptTokens = [...conv.context, ...append];
-      conv.context = [...promptTokens, ...tokens];
+      const logProbs = Array.from(r.logProbs);
+      if (onTokens && delivered < tokens.length) onTokens(tokens.slice(delivered), logProbs.slice(delivered));
+      const promptTokens = conv.context.concat(append);
+      conv.context = promptTokens.concat(tokens);
       conv.fingerprints = [...req.messages.map(fingerprint), 'assistant'];
       conv.lastUsed = Date.now();
       conv.busy = false;
@@ -158,11 +220,13 @@ export class ChatEngine {
         if (id !== undefined) this.conversations.delete(id);
         conv.session.dispose();
       }
-      return { tokens, logProbs: Array.from(r.logProbs), finishReason: r.finishReason === 'stop' ? 'stop' : 'length', promptTokens, continued: !ownedHere };
+      return { tokens, logProbs, finishReason: r.finishReason === 'stop' ? 'stop' : 'length', promptTokens, continued: !ownedHere };
     } catch (e) {
       if (id !== undefined && this.conversations.get(id) === conv) this.conversations.delete(id);
       conv.session.dispose();
       throw e;
+    } finally {
+      options.signal?.removeEventListener('abort', onAbort);
     }
   }
 
@@ -171,4 +235,23 @@ export class ChatEngine {
     this.closed = true;
     for (const id of [...this.conversations.keys()]) this.drop(id);
   }
+}
+
+/** `p`, or a rejection with the signal's reason as soon as it aborts. */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const abort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', abort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', abort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', abort);
+        reject(e);
+      },
+    );
+  });
 }

@@ -40,6 +40,13 @@ export interface OpenAIClientOptions {
   headers?: Record<string, string>;
   /** The fetch to use (default the global one). */
   fetch?: typeof fetch;
+  /**
+   * Stop after this many calls in a row failed to reach a server (network errors and timeouts,
+   * each after its retries): later calls then fail at once with kind `network`, without a
+   * request (e.g. an evaluation against a dead server ends early). Any answer from a server
+   * resets the count. Default 0: never stop.
+   */
+  maxConsecutiveFailures?: number;
 }
 
 /** What went wrong talking to a server. */
@@ -152,6 +159,14 @@ export function checkCompletion(json: unknown): string | null {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** What a failed fetch says, with its cause (fetch's own message is only "fetch failed"). */
+function failureText(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  const cause = (e as { cause?: unknown }).cause;
+  const why = cause instanceof Error ? cause.message : typeof cause === 'string' ? cause : '';
+  return why && !e.message.includes(why) ? `${e.message} (${why})` : e.message;
+}
+
 /** The client (see the module description). */
 export class OpenAIChatClient {
   /** The model name. */
@@ -174,6 +189,10 @@ export class OpenAIChatClient {
   private readonly waiting: (() => void)[] = [];
   private active = 0;
   private next = 0;
+  private readonly maxConsecutiveFailures: number;
+  private consecutive = 0;
+  private connectionFailureCount = 0;
+  private stopReason: string | null = null;
 
   /** @param options - endpoints, model, key, timeout, retries, concurrency, routing. */
   constructor(options: OpenAIClientOptions) {
@@ -203,6 +222,30 @@ export class OpenAIChatClient {
     this.doFetch = options.fetch ?? fetch;
     this.random = mulberry32(nonNegativeInt(options.seed ?? 0, 'options.seed'));
     this.endpoints = this.baseURLs.map((baseURL) => ({ baseURL, inFlight: 0, calls: 0, failures: 0 }));
+    this.maxConsecutiveFailures = nonNegativeInt(options.maxConsecutiveFailures ?? 0, 'options.maxConsecutiveFailures');
+  }
+
+  /** Calls that failed to reach a server (network errors and timeouts, after their retries). */
+  get connectionFailures(): number {
+    return this.connectionFailureCount;
+  }
+
+  /** Why the client stopped calling (see `maxConsecutiveFailures`), or null while it calls. */
+  get stopped(): string | null {
+    return this.stopReason;
+  }
+
+  /** Counts a call's outcome toward `maxConsecutiveFailures`. */
+  private countOutcome(error: OpenAIError | null): void {
+    if (error === null || (error.kind !== 'network' && error.kind !== 'timeout')) {
+      this.consecutive = 0;
+      return;
+    }
+    this.connectionFailureCount++;
+    this.consecutive++;
+    if (this.maxConsecutiveFailures > 0 && this.consecutive >= this.maxConsecutiveFailures && this.stopReason === null) {
+      this.stopReason = `stopped after ${this.consecutive} consecutive calls failed to reach the server (last: ${error.message})`;
+    }
   }
 
   /** Counters per base URL (a copy). */
@@ -270,7 +313,7 @@ export class OpenAIChatClient {
       return json.data.filter((m): m is { id: string; owned_by?: string } => m !== null && typeof m === 'object' && typeof (m as { id?: unknown }).id === 'string');
     } catch (e) {
       if (e instanceof OpenAIError) throw e;
-      throw new OpenAIError(ctrl.signal.aborted ? `GET /models timed out after ${this.timeoutMs} ms` : `GET /models failed: ${(e as Error).message}`, ctrl.signal.aborted ? 'timeout' : 'network');
+      throw new OpenAIError(ctrl.signal.aborted ? `GET /models timed out after ${this.timeoutMs} ms` : `GET /models failed: ${failureText(e)}`, ctrl.signal.aborted ? 'timeout' : 'network');
     } finally {
       clearTimeout(timer);
     }
@@ -286,12 +329,17 @@ export class OpenAIChatClient {
    */
   async createChatCompletion(request: ChatCompletionRequest, options: CallOptions = {}): Promise<ChatCompletionResult> {
     if (request === null || typeof request !== 'object' || !Array.isArray(request.messages)) throw new TypeError('request must be an object with a messages array');
+    if (this.stopReason !== null) throw new OpenAIError(this.stopReason, 'network', undefined, 0);
     const body = JSON.stringify({ ...request, model: this.model });
     const t0 = performance.now();
     let last = new OpenAIError('no call made', 'network');
     let avoid = -1;
+    let calls = 0;
     for (let attempt = 0; attempt <= this.retries; attempt++) {
       if (attempt > 0) await sleep(this.backoff(attempt, last instanceof RetryAfter ? last.retryAfterMs : null));
+      // another call found the server unreachable meanwhile: no more tries
+      if (attempt > 0 && this.stopReason !== null) break;
+      calls++;
       await this.acquire();
       const i = this.pick(options.affinity, avoid);
       const ep = this.endpoints[i];
@@ -316,11 +364,16 @@ export class OpenAIChatClient {
         }
         const problem = checkCompletion(json);
         if (problem) throw new OpenAIError(`${ep.baseURL}: ${problem}`, 'invalid_response');
+        this.countOutcome(null);
         return { response: json as ChatCompletionResponse, baseURL: ep.baseURL, attempts: attempt + 1, ms: performance.now() - t0 };
       } catch (e) {
         ep.failures++;
-        if (e instanceof OpenAIError && !e.retryable) throw e;
-        last = e instanceof OpenAIError ? e : new OpenAIError(ctrl.signal.aborted ? `${ep.baseURL} timed out after ${this.timeoutMs} ms` : `${ep.baseURL}: request failed: ${(e as Error).message}`, ctrl.signal.aborted ? 'timeout' : 'network');
+        if (e instanceof OpenAIError && !e.retryable) {
+          this.countOutcome(e);
+          throw e;
+        }
+        if (e instanceof OpenAIError && e.kind !== 'network' && e.kind !== 'timeout') this.countOutcome(null); // the server answered
+        last = e instanceof OpenAIError ? e : new OpenAIError(ctrl.signal.aborted ? `${ep.baseURL} timed out after ${this.timeoutMs} ms` : `${ep.baseURL}: request failed: ${failureText(e)}`, ctrl.signal.aborted ? 'timeout' : 'network');
         if (this.endpoints.length > 1) {
           avoid = i;
           if (options.affinity !== undefined) this.sticky.delete(options.affinity);
@@ -331,7 +384,9 @@ export class OpenAIChatClient {
         this.releaseSlot();
       }
     }
-    throw new OpenAIError(`${last.message} (after ${this.retries + 1} calls)`, last.kind, last.status, this.retries + 1);
+    const failed = new OpenAIError(`${last.message} (after ${calls} calls)`, last.kind, last.status, calls);
+    this.countOutcome(failed);
+    throw failed;
   }
 }
 

@@ -13,3 +13,4 @@ export * from './server.js';
 export * from './export.js';
 export * from './evaluate.js';
 export * from './builtin.js';
+export * from './server-stream.js';

@@ -4,12 +4,16 @@
  *
  * - `GET /v1/models`: the served model (`owned_by: "sinkflex"`).
  * - `POST /v1/chat/completions`: messages + tools in, an assistant message out (`tool_calls`
- *   and `finish_reason: "tool_calls"` when it calls tools); `stream: true` sends server-sent
- *   events; `seed`, `temperature`, `top_p`, `max_tokens`; `logprobs: true` gives each sampled
+ *   and `finish_reason: "tool_calls"` when it calls tools); `stream: true` streams the reply
+ *   as it is sampled (`chat.completion.chunk` server-sent events, see server-stream.ts);
+ *   `seed`, `temperature`, `top_p`, `max_tokens`; `logprobs: true` gives each sampled
  *   token's log-prob; `return_token_ids: true` (vLLM's extension) gives `prompt_token_ids`
  *   and the choice's `token_ids`; `session_id` (this server's extension) continues a kept
  *   conversation (see {@link ChatEngine}). Requests are validated (400 with an OpenAI-style
- *   error JSON); concurrent requests are batched by the policy itself.
+ *   error JSON); concurrent requests are batched by the policy itself. A prompt that cannot
+ *   fit the context is refused before it is tokenized when its length alone shows it; a body
+ *   over `maxBodyBytes` gets its 413 (the rest of the upload is dropped, not buffered). A
+ *   client that disconnects stops its generation.
  * - A reply the chat template cannot parse is returned as text (special sections written as
  *   Hermes `<tool_call>` blocks, as the agent loop hands it to an environment).
  * - `GET /health`: `{ status: "ok" }`.
@@ -23,6 +27,7 @@ import type { TokenPolicy as ModelTokenPolicy } from '../model/policy.js';
 import { rawActionText } from '../rollout/turns.js';
 import { ChatEngine, type ChatEngineOptions, type EngineResult } from './chat-engine.js';
 import { parseChatRequest, RequestError, type ChatRequest } from './server-request.js';
+import { ReplyStream, SseReply } from './server-stream.js';
 
 /** Options of {@link startChatServer}. */
 export interface ChatServerOptions extends ChatEngineOptions {
@@ -62,30 +67,82 @@ function sendJSON(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-function readBody(req: IncomingMessage, limit: number): Promise<string> {
+/** The body was larger than the limit; the 413 is written by {@link readBody} itself. */
+class BodyTooLarge extends RequestError {}
+
+/**
+ * Reads a request body of at most `limit` bytes. A larger one is refused at once: buffering
+ * stops, the 413 (with `connection: close`) is written in full, and the rest of the upload is
+ * read and dropped — up to `dropLimit` more bytes or `lingerMs` — before the response ends and
+ * the connection closes (a lingering close, RFC 9112 §9.6). A client that reads the response
+ * while it uploads (curl, fetch) stops there; one that uploads everything first (Python's
+ * urllib) still gets its 413 instead of a connection reset.
+ */
+function readBody(req: IncomingMessage, res: ServerResponse, limit: number, dropLimit: number, lingerMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (c: Buffer) => {
+    let refused = false;
+    let dropped = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const close = (): void => {
+      clearTimeout(timer);
+      if (!res.writableEnded) res.end();
+      req.off('data', onData);
+      req.resume();
+      if (dropped > dropLimit) req.socket.destroy();
+    };
+    const onData = (c: Buffer): void => {
+      if (refused) {
+        dropped += c.length;
+        if (dropped > dropLimit) close();
+        return;
+      }
       size += c.length;
       if (size > limit) {
-        reject(new RequestError(413, `the request body is larger than ${limit} bytes`, null, 'request_too_large'));
-        req.destroy();
+        refused = true;
+        chunks.length = 0;
+        const err = new BodyTooLarge(413, `the request body is larger than ${limit} bytes`, null, 'request_too_large');
+        const text = JSON.stringify(err.toJSON());
+        res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), connection: 'close' });
+        res.write(text);
+        timer = setTimeout(close, lingerMs);
+        timer.unref();
+        reject(err);
         return;
       }
       chunks.push(c);
+    };
+    req.on('data', onData);
+    req.on('end', () => {
+      if (refused) close();
+      else resolve(Buffer.concat(chunks).toString('utf8'));
     });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
+    req.on('error', (e) => {
+      if (refused) close();
+      else reject(e);
+    });
   });
 }
 
 let completionCounter = 0;
 
+/** The id of a new completion and the prefix of its tool-call ids. */
+function newCompletionId(): { id: string; callPrefix: string } {
+  const n = ++completionCounter;
+  return { id: `chatcmpl-sfx${n}`, callPrefix: `call_${n}_` };
+}
+
+/** The log-probs entries of some sampled tokens (OpenAI's `logprobs.content`). */
+function logprobEntries(template: ChatTemplate, tokens: readonly number[], logProbs: readonly number[]): Record<string, unknown>[] {
+  const tok = template.tokenizer;
+  return tokens.map((t, i) => ({ token: tok.decode([t]), logprob: logProbs[i], bytes: Array.from(tok.decodeBytes([t])), top_logprobs: [] }));
+}
+
 /** The OpenAI-style completion for an engine result. */
-function completionBody(template: ChatTemplate, model: string, req: ChatRequest, r: EngineResult): { id: string; message: Record<string, unknown>; finish: string; body: Record<string, unknown> } {
-  const id = `chatcmpl-sfx${++completionCounter}`;
-  const parsed = r.finishReason === 'stop' ? template.parseAssistant(r.tokens, `call_${completionCounter}_`) : null;
+function completionBody(template: ChatTemplate, model: string, req: ChatRequest, r: EngineResult, ids = newCompletionId()): { id: string; message: Record<string, unknown>; finish: string; body: Record<string, unknown> } {
+  const { id, callPrefix } = ids;
+  const parsed = r.finishReason === 'stop' ? template.parseAssistant(r.tokens, callPrefix) : null;
   let message: Record<string, unknown>;
   let finish: string = r.finishReason;
   if (parsed && parsed.ok) {
@@ -96,8 +153,7 @@ function completionBody(template: ChatTemplate, model: string, req: ChatRequest,
     }
   } else message = { role: 'assistant', content: rawActionText(template, r.tokens) };
   const choice: Record<string, unknown> = { index: 0, message, finish_reason: finish };
-  const tok = template.tokenizer;
-  if (req.logprobs) choice.logprobs = { content: r.tokens.map((t, i) => ({ token: tok.decode([t]), logprob: r.logProbs[i], bytes: Array.from(tok.decodeBytes([t])), top_logprobs: [] })) };
+  if (req.logprobs) choice.logprobs = { content: logprobEntries(template, r.tokens, r.logProbs) };
   if (req.returnTokenIds) choice.token_ids = r.tokens;
   const body: Record<string, unknown> = {
     id,
@@ -112,21 +168,20 @@ function completionBody(template: ChatTemplate, model: string, req: ChatRequest,
   return { id, message, finish, body };
 }
 
-function sendStream(res: ServerResponse, model: string, req: ChatRequest, c: ReturnType<typeof completionBody>): void {
-  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-  const base = { id: c.id, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model, system_fingerprint: 'sinkflex' };
-  const send = (choice: Record<string, unknown>, extra: Record<string, unknown> = {}): void => {
-    res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, ...choice }], ...extra })}\n\n`);
-  };
-  const choice = (c.body.choices as Record<string, unknown>[])[0];
-  send({ delta: { role: 'assistant', content: '' }, finish_reason: null });
-  if (typeof c.message.content === 'string' && c.message.content !== '') send({ delta: { content: c.message.content }, finish_reason: null, ...(choice.logprobs ? { logprobs: choice.logprobs } : {}) });
-  const calls = (c.message.tool_calls ?? []) as { id?: string; function: { name: string; arguments: string } }[];
-  calls.forEach((call, i) => send({ delta: { tool_calls: [{ index: i, id: call.id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } }] }, finish_reason: null }));
-  send({ delta: {}, finish_reason: c.finish, ...(choice.token_ids ? { token_ids: choice.token_ids } : {}) });
-  if (req.streamUsage) res.write(`data: ${JSON.stringify({ ...base, choices: [], usage: c.body.usage })}\n\n`);
-  res.write('data: [DONE]\n\n');
-  res.end();
+/** Why a generation stopped early: the client went away. */
+class ClientGone extends Error {
+  constructor() {
+    super('the client closed the connection');
+    this.name = 'ClientGone';
+  }
+}
+
+/** The error as the server answers it (499 when the client went away, 500 for a failure of ours). */
+function asRequestError(e: unknown): RequestError {
+  if (e instanceof RequestError) return e;
+  // 499: the client closed the connection before the reply (nginx's code, for the log)
+  if (e instanceof ClientGone) return new RequestError(499, e.message, null, 'client_closed');
+  return new RequestError(500, `internal error: ${e instanceof Error ? e.message : String(e)}`, null, 'internal_error');
 }
 
 /** Starts the server (resolves once it listens). */
@@ -135,8 +190,10 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
   if (!options.policy || typeof options.policy.createSession !== 'function') throw new TypeError('options.policy must be a model-level TokenPolicy');
   if (!options.template || typeof options.template.render !== 'function') throw new TypeError('options.template must be a ChatTemplate');
   const engine = new ChatEngine(options.policy, options.template, options);
+  const template = options.template;
   const model = options.modelName ?? 'sinkflex';
   const limit = options.maxBodyBytes ?? 32 * 2 ** 20;
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError('options.maxBodyBytes must be a positive integer');
   const created = Math.floor(Date.now() / 1000);
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -150,7 +207,7 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
     if (url !== '/v1/chat/completions') throw new RequestError(404, `no route ${req.method} ${url}`, null, 'not_found');
     if (req.method !== 'POST') throw new RequestError(405, `${req.method} is not allowed on /v1/chat/completions`);
     const t0 = performance.now();
-    const text = await readBody(req, limit);
+    const text = await readBody(req, res, limit, Math.max(limit, 64 * 2 ** 20), 10000);
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -159,18 +216,48 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
     }
     const chat = parseChatRequest(json);
     if (chat.model !== model) throw new RequestError(404, `the model '${chat.model}' does not exist (this server serves '${model}')`, 'model', 'model_not_found');
-    const r = await engine.complete(chat);
-    const c = completionBody(options.template, model, chat, r);
-    if (chat.stream) sendStream(res, model, chat, c);
-    else sendJSON(res, 200, c.body);
+    // a client that goes away stops its generation (and frees its session)
+    const gone = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) gone.abort(new ClientGone());
+    });
+    const ids = newCompletionId();
+    const sse = chat.stream ? new SseReply(res, ids.id, model) : null;
+    const reply = chat.stream ? new ReplyStream(template) : null;
+    if (!sse || !reply) {
+      const r = await engine.complete(chat, { signal: gone.signal });
+      sendJSON(res, 200, completionBody(template, model, chat, r, ids).body);
+      options.onRequest?.({ status: 200, ms: performance.now() - t0, promptTokens: r.promptTokens.length, completionTokens: r.tokens.length, continued: r.continued });
+      return;
+    }
+    let r: EngineResult;
+    try {
+      r = await engine.complete(chat, {
+        signal: gone.signal,
+        onTokens: (tokens, logProbs) => {
+          sse.begin(); // the stream begins with the first sampled token, whatever it is
+          sse.content(reply.push(tokens), chat.logprobs ? logprobEntries(template, tokens, logProbs) : undefined);
+        },
+      });
+      const c = completionBody(template, model, chat, r, ids);
+      sse.content(reply.finish(typeof c.message.content === 'string' ? c.message.content : null));
+      sse.toolCalls((c.message.tool_calls ?? []) as { id?: string; function: { name: string; arguments: string } }[]);
+      sse.end(c.finish, chat.returnTokenIds ? r.tokens : undefined, chat.streamUsage ? (c.body.usage as Record<string, unknown>) : undefined);
+    } catch (e) {
+      // once the stream has begun, an error goes as an error event (the status is sent)
+      if (sse.begun && !(e instanceof ClientGone)) sse.fail(asRequestError(e).toJSON().error);
+      throw e;
+    }
     options.onRequest?.({ status: 200, ms: performance.now() - t0, promptTokens: r.promptTokens.length, completionTokens: r.tokens.length, continued: r.continued });
   };
 
   const server: Server = createServer((req, res) => {
     handle(req, res).catch((e: unknown) => {
-      const err = e instanceof RequestError ? e : new RequestError(500, `internal error: ${e instanceof Error ? e.message : String(e)}`, null, 'internal_error');
-      if (!res.headersSent) sendJSON(res, err.status, err.toJSON());
-      else res.end();
+      const err = asRequestError(e);
+      if (e instanceof BodyTooLarge || e instanceof ClientGone) {
+        // the 413 is already on its way (readBody); nobody is left to answer
+      } else if (!res.headersSent) sendJSON(res, err.status, err.toJSON());
+      else if (!res.writableEnded) res.end();
       options.onRequest?.({ status: err.status, ms: 0, promptTokens: 0, completionTokens: 0, continued: false });
     });
   });

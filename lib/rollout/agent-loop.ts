@@ -18,7 +18,7 @@
  */
 import type { AnyEnv } from '../gym/async-core.js';
 import type { ChatFormat } from '../model/chat-format.js';
-import type { ChatMessage, ToolSchema } from '../model/chat-template.js';
+import { appendTokens, type ChatMessage, type ToolSchema } from '../model/chat-template.js';
 import { DataProto } from './data-proto.js';
 import { episodesToDataProto } from './batch.js';
 import { ABORT_REASONS, TRUNCATION_REASONS, type EpisodeEnd, type EpisodeRecord, type TokenizationCheck } from './episode-record.js';
@@ -359,7 +359,7 @@ export class AgentLoop {
           return rec;
         }
         const tokens = Array.from(result.tokens);
-        rec.responseIds.push(...tokens);
+        appendTokens(rec.responseIds, tokens);
         for (let i = 0; i < tokens.length; i++) {
           rec.responseMask.push(1);
           rec.logProbs.push(result.logProbs ? result.logProbs[i] : 0);
@@ -422,7 +422,7 @@ export class AgentLoop {
           end('policy_error', e);
           return rec;
         }
-        rec.responseIds.push(...obsTokens);
+        appendTokens(rec.responseIds, obsTokens);
         for (let i = 0; i < obsTokens.length; i++) {
           rec.responseMask.push(0);
           rec.logProbs.push(0);

@@ -47,6 +47,8 @@ t.test('eval against sinkflex serve gives the same episodes and metrics as the i
   t.equal(remote.meanReward, local.meanReward, 'same mean reward');
   t.same(remote.passK, local.passK, 'same pass^k');
   t.equal(remote.aborted, 0, 'nothing aborted');
+  t.equal(remote.problem, null, 'a real evaluation');
+  t.same(remote.connection, { failures: 0, stopped: null });
   t.ok(local.episodes.some((e) => e.numTurns > 1), 'some episodes have several turns (sessions continued on the server)');
   t.ok(server.engine.stats.continued > 0, `the server continued kept sessions (${server.engine.stats.continued})`);
   t.match(remote.policy, /\(sessions\)/, 'the sinkflex server was detected');
@@ -78,10 +80,14 @@ t.test('the CLI commands are registered and validate their options', async (t) =
 
 t.test('eval --json through the CLI against a dead server: episodes aborted and counted, no hang', async (t) => {
   const logs: string[] = [];
+  const errors: string[] = [];
   const orig = console.log;
+  const origError = console.error;
   console.log = (s: string) => logs.push(s);
+  console.error = (s: string) => errors.push(s);
   t.teardown(() => {
     console.log = orig;
+    console.error = origError;
   });
   await buildProgram().parseAsync(['node', 'sinkflex', 'eval', '--policy', 'openai', '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm', '--retries', '1', '--timeout-ms', '500', '--task-count', '4', '--limit-tasks', '2', '--trials', '2', '--json', '--server-sessions', 'off'], { from: 'node' });
   const report = JSON.parse(logs.join('\n')) as { aborted: number; retried: number; meanReward: number; passK: Record<string, number>; episodes: { termination: string; error: string }[] };
@@ -90,4 +96,7 @@ t.test('eval --json through the CLI against a dead server: episodes aborted and 
   t.equal(report.meanReward, 0);
   t.same(Object.keys(report.passK), ['1', '2']);
   t.ok(report.episodes.every((e) => e.termination === 'policy_error' && /OpenAIError/.test(e.error)), 'policy_error with the client error');
+  t.equal(process.exitCode, 1, 'exit status 1: the evaluation did not run');
+  process.exitCode = undefined;
+  t.ok(errors.some((l) => /^\d+ episodes aborted: OpenAIError: .*127\.0\.0\.1:9/.test(l)), `the cause on stderr: ${errors.join(' | ')}`);
 });

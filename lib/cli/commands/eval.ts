@@ -4,7 +4,7 @@
  * `--json`), optionally exporting the trajectories as JSONL.
  * @module
  */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 
 import { createTauEnv } from '../../gym/envs/tau.js';
 import { loadTauWorld, type TauTaskSource } from '../../gym/envs/tau-world.js';
@@ -41,6 +41,8 @@ export interface EvalOptions {
   maxInFlight?: number;
   /** Routing over base URLs. Default least-busy. */
   routing?: RoutingPolicy;
+  /** Stop calling the server after this many calls in a row failed to reach it (0: never). Default 5. */
+  maxConnectionFailures?: number;
   /** Session continuation and token ids from the server: `auto` (on for a `sinkflex serve` server), `on`, `off`. Default auto. */
   serverSessions?: 'auto' | 'on' | 'off';
   /** User simulator. Default scripted. */
@@ -102,6 +104,37 @@ export interface EvalReport extends AgentEvaluationResult {
   trials: number;
   /** Lines written by `--export`. */
   exported?: number;
+  /** The server's reachability (openai policy): calls that failed to connect, and why the client stopped early (or null). */
+  connection?: { failures: number; stopped: string | null };
+  /**
+   * Why the evaluation could not really run (every episode aborted, or episodes aborted while
+   * the server could not be reached), or null. The CLI exits non-zero when it is set.
+   */
+  problem: string | null;
+}
+
+/** Why `r` is not a real evaluation (see {@link EvalReport.problem}), or null. */
+export function evalProblem(r: { episodes: readonly unknown[]; aborted: number; connection?: EvalReport['connection'] }): string | null {
+  const n = r.episodes.length;
+  const c = r.connection;
+  if (c?.stopped) return `${r.aborted} of ${n} episodes aborted; ${c.stopped}`;
+  if (n > 0 && r.aborted === n) return `all ${n} episodes aborted`;
+  if (c && c.failures > 0 && r.aborted > 0) return `${r.aborted} of ${n} episodes aborted; ${c.failures} calls failed to reach the server`;
+  return null;
+}
+
+/** Lines saying why episodes aborted: `<count> episodes aborted: <error>`, most frequent first. */
+export function abortReasons(episodes: readonly { aborted: boolean; error: string | null }[], max = 5): string[] {
+  const counts = new Map<string, number>();
+  for (const e of episodes) {
+    if (!e.aborted) continue;
+    const why = (e.error ?? 'no error recorded').split('\n')[0].slice(0, 400);
+    counts.set(why, (counts.get(why) ?? 0) + 1);
+  }
+  const rows = [...counts].sort((a, b) => b[1] - a[1]);
+  const lines = rows.slice(0, max).map(([why, k]) => `${k} episode${k === 1 ? '' : 's'} aborted: ${why}`);
+  if (rows.length > max) lines.push(`(${rows.length - max} more reasons, see --json)`);
+  return lines;
 }
 
 /** Runs an evaluation as the CLI does. */
@@ -143,6 +176,7 @@ async function evalWith(o: EvalOptions, loaded: CliPolicy | null): Promise<EvalR
   let policy: TokenPolicy;
   let template: ChatTemplate;
   let chat: OpenAIChatPolicy | null = null;
+  let client: OpenAIChatClient | null = null;
   let name: string;
   let maxContext = o.maxContextTokens;
   if (o.policy === 'builtin') {
@@ -153,7 +187,8 @@ async function evalWith(o: EvalOptions, loaded: CliPolicy | null): Promise<EvalR
     maxContext ??= run?.config.rollout.maxContextTokens ?? loaded.policy.contextLength;
   } else if (o.policy === 'openai') {
     if (!o.model) throw new Error('--policy openai needs --model');
-    const client = new OpenAIChatClient({ baseURL: o.baseURL && o.baseURL.length > 0 ? o.baseURL : undefined, model: o.model, apiKey: o.apiKey, timeoutMs: o.timeoutMs, retries: o.retries, backoffMs: o.backoffMs, concurrency: o.maxInFlight, routing: o.routing, seed: o.seed ?? 0 });
+    if (o.maxConnectionFailures !== undefined && (!Number.isSafeInteger(o.maxConnectionFailures) || o.maxConnectionFailures < 0)) throw new Error(`--max-connection-failures must be an integer >= 0, got ${o.maxConnectionFailures}`);
+    client = new OpenAIChatClient({ baseURL: o.baseURL && o.baseURL.length > 0 ? o.baseURL : undefined, model: o.model, apiKey: o.apiKey, timeoutMs: o.timeoutMs, retries: o.retries, backoffMs: o.backoffMs, concurrency: o.maxInFlight, routing: o.routing, seed: o.seed ?? 0, maxConsecutiveFailures: o.maxConnectionFailures ?? 5 });
     let sessions = o.serverSessions === 'on';
     if ((o.serverSessions ?? 'auto') === 'auto') {
       try {
@@ -189,7 +224,9 @@ async function evalWith(o: EvalOptions, loaded: CliPolicy | null): Promise<EvalR
     ...(o.systemPrompt !== undefined ? { systemPrompt: () => o.systemPrompt as string } : run ? { systemPrompt: run.prompt.systemPrompt } : {}),
     ...(o.onProgress ? { onProgress: o.onProgress } : {}),
   });
-  const report: EvalReport = { ...result, policy: name, env: envId, tasks: taskIds.length, trials };
+  const report: EvalReport = { ...result, policy: name, env: envId, tasks: taskIds.length, trials, problem: null };
+  if (client) report.connection = { failures: client.connectionFailures, stopped: client.stopped };
+  report.problem = evalProblem(report);
   if (o.export) report.exported = writeTrajectories(o.export, result.episodes, chat ? { turnLog: (r) => chat?.takeTurnLog(r.taskId, r.seed) } : {});
   return report;
 }
@@ -204,6 +241,7 @@ export function formatEvalReport(r: EvalReport): string {
     ['success rate', r.successRate.toFixed(4)],
     ...Object.entries(r.passK).map(([k, v]): [string, string] => [`pass^${k}`, v.toFixed(4)]),
     ['aborted', `${r.aborted} (${r.retried} reruns)`],
+    ...(r.connection && r.connection.failures > 0 ? [['connection', `${r.connection.failures} calls failed to reach the server${r.connection.stopped ? '; stopped early' : ''}`] as [string, string]] : []),
     ['terminations', Object.entries(r.terminations).map(([k, v]) => `${k} ${v}`).join(', ')],
     ['time', `${r.seconds.toFixed(1)} s`],
   ];
@@ -239,13 +277,18 @@ export function registerEval(program: Command): void {
     .description('evaluate a policy (built-in checkpoint or OpenAI-compatible server) on tau tasks: mean reward and pass^k')
     .option('--policy <kind>', 'builtin | openai', 'builtin')
     .option('--checkpoint <path>', 'checkpoint file or run folder (builtin; with openai: the chat template of a sinkflex serve server)')
-    .option('--base-url <url>', 'OpenAI-compatible base URL (repeatable)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+    .addOption(
+      new Option('--base-url <url>', 'OpenAI-compatible base URL (repeatable)')
+        .argParser((v: string, prev: string[]) => [...prev, v])
+        .default([] as string[], 'env OPENAI_BASE_URL, else https://api.openai.com/v1'),
+    )
     .option('--model <name>', 'model name (openai)')
     .option('--api-key <key>', 'API key (default env OPENAI_API_KEY)')
     .option('--timeout-ms <ms>', 'per-call timeout', num, 60000)
     .option('--retries <n>', 'retries per call', num, 3)
     .option('--max-in-flight <n>', 'requests in flight at most', num, 32)
     .option('--routing <policy>', 'round-robin | least-busy', 'least-busy')
+    .option('--max-connection-failures <n>', 'stop calling the server after n calls in a row failed to reach it (0: never)', num, 5)
     .option('--server-sessions <mode>', 'auto | on | off (sinkflex serve session continuation)', 'auto')
     .option('--user <kind>', 'scripted | llm', 'scripted')
     .option('--user-base-url <url>', 'LLM user endpoint')
@@ -283,6 +326,7 @@ export function registerEval(program: Command): void {
         retries: f.retries as number,
         maxInFlight: f.maxInFlight as number,
         routing: f.routing as RoutingPolicy,
+        maxConnectionFailures: f.maxConnectionFailures as number,
         serverSessions: f.serverSessions as 'auto' | 'on' | 'off',
         user: f.user as 'scripted' | 'llm',
         userBaseURL: f.userBaseUrl as string | undefined,
@@ -313,5 +357,11 @@ export function registerEval(program: Command): void {
         const { episodes, ...rest } = report;
         console.log(JSON.stringify({ ...rest, episodes: episodes.map((e) => ({ task_id: e.taskId, trial: e.sampleIndex, seed: e.seed, reward: e.reward, termination: e.termination, turns: e.numTurns, aborted: e.aborted, error: e.error })) }, null, 2));
       } else console.log(formatEvalReport(report));
+      // why episodes aborted, and a failed evaluation's exit status, also with --json (stderr)
+      for (const line of abortReasons(report.episodes)) console.error(line);
+      if (report.problem) {
+        console.error(`sinkflex eval: the evaluation did not really run: ${report.problem}`);
+        process.exitCode = 1;
+      }
     });
 }

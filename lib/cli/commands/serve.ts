@@ -1,6 +1,9 @@
 /**
  * `sinkflex serve --checkpoint <run-or-checkpoint>`: the built-in policy over an
- * OpenAI-compatible HTTP API (see lib/openai/server.ts).
+ * OpenAI-compatible HTTP API (see lib/openai/server.ts). A training run (or one of its
+ * checkpoints) is served with the run's prompt format: a run trained without the tools section
+ * in its prompt (`prompt.renderTools = false`) gets no tools section from requests either
+ * (their `tools` are ignored for the prompt; the tool calls it makes are parsed as always).
  * @module
  */
 import type { Command } from 'commander';
@@ -24,15 +27,36 @@ export interface ServeOptions {
   maxTokens?: number;
   /** Log each request to stderr. */
   log?: boolean;
+  /**
+   * Whether request tools are rendered into the prompt: `auto` (default) as the run trained
+   * (`prompt.renderTools`; on for a bare checkpoint file), `on` or `off`.
+   */
+  toolsSection?: 'auto' | 'on' | 'off';
+}
+
+/** Whether tools are rendered for `mode` and a run's prompt format (null: not a run). */
+export function resolveToolsSection(mode: ServeOptions['toolsSection'], runRenderTools: boolean | null): boolean {
+  switch (mode ?? 'auto') {
+    case 'auto':
+      return runRenderTools ?? true;
+    case 'on':
+      return true;
+    case 'off':
+      return false;
+    default:
+      throw new Error(`--tools-section must be auto, on or off, got ${JSON.stringify(mode)}`);
+  }
 }
 
 /** Loads the checkpoint and starts the server (the caller closes it; closing also frees the policy). */
-export async function serve(options: ServeOptions): Promise<ChatServer & { checkpoint: string }> {
+export async function serve(options: ServeOptions): Promise<ChatServer & { checkpoint: string; renderTools: boolean }> {
   const b = loadCliPolicy(options.checkpoint);
   try {
+    const renderTools = resolveToolsSection(options.toolsSection, b.run ? b.run.prompt.renderTools : null);
     const server = await startChatServer({
       policy: b.policy,
       template: b.template,
+      renderTools,
       host: options.host,
       port: options.port,
       modelName: options.modelName,
@@ -43,6 +67,7 @@ export async function serve(options: ServeOptions): Promise<ChatServer & { check
     return {
       ...server,
       checkpoint: b.checkpoint,
+      renderTools,
       close: async () => {
         await server.close();
         b.policy.dispose();
@@ -71,10 +96,11 @@ export function registerServe(program: Command): void {
     .option('--model-name <name>', 'the model name clients ask for', 'sinkflex')
     .option('--api-key <key>', 'require this bearer token')
     .option('--max-tokens <n>', 'default max tokens per reply', int)
+    .option('--tools-section <mode>', "render request tools into the prompt: auto (as the run trained), on, off", 'auto')
     .option('--quiet', 'do not log requests')
-    .action(async (o: { checkpoint: string; host: string; port: number; modelName: string; apiKey?: string; maxTokens?: number; quiet?: boolean }) => {
-      const s = await serve({ checkpoint: o.checkpoint, host: o.host, port: o.port, modelName: o.modelName, apiKey: o.apiKey, maxTokens: o.maxTokens, log: !o.quiet });
-      console.log(`serving ${s.checkpoint} as '${o.modelName}' at ${s.baseURL}`);
+    .action(async (o: { checkpoint: string; host: string; port: number; modelName: string; apiKey?: string; maxTokens?: number; toolsSection: string; quiet?: boolean }) => {
+      const s = await serve({ checkpoint: o.checkpoint, host: o.host, port: o.port, modelName: o.modelName, apiKey: o.apiKey, maxTokens: o.maxTokens, toolsSection: o.toolsSection as ServeOptions['toolsSection'], log: !o.quiet });
+      console.log(`serving ${s.checkpoint} as '${o.modelName}' at ${s.baseURL}${s.renderTools ? '' : ' (request tools are not rendered into the prompt; tool calls are parsed)'}`);
       const stop = (): void => {
         void s.close().then(() => process.exit(0));
       };
