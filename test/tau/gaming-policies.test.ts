@@ -178,7 +178,8 @@ class ExpertWithout implements TauAgent {
 
   act(observation: readonly Message[]): AssistantAction {
     let a = this.inner.act(observation);
-    while ((a.toolCalls ?? []).some((c) => this.skip.includes(c.name))) a = this.inner.act([]);
+    const skipped = (x: AssistantAction) => typeof x === 'object' && (x.toolCalls ?? []).some((c) => 'name' in c && this.skip.includes(c.name));
+    while (skipped(a)) a = this.inner.act([]);
     return a;
   }
 }
