@@ -7,7 +7,8 @@ import type { ChatMessage, ToolSchema } from '../model/chat-template.js';
 
 /**
  * Why an episode ended: the environment's reasons (tau2's: `user_stop`, `agent_stop`,
- * `too_many_errors`, `agent_error`, `user_error`, `max_steps`) or the loop's own:
+ * `too_many_errors`, `agent_error`, `user_error`, `max_steps`; and `user_give_up`, a scripted
+ * user that left with its request unresolved) or the loop's own:
  * `max_turns`, `turn_token_limit` (a turn reached the per-turn token limit without ending),
  * `context_limit` (the next turn or observation would not fit), `policy_error` (the policy
  * failed or broke its contract), `env_error` (the environment threw).
@@ -18,6 +19,7 @@ export type EpisodeEnd =
   | 'too_many_errors'
   | 'agent_error'
   | 'user_error'
+  | 'user_give_up'
   | 'max_steps'
   | 'max_turns'
   | 'turn_token_limit'

@@ -291,6 +291,7 @@ export class TauEpisode<S extends WorldState> {
       if (text === null) return this.end('user_error', from);
       this.messages.push({ role: 'user', content: text });
       this.steps++;
+      if (reply.giveUp === true) return this.end('user_give_up', from);
       const marker = findStopMarker(text);
       if (marker) {
         this.marker = marker;

@@ -16,8 +16,13 @@ import type { RewardType, TaskAction, TauTask } from './task.js';
 import { rewardBasis } from './task.js';
 import type { ToolKind } from './tools.js';
 
-/** Why a conversation ended (tau2's names). Only `user_stop` and `agent_stop` are graded. */
-export type TerminationReason = 'user_stop' | 'agent_stop' | 'max_steps' | 'too_many_errors' | 'agent_error' | 'user_error';
+/**
+ * Why a conversation ended: tau2's names, plus `user_give_up` (sinkflex): a scripted user
+ * left with its request unresolved, after the agent's messages stopped addressing it (tau2's
+ * LLM user has no give-up; the same conversation would go on until `max_steps`). Only
+ * `user_stop` and `agent_stop` are graded; every other reason scores 0, as in tau2.
+ */
+export type TerminationReason = 'user_stop' | 'agent_stop' | 'max_steps' | 'too_many_errors' | 'agent_error' | 'user_error' | 'user_give_up';
 
 /** A finished (or resumed) conversation to grade. */
 export interface SimulationRun {

@@ -35,6 +35,11 @@ export interface UserReply {
   content?: string | null;
   /** Calls to user tools (dual control). */
   toolCalls?: { name: string; arguments: Record<string, unknown> }[];
+  /**
+   * The user gives up with its request unresolved (scripted users): the text is still shown,
+   * and the conversation ends with `user_give_up`, which scores 0.
+   */
+  giveUp?: boolean;
 }
 
 /** A simulated user. `respond` may be synchronous (scripted) or asynchronous (LLM). */

@@ -165,71 +165,126 @@ function makeRequest(ctx: Ctx, kind: RetailTaskKind, usedOrders: Set<string>): R
   }
 }
 
-/** The gold actions of the requests, in the order the expert agent performs them. */
+/** Read tools whose repeated gold calls (same arguments) are listed once. */
+const READ_ONCE = new Set(['get_user_details', 'get_order_details', 'get_product_details', 'list_all_product_types']);
+
+/** A gold action compared on every one of its arguments (tau2's `compare_args` set explicitly). */
+function exact(name: string, args: Record<string, unknown>): Omit<TaskAction, 'action_id'> {
+  return { name, arguments: args, compare_args: Object.keys(args) };
+}
+
+/**
+ * The gold actions of the requests, in the order the expert agent performs them: the calls
+ * that a conversation must contain for its reward to show the skill (tau2's `ACTION` basis:
+ * every one matched by some call, all-or-nothing). Each is compared on all of its arguments
+ * (`compare_args` lists them, so that a call with an argument left out does not match), except
+ * the transfer, whose free-text summary is not compared (`compare_args: []`, as tau2's own
+ * transfer tasks). The authentication look-up comes first; then, per request, the look-ups
+ * that establish the facts (the order, the products, the user's payment methods) and the
+ * write, if any. When the customer does not know the order id, the user's details (their
+ * orders) and the right order are required, not the other orders the agent may check.
+ */
 export function goldActions(db: RetailDb, scenario: RetailScenario): Omit<TaskAction, 'action_id'>[] {
   const u = scenario.user;
   const acts: Omit<TaskAction, 'action_id'>[] = [];
-  acts.push(u.auth === 'email' ? { name: 'find_user_id_by_email', arguments: { email: u.email } } : { name: 'find_user_id_by_name_zip', arguments: { first_name: u.first_name, last_name: u.last_name, zip: u.zip } });
-  let userDetails = false;
-  const userDetailsOnce = () => {
-    if (!userDetails) acts.push({ name: 'get_user_details', arguments: { user_id: u.user_id } });
-    userDetails = true;
+  const seen = new Set<string>();
+  const push = (a: Omit<TaskAction, 'action_id'>) => {
+    const key = JSON.stringify([a.name, a.arguments]);
+    if (READ_ONCE.has(a.name) && seen.has(key)) return;
+    seen.add(key);
+    acts.push(a);
   };
+  push(u.auth === 'email' ? exact('find_user_id_by_email', { email: u.email }) : exact('find_user_id_by_name_zip', { first_name: u.first_name, last_name: u.last_name, zip: u.zip }));
+  const userDetails = () => push(exact('get_user_details', { user_id: u.user_id }));
   for (const r of scenario.requests) {
     if (r.order_id) {
-      if (r.knowsOrderId === false) {
-        userDetailsOnce();
-        const user = db.users.get(u.user_id) as User;
-        for (const id of user.orders) {
-          acts.push({ name: 'get_order_details', arguments: { order_id: id } });
-          if (id === r.order_id) break;
-        }
-      } else acts.push({ name: 'get_order_details', arguments: { order_id: r.order_id } });
+      if (r.knowsOrderId === false) userDetails();
+      push(exact('get_order_details', { order_id: r.order_id }));
     }
     const addr = r.address;
     switch (r.type) {
       case 'cancel':
-        acts.push({ name: 'cancel_pending_order', arguments: { order_id: r.order_id, reason: r.reason } });
+        push(exact('cancel_pending_order', { order_id: r.order_id, reason: r.reason }));
         break;
       case 'modify_address':
-        acts.push({ name: 'modify_pending_order_address', arguments: { order_id: r.order_id, ...addr } });
+        push(exact('modify_pending_order_address', { order_id: r.order_id, ...addr }));
         break;
       case 'modify_payment':
-        userDetailsOnce();
-        acts.push({ name: 'modify_pending_order_payment', arguments: { order_id: r.order_id, payment_method_id: r.payment_method_id } });
+        userDetails();
+        push(exact('modify_pending_order_payment', { order_id: r.order_id, payment_method_id: r.payment_method_id }));
         break;
       case 'modify_items':
       case 'exchange':
-        for (const pid of new Set((r.items ?? []).map((i) => i.product_id))) acts.push({ name: 'get_product_details', arguments: { product_id: pid } });
-        userDetailsOnce();
-        acts.push({
-          name: r.type === 'exchange' ? 'exchange_delivered_order_items' : 'modify_pending_order_items',
-          arguments: { order_id: r.order_id, item_ids: (r.items ?? []).map((i) => i.item_id), new_item_ids: (r.items ?? []).map((i) => i.new_item_id), payment_method_id: r.payment_method_id },
-        });
+        for (const pid of new Set((r.items ?? []).map((i) => i.product_id))) push(exact('get_product_details', { product_id: pid }));
+        userDetails();
+        push(
+          exact(r.type === 'exchange' ? 'exchange_delivered_order_items' : 'modify_pending_order_items', {
+            order_id: r.order_id,
+            item_ids: (r.items ?? []).map((i) => i.item_id),
+            new_item_ids: (r.items ?? []).map((i) => i.new_item_id),
+            payment_method_id: r.payment_method_id,
+          }),
+        );
         break;
       case 'return':
-        userDetailsOnce();
-        acts.push({ name: 'return_delivered_order_items', arguments: { order_id: r.order_id, item_ids: (r.items ?? []).map((i) => i.item_id), payment_method_id: r.payment_method_id } });
+        userDetails();
+        push(exact('return_delivered_order_items', { order_id: r.order_id, item_ids: (r.items ?? []).map((i) => i.item_id), payment_method_id: r.payment_method_id }));
         break;
       case 'user_address':
-        acts.push({ name: 'modify_user_address', arguments: { user_id: u.user_id, ...addr } });
+        push(exact('modify_user_address', { user_id: u.user_id, ...addr }));
         break;
       case 'lookup_price':
-        acts.push({ name: 'list_all_product_types', arguments: {} });
-        acts.push({ name: 'get_product_details', arguments: { product_id: r.product_id } });
+        push({ name: 'list_all_product_types', arguments: {}, compare_args: [] });
+        push(exact('get_product_details', { product_id: r.product_id }));
         break;
       case 'transfer':
-        acts.push({ name: 'transfer_to_human_agents', arguments: { summary: `The user wants to ${r.topic}.` }, compare_args: [] });
+        push({ name: 'transfer_to_human_agents', arguments: { summary: `The user wants to ${r.topic}.` }, compare_args: [] });
         break;
       default:
-        break; // lookups of orders and refusals only read
+        break; // order look-ups and refusals only read (the order's details, above)
     }
   }
   return acts;
 }
 
+/**
+ * What a conversation must communicate (tau2's `communicate_info`): the facts the customer
+ * asked for (the tracking number, the price) and, for a refusal, the order status that forbids
+ * the request. Empty for writes and transfers, whose outcome is in the database or the calls.
+ */
+export function communicateInfo(scenario: RetailScenario): string[] {
+  return scenario.requests.flatMap((r) => (r.type === 'lookup_tracking' || r.type === 'lookup_price' ? [r.answer as string] : r.type === 'refuse' ? [r.status as string] : []));
+}
+
+/**
+ * The reward basis of a generated task: `DB` (the right writes and no other, as tau2's
+ * database hash), `ACTION` (every gold call made, all-or-nothing) and, when the task has facts
+ * to tell, `COMMUNICATE`. Under it a reward of 1 needs the authentication and the look-ups
+ * that establish the facts, for every kind: text alone passes none.
+ */
+export function rewardBasisFor(communicate: readonly string[]): RewardType[] {
+  return communicate.length > 0 ? ['DB', 'ACTION', 'COMMUNICATE'] : ['DB', 'ACTION'];
+}
+
+/** The description of an order by one of its items, for a customer who does not know its id. */
+function withOrderHint(db: RetailDb, user: User, r: RetailRequest): RetailRequest {
+  const initial = r.initial ? withOrderHint(db, user, r.initial) : undefined;
+  let out: RetailRequest = initial ? { ...r, initial } : r;
+  if (r.order_id && r.knowsOrderId === false && initial?.orderHint && initial.order_id === r.order_id) {
+    out = { ...out, orderHint: initial.orderHint };
+  } else if (r.order_id && r.knowsOrderId === false) {
+    const order = db.orders.get(r.order_id) as Order;
+    // an item no other order of the user has, so that the description singles the order out
+    const others = new Set(user.orders.filter((id) => id !== r.order_id).flatMap((id) => (db.orders.get(id)?.items ?? []).map((i) => i.item_id)));
+    const pool = (r.items ?? []).length > 0 ? (r.items as ScenarioItem[]) : order.items;
+    const it = pool.find((i) => !others.has(i.item_id)) ?? pool[0];
+    out = { ...out, orderHint: { name: it.name, options: { ...it.options } } };
+  }
+  return out;
+}
+
 function requestText(r: RetailRequest): string {
-  const order = r.order_id ? `order ${r.order_id}` : 'an order';
+  const order = r.order_id ? (r.knowsOrderId === false && r.orderHint ? `your order with ${describeItem(r.orderHint)}` : `order ${r.order_id}`) : 'an order';
   const items = (r.items ?? []).map(describeItem).join(' and ');
   switch (r.type) {
     case 'cancel':
@@ -261,7 +316,7 @@ function instructions(s: RetailScenario): StructuredUserInstructions {
   const reasons = s.requests.map((r) => (r.initial ? `${requestText(r.initial)} But when the agent asks you to confirm, you change your mind: ${requestText(r)}` : requestText(r)));
   const unknown: string[] = [];
   if (u.auth === 'name_zip') unknown.push('You do not remember your email address.');
-  if (s.requests.some((r) => r.knowsOrderId === false)) unknown.push('You do not remember the order id; you can describe the order by its items.');
+  if (s.requests.some((r) => r.knowsOrderId === false || r.initial?.knowsOrderId === false)) unknown.push('You do not remember the order id; you can describe the order by its items.');
   return {
     domain: 'retail',
     reason_for_call: reasons.join(' '),
@@ -293,7 +348,7 @@ export function generateRetailTasks(db: RetailDb, options: GenerateTasksOptions 
     if ((kind === 'cancel' || kind === 'return') && rng.chance(options.changeOfMind ?? 0.15)) {
       const order = db.orders.get(req.order_id as string) as Order;
       const alt = kind === 'cancel' ? { type: 'modify_address' as const, order_id: order.order_id, knowsOrderId: req.knowsOrderId, address: randomAddress(rng) } : makeRequest(ctx, 'exchange', new Set(user.orders.filter((id) => id !== order.order_id)));
-      if (alt) req = { ...alt, initial: req };
+      if (alt) req = { ...alt, knowsOrderId: req.knowsOrderId, initial: req };
     }
     if (req.order_id) used.add(req.order_id);
     const requests = [req];
@@ -301,6 +356,7 @@ export function generateRetailTasks(db: RetailDb, options: GenerateTasksOptions 
       const second = makeRequest(ctx, rng.pick(['cancel', 'return', 'modify_address', 'lookup_tracking', 'user_address'] as const), used);
       if (second) requests.push(second);
     }
+    for (let i = 0; i < requests.length; i++) requests[i] = withOrderHint(db, user, requests[i]);
     const scenario: RetailScenario = {
       kind,
       user: { user_id: user.user_id, first_name: user.name.first_name, last_name: user.name.last_name, zip: user.address.zip, email: user.email, auth: rng.chance(0.6) ? 'email' : 'name_zip' },
@@ -311,8 +367,8 @@ export function generateRetailTasks(db: RetailDb, options: GenerateTasksOptions 
     const ok = gold.every((a) => !domain.tools.call(state, { id: 'g', name: a.name, arguments: a.arguments, requestor: 'assistant' }).error);
     if (!ok) continue;
     const id = `${options.idPrefix ?? 'gen'}_${tasks.length}`;
-    const communicate = requests.flatMap((r) => (r.type === 'lookup_tracking' || r.type === 'lookup_price' ? [r.answer as string] : r.type === 'refuse' ? [r.status as string] : r.type === 'transfer' ? ['transferred to a human agent'] : []));
-    const basis: RewardType[] = communicate.length > 0 ? ['DB', 'COMMUNICATE'] : ['DB'];
+    const communicate = communicateInfo(scenario);
+    const basis = rewardBasisFor(communicate);
     tasks.push({
       id,
       description: { purpose: `generated ${requests.map((r) => (r.initial ? `${r.initial.type}->${r.type}` : r.type)).join('+')}`, relevant_policies: null, notes: null },

@@ -42,8 +42,10 @@ export interface RetailRequest {
   type: RetailTaskKind;
   /** The order concerned (order-level requests). */
   order_id?: string;
-  /** Whether the customer knows the order id (else they describe it by its items). */
+  /** Whether the customer knows the order id (else they describe it by one of its items). */
   knowsOrderId?: boolean;
+  /** An item of the order, by which a customer who does not know the order id describes it. */
+  orderHint?: { name: string; options: Record<string, string> };
   /** Cancel reason. */
   reason?: 'no longer needed' | 'ordered by mistake';
   /** New address (order or default address). */
