@@ -27,6 +27,7 @@ try {
     ['dist/lib/index.d.ts', (f) => f === 'dist/lib/index.d.ts'],
     [`${prebuild}*.node`, (f) => f.startsWith(prebuild) && f.endsWith('.node')],
     ['binding.gyp', (f) => f === 'binding.gyp'],
+    ['scripts/build-native.cjs (the install hook)', (f) => f === 'scripts/build-native.cjs'],
     ['CMakeLists.txt', (f) => f === 'CMakeLists.txt'],
     ['native/**/*.cc', (f) => f.startsWith('native/') && f.endsWith('.cc')],
   ];

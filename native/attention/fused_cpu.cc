@@ -1,8 +1,10 @@
 // Fused (FlashAttention-2 style) sink attention on the CPU: the drivers that validate, plan
 // the tiles and run the ISA kernels (kernels_impl.h) on the thread pool.
 //
-// Keys and values are first packed into tiles (transposed where a tile product needs it), one
-// per (batch, kv head, key block), so no task copies or transposes them again.
+// Keys and values are read in place: tiles are key-major (fused_impl.h), so every tile product
+// takes K and V rows as they are and only the query side is copied, into per-thread scratch.
+// Extra memory: the per-thread scratch, one float per query row (D), and for kGroups with
+// several slots the dk/dv partials.
 // Forward: one task per (query block, batch, head); a task keeps its running max m, sum l and
 // output accumulator for the block's rows while it walks the non-empty key blocks.
 // Backward: a pre-pass computes D_i = dO_i.o_i - dLse_i and dsink; then either (kBlocks) one
@@ -36,32 +38,6 @@ HostBuffer<std::int64_t> HeavyFirst(std::int64_t n, Work work) {
   }
   std::stable_sort(order.data(), order.data() + n, [&](std::int64_t a, std::int64_t b) { return key[a] > key[b]; });
   return order;
-}
-
-// Packs a [batch, kvLen, kvHeads, D] tensor into tiles: transposed [D][bs] (transpose) or
-// rows [bs][dPad], zero past the end of the keys and past D.
-HostBuffer<float> Pack(const float* x, const Shape& s, std::int64_t bs, std::int64_t dPad, std::int64_t kvBlocks,
-                       bool transpose, const char* what) {
-  const std::int64_t D = s.headDim, Hkv = s.kvHeads;
-  const std::int64_t tileSize = transpose ? D * bs : bs * dPad;
-  HostBuffer<float> pack(static_cast<std::size_t>(s.batch * Hkv * kvBlocks * tileSize), what);
-  ThreadPool::Global().ParallelFor(s.batch * Hkv * kvBlocks, [&](std::int64_t tile, int) {
-    const std::int64_t kb = tile % kvBlocks, bk = tile / kvBlocks, b = bk / Hkv, kvh = bk % Hkv;
-    const std::int64_t j0 = kb * bs, cols = std::min(bs, s.kvLen - j0);
-    float* dst = pack.data() + tile * tileSize;
-    std::fill(dst, dst + tileSize, 0.0f);
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const float* src = x + ((b * s.kvLen + j0 + c) * Hkv + kvh) * D;
-      for (std::int64_t d = 0; d < D; ++d) {
-        if (transpose) {
-          dst[d * bs + c] = src[d];
-        } else {
-          dst[c * dPad + d] = src[d];
-        }
-      }
-    }
-  });
-  return pack;
 }
 
 struct Plan {
@@ -113,12 +89,10 @@ void FusedForward(const Shape& shape, const Options& opts, const ForwardArgs& a)
   MakePlan(shape, opts, &p);
   FusedCtx& c = p.ctx;
   const BlockMask& bm = *p.blocks;
-  HostBuffer<float> kT = Pack(a.k, shape, c.bs, c.dPad, bm.kvBlocks(), true, "fused attention packed K");
-  HostBuffer<float> vRows = Pack(a.v, shape, c.bs, c.dPad, bm.kvBlocks(), false, "fused attention packed V");
   c.q = a.q;
+  c.k = a.k;
+  c.v = a.v;
   c.sinks = a.sinks;
-  c.kT = kT.data();
-  c.vRows = vRows.data();
   c.out = a.out;
   c.lse = a.lse;
   const std::int64_t n = bm.qBlocks() * shape.batch * shape.qHeads;
@@ -176,14 +150,10 @@ void FusedBackward(const Shape& shape, const Options& opts, const BackwardArgs& 
   }
 
   const BlockMask& bm = *p.blocks;
-  HostBuffer<float> kT = Pack(a.k, shape, c.bs, c.dPad, bm.kvBlocks(), true, "fused attention packed K");
-  HostBuffer<float> vT = Pack(a.v, shape, c.bs, c.dPad, bm.kvBlocks(), true, "fused attention packed V");
-  HostBuffer<float> kRows = Pack(a.k, shape, c.bs, c.dPad, bm.kvBlocks(), false, "fused attention packed K");
   c.q = a.q;
+  c.k = a.k;
+  c.v = a.v;
   c.sinks = a.sinks;
-  c.kT = kT.data();
-  c.vT = vT.data();
-  c.kRows = kRows.data();
   c.lseIn = a.lse;
   c.dOut = a.dOut;
   c.delta = delta.data();

@@ -35,12 +35,9 @@ struct FusedCtx {
   // forward
   const float* q = nullptr;
   const float* sinks = nullptr;
-  // keys and values packed once per call, one tile per (batch, kv head, key block) at tile
-  // index (b * kvHeads + kvh) * kvBlocks + kb; rows past the end of the keys are zero.
-  const float* kT = nullptr;     // [headDim][bs] transposed keys
-  const float* vT = nullptr;     // [headDim][bs] transposed values (backward)
-  const float* kRows = nullptr;  // [bs][dPad] keys (backward)
-  const float* vRows = nullptr;  // [bs][dPad] values (forward)
+  // keys and values read in place ([batch, kvLen, kvHeads, headDim]; forward and backward)
+  const float* k = nullptr;
+  const float* v = nullptr;
   float* out = nullptr;
   float* lse = nullptr;
   // backward
@@ -61,14 +58,15 @@ struct FusedCtx {
 
 /**
  * Per-thread scratch floats of the fused tasks (the layouts are carved in fused_impl.h):
- * forward Qs, acc (tile x dPad each), S (tile x tile), m, l, a row mask; backward Qs, dO, two
- * accumulators (tile x dPad each), S, dP, tanh' (tile x tile), L, D and a row mask.
+ * forward Q^T, acc^T (dPad x tile each), S (tile x tile), m, l, alpha, a row mask; backward Qs,
+ * dO, Q^T, dO^T, two accumulators (tile x dPad each), S, dP, tanh' (tile x tile), L, D and a
+ * row mask.
  */
 inline std::int64_t FusedForwardScratch(std::int64_t bs, std::int64_t dPad) {
-  return 2 * bs * dPad + bs * bs + 2 * bs + bs / 4 + 16;
+  return 2 * bs * dPad + bs * bs + 3 * bs + bs / 4 + 16;
 }
 inline std::int64_t FusedBackwardScratch(std::int64_t bs, std::int64_t dPad) {
-  return 4 * bs * dPad + 3 * bs * bs + 2 * bs + bs / 4 + 16;
+  return 6 * bs * dPad + 3 * bs * bs + 2 * bs + bs / 4 + 16;
 }
 
 /**

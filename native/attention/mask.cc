@@ -177,38 +177,51 @@ void MaskProgram::Check(const Shape& shape) const {
   }
 }
 
-void MaskProgram::EvalChunk(int node, std::int64_t b, std::int64_t i, std::int64_t j0, std::int64_t n,
+void MaskProgram::EvalChunk(int node, bool byKey, std::int64_t b, std::int64_t i, std::int64_t j, std::int64_t n,
                             std::uint8_t* out) const {
   const Node& nd = nodes_[node];
   switch (nd.kind) {
     case MaskKind::kAll:
       std::memset(out, 1, static_cast<std::size_t>(n));
       return;
-    case MaskKind::kCausal:
-      FillRange(out, n, 0, i - j0);
+    case MaskKind::kCausal:  // j <= i
+      if (byKey) {
+        FillRange(out, n, 0, i - j);
+      } else {
+        FillRange(out, n, j - i, n);
+      }
       return;
-    case MaskKind::kWindow:
-      FillRange(out, n, i - nd.value + 1 - j0, i + nd.value - 1 - j0);
+    case MaskKind::kWindow:  // |i - j| <= window - 1 (symmetric in i and j)
+      if (byKey) {
+        FillRange(out, n, i - nd.value + 1 - j, i + nd.value - 1 - j);
+      } else {
+        FillRange(out, n, j - nd.value + 1 - i, j + nd.value - 1 - i);
+      }
       return;
-    case MaskKind::kPrefix:
-      FillRange(out, n, 0, nd.value - 1 - j0);
+    case MaskKind::kPrefix:  // j < length
+      if (byKey) {
+        FillRange(out, n, 0, nd.value - 1 - j);
+      } else {
+        std::memset(out, j < nd.value ? 1 : 0, static_cast<std::size_t>(n));
+      }
       return;
-    case MaskKind::kDocuments: {
+    case MaskKind::kDocuments: {  // same document id (query positions index the same ids)
       const std::int32_t* row = nd.ids + b * nd.idsStride;
-      const std::int32_t di = row[i];
-      for (std::int64_t c = 0; c < n; ++c) out[c] = row[j0 + c] == di;
+      const std::int32_t fixed = byKey ? row[i] : row[j];
+      const std::int32_t* run = byKey ? row + j : row + i;
+      for (std::int64_t c = 0; c < n; ++c) out[c] = run[c] == fixed;
       return;
     }
     case MaskKind::kNot:
-      EvalChunk(kids_[nd.first], b, i, j0, n, out);
+      EvalChunk(kids_[nd.first], byKey, b, i, j, n, out);
       for (std::int64_t c = 0; c < n; ++c) out[c] ^= 1;
       return;
     case MaskKind::kAnd:
     case MaskKind::kOr: {
-      EvalChunk(kids_[nd.first], b, i, j0, n, out);
+      EvalChunk(kids_[nd.first], byKey, b, i, j, n, out);
       std::uint8_t tmp[kChunk];
       for (int k = 1; k < nd.count; ++k) {
-        EvalChunk(kids_[nd.first + k], b, i, j0, n, tmp);
+        EvalChunk(kids_[nd.first + k], byKey, b, i, j, n, tmp);
         if (nd.kind == MaskKind::kAnd) {
           for (std::int64_t c = 0; c < n; ++c) out[c] &= tmp[c];
         } else {
@@ -221,12 +234,16 @@ void MaskProgram::EvalChunk(int node, std::int64_t b, std::int64_t i, std::int64
 }
 
 void MaskProgram::EvalRow(std::int64_t b, std::int64_t i, std::int64_t j0, std::int64_t n, std::uint8_t* out) const {
-  for (std::int64_t c = 0; c < n; c += kChunk) EvalChunk(root_, b, i, j0 + c, std::min(kChunk, n - c), out + c);
+  for (std::int64_t c = 0; c < n; c += kChunk) EvalChunk(root_, true, b, i, j0 + c, std::min(kChunk, n - c), out + c);
+}
+
+void MaskProgram::EvalColumn(std::int64_t b, std::int64_t j, std::int64_t i0, std::int64_t n, std::uint8_t* out) const {
+  for (std::int64_t c = 0; c < n; c += kChunk) EvalChunk(root_, false, b, i0 + c, j, std::min(kChunk, n - c), out + c);
 }
 
 bool MaskProgram::Allowed(std::int64_t b, std::int64_t i, std::int64_t j) const {
   std::uint8_t v;
-  EvalChunk(root_, b, i, j, 1, &v);
+  EvalChunk(root_, true, b, i, j, 1, &v);
   return v != 0;
 }
 
@@ -288,7 +305,7 @@ BlockState MaskProgram::Classify(std::int64_t b, std::int64_t i0, std::int64_t i
   for (std::int64_t i = i0; i <= i1; ++i) {
     for (std::int64_t c = 0; c < n; c += kChunk) {
       const std::int64_t m = std::min(kChunk, n - c);
-      EvalChunk(root_, b, i, j0 + c, m, row);
+      EvalChunk(root_, true, b, i, j0 + c, m, row);
       for (std::int64_t x = 0; x < m; ++x) visible += row[x];
     }
   }

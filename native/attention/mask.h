@@ -74,6 +74,8 @@ class MaskProgram {
   bool Allowed(std::int64_t b, std::int64_t i, std::int64_t j) const;
   /** out[c] = Allowed(b, i, j0 + c) for c in [0, n), as 0/1 bytes. */
   void EvalRow(std::int64_t b, std::int64_t i, std::int64_t j0, std::int64_t n, std::uint8_t* out) const;
+  /** out[c] = Allowed(b, i0 + c, j) for c in [0, n), as 0/1 bytes (one key, a run of queries). */
+  void EvalColumn(std::int64_t b, std::int64_t j, std::int64_t i0, std::int64_t n, std::uint8_t* out) const;
   /**
    * Classifies the rectangle of queries [i0, i1] x keys [j0, j1] (inclusive, absolute) exactly:
    * an interval analysis first, refined row by row where it is inconclusive.
@@ -110,7 +112,9 @@ class MaskProgram {
 
   int Push(Node n);
   int AddGroup(MaskKind kind, const std::vector<int>& children);
-  void EvalChunk(int node, std::int64_t b, std::int64_t i, std::int64_t j0, std::int64_t n, std::uint8_t* out) const;
+  // out[c] = Allowed(b, i, j + c) (byKey) or Allowed(b, i + c, j) (by query), c in [0, n <= kChunk).
+  void EvalChunk(int node, bool byKey, std::int64_t b, std::int64_t i, std::int64_t j, std::int64_t n,
+                 std::uint8_t* out) const;
   BlockState Interval(int node, std::int64_t b, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const;
   void Describe(int node, std::string* s) const;
   void EmitPostfix(int node, std::vector<PostfixOp>* out) const;

@@ -29,8 +29,8 @@
 //     softmax seeded by the sink (m = s_h, l = 1); empty tiles skipped, no per-element mask on
 //     full tiles; the backward recomputes P from lse (see BackwardSplit for how it splits the
 //     work; no races, deterministic, independent of the thread count). Keys and values are
-//     packed into tiles once per call. Extra memory: O(seqLen) (packed keys/values, one
-//     float per query row) plus per-thread tiles — never seqLen^2.
+//     read in place (never copied). Extra memory: one float per query row, per-thread tiles
+//     and, for the kGroups backward with several slots, the dk/dv partials — never seqLen^2.
 //   Eager*: materialises [batch, qHeads, qLen, kvLen + 1] scores and probabilities (the sink
 //     is the last column) as a framework would; the backward materialises dP and dS too.
 // All allocations go through the tracked allocator; every function may throw ArgumentError
