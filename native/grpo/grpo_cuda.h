@@ -57,7 +57,7 @@ void RegisterCudaGrpoBackend(const CudaGrpoBackend* backend);
 /** The registered backend, or null in builds without CUDA GRPO kernels. */
 const CudaGrpoBackend* GetCudaGrpoBackend();
 
-/** The aggregation divisor (DESIGN.md "Aggregation") of a batch with `tokens` unmasked tokens in `sequences` non-empty rows. */
+/** The aggregation divisor (docs/design.md, "GRPO — semantics", "Aggregation") of a batch with `tokens` unmasked tokens in `sequences` non-empty rows. */
 double AggregationDenominator(const PolicyLossOptions& o, std::int64_t tokens, std::int64_t sequences,
                               std::int64_t responseLen);
 

@@ -154,7 +154,7 @@ PolicyLossResult PolicyLoss(const PolicyLossInputs& in, const PolicyLossOptions&
     sequences += c > 0 ? 1 : 0;
   }
 
-  // Aggregation: loss = G * sum_i r_i * sum_t m l (DESIGN.md, "Aggregation").
+  // Aggregation: loss = G * sum_i w_i * sum_t m l (docs/design.md, "GRPO — semantics", "Aggregation").
   const double denom = AggregationDenominator(o, tokens, sequences, in.responseLen);
   const double G = denom > 0 ? 1.0 / denom : 0.0;  // nothing unmasked: loss 0, gradient 0
   auto rowWeight = [&](std::int64_t row) {
