@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "Sink attention — semantics"; float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/kernels.test.ts, gradcheck.test.ts, fuzz.test.ts, validation.test.ts,
+//   api.test.ts.
 // Fused attention tiles, compiled once per instruction set after kernels_impl.h (same
 // translation units, same macros). A tile is bs query rows x bs key rows. Keys and values come
 // pre-packed per (batch, kv head, key block) by the driver (fused_cpu.cc); query-side rows are

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "Sink attention — semantics" ("Masks"); float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/masks.test.ts, kernels.test.ts, fuzz.test.ts.
 // Attention masks for sink attention: predicate trees over (batch, query position, key
 // position) that compose like FlexAttention's mask_mods, and block masks that classify every
 // (query block, key block) pair once as empty, partial or full.

@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "Sink attention — semantics"; float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/kernels.test.ts, gradcheck.test.ts, fuzz.test.ts, validation.test.ts,
+//   api.test.ts.
 // Sink-aware attention (gpt-oss style: one learned sink logit per query head) on the CPU —
 // the C++ API used by the N-API binding and by native callers such as the built-in
 // transformer (native/model/).

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "GRPO — semantics"; checked against the CPU kernels and the float64
+//   reference test/grpo/fixtures/reference.ts.
+// Tests: test/grpo/cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // The CUDA backend of the GRPO kernels: entry points over device memory, registered by
 // native/grpo/grpo_cuda.cu when the addon loads (CUDA builds only). Plain C++: the bindings
 // include it in every build and find no backend (GetCudaGrpoBackend() == nullptr) without CUDA.

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "GRPO — semantics" (policy loss, KL term, aggregation, gradient,
+//   metrics); float64 reference: test/grpo/fixtures/reference.ts.
+// Tests: test/grpo/policy-loss.test.ts, policy-loss-errors.test.ts, determinism.test.ts.
 // The policy loss driver: option checks, the two parallel passes and the ordered reductions.
 //
 // Work decomposition (fixed by batch and responseLen, never by the thread count): each row is
