@@ -89,7 +89,7 @@ function forwardResult(r: NativeForwardResult): AttentionForwardResult | DeviceA
 }
 
 /**
- * Sink attention forward (DESIGN.md "Sink attention — semantics"):
+ * Sink attention forward (docs/design.md, "Sink attention — semantics"):
  * `L_i = log(exp(s_h) + sum_j exp(z_ij))`, `o_i = sum_j exp(z_ij - L_i) v_j` over the keys the
  * mask allows, with `z_ij = scale * q_i.k_j` (softcapped when asked). `sinks` (`[qHeads]`) may
  * be `null`. A row with no visible key gives `out = 0` and `lse = s_h` (`-Infinity` without a sink).

@@ -1,6 +1,7 @@
 /**
  * Mask predicates that compose like FlexAttention's mask_mods. They are plain data (so they
- * can be logged and compared) and are evaluated natively; see DESIGN.md for the semantics.
+ * can be logged and compared) and are evaluated natively; docs/design.md ("Masks") gives their
+ * semantics.
  */
 import type { AttentionMask, MaskPredicate, MaskSpec } from './types.js';
 

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "Sink attention — semantics"; checked against the CPU kernels and the
+//   float64 reference test/attention/fixtures/reference.ts.
+// Tests: test/attention/cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // The CUDA backend of sink attention: entry points that validate, make the device current,
 // run the kernels on a stream of their own and wait for them; registered with
 // RegisterCudaBackend when the addon loads (this file is compiled only by the CUDA build).

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "Sink attention — semantics"; checked against the CPU kernels and the
+//   float64 reference test/attention/fixtures/reference.ts.
+// Tests: test/attention/cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // Shared pieces of the CUDA sink-attention kernels (cuda_*.cu): the parameters every kernel
 // gets, the mask program evaluated on the device (for partial tiles and the eager dense mask),
 // element conversions (fp32 / bf16 in, fp32 arithmetic) and the host-side plan that uploads

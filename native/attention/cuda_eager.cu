@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "Sink attention — semantics"; checked against the CPU kernels and the
+//   float64 reference test/attention/fixtures/reference.ts.
+// Tests: test/attention/cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // Eager sink attention on CUDA: the baseline a user of a plain tensor framework writes, one
 // kernel per framework op over materialised [batch, qHeads, qLen, kvLen + 1] fp32 tensors in
 // tracked device memory (sink column last), the same steps as eager_cpu.cc:

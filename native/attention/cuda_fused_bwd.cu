@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "Sink attention — semantics"; checked against the CPU kernels and the
+//   float64 reference test/attention/fixtures/reference.ts.
+// Tests: test/attention/cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // Fused sink-attention backward on CUDA: deterministic (no atomics; every output element is
 // written by exactly one thread, sums run in a fixed order), fp32 arithmetic.
 //

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "Sink attention — semantics"; checked against the CPU kernels and the
+//   float64 reference test/attention/fixtures/reference.ts.
+// Tests: test/attention/cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // Fused sink-attention forward on CUDA (FlashAttention-2 style, fp32 arithmetic).
 //
 // One block of 256 threads per (query sub-tile of BM rows, batch, query head). The block keeps

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "Sink attention — semantics"; checked against the CPU kernels and the
+//   float64 reference test/attention/fixtures/reference.ts.
+// Tests: test/attention/cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // Host side of the CUDA sink attention: the per-call plan (mask program and 64-tile
 // classification uploaded to the device) and a shared-memory check.
 #include <algorithm>

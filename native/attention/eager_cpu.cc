@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "Sink attention — semantics"; float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/kernels.test.ts, gradcheck.test.ts, fuzz.test.ts, validation.test.ts,
+//   api.test.ts.
 // Eager sink attention on the CPU: the baseline a user of a plain tensor framework writes.
 // Every step is its own pass over a materialised [batch, qHeads, qLen, kvLen + 1] tensor (the
 // sink is the last column), as separate framework ops would be:

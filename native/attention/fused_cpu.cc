@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "Sink attention — semantics"; float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/kernels.test.ts, gradcheck.test.ts, fuzz.test.ts, validation.test.ts,
+//   api.test.ts.
 // Fused (FlashAttention-2 style) sink attention on the CPU: the drivers that validate, plan
 // the tiles and run the ISA kernels (kernels_impl.h) on the thread pool.
 //

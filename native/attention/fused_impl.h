@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "Sink attention — semantics"; float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/kernels.test.ts, gradcheck.test.ts, fuzz.test.ts, validation.test.ts,
+//   api.test.ts.
 // Fused attention tiles, compiled once per instruction set after kernels_impl.h (same
 // translation units, same macros). A tile is bs keys x bs query rows, kept key-major: the
 // score of key x and query row r is St[x * bs + r], so the tile products read the keys and

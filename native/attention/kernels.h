@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "Sink attention — semantics"; float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/kernels.test.ts, gradcheck.test.ts, fuzz.test.ts, validation.test.ts,
+//   api.test.ts.
 // The vectorised CPU kernels of sink attention, compiled once per instruction set
 // (kernels_avx512.cc, kernels_avx2.cc, kernels_generic.cc include kernels_impl.h and
 // fused_impl.h) and picked

@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "Sink attention — semantics"; float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/kernels.test.ts, gradcheck.test.ts, fuzz.test.ts, validation.test.ts,
+//   api.test.ts.
 // AVX2 + FMA build of the attention kernels (kernels_impl.h, fused_impl.h), used when the CPU has AVX2 and FMA.
 #include <math.h>
 

@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "Sink attention — semantics"; float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/kernels.test.ts, gradcheck.test.ts, fuzz.test.ts, validation.test.ts,
+//   api.test.ts.
 // Portable build of the attention kernels (kernels_impl.h, fused_impl.h): 16-byte vectors (SSE2 on x86-64,
 // NEON or scalar code elsewhere), used when the CPU has neither AVX2+FMA nor AVX-512.
 #include <math.h>

@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "Sink attention — semantics"; float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/kernels.test.ts, gradcheck.test.ts, fuzz.test.ts, validation.test.ts,
+//   api.test.ts.
 // Body of the vectorised attention kernels, compiled once per instruction set. No include
 // guard: kernels_{avx512,avx2,generic}.cc include it inside an anonymous namespace after
 // defining

@@ -1,3 +1,8 @@
+// Mask programs and block masks (mask.h): building and checking the tree, evaluation, exact
+// block classification.
+// Reference: docs/design.md, "Sink attention — semantics" ("Masks"); float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/masks.test.ts, kernels.test.ts, fuzz.test.ts.
 #include "mask.h"
 
 #include <algorithm>

@@ -1,8 +1,11 @@
+// Reference: docs/design.md, "Sink attention — semantics" ("Masks"); float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/masks.test.ts, kernels.test.ts, fuzz.test.ts.
 // Attention masks for sink attention: predicate trees over (batch, query position, key
 // position) that compose like FlexAttention's mask_mods, and block masks that classify every
 // (query block, key block) pair once as empty, partial or full.
 //
-// Semantics (DESIGN.md, "Sink attention — semantics"): for query position i and key position j
+// Semantics (docs/design.md, "Sink attention — semantics"): for query position i and key position j
 //   causal            j <= i
 //   window(W), W >= 1 |i - j| <= W - 1   (with causal: the W keys i-W+1 .. i)
 //   prefix(P), P >= 0 j < P              (attention-sink tokens)

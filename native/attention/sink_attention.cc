@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "Sink attention — semantics"; float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/kernels.test.ts, gradcheck.test.ts, fuzz.test.ts, validation.test.ts,
+//   api.test.ts.
 // Shared pieces of sink attention: shape validation, instruction-set selection and the
 // CUDA backend registry.
 #include "sink_attention.h"

@@ -1,8 +1,12 @@
+// Reference: docs/design.md, "Sink attention — semantics"; float64 reference:
+//   test/attention/fixtures/reference.ts.
+// Tests: test/attention/kernels.test.ts, gradcheck.test.ts, fuzz.test.ts, validation.test.ts,
+//   api.test.ts.
 // Sink-aware attention (gpt-oss style: one learned sink logit per query head) on the CPU —
 // the C++ API used by the N-API binding and by native callers such as the built-in
 // transformer (native/model/).
 //
-// Semantics (DESIGN.md, "Sink attention — semantics"). For batch b, query head h (kv head
+// Semantics (docs/design.md, "Sink attention — semantics"). For batch b, query head h (kv head
 // h / (qHeads / kvHeads)), query row i and allowed keys A(i) (see mask.h):
 //   z_ij = c q_i.k_j            (softcap C > 0: z_ij = C tanh(c q_i.k_j / C); the sink is not capped)
 //   L_i  = log(exp(s_h) + sum_j exp(z_ij))      (no sink: drop exp(s_h))

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "GRPO — semantics" ("Advantages", "Token advantages"); float64
+//   reference: test/grpo/fixtures/reference.ts.
+// Tests: test/grpo/advantages.test.ts, determinism.test.ts.
 // Group-relative advantages (grpo, rloo, grpo_passk) and their broadcast over tokens.
 //
 // Grouping: a stable LSD radix sort of the response indices by group id puts every group's

@@ -1,5 +1,9 @@
+// Reference: docs/design.md, "GRPO — semantics"; float64 reference:
+//   test/grpo/fixtures/reference.ts.
+// Tests: test/grpo/advantages.test.ts, policy-loss.test.ts, policy-loss-errors.test.ts,
+//   determinism.test.ts.
 // GRPO kernels: group-relative advantages and the clipped policy loss with VERL's numerics
-// (DESIGN.md, "GRPO — semantics"). These declarations are the device-independent contract:
+// (docs/design.md, "GRPO — semantics"). These declarations are the device-independent contract:
 // the CPU implementation lives next to this file; a CUDA implementation of the same functions
 // can be added behind the same option and result types.
 //

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "GRPO — semantics"; checked against the CPU kernels and the float64
+//   reference test/grpo/fixtures/reference.ts.
+// Tests: test/grpo/cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // GRPO kernels on CUDA: the segmented advantage reduction (grpo, rloo, grpo_passk), the token
 // broadcast and the fused policy loss (forward, gradient, the four aggregations, metrics).
 // Registered with RegisterCudaGrpoBackend at load; compiled only by the CUDA build.

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "GRPO — semantics"; checked against the CPU kernels and the float64
+//   reference test/grpo/fixtures/reference.ts.
+// Tests: test/grpo/cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // The CUDA backend of the GRPO kernels: entry points over device memory, registered by
 // native/grpo/grpo_cuda.cu when the addon loads (CUDA builds only). Plain C++: the bindings
 // include it in every build and find no backend (GetCudaGrpoBackend() == nullptr) without CUDA.
@@ -57,7 +60,7 @@ void RegisterCudaGrpoBackend(const CudaGrpoBackend* backend);
 /** The registered backend, or null in builds without CUDA GRPO kernels. */
 const CudaGrpoBackend* GetCudaGrpoBackend();
 
-/** The aggregation divisor (DESIGN.md "Aggregation") of a batch with `tokens` unmasked tokens in `sequences` non-empty rows. */
+/** The aggregation divisor (docs/design.md, "GRPO — semantics", "Aggregation") of a batch with `tokens` unmasked tokens in `sequences` non-empty rows. */
 double AggregationDenominator(const PolicyLossOptions& o, std::int64_t tokens, std::int64_t sequences,
                               std::int64_t responseLen);
 

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "GRPO — semantics" (policy loss, KL term, aggregation, gradient,
+//   metrics); float64 reference: test/grpo/fixtures/reference.ts.
+// Tests: test/grpo/policy-loss.test.ts, policy-loss-errors.test.ts, determinism.test.ts.
 // The token kernels' entry points: the portable 4-lane build (SSE2, NEON, or plain arrays),
 // the mask pass, and the run-time choice of the 8-lane AVX2 / AVX-512 builds of
 // loss_kernel_x86.cc where the CPU has them (SINKFLEX_CPU_FEATURES=generic forces this file's

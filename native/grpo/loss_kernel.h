@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "GRPO — semantics" (policy loss, KL term, aggregation, gradient,
+//   metrics); float64 reference: test/grpo/fixtures/reference.ts.
+// Tests: test/grpo/policy-loss.test.ts, policy-loss-errors.test.ts, determinism.test.ts.
 // The per-token part of the policy loss: one pass over a piece of one row (a contiguous run of
 // tokens sharing the row's aggregation weight) that writes the gradient and returns the
 // piece's unweighted sums. Internal to native/grpo/.

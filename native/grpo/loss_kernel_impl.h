@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "GRPO — semantics" (policy loss, KL term, aggregation, gradient,
+//   metrics); float64 reference: test/grpo/fixtures/reference.ts.
+// Tests: test/grpo/policy-loss.test.ts, policy-loss-errors.test.ts, determinism.test.ts.
 // The fused per-token policy loss (VERL's compute_policy_loss_vanilla + kl_penalty) and its
 // gradient with respect to logProbs, kVec tokens at a time. Included by loss_kernel.cc
 // (4 lanes, any CPU) and loss_kernel_x86.cc (8 lanes, AVX2 and AVX-512 builds) after

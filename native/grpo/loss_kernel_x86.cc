@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "GRPO — semantics" (policy loss, KL term, aggregation, gradient,
+//   metrics); float64 reference: test/grpo/fixtures/reference.ts.
+// Tests: test/grpo/policy-loss.test.ts, policy-loss-errors.test.ts, determinism.test.ts.
 // 8-lane builds of the token kernel for AVX2 and AVX-512 CPUs, compiled with per-function
 // target attributes (shipped binaries have no -march flags); loss_kernel.cc dispatches.
 #include "loss_kernel_x86.h"

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "GRPO — semantics" (policy loss, KL term, aggregation, gradient,
+//   metrics); float64 reference: test/grpo/fixtures/reference.ts.
+// Tests: test/grpo/policy-loss.test.ts, policy-loss-errors.test.ts, determinism.test.ts.
 // The 8-lane x86 builds of the token kernel (loss_kernel_x86.cc), present when
 // SINKFLEX_X86_KERNELS is 1 (GCC or Clang on x86-64); loss_kernel.cc picks one at run time.
 #pragma once

@@ -1,3 +1,5 @@
+// Reference: docs/design.md, "The native addon" (threads and determinism).
+// Tests: test/grpo/determinism.test.ts (the same bits with 1 and N threads).
 // Fixed work decomposition for the GRPO kernels: chunk boundaries depend only on the problem
 // size, never on the thread count, so per-chunk partial results summed in chunk order give
 // the same bits with 1 or N threads.

@@ -1,3 +1,5 @@
+// Reference: none: a plain copy, the bandwidth baseline of bench/grpo.ts.
+// Tests: test/grpo/bench.test.ts.
 // The memory-bandwidth baseline of the GRPO benchmark: a plain copy split over the kernel
 // thread pool the same way the kernels split their work.
 #include <cstring>

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "GRPO — semantics" (policy loss, KL term, aggregation, gradient,
+//   metrics); float64 reference: test/grpo/fixtures/reference.ts.
+// Tests: test/grpo/policy-loss.test.ts, policy-loss-errors.test.ts, determinism.test.ts.
 // The policy loss driver: option checks, the two parallel passes and the ordered reductions.
 //
 // Work decomposition (fixed by batch and responseLen, never by the thread count): each row is
@@ -154,7 +157,7 @@ PolicyLossResult PolicyLoss(const PolicyLossInputs& in, const PolicyLossOptions&
     sequences += c > 0 ? 1 : 0;
   }
 
-  // Aggregation: loss = G * sum_i r_i * sum_t m l (DESIGN.md, "Aggregation").
+  // Aggregation: loss = G * sum_i w_i * sum_t m l (docs/design.md, "GRPO — semantics", "Aggregation").
   const double denom = AggregationDenominator(o, tokens, sequences, in.responseLen);
   const double G = denom > 0 ? 1.0 / denom : 0.0;  // nothing unmasked: loss 0, gradient 0
   auto rowWeight = [&](std::int64_t row) {

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "GRPO — semantics" (policy loss, KL term, aggregation, gradient,
+//   metrics); float64 reference: test/grpo/fixtures/reference.ts.
+// Tests: test/grpo/policy-loss.test.ts, policy-loss-errors.test.ts, determinism.test.ts.
 // Float/int vectors of SINKFLEX_LANES lanes (8 = 256-bit for AVX2/AVX-512 code, 4 = 128-bit
 // for SSE2/NEON) for the GRPO token loops, written with GCC/Clang vector extensions and a
 // plain-array fallback for other compilers. Each translation unit defines SINKFLEX_LANES

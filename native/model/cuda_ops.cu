@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "The built-in model — semantics"; checked against the CPU ops and the
+//   float64 reference test/model/fixtures/reference.ts.
+// Tests: test/model/cuda-ops.test.ts (on a GPU, or on the CUDA emulator without one).
 // The model ops on CUDA (ops_table.h): a tiled GEMM (64 x 64 output tiles, 16-deep k slices in
 // shared memory, 4 x 4 outputs per thread, fp32 accumulation; no cuBLAS, so the addon keeps
 // needing no CUDA library at run time), linear layers over it, RMSNorm, RoPE, (clamped)

@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "The built-in model — semantics"; checked against the CPU ops and the
+//   float64 reference test/model/fixtures/reference.ts.
+// Tests: test/model/cuda-ops.test.ts (on a GPU, or on the CUDA emulator without one),
+//   transformer-cuda.test.ts.
 // The rotate-half RoPE kernel (ops.h RopeForward; sign -1 applies the transpose, RopeBackward) over
 // x[T, H, Dh] with cos/sin tables [positions, Dh / 2] already in device memory, one thread per
 // (row, head, pair). Shared by the model ops (cuda_ops.cu: tables uploaded per call) and the

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "The built-in model — semantics"; checked against the CPU transformer
+//   (itself checked against test/model/fixtures/transformer-reference.ts).
+// Tests: test/model/transformer-cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // The CUDA device kernels of the transformer (device_kernels.h): fill, add, bias rows, RoPE
 // over device-resident tables, row gathers and decode attention against per-session caches.
 // Each entry point validates its sizes, runs on a stream of its own and waits for it; every

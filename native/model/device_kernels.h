@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "The built-in model — semantics"; checked against the CPU transformer
+//   (itself checked against test/model/fixtures/transformer-reference.ts).
+// Tests: test/model/transformer-cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // The small CUDA kernels that the device transformer and the device parameter store need
 // besides the model ops (ops_table.h): fill, add, bias rows, RoPE over tables kept in device
 // memory, a row gather, and the attention of a few new query rows per session against that

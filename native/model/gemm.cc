@@ -1,3 +1,6 @@
+// The GEMM driver (gemm.h): blocking, packing, threading, and the FMA peak probe.
+// Reference: the float64 refGemm in test/model/fixtures/reference.ts.
+// Tests: test/model/gemm.test.ts (and every op test that goes through the GEMM).
 #include "gemm.h"
 
 #include <algorithm>

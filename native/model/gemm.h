@@ -1,3 +1,5 @@
+// Reference: the float64 refGemm in test/model/fixtures/reference.ts.
+// Tests: test/model/gemm.test.ts (and every op test that goes through the GEMM).
 // Single-precision matrix multiply for the model ops: cache-blocked and packed (BLIS-style
 // loops), register-tiled micro-kernels for AVX-512 / AVX2+FMA / portable code chosen at run
 // time, multi-threaded over the global thread pool, deterministic (each element of C is

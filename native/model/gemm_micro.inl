@@ -1,3 +1,5 @@
+// Reference: the float64 refGemm in test/model/fixtures/reference.ts.
+// Tests: test/model/gemm.test.ts (and every op test that goes through the GEMM).
 // GEMM inner kernels over `Vec` (simd_vec.inl), compiled per instruction set by
 // kernels_<isa>.cc: the register-tiled micro-kernel of the packed path, small-M kernels that
 // stream B without packing (decode-time matrix-vector work), and an FMA burn loop used to

@@ -1,3 +1,8 @@
+// Reference: docs/design.md, "The built-in model — semantics"; float64 reference:
+//   test/model/fixtures/reference.ts.
+// Tests: test/model/linear-rmsnorm.test.ts, rope-swiglu.test.ts, embedding-softmax.test.ts,
+//   mlp-block.test.ts, adamw-param-store.test.ts, isa-avx2.test.ts, isa-generic.test.ts,
+//   determinism.test.ts, bindings.test.ts.
 // Per-ISA kernel table of the model ops. The same kernel sources (simd_vec.inl,
 // ops_kernels.inl, gemm_micro.inl) are compiled three times, for a portable baseline, AVX2+FMA
 // and AVX-512F, each under its own `#pragma GCC target`; ActiveKernels() picks one at run time

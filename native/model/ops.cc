@@ -1,3 +1,9 @@
+// The model ops on the CPU (ops.h): argument checks and the threaded drivers of the kernels.
+// Reference: docs/design.md, "The built-in model — semantics"; float64 reference:
+//   test/model/fixtures/reference.ts.
+// Tests: test/model/linear-rmsnorm.test.ts, rope-swiglu.test.ts, embedding-softmax.test.ts,
+//   mlp-block.test.ts, adamw-param-store.test.ts, isa-avx2.test.ts, isa-generic.test.ts,
+//   determinism.test.ts, bindings.test.ts.
 #include "ops.h"
 
 #include <algorithm>

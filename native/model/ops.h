@@ -1,3 +1,8 @@
+// Reference: docs/design.md, "The built-in model — semantics"; float64 reference:
+//   test/model/fixtures/reference.ts.
+// Tests: test/model/linear-rmsnorm.test.ts, rope-swiglu.test.ts, embedding-softmax.test.ts,
+//   mlp-block.test.ts, adamw-param-store.test.ts, isa-avx2.test.ts, isa-generic.test.ts,
+//   determinism.test.ts, bindings.test.ts.
 // The ops of the built-in policy model on CPU: float32, row-major, multi-threaded over the
 // global thread pool, vectorised (AVX-512 / AVX2+FMA / portable, chosen at run time) and
 // deterministic (same inputs → same bits, whatever the thread count). Every op has a forward

@@ -1,3 +1,8 @@
+// Reference: docs/design.md, "The built-in model — semantics"; float64 reference:
+//   test/model/fixtures/reference.ts.
+// Tests: test/model/linear-rmsnorm.test.ts, rope-swiglu.test.ts, embedding-softmax.test.ts,
+//   mlp-block.test.ts, adamw-param-store.test.ts, isa-avx2.test.ts, isa-generic.test.ts,
+//   determinism.test.ts, bindings.test.ts.
 // Row/element kernels of the model ops, written once over `Vec` (simd_vec.inl) and compiled
 // per instruction set by kernels_<isa>.cc. Single-threaded; the callers split the rows.
 

@@ -1,3 +1,8 @@
+// The parameter store (param_store.h): allocation, seeded initialisation, AdamW on host or device.
+// Reference: docs/design.md, "The built-in model — semantics" (AdamW, initialisation); float64
+//   reference: refAdamW in test/model/fixtures/reference.ts.
+// Tests: test/model/adamw-param-store.test.ts, checkpoint.test.ts, determinism.test.ts; on a GPU
+//   test/model/transformer-cuda.test.ts.
 #include "param_store.h"
 
 #include <algorithm>

@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "The built-in model — semantics" (AdamW, initialisation); float64
+//   reference: refAdamW in test/model/fixtures/reference.ts.
+// Tests: test/model/adamw-param-store.test.ts, checkpoint.test.ts, determinism.test.ts; on a GPU
+//   test/model/transformer-cuda.test.ts.
 // Named float32 parameters with their gradients and AdamW moments, owned natively (every
 // buffer through the tracked allocator), initialised from a seed, updated by AdamW with global
 // gradient-norm clipping. A store lives on the CPU (host buffers) or on one CUDA device

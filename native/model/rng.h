@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "The built-in model — semantics" (initialisation, sampling).
+// Tests: test/model/adamw-param-store.test.ts (seeded initialisation, RNG state),
+//   transformer-inference.test.ts (seeded sampling).
 // Seeded pseudo-random numbers for parameter initialisation (and anything else that must be
 // reproducible): xoshiro256** seeded through SplitMix64. The state is four 64-bit words,
 // saved in checkpoints.

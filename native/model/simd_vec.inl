@@ -1,3 +1,8 @@
+// Reference: docs/design.md, "The built-in model — semantics"; float64 reference:
+//   test/model/fixtures/reference.ts.
+// Tests: test/model/linear-rmsnorm.test.ts, rope-swiglu.test.ts, embedding-softmax.test.ts,
+//   mlp-block.test.ts, adamw-param-store.test.ts, isa-avx2.test.ts, isa-generic.test.ts,
+//   determinism.test.ts, bindings.test.ts.
 // A small vector type for one instruction set, chosen by SINKFLEX_ISA before inclusion:
 // 1 = portable (8 floats in an array; the compiler maps it to whatever the baseline has),
 // 2 = AVX2 + FMA (__m256), 3 = AVX-512F (__m512). Included by kernels_<isa>.cc inside the

@@ -1,3 +1,7 @@
+// Parameters of the (clamped) SwiGLU of the model ops.
+// Reference: docs/design.md, "The built-in model — semantics" (SwiGLU); float64 reference:
+//   refSwiGlu in test/model/fixtures/reference.ts.
+// Tests: test/model/rope-swiglu.test.ts, mlp-block.test.ts.
 #pragma once
 
 namespace sinkflex::model {

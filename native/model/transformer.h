@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "The built-in model — semantics"; float64 reference:
+//   test/model/fixtures/transformer-reference.ts.
+// Tests: test/model/transformer.test.ts, transformer-inference.test.ts,
+//   transformer-learning.test.ts, transformer-policy.test.ts, transformer-bindings.test.ts.
 // The built-in policy: a gpt-oss-style decoder-only transformer assembled from the model ops
 // (ops.h) and the fused sink attention (../attention/sink_attention.h), float32 on the CPU.
 //

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "The built-in model — semantics"; checked against the CPU transformer
+//   (itself checked against test/model/fixtures/transformer-reference.ts).
+// Tests: test/model/transformer-cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // Internal to the CUDA path of the transformer (transformer_device_train.cc and
 // transformer_device_infer.cc): the kernel tables it runs over and the device activations a
 // training forward keeps. Plain C++: every kernel is reached through a registered table, so

@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "The built-in model — semantics"; checked against the CPU transformer
+//   (itself checked against test/model/fixtures/transformer-reference.ts).
+// Tests: test/model/transformer-cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // Inference of the transformer on a CUDA device: one batched forward step over the pending
 // tokens of many sessions (transformer_infer.cc's ForwardChunk, op for op, over the CUDA ops
 // table), with each session's KV cache in device memory. Sessions with a few new tokens

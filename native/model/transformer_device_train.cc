@@ -1,3 +1,6 @@
+// Reference: docs/design.md, "The built-in model — semantics"; checked against the CPU transformer
+//   (itself checked against test/model/fixtures/transformer-reference.ts).
+// Tests: test/model/transformer-cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // The transformer on a CUDA device: its set-up and its training forward and backward over
 // packed batches. The sequence of ops is the CPU one (transformer_train.cc), step for step,
 // over the CUDA ops table with device activations and the CUDA sink attention (fused, or eager

@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "The built-in model — semantics"; float64 reference:
+//   test/model/fixtures/transformer-reference.ts.
+// Tests: test/model/transformer-inference.test.ts (cached, chunked and batched decoding, sampling),
+//   transformer-policy.test.ts.
 // Inference of the transformer: per-sequence KV caches, batched forward steps over many
 // sessions of different lengths (chunked prefill and decoding in the same pass), and sampling.
 //

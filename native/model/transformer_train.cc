@@ -1,3 +1,7 @@
+// Reference: docs/design.md, "The built-in model — semantics"; float64 reference:
+//   test/model/fixtures/transformer-reference.ts.
+// Tests: test/model/transformer.test.ts (forward, log-probs, every parameter gradient),
+//   transformer-learning.test.ts, transformer-policy.test.ts, transformer-bindings.test.ts.
 // The transformer's construction and its training forward and backward over packed batches.
 #include <algorithm>
 #include <cmath>

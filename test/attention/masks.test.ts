@@ -1,6 +1,6 @@
 // Mask predicates and block masks: the native evaluation (createMask) against the reference's
-// own interpretation of DESIGN.md, exact block classification, reuse of block masks in forward
-// and backward, and the builders' checks.
+// own interpretation of docs/design.md ("Masks"), exact block classification, reuse of block
+// masks in forward and backward, and the builders' checks.
 import t from 'tap';
 
 import {
@@ -76,7 +76,7 @@ t.test('createMask agrees with the reference interpretation of every mask', asyn
   }
 });
 
-t.test('DESIGN.md window convention: W keys including the current one', async (t) => {
+t.test('docs/design.md window convention: W keys including the current one', async (t) => {
   const dense = createMask({ window: 128 }, { batch: 1, seqLen: 300, qHeads: 1, kvHeads: 1, headDim: 1 });
   for (const i of [0, 1, 126, 127, 128, 299]) {
     let n = 0;

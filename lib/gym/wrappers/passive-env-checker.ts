@@ -15,11 +15,11 @@ import { checkRenderMetadata, checkRenderResult, checkResetResult, checkSpace, c
 
 function checkSpaces(env: { actionSpace?: unknown; observationSpace?: unknown }): void {
   if (env.actionSpace === undefined || env.actionSpace === null) {
-    throw new TypeError('The environment must specify an action space (actionSpace). See the Gymnasium API section of the README.');
+    throw new TypeError('The environment must specify an action space (actionSpace). See docs/environments.md, "Gymnasium API".');
   }
   checkSpace(env.actionSpace, 'action');
   if (env.observationSpace === undefined || env.observationSpace === null) {
-    throw new TypeError('The environment must specify an observation space (observationSpace). See the Gymnasium API section of the README.');
+    throw new TypeError('The environment must specify an observation space (observationSpace). See docs/environments.md, "Gymnasium API".');
   }
   checkSpace(env.observationSpace, 'observation');
 }
