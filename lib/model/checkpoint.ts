@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 
-import { type ModelConfig, parameterLayout, validateModelConfig } from './config.js';
+import { type ModelConfig, type ModelConfigInput, parameterLayout, validateModelConfig } from './config.js';
 import { ParamStore, type ParamStoreOptions } from './param-store.js';
 import { SafetensorsError, type SafeTensor, encodeSafetensors, readSafetensorsFile, writeFileAtomic } from './safetensors.js';
 import { Tokenizer, type TokenizerJSON } from './tokenizer.js';
@@ -127,7 +127,7 @@ function parseJson<T>(path: string, metadata: Record<string, string>, key: strin
  * every parameter (and moment, when saved) is present with the config's shape and no other
  * tensor is. With `expectConfig`, the saved config must equal it.
  */
-export function loadCheckpoint(path: string, options: { expectConfig?: ModelConfig } = {}): Checkpoint {
+export function loadCheckpoint(path: string, options: { expectConfig?: ModelConfigInput } = {}): Checkpoint {
   let file;
   try {
     file = readSafetensorsFile(path);
@@ -150,7 +150,7 @@ export function loadCheckpoint(path: string, options: { expectConfig?: ModelConf
   if (options.expectConfig) {
     const want = validateModelConfig(options.expectConfig);
     for (const k of Object.keys(want) as (keyof ModelConfig)[]) {
-      if (want[k] !== config[k]) {
+      if (JSON.stringify(want[k]) !== JSON.stringify(config[k])) {
         throw new CheckpointError(`config mismatch: ${k} is ${JSON.stringify(config[k])} in the checkpoint, ${JSON.stringify(want[k])} expected`, path);
       }
     }

@@ -56,6 +56,9 @@ export interface ParamSpec {
   decay?: boolean;
 }
 
+/** One parameter of a model's layout ({@link parameterLayout}): a spec with every field but the store's dtype and trainability. */
+export type LayoutParamSpec = Required<Pick<ParamSpec, 'name' | 'shape' | 'init' | 'std' | 'decay'>>;
+
 /** A parameter as the store reports it. */
 export interface ParamInfo {
   name: string;
@@ -139,6 +142,31 @@ export interface NativeModelConfig {
   initStd?: number;
   swiglu?: 'standard' | 'clamped';
   bias?: boolean;
+  qkvBias?: boolean;
+  oBias?: boolean;
+  mlpBias?: boolean;
+  sinks?: boolean;
+  qkNorm?: boolean;
+  tieEmbeddings?: boolean;
+  layerTypes?: ('sliding' | 'full')[] | null;
+  experts?: number;
+  expertsPerToken?: number;
+  ropeScaling?: NativeRopeScaling | null;
+}
+
+/** RoPE scaling as the addon reads it (config.ts documents the fields). */
+export interface NativeRopeScaling {
+  type: 'linear' | 'llama3' | 'yarn';
+  factor: number;
+  originalContext?: number;
+  lowFreqFactor?: number;
+  highFreqFactor?: number;
+  betaFast?: number;
+  betaSlow?: number;
+  truncate?: boolean;
+  attentionFactor?: number | null;
+  mscale?: number;
+  mscaleAllDim?: number;
 }
 
 /** `device` of a native op call: `'cpu'` (default) or `'cuda'`/`'cuda:<k>'` (ops.ts resolves requests). */
@@ -253,7 +281,7 @@ export interface ModelAddon extends NativeOps {
   gemmInfo(): GemmInfo;
   fmaPeakGflops(seconds: number): number;
   opsIsa(): string;
-  modelParamLayout(config: NativeModelConfig): Required<ParamSpec>[];
+  modelParamLayout(config: NativeModelConfig): LayoutParamSpec[];
   ParamStore: new (options: { specs?: ParamSpec[]; config?: NativeModelConfig; seed: number; device?: string }) => NativeParamStore;
 }
 

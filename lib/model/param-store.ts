@@ -7,7 +7,7 @@
  * @module
  */
 import type { DeviceRequest } from '../native/device.js';
-import { type ModelConfig, validateModelConfig } from './config.js';
+import { type ModelConfigInput, validateModelConfig } from './config.js';
 import { type AdamWStepOptions, type AdamWStepResult, type NativeParamStore, type ParamBufferName, type ParamInfo, type ParamSpec, modelAddon } from './native.js';
 import { modelOpsDevice } from './ops.js';
 
@@ -35,7 +35,7 @@ export class ParamStore {
   private constructor(private readonly native: NativeParamStore) {}
 
   /** The parameters of `config` ({@link parameterLayout}) initialised from `seed`. */
-  static fromConfig(config: ModelConfig, seed: number, options: ParamStoreOptions = {}): ParamStore {
+  static fromConfig(config: ModelConfigInput, seed: number, options: ParamStoreOptions = {}): ParamStore {
     const Native = modelAddon().ParamStore;
     return new ParamStore(new Native({ config: validateModelConfig(config), seed, device: nativeDevice(options.device) }));
   }

@@ -16,7 +16,7 @@
  * logits of the sampled rows come back to the host, where sampling is the CPU's.
  * @module
  */
-import { type ModelConfig, validateModelConfig } from './config.js';
+import { type ModelConfig, type ModelConfigInput, validateModelConfig } from './config.js';
 import type { DeviceRequest } from '../native/device.js';
 import { ParamStore, type StoreDevice } from './param-store.js';
 import type { LogProbOptions, LogProbResult, PackedBatch, TokenGradients } from './policy.js';
@@ -246,7 +246,7 @@ export class Transformer {
    * on `options.device`: `'cpu'` (default), `'cuda'` ({@link DeviceUnavailableError} without a
    * CUDA build and a usable GPU) or `'auto'`. The same seed gives the same parameters everywhere.
    */
-  static create(config: ModelConfig, seed: number, options: { device?: DeviceRequest } = {}): Transformer {
+  static create(config: ModelConfigInput, seed: number, options: { device?: DeviceRequest } = {}): Transformer {
     const c = validateModelConfig(config);
     const store = ParamStore.fromConfig(c, seed, options);
     try {
@@ -258,7 +258,7 @@ export class Transformer {
   }
 
   /** A model over an existing store (on its device), which must hold exactly the parameters of `config` (not disposed with the model). */
-  static fromStore(config: ModelConfig, store: ParamStore): Transformer {
+  static fromStore(config: ModelConfigInput, store: ParamStore): Transformer {
     return new Transformer(validateModelConfig(config), store, false);
   }
 

@@ -420,6 +420,57 @@ Napi::Value OpsIsaJs(const Napi::CallbackInfo& info) { return Napi::String::New(
 
 }  // namespace
 
+namespace {
+
+bool OptionalBoolField(const Napi::Object& o, const char* key, const std::string& name, bool def) {
+  const Napi::Value f = Field(o, key);
+  if (IsNullish(f)) return def;
+  if (!f.IsBoolean()) throw Napi::TypeError::New(o.Env(), name + "." + key + " must be a boolean");
+  return f.As<Napi::Boolean>().Value();
+}
+
+model::RopeScaling ParseRopeScaling(const Napi::Value& v, const std::string& name) {
+  model::RopeScaling r;
+  if (IsNullish(v)) return r;
+  const Napi::Object o = RequireObject(v, name);
+  const std::string type = RequireEnum(Field(o, "type"), name + ".type", {"linear", "llama3", "yarn"});
+  auto num = [&](const char* key) { return RequireNumber(Field(o, key), name + "." + key); };
+  auto optNum = [&](const char* key, double def) {
+    const Napi::Value f = Field(o, key);
+    return IsNullish(f) ? def : RequireNumber(f, name + "." + key);
+  };
+  auto context = [&] { return RequireInt(Field(o, "originalContext"), name + ".originalContext", 1, std::int64_t{1} << 24); };
+  r.factor = num("factor");
+  if (type == "linear") {
+    r.type = model::RopeScaling::Type::kLinear;
+  } else if (type == "llama3") {
+    r.type = model::RopeScaling::Type::kLlama3;
+    r.lowFreqFactor = num("lowFreqFactor");
+    r.highFreqFactor = num("highFreqFactor");
+    r.originalContext = context();
+  } else {
+    r.type = model::RopeScaling::Type::kYarn;
+    r.originalContext = context();
+    r.betaFast = optNum("betaFast", 32.0);
+    r.betaSlow = optNum("betaSlow", 1.0);
+    r.truncate = OptionalBoolField(o, "truncate", name, true);
+    // null: derived from factor (and mscale / mscaleAllDim); a given value must be positive
+    const Napi::Value af = Field(o, "attentionFactor");
+    if (!IsNullish(af)) {
+      r.attentionFactor = RequireNumber(af, name + ".attentionFactor");
+      if (!(r.attentionFactor > 0.0)) {
+        throw Napi::RangeError::New(v.Env(), name + ".attentionFactor must be > 0 or null, got " + std::to_string(r.attentionFactor));
+      }
+    }
+    r.mscale = optNum("mscale", 0.0);
+    r.mscaleAllDim = optNum("mscaleAllDim", 0.0);
+  }
+  r.Validate(name.c_str());
+  return r;
+}
+
+}  // namespace
+
 model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& name) {
   const Napi::Object o = RequireObject(v, name);
   auto num = [&](const char* key, double def) {
@@ -427,6 +478,10 @@ model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& nam
     return IsNullish(f) ? def : RequireNumber(f, name + "." + key);
   };
   auto integer = [&](const char* key) { return RequireInt(Field(o, key), name + "." + key, 0, kMaxDim); };
+  auto optInteger = [&](const char* key) {
+    const Napi::Value f = Field(o, key);
+    return IsNullish(f) ? std::int64_t{0} : RequireInt(f, name + "." + key, 0, kMaxDim);
+  };
   model::ModelConfig c;
   c.layers = integer("layers");
   c.width = integer("width");
@@ -445,11 +500,34 @@ model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& nam
     c.swiglu = RequireEnum(sw, name + ".swiglu", {"standard", "clamped"}) == "clamped" ? model::SwiGluParams::GptOss()
                                                                                          : model::SwiGluParams::Standard();
   }
-  const Napi::Value bias = Field(o, "bias");
-  if (!IsNullish(bias)) {
-    if (!bias.IsBoolean()) throw Napi::TypeError::New(v.Env(), name + ".bias must be a boolean");
-    c.bias = bias.As<Napi::Boolean>().Value();
+  // `bias` (legacy) sets the three bias flags that are not given; when given with them it must
+  // equal their conjunction (what TypeScript's validated configs carry).
+  const bool hasBias = !IsNullish(Field(o, "bias"));
+  const bool bias = OptionalBoolField(o, "bias", name, false);
+  c.qkvBias = OptionalBoolField(o, "qkvBias", name, bias);
+  c.oBias = OptionalBoolField(o, "oBias", name, bias);
+  c.mlpBias = OptionalBoolField(o, "mlpBias", name, bias);
+  if (hasBias && bias != (c.qkvBias && c.oBias && c.mlpBias)) {
+    const char* which = c.qkvBias != bias ? "qkvBias" : c.oBias != bias ? "oBias" : "mlpBias";
+    throw Napi::RangeError::New(v.Env(), name + ".bias (" + (bias ? "true" : "false") + ") contradicts " + name + "." +
+                                             which + " (" + (bias ? "false" : "true") + ")");
   }
+  c.sinks = OptionalBoolField(o, "sinks", name, true);
+  c.qkNorm = OptionalBoolField(o, "qkNorm", name, false);
+  c.tieEmbeddings = OptionalBoolField(o, "tieEmbeddings", name, false);
+  const Napi::Value lt = Field(o, "layerTypes");
+  if (!IsNullish(lt)) {
+    if (!lt.IsArray()) throw Napi::TypeError::New(v.Env(), name + ".layerTypes must be null or an array of 'sliding' / 'full'");
+    const Napi::Array arr = lt.As<Napi::Array>();
+    for (std::uint32_t i = 0; i < arr.Length(); ++i) {
+      const std::string t = RequireEnum(arr.Get(i), name + ".layerTypes[" + std::to_string(i) + "]", {"sliding", "full"});
+      c.layerTypes.push_back(t == "sliding" ? model::LayerType::kSliding : model::LayerType::kFull);
+    }
+    if (c.layerTypes.empty()) throw Napi::RangeError::New(v.Env(), name + ".layerTypes must not be empty (null: the built-in rule)");
+  }
+  c.experts = optInteger("experts");
+  c.expertsPerToken = optInteger("expertsPerToken");
+  c.ropeScaling = ParseRopeScaling(Field(o, "ropeScaling"), name + ".ropeScaling");
   c.Validate();
   return c;
 }

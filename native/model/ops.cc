@@ -152,6 +152,46 @@ void RmsNormBackward(const float* x, const float* g, const float* rstd, const fl
 
 // ---- RoPE -------------------------------------------------------------------------------------
 
+void RopeScaling::Validate(const char* prefix) const {
+  const std::string pre(prefix);
+  auto positive = [&](const char* field, double v) {
+    if (!(std::isfinite(v) && v > 0.0)) {
+      throw ArgumentError(pre + "." + field + " must be a positive finite number, got " + std::to_string(v));
+    }
+  };
+  auto context = [&] {
+    if (originalContext < 1 || originalContext > (std::int64_t{1} << 24)) {
+      throw ArgumentError(pre + ".originalContext must be in [1, 16777216], got " + std::to_string(originalContext));
+    }
+  };
+  switch (type) {
+    case Type::kNone: return;
+    case Type::kLinear: positive("factor", factor); return;
+    case Type::kLlama3:
+      positive("factor", factor);
+      positive("lowFreqFactor", lowFreqFactor);
+      positive("highFreqFactor", highFreqFactor);
+      if (!(highFreqFactor > lowFreqFactor)) {
+        throw ArgumentError(pre + ".highFreqFactor (" + std::to_string(highFreqFactor) + ") must exceed lowFreqFactor (" +
+                            std::to_string(lowFreqFactor) + ")");
+      }
+      context();
+      return;
+    case Type::kYarn:
+      positive("factor", factor);
+      positive("betaFast", betaFast);
+      positive("betaSlow", betaSlow);
+      context();
+      if (attentionFactor >= 0.0 || !std::isfinite(attentionFactor)) positive("attentionFactor", attentionFactor);
+      for (const auto& [field, v] : {std::pair<const char*, double>{"mscale", mscale}, {"mscaleAllDim", mscaleAllDim}}) {
+        if (!(std::isfinite(v) && v >= 0.0)) {
+          throw ArgumentError(pre + "." + field + " must be a finite number >= 0, got " + std::to_string(v));
+        }
+      }
+      return;
+  }
+}
+
 RopeTable::RopeTable(std::int64_t headDim, std::int64_t maxPositions, double theta)
     : headDim_(headDim), maxPositions_(maxPositions), theta_(theta) {
   Require(headDim > 0 && headDim % 2 == 0, "headDim must be a positive even number, got " + std::to_string(headDim));

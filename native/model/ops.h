@@ -38,6 +38,28 @@ void RmsNormBackward(const float* x, const float* g, const float* rstd, const fl
 // ---- RoPE -------------------------------------------------------------------------------------
 
 /**
+ * Scaling of the RoPE frequencies, as transformers' modeling_rope_utils defines it (rope_type
+ * default / linear / llama3 / yarn). Fields a type does not use are ignored.
+ */
+struct RopeScaling {
+  enum class Type { kNone, kLinear, kLlama3, kYarn };
+  Type type = Type::kNone;
+  double factor = 1.0;               // linear, llama3, yarn
+  std::int64_t originalContext = 0;  // llama3, yarn: original_max_position_embeddings
+  double lowFreqFactor = 1.0;        // llama3
+  double highFreqFactor = 4.0;       // llama3
+  double betaFast = 32.0;            // yarn
+  double betaSlow = 1.0;             // yarn
+  bool truncate = true;              // yarn: floor/ceil the correction range (absent in HF = true)
+  double attentionFactor = -1.0;     // yarn: < 0 = derived from factor (and mscale / mscaleAllDim)
+  double mscale = 0.0;               // yarn: 0 = absent
+  double mscaleAllDim = 0.0;         // yarn: 0 = absent
+
+  /** Throws ArgumentError naming the first invalid field as `<prefix>.<field>`. */
+  void Validate(const char* prefix) const;
+};
+
+/**
  * cos/sin of pos * theta^(-2i/headDim) for pos < maxPositions and i < headDim/2 (angles in
  * double precision, stored as float).
  */

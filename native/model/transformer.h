@@ -244,7 +244,7 @@ class Transformer {
   /** The CUDA device the model runs on (its store's), or -1 for the CPU. */
   int device() const { return device_; }
   const RopeTable& rope() const { return rope_; }
-  bool Sliding(std::int64_t layer) const { return config_.window > 0 && layer % 2 == 0; }
+  bool Sliding(std::int64_t layer) const { return config_.Sliding(layer); }
 
   /**
    * Training forward over a packed batch: logp[T] (0 where targets < 0 or targets is null) and

@@ -81,6 +81,13 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
       causal_(StandardMask(0)),
       window_(StandardMask(config.window)) {
   if (!store_) throw ArgumentError("store is required");
+  if (config_.qkNorm) throw ArgumentError("config.qkNorm is not supported by this build of the transformer yet");
+  if (!config_.sinks) throw ArgumentError("config.sinks = false is not supported by this build of the transformer yet");
+  if (config_.tieEmbeddings) throw ArgumentError("config.tieEmbeddings is not supported by this build of the transformer yet");
+  if (config_.experts > 0) throw ArgumentError("config.experts is not supported by this build of the transformer yet");
+  if (config_.ropeScaling.type != RopeScaling::Type::kNone) {
+    throw ArgumentError("config.ropeScaling is not supported by this build of the transformer yet");
+  }
   const std::vector<ParamSpec> layout = ParamLayout(config_);
   if (store_->size() != layout.size()) {
     throw ArgumentError("store holds " + std::to_string(store_->size()) + " parameters, the config has " +
@@ -100,12 +107,13 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
   for (std::int64_t l = 0; l < config_.layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     auto get = [&](const std::string& n) { return &st.Get(p + n); };
-    auto opt = [&](const std::string& n) { return config_.bias ? &st.Get(p + n) : nullptr; };
-    blocks_.push_back(BlockParams{get("attn_norm.weight"), get("attn.q.weight"), opt("attn.q.bias"), get("attn.k.weight"),
-                                  opt("attn.k.bias"), get("attn.v.weight"), opt("attn.v.bias"), get("attn.o.weight"),
-                                  opt("attn.o.bias"), get("attn.sinks"), get("mlp_norm.weight"),
-                                  get("mlp.gate_up.weight"), opt("mlp.gate_up.bias"), get("mlp.down.weight"),
-                                  opt("mlp.down.bias")});
+    auto opt = [&](bool on, const std::string& n) { return on ? &st.Get(p + n) : nullptr; };
+    const bool qkv = config_.qkvBias, ob = config_.oBias, mb = config_.mlpBias;
+    blocks_.push_back(BlockParams{get("attn_norm.weight"), get("attn.q.weight"), opt(qkv, "attn.q.bias"),
+                                  get("attn.k.weight"), opt(qkv, "attn.k.bias"), get("attn.v.weight"),
+                                  opt(qkv, "attn.v.bias"), get("attn.o.weight"), opt(ob, "attn.o.bias"),
+                                  get("attn.sinks"), get("mlp_norm.weight"), get("mlp.gate_up.weight"),
+                                  opt(mb, "mlp.gate_up.bias"), get("mlp.down.weight"), opt(mb, "mlp.down.bias")});
   }
   if (store_->device() >= 0) InitDevice();
 }
