@@ -76,6 +76,10 @@ export function saveCheckpoint(path: string, o: SaveCheckpointOptions): void {
   if (info.length !== layout.length || layout.some((p, i) => p.name !== info[i].name || !same(p.shape, info[i].shape))) {
     throw new CheckpointError('the store does not hold the parameters of this config', path);
   }
+  const frozen = info.find((p) => p.dtype !== 'float32' || !p.trainable);
+  if (frozen) {
+    throw new CheckpointError(`parameter '${frozen.name}' is ${frozen.dtype}${frozen.trainable ? '' : ', frozen'}: checkpoints hold stores of float32 trainable parameters`, path);
+  }
   const withMoments = o.optimizer ?? true;
   const tensors: [string, SafeTensor][] = [];
   // A CPU store's buffers are written in place (views); a GPU store's are copied to the host.
@@ -220,6 +224,9 @@ export function restoreParamStore(checkpoint: Checkpoint, store?: ParamStore, op
     const q = info[i];
     if (q.name !== p.name || q.shape.length !== p.shape.length || q.shape.some((d, j) => d !== p.shape[j])) {
       throw new CheckpointError(`store mismatch: parameter ${i} is '${q.name}' [${q.shape.join(', ')}], the checkpoint has '${p.name}' [${p.shape.join(', ')}]`, checkpoint.path);
+    }
+    if (q.dtype !== 'float32' || !q.trainable) {
+      throw new CheckpointError(`store mismatch: parameter '${q.name}' is ${q.dtype}${q.trainable ? '' : ', frozen'}; checkpoints restore float32 trainable parameters`, checkpoint.path);
     }
   });
   for (const p of layout) {

@@ -54,7 +54,20 @@ export interface ParamSpec {
   std?: number;
   /** AdamW weight decay applies (default: true for 2+ dimensions). */
   decay?: boolean;
+  /**
+   * Storage of the values (default `'float32'`). `'bfloat16'` keeps the values as bf16 bits
+   * (half the memory; the kernels widen them exactly) and requires `trainable: false`.
+   */
+  dtype?: ParamDtype;
+  /**
+   * Gets a gradient and AdamW moments (default: true for float32, false for bfloat16). A frozen
+   * parameter still passes gradients through to the activations but accumulates none itself.
+   */
+  trainable?: boolean;
 }
+
+/** Storage dtype of a parameter's values. */
+export type ParamDtype = 'float32' | 'bfloat16';
 
 /** One parameter of a model's layout ({@link parameterLayout}): a spec with every field but the store's dtype and trainability. */
 export type LayoutParamSpec = Required<Pick<ParamSpec, 'name' | 'shape' | 'init' | 'std' | 'decay'>>;
@@ -67,6 +80,8 @@ export interface ParamInfo {
   init: ParamInit;
   std: number;
   decay: boolean;
+  dtype: ParamDtype;
+  trainable: boolean;
 }
 
 /** The buffers of a parameter: its value, its gradient, AdamW's first and second moments. */
@@ -109,7 +124,10 @@ export interface NativeParamStore {
   names(): string[];
   info(): ParamInfo[];
   read(name: string, which?: ParamBufferName): Float32Array;
-  write(name: string, data: Float32Array, which?: ParamBufferName): void;
+  write(name: string, data: Float32Array | Uint16Array, which?: ParamBufferName): void;
+  readBf16(name: string): Uint16Array;
+  bytes(): number;
+  trainableNumel(): number;
   view(name: string, which?: ParamBufferName): Float32Array;
   zeroGrad(): void;
   gradNorm(): number;

@@ -100,6 +100,12 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
                           "') does not match the config's '" + layout[i].name + "' (name or shape)");
     }
   }
+  for (std::size_t i = 0; i < store_->size(); ++i) {
+    const Parameter& p = store_->at(i);
+    if (p.bf16() || !p.trainable()) {
+      throw ArgumentError("parameter '" + p.spec.name + "': bfloat16 or frozen parameters are not supported by this build of the transformer yet");
+    }
+  }
   ParamStore& st = *store_;
   embed_ = &st.Get("embed.weight");
   norm_ = &st.Get("norm.weight");
