@@ -7,8 +7,10 @@ import { loadAddon } from '../native/loader.js';
 
 /** Arguments of a GEMM: `c = alpha * op(a) * op(b) + beta * c`, row-major, `op(a)` is m x k, `op(b)` is k x n. */
 export interface GemmArgs {
-  a: Float32Array;
-  b: Float32Array;
+  /** Float32, or bfloat16 bits (Uint16Array; CPU only): widened exactly while packing. */
+  a: Float32Array | Uint16Array;
+  /** Float32, or bfloat16 bits (Uint16Array; CPU only). */
+  b: Float32Array | Uint16Array;
   c: Float32Array;
   m: number;
   n: number;
@@ -194,10 +196,10 @@ export interface NativeOpDevice {
 
 /** Native op argument objects (sizes explicit; every array's length is checked against them). */
 export interface NativeOps {
-  linearForward(o: NativeOpDevice & { x: Float32Array; weight: Float32Array; bias?: Float32Array | null; out: Float32Array; rows: number; inFeatures: number; outFeatures: number }): void;
+  linearForward(o: NativeOpDevice & { x: Float32Array; weight: Float32Array | Uint16Array; bias?: Float32Array | null; out: Float32Array; rows: number; inFeatures: number; outFeatures: number }): void;
   linearBackward(o: NativeOpDevice & {
     x?: Float32Array | null;
-    weight?: Float32Array | null;
+    weight?: Float32Array | Uint16Array | null;
     dy: Float32Array;
     dx?: Float32Array | null;
     dweight?: Float32Array | null;
@@ -233,7 +235,7 @@ export interface NativeOps {
     upBias?: number;
     accumulate?: boolean;
   }): void;
-  embeddingForward(o: NativeOpDevice & { table: Float32Array; ids: Int32Array; out: Float32Array; rows: number; vocab: number; dim: number }): void;
+  embeddingForward(o: NativeOpDevice & { table: Float32Array | Uint16Array; ids: Int32Array; out: Float32Array; rows: number; vocab: number; dim: number }): void;
   embeddingBackward(o: NativeOpDevice & { ids: Int32Array; dout: Float32Array; dtable: Float32Array; rows: number; vocab: number; dim: number }): void;
   logSoftmaxForward(o: NativeOpDevice & {
     logits: Float32Array;

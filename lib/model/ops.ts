@@ -120,18 +120,27 @@ export interface LinearShape {
   outFeatures: number;
 }
 
-/** `y[rows, out] = x[rows, in] . weight[out, in]^T + bias[out]` (PyTorch weight layout). */
-export function linearForward(o: OpDevice & LinearShape & { x: Float32Array; weight: Float32Array; bias?: Float32Array | null; out?: Float32Array }): Float32Array {
+/**
+ * A weight matrix: float32 values, or bfloat16 bits (a Uint16Array; CPU only), which the
+ * kernels widen exactly inside the GEMM (the result equals that of the widened float32 matrix).
+ */
+export type WeightArray = Float32Array | Uint16Array;
+
+/** `y[rows, out] = x[rows, in] . weight[out, in]^T + bias[out]` (PyTorch weight layout; `weight` may be bfloat16 bits). */
+export function linearForward(o: OpDevice & LinearShape & { x: Float32Array; weight: WeightArray; bias?: Float32Array | null; out?: Float32Array }): Float32Array {
   const out = o.out ?? zeros(o.rows * o.outFeatures);
   modelAddon().linearForward({ ...o, out, device: modelOpsDevice(o.device) });
   return out;
 }
 
-/** Gradients of a linear layer: `dx = dy . weight`, `dweight += dy^T . x`, `dbias += sum(dy)`. */
+/**
+ * Gradients of a linear layer: `dx = dy . weight`, `dweight += dy^T . x`, `dbias += sum(dy)`.
+ * A bfloat16 `weight` (Uint16Array) is frozen: no `dweight` (null unless given, which throws).
+ */
 export function linearBackward(
   o: OpDevice & LinearShape & {
     x: Float32Array;
-    weight: Float32Array;
+    weight: WeightArray;
     dy: Float32Array;
     dx?: Float32Array | null;
     dweight?: Float32Array | null;
@@ -140,7 +149,7 @@ export function linearBackward(
   },
 ): { dx: Float32Array | null; dweight: Float32Array | null; dbias: Float32Array | null } {
   const dx = grad(o.dx, o.rows * o.inFeatures);
-  const dweight = grad(o.dweight, o.outFeatures * o.inFeatures);
+  const dweight = o.weight instanceof Uint16Array && o.dweight === undefined ? null : grad(o.dweight, o.outFeatures * o.inFeatures);
   const dbias = grad(o.dbias, o.outFeatures);
   modelAddon().linearBackward({ ...o, dx, dweight, dbias, device: modelOpsDevice(o.device) });
   return { dx, dweight, dbias };
@@ -261,8 +270,8 @@ export function swigluBackward(o: OpDevice & {
 
 // ---- embedding --------------------------------------------------------------------------------
 
-/** `out[t] = table[ids[t]]` for `table[vocab, dim]`. */
-export function embeddingForward(o: OpDevice & { table: Float32Array; ids: Int32Array; vocab: number; dim: number; out?: Float32Array }): Float32Array {
+/** `out[t] = table[ids[t]]` for `table[vocab, dim]` (float32, or bfloat16 bits widened exactly). */
+export function embeddingForward(o: OpDevice & { table: WeightArray; ids: Int32Array; vocab: number; dim: number; out?: Float32Array }): Float32Array {
   const out = o.out ?? zeros(o.ids.length * o.dim);
   modelAddon().embeddingForward({ ...o, out, rows: o.ids.length, device: modelOpsDevice(o.device) });
   return out;

@@ -37,7 +37,7 @@ struct GemmCall {
   bool transA, transB;
   std::int64_t m, n, k;
   float alpha, beta;
-  const float *a, *b;
+  Args::Weight a, b;  // float32, or bfloat16 bits (CPU only)
   float* c;
 };
 
@@ -50,17 +50,24 @@ GemmCall ParseGemm(const Args& a) {
   g.transB = a.Bool("transB", false);
   g.alpha = static_cast<float>(a.Num("alpha", 1.0));
   g.beta = static_cast<float>(a.Num("beta", 0.0));
-  g.a = a.F32("a", g.m * g.k);
-  g.b = a.F32("b", g.k * g.n);
+  g.a = a.WeightArray("a", g.m * g.k);
+  g.b = a.WeightArray("b", g.k * g.n);
   g.c = a.F32("c", g.m * g.n);
   a.DisjointAll("c", {"a", "b"});
   return g;
 }
 
 void RunGemm(const GemmCall& g, bool naive, const ModelOps& ops = CpuOps()) {
+  const std::int64_t lda = std::max<std::int64_t>(1, g.transA ? g.m : g.k);
+  const std::int64_t ldb = std::max<std::int64_t>(1, g.transB ? g.k : g.n);
+  const std::int64_t ldc = std::max<std::int64_t>(1, g.n);
+  if (g.a.bf16 || g.b.bf16) {
+    if (naive) throw ArgumentError("gemmNaive takes float32 arrays only");
+    GemmMixed(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a.ptr, g.a.bf16, lda, g.b.ptr, g.b.bf16, ldb, g.beta, g.c, ldc);
+    return;
+  }
   auto fn = naive ? GemmNaive : ops.gemm;
-  fn(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, std::max<std::int64_t>(1, g.transA ? g.m : g.k), g.b,
-     std::max<std::int64_t>(1, g.transB ? g.k : g.n), g.beta, g.c, std::max<std::int64_t>(1, g.n));
+  fn(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a.f32(), lda, g.b.f32(), ldb, g.beta, g.c, ldc);
 }
 
 Napi::Value GemmJs(const Napi::CallbackInfo& info) {
@@ -105,11 +112,12 @@ Napi::Value LinearForwardJs(const Napi::CallbackInfo& info) {
   Args a(info);
   const std::int64_t T = a.Int("rows"), in = a.Int("inFeatures"), out = a.Int("outFeatures");
   const float* x = a.F32("x", T * in);
-  const float* w = a.F32("weight", out * in);
+  const Args::Weight w = a.WeightArray("weight", out * in);
   const float* b = a.OptF32("bias", out);
   float* y = a.F32("out", T * out);
   a.DisjointAll("out", {"x", "weight", "bias"});
-  a.Ops().linearForward(x, w, b, y, T, in, out);
+  if (w.bf16) LinearForwardBf16(x, w.bits(), b, y, T, in, out);
+  else a.Ops().linearForward(x, w.f32(), b, y, T, in, out);
   a.Finish();
   return info.Env().Undefined();
 }
@@ -122,11 +130,16 @@ Napi::Value LinearBackwardJs(const Napi::CallbackInfo& info) {
   float* dw = a.OptF32("dweight", out * in);
   float* db = a.OptF32("dbias", out);
   const float* x = dw ? a.F32("x", T * in) : a.OptF32("x", T * in);
-  const float* w = dx ? a.F32("weight", out * in) : a.OptF32("weight", out * in);
+  const Args::Weight w = dx ? a.WeightArray("weight", out * in) : a.OptWeightArray("weight", out * in);
   a.DisjointAll("dx", {"dy", "weight", "x", "dweight", "dbias"});
   a.DisjointAll("dweight", {"dy", "x", "weight", "dbias"});
   a.DisjointAll("dbias", {"dy"});
-  a.Ops().linearBackward(x, w, dy, dx, dw, db, T, in, out, a.Bool("accumulate", false));
+  if (w.bf16) {
+    if (dw) throw Napi::TypeError::New(info.Env(), "dweight must be null for a bfloat16 weight (bfloat16 weights are frozen)");
+    LinearBackwardBf16(w.bits(), dy, dx, db, T, in, out, a.Bool("accumulate", false));
+  } else {
+    a.Ops().linearBackward(x, w.f32(), dy, dx, dw, db, T, in, out, a.Bool("accumulate", false));
+  }
   a.Finish();
   return info.Env().Undefined();
 }
@@ -251,12 +264,13 @@ Napi::Value SwiGluBackwardJs(const Napi::CallbackInfo& info) {
 Napi::Value EmbeddingForwardJs(const Napi::CallbackInfo& info) {
   Args a(info);
   const std::int64_t T = a.Int("rows"), V = a.Int("vocab", 1), D = a.Int("dim");
-  const float* table = a.F32("table", V * D);
+  const Args::Weight table = a.WeightArray("table", V * D);
   const std::int32_t* ids = a.I32("ids", T);
   float* out = a.F32("out", T * D);
   a.DisjointAll("out", {"table", "ids"});
   if (a.OnCuda()) CheckTokenIds(a.HostI32("ids"), T, V, "ids", false);
-  a.Ops().embeddingForward(table, ids, out, T, V, D);
+  if (table.bf16) EmbeddingForwardBf16(table.bits(), ids, out, T, V, D);
+  else a.Ops().embeddingForward(table.f32(), ids, out, T, V, D);
   a.Finish();
   return info.Env().Undefined();
 }

@@ -21,6 +21,8 @@ const KernelTable kGenericKernels = {
     GemmMicroDirect<4, 2>,
     GemmSmallTransBK,
     GemmSmallNoTransK,
+    GemmSmallTransBBf16K,
+    GemmSmallNoTransBf16K,
     FmaBurnK,
     RmsNormForwardK,
     RmsNormBackwardK,
@@ -33,6 +35,7 @@ const KernelTable kGenericKernels = {
     SumSquaresK,
     AddRowsK,
     AddK,
+    WidenBf16K,
 };
 
 }  // namespace sinkflex::model

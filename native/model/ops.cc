@@ -112,6 +112,37 @@ void LinearBackward(const float* x, const float* w, const float* dy, float* dx, 
   }
 }
 
+void LinearForwardBf16(const float* x, const std::uint16_t* w, const float* b, float* y, std::int64_t T,
+                       std::int64_t in, std::int64_t out) {
+  RequireSizes({{"T", T}, {"in", in}, {"out", out}});
+  if (T == 0 || out == 0) return;
+  RequirePtr(y, "y");
+  if (in > 0) {
+    RequirePtr(x, "x");
+    RequirePtr(w, "w");
+  }
+  float beta = 0.0f;
+  if (b != nullptr) {
+    ForChunks(T, RowChunk(out), out, [&](std::int64_t, std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) std::memcpy(y + r * out, b, static_cast<std::size_t>(out) * sizeof(float));
+    });
+    beta = 1.0f;
+  }
+  const std::int64_t ld = std::max<std::int64_t>(1, in);
+  GemmMixed(false, true, T, out, in, 1.0f, x, false, ld, w, true, ld, beta, y, out);
+}
+
+void LinearBackwardBf16(const std::uint16_t* w, const float* dy, float* dx, float* db, std::int64_t T, std::int64_t in,
+                        std::int64_t out, bool accumulateDx) {
+  RequireSizes({{"T", T}, {"in", in}, {"out", out}});
+  const std::int64_t ldIn = std::max<std::int64_t>(1, in), ldOut = std::max<std::int64_t>(1, out);
+  if (dx) GemmMixed(false, false, T, in, out, 1.0f, dy, false, ldOut, w, true, ldIn, accumulateDx ? 1.0f : 0.0f, dx, ldIn);
+  if (db && T > 0) {
+    RequirePtr(dy, "dy");
+    AddRowsParallel(ActiveKernels(), dy, T, out, out, db);
+  }
+}
+
 // ---- RMSNorm ----------------------------------------------------------------------------------
 
 void RmsNormForward(const float* x, const float* g, float* y, float* rstd, std::int64_t T, std::int64_t D, float eps) {
@@ -299,6 +330,20 @@ void EmbeddingForward(const float* table, const std::int32_t* ids, float* out, s
     for (std::int64_t t = r0; t < r1; ++t) {
       std::memcpy(out + t * D, table + static_cast<std::int64_t>(ids[t]) * D, static_cast<std::size_t>(D) * sizeof(float));
     }
+  });
+}
+
+void EmbeddingForwardBf16(const std::uint16_t* table, const std::int32_t* ids, float* out, std::int64_t T,
+                          std::int64_t V, std::int64_t D) {
+  RequireSizes({{"T", T}, {"V", V}, {"D", D}});
+  if (T == 0 || D == 0) return;
+  RequirePtr(table, "table");
+  RequirePtr(ids, "ids");
+  RequirePtr(out, "out");
+  CheckIds(ids, T, V, "ids", false);
+  const KernelTable& kt = ActiveKernels();
+  ForChunks(T, RowChunk(D), D, [&](std::int64_t, std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t t = r0; t < r1; ++t) kt.widenBf16(table + static_cast<std::int64_t>(ids[t]) * D, out + t * D, D);
   });
 }
 

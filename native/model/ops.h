@@ -27,6 +27,19 @@ void LinearForward(const float* x, const float* w, const float* b, float* y, std
 void LinearBackward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
                     std::int64_t T, std::int64_t in, std::int64_t out, bool accumulateDx);
 
+/**
+ * LinearForward with W[out, in] stored as bfloat16 bits: widened exactly inside the GEMM (while
+ * packing or streaming), so y equals LinearForward over the widened weights bit for bit.
+ */
+void LinearForwardBf16(const float* x, const std::uint16_t* w, const float* b, float* y, std::int64_t T,
+                       std::int64_t in, std::int64_t out);
+/**
+ * The backward of LinearForwardBf16 without a weight gradient (bfloat16 weights are frozen):
+ * dx[T, in] = dy . W (or += when accumulateDx; dx may be null), db[out] += sum_t dy (db may be null).
+ */
+void LinearBackwardBf16(const std::uint16_t* w, const float* dy, float* dx, float* db, std::int64_t T, std::int64_t in,
+                        std::int64_t out, bool accumulateDx);
+
 // ---- RMSNorm ----------------------------------------------------------------------------------
 
 /** y = x / sqrt(mean(x^2) + eps) * g per row of x[T, D]; rstd[T] keeps 1/sqrt(...) for backward. y may be x. */
@@ -103,6 +116,9 @@ void SwiGluBackward(const float* h, const float* dout, float* dh, std::int64_t T
 /** out[t] = table[ids[t]] for table[V, D]. */
 void EmbeddingForward(const float* table, const std::int32_t* ids, float* out, std::int64_t T, std::int64_t V,
                       std::int64_t D);
+/** EmbeddingForward of a table stored as bfloat16 bits (rows widened exactly). */
+void EmbeddingForwardBf16(const std::uint16_t* table, const std::int32_t* ids, float* out, std::int64_t T,
+                          std::int64_t V, std::int64_t D);
 /** dtable[ids[t]] += dout[t] (scatter-add; deterministic order). */
 void EmbeddingBackward(const std::int32_t* ids, const float* dout, float* dtable, std::int64_t T, std::int64_t V,
                        std::int64_t D);
