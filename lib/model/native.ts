@@ -221,8 +221,9 @@ export interface NativeOps {
     dim: number;
     accumulate?: boolean;
   }): void;
-  ropeForward(o: NativeOpDevice & { x: Float32Array; out: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number }): void;
-  ropeBackward(o: NativeOpDevice & { dy: Float32Array; dx: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number }): void;
+  ropeForward(o: NativeOpDevice & { x: Float32Array; out: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number; scaling?: NativeRopeScaling | null }): void;
+  ropeBackward(o: NativeOpDevice & { dy: Float32Array; dx: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number; scaling?: NativeRopeScaling | null }): void;
+  ropeParameters(o: { headDim: number; theta?: number; scaling?: NativeRopeScaling | null }): { inverseFrequencies: Float64Array; attentionFactor: number };
   swigluForward(o: NativeOpDevice & { h: Float32Array; out: Float32Array; rows: number; ffn: number; alpha?: number; limit?: number; upBias?: number }): void;
   swigluBackward(o: NativeOpDevice & {
     h: Float32Array;

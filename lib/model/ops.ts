@@ -9,6 +9,7 @@
  */
 import { resolveDevice, type DeviceRequest } from '../native/device.js';
 import { DeviceUnavailableError } from '../native/errors.js';
+import type { RopeScaling } from './config.js';
 import { type GemmArgs, type GemmInfo, modelAddon } from './native.js';
 
 /**
@@ -197,9 +198,25 @@ export interface RopeShape {
   headDim: number;
   /** Base of the frequencies (default 10000). */
   theta?: number;
+  /** Frequency scaling and attention factor (default none), as a model config's `ropeScaling`. */
+  scaling?: RopeScaling | null;
 }
 
-/** Rotate-half rotary embedding (Llama/gpt-oss convention); `out` may be `x` (in place). */
+/** What a RoPE table uses: the inverse frequency of each of the headDim / 2 pairs and the factor on cos and sin. */
+export interface RopeParameters {
+  inverseFrequencies: Float64Array;
+  attentionFactor: number;
+}
+
+/**
+ * The inverse frequencies and attention factor of the native RoPE table (double precision, as
+ * transformers' modeling_rope_utils defines them for its default, linear, llama3 and yarn types).
+ */
+export function ropeParameters(headDim: number, theta = 10000, scaling: RopeScaling | null = null): RopeParameters {
+  return modelAddon().ropeParameters({ headDim, theta, scaling });
+}
+
+/** Rotate-half rotary embedding (Llama/gpt-oss convention), scaled by the attention factor of `scaling`; `out` may be `x` (in place). */
 export function ropeForward(o: OpDevice & RopeShape & { x: Float32Array; out?: Float32Array }): Float32Array {
   const out = o.out ?? zeros(o.rows * o.heads * o.headDim);
   modelAddon().ropeForward({ ...o, out, device: modelOpsDevice(o.device) });

@@ -24,6 +24,7 @@ namespace sinkflex::addon {
 
 void RegisterParamStore(Napi::Env env, Napi::Object exports);  // model_store_binding.cc
 model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& name);
+model::RopeScaling ParseRopeScaling(const Napi::Value& v, const std::string& name);
 
 namespace {
 using namespace sinkflex::model;
@@ -185,12 +186,13 @@ Napi::Value RmsNormBackwardJs(const Napi::CallbackInfo& info) {
  * (bindings run on the JavaScript thread only). Deliberately never destroyed at exit, so its
  * tracked memory is not released after the allocator's counters are gone.
  */
-const RopeTable& CachedRopeTable(std::int64_t headDim, double theta, std::int64_t needed) {
+const RopeTable& CachedRopeTable(std::int64_t headDim, double theta, const RopeScaling& scaling, std::int64_t needed) {
   static RopeTable* cache = nullptr;
-  if (!cache || cache->headDim() != headDim || cache->theta() != theta || cache->maxPositions() < needed) {
+  if (!cache || cache->headDim() != headDim || cache->theta() != theta || !SameRopeScaling(cache->scaling(), scaling) ||
+      cache->maxPositions() < needed) {
     delete cache;
     cache = nullptr;
-    cache = new RopeTable(headDim, std::max<std::int64_t>(needed, 64), theta);
+    cache = new RopeTable(headDim, std::max<std::int64_t>(needed, 64), theta, scaling);
   }
   return *cache;
 }
@@ -217,13 +219,32 @@ Napi::Value RopeJs(const Napi::CallbackInfo& info, bool backward) {
     }
     maxPos = std::max<std::int64_t>(maxPos, posHost[t]);
   }
-  const RopeTable& table = CachedRopeTable(Dh, theta, maxPos + 1);
+  const RopeScaling scaling = ParseRopeScaling(a.Get("scaling"), "scaling");
+  const RopeTable& table = CachedRopeTable(Dh, theta, scaling, maxPos + 1);
   if (backward) a.Ops().ropeBackward(table, x, out, pos, T, H);
   else a.Ops().ropeForward(table, x, out, pos, T, H);
   a.Finish();
   return info.Env().Undefined();
 }
 Napi::Value RopeForwardJs(const Napi::CallbackInfo& info) { return RopeJs(info, false); }
+
+/** { headDim, theta, scaling } → { inverseFrequencies: Float64Array, attentionFactor } of the RoPE table. */
+Napi::Value RopeParametersJs(const Napi::CallbackInfo& info) {
+  const Napi::Object o = RequireObject(info[0], "options");
+  const std::int64_t Dh = RequireInt(Field(o, "headDim"), "headDim", 2, 1 << 16);
+  if (Dh % 2 != 0) throw Napi::RangeError::New(info.Env(), "headDim must be even, got " + std::to_string(Dh));
+  const Napi::Value th = Field(o, "theta");
+  const double theta = IsNullish(th) ? 10000.0 : RequireNumber(th, "theta");
+  if (!(theta > 0.0)) throw Napi::RangeError::New(info.Env(), "theta must be positive");
+  const RopeTable table(Dh, 1, theta, ParseRopeScaling(Field(o, "scaling"), "scaling"));
+  const std::vector<double>& f = table.inverseFrequencies();
+  Napi::Float64Array inv = Napi::Float64Array::New(info.Env(), f.size());
+  std::copy(f.begin(), f.end(), inv.Data());
+  Napi::Object r = Napi::Object::New(info.Env());
+  r.Set("inverseFrequencies", inv);
+  r.Set("attentionFactor", table.attentionFactor());
+  return r;
+}
 Napi::Value RopeBackwardJs(const Napi::CallbackInfo& info) { return RopeJs(info, true); }
 
 // ---- SwiGLU ---------------------------------------------------------------------------------------
@@ -443,6 +464,8 @@ bool OptionalBoolField(const Napi::Object& o, const char* key, const std::string
   return f.As<Napi::Boolean>().Value();
 }
 
+}  // namespace
+
 model::RopeScaling ParseRopeScaling(const Napi::Value& v, const std::string& name) {
   model::RopeScaling r;
   if (IsNullish(v)) return r;
@@ -482,8 +505,6 @@ model::RopeScaling ParseRopeScaling(const Napi::Value& v, const std::string& nam
   r.Validate(name.c_str());
   return r;
 }
-
-}  // namespace
 
 model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& name) {
   const Napi::Object o = RequireObject(v, name);
@@ -559,6 +580,7 @@ void RegisterModel(Napi::Env env, Napi::Object exports) {
   Export(env, exports, "rmsnormBackward", RmsNormBackwardJs);
   Export(env, exports, "ropeForward", RopeForwardJs);
   Export(env, exports, "ropeBackward", RopeBackwardJs);
+  Export(env, exports, "ropeParameters", RopeParametersJs);
   Export(env, exports, "swigluForward", SwiGluForwardJs);
   Export(env, exports, "swigluBackward", SwiGluBackwardJs);
   Export(env, exports, "embeddingForward", EmbeddingForwardJs);

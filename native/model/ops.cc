@@ -223,24 +223,91 @@ void RopeScaling::Validate(const char* prefix) const {
   }
 }
 
-RopeTable::RopeTable(std::int64_t headDim, std::int64_t maxPositions, double theta)
-    : headDim_(headDim), maxPositions_(maxPositions), theta_(theta) {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+/** transformers' get_mscale: 1 for scale <= 1, else 0.1 mscale ln(scale) + 1. */
+double YarnMscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
+
+/** The dimension index at which a frequency turns `rotations` times over `context` positions. */
+double YarnCorrectionDim(double rotations, double dim, double base, double context) {
+  return dim * std::log(context / (rotations * 2.0 * kPi)) / (2.0 * std::log(base));
+}
+
+}  // namespace
+
+bool SameRopeScaling(const RopeScaling& a, const RopeScaling& b) {
+  return a.type == b.type && a.factor == b.factor && a.originalContext == b.originalContext &&
+         a.lowFreqFactor == b.lowFreqFactor && a.highFreqFactor == b.highFreqFactor && a.betaFast == b.betaFast &&
+         a.betaSlow == b.betaSlow && a.truncate == b.truncate && a.attentionFactor == b.attentionFactor &&
+         a.mscale == b.mscale && a.mscaleAllDim == b.mscaleAllDim;
+}
+
+RopeTable::RopeTable(std::int64_t headDim, std::int64_t maxPositions, double theta, const RopeScaling& scaling)
+    : headDim_(headDim), maxPositions_(maxPositions), theta_(theta), scaling_(scaling) {
   Require(headDim > 0 && headDim % 2 == 0, "headDim must be a positive even number, got " + std::to_string(headDim));
   Require(maxPositions > 0, "maxPositions must be positive");
   Require(theta > 0.0 && std::isfinite(theta), "theta must be a positive finite number");
+  scaling.Validate("ropeScaling");
   const std::int64_t half = headDim / 2;
+  const double dim = static_cast<double>(headDim);
   cos_ = HostBuffer<float>(static_cast<std::size_t>(maxPositions * half), "rope cos table");
   sin_ = HostBuffer<float>(static_cast<std::size_t>(maxPositions * half), "rope sin table");
-  std::vector<double> invFreq(static_cast<std::size_t>(half));
+  invFreq_.resize(static_cast<std::size_t>(half));
   for (std::int64_t i = 0; i < half; ++i) {
-    invFreq[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(headDim));
+    invFreq_[i] = std::pow(theta, -2.0 * static_cast<double>(i) / dim);
   }
+  using Type = RopeScaling::Type;
+  const RopeScaling& s = scaling;
+  if (s.type == Type::kLinear) {
+    for (double& f : invFreq_) f /= s.factor;
+  } else if (s.type == Type::kLlama3) {
+    const double old = static_cast<double>(s.originalContext);
+    const double lowWavelen = old / s.lowFreqFactor, highWavelen = old / s.highFreqFactor;
+    for (double& f : invFreq_) {
+      const double wavelen = 2.0 * kPi / f;
+      if (wavelen > lowWavelen) {
+        f /= s.factor;  // low frequencies: interpolated
+      } else if (!(wavelen < highWavelen)) {
+        // the band between: a smooth mix of the interpolated and the original frequency
+        const double smooth = (old / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+        f = (1.0 - smooth) * f / s.factor + smooth * f;
+      }  // high frequencies: unchanged
+    }
+  } else if (s.type == Type::kYarn) {
+    const double context = static_cast<double>(s.originalContext);
+    double low = YarnCorrectionDim(s.betaFast, dim, theta, context);
+    double high = YarnCorrectionDim(s.betaSlow, dim, theta, context);
+    if (s.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1.0);
+    if (low == high) high += 0.001;  // no zero-width ramp
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double posFreq = std::pow(theta, 2.0 * static_cast<double>(i) / dim);
+      const double extrapolation = 1.0 / posFreq, interpolation = 1.0 / (s.factor * posFreq);
+      const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+      const double extrapolationWeight = 1.0 - ramp;
+      invFreq_[i] = interpolation * (1.0 - extrapolationWeight) + extrapolation * extrapolationWeight;
+    }
+    if (s.attentionFactor > 0.0) {
+      attentionFactor_ = s.attentionFactor;
+    } else if (s.mscale != 0.0 && s.mscaleAllDim != 0.0) {
+      attentionFactor_ = YarnMscale(s.factor, s.mscale) / YarnMscale(s.factor, s.mscaleAllDim);
+    } else {
+      attentionFactor_ = YarnMscale(s.factor, 1.0);
+    }
+  }
+  const double af = attentionFactor_;
   ForChunks(maxPositions, RowChunk(half * 16), half * 16, [&](std::int64_t, std::int64_t p0, std::int64_t p1) {
     for (std::int64_t p = p0; p < p1; ++p) {
       for (std::int64_t i = 0; i < half; ++i) {
-        const double a = static_cast<double>(p) * invFreq[i];
-        cos_[p * half + i] = static_cast<float>(std::cos(a));
-        sin_[p * half + i] = static_cast<float>(std::sin(a));
+        const double a = static_cast<double>(p) * invFreq_[i];
+        cos_[p * half + i] = static_cast<float>(std::cos(a) * af);
+        sin_[p * half + i] = static_cast<float>(std::sin(a) * af);
       }
     }
   });

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "../core/allocator.h"
 #include "gemm.h"
@@ -73,23 +74,38 @@ struct RopeScaling {
 };
 
 /**
- * cos/sin of pos * theta^(-2i/headDim) for pos < maxPositions and i < headDim/2 (angles in
- * double precision, stored as float).
+ * cos/sin of pos * invFreq[i] for pos < maxPositions and i < headDim/2, times the attention
+ * factor (angles and factor in double precision, stored as float). Without scaling invFreq[i] =
+ * theta^(-2i/headDim) and the factor is 1; with scaling, inverse frequencies and factor are
+ * computed as transformers' modeling_rope_utils computes them (linear: / factor; llama3: the
+ * wavelength bands; yarn: the ramp between interpolation and extrapolation over the correction
+ * range, truncated or not, and the factor 0.1 ln(factor) + 1 or its mscale ratio). The factor on
+ * cos and sin scales q and k alike, hence q.k by its square, as transformers applies it.
  */
 class RopeTable {
  public:
-  RopeTable(std::int64_t headDim, std::int64_t maxPositions, double theta);
+  RopeTable(std::int64_t headDim, std::int64_t maxPositions, double theta, const RopeScaling& scaling = {});
   std::int64_t headDim() const { return headDim_; }
   std::int64_t maxPositions() const { return maxPositions_; }
   double theta() const { return theta_; }
+  const RopeScaling& scaling() const { return scaling_; }
+  /** invFreq[i], i < headDim / 2. */
+  const std::vector<double>& inverseFrequencies() const { return invFreq_; }
+  double attentionFactor() const { return attentionFactor_; }
   const float* cos() const { return cos_.data(); }
   const float* sin() const { return sin_.data(); }
 
  private:
   std::int64_t headDim_, maxPositions_;
   double theta_;
+  RopeScaling scaling_;
+  std::vector<double> invFreq_;
+  double attentionFactor_ = 1.0;
   HostBuffer<float> cos_, sin_;
 };
+
+/** True when two scalings describe the same table (every field the type uses). */
+bool SameRopeScaling(const RopeScaling& a, const RopeScaling& b);
 
 /**
  * Rotate-half RoPE (Llama / gpt-oss / HF): for x[T, H, Dh] and i < Dh/2, with angle

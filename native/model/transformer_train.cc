@@ -77,7 +77,7 @@ std::size_t TrainState::Bytes() const {
 Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> store)
     : config_(Validated(config)),
       store_(std::move(store)),
-      rope_(config.headDim, config.context, config.ropeTheta),
+      rope_(config.headDim, config.context, config.ropeTheta, config.ropeScaling),
       causal_(StandardMask(0)),
       window_(StandardMask(config.window)) {
   if (!store_) throw ArgumentError("store is required");
@@ -85,9 +85,6 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
   if (!config_.sinks) throw ArgumentError("config.sinks = false is not supported by this build of the transformer yet");
   if (config_.tieEmbeddings) throw ArgumentError("config.tieEmbeddings is not supported by this build of the transformer yet");
   if (config_.experts > 0) throw ArgumentError("config.experts is not supported by this build of the transformer yet");
-  if (config_.ropeScaling.type != RopeScaling::Type::kNone) {
-    throw ArgumentError("config.ropeScaling is not supported by this build of the transformer yet");
-  }
   const std::vector<ParamSpec> layout = ParamLayout(config_);
   if (store_->size() != layout.size()) {
     throw ArgumentError("store holds " + std::to_string(store_->size()) + " parameters, the config has " +
