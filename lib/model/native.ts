@@ -189,6 +189,27 @@ export interface NativeRopeScaling {
   mscaleAllDim?: number;
 }
 
+/** An opaque handle to what an MoE forward keeps for its backward. */
+export type NativeMoeState = object & { readonly __sinkflexMoeState?: never };
+
+/** Shapes, SwiGLU parameters and weights of a native MoE call. */
+export interface NativeMoeArgs {
+  rows: number;
+  width: number;
+  ffn: number;
+  experts: number;
+  topK: number;
+  alpha?: number;
+  limit?: number;
+  upBias?: number;
+  router: Float32Array | Uint16Array;
+  routerBias?: Float32Array | null;
+  gateUp: Float32Array | Uint16Array;
+  gateUpBias?: Float32Array | null;
+  down: Float32Array | Uint16Array;
+  downBias?: Float32Array | null;
+}
+
 /** `device` of a native op call: `'cpu'` (default) or `'cuda'`/`'cuda:<k>'` (ops.ts resolves requests). */
 export interface NativeOpDevice {
   device?: string;
@@ -290,6 +311,22 @@ export interface NativeOps {
     decay?: boolean;
   }): void;
   sumSquares(x: Float32Array, device?: string): number;
+  moeForward(o: NativeMoeArgs & { x: Float32Array; out: Float32Array; logits: Float32Array }): { experts: Int32Array; weights: Float32Array; state: NativeMoeState };
+  moeBackward(
+    o: NativeMoeArgs & {
+      x: Float32Array;
+      dout: Float32Array;
+      state: NativeMoeState;
+      dx: Float32Array;
+      drouter?: Float32Array | null;
+      drouterBias?: Float32Array | null;
+      dgateUp?: Float32Array | null;
+      dgateUpBias?: Float32Array | null;
+      ddown?: Float32Array | null;
+      ddownBias?: Float32Array | null;
+      accumulate?: boolean;
+    },
+  ): void;
   /** Devices with model-op kernels here: `['cpu']`, plus `'cuda'` with CUDA kernels and a usable GPU. */
   modelOpsDevices(): string[];
 }

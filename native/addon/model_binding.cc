@@ -23,6 +23,7 @@
 namespace sinkflex::addon {
 
 void RegisterParamStore(Napi::Env env, Napi::Object exports);  // model_store_binding.cc
+void RegisterMoe(Napi::Env env, Napi::Object exports);         // model_moe_binding.cc
 model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& name);
 model::RopeScaling ParseRopeScaling(const Napi::Value& v, const std::string& name);
 
@@ -594,6 +595,7 @@ void RegisterModel(Napi::Env env, Napi::Object exports) {
   Export(env, exports, "modelOpsDevices", ModelOpsDevicesJs);
   Export(env, exports, "modelParamLayout", ParamLayoutJs);
   RegisterParamStore(env, exports);
+  RegisterMoe(env, exports);
 }
 
 }  // namespace sinkflex::addon
