@@ -166,7 +166,7 @@ void RmsNormBackward(const float* x, const float* g, const float* rstd, const fl
   Require(D > 0, "D must be positive");
   if (T == 0) return;
   for (const auto& [p, n] : {std::pair<const void*, const char*>{x, "x"}, {g, "g"}, {rstd, "rstd"}, {dy, "dy"},
-                             {dx, "dx"}, {dg, "dg"}}) {
+                             {dx, "dx"}}) {
     RequirePtr(p, n);
   }
   const KernelTable& kt = ActiveKernels();
@@ -178,7 +178,7 @@ void RmsNormBackward(const float* x, const float* g, const float* rstd, const fl
     kt.rmsNormBackward(x + r0 * D, g, rstd + r0, dy + r0 * D, dx + r0 * D, partial.data() + c * D, r1 - r0, D,
                        accumulateDx);
   });
-  AddRowsParallel(kt, partial.data(), chunks, D, D, dg);
+  if (dg) AddRowsParallel(kt, partial.data(), chunks, D, D, dg);
 }
 
 // ---- RoPE -------------------------------------------------------------------------------------

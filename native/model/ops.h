@@ -45,7 +45,7 @@ void LinearBackwardBf16(const std::uint16_t* w, const float* dy, float* dx, floa
 
 /** y = x / sqrt(mean(x^2) + eps) * g per row of x[T, D]; rstd[T] keeps 1/sqrt(...) for backward. y may be x. */
 void RmsNormForward(const float* x, const float* g, float* y, float* rstd, std::int64_t T, std::int64_t D, float eps);
-/** dx (= or +=), dg[D] +=. dx may be dy. */
+/** dx (= or +=), dg[D] += (dg may be null: a frozen gain). dx may be dy. */
 void RmsNormBackward(const float* x, const float* g, const float* rstd, const float* dy, float* dx, float* dg,
                      std::int64_t T, std::int64_t D, bool accumulateDx);
 

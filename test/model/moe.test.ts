@@ -6,71 +6,10 @@
 // bfloat16 weights equal to float32 over the widened weights.
 import t from 'tap';
 
-import { type MoeWeights, moeBackward, moeForward, swigluParams, type SwiGluVariant } from '../../lib/index.js';
+import { type MoeWeights, moeBackward, moeForward, type SwiGluVariant } from '../../lib/index.js';
+import { type RefWeights, type Sizes, refMoe } from './fixtures/moe-reference.js';
 import { bf16Bits, bf16Values, closeness, dot, numericGrad, pick, randn, sameBits, sampleIndices } from './fixtures/reference.js';
 
-interface Sizes {
-  T: number;
-  D: number;
-  F: number;
-  E: number;
-  K: number;
-  variant: SwiGluVariant;
-}
-
-type RefWeights = { router: ArrayLike<number>; routerBias: ArrayLike<number> | null; gateUp: ArrayLike<number>; gateUpBias: ArrayLike<number> | null; down: ArrayLike<number>; downBias: ArrayLike<number> | null };
-
-/** The MoE layer in float64: returns the output, the chosen experts and their weights. */
-function refMoe(s: Sizes, x: ArrayLike<number>, w: RefWeights): { out: Float64Array; experts: number[][]; weights: number[][] } {
-  const { T, D, F, E, K } = s;
-  const { alpha, limit, upBias } = swigluParams(s.variant);
-  const out = new Float64Array(T * D);
-  const experts: number[][] = [];
-  const weights: number[][] = [];
-  for (let t = 0; t < T; t++) {
-    // router logits
-    const z: number[] = [];
-    for (let e = 0; e < E; e++) {
-      let v = w.routerBias ? w.routerBias[e] : 0;
-      for (let d = 0; d < D; d++) v += x[t * D + d] * w.router[e * D + d];
-      z.push(v);
-    }
-    // top-k: larger logit first, the lower index among equal logits
-    const order = Array.from({ length: E }, (_, e) => e).sort((a, b) => (z[b] !== z[a] ? z[b] - z[a] : a - b));
-    const chosen = order.slice(0, K);
-    const m = z[chosen[0]];
-    const ex = chosen.map((e) => Math.exp(z[e] - m));
-    const sum = ex.reduce((a, b) => a + b, 0);
-    const wk = ex.map((v) => v / sum);
-    experts.push(chosen);
-    weights.push(wk);
-    chosen.forEach((e, slot) => {
-      // expert e on token t
-      const h = new Float64Array(2 * F);
-      for (let r = 0; r < 2 * F; r++) {
-        let v = w.gateUpBias ? w.gateUpBias[e * 2 * F + r] : 0;
-        for (let d = 0; d < D; d++) v += x[t * D + d] * w.gateUp[(e * 2 * F + r) * D + d];
-        h[r] = v;
-      }
-      const act = new Float64Array(F);
-      for (let f = 0; f < F; f++) {
-        let g = h[f];
-        let u = h[F + f];
-        if (limit > 0) {
-          g = Math.min(g, limit);
-          u = Math.max(-limit, Math.min(u, limit));
-        }
-        act[f] = (g / (1 + Math.exp(-alpha * g))) * (u + upBias);
-      }
-      for (let d = 0; d < D; d++) {
-        let v = w.downBias ? w.downBias[e * D + d] : 0;
-        for (let f = 0; f < F; f++) v += act[f] * w.down[(e * D + d) * F + f];
-        out[t * D + d] += wk[slot] * v;
-      }
-    });
-  }
-  return { out, experts, weights };
-}
 
 function weightsFor(s: Sizes, seed: number, biases: boolean): MoeWeights & { routerBias: Float32Array | null; gateUpBias: Float32Array | null; downBias: Float32Array | null } {
   const { D, F, E } = s;

@@ -7,49 +7,7 @@ import t from 'tap';
 
 import { type RopeScaling, ropeBackward, ropeForward, ropeParameters } from '../../lib/index.js';
 import { closeness, dot, numericGrad, pick, randint, randn, sampleIndices } from './fixtures/reference.js';
-
-/** Inverse frequencies and attention factor written from the transformers definitions, float64. */
-function refRope(headDim: number, theta: number, s: RopeScaling | null): { inv: number[]; factor: number } {
-  const half = headDim / 2;
-  const plain = Array.from({ length: half }, (_, i) => 1 / theta ** ((2 * i) / headDim));
-  if (s === null) return { inv: plain, factor: 1 };
-  if (s.type === 'linear') return { inv: plain.map((f) => f / s.factor), factor: 1 };
-  if (s.type === 'llama3') {
-    const lowWavelen = s.originalContext / s.lowFreqFactor;
-    const highWavelen = s.originalContext / s.highFreqFactor;
-    const inv = plain.map((f) => {
-      const wavelen = (2 * Math.PI) / f;
-      if (wavelen < highWavelen) return f;
-      if (wavelen > lowWavelen) return f / s.factor;
-      const smooth = (s.originalContext / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
-      return ((1 - smooth) * f) / s.factor + smooth * f;
-    });
-    return { inv, factor: 1 };
-  }
-  // yarn
-  const dimAt = (rotations: number): number => (headDim * Math.log(s.originalContext / (rotations * 2 * Math.PI))) / (2 * Math.log(theta));
-  let low = dimAt(s.betaFast);
-  let high = dimAt(s.betaSlow);
-  if (s.truncate) {
-    low = Math.floor(low);
-    high = Math.ceil(high);
-  }
-  low = Math.max(low, 0);
-  high = Math.min(high, headDim - 1);
-  if (low === high) high += 0.001;
-  const inv = Array.from({ length: half }, (_, i) => {
-    const pos = theta ** ((2 * i) / headDim);
-    const ramp = Math.min(1, Math.max(0, (i - low) / (high - low)));
-    const keep = 1 - ramp; // weight of the original (extrapolated) frequency
-    return (1 / (s.factor * pos)) * (1 - keep) + (1 / pos) * keep;
-  });
-  const mscale = (scale: number, m: number): number => (scale <= 1 ? 1 : 0.1 * m * Math.log(scale) + 1);
-  let factor: number;
-  if (s.attentionFactor !== null) factor = s.attentionFactor;
-  else if (s.mscale && s.mscaleAllDim) factor = mscale(s.factor, s.mscale) / mscale(s.factor, s.mscaleAllDim);
-  else factor = mscale(s.factor, 1);
-  return { inv, factor };
-}
+import { refRope } from './fixtures/rope-reference.js';
 
 const GPT_OSS: RopeScaling = { type: 'yarn', factor: 32, originalContext: 4096, betaFast: 32, betaSlow: 1, truncate: false, attentionFactor: null };
 const LLAMA31: RopeScaling = { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalContext: 8192 };
