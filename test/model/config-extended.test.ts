@@ -129,3 +129,22 @@ t.test('layer types, experts and RoPE scaling are validated and filled', async (
     t.throws(() => native.modelParamLayout({ ...small, ...over } as never), { message }, `native ${JSON.stringify(over)}`);
   }
 });
+
+t.test('checkpoints keep the extended config and compare it field by field (arrays and objects by value)', async (t) => {
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { ParamStore, loadCheckpoint, saveCheckpoint } = await import('../../lib/index.js');
+  const config = modelConfig({ ...small, layers: 2, qkvBias: true, layerTypes: ['full', 'sliding'], ropeScaling: { type: 'linear', factor: 2 }, experts: 3, expertsPerToken: 2 });
+  const store = ParamStore.fromConfig(config, 3);
+  const dir = mkdtempSync(join(tmpdir(), 'sinkflex-config-'));
+  t.teardown(() => {
+    store.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const path = join(dir, 'a.safetensors');
+  saveCheckpoint(path, { config, store });
+  const ck = loadCheckpoint(path, { expectConfig: JSON.parse(JSON.stringify(config)) });
+  t.same(ck.config, config);
+  t.throws(() => loadCheckpoint(path, { expectConfig: { ...config, layerTypes: ['sliding', 'sliding'] } }), { name: 'CheckpointError', message: /config mismatch: layerTypes/ });
+});
