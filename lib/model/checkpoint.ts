@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 
-import { type ModelConfig, parameterLayout, validateModelConfig } from './config.js';
+import { type ModelConfig, type ModelConfigInput, parameterLayout, validateModelConfig } from './config.js';
 import { ParamStore, type ParamStoreOptions } from './param-store.js';
 import { SafetensorsError, type SafeTensor, encodeSafetensors, readSafetensorsFile, writeFileAtomic } from './safetensors.js';
 import { Tokenizer, type TokenizerJSON } from './tokenizer.js';
@@ -76,6 +76,10 @@ export function saveCheckpoint(path: string, o: SaveCheckpointOptions): void {
   if (info.length !== layout.length || layout.some((p, i) => p.name !== info[i].name || !same(p.shape, info[i].shape))) {
     throw new CheckpointError('the store does not hold the parameters of this config', path);
   }
+  const frozen = info.find((p) => p.dtype !== 'float32' || !p.trainable);
+  if (frozen) {
+    throw new CheckpointError(`parameter '${frozen.name}' is ${frozen.dtype}${frozen.trainable ? '' : ', frozen'}: checkpoints hold stores of float32 trainable parameters`, path);
+  }
   const withMoments = o.optimizer ?? true;
   const tensors: [string, SafeTensor][] = [];
   // A CPU store's buffers are written in place (views); a GPU store's are copied to the host.
@@ -127,7 +131,7 @@ function parseJson<T>(path: string, metadata: Record<string, string>, key: strin
  * every parameter (and moment, when saved) is present with the config's shape and no other
  * tensor is. With `expectConfig`, the saved config must equal it.
  */
-export function loadCheckpoint(path: string, options: { expectConfig?: ModelConfig } = {}): Checkpoint {
+export function loadCheckpoint(path: string, options: { expectConfig?: ModelConfigInput } = {}): Checkpoint {
   let file;
   try {
     file = readSafetensorsFile(path);
@@ -150,7 +154,7 @@ export function loadCheckpoint(path: string, options: { expectConfig?: ModelConf
   if (options.expectConfig) {
     const want = validateModelConfig(options.expectConfig);
     for (const k of Object.keys(want) as (keyof ModelConfig)[]) {
-      if (want[k] !== config[k]) {
+      if (JSON.stringify(want[k]) !== JSON.stringify(config[k])) {
         throw new CheckpointError(`config mismatch: ${k} is ${JSON.stringify(config[k])} in the checkpoint, ${JSON.stringify(want[k])} expected`, path);
       }
     }
@@ -220,6 +224,9 @@ export function restoreParamStore(checkpoint: Checkpoint, store?: ParamStore, op
     const q = info[i];
     if (q.name !== p.name || q.shape.length !== p.shape.length || q.shape.some((d, j) => d !== p.shape[j])) {
       throw new CheckpointError(`store mismatch: parameter ${i} is '${q.name}' [${q.shape.join(', ')}], the checkpoint has '${p.name}' [${p.shape.join(', ')}]`, checkpoint.path);
+    }
+    if (q.dtype !== 'float32' || !q.trainable) {
+      throw new CheckpointError(`store mismatch: parameter '${q.name}' is ${q.dtype}${q.trainable ? '' : ', frozen'}; checkpoints restore float32 trainable parameters`, checkpoint.path);
     }
   });
   for (const p of layout) {

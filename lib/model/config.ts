@@ -1,11 +1,56 @@
 /**
- * The configuration of the built-in gpt-oss-style policy as data, its presets and validation.
+ * The configuration of the transformer as data (the built-in gpt-oss-style policy and the
+ * pretrained families it runs), its presets and validation.
  * @module
  */
-import { type ParamSpec, modelAddon } from './native.js';
+import { type LayoutParamSpec, modelAddon } from './native.js';
 import type { SwiGluVariant } from './ops.js';
 
-/** Architecture of the built-in decoder-only transformer. */
+/** The attention of one layer: a sliding window of `window` keys, or every earlier key. */
+export type LayerType = 'sliding' | 'full';
+
+/** Linear RoPE scaling (transformers' `rope_type: 'linear'`): every inverse frequency divided by `factor`. */
+export interface LinearRopeScaling {
+  type: 'linear';
+  factor: number;
+}
+
+/** Llama 3.1 RoPE scaling (`rope_type: 'llama3'`). */
+export interface Llama3RopeScaling {
+  type: 'llama3';
+  factor: number;
+  lowFreqFactor: number;
+  /** Greater than `lowFreqFactor`. */
+  highFreqFactor: number;
+  /** `original_max_position_embeddings`. */
+  originalContext: number;
+}
+
+/** YaRN RoPE scaling (`rope_type: 'yarn'`, gpt-oss), with its attention factor on cos and sin. */
+export interface YarnRopeScaling {
+  type: 'yarn';
+  factor: number;
+  /** `original_max_position_embeddings`. */
+  originalContext: number;
+  /** Default 32 (transformers' default). */
+  betaFast: number;
+  /** Default 1. */
+  betaSlow: number;
+  /** Round the correction range to whole dimensions (transformers: absent means true; gpt-oss sets false). */
+  truncate: boolean;
+  /** Multiplies cos and sin; null: 0.1 ln(factor) + 1, or the mscale / mscaleAllDim ratio when both are set. */
+  attentionFactor: number | null;
+  mscale?: number;
+  mscaleAllDim?: number;
+}
+
+/** RoPE frequency scaling; the native RopeTable computes it as transformers' modeling_rope_utils does. */
+export type RopeScaling = LinearRopeScaling | Llama3RopeScaling | YarnRopeScaling;
+
+/**
+ * Architecture of the decoder-only transformer: the built-in gpt-oss-style policy and the
+ * pretrained families it runs (gpt-oss, Qwen3, Qwen2, Llama) are configurations of it.
+ */
 export interface ModelConfig {
   /** Transformer blocks. */
   layers: number;
@@ -15,15 +60,15 @@ export interface ModelConfig {
   heads: number;
   /** Key/value heads (grouped-query attention); divides `heads`. */
   kvHeads: number;
-  /** Size of one head; even (RoPE). Query width is heads * headDim. */
+  /** Size of one head; even (RoPE). Query width is heads * headDim (need not equal `width`). */
   headDim: number;
-  /** Sliding window (keys, including the current one) of the even layers; 0 = full attention everywhere. */
+  /** Keys (including the current one) a sliding layer sees; 0 = no sliding layers. */
   window: number;
   /** Vocabulary size (the tokenizer's). */
   vocab: number;
   /** Maximum sequence length (positions). */
   context: number;
-  /** Hidden size of the SwiGLU MLP. */
+  /** Hidden size of the SwiGLU MLP (of each expert when `experts > 0`). */
   ffn: number;
   /** RoPE base. */
   ropeTheta: number;
@@ -33,9 +78,49 @@ export interface ModelConfig {
   initStd: number;
   /** MLP gate: gpt-oss's clamped SwiGLU or the standard one. */
   swiglu: SwiGluVariant;
-  /** Biases on the attention and MLP projections (gpt-oss has them). */
+  /**
+   * Legacy: true when q/k/v, o and the MLP all have biases. As input it sets the three flags
+   * below that are not given (and must agree with them when they are).
+   */
   bias: boolean;
+  /** Biases on the q, k, v projections (gpt-oss, Qwen2). */
+  qkvBias: boolean;
+  /** Bias on the attention output projection (gpt-oss). */
+  oBias: boolean;
+  /** Biases on the MLP (dense: gate_up and down; MoE: router and experts). */
+  mlpBias: boolean;
+  /** A learned sink logit per head (gpt-oss); false: plain softmax attention. */
+  sinks: boolean;
+  /** RMSNorm (weight [headDim]) over every q and k head after the projection, before RoPE (Qwen3). */
+  qkNorm: boolean;
+  /** The LM head is `embed.weight` (no `lm_head.weight`). */
+  tieEmbeddings: boolean;
+  /** One entry per layer, or null: the built-in rule (even layers slide when `window > 0`). */
+  layerTypes: LayerType[] | null;
+  /** 0: dense SwiGLU MLP; > 0: a mixture of this many SwiGLU experts of hidden size `ffn`. */
+  experts: number;
+  /** Experts per token (top-k), in [1, experts] with experts, else 0. */
+  expertsPerToken: number;
+  /** RoPE frequency scaling, or null (plain RoPE with `ropeTheta`). */
+  ropeScaling: RopeScaling | null;
 }
+
+/** The fields a config may leave out: {@link validateModelConfig} fills their defaults. */
+export type OptionalModelConfigField =
+  | 'bias'
+  | 'qkvBias'
+  | 'oBias'
+  | 'mlpBias'
+  | 'sinks'
+  | 'qkNorm'
+  | 'tieEmbeddings'
+  | 'layerTypes'
+  | 'experts'
+  | 'expertsPerToken'
+  | 'ropeScaling';
+
+/** A config as input: the fields of {@link OptionalModelConfigField} may be left out (defaults: the built-in model's). */
+export type ModelConfigInput = Omit<ModelConfig, OptionalModelConfigField> & Partial<Pick<ModelConfig, OptionalModelConfigField>>;
 
 /** Names of the presets. */
 export type ModelPreset = 'tiny' | 'small';
@@ -60,6 +145,16 @@ export const MODEL_PRESETS: Readonly<Record<ModelPreset, Readonly<ModelConfig>>>
     initStd: 0.02,
     swiglu: 'clamped',
     bias: false,
+    qkvBias: false,
+    oBias: false,
+    mlpBias: false,
+    sinks: true,
+    qkNorm: false,
+    tieEmbeddings: false,
+    layerTypes: null,
+    experts: 0,
+    expertsPerToken: 0,
+    ropeScaling: null,
   }),
   small: Object.freeze({
     layers: 8,
@@ -76,6 +171,16 @@ export const MODEL_PRESETS: Readonly<Record<ModelPreset, Readonly<ModelConfig>>>
     initStd: 0.02,
     swiglu: 'clamped',
     bias: false,
+    qkvBias: false,
+    oBias: false,
+    mlpBias: false,
+    sinks: true,
+    qkNorm: false,
+    tieEmbeddings: false,
+    layerTypes: null,
+    experts: 0,
+    expertsPerToken: 0,
+    ropeScaling: null,
   }),
 });
 
@@ -103,15 +208,93 @@ const INT_FIELDS: readonly [keyof ModelConfig, number, number][] = [
   ['ffn', 1, 2 ** 18],
 ];
 
+const KNOWN_FIELDS: ReadonlySet<string> = new Set([
+  ...INT_FIELDS.map(([k]) => k),
+  'ropeTheta',
+  'normEps',
+  'initStd',
+  'swiglu',
+  'bias',
+  'qkvBias',
+  'oBias',
+  'mlpBias',
+  'sinks',
+  'qkNorm',
+  'tieEmbeddings',
+  'layerTypes',
+  'experts',
+  'expertsPerToken',
+  'ropeScaling',
+]);
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** A validated copy of `ropeScaling` (null stays null); errors name `ropeScaling.<field>`. */
+function validateRopeScaling(value: unknown): RopeScaling | null {
+  if (value === null || value === undefined) return null;
+  if (!isRecord(value)) throw new ModelConfigError('ropeScaling', `must be null or an object, got ${JSON.stringify(value)}`);
+  const fail = (field: string, what: string): never => {
+    throw new ModelConfigError(`ropeScaling.${field}`, `must be ${what}, got ${JSON.stringify(value[field])}`);
+  };
+  const allowed: Record<string, readonly string[]> = {
+    linear: ['type', 'factor'],
+    llama3: ['type', 'factor', 'lowFreqFactor', 'highFreqFactor', 'originalContext'],
+    yarn: ['type', 'factor', 'originalContext', 'betaFast', 'betaSlow', 'truncate', 'attentionFactor', 'mscale', 'mscaleAllDim'],
+  };
+  const type = value.type;
+  if (type !== 'linear' && type !== 'llama3' && type !== 'yarn') return fail('type', `'linear', 'llama3' or 'yarn'`);
+  for (const k of Object.keys(value)) if (!allowed[type].includes(k)) throw new ModelConfigError(`ropeScaling.${k}`, `is not a field of ${type} RoPE scaling`);
+  const positive = (field: string, def?: number): number => {
+    const v = value[field] ?? def;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) return fail(field, 'a positive finite number');
+    return v;
+  };
+  const context = (): number => {
+    const v = value.originalContext;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 2 ** 24) return fail('originalContext', 'an integer in [1, 16777216]');
+    return v;
+  };
+  const factor = positive('factor');
+  if (type === 'linear') return { type, factor };
+  if (type === 'llama3') {
+    const lowFreqFactor = positive('lowFreqFactor');
+    const highFreqFactor = positive('highFreqFactor');
+    if (!(highFreqFactor > lowFreqFactor)) fail('highFreqFactor', `greater than lowFreqFactor (${lowFreqFactor})`);
+    return { type, factor, lowFreqFactor, highFreqFactor, originalContext: context() };
+  }
+  const truncate = value.truncate ?? true;
+  if (typeof truncate !== 'boolean') fail('truncate', 'a boolean');
+  const af = value.attentionFactor ?? null;
+  const out: YarnRopeScaling = {
+    type,
+    factor,
+    originalContext: context(),
+    betaFast: positive('betaFast', 32),
+    betaSlow: positive('betaSlow', 1),
+    truncate: truncate as boolean,
+    attentionFactor: af === null ? null : positive('attentionFactor'),
+  };
+  for (const field of ['mscale', 'mscaleAllDim'] as const) {
+    const v = value[field];
+    if (v === undefined) continue;
+    if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) fail(field, 'a finite number >= 0');
+    out[field] = v as number;
+  }
+  return out;
+}
+
 /**
  * Checks every field of a config (types, ranges, heads divisible by kvHeads, even headDim,
- * window <= context) and returns it typed; throws {@link ModelConfigError} naming the field.
+ * window <= context, layer types, experts, RoPE scaling) and returns a new config with the
+ * optional fields filled in (the defaults describe the built-in model, so a config without
+ * them is the same model as before); throws {@link ModelConfigError} naming the field.
  */
 export function validateModelConfig(value: unknown): ModelConfig {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new TypeError('config must be an object');
-  const c = value as Record<string, unknown>;
-  const known = new Set<string>(Object.keys(MODEL_PRESETS.tiny));
-  for (const k of Object.keys(c)) if (!known.has(k)) throw new ModelConfigError(k, 'is not a model config field');
+  if (!isRecord(value)) throw new TypeError('config must be an object');
+  const c = value;
+  for (const k of Object.keys(c)) if (!KNOWN_FIELDS.has(k)) throw new ModelConfigError(k, 'is not a model config field');
   for (const [key, min, max] of INT_FIELDS) {
     const v = c[key];
     if (typeof v !== 'number' || !Number.isInteger(v)) throw new ModelConfigError(key, `must be an integer, got ${JSON.stringify(v)}`);
@@ -125,8 +308,66 @@ export function validateModelConfig(value: unknown): ModelConfig {
   num('normEps', (v) => v > 0 && v < 1, 'in (0, 1)');
   num('initStd', (v) => v > 0 && v < 10, 'in (0, 10)');
   if (c.swiglu !== 'standard' && c.swiglu !== 'clamped') throw new ModelConfigError('swiglu', `must be 'standard' or 'clamped', got ${JSON.stringify(c.swiglu)}`);
-  if (typeof c.bias !== 'boolean') throw new ModelConfigError('bias', `must be a boolean, got ${JSON.stringify(c.bias)}`);
-  const cfg = c as unknown as ModelConfig;
+  const bool = (key: string, def: boolean): boolean => {
+    const v = c[key];
+    if (v === undefined) return def;
+    if (typeof v !== 'boolean') throw new ModelConfigError(key, `must be a boolean, got ${JSON.stringify(v)}`);
+    return v;
+  };
+  const bias = bool('bias', false);
+  const qkvBias = bool('qkvBias', bias);
+  const oBias = bool('oBias', bias);
+  const mlpBias = bool('mlpBias', bias);
+  if (c.bias !== undefined && bias !== (qkvBias && oBias && mlpBias)) {
+    const which = qkvBias !== bias ? 'qkvBias' : oBias !== bias ? 'oBias' : 'mlpBias';
+    throw new ModelConfigError('bias', `(${bias}) contradicts ${which} (${!bias}); give either bias or the three flags`);
+  }
+  const base = c as unknown as ModelConfig;
+  const layers = base.layers;
+  let layerTypes: LayerType[] | null = null;
+  if (c.layerTypes !== undefined && c.layerTypes !== null) {
+    if (!Array.isArray(c.layerTypes)) throw new ModelConfigError('layerTypes', `must be null or an array of 'sliding' / 'full', got ${JSON.stringify(c.layerTypes)}`);
+    if (c.layerTypes.length !== layers) throw new ModelConfigError('layerTypes', `must have one entry per layer (${layers}), got ${c.layerTypes.length}`);
+    layerTypes = (c.layerTypes as unknown[]).map((v, i) => {
+      if (v !== 'sliding' && v !== 'full') throw new ModelConfigError(`layerTypes[${i}]`, `must be 'sliding' or 'full', got ${JSON.stringify(v)}`);
+      if (v === 'sliding' && base.window < 1) throw new ModelConfigError(`layerTypes[${i}]`, `is 'sliding' but window is 0`);
+      return v;
+    });
+  }
+  const int = (key: string, min: number, max: number): number => {
+    const v = c[key] ?? 0;
+    if (typeof v !== 'number' || !Number.isInteger(v)) throw new ModelConfigError(key, `must be an integer, got ${JSON.stringify(v)}`);
+    if (v < min || v > max) throw new ModelConfigError(key, `must be in [${min}, ${max}], got ${v}`);
+    return v;
+  };
+  const experts = int('experts', 0, 65536);
+  const expertsPerToken = experts === 0 ? int('expertsPerToken', 0, 0) : int('expertsPerToken', 1, experts);
+  const cfg: ModelConfig = {
+    layers,
+    width: base.width,
+    heads: base.heads,
+    kvHeads: base.kvHeads,
+    headDim: base.headDim,
+    window: base.window,
+    vocab: base.vocab,
+    context: base.context,
+    ffn: base.ffn,
+    ropeTheta: base.ropeTheta,
+    normEps: base.normEps,
+    initStd: base.initStd,
+    swiglu: base.swiglu,
+    bias: qkvBias && oBias && mlpBias,
+    qkvBias,
+    oBias,
+    mlpBias,
+    sinks: bool('sinks', true),
+    qkNorm: bool('qkNorm', false),
+    tieEmbeddings: bool('tieEmbeddings', false),
+    layerTypes,
+    experts,
+    expertsPerToken,
+    ropeScaling: validateRopeScaling(c.ropeScaling),
+  };
   if (cfg.kvHeads > cfg.heads || cfg.heads % cfg.kvHeads !== 0) throw new ModelConfigError('kvHeads', `(${cfg.kvHeads}) must divide heads (${cfg.heads})`);
   if (cfg.headDim % 2 !== 0) throw new ModelConfigError('headDim', `must be even (RoPE), got ${cfg.headDim}`);
   if (cfg.window > cfg.context) throw new ModelConfigError('window', `(${cfg.window}) must not exceed context (${cfg.context})`);
@@ -135,36 +376,47 @@ export function validateModelConfig(value: unknown): ModelConfig {
 
 /**
  * A validated config: a preset, optionally with fields overridden, or a full config object.
+ * An override of `bias` replaces the base's three bias flags (qkvBias, oBias, mlpBias).
  * @example modelConfig('tiny', { layers: 4 })
  */
-export function modelConfig(base: ModelPreset | ModelConfig, overrides: Partial<ModelConfig> = {}): ModelConfig {
-  let from: Readonly<ModelConfig>;
+export function modelConfig(base: ModelPreset | ModelConfigInput, overrides: Partial<ModelConfigInput> = {}): ModelConfig {
+  let from: Readonly<ModelConfigInput>;
   if (typeof base === 'string') {
     if (!(base in MODEL_PRESETS)) throw new RangeError(`unknown model preset '${base}' (expected one of ${Object.keys(MODEL_PRESETS).join(', ')})`);
     from = MODEL_PRESETS[base];
   } else {
     from = base;
   }
-  return validateModelConfig({ ...from, ...overrides });
+  const merged: Record<string, unknown> = { ...from };
+  if (isRecord(overrides) && overrides.bias !== undefined) {
+    for (const k of ['qkvBias', 'oBias', 'mlpBias']) if (!(k in overrides)) delete merged[k];
+  }
+  return validateModelConfig({ ...merged, ...overrides });
 }
 
-/** True when `layer` (0-based) uses the sliding window: the even layers, when `window > 0`. */
+/** True when `layer` (0-based) uses the sliding window: per `layerTypes`, else the even layers when `window > 0`. */
 export function isSlidingLayer(config: ModelConfig, layer: number): boolean {
+  if (config.layerTypes) return config.layerTypes[layer] === 'sliding';
   return config.window > 0 && layer % 2 === 0;
 }
 
 /**
  * The parameters of a model (names, shapes, initialisation, weight decay), as defined natively
  * (native/model/model_config.cc): `embed.weight`; per layer `layers.<i>.attn_norm.weight`,
- * `layers.<i>.attn.{q,k,v,o}.weight` (+ `.bias`), `layers.<i>.attn.sinks`,
- * `layers.<i>.mlp_norm.weight`, `layers.<i>.mlp.gate_up.weight` (gate rows, then up rows),
- * `layers.<i>.mlp.down.weight` (+ biases); `norm.weight`; `lm_head.weight`.
+ * `layers.<i>.attn.{q,k,v}.weight` (+ `.bias` with qkvBias), `layers.<i>.attn.{q,k}_norm.weight`
+ * (qkNorm), `layers.<i>.attn.o.weight` (+ `.bias` with oBias), `layers.<i>.attn.sinks` (sinks),
+ * `layers.<i>.mlp_norm.weight`, then the dense `layers.<i>.mlp.gate_up.weight` (gate rows, then
+ * up rows) and `layers.<i>.mlp.down.weight` (+ biases with mlpBias), or with experts
+ * `layers.<i>.mlp.router.weight` [E, width], `layers.<i>.mlp.experts.gate_up.weight` [E, 2 ffn,
+ * width], `layers.<i>.mlp.experts.down.weight` [E, width, ffn] (+ biases with mlpBias);
+ * `norm.weight`; `lm_head.weight` (unless tieEmbeddings). Storage dtype and trainability are
+ * not part of the layout: they are chosen per store ({@link ParamStore.fromSpecs}).
  */
-export function parameterLayout(config: ModelConfig): Required<ParamSpec>[] {
+export function parameterLayout(config: ModelConfigInput): LayoutParamSpec[] {
   return modelAddon().modelParamLayout(validateModelConfig(config));
 }
 
 /** Total number of parameters of a config. */
-export function parameterCount(config: ModelConfig): number {
+export function parameterCount(config: ModelConfigInput): number {
   return parameterLayout(config).reduce((n, p) => n + p.shape.reduce((a, b) => a * b, 1), 0);
 }

@@ -7,8 +7,10 @@ import { loadAddon } from '../native/loader.js';
 
 /** Arguments of a GEMM: `c = alpha * op(a) * op(b) + beta * c`, row-major, `op(a)` is m x k, `op(b)` is k x n. */
 export interface GemmArgs {
-  a: Float32Array;
-  b: Float32Array;
+  /** Float32, or bfloat16 bits (Uint16Array; CPU only): widened exactly while packing. */
+  a: Float32Array | Uint16Array;
+  /** Float32, or bfloat16 bits (Uint16Array; CPU only). */
+  b: Float32Array | Uint16Array;
   c: Float32Array;
   m: number;
   n: number;
@@ -54,7 +56,23 @@ export interface ParamSpec {
   std?: number;
   /** AdamW weight decay applies (default: true for 2+ dimensions). */
   decay?: boolean;
+  /**
+   * Storage of the values (default `'float32'`). `'bfloat16'` keeps the values as bf16 bits
+   * (half the memory; the kernels widen them exactly) and requires `trainable: false`.
+   */
+  dtype?: ParamDtype;
+  /**
+   * Gets a gradient and AdamW moments (default: true for float32, false for bfloat16). A frozen
+   * parameter still passes gradients through to the activations but accumulates none itself.
+   */
+  trainable?: boolean;
 }
+
+/** Storage dtype of a parameter's values. */
+export type ParamDtype = 'float32' | 'bfloat16';
+
+/** One parameter of a model's layout ({@link parameterLayout}): a spec with every field but the store's dtype and trainability. */
+export type LayoutParamSpec = Required<Pick<ParamSpec, 'name' | 'shape' | 'init' | 'std' | 'decay'>>;
 
 /** A parameter as the store reports it. */
 export interface ParamInfo {
@@ -64,6 +82,8 @@ export interface ParamInfo {
   init: ParamInit;
   std: number;
   decay: boolean;
+  dtype: ParamDtype;
+  trainable: boolean;
 }
 
 /** The buffers of a parameter: its value, its gradient, AdamW's first and second moments. */
@@ -106,7 +126,10 @@ export interface NativeParamStore {
   names(): string[];
   info(): ParamInfo[];
   read(name: string, which?: ParamBufferName): Float32Array;
-  write(name: string, data: Float32Array, which?: ParamBufferName): void;
+  write(name: string, data: Float32Array | Uint16Array, which?: ParamBufferName): void;
+  readBf16(name: string): Uint16Array;
+  bytes(): number;
+  trainableNumel(): number;
   view(name: string, which?: ParamBufferName): Float32Array;
   zeroGrad(): void;
   gradNorm(): number;
@@ -139,6 +162,52 @@ export interface NativeModelConfig {
   initStd?: number;
   swiglu?: 'standard' | 'clamped';
   bias?: boolean;
+  qkvBias?: boolean;
+  oBias?: boolean;
+  mlpBias?: boolean;
+  sinks?: boolean;
+  qkNorm?: boolean;
+  tieEmbeddings?: boolean;
+  layerTypes?: ('sliding' | 'full')[] | null;
+  experts?: number;
+  expertsPerToken?: number;
+  ropeScaling?: NativeRopeScaling | null;
+}
+
+/** RoPE scaling as the addon reads it (config.ts documents the fields). */
+export interface NativeRopeScaling {
+  type: 'linear' | 'llama3' | 'yarn';
+  factor: number;
+  originalContext?: number;
+  lowFreqFactor?: number;
+  highFreqFactor?: number;
+  betaFast?: number;
+  betaSlow?: number;
+  truncate?: boolean;
+  attentionFactor?: number | null;
+  mscale?: number;
+  mscaleAllDim?: number;
+}
+
+/** An opaque handle to what an MoE forward keeps for its backward. */
+export type NativeMoeState = object & { readonly __sinkflexMoeState?: never };
+
+/** Shapes, SwiGLU parameters and weights of a native MoE call. */
+export interface NativeMoeArgs {
+  rows: number;
+  width: number;
+  ffn: number;
+  experts: number;
+  topK: number;
+  alpha?: number;
+  limit?: number;
+  upBias?: number;
+  router: Float32Array | Uint16Array;
+  routerBias?: Float32Array | null;
+  gateUp: Float32Array | Uint16Array;
+  gateUpBias?: Float32Array | null;
+  down: Float32Array | Uint16Array;
+  downBias?: Float32Array | null;
 }
 
 /** `device` of a native op call: `'cpu'` (default) or `'cuda'`/`'cuda:<k>'` (ops.ts resolves requests). */
@@ -148,10 +217,10 @@ export interface NativeOpDevice {
 
 /** Native op argument objects (sizes explicit; every array's length is checked against them). */
 export interface NativeOps {
-  linearForward(o: NativeOpDevice & { x: Float32Array; weight: Float32Array; bias?: Float32Array | null; out: Float32Array; rows: number; inFeatures: number; outFeatures: number }): void;
+  linearForward(o: NativeOpDevice & { x: Float32Array; weight: Float32Array | Uint16Array; bias?: Float32Array | null; out: Float32Array; rows: number; inFeatures: number; outFeatures: number }): void;
   linearBackward(o: NativeOpDevice & {
     x?: Float32Array | null;
-    weight?: Float32Array | null;
+    weight?: Float32Array | Uint16Array | null;
     dy: Float32Array;
     dx?: Float32Array | null;
     dweight?: Float32Array | null;
@@ -173,8 +242,9 @@ export interface NativeOps {
     dim: number;
     accumulate?: boolean;
   }): void;
-  ropeForward(o: NativeOpDevice & { x: Float32Array; out: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number }): void;
-  ropeBackward(o: NativeOpDevice & { dy: Float32Array; dx: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number }): void;
+  ropeForward(o: NativeOpDevice & { x: Float32Array; out: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number; scaling?: NativeRopeScaling | null }): void;
+  ropeBackward(o: NativeOpDevice & { dy: Float32Array; dx: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number; scaling?: NativeRopeScaling | null }): void;
+  ropeParameters(o: { headDim: number; theta?: number; scaling?: NativeRopeScaling | null }): { inverseFrequencies: Float64Array; attentionFactor: number };
   swigluForward(o: NativeOpDevice & { h: Float32Array; out: Float32Array; rows: number; ffn: number; alpha?: number; limit?: number; upBias?: number }): void;
   swigluBackward(o: NativeOpDevice & {
     h: Float32Array;
@@ -187,7 +257,7 @@ export interface NativeOps {
     upBias?: number;
     accumulate?: boolean;
   }): void;
-  embeddingForward(o: NativeOpDevice & { table: Float32Array; ids: Int32Array; out: Float32Array; rows: number; vocab: number; dim: number }): void;
+  embeddingForward(o: NativeOpDevice & { table: Float32Array | Uint16Array; ids: Int32Array; out: Float32Array; rows: number; vocab: number; dim: number }): void;
   embeddingBackward(o: NativeOpDevice & { ids: Int32Array; dout: Float32Array; dtable: Float32Array; rows: number; vocab: number; dim: number }): void;
   logSoftmaxForward(o: NativeOpDevice & {
     logits: Float32Array;
@@ -241,6 +311,22 @@ export interface NativeOps {
     decay?: boolean;
   }): void;
   sumSquares(x: Float32Array, device?: string): number;
+  moeForward(o: NativeMoeArgs & { x: Float32Array; out: Float32Array; logits: Float32Array }): { experts: Int32Array; weights: Float32Array; state: NativeMoeState };
+  moeBackward(
+    o: NativeMoeArgs & {
+      x: Float32Array;
+      dout: Float32Array;
+      state: NativeMoeState;
+      dx: Float32Array;
+      drouter?: Float32Array | null;
+      drouterBias?: Float32Array | null;
+      dgateUp?: Float32Array | null;
+      dgateUpBias?: Float32Array | null;
+      ddown?: Float32Array | null;
+      ddownBias?: Float32Array | null;
+      accumulate?: boolean;
+    },
+  ): void;
   /** Devices with model-op kernels here: `['cpu']`, plus `'cuda'` with CUDA kernels and a usable GPU. */
   modelOpsDevices(): string[];
 }
@@ -253,7 +339,7 @@ export interface ModelAddon extends NativeOps {
   gemmInfo(): GemmInfo;
   fmaPeakGflops(seconds: number): number;
   opsIsa(): string;
-  modelParamLayout(config: NativeModelConfig): Required<ParamSpec>[];
+  modelParamLayout(config: NativeModelConfig): LayoutParamSpec[];
   ParamStore: new (options: { specs?: ParamSpec[]; config?: NativeModelConfig; seed: number; device?: string }) => NativeParamStore;
 }
 

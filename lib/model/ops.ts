@@ -9,7 +9,8 @@
  */
 import { resolveDevice, type DeviceRequest } from '../native/device.js';
 import { DeviceUnavailableError } from '../native/errors.js';
-import { type GemmArgs, type GemmInfo, modelAddon } from './native.js';
+import type { RopeScaling } from './config.js';
+import { type GemmArgs, type GemmInfo, type NativeMoeState, modelAddon } from './native.js';
 
 /**
  * Where an op runs: `device` of its options. Unlike the attention and GRPO functions the ops
@@ -120,18 +121,27 @@ export interface LinearShape {
   outFeatures: number;
 }
 
-/** `y[rows, out] = x[rows, in] . weight[out, in]^T + bias[out]` (PyTorch weight layout). */
-export function linearForward(o: OpDevice & LinearShape & { x: Float32Array; weight: Float32Array; bias?: Float32Array | null; out?: Float32Array }): Float32Array {
+/**
+ * A weight matrix: float32 values, or bfloat16 bits (a Uint16Array; CPU only), which the
+ * kernels widen exactly inside the GEMM (the result equals that of the widened float32 matrix).
+ */
+export type WeightArray = Float32Array | Uint16Array;
+
+/** `y[rows, out] = x[rows, in] . weight[out, in]^T + bias[out]` (PyTorch weight layout; `weight` may be bfloat16 bits). */
+export function linearForward(o: OpDevice & LinearShape & { x: Float32Array; weight: WeightArray; bias?: Float32Array | null; out?: Float32Array }): Float32Array {
   const out = o.out ?? zeros(o.rows * o.outFeatures);
   modelAddon().linearForward({ ...o, out, device: modelOpsDevice(o.device) });
   return out;
 }
 
-/** Gradients of a linear layer: `dx = dy . weight`, `dweight += dy^T . x`, `dbias += sum(dy)`. */
+/**
+ * Gradients of a linear layer: `dx = dy . weight`, `dweight += dy^T . x`, `dbias += sum(dy)`.
+ * A bfloat16 `weight` (Uint16Array) is frozen: no `dweight` (null unless given, which throws).
+ */
 export function linearBackward(
   o: OpDevice & LinearShape & {
     x: Float32Array;
-    weight: Float32Array;
+    weight: WeightArray;
     dy: Float32Array;
     dx?: Float32Array | null;
     dweight?: Float32Array | null;
@@ -140,7 +150,7 @@ export function linearBackward(
   },
 ): { dx: Float32Array | null; dweight: Float32Array | null; dbias: Float32Array | null } {
   const dx = grad(o.dx, o.rows * o.inFeatures);
-  const dweight = grad(o.dweight, o.outFeatures * o.inFeatures);
+  const dweight = o.weight instanceof Uint16Array && o.dweight === undefined ? null : grad(o.dweight, o.outFeatures * o.inFeatures);
   const dbias = grad(o.dbias, o.outFeatures);
   modelAddon().linearBackward({ ...o, dx, dweight, dbias, device: modelOpsDevice(o.device) });
   return { dx, dweight, dbias };
@@ -188,9 +198,25 @@ export interface RopeShape {
   headDim: number;
   /** Base of the frequencies (default 10000). */
   theta?: number;
+  /** Frequency scaling and attention factor (default none), as a model config's `ropeScaling`. */
+  scaling?: RopeScaling | null;
 }
 
-/** Rotate-half rotary embedding (Llama/gpt-oss convention); `out` may be `x` (in place). */
+/** What a RoPE table uses: the inverse frequency of each of the headDim / 2 pairs and the factor on cos and sin. */
+export interface RopeParameters {
+  inverseFrequencies: Float64Array;
+  attentionFactor: number;
+}
+
+/**
+ * The inverse frequencies and attention factor of the native RoPE table (double precision, as
+ * transformers' modeling_rope_utils defines them for its default, linear, llama3 and yarn types).
+ */
+export function ropeParameters(headDim: number, theta = 10000, scaling: RopeScaling | null = null): RopeParameters {
+  return modelAddon().ropeParameters({ headDim, theta, scaling });
+}
+
+/** Rotate-half rotary embedding (Llama/gpt-oss convention), scaled by the attention factor of `scaling`; `out` may be `x` (in place). */
 export function ropeForward(o: OpDevice & RopeShape & { x: Float32Array; out?: Float32Array }): Float32Array {
   const out = o.out ?? zeros(o.rows * o.heads * o.headDim);
   modelAddon().ropeForward({ ...o, out, device: modelOpsDevice(o.device) });
@@ -261,8 +287,8 @@ export function swigluBackward(o: OpDevice & {
 
 // ---- embedding --------------------------------------------------------------------------------
 
-/** `out[t] = table[ids[t]]` for `table[vocab, dim]`. */
-export function embeddingForward(o: OpDevice & { table: Float32Array; ids: Int32Array; vocab: number; dim: number; out?: Float32Array }): Float32Array {
+/** `out[t] = table[ids[t]]` for `table[vocab, dim]` (float32, or bfloat16 bits widened exactly). */
+export function embeddingForward(o: OpDevice & { table: WeightArray; ids: Int32Array; vocab: number; dim: number; out?: Float32Array }): Float32Array {
   const out = o.out ?? zeros(o.ids.length * o.dim);
   modelAddon().embeddingForward({ ...o, out, rows: o.ids.length, device: modelOpsDevice(o.device) });
   return out;
@@ -401,4 +427,125 @@ export function adamwUpdate(o: OpDevice & {
 /** Sum of squares of `x` in double precision (deterministic); `device` as in {@link OpDevice}. */
 export function sumSquares(x: Float32Array, device?: DeviceRequest): number {
   return modelAddon().sumSquares(x, modelOpsDevice(device));
+}
+
+// ---- mixture of experts -------------------------------------------------------------------------
+
+/** Shapes of an MoE layer applied to `rows` tokens. */
+export interface MoeShape {
+  rows: number;
+  /** Model width D. */
+  width: number;
+  /** Hidden size F of each expert. */
+  ffn: number;
+  /** Experts E. */
+  experts: number;
+  /** Experts per token k, in [1, E]. */
+  topK: number;
+  /** The experts' gate (default `'standard'`; gpt-oss: `'clamped'`). */
+  variant?: SwiGluVariant | SwiGluParams;
+}
+
+/** The weights of an MoE layer (float32, or bfloat16 bits, frozen, widened exactly in the GEMMs). */
+export interface MoeWeights {
+  /** [E, D]. */
+  router: WeightArray;
+  /** [E] or absent. */
+  routerBias?: Float32Array | null;
+  /** [E, 2F, D]: per expert F gate rows, then F up rows. */
+  gateUp: WeightArray;
+  /** [E, 2F] or absent. */
+  gateUpBias?: Float32Array | null;
+  /** [E, D, F]. */
+  down: WeightArray;
+  /** [E, D] or absent. */
+  downBias?: Float32Array | null;
+}
+
+/** What {@link moeForward} keeps for {@link moeBackward} (native memory, freed with the object). */
+export type MoeState = NativeMoeState;
+
+/** The result of {@link moeForward}. */
+export interface MoeForwardResult {
+  /** [rows, D]. */
+  out: Float32Array;
+  /** Router logits [rows, E]. */
+  logits: Float32Array;
+  /** The chosen experts [rows, k], by descending logit (ties: lower expert index first). */
+  experts: Int32Array;
+  /** Their weights [rows, k]: a softmax over the chosen logits. */
+  weights: Float32Array;
+  /** For {@link moeBackward}. */
+  state: MoeState;
+}
+
+function moeArgs(o: MoeShape & MoeWeights): Omit<MoeShape, 'variant'> & MoeWeights & SwiGluParams {
+  const { variant, ...rest } = o;
+  return { ...rest, ...swigluParams(variant) };
+}
+
+/**
+ * A mixture-of-experts MLP (gpt-oss semantics, CPU): per token the top-k router logits (`x
+ * router^T + routerBias`), weights = softmax over those k, `out = sum_s w_s expert_s(x)` with
+ * expert `e`: `h = x gateUp[e]^T + gateUpBias[e]`, SwiGLU over `[gate | up]`, `y = act down[e]^T
+ * + downBias[e]`. Tokens are grouped by expert (one GEMM per expert that has tokens).
+ */
+export function moeForward(o: MoeShape & MoeWeights & { x: Float32Array; out?: Float32Array }): MoeForwardResult {
+  const out = o.out ?? zeros(o.rows * o.width);
+  const logits = zeros(o.rows * o.experts);
+  const { out: _out, ...rest } = o;
+  const r = modelAddon().moeForward({ ...moeArgs(rest), x: o.x, out, logits });
+  return { out, logits, experts: r.experts, weights: r.weights, state: r.state };
+}
+
+/** Gradients of an MoE layer (`dx` written or accumulated; parameter gradients `+=`). */
+export interface MoeGradients {
+  dx: Float32Array;
+  drouter: Float32Array | null;
+  drouterBias: Float32Array | null;
+  dgateUp: Float32Array | null;
+  dgateUpBias: Float32Array | null;
+  ddown: Float32Array | null;
+  ddownBias: Float32Array | null;
+}
+
+/**
+ * The backward of {@link moeForward} (same shapes, weights and `x`): dx, the expert weight and
+ * bias gradients, and the router's through the softmax over the chosen k (the choice itself has
+ * no gradient). Gradient arrays follow the module's convention (undefined: allocated; null:
+ * skipped); a bfloat16 weight has no gradient (null unless given, which throws).
+ */
+export function moeBackward(
+  o: MoeShape &
+    MoeWeights & {
+      x: Float32Array;
+      dout: Float32Array;
+      state: MoeState;
+      dx?: Float32Array;
+      accumulate?: boolean;
+      drouter?: Float32Array | null;
+      drouterBias?: Float32Array | null;
+      dgateUp?: Float32Array | null;
+      dgateUpBias?: Float32Array | null;
+      ddown?: Float32Array | null;
+      ddownBias?: Float32Array | null;
+    },
+): MoeGradients {
+  const { width: D, ffn: F, experts: E } = o;
+  const weightGrad = (w: WeightArray, given: Float32Array | null | undefined, n: number): Float32Array | null =>
+    w instanceof Uint16Array && given === undefined ? null : grad(given, n);
+  const biasGrad = (b: Float32Array | null | undefined, given: Float32Array | null | undefined, n: number): Float32Array | null =>
+    (b === undefined || b === null) && given === undefined ? null : grad(given, n);
+  const g: MoeGradients = {
+    dx: o.dx ?? zeros(o.rows * D),
+    drouter: weightGrad(o.router, o.drouter, E * D),
+    drouterBias: biasGrad(o.routerBias, o.drouterBias, E),
+    dgateUp: weightGrad(o.gateUp, o.dgateUp, E * 2 * F * D),
+    dgateUpBias: biasGrad(o.gateUpBias, o.dgateUpBias, E * 2 * F),
+    ddown: weightGrad(o.down, o.ddown, E * D * F),
+    ddownBias: biasGrad(o.downBias, o.ddownBias, E * D),
+  };
+  const { x, dout, state, accumulate, dx: _dx, drouter: _a, drouterBias: _b, dgateUp: _c, dgateUpBias: _d, ddown: _e, ddownBias: _f, ...shape } = o;
+  modelAddon().moeBackward({ ...moeArgs(shape), x, dout, state, accumulate, ...g });
+  return g;
 }

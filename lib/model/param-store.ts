@@ -1,17 +1,18 @@
 /**
  * A JavaScript handle on natively owned model parameters: values, gradients and AdamW moments
- * (float32, tracked allocator), a seeded initialisation, an optimiser step with global
+ * (float32, tracked allocator; a frozen parameter has neither gradient nor moments, and its
+ * values may be stored as bfloat16), a seeded initialisation, an optimiser step with global
  * gradient-norm clipping, an RNG state, copy-in/copy-out and aliasing views. A store lives on
  * the CPU (default) or in a GPU's memory (`device: 'cuda'`): then it is initialised exactly like
  * a CPU store of the same seed, its optimiser runs on the GPU, and read/write copy (no views).
  * @module
  */
 import type { DeviceRequest } from '../native/device.js';
-import { type ModelConfig, validateModelConfig } from './config.js';
+import { type ModelConfigInput, validateModelConfig } from './config.js';
 import { type AdamWStepOptions, type AdamWStepResult, type NativeParamStore, type ParamBufferName, type ParamInfo, type ParamSpec, modelAddon } from './native.js';
 import { modelOpsDevice } from './ops.js';
 
-export type { AdamWStepOptions, AdamWStepResult, ParamBufferName, ParamInfo, ParamSpec } from './native.js';
+export type { AdamWStepOptions, AdamWStepResult, LayoutParamSpec, ParamBufferName, ParamDtype, ParamInfo, ParamSpec } from './native.js';
 
 /** Where a store's buffers live: `'cpu'` or a CUDA device `'cuda:<k>'`. */
 export type StoreDevice = 'cpu' | `cuda:${number}`;
@@ -35,12 +36,17 @@ export class ParamStore {
   private constructor(private readonly native: NativeParamStore) {}
 
   /** The parameters of `config` ({@link parameterLayout}) initialised from `seed`. */
-  static fromConfig(config: ModelConfig, seed: number, options: ParamStoreOptions = {}): ParamStore {
+  static fromConfig(config: ModelConfigInput, seed: number, options: ParamStoreOptions = {}): ParamStore {
     const Native = modelAddon().ParamStore;
     return new ParamStore(new Native({ config: validateModelConfig(config), seed, device: nativeDevice(options.device) }));
   }
 
-  /** A store of arbitrary parameters initialised from `seed`. */
+  /**
+   * A store of arbitrary parameters initialised from `seed`; each spec may choose its storage
+   * (`dtype: 'bfloat16'`, frozen) and whether it trains (`trainable: false`: no gradient and no
+   * AdamW moments). A model's parameters are `parameterLayout(config)` with these fields added.
+   * Stores on a GPU hold float32 trainable parameters only (others throw naming the parameter).
+   */
   static fromSpecs(specs: ParamSpec[], seed: number, options: ParamStoreOptions = {}): ParamStore {
     const Native = modelAddon().ParamStore;
     return new ParamStore(new Native({ specs, seed, device: nativeDevice(options.device) }));
@@ -56,7 +62,7 @@ export class ParamStore {
     return this.native.names();
   }
 
-  /** Name, shape, element count, initialisation and weight decay of every parameter. */
+  /** Name, shape, element count, initialisation, weight decay, dtype and trainability of every parameter. */
   info(): ParamInfo[] {
     return this.native.info();
   }
@@ -71,37 +77,60 @@ export class ParamStore {
     return this.native.seed();
   }
 
-  /** A copy of one buffer of a parameter (default its value). */
+  /**
+   * A copy of one buffer of a parameter (default its value; a bfloat16 value widened exactly).
+   * A frozen parameter has no `'grad'`, `'m'` or `'v'` (RangeError).
+   */
   read(name: string, which: ParamBufferName = 'value'): Float32Array {
     return this.native.read(name, which);
   }
 
-  /** Copies `data` (exactly numel elements) into one buffer of a parameter. */
-  write(name: string, data: Float32Array, which: ParamBufferName = 'value'): void {
+  /**
+   * Copies `data` (exactly numel elements) into one buffer of a parameter. Float32 data going
+   * into a bfloat16 value is rounded to nearest even; a Uint16Array (bfloat16 bits, e.g. from a
+   * checkpoint) is copied as is, for the value of a bfloat16 parameter only.
+   */
+  write(name: string, data: Float32Array | Uint16Array, which: ParamBufferName = 'value'): void {
     this.native.write(name, data, which);
+  }
+
+  /** The raw bits of a bfloat16 parameter's values (TypeError for a float32 one): lossless export. */
+  readBf16(name: string): Uint16Array {
+    return this.native.readBf16(name);
+  }
+
+  /** Bytes the store holds natively: values (4 or 2 per element) plus gradient and moments (12 per trainable element). */
+  get bytes(): number {
+    return this.native.bytes();
+  }
+
+  /** Elements of the trainable parameters. */
+  get trainableNumel(): number {
+    return this.native.trainableNumel();
   }
 
   /**
    * A Float32Array aliasing the native buffer (no copy): kernels can read and write it in
    * place. After {@link dispose} every view is detached (length 0). CPU stores only (a GPU
-   * store throws: use {@link read} and {@link write}).
+   * store throws: use {@link read} and {@link write}), float32 buffers only (the value of a
+   * bfloat16 parameter and the gradient of a frozen one throw).
    */
   view(name: string, which: ParamBufferName = 'value'): Float32Array {
     return this.native.view(name, which);
   }
 
-  /** Sets every gradient to zero. */
+  /** Sets every gradient (of the trainable parameters) to zero. */
   zeroGrad(): void {
     this.native.zeroGrad();
   }
 
-  /** Global L2 norm of the gradients. */
+  /** Global L2 norm of the gradients of the trainable parameters. */
   gradNorm(): number {
     return this.native.gradNorm();
   }
 
   /**
-   * One AdamW step over all parameters: global-norm clipping (`maxGradNorm`), a skip when the
+   * One AdamW step over the trainable parameters: global-norm clipping (`maxGradNorm`), a skip when the
    * norm is not finite, bias-corrected moments, decoupled weight decay on `decay` parameters.
    */
   adamwStep(options: AdamWStepOptions): AdamWStepResult {

@@ -13,7 +13,7 @@
  */
 import type { DeviceRequest } from '../native/device.js';
 import { type Checkpoint, loadCheckpoint, restoreParamStore, saveCheckpoint } from './checkpoint.js';
-import { type ModelConfig, validateModelConfig } from './config.js';
+import { type ModelConfig, type ModelConfigInput, validateModelConfig } from './config.js';
 import type { AdamWStepResult } from './native.js';
 import type {
   FinishReason,
@@ -226,7 +226,7 @@ export class TransformerPolicy implements TrainablePolicy {
   }
 
   /** A policy with fresh parameters initialised from `options.seed`. */
-  static create(config: ModelConfig, options: TransformerPolicyOptions = {}): TransformerPolicy {
+  static create(config: ModelConfigInput, options: TransformerPolicyOptions = {}): TransformerPolicy {
     const seed = checkSeed(options.seed ?? 0, 'options.seed');
     const model = Transformer.create(validateModelConfig(config), seed, { device: options.device });
     try {
@@ -242,7 +242,7 @@ export class TransformerPolicy implements TrainablePolicy {
    * tokenizer and sampler state (throws CheckpointError for a corrupt or mismatched file), on
    * `options.device` (default the CPU, whichever device saved it).
    */
-  static load(path: string, options: Omit<TransformerPolicyOptions, 'seed' | 'samplerSeed'> & { expectConfig?: ModelConfig } = {}): TransformerPolicy {
+  static load(path: string, options: Omit<TransformerPolicyOptions, 'seed' | 'samplerSeed'> & { expectConfig?: ModelConfigInput } = {}): TransformerPolicy {
     const ck: Checkpoint = loadCheckpoint(path, { expectConfig: options.expectConfig });
     const store = restoreParamStore(ck, undefined, { device: options.device });
     let model: Transformer;

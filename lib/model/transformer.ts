@@ -1,14 +1,18 @@
 /**
- * The built-in gpt-oss-style transformer over a {@link ParamStore}: training forward and
- * backward on packed micro-batches (native, multi-threaded, fused sink attention), KV-cache
- * sessions and batched generation runs. {@link TransformerPolicy} (transformer-policy.ts) puts
- * the policy interfaces of policy.ts on top; this class is the direct, lower-level API.
+ * The transformer over a {@link ParamStore}: training forward and backward on packed
+ * micro-batches (native, multi-threaded, fused sink attention), KV-cache sessions and batched
+ * generation runs. {@link TransformerPolicy} (transformer-policy.ts) puts the policy interfaces
+ * of policy.ts on top; this class is the direct, lower-level API.
  *
  * Architecture (config is data, see {@link ModelConfig}): token embedding; per layer
- * RMSNorm → q, k, v projections → RoPE on q and k (per-token positions) → grouped-query sink
- * attention (sliding window of `config.window` keys on even layers, full causal on odd
- * layers, never across documents) → output projection → residual; RMSNorm → SwiGLU MLP →
- * residual; final RMSNorm → untied LM head.
+ * RMSNorm → q, k, v projections (+ biases) → per-head q/k RMSNorm (`qkNorm`) → RoPE on q and k
+ * (per-token positions; `ropeScaling`) → grouped-query attention with or without sinks (a
+ * sliding window of `config.window` keys on the sliding layers, full causal attention on the
+ * others, never across documents) → output projection → residual; RMSNorm → SwiGLU MLP or a
+ * mixture of SwiGLU experts → residual; final RMSNorm → LM head (or the tied embedding). The
+ * built-in policy and the pretrained families (gpt-oss, Qwen3, Qwen2, Llama) are configs of it.
+ * Weight matrices may be stored as frozen bfloat16 and any parameter may be frozen
+ * ({@link ParamStore.fromSpecs}); frozen parameters get no gradient.
  *
  * The model runs where its store lives: over a GPU store (`Transformer.create(config, seed,
  * { device: 'cuda' })`, or {@link Transformer.fromStore} with a store made on a GPU) training
@@ -16,7 +20,7 @@
  * logits of the sampled rows come back to the host, where sampling is the CPU's.
  * @module
  */
-import { type ModelConfig, validateModelConfig } from './config.js';
+import { type ModelConfig, type ModelConfigInput, validateModelConfig } from './config.js';
 import type { DeviceRequest } from '../native/device.js';
 import { ParamStore, type StoreDevice } from './param-store.js';
 import type { LogProbOptions, LogProbResult, PackedBatch, TokenGradients } from './policy.js';
@@ -246,7 +250,7 @@ export class Transformer {
    * on `options.device`: `'cpu'` (default), `'cuda'` ({@link DeviceUnavailableError} without a
    * CUDA build and a usable GPU) or `'auto'`. The same seed gives the same parameters everywhere.
    */
-  static create(config: ModelConfig, seed: number, options: { device?: DeviceRequest } = {}): Transformer {
+  static create(config: ModelConfigInput, seed: number, options: { device?: DeviceRequest } = {}): Transformer {
     const c = validateModelConfig(config);
     const store = ParamStore.fromConfig(c, seed, options);
     try {
@@ -258,7 +262,7 @@ export class Transformer {
   }
 
   /** A model over an existing store (on its device), which must hold exactly the parameters of `config` (not disposed with the model). */
-  static fromStore(config: ModelConfig, store: ParamStore): Transformer {
+  static fromStore(config: ModelConfigInput, store: ParamStore): Transformer {
     return new Transformer(validateModelConfig(config), store, false);
   }
 

@@ -76,6 +76,29 @@ class Args {
     return static_cast<float*>(Stage(a.Data(), a.ByteLength(), true));
   }
   float* OptF32(const char* key, std::int64_t len) const { return Has(key) ? F32(key, len) : nullptr; }
+
+  /** A read-only weight array: a Float32Array, or a Uint16Array of bfloat16 bits (CPU calls only). */
+  struct Weight {
+    const void* ptr = nullptr;
+    bool bf16 = false;
+    const float* f32() const { return static_cast<const float*>(ptr); }
+    const std::uint16_t* bits() const { return static_cast<const std::uint16_t*>(ptr); }
+  };
+  Weight WeightArray(const char* key, std::int64_t len) const {
+    const Napi::Value v = Get(key);
+    if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint16_array) {
+      const Napi::Uint16Array a = v.As<Napi::Uint16Array>();
+      if (a.ElementLength() != static_cast<std::size_t>(len)) {
+        throw Napi::RangeError::New(env_, std::string(key) + " must have " + std::to_string(len) + " elements, got " +
+                                              std::to_string(a.ElementLength()));
+      }
+      if (OnCuda()) throw Napi::RangeError::New(env_, std::string(key) + ": bfloat16 weights (Uint16Array) run on the cpu only");
+      Track(key, a.Data(), a.ByteLength());
+      return {a.Data(), true};
+    }
+    return {F32(key, len), false};  // its TypeError names the Float32Array form
+  }
+  Weight OptWeightArray(const char* key, std::int64_t len) const { return Has(key) ? WeightArray(key, len) : Weight{}; }
   std::int32_t* I32(const char* key, std::int64_t len) const {
     Napi::Int32Array a = RequireI32(Get(key), key, static_cast<std::size_t>(len));
     Track(key, a.Data(), a.ByteLength());

@@ -23,7 +23,9 @@
 namespace sinkflex::addon {
 
 void RegisterParamStore(Napi::Env env, Napi::Object exports);  // model_store_binding.cc
+void RegisterMoe(Napi::Env env, Napi::Object exports);         // model_moe_binding.cc
 model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& name);
+model::RopeScaling ParseRopeScaling(const Napi::Value& v, const std::string& name);
 
 namespace {
 using namespace sinkflex::model;
@@ -37,7 +39,7 @@ struct GemmCall {
   bool transA, transB;
   std::int64_t m, n, k;
   float alpha, beta;
-  const float *a, *b;
+  Args::Weight a, b;  // float32, or bfloat16 bits (CPU only)
   float* c;
 };
 
@@ -50,17 +52,24 @@ GemmCall ParseGemm(const Args& a) {
   g.transB = a.Bool("transB", false);
   g.alpha = static_cast<float>(a.Num("alpha", 1.0));
   g.beta = static_cast<float>(a.Num("beta", 0.0));
-  g.a = a.F32("a", g.m * g.k);
-  g.b = a.F32("b", g.k * g.n);
+  g.a = a.WeightArray("a", g.m * g.k);
+  g.b = a.WeightArray("b", g.k * g.n);
   g.c = a.F32("c", g.m * g.n);
   a.DisjointAll("c", {"a", "b"});
   return g;
 }
 
 void RunGemm(const GemmCall& g, bool naive, const ModelOps& ops = CpuOps()) {
+  const std::int64_t lda = std::max<std::int64_t>(1, g.transA ? g.m : g.k);
+  const std::int64_t ldb = std::max<std::int64_t>(1, g.transB ? g.k : g.n);
+  const std::int64_t ldc = std::max<std::int64_t>(1, g.n);
+  if (g.a.bf16 || g.b.bf16) {
+    if (naive) throw ArgumentError("gemmNaive takes float32 arrays only");
+    GemmMixed(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a.ptr, g.a.bf16, lda, g.b.ptr, g.b.bf16, ldb, g.beta, g.c, ldc);
+    return;
+  }
   auto fn = naive ? GemmNaive : ops.gemm;
-  fn(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, std::max<std::int64_t>(1, g.transA ? g.m : g.k), g.b,
-     std::max<std::int64_t>(1, g.transB ? g.k : g.n), g.beta, g.c, std::max<std::int64_t>(1, g.n));
+  fn(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a.f32(), lda, g.b.f32(), ldb, g.beta, g.c, ldc);
 }
 
 Napi::Value GemmJs(const Napi::CallbackInfo& info) {
@@ -105,11 +114,12 @@ Napi::Value LinearForwardJs(const Napi::CallbackInfo& info) {
   Args a(info);
   const std::int64_t T = a.Int("rows"), in = a.Int("inFeatures"), out = a.Int("outFeatures");
   const float* x = a.F32("x", T * in);
-  const float* w = a.F32("weight", out * in);
+  const Args::Weight w = a.WeightArray("weight", out * in);
   const float* b = a.OptF32("bias", out);
   float* y = a.F32("out", T * out);
   a.DisjointAll("out", {"x", "weight", "bias"});
-  a.Ops().linearForward(x, w, b, y, T, in, out);
+  if (w.bf16) LinearForwardBf16(x, w.bits(), b, y, T, in, out);
+  else a.Ops().linearForward(x, w.f32(), b, y, T, in, out);
   a.Finish();
   return info.Env().Undefined();
 }
@@ -122,11 +132,16 @@ Napi::Value LinearBackwardJs(const Napi::CallbackInfo& info) {
   float* dw = a.OptF32("dweight", out * in);
   float* db = a.OptF32("dbias", out);
   const float* x = dw ? a.F32("x", T * in) : a.OptF32("x", T * in);
-  const float* w = dx ? a.F32("weight", out * in) : a.OptF32("weight", out * in);
+  const Args::Weight w = dx ? a.WeightArray("weight", out * in) : a.OptWeightArray("weight", out * in);
   a.DisjointAll("dx", {"dy", "weight", "x", "dweight", "dbias"});
   a.DisjointAll("dweight", {"dy", "x", "weight", "dbias"});
   a.DisjointAll("dbias", {"dy"});
-  a.Ops().linearBackward(x, w, dy, dx, dw, db, T, in, out, a.Bool("accumulate", false));
+  if (w.bf16) {
+    if (dw) throw Napi::TypeError::New(info.Env(), "dweight must be null for a bfloat16 weight (bfloat16 weights are frozen)");
+    LinearBackwardBf16(w.bits(), dy, dx, db, T, in, out, a.Bool("accumulate", false));
+  } else {
+    a.Ops().linearBackward(x, w.f32(), dy, dx, dw, db, T, in, out, a.Bool("accumulate", false));
+  }
   a.Finish();
   return info.Env().Undefined();
 }
@@ -172,12 +187,13 @@ Napi::Value RmsNormBackwardJs(const Napi::CallbackInfo& info) {
  * (bindings run on the JavaScript thread only). Deliberately never destroyed at exit, so its
  * tracked memory is not released after the allocator's counters are gone.
  */
-const RopeTable& CachedRopeTable(std::int64_t headDim, double theta, std::int64_t needed) {
+const RopeTable& CachedRopeTable(std::int64_t headDim, double theta, const RopeScaling& scaling, std::int64_t needed) {
   static RopeTable* cache = nullptr;
-  if (!cache || cache->headDim() != headDim || cache->theta() != theta || cache->maxPositions() < needed) {
+  if (!cache || cache->headDim() != headDim || cache->theta() != theta || !SameRopeScaling(cache->scaling(), scaling) ||
+      cache->maxPositions() < needed) {
     delete cache;
     cache = nullptr;
-    cache = new RopeTable(headDim, std::max<std::int64_t>(needed, 64), theta);
+    cache = new RopeTable(headDim, std::max<std::int64_t>(needed, 64), theta, scaling);
   }
   return *cache;
 }
@@ -204,13 +220,32 @@ Napi::Value RopeJs(const Napi::CallbackInfo& info, bool backward) {
     }
     maxPos = std::max<std::int64_t>(maxPos, posHost[t]);
   }
-  const RopeTable& table = CachedRopeTable(Dh, theta, maxPos + 1);
+  const RopeScaling scaling = ParseRopeScaling(a.Get("scaling"), "scaling");
+  const RopeTable& table = CachedRopeTable(Dh, theta, scaling, maxPos + 1);
   if (backward) a.Ops().ropeBackward(table, x, out, pos, T, H);
   else a.Ops().ropeForward(table, x, out, pos, T, H);
   a.Finish();
   return info.Env().Undefined();
 }
 Napi::Value RopeForwardJs(const Napi::CallbackInfo& info) { return RopeJs(info, false); }
+
+/** { headDim, theta, scaling } → { inverseFrequencies: Float64Array, attentionFactor } of the RoPE table. */
+Napi::Value RopeParametersJs(const Napi::CallbackInfo& info) {
+  const Napi::Object o = RequireObject(info[0], "options");
+  const std::int64_t Dh = RequireInt(Field(o, "headDim"), "headDim", 2, 1 << 16);
+  if (Dh % 2 != 0) throw Napi::RangeError::New(info.Env(), "headDim must be even, got " + std::to_string(Dh));
+  const Napi::Value th = Field(o, "theta");
+  const double theta = IsNullish(th) ? 10000.0 : RequireNumber(th, "theta");
+  if (!(theta > 0.0)) throw Napi::RangeError::New(info.Env(), "theta must be positive");
+  const RopeTable table(Dh, 1, theta, ParseRopeScaling(Field(o, "scaling"), "scaling"));
+  const std::vector<double>& f = table.inverseFrequencies();
+  Napi::Float64Array inv = Napi::Float64Array::New(info.Env(), f.size());
+  std::copy(f.begin(), f.end(), inv.Data());
+  Napi::Object r = Napi::Object::New(info.Env());
+  r.Set("inverseFrequencies", inv);
+  r.Set("attentionFactor", table.attentionFactor());
+  return r;
+}
 Napi::Value RopeBackwardJs(const Napi::CallbackInfo& info) { return RopeJs(info, true); }
 
 // ---- SwiGLU ---------------------------------------------------------------------------------------
@@ -251,12 +286,13 @@ Napi::Value SwiGluBackwardJs(const Napi::CallbackInfo& info) {
 Napi::Value EmbeddingForwardJs(const Napi::CallbackInfo& info) {
   Args a(info);
   const std::int64_t T = a.Int("rows"), V = a.Int("vocab", 1), D = a.Int("dim");
-  const float* table = a.F32("table", V * D);
+  const Args::Weight table = a.WeightArray("table", V * D);
   const std::int32_t* ids = a.I32("ids", T);
   float* out = a.F32("out", T * D);
   a.DisjointAll("out", {"table", "ids"});
   if (a.OnCuda()) CheckTokenIds(a.HostI32("ids"), T, V, "ids", false);
-  a.Ops().embeddingForward(table, ids, out, T, V, D);
+  if (table.bf16) EmbeddingForwardBf16(table.bits(), ids, out, T, V, D);
+  else a.Ops().embeddingForward(table.f32(), ids, out, T, V, D);
   a.Finish();
   return info.Env().Undefined();
 }
@@ -420,6 +456,57 @@ Napi::Value OpsIsaJs(const Napi::CallbackInfo& info) { return Napi::String::New(
 
 }  // namespace
 
+namespace {
+
+bool OptionalBoolField(const Napi::Object& o, const char* key, const std::string& name, bool def) {
+  const Napi::Value f = Field(o, key);
+  if (IsNullish(f)) return def;
+  if (!f.IsBoolean()) throw Napi::TypeError::New(o.Env(), name + "." + key + " must be a boolean");
+  return f.As<Napi::Boolean>().Value();
+}
+
+}  // namespace
+
+model::RopeScaling ParseRopeScaling(const Napi::Value& v, const std::string& name) {
+  model::RopeScaling r;
+  if (IsNullish(v)) return r;
+  const Napi::Object o = RequireObject(v, name);
+  const std::string type = RequireEnum(Field(o, "type"), name + ".type", {"linear", "llama3", "yarn"});
+  auto num = [&](const char* key) { return RequireNumber(Field(o, key), name + "." + key); };
+  auto optNum = [&](const char* key, double def) {
+    const Napi::Value f = Field(o, key);
+    return IsNullish(f) ? def : RequireNumber(f, name + "." + key);
+  };
+  auto context = [&] { return RequireInt(Field(o, "originalContext"), name + ".originalContext", 1, std::int64_t{1} << 24); };
+  r.factor = num("factor");
+  if (type == "linear") {
+    r.type = model::RopeScaling::Type::kLinear;
+  } else if (type == "llama3") {
+    r.type = model::RopeScaling::Type::kLlama3;
+    r.lowFreqFactor = num("lowFreqFactor");
+    r.highFreqFactor = num("highFreqFactor");
+    r.originalContext = context();
+  } else {
+    r.type = model::RopeScaling::Type::kYarn;
+    r.originalContext = context();
+    r.betaFast = optNum("betaFast", 32.0);
+    r.betaSlow = optNum("betaSlow", 1.0);
+    r.truncate = OptionalBoolField(o, "truncate", name, true);
+    // null: derived from factor (and mscale / mscaleAllDim); a given value must be positive
+    const Napi::Value af = Field(o, "attentionFactor");
+    if (!IsNullish(af)) {
+      r.attentionFactor = RequireNumber(af, name + ".attentionFactor");
+      if (!(r.attentionFactor > 0.0)) {
+        throw Napi::RangeError::New(v.Env(), name + ".attentionFactor must be > 0 or null, got " + std::to_string(r.attentionFactor));
+      }
+    }
+    r.mscale = optNum("mscale", 0.0);
+    r.mscaleAllDim = optNum("mscaleAllDim", 0.0);
+  }
+  r.Validate(name.c_str());
+  return r;
+}
+
 model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& name) {
   const Napi::Object o = RequireObject(v, name);
   auto num = [&](const char* key, double def) {
@@ -427,6 +514,10 @@ model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& nam
     return IsNullish(f) ? def : RequireNumber(f, name + "." + key);
   };
   auto integer = [&](const char* key) { return RequireInt(Field(o, key), name + "." + key, 0, kMaxDim); };
+  auto optInteger = [&](const char* key) {
+    const Napi::Value f = Field(o, key);
+    return IsNullish(f) ? std::int64_t{0} : RequireInt(f, name + "." + key, 0, kMaxDim);
+  };
   model::ModelConfig c;
   c.layers = integer("layers");
   c.width = integer("width");
@@ -445,11 +536,34 @@ model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& nam
     c.swiglu = RequireEnum(sw, name + ".swiglu", {"standard", "clamped"}) == "clamped" ? model::SwiGluParams::GptOss()
                                                                                          : model::SwiGluParams::Standard();
   }
-  const Napi::Value bias = Field(o, "bias");
-  if (!IsNullish(bias)) {
-    if (!bias.IsBoolean()) throw Napi::TypeError::New(v.Env(), name + ".bias must be a boolean");
-    c.bias = bias.As<Napi::Boolean>().Value();
+  // `bias` (legacy) sets the three bias flags that are not given; when given with them it must
+  // equal their conjunction (what TypeScript's validated configs carry).
+  const bool hasBias = !IsNullish(Field(o, "bias"));
+  const bool bias = OptionalBoolField(o, "bias", name, false);
+  c.qkvBias = OptionalBoolField(o, "qkvBias", name, bias);
+  c.oBias = OptionalBoolField(o, "oBias", name, bias);
+  c.mlpBias = OptionalBoolField(o, "mlpBias", name, bias);
+  if (hasBias && bias != (c.qkvBias && c.oBias && c.mlpBias)) {
+    const char* which = c.qkvBias != bias ? "qkvBias" : c.oBias != bias ? "oBias" : "mlpBias";
+    throw Napi::RangeError::New(v.Env(), name + ".bias (" + (bias ? "true" : "false") + ") contradicts " + name + "." +
+                                             which + " (" + (bias ? "false" : "true") + ")");
   }
+  c.sinks = OptionalBoolField(o, "sinks", name, true);
+  c.qkNorm = OptionalBoolField(o, "qkNorm", name, false);
+  c.tieEmbeddings = OptionalBoolField(o, "tieEmbeddings", name, false);
+  const Napi::Value lt = Field(o, "layerTypes");
+  if (!IsNullish(lt)) {
+    if (!lt.IsArray()) throw Napi::TypeError::New(v.Env(), name + ".layerTypes must be null or an array of 'sliding' / 'full'");
+    const Napi::Array arr = lt.As<Napi::Array>();
+    for (std::uint32_t i = 0; i < arr.Length(); ++i) {
+      const std::string t = RequireEnum(arr.Get(i), name + ".layerTypes[" + std::to_string(i) + "]", {"sliding", "full"});
+      c.layerTypes.push_back(t == "sliding" ? model::LayerType::kSliding : model::LayerType::kFull);
+    }
+    if (c.layerTypes.empty()) throw Napi::RangeError::New(v.Env(), name + ".layerTypes must not be empty (null: the built-in rule)");
+  }
+  c.experts = optInteger("experts");
+  c.expertsPerToken = optInteger("expertsPerToken");
+  c.ropeScaling = ParseRopeScaling(Field(o, "ropeScaling"), name + ".ropeScaling");
   c.Validate();
   return c;
 }
@@ -467,6 +581,7 @@ void RegisterModel(Napi::Env env, Napi::Object exports) {
   Export(env, exports, "rmsnormBackward", RmsNormBackwardJs);
   Export(env, exports, "ropeForward", RopeForwardJs);
   Export(env, exports, "ropeBackward", RopeBackwardJs);
+  Export(env, exports, "ropeParameters", RopeParametersJs);
   Export(env, exports, "swigluForward", SwiGluForwardJs);
   Export(env, exports, "swigluBackward", SwiGluBackwardJs);
   Export(env, exports, "embeddingForward", EmbeddingForwardJs);
@@ -480,6 +595,7 @@ void RegisterModel(Napi::Env env, Napi::Object exports) {
   Export(env, exports, "modelOpsDevices", ModelOpsDevicesJs);
   Export(env, exports, "modelParamLayout", ParamLayoutJs);
   RegisterParamStore(env, exports);
+  RegisterMoe(env, exports);
 }
 
 }  // namespace sinkflex::addon

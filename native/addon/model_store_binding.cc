@@ -58,6 +58,18 @@ std::vector<model::ParamSpec> ParseSpecs(const Napi::Value& v) {
       s.shape.push_back(RequireInt(dims.Get(d), where + ".shape[" + std::to_string(d) + "]", 1, std::int64_t{1} << 31));
     }
     s.init = ParseInit(Field(o, "init"), where + ".init");
+    const Napi::Value dtype = Field(o, "dtype");
+    if (!IsNullish(dtype)) {
+      s.dtype = RequireEnum(dtype, where + ".dtype", {"float32", "bfloat16"}) == "bfloat16" ? model::ParamDtype::kBFloat16
+                                                                                            : model::ParamDtype::kFloat32;
+    }
+    const Napi::Value trainable = Field(o, "trainable");
+    if (!IsNullish(trainable)) {
+      if (!trainable.IsBoolean()) throw Napi::TypeError::New(v.Env(), where + ".trainable must be a boolean");
+      s.trainable = trainable.As<Napi::Boolean>().Value();
+    } else {
+      s.trainable = s.dtype == model::ParamDtype::kFloat32;  // bfloat16 parameters are frozen
+    }
     const Napi::Value std = Field(o, "std");
     s.std = IsNullish(std) ? 0.02 : RequireNumber(std, where + ".std");
     const Napi::Value decay = Field(o, "decay");
@@ -87,6 +99,9 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
                            InstanceMethod<&ParamStoreWrap::Info>("info"),
                            InstanceMethod<&ParamStoreWrap::Read>("read"),
                            InstanceMethod<&ParamStoreWrap::Write>("write"),
+                           InstanceMethod<&ParamStoreWrap::ReadBf16>("readBf16"),
+                           InstanceMethod<&ParamStoreWrap::Bytes>("bytes"),
+                           InstanceMethod<&ParamStoreWrap::TrainableNumel>("trainableNumel"),
                            InstanceMethod<&ParamStoreWrap::View>("view"),
                            InstanceMethod<&ParamStoreWrap::ZeroGrad>("zeroGrad"),
                            InstanceMethod<&ParamStoreWrap::GradNorm>("gradNorm"),
@@ -161,6 +176,8 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
                                                                 : "zeros");
         o.Set("std", p.spec.std);
         o.Set("decay", p.spec.decay);
+        o.Set("dtype", p.bf16() ? "bfloat16" : "float32");
+        o.Set("trainable", p.trainable());
         a.Set(static_cast<std::uint32_t>(i), o);
       }
       return Napi::Value(a);
@@ -180,9 +197,48 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
   Napi::Value Write(const Napi::CallbackInfo& info) {
     return Guarded(info, [&] {
       model::Parameter& p = Param(info);
-      const Napi::Float32Array data = RequireF32(info[1], "data", static_cast<std::size_t>(p.numel));
-      store_->Write(p, ParseWhich(info[2]), data.Data());
+      const ParamBuffer which = ParseWhich(info[2]);
+      const Napi::Value v = info[1];
+      if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint16_array) {
+        // raw bfloat16 bits, copied without rounding (a loader's checkpoint bits)
+        const Napi::Uint16Array bits = v.As<Napi::Uint16Array>();
+        if (!p.bf16() || which != ParamBuffer::kValue) {
+          throw Napi::TypeError::New(info.Env(), "data: a Uint16Array (bfloat16 bits) is accepted only for the value of a "
+                                                 "bfloat16 parameter; '" + p.spec.name + "' is " +
+                                                     (p.bf16() ? "bfloat16 (write its value)" : "float32"));
+        }
+        if (bits.ElementLength() != static_cast<std::size_t>(p.numel)) {
+          throw Napi::RangeError::New(info.Env(), "data must have " + std::to_string(p.numel) + " elements, got " +
+                                                      std::to_string(bits.ElementLength()));
+        }
+        store_->WriteBf16(p, bits.Data());
+        return info.Env().Undefined();
+      }
+      const Napi::Float32Array data = RequireF32(v, "data", static_cast<std::size_t>(p.numel));
+      store_->Write(p, which, data.Data());
       return info.Env().Undefined();
+    });
+  }
+
+  Napi::Value ReadBf16(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      model::Parameter& p = Param(info);
+      if (!p.bf16()) throw Napi::TypeError::New(info.Env(), "readBf16: parameter '" + p.spec.name + "' is float32 (use read)");
+      Napi::Uint16Array out = Napi::Uint16Array::New(info.Env(), static_cast<std::size_t>(p.numel));
+      store_->ReadBf16(p, out.Data());
+      return Napi::Value(out);
+    });
+  }
+
+  Napi::Value Bytes(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      return Napi::Value(Napi::Number::New(info.Env(), static_cast<double>(Store(info.Env()).bytes())));
+    });
+  }
+
+  Napi::Value TrainableNumel(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      return Napi::Value(Napi::Number::New(info.Env(), static_cast<double>(Store(info.Env()).trainableNumel())));
     });
   }
 
@@ -194,7 +250,13 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
         throw Napi::Error::New(env, "view: the store lives on " + DeviceName(store_->device() + 1) +
                                         " (no host memory to alias); use read() and write()");
       }
-      float* ptr = ParamStore::Buffer(p, ParseWhich(info[1]));
+      const ParamBuffer which = ParseWhich(info[1]);
+      float* ptr = ParamStore::Buffer(p, which);
+      if (ptr == nullptr) {
+        throw Napi::Error::New(env, "view: parameter '" + p.spec.name + "' has no float32 " +
+                                        (which == ParamBuffer::kValue ? "values (it is bfloat16; use read() and readBf16())"
+                                                                      : "gradient or moments (it is not trainable)"));
+      }
       // Drop references to views that were collected, then hand out a new aliasing view that
       // keeps the store alive until it is collected or detached.
       std::vector<Napi::Reference<Napi::ArrayBuffer>> live;

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../core/allocator.h"
 #include "../core/errors.h"
 #include "../core/thread_pool.h"
+#include "bf16.h"
 #include "kernel_table.h"
 
 namespace sinkflex::model {
@@ -20,8 +22,11 @@ constexpr std::int64_t kKc = 384;            // depth of one packed block (A and
 constexpr std::int64_t kSerialFlops = 1 << 21;  // below this, no threads
 constexpr std::int64_t kSmallM = 8;          // M up to this streams B without packing
 
-void CheckArgs(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
-               std::int64_t lda, const float* B, std::int64_t ldb, const float* C, std::int64_t ldc) {
+inline float Elem(const float* p) { return *p; }
+inline float Elem(const std::uint16_t* p) { return Bf16ToFloat(*p); }
+
+void CheckArgs(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, const void* A,
+               std::int64_t lda, const void* B, std::int64_t ldb, const float* C, std::int64_t ldc) {
   if (M < 0 || N < 0 || K < 0) {
     throw ArgumentError("gemm: M, N, K must be non-negative, got " + std::to_string(M) + ", " + std::to_string(N) +
                         ", " + std::to_string(K));
@@ -45,18 +50,19 @@ void ScaleC(std::int64_t M, std::int64_t N, float beta, float* C, std::int64_t l
 }
 
 /** Packs rows [r0, r0 + mr) x depth [k0, k0 + kc) of op(A) as dst[p * mr + i], zero-padded past M. */
-void PackA(bool transA, const float* A, std::int64_t lda, std::int64_t M, std::int64_t r0, std::int64_t k0,
+template <typename T>
+void PackA(bool transA, const T* A, std::int64_t lda, std::int64_t M, std::int64_t r0, std::int64_t k0,
            std::int64_t kc, int mr, float* dst) {
   const std::int64_t rows = std::min<std::int64_t>(mr, M - r0);
   if (!transA) {
     for (std::int64_t i = 0; i < rows; ++i) {
-      const float* src = A + (r0 + i) * lda + k0;
-      for (std::int64_t p = 0; p < kc; ++p) dst[p * mr + i] = src[p];
+      const T* src = A + (r0 + i) * lda + k0;
+      for (std::int64_t p = 0; p < kc; ++p) dst[p * mr + i] = Elem(src + p);
     }
   } else {
     for (std::int64_t p = 0; p < kc; ++p) {
-      const float* src = A + (k0 + p) * lda + r0;
-      for (std::int64_t i = 0; i < rows; ++i) dst[p * mr + i] = src[i];
+      const T* src = A + (k0 + p) * lda + r0;
+      for (std::int64_t i = 0; i < rows; ++i) dst[p * mr + i] = Elem(src + i);
     }
   }
   if (rows < mr) {
@@ -66,20 +72,21 @@ void PackA(bool transA, const float* A, std::int64_t lda, std::int64_t M, std::i
 }
 
 /** Packs depth [k0, k0 + kc) x columns [c0, c0 + nr) of op(B) as dst[p * nr + j], zero-padded past N. */
-void PackB(bool transB, const float* B, std::int64_t ldb, std::int64_t N, std::int64_t c0, std::int64_t k0,
+template <typename T>
+void PackB(bool transB, const T* B, std::int64_t ldb, std::int64_t N, std::int64_t c0, std::int64_t k0,
            std::int64_t kc, int nr, float* dst) {
   const std::int64_t cols = std::min<std::int64_t>(nr, N - c0);
   if (!transB) {
     for (std::int64_t p = 0; p < kc; ++p) {
-      const float* src = B + (k0 + p) * ldb + c0;
+      const T* src = B + (k0 + p) * ldb + c0;
       float* d = dst + p * nr;
-      for (std::int64_t j = 0; j < cols; ++j) d[j] = src[j];
+      for (std::int64_t j = 0; j < cols; ++j) d[j] = Elem(src + j);
       for (std::int64_t j = cols; j < nr; ++j) d[j] = 0.0f;
     }
   } else {
     for (std::int64_t j = 0; j < cols; ++j) {
-      const float* src = B + (c0 + j) * ldb + k0;
-      for (std::int64_t p = 0; p < kc; ++p) dst[p * nr + j] = src[p];
+      const T* src = B + (c0 + j) * ldb + k0;
+      for (std::int64_t p = 0; p < kc; ++p) dst[p * nr + j] = Elem(src + p);
     }
     for (std::int64_t p = 0; p < kc; ++p)
       for (std::int64_t j = cols; j < nr; ++j) dst[p * nr + j] = 0.0f;
@@ -97,26 +104,35 @@ void Run(bool parallel, std::int64_t n, Fn&& fn) {
 }
 
 void GemmSmallM(const KernelTable& kt, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
-                const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
+                const float* A, std::int64_t lda, const void* B, bool bBf16, std::int64_t ldb, float beta, float* C,
                 std::int64_t ldc, bool parallel) {
   const std::int64_t chunk = transB ? 16 : 4 * kt.vectorWidth;
   const std::int64_t tasks = (N + chunk - 1) / chunk;
+  const float* bf = static_cast<const float*>(B);
+  const std::uint16_t* bh = static_cast<const std::uint16_t*>(B);
   Run(parallel, tasks, [&](std::int64_t t) {
     const std::int64_t n0 = t * chunk, n1 = std::min(N, n0 + chunk);
-    if (transB) kt.gemmSmallTransB(M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else kt.gemmSmallNoTrans(M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (bBf16) {
+      if (transB) kt.gemmSmallTransBBf16(M, n0, n1, K, alpha, A, lda, bh, ldb, beta, C, ldc);
+      else kt.gemmSmallNoTransBf16(M, n0, n1, K, alpha, A, lda, bh, ldb, beta, C, ldc);
+    } else {
+      if (transB) kt.gemmSmallTransB(M, n0, n1, K, alpha, A, lda, bf, ldb, beta, C, ldc);
+      else kt.gemmSmallNoTrans(M, n0, n1, K, alpha, A, lda, bf, ldb, beta, C, ldc);
+    }
   });
 }
 
+template <typename TA, typename TB>
 void GemmPacked(const KernelTable& kt, bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K,
-                float alpha, const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
+                float alpha, const TA* A, std::int64_t lda, const TB* B, std::int64_t ldb, float beta, float* C,
                 std::int64_t ldc, bool parallel) {
+  constexpr bool kPlainA = std::is_same_v<TA, float>;
   const int mr = kt.gemmMr, nr = kt.gemmNr;
   const std::int64_t mPanels = (M + mr - 1) / mr, nPanels = (N + nr - 1) / nr;
   const std::int64_t kcMax = std::min(K, kKc);
-  // A untransposed is read in place by the micro-kernel (only a ragged last panel is packed);
-  // a transposed A is packed. B is always packed, one k-block at a time.
-  const std::int64_t firstPackedA = transA ? 0 : M / mr;
+  // A untransposed (float32) is read in place by the micro-kernel (only a ragged last panel is
+  // packed); a transposed or bfloat16 A is packed. B is always packed, one k-block at a time.
+  const std::int64_t firstPackedA = transA || !kPlainA ? 0 : M / mr;
   const std::int64_t packA = mPanels - firstPackedA;
   HostBuffer<float> ap(static_cast<std::size_t>(packA * mr * kcMax), "gemm packed A");
   HostBuffer<float> bp(static_cast<std::size_t>(nPanels * nr * kcMax), "gemm packed B");
@@ -156,7 +172,9 @@ void GemmPacked(const KernelTable& kt, bool transA, bool transB, std::int64_t M,
           const int n = static_cast<int>(std::min<std::int64_t>(nr, N - jp * nr));
           const float* bpan = bp.data() + jp * nr * kc;
           if (ip < firstPackedA) {
-            kt.gemmMicroDirectA(kc, A + ip * mr * lda + k0, lda, bpan, crow + jp * nr, ldc, alpha, blockBeta, n);
+            if constexpr (kPlainA) {
+              kt.gemmMicroDirectA(kc, A + ip * mr * lda + k0, lda, bpan, crow + jp * nr, ldc, alpha, blockBeta, n);
+            }
           } else {
             kt.gemmMicro(kc, ap.data() + (ip - firstPackedA) * mr * kc, bpan, crow + jp * nr, ldc, alpha, blockBeta, m, n);
           }
@@ -168,8 +186,9 @@ void GemmPacked(const KernelTable& kt, bool transA, bool transB, std::int64_t M,
 
 }  // namespace
 
-void Gemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A,
-          std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+void GemmMixed(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const void* A,
+               bool aBf16, std::int64_t lda, const void* B, bool bBf16, std::int64_t ldb, float beta, float* C,
+               std::int64_t ldc) {
   CheckArgs(transA, transB, M, N, K, A, lda, B, ldb, C, ldc);
   if (M == 0 || N == 0) return;
   if (K == 0 || alpha == 0.0f) {
@@ -179,10 +198,34 @@ void Gemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t
   const KernelTable& kt = ActiveKernels();
   const bool parallel = 2 * M * N * K >= kSerialFlops;
   if (M <= kSmallM && !transA) {
-    GemmSmallM(kt, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, parallel);
+    if (aBf16) {  // a few rows: widen them (small) and stream B as for float32 rows
+      HostBuffer<float> rows(static_cast<std::size_t>(M * K), "gemm widened A rows");
+      for (std::int64_t i = 0; i < M; ++i) kt.widenBf16(static_cast<const std::uint16_t*>(A) + i * lda, rows.data() + i * K, K);
+      GemmSmallM(kt, transB, M, N, K, alpha, rows.data(), K, B, bBf16, ldb, beta, C, ldc, parallel);
+      return;
+    }
+    GemmSmallM(kt, transB, M, N, K, alpha, static_cast<const float*>(A), lda, B, bBf16, ldb, beta, C, ldc, parallel);
     return;
   }
-  GemmPacked(kt, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, parallel);
+  using H = std::uint16_t;
+  if (!aBf16 && !bBf16) {
+    GemmPacked(kt, transA, transB, M, N, K, alpha, static_cast<const float*>(A), lda, static_cast<const float*>(B), ldb,
+               beta, C, ldc, parallel);
+  } else if (!aBf16) {
+    GemmPacked(kt, transA, transB, M, N, K, alpha, static_cast<const float*>(A), lda, static_cast<const H*>(B), ldb,
+               beta, C, ldc, parallel);
+  } else if (!bBf16) {
+    GemmPacked(kt, transA, transB, M, N, K, alpha, static_cast<const H*>(A), lda, static_cast<const float*>(B), ldb,
+               beta, C, ldc, parallel);
+  } else {
+    GemmPacked(kt, transA, transB, M, N, K, alpha, static_cast<const H*>(A), lda, static_cast<const H*>(B), ldb, beta,
+               C, ldc, parallel);
+  }
+}
+
+void Gemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A,
+          std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+  GemmMixed(transA, transB, M, N, K, alpha, A, false, lda, B, false, ldb, beta, C, ldc);
 }
 
 void GemmNaive(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,

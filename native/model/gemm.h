@@ -3,7 +3,8 @@
 // Single-precision matrix multiply for the model ops: cache-blocked and packed (BLIS-style
 // loops), register-tiled micro-kernels for AVX-512 / AVX2+FMA / portable code chosen at run
 // time, multi-threaded over the global thread pool, deterministic (each element of C is
-// computed by one task in a fixed order, whatever the thread count).
+// computed by one task in a fixed order, whatever the thread count). Either operand may be
+// stored as bfloat16 (GemmMixed: widened exactly while packing, products in float32).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,16 @@ namespace sinkflex::model {
  */
 void Gemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A,
           std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc);
+
+/**
+ * Gemm with either operand stored as bfloat16 bits (aBf16 / bBf16: A or B points to
+ * std::uint16_t elements, else to float). A bfloat16 operand is widened exactly to float32 as
+ * it is packed (or streamed, on the small-M path), so the result equals Gemm over the widened
+ * matrix bit for bit. Throws ArgumentError on bad sizes.
+ */
+void GemmMixed(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const void* A,
+               bool aBf16, std::int64_t lda, const void* B, bool bBf16, std::int64_t ldb, float beta, float* C,
+               std::int64_t ldc);
 
 /** The same contract computed by a plain scalar triple loop (the benchmark's baseline). */
 void GemmNaive(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,

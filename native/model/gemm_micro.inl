@@ -62,12 +62,15 @@ void GemmMicroT(std::int64_t kc, const float* a, std::int64_t lda, const float* 
   }
 }
 
-/** C[0:M, n0:n1] with B stored [N x K] (C = A B^T): MM rows share each streamed row of B. */
-template <int MM>
+/**
+ * C[0:M, n0:n1] with B stored [N x K] (C = A B^T): MM rows share each streamed row of B. B holds
+ * float32 or bfloat16 bits (TB = std::uint16_t: widened exactly as it is loaded).
+ */
+template <int MM, typename TB = float>
 void GemmSmallTransBT(std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
-                      std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+                      std::int64_t lda, const TB* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
   for (std::int64_t nn = n0; nn < n1; ++nn) {
-    const float* brow = B + nn * ldb;
+    const TB* brow = B + nn * ldb;
     Vec acc[MM];
 #pragma GCC unroll 8
     for (int i = 0; i < MM; ++i) acc[i] = Vec::Zero();
@@ -85,10 +88,10 @@ void GemmSmallTransBT(std::int64_t n0, std::int64_t n1, std::int64_t K, float al
   }
 }
 
-/** C[0:M, n0:n1] with B stored [K x N]: rank-1 updates of 2W-column strips. */
-template <int MM>
+/** C[0:M, n0:n1] with B stored [K x N] (float32 or bfloat16 bits): rank-1 updates of 2W-column strips. */
+template <int MM, typename TB = float>
 void GemmSmallNoTransT(std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
-                       std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+                       std::int64_t lda, const TB* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
   const Vec alphaV = Vec::Set1(alpha), betaV = Vec::Set1(beta);
   for (std::int64_t c0 = n0; c0 < n1; c0 += 2 * W) {
     const std::int64_t cnt0 = n1 - c0, cnt1 = n1 - c0 - W;
@@ -96,7 +99,7 @@ void GemmSmallNoTransT(std::int64_t n0, std::int64_t n1, std::int64_t K, float a
 #pragma GCC unroll 8
     for (int i = 0; i < MM; ++i) acc0[i] = acc1[i] = Vec::Zero();
     for (std::int64_t k = 0; k < K; ++k) {
-      const float* brow = B + k * ldb + c0;
+      const TB* brow = B + k * ldb + c0;
       const Vec b0 = LoadN(brow, cnt0);
       const Vec b1 = cnt1 > 0 ? LoadN(brow + W, cnt1) : Vec::Zero();
 #pragma GCC unroll 8
@@ -132,29 +135,51 @@ void GemmMicroDirect(std::int64_t kc, const float* a, std::int64_t lda, const fl
   GemmMicroT<MR, NV, true>(kc, a, lda, b, c, ldc, alpha, beta, MR, n);
 }
 
-using SmallGemmFn = void (*)(std::int64_t, std::int64_t, std::int64_t, float, const float*, std::int64_t,
-                             const float*, std::int64_t, float, float*, std::int64_t);
+template <typename TB>
+using SmallGemmFnT = void (*)(std::int64_t, std::int64_t, std::int64_t, float, const float*, std::int64_t, const TB*,
+                              std::int64_t, float, float*, std::int64_t);
 
-void GemmSmallTransBK(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
-                      std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
-  static const SmallGemmFn kFns[8] = {GemmSmallTransBT<1>, GemmSmallTransBT<2>, GemmSmallTransBT<3>,
-                                      GemmSmallTransBT<4>, GemmSmallTransBT<5>, GemmSmallTransBT<6>,
-                                      GemmSmallTransBT<7>, GemmSmallTransBT<8>};
+template <typename TB>
+void GemmSmallTransBKT(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
+                       std::int64_t lda, const TB* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+  static const SmallGemmFnT<TB> kFns[8] = {GemmSmallTransBT<1, TB>, GemmSmallTransBT<2, TB>, GemmSmallTransBT<3, TB>,
+                                           GemmSmallTransBT<4, TB>, GemmSmallTransBT<5, TB>, GemmSmallTransBT<6, TB>,
+                                           GemmSmallTransBT<7, TB>, GemmSmallTransBT<8, TB>};
   for (std::int64_t i0 = 0; i0 < M; i0 += 8) {
     const std::int64_t mm = M - i0 < 8 ? M - i0 : 8;
     kFns[mm - 1](n0, n1, K, alpha, A + i0 * lda, lda, B, ldb, beta, C + i0 * ldc, ldc);
   }
 }
 
-void GemmSmallNoTransK(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
-                       std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
-  static const SmallGemmFn kFns[8] = {GemmSmallNoTransT<1>, GemmSmallNoTransT<2>, GemmSmallNoTransT<3>,
-                                      GemmSmallNoTransT<4>, GemmSmallNoTransT<5>, GemmSmallNoTransT<6>,
-                                      GemmSmallNoTransT<7>, GemmSmallNoTransT<8>};
+template <typename TB>
+void GemmSmallNoTransKT(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
+                        std::int64_t lda, const TB* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+  static const SmallGemmFnT<TB> kFns[8] = {GemmSmallNoTransT<1, TB>, GemmSmallNoTransT<2, TB>, GemmSmallNoTransT<3, TB>,
+                                           GemmSmallNoTransT<4, TB>, GemmSmallNoTransT<5, TB>, GemmSmallNoTransT<6, TB>,
+                                           GemmSmallNoTransT<7, TB>, GemmSmallNoTransT<8, TB>};
   for (std::int64_t i0 = 0; i0 < M; i0 += 8) {
     const std::int64_t mm = M - i0 < 8 ? M - i0 : 8;
     kFns[mm - 1](n0, n1, K, alpha, A + i0 * lda, lda, B, ldb, beta, C + i0 * ldc, ldc);
   }
+}
+
+void GemmSmallTransBK(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
+                      std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+  GemmSmallTransBKT<float>(M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+void GemmSmallNoTransK(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
+                       std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+  GemmSmallNoTransKT<float>(M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+void GemmSmallTransBBf16K(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha,
+                          const float* A, std::int64_t lda, const std::uint16_t* B, std::int64_t ldb, float beta,
+                          float* C, std::int64_t ldc) {
+  GemmSmallTransBKT<std::uint16_t>(M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+void GemmSmallNoTransBf16K(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha,
+                           const float* A, std::int64_t lda, const std::uint16_t* B, std::int64_t ldb, float beta,
+                           float* C, std::int64_t ldc) {
+  GemmSmallNoTransKT<std::uint16_t>(M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /** 12 independent FMA chains per iteration (enough to cover FMA latency on two ports). */

@@ -51,6 +51,14 @@ struct KernelTable {
   void (*gemmSmallNoTrans)(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha,
                            const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
                            std::int64_t ldc);
+  /** gemmSmallTransB with B stored as bfloat16 bits (widened exactly as it streams). */
+  void (*gemmSmallTransBBf16)(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha,
+                              const float* A, std::int64_t lda, const std::uint16_t* B, std::int64_t ldb, float beta,
+                              float* C, std::int64_t ldc);
+  /** gemmSmallNoTrans with B stored as bfloat16 bits. */
+  void (*gemmSmallNoTransBf16)(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha,
+                               const float* A, std::int64_t lda, const std::uint16_t* B, std::int64_t ldb, float beta,
+                               float* C, std::int64_t ldc);
   /** Runs `iters` rounds of independent FMA chains; returns the flops done (peak estimate). */
   double (*fmaBurn)(std::int64_t iters, float* sink);
 
@@ -91,6 +99,8 @@ struct KernelTable {
   void (*addRows)(const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld, float* acc);
   /** y[i] += x[i]. */
   void (*add)(float* y, const float* x, std::int64_t n);
+  /** dst[i] = the float32 value of the bfloat16 bits src[i] (exact). */
+  void (*widenBf16)(const std::uint16_t* src, float* dst, std::int64_t n);
 };
 
 extern const KernelTable kGenericKernels;

@@ -42,6 +42,8 @@ const KernelTable kAvx512Kernels = {
     GemmMicroDirect<12, 2>,
     GemmSmallTransBK,
     GemmSmallNoTransK,
+    GemmSmallTransBBf16K,
+    GemmSmallNoTransBf16K,
     FmaBurnK,
     RmsNormForwardK,
     RmsNormBackwardK,
@@ -54,6 +56,7 @@ const KernelTable kAvx512Kernels = {
     SumSquaresK,
     AddRowsK,
     AddK,
+    WidenBf16K,
 };
 
 }  // namespace sinkflex::model

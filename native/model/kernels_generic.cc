@@ -26,6 +26,8 @@ const KernelTable kGenericKernels = {
     GemmMicroDirect<4, 2>,
     GemmSmallTransBK,
     GemmSmallNoTransK,
+    GemmSmallTransBBf16K,
+    GemmSmallNoTransBf16K,
     FmaBurnK,
     RmsNormForwardK,
     RmsNormBackwardK,
@@ -38,6 +40,7 @@ const KernelTable kGenericKernels = {
     SumSquaresK,
     AddRowsK,
     AddK,
+    WidenBf16K,
 };
 
 }  // namespace sinkflex::model

@@ -39,40 +39,76 @@ void ModelConfig::Validate() const {
       !std::isfinite(swiglu.upBias)) {
     throw ArgumentError("config.swiglu has invalid parameters");
   }
+  if (!layerTypes.empty()) {
+    if (static_cast<std::int64_t>(layerTypes.size()) != layers) {
+      throw ArgumentError("config.layerTypes must have one entry per layer (" + std::to_string(layers) + "), got " +
+                          std::to_string(layerTypes.size()));
+    }
+    for (std::size_t l = 0; l < layerTypes.size(); ++l) {
+      if (layerTypes[l] == LayerType::kSliding && window < 1) {
+        throw ArgumentError("config.layerTypes[" + std::to_string(l) + "] is 'sliding' but config.window is 0");
+      }
+    }
+  }
+  RequireRange("experts", experts, 0, 1 << 16);
+  if (experts == 0) {
+    if (expertsPerToken != 0) {
+      throw ArgumentError("config.expertsPerToken must be 0 without experts, got " + std::to_string(expertsPerToken));
+    }
+  } else {
+    RequireRange("expertsPerToken", expertsPerToken, 1, experts);
+  }
+  ropeScaling.Validate("config.ropeScaling");
 }
 
 std::vector<ParamSpec> ParamLayout(const ModelConfig& c) {
   c.Validate();
   std::vector<ParamSpec> specs;
   const double outStd = c.initStd / std::sqrt(2.0 * static_cast<double>(c.layers));
+  auto tensor = [&](std::string name, std::vector<std::int64_t> shape, double std) {
+    specs.push_back({std::move(name), std::move(shape), ParamInit::kNormal, std, true});
+  };
   auto matrix = [&](std::string name, std::int64_t rows, std::int64_t cols, double std) {
-    specs.push_back({std::move(name), {rows, cols}, ParamInit::kNormal, std, true});
+    tensor(std::move(name), {rows, cols}, std);
   };
-  auto vector = [&](std::string name, std::int64_t n, ParamInit init) {
-    specs.push_back({std::move(name), {n}, init, 0.0, false});
+  auto vector = [&](std::string name, std::vector<std::int64_t> shape, ParamInit init) {
+    specs.push_back({std::move(name), std::move(shape), init, 0.0, false});
   };
-  const std::int64_t q = c.heads * c.headDim, kv = c.kvHeads * c.headDim;
-  matrix("embed.weight", c.vocab, c.width, c.initStd);
+  const std::int64_t q = c.heads * c.headDim, kv = c.kvHeads * c.headDim, E = c.experts, F = c.ffn, D = c.width;
+  matrix("embed.weight", c.vocab, D, c.initStd);
   for (std::int64_t i = 0; i < c.layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
-    vector(p + "attn_norm.weight", c.width, ParamInit::kOnes);
-    matrix(p + "attn.q.weight", q, c.width, c.initStd);
-    if (c.bias) vector(p + "attn.q.bias", q, ParamInit::kZeros);
-    matrix(p + "attn.k.weight", kv, c.width, c.initStd);
-    if (c.bias) vector(p + "attn.k.bias", kv, ParamInit::kZeros);
-    matrix(p + "attn.v.weight", kv, c.width, c.initStd);
-    if (c.bias) vector(p + "attn.v.bias", kv, ParamInit::kZeros);
-    matrix(p + "attn.o.weight", c.width, q, outStd);
-    if (c.bias) vector(p + "attn.o.bias", c.width, ParamInit::kZeros);
-    vector(p + "attn.sinks", c.heads, ParamInit::kZeros);
-    vector(p + "mlp_norm.weight", c.width, ParamInit::kOnes);
-    matrix(p + "mlp.gate_up.weight", 2 * c.ffn, c.width, c.initStd);
-    if (c.bias) vector(p + "mlp.gate_up.bias", 2 * c.ffn, ParamInit::kZeros);
-    matrix(p + "mlp.down.weight", c.width, c.ffn, outStd);
-    if (c.bias) vector(p + "mlp.down.bias", c.width, ParamInit::kZeros);
+    vector(p + "attn_norm.weight", {D}, ParamInit::kOnes);
+    matrix(p + "attn.q.weight", q, D, c.initStd);
+    if (c.qkvBias) vector(p + "attn.q.bias", {q}, ParamInit::kZeros);
+    matrix(p + "attn.k.weight", kv, D, c.initStd);
+    if (c.qkvBias) vector(p + "attn.k.bias", {kv}, ParamInit::kZeros);
+    matrix(p + "attn.v.weight", kv, D, c.initStd);
+    if (c.qkvBias) vector(p + "attn.v.bias", {kv}, ParamInit::kZeros);
+    if (c.qkNorm) {
+      vector(p + "attn.q_norm.weight", {c.headDim}, ParamInit::kOnes);
+      vector(p + "attn.k_norm.weight", {c.headDim}, ParamInit::kOnes);
+    }
+    matrix(p + "attn.o.weight", D, q, outStd);
+    if (c.oBias) vector(p + "attn.o.bias", {D}, ParamInit::kZeros);
+    if (c.sinks) vector(p + "attn.sinks", {c.heads}, ParamInit::kZeros);
+    vector(p + "mlp_norm.weight", {D}, ParamInit::kOnes);
+    if (E == 0) {
+      matrix(p + "mlp.gate_up.weight", 2 * F, D, c.initStd);
+      if (c.mlpBias) vector(p + "mlp.gate_up.bias", {2 * F}, ParamInit::kZeros);
+      matrix(p + "mlp.down.weight", D, F, outStd);
+      if (c.mlpBias) vector(p + "mlp.down.bias", {D}, ParamInit::kZeros);
+    } else {
+      matrix(p + "mlp.router.weight", E, D, c.initStd);
+      if (c.mlpBias) vector(p + "mlp.router.bias", {E}, ParamInit::kZeros);
+      tensor(p + "mlp.experts.gate_up.weight", {E, 2 * F, D}, c.initStd);
+      if (c.mlpBias) vector(p + "mlp.experts.gate_up.bias", {E, 2 * F}, ParamInit::kZeros);
+      tensor(p + "mlp.experts.down.weight", {E, D, F}, outStd);
+      if (c.mlpBias) vector(p + "mlp.experts.down.bias", {E, D}, ParamInit::kZeros);
+    }
   }
-  vector("norm.weight", c.width, ParamInit::kOnes);
-  matrix("lm_head.weight", c.vocab, c.width, c.initStd);
+  vector("norm.weight", {D}, ParamInit::kOnes);
+  if (!c.tieEmbeddings) matrix("lm_head.weight", c.vocab, D, c.initStd);
   return specs;
 }
 

@@ -1,43 +1,69 @@
-// Configuration of the built-in gpt-oss-style policy and the names, shapes and initialisation
-// of its parameters (the one place that defines the parameter layout; TypeScript reads it
+// Configuration of the transformer (the built-in gpt-oss-style policy and the pretrained
+// families it runs: gpt-oss, Qwen3, Qwen2, Llama) and the names, shapes and initialisation of
+// its parameters (the one place that defines the parameter layout; TypeScript reads it
 // through the addon).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "ops.h"
 #include "param_store.h"
 #include "swiglu_params.h"
 
 namespace sinkflex::model {
+
+/** The attention of one layer: a sliding window of `window` keys, or every earlier key. */
+enum class LayerType : std::uint8_t { kSliding, kFull };
 
 struct ModelConfig {
   std::int64_t layers = 0;
   std::int64_t width = 0;    // residual stream size
   std::int64_t heads = 0;    // query heads
   std::int64_t kvHeads = 0;  // key/value heads (grouped-query attention; divides heads)
-  std::int64_t headDim = 0;  // even (RoPE)
-  std::int64_t window = 0;   // sliding window of the even layers (0: every layer is full attention)
+  std::int64_t headDim = 0;  // even (RoPE); need not be width / heads
+  std::int64_t window = 0;   // keys (including the current one) a sliding layer sees; 0: no sliding layers
   std::int64_t vocab = 0;
   std::int64_t context = 0;  // maximum positions
-  std::int64_t ffn = 0;      // SwiGLU hidden size
+  std::int64_t ffn = 0;      // SwiGLU hidden size (of each expert with experts > 0)
   double ropeTheta = 10000.0;
   double normEps = 1e-5;
   double initStd = 0.02;
   SwiGluParams swiglu = SwiGluParams::Standard();
-  bool bias = false;  // biases on the attention and MLP projections
+  bool qkvBias = false;  // biases on the q, k, v projections
+  bool oBias = false;    // bias on the output projection
+  bool mlpBias = false;  // biases on the MLP (dense: gate_up and down; MoE: router and experts)
+  bool sinks = true;     // a learned sink logit per head (gpt-oss); false: plain softmax attention
+  bool qkNorm = false;   // RMSNorm over every q and k head (weight [headDim]) before RoPE (Qwen3)
+  bool tieEmbeddings = false;  // the LM head is embed.weight (no lm_head.weight)
+  /** One per layer, or empty: the built-in rule (even layers slide when window > 0). */
+  std::vector<LayerType> layerTypes;
+  std::int64_t experts = 0;          // 0: dense MLP; > 0: a mixture of this many SwiGLU experts
+  std::int64_t expertsPerToken = 0;  // top-k, in [1, experts] with experts > 0, else 0
+  RopeScaling ropeScaling;           // kNone: plain RoPE
+
+  /** True when layer l uses the sliding window. */
+  bool Sliding(std::int64_t l) const {
+    if (!layerTypes.empty()) return layerTypes[static_cast<std::size_t>(l)] == LayerType::kSliding;
+    return window > 0 && l % 2 == 0;
+  }
 
   /** Throws ArgumentError naming the first invalid field. */
   void Validate() const;
 };
 
 /**
- * Parameters, in order: embed.weight [vocab, width]; per layer i: layers.i.attn_norm.weight,
- * layers.i.attn.{q,k,v,o}.weight (+ .bias), layers.i.attn.sinks [heads],
- * layers.i.mlp_norm.weight, layers.i.mlp.gate_up.weight [2 ffn, width] (gate rows first, then
- * up), layers.i.mlp.down.weight (+ biases); norm.weight; lm_head.weight [vocab, width].
- * Matrices are normal(initStd) (output projections scaled by 1/sqrt(2 layers)) with weight
- * decay; norm gains are ones, biases and sinks zeros, without decay.
+ * Parameters, in order: embed.weight [vocab, width]; per layer i (p = "layers.i."):
+ * p attn_norm.weight; p attn.{q,k,v}.weight (each followed by its .bias with qkvBias);
+ * p attn.q_norm.weight and p attn.k_norm.weight [headDim] (qkNorm); p attn.o.weight (+ .bias
+ * with oBias); p attn.sinks [heads] (sinks); p mlp_norm.weight; then the dense MLP
+ * p mlp.gate_up.weight [2 ffn, width] (gate rows first, then up) and p mlp.down.weight (each +
+ * .bias with mlpBias), or with experts E > 0 p mlp.router.weight [E, width] (+ .bias [E]),
+ * p mlp.experts.gate_up.weight [E, 2 ffn, width] (+ .bias [E, 2 ffn]),
+ * p mlp.experts.down.weight [E, width, ffn] (+ .bias [E, width]); norm.weight;
+ * lm_head.weight [vocab, width] unless tieEmbeddings. Matrices are normal(initStd) (output
+ * projections scaled by 1/sqrt(2 layers)) with weight decay; norm gains are ones, biases and
+ * sinks zeros, without decay. Configs without the newer fields give the same list as before.
  */
 std::vector<ParamSpec> ParamLayout(const ModelConfig& c);
 

@@ -118,6 +118,37 @@ void LinearBackward(const float* x, const float* w, const float* dy, float* dx, 
   }
 }
 
+void LinearForwardBf16(const float* x, const std::uint16_t* w, const float* b, float* y, std::int64_t T,
+                       std::int64_t in, std::int64_t out) {
+  RequireSizes({{"T", T}, {"in", in}, {"out", out}});
+  if (T == 0 || out == 0) return;
+  RequirePtr(y, "y");
+  if (in > 0) {
+    RequirePtr(x, "x");
+    RequirePtr(w, "w");
+  }
+  float beta = 0.0f;
+  if (b != nullptr) {
+    ForChunks(T, RowChunk(out), out, [&](std::int64_t, std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) std::memcpy(y + r * out, b, static_cast<std::size_t>(out) * sizeof(float));
+    });
+    beta = 1.0f;
+  }
+  const std::int64_t ld = std::max<std::int64_t>(1, in);
+  GemmMixed(false, true, T, out, in, 1.0f, x, false, ld, w, true, ld, beta, y, out);
+}
+
+void LinearBackwardBf16(const std::uint16_t* w, const float* dy, float* dx, float* db, std::int64_t T, std::int64_t in,
+                        std::int64_t out, bool accumulateDx) {
+  RequireSizes({{"T", T}, {"in", in}, {"out", out}});
+  const std::int64_t ldIn = std::max<std::int64_t>(1, in), ldOut = std::max<std::int64_t>(1, out);
+  if (dx) GemmMixed(false, false, T, in, out, 1.0f, dy, false, ldOut, w, true, ldIn, accumulateDx ? 1.0f : 0.0f, dx, ldIn);
+  if (db && T > 0) {
+    RequirePtr(dy, "dy");
+    AddRowsParallel(ActiveKernels(), dy, T, out, out, db);
+  }
+}
+
 // ---- RMSNorm ----------------------------------------------------------------------------------
 
 void RmsNormForward(const float* x, const float* g, float* y, float* rstd, std::int64_t T, std::int64_t D, float eps) {
@@ -141,7 +172,7 @@ void RmsNormBackward(const float* x, const float* g, const float* rstd, const fl
   Require(D > 0, "D must be positive");
   if (T == 0) return;
   for (const auto& [p, n] : {std::pair<const void*, const char*>{x, "x"}, {g, "g"}, {rstd, "rstd"}, {dy, "dy"},
-                             {dx, "dx"}, {dg, "dg"}}) {
+                             {dx, "dx"}}) {
     RequirePtr(p, n);
   }
   const KernelTable& kt = ActiveKernels();
@@ -153,29 +184,136 @@ void RmsNormBackward(const float* x, const float* g, const float* rstd, const fl
     kt.rmsNormBackward(x + r0 * D, g, rstd + r0, dy + r0 * D, dx + r0 * D, partial.data() + c * D, r1 - r0, D,
                        accumulateDx);
   });
-  AddRowsParallel(kt, partial.data(), chunks, D, D, dg);
+  if (dg) AddRowsParallel(kt, partial.data(), chunks, D, D, dg);
 }
 
 // ---- RoPE -------------------------------------------------------------------------------------
 
-RopeTable::RopeTable(std::int64_t headDim, std::int64_t maxPositions, double theta)
-    : headDim_(headDim), maxPositions_(maxPositions), theta_(theta) {
+void RopeScaling::Validate(const char* prefix) const {
+  const std::string pre(prefix);
+  auto positive = [&](const char* field, double v) {
+    if (!(std::isfinite(v) && v > 0.0)) {
+      throw ArgumentError(pre + "." + field + " must be a positive finite number, got " + std::to_string(v));
+    }
+  };
+  auto context = [&] {
+    if (originalContext < 1 || originalContext > (std::int64_t{1} << 24)) {
+      throw ArgumentError(pre + ".originalContext must be in [1, 16777216], got " + std::to_string(originalContext));
+    }
+  };
+  switch (type) {
+    case Type::kNone: return;
+    case Type::kLinear: positive("factor", factor); return;
+    case Type::kLlama3:
+      positive("factor", factor);
+      positive("lowFreqFactor", lowFreqFactor);
+      positive("highFreqFactor", highFreqFactor);
+      if (!(highFreqFactor > lowFreqFactor)) {
+        throw ArgumentError(pre + ".highFreqFactor (" + std::to_string(highFreqFactor) + ") must exceed lowFreqFactor (" +
+                            std::to_string(lowFreqFactor) + ")");
+      }
+      context();
+      return;
+    case Type::kYarn:
+      positive("factor", factor);
+      positive("betaFast", betaFast);
+      positive("betaSlow", betaSlow);
+      context();
+      if (attentionFactor >= 0.0 || !std::isfinite(attentionFactor)) positive("attentionFactor", attentionFactor);
+      for (const auto& [field, v] : {std::pair<const char*, double>{"mscale", mscale}, {"mscaleAllDim", mscaleAllDim}}) {
+        if (!(std::isfinite(v) && v >= 0.0)) {
+          throw ArgumentError(pre + "." + field + " must be a finite number >= 0, got " + std::to_string(v));
+        }
+      }
+      return;
+  }
+}
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+/** transformers' get_mscale: 1 for scale <= 1, else 0.1 mscale ln(scale) + 1. */
+double YarnMscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
+
+/** The dimension index at which a frequency turns `rotations` times over `context` positions. */
+double YarnCorrectionDim(double rotations, double dim, double base, double context) {
+  return dim * std::log(context / (rotations * 2.0 * kPi)) / (2.0 * std::log(base));
+}
+
+}  // namespace
+
+bool SameRopeScaling(const RopeScaling& a, const RopeScaling& b) {
+  return a.type == b.type && a.factor == b.factor && a.originalContext == b.originalContext &&
+         a.lowFreqFactor == b.lowFreqFactor && a.highFreqFactor == b.highFreqFactor && a.betaFast == b.betaFast &&
+         a.betaSlow == b.betaSlow && a.truncate == b.truncate && a.attentionFactor == b.attentionFactor &&
+         a.mscale == b.mscale && a.mscaleAllDim == b.mscaleAllDim;
+}
+
+RopeTable::RopeTable(std::int64_t headDim, std::int64_t maxPositions, double theta, const RopeScaling& scaling)
+    : headDim_(headDim), maxPositions_(maxPositions), theta_(theta), scaling_(scaling) {
   Require(headDim > 0 && headDim % 2 == 0, "headDim must be a positive even number, got " + std::to_string(headDim));
   Require(maxPositions > 0, "maxPositions must be positive");
   Require(theta > 0.0 && std::isfinite(theta), "theta must be a positive finite number");
+  scaling.Validate("ropeScaling");
   const std::int64_t half = headDim / 2;
+  const double dim = static_cast<double>(headDim);
   cos_ = HostBuffer<float>(static_cast<std::size_t>(maxPositions * half), "rope cos table");
   sin_ = HostBuffer<float>(static_cast<std::size_t>(maxPositions * half), "rope sin table");
-  std::vector<double> invFreq(static_cast<std::size_t>(half));
+  invFreq_.resize(static_cast<std::size_t>(half));
   for (std::int64_t i = 0; i < half; ++i) {
-    invFreq[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(headDim));
+    invFreq_[i] = std::pow(theta, -2.0 * static_cast<double>(i) / dim);
   }
+  using Type = RopeScaling::Type;
+  const RopeScaling& s = scaling;
+  if (s.type == Type::kLinear) {
+    for (double& f : invFreq_) f /= s.factor;
+  } else if (s.type == Type::kLlama3) {
+    const double old = static_cast<double>(s.originalContext);
+    const double lowWavelen = old / s.lowFreqFactor, highWavelen = old / s.highFreqFactor;
+    for (double& f : invFreq_) {
+      const double wavelen = 2.0 * kPi / f;
+      if (wavelen > lowWavelen) {
+        f /= s.factor;  // low frequencies: interpolated
+      } else if (!(wavelen < highWavelen)) {
+        // the band between: a smooth mix of the interpolated and the original frequency
+        const double smooth = (old / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+        f = (1.0 - smooth) * f / s.factor + smooth * f;
+      }  // high frequencies: unchanged
+    }
+  } else if (s.type == Type::kYarn) {
+    const double context = static_cast<double>(s.originalContext);
+    double low = YarnCorrectionDim(s.betaFast, dim, theta, context);
+    double high = YarnCorrectionDim(s.betaSlow, dim, theta, context);
+    if (s.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1.0);
+    if (low == high) high += 0.001;  // no zero-width ramp
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double posFreq = std::pow(theta, 2.0 * static_cast<double>(i) / dim);
+      const double extrapolation = 1.0 / posFreq, interpolation = 1.0 / (s.factor * posFreq);
+      const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+      const double extrapolationWeight = 1.0 - ramp;
+      invFreq_[i] = interpolation * (1.0 - extrapolationWeight) + extrapolation * extrapolationWeight;
+    }
+    if (s.attentionFactor > 0.0) {
+      attentionFactor_ = s.attentionFactor;
+    } else if (s.mscale != 0.0 && s.mscaleAllDim != 0.0) {
+      attentionFactor_ = YarnMscale(s.factor, s.mscale) / YarnMscale(s.factor, s.mscaleAllDim);
+    } else {
+      attentionFactor_ = YarnMscale(s.factor, 1.0);
+    }
+  }
+  const double af = attentionFactor_;
   ForChunks(maxPositions, RowChunk(half * 16), half * 16, [&](std::int64_t, std::int64_t p0, std::int64_t p1) {
     for (std::int64_t p = p0; p < p1; ++p) {
       for (std::int64_t i = 0; i < half; ++i) {
-        const double a = static_cast<double>(p) * invFreq[i];
-        cos_[p * half + i] = static_cast<float>(std::cos(a));
-        sin_[p * half + i] = static_cast<float>(std::sin(a));
+        const double a = static_cast<double>(p) * invFreq_[i];
+        cos_[p * half + i] = static_cast<float>(std::cos(a) * af);
+        sin_[p * half + i] = static_cast<float>(std::sin(a) * af);
       }
     }
   });
@@ -265,6 +403,20 @@ void EmbeddingForward(const float* table, const std::int32_t* ids, float* out, s
     for (std::int64_t t = r0; t < r1; ++t) {
       std::memcpy(out + t * D, table + static_cast<std::int64_t>(ids[t]) * D, static_cast<std::size_t>(D) * sizeof(float));
     }
+  });
+}
+
+void EmbeddingForwardBf16(const std::uint16_t* table, const std::int32_t* ids, float* out, std::int64_t T,
+                          std::int64_t V, std::int64_t D) {
+  RequireSizes({{"T", T}, {"V", V}, {"D", D}});
+  if (T == 0 || D == 0) return;
+  RequirePtr(table, "table");
+  RequirePtr(ids, "ids");
+  RequirePtr(out, "out");
+  CheckIds(ids, T, V, "ids", false);
+  const KernelTable& kt = ActiveKernels();
+  ForChunks(T, RowChunk(D), D, [&](std::int64_t, std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t t = r0; t < r1; ++t) kt.widenBf16(table + static_cast<std::int64_t>(ids[t]) * D, out + t * D, D);
   });
 }
 

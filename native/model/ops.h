@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "../core/allocator.h"
 #include "gemm.h"
@@ -32,34 +33,84 @@ void LinearForward(const float* x, const float* w, const float* b, float* y, std
 void LinearBackward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
                     std::int64_t T, std::int64_t in, std::int64_t out, bool accumulateDx);
 
+/**
+ * LinearForward with W[out, in] stored as bfloat16 bits: widened exactly inside the GEMM (while
+ * packing or streaming), so y equals LinearForward over the widened weights bit for bit.
+ */
+void LinearForwardBf16(const float* x, const std::uint16_t* w, const float* b, float* y, std::int64_t T,
+                       std::int64_t in, std::int64_t out);
+/**
+ * The backward of LinearForwardBf16 without a weight gradient (bfloat16 weights are frozen):
+ * dx[T, in] = dy . W (or += when accumulateDx; dx may be null), db[out] += sum_t dy (db may be null).
+ */
+void LinearBackwardBf16(const std::uint16_t* w, const float* dy, float* dx, float* db, std::int64_t T, std::int64_t in,
+                        std::int64_t out, bool accumulateDx);
+
 // ---- RMSNorm ----------------------------------------------------------------------------------
 
 /** y = x / sqrt(mean(x^2) + eps) * g per row of x[T, D]; rstd[T] keeps 1/sqrt(...) for backward. y may be x. */
 void RmsNormForward(const float* x, const float* g, float* y, float* rstd, std::int64_t T, std::int64_t D, float eps);
-/** dx (= or +=), dg[D] +=. dx may be dy. */
+/** dx (= or +=), dg[D] += (dg may be null: a frozen gain). dx may be dy. */
 void RmsNormBackward(const float* x, const float* g, const float* rstd, const float* dy, float* dx, float* dg,
                      std::int64_t T, std::int64_t D, bool accumulateDx);
 
 // ---- RoPE -------------------------------------------------------------------------------------
 
 /**
- * cos/sin of pos * theta^(-2i/headDim) for pos < maxPositions and i < headDim/2 (angles in
- * double precision, stored as float).
+ * Scaling of the RoPE frequencies, as transformers' modeling_rope_utils defines it (rope_type
+ * default / linear / llama3 / yarn). Fields a type does not use are ignored.
+ */
+struct RopeScaling {
+  enum class Type { kNone, kLinear, kLlama3, kYarn };
+  Type type = Type::kNone;
+  double factor = 1.0;               // linear, llama3, yarn
+  std::int64_t originalContext = 0;  // llama3, yarn: original_max_position_embeddings
+  double lowFreqFactor = 1.0;        // llama3
+  double highFreqFactor = 4.0;       // llama3
+  double betaFast = 32.0;            // yarn
+  double betaSlow = 1.0;             // yarn
+  bool truncate = true;              // yarn: floor/ceil the correction range (absent in HF = true)
+  double attentionFactor = -1.0;     // yarn: < 0 = derived from factor (and mscale / mscaleAllDim)
+  double mscale = 0.0;               // yarn: 0 = absent
+  double mscaleAllDim = 0.0;         // yarn: 0 = absent
+
+  /** Throws ArgumentError naming the first invalid field as `<prefix>.<field>`. */
+  void Validate(const char* prefix) const;
+};
+
+/**
+ * cos/sin of pos * invFreq[i] for pos < maxPositions and i < headDim/2, times the attention
+ * factor (angles and factor in double precision, stored as float). Without scaling invFreq[i] =
+ * theta^(-2i/headDim) and the factor is 1; with scaling, inverse frequencies and factor are
+ * computed as transformers' modeling_rope_utils computes them (linear: / factor; llama3: the
+ * wavelength bands; yarn: the ramp between interpolation and extrapolation over the correction
+ * range, truncated or not, and the factor 0.1 ln(factor) + 1 or its mscale ratio). The factor on
+ * cos and sin scales q and k alike, hence q.k by its square, as transformers applies it.
  */
 class RopeTable {
  public:
-  RopeTable(std::int64_t headDim, std::int64_t maxPositions, double theta);
+  RopeTable(std::int64_t headDim, std::int64_t maxPositions, double theta, const RopeScaling& scaling = {});
   std::int64_t headDim() const { return headDim_; }
   std::int64_t maxPositions() const { return maxPositions_; }
   double theta() const { return theta_; }
+  const RopeScaling& scaling() const { return scaling_; }
+  /** invFreq[i], i < headDim / 2. */
+  const std::vector<double>& inverseFrequencies() const { return invFreq_; }
+  double attentionFactor() const { return attentionFactor_; }
   const float* cos() const { return cos_.data(); }
   const float* sin() const { return sin_.data(); }
 
  private:
   std::int64_t headDim_, maxPositions_;
   double theta_;
+  RopeScaling scaling_;
+  std::vector<double> invFreq_;
+  double attentionFactor_ = 1.0;
   HostBuffer<float> cos_, sin_;
 };
+
+/** True when two scalings describe the same table (every field the type uses). */
+bool SameRopeScaling(const RopeScaling& a, const RopeScaling& b);
 
 /**
  * Rotate-half RoPE (Llama / gpt-oss / HF): for x[T, H, Dh] and i < Dh/2, with angle
@@ -86,6 +137,9 @@ void SwiGluBackward(const float* h, const float* dout, float* dh, std::int64_t T
 /** out[t] = table[ids[t]] for table[V, D]. */
 void EmbeddingForward(const float* table, const std::int32_t* ids, float* out, std::int64_t T, std::int64_t V,
                       std::int64_t D);
+/** EmbeddingForward of a table stored as bfloat16 bits (rows widened exactly). */
+void EmbeddingForwardBf16(const std::uint16_t* table, const std::int32_t* ids, float* out, std::int64_t T,
+                          std::int64_t V, std::int64_t D);
 /** dtable[ids[t]] += dout[t] (scatter-add; deterministic order). */
 void EmbeddingBackward(const std::int32_t* ids, const float* dout, float* dtable, std::int64_t T, std::int64_t V,
                        std::int64_t D);

@@ -14,6 +14,13 @@ constexpr int W = Vec::kWidth;
 inline Vec LoadN(const float* p, std::int64_t n, float fill = 0.0f) {
   return n >= W ? Vec::Load(p) : Vec::LoadPartial(p, static_cast<int>(n), fill);
 }
+/** n bfloat16 values (all W when n >= W) widened, the other lanes 0. */
+inline Vec LoadN(const std::uint16_t* p, std::int64_t n) {
+  if (n >= W) return Vec::LoadBf16(p);
+  std::uint16_t tmp[W] = {};
+  for (std::int64_t i = 0; i < n; ++i) tmp[i] = p[i];
+  return Vec::LoadBf16(tmp);
+}
 inline void StoreN(Vec v, float* p, std::int64_t n) {
   if (n >= W) v.Store(p);
   else v.StorePartial(p, static_cast<int>(n));
@@ -266,6 +273,10 @@ void AddRowsK(const float* src, std::int64_t rows, std::int64_t cols, std::int64
     for (std::int64_t r = 0; r < rows; ++r) a = a + LoadN(src + r * ld + c, n);
     StoreN(a, acc + c, n);
   }
+}
+
+void WidenBf16K(const std::uint16_t* src, float* dst, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; i += W) StoreN(LoadN(src + i, n - i), dst + i, n - i);
 }
 
 void AddK(float* y, const float* x, std::int64_t n) {

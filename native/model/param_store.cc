@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "../core/cuda_device.h"
 #include "../core/errors.h"
 #include "../core/thread_pool.h"
+#include "bf16.h"
 #include "device_kernels.h"
 #include "ops_table.h"
 
@@ -20,16 +22,22 @@ namespace {
 
 constexpr std::int64_t kInitChunk = 1 << 16;  // elements per independent init stream
 
-void FillNormal(float* dst, std::int64_t n, double std, std::uint64_t seed, std::uint64_t index) {
+/** Normal(0, std) values, as float32 or rounded to bfloat16 (the same float32 values a float32 store gets). */
+template <typename T>
+void FillNormal(T* dst, std::int64_t n, double std, std::uint64_t seed, std::uint64_t index) {
   const std::int64_t chunks = (n + kInitChunk - 1) / kInitChunk;
+  auto store = [](T* d, float v) {
+    if constexpr (std::is_same_v<T, float>) *d = v;
+    else *d = FloatToBf16(v);
+  };
   auto body = [&](std::int64_t c) {
     Rng rng(Rng::Derive(seed, index, static_cast<std::uint64_t>(c)));
     const std::int64_t i0 = c * kInitChunk, i1 = std::min(n, i0 + kInitChunk);
     for (std::int64_t i = i0; i < i1; i += 2) {
       double a, b;
       rng.NormalPair(&a, &b);
-      dst[i] = static_cast<float>(a * std);
-      if (i + 1 < i1) dst[i + 1] = static_cast<float>(b * std);
+      store(dst + i, static_cast<float>(a * std));
+      if (i + 1 < i1) store(dst + i + 1, static_cast<float>(b * std));
     }
   };
   if (chunks > 1) ThreadPool::Global().ParallelFor(chunks, [&](std::int64_t c, int) { body(c); });
@@ -61,26 +69,50 @@ ParamStore::ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed, int dev
     if (s.init == ParamInit::kNormal && !(std::isfinite(s.std) && s.std >= 0.0)) {
       throw ArgumentError("parameter '" + s.name + "' has an invalid init std");
     }
+    const bool bf16 = s.dtype == ParamDtype::kBFloat16;
+    if (bf16 && s.trainable) {
+      throw ArgumentError("parameter '" + s.name +
+                          "': a bfloat16 parameter must be non-trainable (trainable parameters are float32)");
+    }
+    if (device_ >= 0 && (bf16 || !s.trainable)) {
+      throw ArgumentError("parameter '" + s.name + "': " + (bf16 ? "dtype bfloat16" : "trainable = false") +
+                          " is not supported by CUDA stores yet (CPU stores only)");
+    }
     index_[s.name] = i;
     Parameter p;
     p.numel = n;
     const std::size_t count = static_cast<std::size_t>(n);
-    auto init = [&](float* dst) {
+    auto init = [&](auto* dst) {
+      using T = std::remove_pointer_t<decltype(dst)>;
+      auto constant = [](float v) {
+        if constexpr (std::is_same_v<T, float>) return v;
+        else return FloatToBf16(v);
+      };
       switch (s.init) {
         case ParamInit::kNormal: FillNormal(dst, n, s.std, seed, i); break;
-        case ParamInit::kOnes: std::fill(dst, dst + n, 1.0f); break;
-        case ParamInit::kZeros: std::fill(dst, dst + n, 0.0f); break;
+        case ParamInit::kOnes: std::fill(dst, dst + n, constant(1.0f)); break;
+        case ParamInit::kZeros: std::fill(dst, dst + n, constant(0.0f)); break;
       }
     };
     if (device_ < 0) {
-      p.value = HostBuffer<float>(count, "parameter values");
-      p.grad = HostBuffer<float>(count, "parameter gradients");
-      p.m = HostBuffer<float>(count, "AdamW first moments");
-      p.v = HostBuffer<float>(count, "AdamW second moments");
-      p.grad.zero();
-      p.m.zero();
-      p.v.zero();
-      init(p.value.data());
+      if (bf16) {
+        p.value16 = HostBuffer<std::uint16_t>(count, "parameter values (bfloat16)");
+        init(p.value16.data());
+        bytes_ += count * sizeof(std::uint16_t);
+      } else {
+        p.value = HostBuffer<float>(count, "parameter values");
+        init(p.value.data());
+        bytes_ += count * sizeof(float);
+      }
+      if (s.trainable) {
+        p.grad = HostBuffer<float>(count, "parameter gradients");
+        p.m = HostBuffer<float>(count, "AdamW first moments");
+        p.v = HostBuffer<float>(count, "AdamW second moments");
+        p.grad.zero();
+        p.m.zero();
+        p.v.zero();
+        bytes_ += 3 * count * sizeof(float);
+      }
     } else {
       // The same values as a CPU store: initialised on the host, then copied.
       HostBuffer<float> staged(count, "parameter values (staged for the device)");
@@ -94,9 +126,11 @@ ParamStore::ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed, int dev
       k.fill(p.dGrad.data(), n, 0.0f);
       k.fill(p.dM.data(), n, 0.0f);
       k.fill(p.dV.data(), n, 0.0f);
+      bytes_ += 4 * count * sizeof(float);
     }
     p.spec = std::move(s);
     numel_ += n;
+    if (p.spec.trainable) trainableNumel_ += n;
     params_.push_back(std::move(p));
   }
   // The store's own stream starts after initialisation, derived from the seed alone.
@@ -137,9 +171,24 @@ void ParamStore::UseDevice() const {
   GetCudaOps()->useDevice(device_);
 }
 
+namespace {
+void RequireBuffer(const Parameter& p, ParamBuffer which) {
+  if (which != ParamBuffer::kValue && !p.trainable()) {
+    const char* name = which == ParamBuffer::kGrad ? "gradient" : "AdamW moments";
+    throw ArgumentError("parameter '" + p.spec.name + "' is not trainable: it has no " + name);
+  }
+}
+}  // namespace
+
 void ParamStore::Read(Parameter& p, ParamBuffer which, float* host) const {
-  const float* src = Buffer(p, which);
+  RequireBuffer(p, which);
   const std::size_t n = static_cast<std::size_t>(p.numel);
+  if (which == ParamBuffer::kValue && p.bf16()) {
+    const std::uint16_t* src = p.value16.data();
+    for (std::size_t i = 0; i < n; ++i) host[i] = Bf16ToFloat(src[i]);
+    return;
+  }
+  const float* src = Buffer(p, which);
   if (device_ < 0) {
     std::copy(src, src + n, host);
   } else {
@@ -148,13 +197,29 @@ void ParamStore::Read(Parameter& p, ParamBuffer which, float* host) const {
 }
 
 void ParamStore::Write(Parameter& p, ParamBuffer which, const float* host) {
-  float* dst = Buffer(p, which);
+  RequireBuffer(p, which);
   const std::size_t n = static_cast<std::size_t>(p.numel);
+  if (which == ParamBuffer::kValue && p.bf16()) {
+    std::uint16_t* dst = p.value16.data();
+    for (std::size_t i = 0; i < n; ++i) dst[i] = FloatToBf16(host[i]);
+    return;
+  }
+  float* dst = Buffer(p, which);
   if (device_ < 0) {
     std::copy(host, host + n, dst);
   } else {
     CopyToDevice(device_, dst, host, n * sizeof(float));
   }
+}
+
+void ParamStore::ReadBf16(const Parameter& p, std::uint16_t* host) const {
+  if (!p.bf16()) throw ArgumentError("parameter '" + p.spec.name + "' is float32, not bfloat16");
+  std::copy(p.value16.data(), p.value16.data() + p.numel, host);
+}
+
+void ParamStore::WriteBf16(Parameter& p, const std::uint16_t* host) {
+  if (!p.bf16()) throw ArgumentError("parameter '" + p.spec.name + "' is float32, not bfloat16 (write float32 values)");
+  std::copy(host, host + p.numel, p.value16.data());
 }
 
 void ParamStore::ZeroGrad() {
@@ -163,7 +228,8 @@ void ParamStore::ZeroGrad() {
     for (Parameter& p : params_) GetCudaDeviceKernels()->fill(p.dGrad.data(), p.numel, 0.0f);
     return;
   }
-  for (Parameter& p : params_) p.grad.zero();
+  for (Parameter& p : params_)
+    if (p.trainable()) p.grad.zero();
 }
 
 double ParamStore::GradNorm() const {
@@ -173,7 +239,8 @@ double ParamStore::GradNorm() const {
     for (const Parameter& p : params_) ss += GetCudaOps()->sumSquares(p.dGrad.data(), p.numel);
     return std::sqrt(ss);
   }
-  for (const Parameter& p : params_) ss += SumSquares(p.grad.data(), p.numel);
+  for (const Parameter& p : params_)
+    if (p.trainable()) ss += SumSquares(p.grad.data(), p.numel);
   return std::sqrt(ss);
 }
 
@@ -209,6 +276,7 @@ AdamWStepResult ParamStore::AdamWStep(const AdamWStepOptions& o) {
     return r;
   }
   for (Parameter& p : params_) {
+    if (!p.trainable()) continue;
     AdamWUpdate(p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.numel, o, step_,
                 static_cast<float>(r.clipScale), p.spec.decay);
   }

@@ -2,9 +2,12 @@
 //   reference: refAdamW in test/model/fixtures/reference.ts.
 // Tests: test/model/adamw-param-store.test.ts, checkpoint.test.ts, determinism.test.ts; on a GPU
 //   test/model/transformer-cuda.test.ts.
-// Named float32 parameters with their gradients and AdamW moments, owned natively (every
-// buffer through the tracked allocator), initialised from a seed, updated by AdamW with global
-// gradient-norm clipping. A store lives on the CPU (host buffers) or on one CUDA device
+// Named parameters with their gradients and AdamW moments, owned natively (every buffer through
+// the tracked allocator), initialised from a seed, updated by AdamW with global gradient-norm
+// clipping. A parameter is stored as float32 or, when frozen, as bfloat16 (a pretrained model's
+// weights in their checkpoint dtype: its resident size is about its file size); a frozen
+// (non-trainable) parameter has no gradient and no AdamW moments, and zeroGrad, the gradient norm
+// and AdamW skip it. A store lives on the CPU (host buffers) or on one CUDA device
 // (device buffers: the values are initialised on the host from the same seed, so bit for bit
 // like a CPU store's, then copied; zeroing, the gradient norm and AdamW run on the device).
 #pragma once
@@ -24,6 +27,9 @@ namespace sinkflex::model {
 /** How a parameter is initialised. */
 enum class ParamInit { kNormal, kOnes, kZeros };
 
+/** How a parameter's values are stored. */
+enum class ParamDtype { kFloat32, kBFloat16 };
+
 /** Description of one parameter. */
 struct ParamSpec {
   std::string name;
@@ -31,14 +37,24 @@ struct ParamSpec {
   ParamInit init = ParamInit::kNormal;
   double std = 0.02;   // for kNormal
   bool decay = true;   // AdamW weight decay applies
+  ParamDtype dtype = ParamDtype::kFloat32;  // bfloat16 requires trainable = false
+  bool trainable = true;                    // false: no gradient, no AdamW moments
 };
 
-/** One parameter and its optimiser state (all numel floats; host buffers or device buffers, per the store). */
+/**
+ * One parameter and its optimiser state (numel elements each; host buffers or device buffers,
+ * per the store). A bfloat16 parameter keeps its values in value16 (value is empty); a frozen
+ * one has no grad, m, v.
+ */
 struct Parameter {
   ParamSpec spec;
   std::int64_t numel = 0;
   HostBuffer<float> value, grad, m, v;               // a CPU store
+  HostBuffer<std::uint16_t> value16;                 // a CPU store's bfloat16 values (bits)
   DeviceBuffer<float> dValue, dGrad, dM, dV;         // a CUDA store
+
+  bool bf16() const { return spec.dtype == ParamDtype::kBFloat16; }
+  bool trainable() const { return spec.trainable; }
 };
 
 /** Which buffer of a parameter. */
@@ -77,21 +93,39 @@ class ParamStore {
   Parameter* Find(const std::string& name);
   /** Throws ArgumentError naming the unknown parameter. */
   Parameter& Get(const std::string& name);
-  /** Pointer to one buffer of a parameter (device memory for a CUDA store). */
+  /**
+   * Pointer to one float32 buffer of a parameter (device memory for a CUDA store); null for the
+   * value of a bfloat16 parameter and the grad/m/v of a frozen one.
+   */
   static float* Buffer(Parameter& p, ParamBuffer which);
-  /** Copies numel floats of one buffer to host memory. */
+  /**
+   * Copies numel floats of one buffer to host memory (a bfloat16 value widened exactly).
+   * ArgumentError for grad/m/v of a frozen parameter.
+   */
   void Read(Parameter& p, ParamBuffer which, float* host) const;
-  /** Copies numel floats from host memory into one buffer. */
+  /**
+   * Copies numel floats from host memory into one buffer (rounded to nearest even for a
+   * bfloat16 value). ArgumentError for grad/m/v of a frozen parameter.
+   */
   void Write(Parameter& p, ParamBuffer which, const float* host);
+  /** Copies the raw bits of a bfloat16 parameter's values (ArgumentError for a float32 one). */
+  void ReadBf16(const Parameter& p, std::uint16_t* host) const;
+  /** Sets a bfloat16 parameter's values from raw bits, without rounding (ArgumentError for a float32 one). */
+  void WriteBf16(Parameter& p, const std::uint16_t* host);
 
   /** The CUDA device index, or -1 for a CPU store. */
   int device() const { return device_; }
 
   std::int64_t numel() const { return numel_; }
+  /** Elements of the trainable parameters. */
+  std::int64_t trainableNumel() const { return trainableNumel_; }
+  /** Bytes of every buffer the store holds (values, gradients, moments). */
+  std::size_t bytes() const { return bytes_; }
   std::uint64_t seed() const { return seed_; }
 
+  /** Zeroes the gradients (of the trainable parameters). */
   void ZeroGrad();
-  /** Global L2 norm of all gradients (double, deterministic). */
+  /** Global L2 norm of the gradients of the trainable parameters (double, deterministic). */
   double GradNorm() const;
   AdamWStepResult AdamWStep(const AdamWStepOptions& o);
 
@@ -105,6 +139,8 @@ class ParamStore {
   void UseDevice() const;
 
   std::int64_t numel_ = 0;
+  std::int64_t trainableNumel_ = 0;
+  std::size_t bytes_ = 0;
   int device_ = -1;
   std::uint64_t seed_;
   std::int64_t step_ = 0;

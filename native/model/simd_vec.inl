@@ -32,6 +32,11 @@ struct Vec {
   static Vec LoadPartial(const float* p, int n, float fill) {
     return {_mm512_mask_loadu_ps(_mm512_set1_ps(fill), static_cast<__mmask16>((1u << n) - 1u), p)};
   }
+  /** kWidth bfloat16 values (bits) widened exactly. */
+  static Vec LoadBf16(const std::uint16_t* p) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(w, 16))};
+  }
   void Store(float* p) const { _mm512_storeu_ps(p, r); }
   void StorePartial(float* p, int n) const { _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), r); }
   float Sum() const { return _mm512_reduce_add_ps(r); }
@@ -71,6 +76,10 @@ struct Vec {
   static Vec LoadPartial(const float* p, int n, float fill) {
     const __m256i m = Mask(n);
     return {_mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m))};
+  }
+  static Vec LoadBf16(const std::uint16_t* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(w, 16))};
   }
   void Store(float* p) const { _mm256_storeu_ps(p, r); }
   void StorePartial(float* p, int n) const { _mm256_maskstore_ps(p, Mask(n), r); }
@@ -120,6 +129,14 @@ struct Vec {
   static Vec LoadPartial(const float* p, int n, float fill) {
     Vec v;
     for (int i = 0; i < 8; ++i) v.r[i] = i < n ? p[i] : fill;
+    return v;
+  }
+  static Vec LoadBf16(const std::uint16_t* p) {
+    Vec v;
+    for (int i = 0; i < 8; ++i) {
+      const std::uint32_t bits = static_cast<std::uint32_t>(p[i]) << 16;
+      std::memcpy(&v.r[i], &bits, sizeof(float));
+    }
     return v;
   }
   void Store(float* p) const {

@@ -2,16 +2,22 @@
 //   test/model/fixtures/transformer-reference.ts.
 // Tests: test/model/transformer.test.ts, transformer-inference.test.ts,
 //   transformer-learning.test.ts, transformer-policy.test.ts, transformer-bindings.test.ts.
-// The built-in policy: a gpt-oss-style decoder-only transformer assembled from the model ops
-// (ops.h) and the fused sink attention (../attention/sink_attention.h), float32 on the CPU.
+// The transformer: a decoder-only model assembled from the model ops (ops.h, moe.h) and the fused
+// sink attention (../attention/sink_attention.h), float32 activations on the CPU. The built-in
+// gpt-oss-style policy and the pretrained families (gpt-oss, Qwen3, Qwen2, Llama) are
+// configurations of it (model_config.h):
 //
 //   x = embed[tokens]
-//   per layer l:  h = rmsnorm(x) ; q, k, v = h Wq^T, h Wk^T, h Wv^T (+ biases) ; RoPE(q, k, positions)
-//                 x = x + Wo . attention(q, k, v, sinks_l, mask_l)       (grouped-query sink attention)
-//                 x = x + Wdown . swiglu(Wgate_up . rmsnorm(x))
-//   logits = lm_head . rmsnorm(x)                                         (untied head)
-// mask_l = causal AND same document, AND a sliding window of config.window keys on the even
-// layers (0, 2, 4, ...) when window > 0; the odd layers attend to every earlier key.
+//   per layer l:  h = rmsnorm(x) ; q, k, v = h Wq^T, h Wk^T, h Wv^T (+ qkvBias)
+//                 q, k = rmsnorm per head (qkNorm) ; RoPE(q, k, positions) (scaled table, attention factor)
+//                 x = x + Wo . attention(q, k, v, sinks_l?, mask_l) (+ oBias)   (grouped-query, sinks optional)
+//                 x = x + mlp(rmsnorm(x))      mlp: dense SwiGLU, or a mixture of SwiGLU experts (moe.h)
+//   logits = lm_head . rmsnorm(x)              (lm_head = embed with tieEmbeddings)
+// mask_l = causal AND same document, AND a sliding window of config.window keys on the sliding
+// layers (config.layerTypes, or the even layers when window > 0 by the built-in rule).
+//
+// Weight matrices (embed, q/k/v/o, MLP, router, experts, head) may be stored as bfloat16 and
+// frozen parameters get no gradient (param_store.h); norms, sinks and biases are float32.
 //
 // Training works on packed token batches: T tokens of several documents laid end to end, with
 // per-token positions (restarting at 0 in each document) and document ids (attention never
@@ -42,6 +48,7 @@
 #include "../core/allocator.h"
 #include "../core/device_buffer.h"
 #include "model_config.h"
+#include "moe.h"
 #include "ops.h"
 #include "param_store.h"
 #include "rng.h"
@@ -69,10 +76,16 @@ struct TrainForwardOptions {
   bool save = false;
 };
 
-/** Parameters of one transformer block (pointers into the ParamStore; biases may be null). */
+/**
+ * Parameters of one transformer block (pointers into the ParamStore): biases, qNorm/kNorm and
+ * sinks may be null; gateUp/down (dense) or router and the experts' (MoE) are set.
+ */
 struct BlockParams {
-  Parameter *attnNorm, *q, *qBias, *k, *kBias, *v, *vBias, *o, *oBias, *sinks;
-  Parameter *mlpNorm, *gateUp, *gateUpBias, *down, *downBias;
+  Parameter *attnNorm = nullptr, *q = nullptr, *qBias = nullptr, *k = nullptr, *kBias = nullptr, *v = nullptr,
+            *vBias = nullptr, *qNorm = nullptr, *kNorm = nullptr, *o = nullptr, *oBias = nullptr, *sinks = nullptr;
+  Parameter *mlpNorm = nullptr, *gateUp = nullptr, *gateUpBias = nullptr, *down = nullptr, *downBias = nullptr;
+  Parameter *router = nullptr, *routerBias = nullptr, *expertsGateUp = nullptr, *expertsGateUpBias = nullptr,
+            *expertsDown = nullptr, *expertsDownBias = nullptr;
 };
 
 /** Activations one layer keeps for its backward. */
@@ -81,14 +94,16 @@ struct LayerActivations {
   HostBuffer<float> n1;      // [T, D] attention RMSNorm output
   HostBuffer<float> rstd1;   // [T]
   HostBuffer<float> q, k, v; // [T, H*Dh], [T, KV*Dh] x2, after RoPE (q, k)
+  HostBuffer<float> qRaw, kRaw, rstdQ, rstdK;  // qkNorm: q, k before their norm; rstd per head row
   HostBuffer<float> ao;      // [T, H*Dh] attention output
   HostBuffer<float> lse;     // [H, T]
   attention::EagerSaved eager;  // probabilities (eager only)
   HostBuffer<float> xmid;    // [T, D] after the attention residual
   HostBuffer<float> n2;      // [T, D] MLP RMSNorm output
   HostBuffer<float> rstd2;   // [T]
-  HostBuffer<float> h;       // [T, 2F] gate_up output
-  HostBuffer<float> act;     // [T, F] SwiGLU output
+  HostBuffer<float> h;       // [T, 2F] gate_up output (dense)
+  HostBuffer<float> act;     // [T, F] SwiGLU output (dense)
+  MoeSaved moe;              // the experts' activations (MoE)
 };
 
 /** The device activations of a training forward over a CUDA store (transformer_device_train.cc). */
@@ -248,7 +263,7 @@ class Transformer {
   /** The CUDA device the model runs on (its store's), or -1 for the CPU. */
   int device() const { return device_; }
   const RopeTable& rope() const { return rope_; }
-  bool Sliding(std::int64_t layer) const { return config_.window > 0 && layer % 2 == 0; }
+  bool Sliding(std::int64_t layer) const { return config_.Sliding(layer); }
 
   /**
    * Training forward over a packed batch: logp[T] (0 where targets < 0 or targets is null) and
@@ -292,11 +307,14 @@ class Transformer {
 
   ModelConfig config_;
   std::shared_ptr<ParamStore> store_;
+  /** The MoE op's view of layer l's router and experts. */
+  MoeParams Moe(const BlockParams& p) const;
+
   RopeTable rope_;
   Parameter* embed_;
   std::vector<BlockParams> blocks_;
   Parameter* norm_;
-  Parameter* head_;
+  Parameter* head_;  // embed_ with tieEmbeddings
   attention::MaskProgram causal_, window_;
   int device_ = -1;
   DeviceBuffer<float> ropeCos_, ropeSin_;  // the RoPE table on the device

@@ -23,6 +23,7 @@
 #include "../core/thread_pool.h"
 #include "kernel_table.h"
 #include "transformer.h"
+#include "transformer_params.h"
 
 namespace sinkflex::model {
 namespace {
@@ -75,7 +76,7 @@ std::int64_t DecodeScratch(std::int64_t rows, std::int64_t G, std::int64_t Dh, s
  * Sink attention of a few query rows against a session's cache, read in place: for row r at
  * absolute position P = qOffset + r and head h, the visible keys are the contiguous range
  * [max(0, P - window + 1), P] (window 0: [0, P]); z_j = c q.k_j, m = max(z, s_h),
- * out = sum_j exp(z_j - m) v_j / (sum_j exp(z_j - m) + exp(s_h - m)) — the semantics of
+ * out = sum_j exp(z_j - m) v_j / (sum_j exp(z_j - m) + exp(s_h - m)) (sinks may be null: no s_h term) — the semantics of
  * FusedForward with a causal (+ window) mask, without its per-call packing of every cached
  * key and value into tiles, which costs more than the attention itself for one new token.
  * Per kv head, the scores of all its query rows and heads come from one product
@@ -112,7 +113,7 @@ void DecodeAttention(const attention::KernelTable& kt, const float* q, const flo
         const std::int64_t abs = lo0 + j;
         z[j] = abs >= lo && abs <= pos ? st[j * colsPad + c] * scale : -INFINITY;
       }
-      const float sink = sinks[g * G + c % G];
+      const float sink = sinks ? sinks[g * G + c % G] : -INFINITY;  // no sinks: plain softmax
       const float m = std::max(kt.rowMax(z, n), sink);
       inv[c % 64] = 1.0f / (kt.expSubSum(z, z, n, m) + std::exp(sink - m));
       if (c % 64 == 63 || c == cols - 1) {
@@ -140,14 +141,15 @@ void RowsLinear(const float* x, const Parameter* w, const Parameter* b, float* y
                 std::int64_t out, bool accumulate, HostBuffer<float>* scratch) {
   constexpr std::int64_t kSmallRows = 8, kTransposedRows = 128;
   const KernelTable& kt = ActiveKernels();
+  const WeightData wd = Weights(w);
   if (R <= kSmallRows || R > kTransposedRows) {
-    Gemm(false, true, R, out, in, 1.0f, x, in, w->value.data(), in, accumulate ? 1.0f : 0.0f, y, out);
+    GemmMixed(false, true, R, out, in, 1.0f, x, false, in, wd.data, wd.bf16, in, accumulate ? 1.0f : 0.0f, y, out);
     if (b) for (std::int64_t r = 0; r < R; ++r) kt.add(y + r * out, b->value.data(), out);
     return;
   }
   if (scratch->size() < static_cast<std::size_t>(R * out)) *scratch = Floats(R * out, "decode transposed product");
   float* yt = scratch->data();
-  Gemm(false, true, out, R, in, 1.0f, w->value.data(), in, x, in, 0.0f, yt, R);
+  GemmMixed(false, true, out, R, in, 1.0f, wd.data, wd.bf16, in, x, false, in, 0.0f, yt, R);
   const float* bias = b ? b->value.data() : nullptr;
   for (std::int64_t r = 0; r < R; ++r) {
     float* yr = y + r * out;
@@ -370,8 +372,11 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
   HostBuffer<float> v = Floats(R * kvDim, "decode v");
   HostBuffer<float> ao = Floats(R * qDim, "decode attention out");
   HostBuffer<float> lse = Floats(R * H, "decode attention lse");
-  HostBuffer<float> h = Floats(R * 2 * F, "decode mlp gate_up");
-  HostBuffer<float> act = Floats(R * F, "decode mlp activation");
+  const bool moe = c.experts > 0;
+  HostBuffer<float> h = moe ? HostBuffer<float>() : Floats(R * 2 * F, "decode mlp gate_up");
+  HostBuffer<float> act = moe ? HostBuffer<float>() : Floats(R * F, "decode mlp activation");
+  HostBuffer<float> mlpOut = moe ? Floats(R * D, "decode moe output") : HostBuffer<float>();
+  HostBuffer<float> headRstd = c.qkNorm ? Floats(R * H, "decode q/k norm rstd") : HostBuffer<float>();
   HostBuffer<float> scratch;
 
   // Attention scratch (scores of one row) per thread, sized for the longest cache of this step.
@@ -385,7 +390,8 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
   std::vector<std::size_t> big, small;
   for (std::size_t s = 0; s < S; ++s) (counts[s] >= kBigAttention || S == 1 ? big : small).push_back(s);
 
-  EmbeddingForward(embed_->value.data(), tokens.data(), x.data(), R, V, D);
+  if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), tokens.data(), x.data(), R, V, D);
+  else EmbeddingForward(embed_->value.data(), tokens.data(), x.data(), R, V, D);
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const BlockParams& p = blocks_[l];
     const bool sliding = Sliding(l);
@@ -393,6 +399,10 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
     RowsLinear(n.data(), p.q, p.qBias, q.data(), R, D, qDim, false, &scratch);
     RowsLinear(n.data(), p.k, p.kBias, k.data(), R, D, kvDim, false, &scratch);
     RowsLinear(n.data(), p.v, p.vBias, v.data(), R, D, kvDim, false, &scratch);
+    if (p.qNorm) {
+      RmsNormForward(q.data(), p.qNorm->value.data(), q.data(), headRstd.data(), R * H, Dh, eps);
+      RmsNormForward(k.data(), p.kNorm->value.data(), k.data(), headRstd.data(), R * KV, Dh, eps);
+    }
     RopeForward(rope_, q.data(), q.data(), positions.data(), R, H);
     RopeForward(rope_, k.data(), k.data(), positions.data(), R, KV);
     for (std::size_t s = 0; s < S; ++s) {
@@ -409,7 +419,7 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
       const float* vc = cache.v.data() + cache.start * kvDim;
       if (counts[s] <= kDecodeRows) {
         float* z = zScratch.data() + static_cast<std::size_t>(thread) * zStride;
-        DecodeAttention(akt, q.data() + offset[s] * qDim, kc, vc, p.sinks->value.data(), ao.data() + offset[s] * qDim,
+        DecodeAttention(akt, q.data() + offset[s] * qDim, kc, vc, Val(p.sinks), ao.data() + offset[s] * qDim,
                         counts[s], cache.count, sliding ? c.window : 0, H, KV, Dh, z);
         return;
       }
@@ -418,7 +428,7 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
       opts.mask = sliding ? &window_ : &causal_;
       // lse is laid out [H, qLen] per call: session s uses rows offset[s] * H .. offset[s + 1] * H.
       attention::FusedForward(shape, opts,
-                              attention::ForwardArgs{q.data() + offset[s] * qDim, kc, vc, p.sinks->value.data(),
+                              attention::ForwardArgs{q.data() + offset[s] * qDim, kc, vc, Val(p.sinks),
                                                      ao.data() + offset[s] * qDim, lse.data() + offset[s] * H});
     };
     for (std::size_t s : big) attend(s, 0);
@@ -428,9 +438,14 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
     }
     RowsLinear(ao.data(), p.o, p.oBias, x.data(), R, qDim, D, true, &scratch);
     RmsNormForward(x.data(), p.mlpNorm->value.data(), n.data(), rstd.data(), R, D, eps);
-    RowsLinear(n.data(), p.gateUp, p.gateUpBias, h.data(), R, D, 2 * F, false, &scratch);
-    SwiGluForward(h.data(), act.data(), R, F, c.swiglu);
-    RowsLinear(act.data(), p.down, p.downBias, x.data(), R, F, D, true, &scratch);
+    if (moe) {
+      MoeForward(Moe(p), n.data(), mlpOut.data(), R, nullptr, nullptr);
+      ActiveKernels().add(x.data(), mlpOut.data(), R * D);
+    } else {
+      RowsLinear(n.data(), p.gateUp, p.gateUpBias, h.data(), R, D, 2 * F, false, &scratch);
+      SwiGluForward(h.data(), act.data(), R, F, c.swiglu);
+      RowsLinear(act.data(), p.down, p.downBias, x.data(), R, F, D, true, &scratch);
+    }
   }
 
   // Logits only for sessions whose pending tokens are all processed now (their last row).

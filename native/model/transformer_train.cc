@@ -12,6 +12,7 @@
 #include "../core/thread_pool.h"
 #include "kernel_table.h"
 #include "transformer.h"
+#include "transformer_params.h"
 
 namespace sinkflex::model {
 namespace {
@@ -28,19 +29,6 @@ HostBuffer<float> Copy(const float* src, std::int64_t n, const char* what) {
   HostBuffer<float> b = Floats(n, what);
   std::memcpy(b.data(), src, static_cast<std::size_t>(n) * sizeof(float));
   return b;
-}
-
-float* Val(Parameter* p) { return p ? p->value.data() : nullptr; }
-float* Grad(Parameter* p) { return p ? p->grad.data() : nullptr; }
-
-/** y[T, out] += x[T, in] . W^T (+ b): a projection added onto the residual stream. */
-void LinearAdd(const float* x, const Parameter* w, const Parameter* b, float* y, std::int64_t T, std::int64_t in,
-               std::int64_t out) {
-  Gemm(false, true, T, out, in, 1.0f, x, in, w->value.data(), in, 1.0f, y, out);
-  if (b != nullptr) {
-    const KernelTable& kt = ActiveKernels();
-    for (std::int64_t t = 0; t < T; ++t) kt.add(y + t * out, b->value.data(), out);
-  }
 }
 
 void CheckIds(const std::int32_t* ids, std::int64_t n, std::int64_t lo, std::int64_t hi, const char* name) {
@@ -69,10 +57,11 @@ std::size_t TrainState::Bytes() const {
   std::size_t n = (tokens.size() + targets.size() + positions.size() + documentIds.size()) * 4;
   n += (xf.size() + nf.size() + rstdf.size() + logits.size() + lse.size() + entropy.size()) * 4;
   for (const LayerActivations& a : layers) {
-    n += (a.x.size() + a.n1.size() + a.rstd1.size() + a.q.size() + a.k.size() + a.v.size() + a.ao.size() +
-          a.lse.size() + a.eager.probs.size() + a.xmid.size() + a.n2.size() + a.rstd2.size() + a.h.size() +
-          a.act.size()) *
-         4;
+    n += (a.x.size() + a.n1.size() + a.rstd1.size() + a.q.size() + a.k.size() + a.v.size() + a.qRaw.size() +
+          a.kRaw.size() + a.rstdQ.size() + a.rstdK.size() + a.ao.size() + a.lse.size() + a.eager.probs.size() +
+          a.xmid.size() + a.n2.size() + a.rstd2.size() + a.h.size() + a.act.size()) *
+             4 +
+         a.moe.Bytes();
   }
   if (device) n += DeviceTrainStateBytes(*device);
   return n;
@@ -81,35 +70,71 @@ std::size_t TrainState::Bytes() const {
 Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> store)
     : config_(Validated(config)),
       store_(std::move(store)),
-      rope_(config.headDim, config.context, config.ropeTheta),
+      rope_(config.headDim, config.context, config.ropeTheta, config.ropeScaling),
       causal_(StandardMask(0)),
       window_(StandardMask(config.window)) {
   if (!store_) throw ArgumentError("store is required");
+  if (store_->device() >= 0) {
+    // The CUDA path runs the built-in architecture (with split biases, layer types and RoPE
+    // scaling); the rest of the extended config is CPU-only for now.
+    const char* field = config_.qkNorm ? "qkNorm" : !config_.sinks ? "sinks" : config_.tieEmbeddings ? "tieEmbeddings"
+                                                 : config_.experts > 0 ? "experts" : nullptr;
+    if (field) {
+      throw ArgumentError(std::string("config.") + field + (std::string(field) == "sinks" ? " = false" : "") +
+                          " is not supported by the CUDA transformer yet (run it on the CPU)");
+    }
+  }
   const std::vector<ParamSpec> layout = ParamLayout(config_);
   if (store_->size() != layout.size()) {
     throw ArgumentError("store holds " + std::to_string(store_->size()) + " parameters, the config has " +
                         std::to_string(layout.size()));
   }
   for (std::size_t i = 0; i < layout.size(); ++i) {
-    const ParamSpec& s = store_->at(i).spec;
+    const Parameter& p = store_->at(i);
+    const ParamSpec& s = p.spec;
     if (s.name != layout[i].name || s.shape != layout[i].shape) {
       throw ArgumentError("store parameter " + std::to_string(i) + " ('" + s.name +
                           "') does not match the config's '" + layout[i].name + "' (name or shape)");
+    }
+    // Only weight matrices may be stored as bfloat16; gains, sinks and biases stay float32.
+    if (p.bf16() && !layout[i].decay) {
+      throw ArgumentError("parameter '" + s.name + "' must be float32 (norm gains, sinks and biases are not stored as bfloat16)");
     }
   }
   ParamStore& st = *store_;
   embed_ = &st.Get("embed.weight");
   norm_ = &st.Get("norm.weight");
-  head_ = &st.Get("lm_head.weight");
+  head_ = config_.tieEmbeddings ? embed_ : &st.Get("lm_head.weight");
   for (std::int64_t l = 0; l < config_.layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
     auto get = [&](const std::string& n) { return &st.Get(p + n); };
-    auto opt = [&](const std::string& n) { return config_.bias ? &st.Get(p + n) : nullptr; };
-    blocks_.push_back(BlockParams{get("attn_norm.weight"), get("attn.q.weight"), opt("attn.q.bias"), get("attn.k.weight"),
-                                  opt("attn.k.bias"), get("attn.v.weight"), opt("attn.v.bias"), get("attn.o.weight"),
-                                  opt("attn.o.bias"), get("attn.sinks"), get("mlp_norm.weight"),
-                                  get("mlp.gate_up.weight"), opt("mlp.gate_up.bias"), get("mlp.down.weight"),
-                                  opt("mlp.down.bias")});
+    auto opt = [&](bool on, const std::string& n) { return on ? &st.Get(p + n) : nullptr; };
+    const bool qkv = config_.qkvBias, ob = config_.oBias, mb = config_.mlpBias, moe = config_.experts > 0;
+    BlockParams b;
+    b.attnNorm = get("attn_norm.weight");
+    b.q = get("attn.q.weight");
+    b.qBias = opt(qkv, "attn.q.bias");
+    b.k = get("attn.k.weight");
+    b.kBias = opt(qkv, "attn.k.bias");
+    b.v = get("attn.v.weight");
+    b.vBias = opt(qkv, "attn.v.bias");
+    b.qNorm = opt(config_.qkNorm, "attn.q_norm.weight");
+    b.kNorm = opt(config_.qkNorm, "attn.k_norm.weight");
+    b.o = get("attn.o.weight");
+    b.oBias = opt(ob, "attn.o.bias");
+    b.sinks = opt(config_.sinks, "attn.sinks");
+    b.mlpNorm = get("mlp_norm.weight");
+    b.gateUp = opt(!moe, "mlp.gate_up.weight");
+    b.gateUpBias = opt(!moe && mb, "mlp.gate_up.bias");
+    b.down = opt(!moe, "mlp.down.weight");
+    b.downBias = opt(!moe && mb, "mlp.down.bias");
+    b.router = opt(moe, "mlp.router.weight");
+    b.routerBias = opt(moe && mb, "mlp.router.bias");
+    b.expertsGateUp = opt(moe, "mlp.experts.gate_up.weight");
+    b.expertsGateUpBias = opt(moe && mb, "mlp.experts.gate_up.bias");
+    b.expertsDown = opt(moe, "mlp.experts.down.weight");
+    b.expertsDownBias = opt(moe && mb, "mlp.experts.down.bias");
+    blocks_.push_back(b);
   }
   if (store_->device() >= 0) InitDevice();
 }
@@ -181,7 +206,8 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
   std::unique_ptr<TrainState> st = NewTrainState(b, o, false);
 
   HostBuffer<float> x = Floats(T * D, "transformer residual");
-  EmbeddingForward(embed_->value.data(), st->tokens.data(), x.data(), T, V, D);
+  if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), st->tokens.data(), x.data(), T, V, D);
+  else EmbeddingForward(embed_->value.data(), st->tokens.data(), x.data(), T, V, D);
   if (o.save) st->layers.resize(static_cast<std::size_t>(c.layers));
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const BlockParams& p = blocks_[l];
@@ -194,17 +220,26 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
     a.q = Floats(T * qDim, "transformer q");
     a.k = Floats(T * kvDim, "transformer k");
     a.v = Floats(T * kvDim, "transformer v");
-    LinearForward(a.n1.data(), p.q->value.data(), Val(p.qBias), a.q.data(), T, D, qDim);
-    LinearForward(a.n1.data(), p.k->value.data(), Val(p.kBias), a.k.data(), T, D, kvDim);
-    LinearForward(a.n1.data(), p.v->value.data(), Val(p.vBias), a.v.data(), T, D, kvDim);
+    Project(a.n1.data(), p.q, p.qBias, a.q.data(), T, D, qDim, false);
+    Project(a.n1.data(), p.k, p.kBias, a.k.data(), T, D, kvDim, false);
+    Project(a.n1.data(), p.v, p.vBias, a.v.data(), T, D, kvDim, false);
+    if (p.qNorm) {  // RMSNorm over every head of q and k (rows of headDim), before RoPE
+      a.qRaw = std::move(a.q);
+      a.kRaw = std::move(a.k);
+      a.q = Floats(T * qDim, "transformer q");
+      a.k = Floats(T * kvDim, "transformer k");
+      a.rstdQ = Floats(T * H, "transformer q norm rstd");
+      a.rstdK = Floats(T * KV, "transformer k norm rstd");
+      RmsNormForward(a.qRaw.data(), p.qNorm->value.data(), a.q.data(), a.rstdQ.data(), T * H, Dh, eps);
+      RmsNormForward(a.kRaw.data(), p.kNorm->value.data(), a.k.data(), a.rstdK.data(), T * KV, Dh, eps);
+    }
     RopeForward(rope_, a.q.data(), a.q.data(), st->positions.data(), T, H);
     RopeForward(rope_, a.k.data(), a.k.data(), st->positions.data(), T, KV);
     a.ao = Floats(T * qDim, "transformer attention out");
     a.lse = Floats(H * T, "transformer attention lse");
     attention::Options ao;
     ao.mask = Sliding(l) ? &st->slidingMask : &st->fullMask;
-    const attention::ForwardArgs args{a.q.data(), a.k.data(), a.v.data(), p.sinks->value.data(), a.ao.data(),
-                                      a.lse.data()};
+    const attention::ForwardArgs args{a.q.data(), a.k.data(), a.v.data(), Val(p.sinks), a.ao.data(), a.lse.data()};
     if (o.impl == AttentionImpl::kFused) {
       ao.blockMask = Sliding(l) ? st->slidingBlocks.get() : st->fullBlocks.get();
       attention::FusedForward(shape, ao, args);
@@ -212,16 +247,22 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
       attention::EagerForward(shape, ao, args, o.save ? &a.eager : nullptr);
     }
     a.xmid = Copy(a.x.data(), T * D, "transformer residual");
-    LinearAdd(a.ao.data(), p.o, p.oBias, a.xmid.data(), T, qDim, D);
+    Project(a.ao.data(), p.o, p.oBias, a.xmid.data(), T, qDim, D, true);
     a.n2 = Floats(T * D, "transformer mlp norm");
     a.rstd2 = Floats(T, "transformer rstd");
     RmsNormForward(a.xmid.data(), p.mlpNorm->value.data(), a.n2.data(), a.rstd2.data(), T, D, eps);
-    a.h = Floats(T * 2 * F, "transformer mlp gate_up");
-    LinearForward(a.n2.data(), p.gateUp->value.data(), Val(p.gateUpBias), a.h.data(), T, D, 2 * F);
-    a.act = Floats(T * F, "transformer mlp activation");
-    SwiGluForward(a.h.data(), a.act.data(), T, F, c.swiglu);
     x = Copy(a.xmid.data(), T * D, "transformer residual");
-    LinearAdd(a.act.data(), p.down, p.downBias, x.data(), T, F, D);
+    if (c.experts > 0) {
+      HostBuffer<float> y = Floats(T * D, "transformer moe output");
+      MoeForward(Moe(p), a.n2.data(), y.data(), T, o.save ? &a.moe : nullptr, nullptr);
+      ActiveKernels().add(x.data(), y.data(), T * D);
+    } else {
+      a.h = Floats(T * 2 * F, "transformer mlp gate_up");
+      Project(a.n2.data(), p.gateUp, p.gateUpBias, a.h.data(), T, D, 2 * F, false);
+      a.act = Floats(T * F, "transformer mlp activation");
+      SwiGluForward(a.h.data(), a.act.data(), T, F, c.swiglu);
+      Project(a.act.data(), p.down, p.downBias, x.data(), T, F, D, true);
+    }
   }
 
   st->xf = std::move(x);
@@ -232,13 +273,13 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
   st->entropy = Floats(T, "transformer entropy");
   if (o.save) {
     st->logits = Floats(T * V, "transformer logits");
-    LinearForward(st->nf.data(), head_->value.data(), nullptr, st->logits.data(), T, D, V);
+    Project(st->nf.data(), head_, nullptr, st->logits.data(), T, D, V, false);
     LogSoftmaxForward(st->logits.data(), st->targets.data(), T, V, scale, logp, st->entropy.data(), st->lse.data());
   } else {
     HostBuffer<float> chunk = Floats(std::min(T, kHeadChunk) * V, "transformer logits chunk");
     for (std::int64_t r0 = 0; r0 < T; r0 += kHeadChunk) {
       const std::int64_t n = std::min(kHeadChunk, T - r0);
-      LinearForward(st->nf.data() + r0 * D, head_->value.data(), nullptr, chunk.data(), n, D, V);
+      Project(st->nf.data() + r0 * D, head_, nullptr, chunk.data(), n, D, V, false);
       LogSoftmaxForward(chunk.data(), st->targets.data() + r0, n, V, scale, logp ? logp + r0 : nullptr,
                         st->entropy.data() + r0, st->lse.data() + r0);
     }
@@ -246,6 +287,22 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
   if (entropy) std::memcpy(entropy, st->entropy.data(), static_cast<std::size_t>(T) * sizeof(float));
   if (!o.save) return nullptr;
   return st;
+}
+
+MoeParams Transformer::Moe(const BlockParams& p) const {
+  MoeParams m;
+  m.width = config_.width;
+  m.ffn = config_.ffn;
+  m.experts = config_.experts;
+  m.topK = config_.expertsPerToken;
+  m.swiglu = config_.swiglu;
+  m.router = Weights(p.router);
+  m.routerBias = Val(p.routerBias);
+  m.gateUp = Weights(p.expertsGateUp);
+  m.gateUpBias = Val(p.expertsGateUpBias);
+  m.down = Weights(p.expertsDown);
+  m.downBias = Val(p.expertsDownBias);
+  return m;
 }
 
 void Transformer::Backward(TrainState& st, const float* dlogp, const float* dentropy) const {
@@ -264,52 +321,62 @@ void Transformer::Backward(TrainState& st, const float* dlogp, const float* dent
   const std::int64_t qDim = H * Dh, kvDim = KV * Dh;
   const Shape shape = Shape::Self(1, T, H, KV, Dh);
 
-  // log-softmax (in place over the logits), LM head, final norm
+  // log-softmax (in place over the logits), LM head (into embed's gradient when tied), final norm
   LogSoftmaxBackward(st.logits.data(), st.targets.data(), st.lse.data(), st.entropy.data(), dlogp, dentropy,
                      st.logits.data(), T, V, 1.0f / st.temperature, false);
   HostBuffer<float> dn = Floats(T * D, "transformer backward d norm");
-  LinearBackward(st.nf.data(), head_->value.data(), st.logits.data(), dn.data(), head_->grad.data(), nullptr, T, D, V,
-                 false);
+  ProjectBackward(st.nf.data(), head_, nullptr, st.logits.data(), dn.data(), T, D, V, false);
   st.logits.reset();
   st.nf.reset();
   HostBuffer<float> dx = Floats(T * D, "transformer backward d residual");
-  RmsNormBackward(st.xf.data(), norm_->value.data(), st.rstdf.data(), dn.data(), dx.data(), norm_->grad.data(), T, D,
-                  false);
+  RmsNormBackward(st.xf.data(), norm_->value.data(), st.rstdf.data(), dn.data(), dx.data(), Grad(norm_), T, D, false);
   st.xf.reset();
   HostBuffer<float> dsinks = Floats(H, "transformer backward d sinks");
 
   for (std::int64_t l = c.layers - 1; l >= 0; --l) {
     const BlockParams& p = blocks_[l];
     LayerActivations& a = st.layers[l];
-    {  // MLP: x_out = xmid + down(swiglu(gate_up(norm(xmid))))
+    if (c.experts > 0) {  // MoE: x_out = xmid + moe(norm(xmid))
+      MoeGrads g;
+      g.router = Grad(p.router);
+      g.routerBias = Grad(p.routerBias);
+      g.gateUp = Grad(p.expertsGateUp);
+      g.gateUpBias = Grad(p.expertsGateUpBias);
+      g.down = Grad(p.expertsDown);
+      g.downBias = Grad(p.expertsDownBias);
+      MoeBackward(Moe(p), a.n2.data(), dx.data(), a.moe, dn.data(), g, false);
+      a.moe = MoeSaved();
+      a.n2.reset();
+      RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(), Grad(p.mlpNorm), T,
+                      D, true);
+      a.xmid.reset();
+    } else {  // dense MLP: x_out = xmid + down(swiglu(gate_up(norm(xmid))))
       HostBuffer<float> dact = Floats(T * F, "transformer backward d activation");
-      LinearBackward(a.act.data(), p.down->value.data(), dx.data(), dact.data(), p.down->grad.data(), Grad(p.downBias),
-                     T, F, D, false);
+      ProjectBackward(a.act.data(), p.down, p.downBias, dx.data(), dact.data(), T, F, D, false);
       a.act.reset();
       HostBuffer<float> dh = Floats(T * 2 * F, "transformer backward d gate_up");
       SwiGluBackward(a.h.data(), dact.data(), dh.data(), T, F, c.swiglu, false);
       dact.reset();
       a.h.reset();
-      LinearBackward(a.n2.data(), p.gateUp->value.data(), dh.data(), dn.data(), p.gateUp->grad.data(),
-                     Grad(p.gateUpBias), T, D, 2 * F, false);
+      ProjectBackward(a.n2.data(), p.gateUp, p.gateUpBias, dh.data(), dn.data(), T, D, 2 * F, false);
       dh.reset();
       a.n2.reset();
-      RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(),
-                      p.mlpNorm->grad.data(), T, D, true);
+      RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(), Grad(p.mlpNorm), T,
+                      D, true);
       a.xmid.reset();
     }
-    {  // attention: xmid = x + o(attention(rope(q), rope(k), v))
+    {  // attention: xmid = x + o(attention(rope(norm?(q)), rope(norm?(k)), v))
       HostBuffer<float> dao = Floats(T * qDim, "transformer backward d attention out");
-      LinearBackward(a.ao.data(), p.o->value.data(), dx.data(), dao.data(), p.o->grad.data(), Grad(p.oBias), T, qDim,
-                     D, false);
+      ProjectBackward(a.ao.data(), p.o, p.oBias, dx.data(), dao.data(), T, qDim, D, false);
       HostBuffer<float> dq = Floats(T * qDim, "transformer backward dq");
       HostBuffer<float> dk = Floats(T * kvDim, "transformer backward dk");
       HostBuffer<float> dv = Floats(T * kvDim, "transformer backward dv");
       attention::Options ao;
       ao.mask = Sliding(l) ? &st.slidingMask : &st.fullMask;
-      const attention::BackwardArgs args{a.q.data(), a.k.data(), a.v.data(), p.sinks->value.data(), a.ao.data(),
+      float* sinkGrad = p.sinks && p.sinks->trainable() ? dsinks.data() : nullptr;
+      const attention::BackwardArgs args{a.q.data(), a.k.data(), a.v.data(), Val(p.sinks), a.ao.data(),
                                          a.lse.data(), dao.data(), nullptr, dq.data(), dk.data(), dv.data(),
-                                         dsinks.data()};
+                                         sinkGrad};
       if (st.impl == AttentionImpl::kFused) {
         ao.blockMask = Sliding(l) ? st.slidingBlocks.get() : st.fullBlocks.get();
         attention::FusedBackward(shape, ao, args);
@@ -317,7 +384,7 @@ void Transformer::Backward(TrainState& st, const float* dlogp, const float* dent
         attention::EagerBackward(shape, ao, args, &a.eager);
         a.eager.probs.reset();
       }
-      for (std::int64_t h = 0; h < H; ++h) p.sinks->grad[h] += dsinks[h];
+      if (sinkGrad) for (std::int64_t h = 0; h < H; ++h) p.sinks->grad[h] += dsinks[h];
       dao.reset();
       a.ao.reset();
       a.lse.reset();
@@ -326,19 +393,24 @@ void Transformer::Backward(TrainState& st, const float* dlogp, const float* dent
       a.v.reset();
       RopeBackward(rope_, dq.data(), dq.data(), st.positions.data(), T, H);
       RopeBackward(rope_, dk.data(), dk.data(), st.positions.data(), T, KV);
-      LinearBackward(a.n1.data(), p.q->value.data(), dq.data(), dn.data(), p.q->grad.data(), Grad(p.qBias), T, D, qDim,
-                     false);
-      LinearBackward(a.n1.data(), p.k->value.data(), dk.data(), dn.data(), p.k->grad.data(), Grad(p.kBias), T, D,
-                     kvDim, true);
-      LinearBackward(a.n1.data(), p.v->value.data(), dv.data(), dn.data(), p.v->grad.data(), Grad(p.vBias), T, D,
-                     kvDim, true);
+      if (p.qNorm) {
+        RmsNormBackward(a.qRaw.data(), p.qNorm->value.data(), a.rstdQ.data(), dq.data(), dq.data(), Grad(p.qNorm),
+                        T * H, Dh, false);
+        RmsNormBackward(a.kRaw.data(), p.kNorm->value.data(), a.rstdK.data(), dk.data(), dk.data(), Grad(p.kNorm),
+                        T * KV, Dh, false);
+        a.qRaw.reset();
+        a.kRaw.reset();
+      }
+      ProjectBackward(a.n1.data(), p.q, p.qBias, dq.data(), dn.data(), T, D, qDim, false);
+      ProjectBackward(a.n1.data(), p.k, p.kBias, dk.data(), dn.data(), T, D, kvDim, true);
+      ProjectBackward(a.n1.data(), p.v, p.vBias, dv.data(), dn.data(), T, D, kvDim, true);
       a.n1.reset();
-      RmsNormBackward(a.x.data(), p.attnNorm->value.data(), a.rstd1.data(), dn.data(), dx.data(),
-                      p.attnNorm->grad.data(), T, D, true);
+      RmsNormBackward(a.x.data(), p.attnNorm->value.data(), a.rstd1.data(), dn.data(), dx.data(), Grad(p.attnNorm), T,
+                      D, true);
     }
     a = LayerActivations();
   }
-  EmbeddingBackward(st.tokens.data(), dx.data(), embed_->grad.data(), T, V, D);
+  if (embed_->trainable()) EmbeddingBackward(st.tokens.data(), dx.data(), embed_->grad.data(), T, V, D);
   st.layers.clear();
 }
 

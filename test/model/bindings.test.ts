@@ -85,5 +85,5 @@ t.test('ParamStore constructor and methods validate their arguments', async (t) 
   t.throws(() => s.adamwStep({ lr: 'x' as unknown as number }), { name: 'TypeError', message: /^lr must be a number/ });
   t.throws(() => s.adamwStep({ skipNonFinite: 1 as unknown as boolean }), { name: 'TypeError', message: /skipNonFinite must be a boolean/ });
   t.throws(() => s.setRngState(5 as unknown as string), { name: 'TypeError', message: /^state must be a string/ });
-  t.same(s.info()[0], { name: 'a', shape: [2, 3], numel: 6, init: 'normal', std: 0.02, decay: true });
+  t.same(s.info()[0], { name: 'a', shape: [2, 3], numel: 6, init: 'normal', std: 0.02, decay: true, dtype: 'float32', trainable: true });
 });

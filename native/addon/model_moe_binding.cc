@@ -1,0 +1,125 @@
+// Bindings of the MoE layer op (native/model/moe.h): moeForward returns the output, the router
+// logits, the chosen experts and their weights, and a state (a tagged external holding what the
+// backward needs) that moeBackward takes. CPU only; weights may be bfloat16 bits (Uint16Array).
+#include <memory>
+#include <string>
+
+#include "../core/errors.h"
+#include "../model/moe.h"
+#include "bindings.h"
+#include "model_args.h"
+#include "napi_util.h"
+
+namespace sinkflex::addon {
+namespace {
+
+using model::MoeParams;
+using model::MoeSaved;
+using model_args::Args;
+
+constexpr napi_type_tag kMoeStateTag = {0x7d3a9e1c5b2f4086ull, 0x1e6c8a4f0b3d9275ull};
+
+/** A forward's saved state with the shape it was made for. */
+struct MoeStateBox {
+  MoeSaved saved;
+  std::int64_t D, F, E, K;
+};
+
+/** Shapes, SwiGLU and weights of an MoE call (arrays checked for type and length). */
+MoeParams ParseParams(const Args& a, std::int64_t* rows) {
+  MoeParams p;
+  *rows = a.Int("rows");
+  p.width = a.Int("width", 1);
+  p.ffn = a.Int("ffn", 1);
+  p.experts = a.Int("experts", 1, 1 << 16);
+  p.topK = a.Int("topK", 1, p.experts);
+  p.swiglu.alpha = static_cast<float>(a.Num("alpha", 1.0));
+  p.swiglu.limit = static_cast<float>(a.Num("limit", 0.0));
+  p.swiglu.upBias = static_cast<float>(a.Num("upBias", 0.0));
+  const std::int64_t D = p.width, F = p.ffn, E = p.experts;
+  const Args::Weight r = a.WeightArray("router", E * D);
+  const Args::Weight gu = a.WeightArray("gateUp", E * 2 * F * D);
+  const Args::Weight dn = a.WeightArray("down", E * D * F);
+  p.router = {r.ptr, r.bf16};
+  p.gateUp = {gu.ptr, gu.bf16};
+  p.down = {dn.ptr, dn.bf16};
+  p.routerBias = a.OptF32("routerBias", E);
+  p.gateUpBias = a.OptF32("gateUpBias", E * 2 * F);
+  p.downBias = a.OptF32("downBias", E * D);
+  return p;
+}
+
+Napi::Value MoeForwardJs(const Napi::CallbackInfo& info) {
+  Args a(info, false);
+  std::int64_t T = 0;
+  const MoeParams p = ParseParams(a, &T);
+  const float* x = a.F32("x", T * p.width);
+  float* out = a.F32("out", T * p.width);
+  float* logits = a.F32("logits", T * p.experts);
+  a.DisjointAll("out", {"x", "router", "gateUp", "down", "routerBias", "gateUpBias", "downBias", "logits"});
+  a.DisjointAll("logits", {"x", "router", "gateUp", "down", "routerBias", "gateUpBias", "downBias"});
+  auto box = std::make_unique<MoeStateBox>();
+  box->D = p.width;
+  box->F = p.ffn;
+  box->E = p.experts;
+  box->K = p.topK;
+  model::MoeForward(p, x, out, T, &box->saved, logits);
+  Napi::Env env = info.Env();
+  const std::int64_t A = T * p.topK;
+  Napi::Int32Array experts = Napi::Int32Array::New(env, static_cast<std::size_t>(A));
+  Napi::Float32Array weights = Napi::Float32Array::New(env, static_cast<std::size_t>(A));
+  for (std::int64_t i = 0; i < A; ++i) {
+    experts.Data()[i] = box->saved.index[i];
+    weights.Data()[i] = box->saved.weight[i];
+  }
+  Napi::External<MoeStateBox> ext =
+      Napi::External<MoeStateBox>::New(env, box.release(), [](Napi::Env, MoeStateBox* b) { delete b; });
+  ext.TypeTag(&kMoeStateTag);
+  Napi::Object r = Napi::Object::New(env);
+  r.Set("experts", experts);
+  r.Set("weights", weights);
+  r.Set("state", ext);
+  return r;
+}
+
+Napi::Value MoeBackwardJs(const Napi::CallbackInfo& info) {
+  Args a(info, false);
+  std::int64_t T = 0;
+  const MoeParams p = ParseParams(a, &T);
+  const Napi::Value sv = a.Get("state");
+  if (!sv.IsExternal() || !sv.As<Napi::Object>().CheckTypeTag(&kMoeStateTag)) {
+    throw Napi::TypeError::New(info.Env(), "state must be the state returned by moeForward");
+  }
+  const MoeStateBox& box = *sv.As<Napi::External<MoeStateBox>>().Data();
+  if (box.saved.T != T || box.D != p.width || box.F != p.ffn || box.E != p.experts || box.K != p.topK) {
+    throw Napi::RangeError::New(info.Env(), "state was made by a forward of other shapes (rows, width, ffn, experts, topK)");
+  }
+  const float* x = a.F32("x", T * p.width);
+  const float* dout = a.F32("dout", T * p.width);
+  float* dx = a.F32("dx", T * p.width);
+  model::MoeGrads g;
+  g.router = a.OptF32("drouter", p.experts * p.width);
+  g.routerBias = a.OptF32("drouterBias", p.experts);
+  g.gateUp = a.OptF32("dgateUp", p.experts * 2 * p.ffn * p.width);
+  g.gateUpBias = a.OptF32("dgateUpBias", p.experts * 2 * p.ffn);
+  g.down = a.OptF32("ddown", p.experts * p.width * p.ffn);
+  g.downBias = a.OptF32("ddownBias", p.experts * p.width);
+  for (const char* out : {"dx", "drouter", "drouterBias", "dgateUp", "dgateUpBias", "ddown", "ddownBias"}) {
+    a.DisjointAll(out, {"x", "dout", "router", "gateUp", "down", "routerBias", "gateUpBias", "downBias"});
+  }
+  a.DisjointAll("dx", {"drouter", "drouterBias", "dgateUp", "dgateUpBias", "ddown", "ddownBias"});
+  if (p.router.bf16 && g.router) throw Napi::TypeError::New(info.Env(), "drouter must be null for a bfloat16 router (frozen)");
+  if (p.gateUp.bf16 && g.gateUp) throw Napi::TypeError::New(info.Env(), "dgateUp must be null for bfloat16 experts (frozen)");
+  if (p.down.bf16 && g.down) throw Napi::TypeError::New(info.Env(), "ddown must be null for bfloat16 experts (frozen)");
+  model::MoeBackward(p, x, dout, box.saved, dx, g, a.Bool("accumulate", false));
+  return info.Env().Undefined();
+}
+
+}  // namespace
+
+void RegisterMoe(Napi::Env env, Napi::Object exports) {
+  Export(env, exports, "moeForward", MoeForwardJs);
+  Export(env, exports, "moeBackward", MoeBackwardJs);
+}
+
+}  // namespace sinkflex::addon
