@@ -24,7 +24,7 @@ import type {
   LogProbResult,
   OptimizerStepOptions,
   PackedBatch,
-  PolicySession,
+  ModelSession,
   SampleOptions,
   SampleResult,
   SessionOptions,
@@ -111,7 +111,7 @@ interface Request {
 }
 
 /** A session of a {@link TransformerPolicy} (a KV cache plus its own seeded random stream). */
-export class TransformerPolicySession implements PolicySession {
+export class TransformerPolicySession implements ModelSession {
   /** @internal */
   request: Request | null = null;
 

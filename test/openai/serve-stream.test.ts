@@ -5,7 +5,7 @@
 import t from 'tap';
 
 import type { ChatAssistantMessage } from '../../lib/model/index.js';
-import type { GenerateRequest, PolicySession, SampleOptions, SampleResult, TokenPolicy as ModelTokenPolicy } from '../../lib/model/policy.js';
+import type { GenerateRequest, GenerativeModel, ModelSession, SampleOptions, SampleResult } from '../../lib/model/policy.js';
 import { ReplyStream, startChatServer } from '../../lib/openai/index.js';
 import { rawActionText } from '../../lib/rollout/turns.js';
 import { mulberry32 } from '../../lib/tau/rng.js';
@@ -133,7 +133,7 @@ t.test('TransformerPolicy delivers sampled tokens as they come (onTokens), the s
 });
 
 /** A policy that replies with `reply` one token at a time, waiting on `gate` after the first, or forever with `endless`. */
-class SlowPolicy implements ModelTokenPolicy {
+class SlowPolicy implements GenerativeModel {
   readonly vocabSize = tok.vocabSize;
   readonly contextLength = 1 << 20;
   disposed = 0;
@@ -143,7 +143,7 @@ class SlowPolicy implements ModelTokenPolicy {
     readonly gate: Promise<void> | null,
     readonly endless = false,
   ) {}
-  createSession(): PolicySession {
+  createSession(): ModelSession {
     let len = 0;
     let gone = false;
     const self = this;
