@@ -11,6 +11,5 @@ export * from './server-request.js';
 export * from './chat-engine.js';
 export * from './server.js';
 export * from './export.js';
-export * from './evaluate.js';
 export * from './builtin.js';
 export * from './server-stream.js';

@@ -83,6 +83,8 @@ export interface AgentLoopOptions {
   keepAborted?: boolean;
   /** Most requests per `generateBatch` (default the policy's `maxBatchSize`, else unlimited). */
   maxBatchSize?: number;
+  /** Called with each episode's record as it finishes, aborted ones included (e.g. for progress); what it throws fails the rollout. */
+  onEpisode?: (record: EpisodeRecord) => void;
 }
 
 /** One rollout request: tasks, samples per task, seed. */
@@ -146,6 +148,7 @@ export class AgentLoop {
   private readonly systemPromptOf: (info: Readonly<Record<string, unknown>>) => string;
   private readonly renderTools: boolean;
   private readonly keepAborted: boolean;
+  private readonly onEpisode: ((record: EpisodeRecord) => void) | null;
   private readonly stop: number[];
   private readonly prefixCache = new WeakMap<object, Map<string, number[]>>();
   private closed = false;
@@ -173,6 +176,8 @@ export class AgentLoop {
     this.systemPromptOf = options.systemPrompt ?? ((info) => (typeof info.systemPrompt === 'string' ? info.systemPrompt : ''));
     this.renderTools = options.renderTools ?? true;
     this.keepAborted = options.keepAborted ?? false;
+    if (options.onEpisode !== undefined && typeof options.onEpisode !== 'function') throw new TypeError('options.onEpisode must be a function');
+    this.onEpisode = options.onEpisode ?? null;
     this.scheduler = new GenerationScheduler(this.policy, options.maxBatchSize !== undefined ? { maxBatchSize: options.maxBatchSize } : {});
     this.stop = this.template.stopTokens;
   }
@@ -203,6 +208,7 @@ export class AgentLoop {
         const i = next++;
         const env = await this.env(slot);
         out[i] = await this.runEpisode(jobs[i], env);
+        this.onEpisode?.(out[i]);
       }
     };
     await Promise.all(Array.from({ length: Math.min(this.concurrency, jobs.length) }, (_, s) => worker(s)));

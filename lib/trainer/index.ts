@@ -5,7 +5,6 @@
  */
 export * from './config.js';
 export * from './world.js';
-export * from './evaluate.js';
 export * from './checkpoint.js';
 export * from './sft.js';
 export * from './grpo-step.js';

@@ -10,10 +10,10 @@ import { createTauEnv } from '../../gym/envs/tau.js';
 import { loadTauWorld, type TauTaskSource } from '../../gym/envs/tau-world.js';
 import { ChatTemplate, trainChatTokenizer } from '../../model/chat-template.js';
 import { OpenAIChatClient, type RoutingPolicy } from '../../openai/client.js';
-import { evaluateAgent, type AgentEvaluationResult } from '../../openai/evaluate.js';
 import { writeTrajectories } from '../../openai/export.js';
 import { OpenAIChatPolicy } from '../../openai/policy.js';
 import { ChatTokenPolicy } from '../../rollout/chat-token-policy.js';
+import { evaluatePolicy, type EvaluationResult } from '../../rollout/evaluate.js';
 import { ModelPolicyAdapter } from '../../rollout/model-token-policy.js';
 import type { TokenPolicy } from '../../rollout/policy.js';
 import { buildWorld, trainEnvFactory } from '../../trainer/world.js';
@@ -93,7 +93,7 @@ export interface EvalOptions {
 }
 
 /** What {@link runEval} returns: the evaluation plus what was run. */
-export interface EvalReport extends AgentEvaluationResult {
+export interface EvalReport extends EvaluationResult {
   /** The policy kind and model. */
   policy: string;
   /** The environment id. */
@@ -208,7 +208,7 @@ async function evalWith(o: EvalOptions, loaded: CliPolicy | null): Promise<EvalR
     policy = new ChatTokenPolicy(chat, template);
     name = `openai ${o.model} @ ${client.baseURLs.join(', ')}${sessions ? ' (sessions)' : ''}`;
   } else throw new Error(`unknown policy ${String(o.policy)} (builtin or openai)`);
-  const result = await evaluateAgent({
+  const result = await evaluatePolicy({
     policy,
     template,
     env: makeEnv,
@@ -218,7 +218,9 @@ async function evalWith(o: EvalOptions, loaded: CliPolicy | null): Promise<EvalR
     seed: o.seed ?? run?.config.val.seed ?? 0,
     concurrency: o.concurrency ?? 4,
     limits: { maxTurns: o.maxTurns ?? run?.config.rollout.maxTurns ?? 30, maxTokensPerTurn: o.maxTokensPerTurn ?? run?.config.rollout.maxTokensPerTurn ?? 512, maxContextTokens: maxContext },
-    sampling: { temperature: o.temperature ?? run?.config.val.temperature ?? 1, topP: o.topP ?? 1 },
+    temperature: o.temperature ?? run?.config.val.temperature ?? 1,
+    topP: o.topP ?? 1,
+    source: `tau-${domain}`,
     episodeRetries: o.episodeRetries ?? 1,
     renderTools: o.renderTools ?? run?.prompt.renderTools ?? true,
     ...(o.systemPrompt !== undefined ? { systemPrompt: () => o.systemPrompt as string } : run ? { systemPrompt: run.prompt.systemPrompt } : {}),
@@ -239,7 +241,7 @@ export function formatEvalReport(r: EvalReport): string {
     ['tasks x trials', `${r.tasks} x ${r.trials} = ${r.episodes.length} episodes`],
     ['mean reward', r.meanReward.toFixed(4)],
     ['success rate', r.successRate.toFixed(4)],
-    ...Object.entries(r.passK).map(([k, v]): [string, string] => [`pass^${k}`, v.toFixed(4)]),
+    ...Object.entries(r.passHatK).map(([k, v]): [string, string] => [`pass^${k}`, v.toFixed(4)]),
     ['aborted', `${r.aborted} (${r.retried} reruns)`],
     ...(r.connection && r.connection.failures > 0 ? [['connection', `${r.connection.failures} calls failed to reach the server${r.connection.stopped ? '; stopped early' : ''}`] as [string, string]] : []),
     ['terminations', Object.entries(r.terminations).map(([k, v]) => `${k} ${v}`).join(', ')],
