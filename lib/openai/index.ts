@@ -11,5 +11,4 @@ export * from './server-request.js';
 export * from './chat-engine.js';
 export * from './server.js';
 export * from './export.js';
-export * from './builtin.js';
 export * from './server-stream.js';

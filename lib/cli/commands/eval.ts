@@ -16,8 +16,8 @@ import { ChatTokenPolicy } from '../../rollout/chat-token-policy.js';
 import { evaluatePolicy, type EvaluationResult } from '../../rollout/evaluate.js';
 import { ModelPolicyAdapter } from '../../rollout/model-token-policy.js';
 import type { TokenPolicy } from '../../rollout/policy.js';
+import { loadPolicy, type LoadedPolicy } from '../../trainer/load-policy.js';
 import { buildWorld, trainEnvFactory } from '../../trainer/world.js';
-import { loadCliPolicy, type CliPolicy } from '../load-policy.js';
 
 /** Options of {@link runEval} (the CLI flags). */
 export interface EvalOptions {
@@ -141,7 +141,7 @@ export function abortReasons(episodes: readonly { aborted: boolean; error: strin
 export async function runEval(o: EvalOptions): Promise<EvalReport> {
   // a training run (or one of its checkpoints) brings its own defaults: environment, the
   // validation tasks, the prompt format, episode limits and the validation temperature
-  const loaded: CliPolicy | null = o.checkpoint ? loadCliPolicy(o.checkpoint) : null;
+  const loaded: LoadedPolicy | null = o.checkpoint ? loadPolicy(o.checkpoint) : null;
   try {
     return await evalWith(o, loaded);
   } finally {
@@ -149,7 +149,7 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
   }
 }
 
-async function evalWith(o: EvalOptions, loaded: CliPolicy | null): Promise<EvalReport> {
+async function evalWith(o: EvalOptions, loaded: LoadedPolicy | null): Promise<EvalReport> {
   const run = loaded?.run ?? null;
   const envId = o.env ?? run?.env ?? 'sinkflex/TauRetail-v0';
   const domain = envId === 'sinkflex/TauRetail-v0' ? 'retail' : envId === 'sinkflex/TauTelecom-v0' ? 'telecom' : null;

@@ -8,8 +8,8 @@
  */
 import type { Command } from 'commander';
 
-import { loadCliPolicy } from '../load-policy.js';
 import { startChatServer, type ChatServer } from '../../openai/server.js';
+import { loadPolicy } from '../../trainer/load-policy.js';
 
 /** Options of {@link serve}. */
 export interface ServeOptions {
@@ -50,7 +50,7 @@ export function resolveToolsSection(mode: ServeOptions['toolsSection'], runRende
 
 /** Loads the checkpoint and starts the server (the caller closes it; closing also frees the policy). */
 export async function serve(options: ServeOptions): Promise<ChatServer & { checkpoint: string; renderTools: boolean }> {
-  const b = loadCliPolicy(options.checkpoint);
+  const b = loadPolicy(options.checkpoint);
   try {
     const renderTools = resolveToolsSection(options.toolsSection, b.run ? b.run.prompt.renderTools : null);
     const server = await startChatServer({
