@@ -10,12 +10,12 @@ import { createTauEnv } from '../../gym/envs/tau.js';
 import { loadTauWorld, type TauTaskSource } from '../../gym/envs/tau-world.js';
 import { ChatTemplate, trainChatTokenizer } from '../../model/chat-template.js';
 import { OpenAIChatClient, type RoutingPolicy } from '../../openai/client.js';
-import { writeTrajectories } from '../../openai/export.js';
 import { OpenAIChatPolicy } from '../../openai/policy.js';
 import { ChatTokenPolicy } from '../../rollout/chat-token-policy.js';
 import { evaluatePolicy, type EvaluationResult } from '../../rollout/evaluate.js';
 import { ModelPolicyAdapter } from '../../rollout/model-token-policy.js';
 import type { TokenPolicy } from '../../rollout/policy.js';
+import { writeTrajectories } from '../../rollout/trajectory-export.js';
 import { loadPolicy, type LoadedPolicy } from '../../trainer/load-policy.js';
 import { buildWorld, trainEnvFactory } from '../../trainer/world.js';
 
