@@ -195,6 +195,11 @@ export class TransformerPolicySession implements ModelSession {
     if (this.request) this.policy.cancel(this.request, new Error('the session was disposed during sample()'));
     this.native.dispose();
   }
+
+  /** {@link dispose} (for `using`). */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
 }
 
 /** The built-in transformer as a trainable, batched-sampling policy. */
@@ -494,5 +499,10 @@ export class TransformerPolicy implements TrainablePolicy {
     for (const r of [...this.requests]) this.cancel(r, new Error('the policy was disposed'));
     this.model.dispose();
     if (this.ownsStore && !this.model.store.disposed) this.model.store.dispose();
+  }
+
+  /** {@link dispose} (for `using`). */
+  [Symbol.dispose](): void {
+    this.dispose();
   }
 }

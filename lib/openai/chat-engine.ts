@@ -230,10 +230,15 @@ export class ChatEngine {
     }
   }
 
-  /** Frees every kept conversation; further requests are refused. */
-  close(): void {
+  /** Frees every kept conversation (their KV caches); further requests are refused. Idempotent. */
+  dispose(): void {
     this.closed = true;
     for (const id of [...this.conversations.keys()]) this.drop(id);
+  }
+
+  /** {@link dispose} (for `using`). */
+  [Symbol.dispose](): void {
+    this.dispose();
   }
 }
 

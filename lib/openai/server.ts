@@ -58,7 +58,9 @@ export interface ChatServer {
   /** The engine (its stats count requests and kept conversations). */
   readonly engine: ChatEngine;
   /** Stops listening, ends open connections and frees kept conversations. */
-  close(): Promise<void>;
+  dispose(): Promise<void>;
+  /** {@link dispose} (for `await using`). */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 function sendJSON(res: ServerResponse, status: number, body: unknown): void {
@@ -270,15 +272,17 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
   });
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  const dispose = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      engine.dispose();
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
   return {
     baseURL: `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}/v1`,
     port: addr.port,
     engine,
-    close: () =>
-      new Promise<void>((resolve) => {
-        engine.close();
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+    dispose,
+    [Symbol.asyncDispose]: dispose,
   };
 }

@@ -189,7 +189,7 @@ export class AgentLoop {
    * concurrency, as long as the policy is deterministic per request seed.
    */
   async rollout(request: RolloutRequest): Promise<EpisodeRecord[]> {
-    if (this.closed) throw new Error('AgentLoop: rollout after close()');
+    if (this.closed) throw new Error('AgentLoop: rollout after dispose()');
     if (this.running) throw new Error('AgentLoop: one rollout at a time (its environments are in use)');
     const jobs = this.jobs(request);
     this.running = true;
@@ -222,12 +222,17 @@ export class AgentLoop {
     return episodesToDataProto(records, { padTokenId: this.template.pad, keepAborted: this.keepAborted, timingS: (performance.now() - t0) / 1000 });
   }
 
-  /** Closes the environments. The loop cannot be used afterwards. */
-  async close(): Promise<void> {
+  /** Closes the environments. The loop cannot be used afterwards. Idempotent. */
+  async dispose(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     for (const env of this.envs) if (env) await env.close();
     this.envs.length = 0;
+  }
+
+  /** {@link dispose} (for `await using`). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose();
   }
 
   /** The episodes of a request, in order (group, then sample). */
@@ -438,9 +443,9 @@ export class AgentLoop {
       }
     } finally {
       try {
-        session?.close();
+        session?.dispose();
       } catch {
-        // a failing close does not change the episode
+        // a failing dispose does not change the episode
       }
       if (rec.aborted) rec.reward = 0;
       if (this.sanity !== 'disable' && !rec.aborted) rec.tokenization = this.check(rec, tokenMessages, endsWithPrompt, cutTurn);

@@ -150,7 +150,7 @@ export async function evaluatePolicy(options: EvaluatePolicyOptions): Promise<Ev
       });
     }
   } finally {
-    await loop.close();
+    await loop.dispose();
   }
   onProgress?.(total, total);
 

@@ -21,12 +21,12 @@ class AdaptedSession implements TokenSession {
   }
 
   append(tokens: ArrayLike<number>): void {
-    if (this.closed) throw new Error('append: the session is closed');
+    if (this.closed) throw new Error('append: the session is disposed');
     this.inner.append(tokens);
   }
 
   async sample(params: TokenSampleParams): Promise<TokenSampleResult> {
-    if (this.closed) throw new Error('sample: the session is closed');
+    if (this.closed) throw new Error('sample: the session is disposed');
     const r: SampleResult = await this.inner.sample({
       maxTokens: params.maxTokens,
       ...(params.temperature !== undefined ? { temperature: params.temperature } : {}),
@@ -38,10 +38,15 @@ class AdaptedSession implements TokenSession {
     return { tokens: r.tokens, logProbs: r.logProbs, finishReason };
   }
 
-  close(): void {
+  dispose(): void {
     if (this.closed) return;
     this.closed = true;
     this.inner.dispose();
+  }
+
+  /** {@link dispose} (for `using`). */
+  [Symbol.dispose](): void {
+    this.dispose();
   }
 }
 
@@ -57,8 +62,8 @@ export class ModelPolicyAdapter implements TokenPolicy {
     if (!model || typeof model.createSession !== 'function') throw new TypeError('ModelPolicyAdapter expects a GenerativeModel (createSession)');
   }
 
-  /** A model session seeded with the episode seed. */
-  createSession(context: SessionContext): TokenSession {
+  /** A model session seeded with the episode seed (disposable with `using`). */
+  createSession(context: SessionContext): TokenSession & Disposable {
     const seed = context.seed >>> 0;
     return new AdaptedSession(this.model.createSession({ seed }));
   }

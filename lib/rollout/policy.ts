@@ -71,7 +71,7 @@ export interface TokenSession {
   /** Number of tokens in the context (appended and sampled). */
   readonly length: number;
   /** Releases the session's resources (KV cache); further use throws. Idempotent. */
-  close(): void;
+  dispose(): void;
 }
 
 /** One request of a batch. */
@@ -180,7 +180,7 @@ export interface ChatConversation {
   /** The next assistant message (or a {@link ChatTurn} with the server's tokens and finish reason). */
   respond(request: ChatPolicyRequest): Promise<ChatAssistantMessage | ChatTurn>;
   /** Releases the conversation. */
-  close?(): void;
+  dispose?(): void;
 }
 
 /** A message-level policy (an OpenAI-compatible server, a scripted agent). */

@@ -323,7 +323,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       // uninterrupted run of that length makes at its end
       if (state.sftDone && state.step === config.grpo.steps && !rows.some((r) => r.phase === 'val' && r.step === state.step)) await validate(state.step);
     } finally {
-      await loop.close();
+      await loop.dispose();
     }
     writeReport();
     emit({ kind: 'phase', phase: 'done', message: `done: ${state.step} GRPO steps` });

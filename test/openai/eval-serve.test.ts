@@ -11,7 +11,7 @@ import { retailSource, tinyCheckpoint } from './fixtures/setup.js';
 t.test('eval against sinkflex serve gives the same episodes and metrics as the in-process policy', async (t) => {
   const run = await tinyCheckpoint(4);
   const server = await serve({ checkpoint: run, port: 0, modelName: 'tiny' });
-  t.teardown(() => server.close());
+  t.teardown(() => server.dispose());
   const common: Omit<EvalOptions, 'policy'> = {
     checkpoint: run,
     taskCount: retailSource.count,

@@ -61,7 +61,7 @@ class FlakyPolicy implements TokenPolicy {
     this.seeds.push(context.seed);
     const s = this.inner.createSession(context);
     if (n > 1) return s;
-    return { append: (x) => s.append(x), get length() { return s.length; }, close: () => s.close(), sample: async () => Promise.reject(new Error('server down')) };
+    return { append: (x) => s.append(x), get length() { return s.length; }, dispose: () => s.dispose(), sample: async () => Promise.reject(new Error('server down')) };
   }
 }
 

@@ -18,7 +18,7 @@ class ParrotPolicy implements TokenPolicy {
       get length() {
         return n;
       },
-      close: () => undefined,
+      dispose: () => undefined,
       sample: async () => ({ tokens: tpl.renderAssistantBody({ role: 'assistant', content: 'Sorry.' }), finishReason: 'stop' as const }),
     };
   }
