@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 
-import { modelConfig, TransformerPolicy } from '../../lib/model/index.js';
+import { modelConfig, Transformer, TransformerPolicy } from '../../lib/model/index.js';
 import { startChatServer } from '../../lib/openai/index.js';
 import { AgentLoop, ModelPolicyAdapter } from '../../lib/rollout/index.js';
 import { envFactory, retailWorld, template } from './fixtures/world.js';
@@ -41,6 +41,21 @@ t.test('using: the policy and its sessions are freed at the end of the block', a
   }
   t.ok(kept.model.disposed, 'the policy is disposed after its block');
   t.throws(() => kept.createSession(), 'a disposed policy cannot make sessions');
+});
+
+t.test('using: the transformer, its sessions and its parameter store', async (t) => {
+  let model: Transformer;
+  let session: ReturnType<Transformer['createSession']>;
+  {
+    using m = Transformer.create(cfg, 1);
+    using s = m.createSession(5);
+    model = m;
+    session = s;
+    t.notOk(m.disposed || m.store.disposed || s.disposed);
+  }
+  t.ok(session.disposed, 'the session');
+  t.ok(model.disposed, 'the model');
+  t.ok(model.store.disposed, 'the store it made');
 });
 
 t.test('await using: the agent loop closes its environments, the server its socket', async (t) => {
