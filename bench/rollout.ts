@@ -190,7 +190,7 @@ export async function runRolloutBench(options: RolloutBenchOptions = {}): Promis
   const packMs = performance.now() - t0;
   const real = records.reduce((s, r) => s + r.promptIds.length + r.responseIds.length, 0);
   const padded = batch.batchSize * batch.shape('input_ids')[1];
-  for (const l of loops.values()) await l.close();
+  for (const l of loops.values()) await l.dispose();
   const result: RolloutBenchResult = {
     rows,
     loopOverEnv: rows[1].episodesPerSec / rows[0].episodesPerSec,

@@ -11,8 +11,5 @@ export * from './grpo/index.js';
 export * as gym from './gym/index.js';
 export { Env, AsyncEnv, Wrapper, AsyncWrapper, SyncVectorEnv, AsyncVectorEnv, AutoresetMode, EnvSpec, TauEnv, AsyncTauEnv, TauWorld, loadTauWorld, createTauEnv } from './gym/index.js';
 export * from './rollout/index.js';
-// The agent loop's policy interfaces keep the short names; the model layer's are renamed here.
-export type { TokenPolicy, ChatPolicy, FinishReason } from './rollout/index.js';
-export type { TokenPolicy as ModelTokenPolicy, ChatPolicy as ModelChatPolicy, FinishReason as ModelFinishReason } from './model/index.js';
 export * from './openai/index.js';
 export * from './trainer/index.js';

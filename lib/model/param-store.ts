@@ -164,6 +164,11 @@ export class ParamStore {
     this.native.dispose();
   }
 
+  /** {@link dispose} (for `using`). */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
   /** True after {@link dispose}. */
   get disposed(): boolean {
     return this.native.isDisposed();

@@ -1,16 +1,18 @@
 /**
- * The policy interfaces the rollout and the trainer program against. Three levels:
+ * The model layer's interfaces: what a language model (the built-in transformer, a pretrained
+ * one) implements. The agent loop does not use them directly: it consumes the rollout layer's
+ * `TokenPolicy`, and `ModelPolicyAdapter` (lib/rollout) puts a {@link GenerativeModel} behind
+ * it. Three levels:
  *
- * - {@link TokenPolicy}: token in, token out. Sessions hold a conversation's context (a KV
- *   cache for the built-in model); the agent loop appends environment tokens verbatim and
- *   samples the policy's tokens, which stay in the context exactly as sampled. Many sessions
+ * - {@link GenerativeModel}: token in, token out. A {@link ModelSession} holds a conversation's
+ *   context (a KV cache for the built-in model); the caller appends tokens verbatim and
+ *   samples the model's tokens, which stay in the context exactly as sampled. Many sessions
  *   sample concurrently; an implementation batches them (the built-in model runs every
  *   session that is waiting in one batched forward per decoding step).
- * - {@link ChatPolicy}: messages in, an assistant message out — what an OpenAI-compatible
- *   server offers (issue 11). {@link TemplateChatPolicy} puts a chat template over any
- *   TokenPolicy to get one.
- * - {@link TrainablePolicy}: a TokenPolicy whose log-probabilities on packed micro-batches can
- *   be computed, differentiated and stepped by an optimiser (the built-in transformer).
+ * - {@link ChatModel}: messages in, an assistant message out. {@link TemplateChatModel} puts a
+ *   chat template over any GenerativeModel to get one.
+ * - {@link TrainablePolicy}: a GenerativeModel whose log-probabilities on packed micro-batches
+ *   can be computed, differentiated and stepped by an optimiser (the built-in transformer).
  *
  * Conventions: token ids are integers in `[0, vocabSize)`; a sampled token's log-probability
  * is under the tempered distribution `softmax(logits / temperature)` before top-k/top-p
@@ -61,7 +63,7 @@ export interface SampleResult {
   finishReason: FinishReason;
 }
 
-/** Options of {@link TokenPolicy.createSession}. */
+/** Options of {@link GenerativeModel.createSession}. */
 export interface SessionOptions {
   /**
    * Seed of the session's own random stream: the same seed, context and options give the same
@@ -75,7 +77,7 @@ export interface SessionOptions {
  * One conversation's context. `append` and `sample` may be interleaved freely; one `sample`
  * (or `prefill`) at a time per session.
  */
-export interface PolicySession {
+export interface ModelSession {
   /** Tokens in the context (appended and sampled). */
   readonly length: number;
   /** Adds tokens to the context (validated now; processed lazily by the next sample/prefill). */
@@ -85,12 +87,12 @@ export interface PolicySession {
   /** Processes the appended tokens now (optional: `sample` does it anyway). */
   prefill?(): Promise<void>;
   /** An independent copy of the context with its own seed (e.g. n samples after one prompt). */
-  fork?(options?: SessionOptions): PolicySession;
+  fork?(options?: SessionOptions): ModelSession;
   /** Frees the context; the session cannot be used afterwards. Idempotent. */
   dispose(): void;
 }
 
-/** One request of {@link TokenPolicy.generate}. */
+/** One request of {@link GenerativeModel.generate}. */
 export interface GenerateRequest extends SampleOptions {
   /** The context to continue. */
   prompt: ArrayLike<number>;
@@ -98,19 +100,19 @@ export interface GenerateRequest extends SampleOptions {
   seed?: number;
 }
 
-/** A token-in, token-out policy. */
-export interface TokenPolicy {
+/** A token-in, token-out language model with per-conversation sessions. */
+export interface GenerativeModel {
   /** Size of the vocabulary (token ids are below it). */
   readonly vocabSize: number;
   /** Maximum tokens in a session's context. */
   readonly contextLength: number;
   /** A new, empty session. */
-  createSession(options?: SessionOptions): PolicySession;
+  createSession(options?: SessionOptions): ModelSession;
   /** Continues each prompt once (batched); results in request order. */
   generate(requests: readonly GenerateRequest[]): Promise<SampleResult[]>;
 }
 
-/** Options of {@link ChatPolicy.chat}. */
+/** Options of {@link ChatModel.chat}. */
 export interface ChatOptions {
   /** Tool schemas offered to the model. */
   tools?: readonly ToolSchema[];
@@ -121,7 +123,7 @@ export interface ChatOptions {
   seed?: number;
 }
 
-/** The reply of {@link ChatPolicy.chat}. */
+/** The reply of {@link ChatModel.chat}. */
 export interface ChatCompletion {
   /** The parsed assistant message, or null when the output is not a well-formed message. */
   message: ChatAssistantMessage | null;
@@ -132,8 +134,8 @@ export interface ChatCompletion {
   finishReason: FinishReason;
 }
 
-/** A messages-in, message-out policy (e.g. an OpenAI-compatible chat server). */
-export interface ChatPolicy {
+/** A messages-in, message-out model: one stateless chat completion per call. */
+export interface ChatModel {
   chat(messages: readonly ChatMessage[], options: ChatOptions): Promise<ChatCompletion>;
 }
 
@@ -227,7 +229,7 @@ export interface TrainStepResult {
 }
 
 /** A policy that can be trained on packed micro-batches. */
-export interface TrainablePolicy extends TokenPolicy {
+export interface TrainablePolicy extends GenerativeModel {
   /** Log-probs and entropies without keeping activations (old / reference log-probs). */
   logProbs(batch: PackedBatch, options?: LogProbOptions): Promise<LogProbResult>;
   /** A forward that keeps its activations for one backward. */
@@ -250,13 +252,13 @@ export interface TrainablePolicy extends TokenPolicy {
 }
 
 /**
- * A {@link ChatPolicy} over any {@link TokenPolicy}: renders the messages with a chat template,
- * samples until the template's end token and parses the assistant message.
+ * A {@link ChatModel} over any {@link GenerativeModel}: renders the messages with a chat
+ * template, samples until the template's end token and parses the assistant message.
  */
-export class TemplateChatPolicy implements ChatPolicy {
+export class TemplateChatModel implements ChatModel {
   constructor(
-    /** The token-level policy that generates. */
-    readonly policy: TokenPolicy,
+    /** The token-level model that generates. */
+    readonly model: GenerativeModel,
     /** The chat format that renders and parses (the built-in ChatTemplate or a pretrained model's). */
     readonly template: ChatFormat,
   ) {}
@@ -264,7 +266,7 @@ export class TemplateChatPolicy implements ChatPolicy {
   /** Renders the conversation with a generation prompt, samples to the end token and parses the reply. */
   async chat(messages: readonly ChatMessage[], options: ChatOptions): Promise<ChatCompletion> {
     const prompt = this.template.renderTokens(messages, { tools: options.tools, addGenerationPrompt: true });
-    const session = this.policy.createSession({ seed: options.seed });
+    const session = this.model.createSession({ seed: options.seed });
     try {
       session.append(prompt);
       const r = await session.sample({

@@ -23,7 +23,7 @@ import {
 /** Largest single read (bytes): Node's fs reads take at most 2 GiB at once. */
 const READ_CHUNK = 1 << 30;
 
-/** An open safetensors file whose tensors are read on demand. Call {@link SafetensorsFile.close}. */
+/** An open safetensors file whose tensors are read on demand. Call {@link SafetensorsFile.dispose}. */
 export class SafetensorsFile {
   private constructor(
     /** The file's path. */
@@ -88,10 +88,15 @@ export class SafetensorsFile {
   }
 
   /** Closes the file (idempotent). */
-  async close(): Promise<void> {
+  async dispose(): Promise<void> {
     const h = this.handle;
     this.handle = null;
     if (h !== null) await h.close();
+  }
+
+  /** {@link dispose} (for `await using`). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose();
   }
 
   private requireOpen(): FileHandle {

@@ -24,7 +24,7 @@ import type {
   LogProbResult,
   OptimizerStepOptions,
   PackedBatch,
-  PolicySession,
+  ModelSession,
   SampleOptions,
   SampleResult,
   SessionOptions,
@@ -111,7 +111,7 @@ interface Request {
 }
 
 /** A session of a {@link TransformerPolicy} (a KV cache plus its own seeded random stream). */
-export class TransformerPolicySession implements PolicySession {
+export class TransformerPolicySession implements ModelSession {
   /** @internal */
   request: Request | null = null;
 
@@ -194,6 +194,11 @@ export class TransformerPolicySession implements PolicySession {
   dispose(): void {
     if (this.request) this.policy.cancel(this.request, new Error('the session was disposed during sample()'));
     this.native.dispose();
+  }
+
+  /** {@link dispose} (for `using`). */
+  [Symbol.dispose](): void {
+    this.dispose();
   }
 }
 
@@ -494,5 +499,10 @@ export class TransformerPolicy implements TrainablePolicy {
     for (const r of [...this.requests]) this.cancel(r, new Error('the policy was disposed'));
     this.model.dispose();
     if (this.ownsStore && !this.model.store.disposed) this.model.store.dispose();
+  }
+
+  /** {@link dispose} (for `using`). */
+  [Symbol.dispose](): void {
+    this.dispose();
   }
 }

@@ -223,6 +223,11 @@ export class TransformerSession {
     this.native.dispose();
   }
 
+  /** {@link dispose} (for `using`). */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
   /** True after {@link dispose}. */
   get disposed(): boolean {
     return this.native.isDisposed();
@@ -323,6 +328,11 @@ export class Transformer {
     this.disposedFlag = true;
     this.native.dispose();
     if (this.ownsStore) this.store.dispose();
+  }
+
+  /** {@link dispose} (for `using`). */
+  [Symbol.dispose](): void {
+    this.dispose();
   }
 
   /** True after {@link dispose}. */

@@ -32,6 +32,8 @@ export interface DeviceTensor {
   toArray(): Float32Array;
   /** Frees the memory now (idempotent); the handle can no longer be used in calls. */
   dispose(): void;
+  /** {@link dispose} (for `using`). */
+  [Symbol.dispose](): void;
 }
 
 /** Options of {@link toDevice}. */

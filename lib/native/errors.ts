@@ -21,8 +21,24 @@ export class OutOfMemoryError extends Error {
   }
 }
 
-/** Thrown when `device: 'cuda'` is requested and no usable CUDA device exists. */
-export class DeviceUnavailableError extends Error {
+/**
+ * Thrown when a device fails or cannot serve a call: a CUDA runtime call that failed (the
+ * message names the call, the file and line and the CUDA error), a device that is not
+ * available, kernels this build does not have, a kernel that flagged invalid input. Raised by
+ * the addon (converted in one place, native/addon/napi_util.cc) and by the TypeScript layers.
+ */
+export class DeviceError extends Error {
+  /** Always `'ERR_SINKFLEX_DEVICE'`. */
+  readonly code = 'ERR_SINKFLEX_DEVICE';
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'DeviceError';
+  }
+}
+
+/** A {@link DeviceError}: `device: 'cuda'` was requested and no usable CUDA device exists. */
+export class DeviceUnavailableError extends DeviceError {
   constructor(
     /** The device that was asked for. */
     readonly device: string,
@@ -45,4 +61,9 @@ export class NativeLoadError extends Error {
 /** True when `e` is an out-of-memory error raised by the addon. */
 export function isOutOfMemoryError(e: unknown): e is OutOfMemoryError {
   return e instanceof OutOfMemoryError || (typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'ERR_SINKFLEX_OOM');
+}
+
+/** True when `e` is a {@link DeviceError} (also one from another copy of the package: by its code). */
+export function isDeviceError(e: unknown): e is DeviceError {
+  return e instanceof DeviceError || (typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'ERR_SINKFLEX_DEVICE');
 }

@@ -2,7 +2,7 @@ import type { Backend, NativeBuildInfo } from './addon-types.js';
 import { loadAddon, packageVersion } from './loader.js';
 
 export type { Backend, CpuBackend, CudaBackend, NativeBuildInfo } from './addon-types.js';
-export { DeviceUnavailableError, NativeLoadError, OutOfMemoryError, isOutOfMemoryError } from './errors.js';
+export { DeviceError, DeviceUnavailableError, NativeLoadError, OutOfMemoryError, isDeviceError, isOutOfMemoryError } from './errors.js';
 export { cudaAvailable, resolveDevice, type Device, type DeviceRequest } from './device.js';
 export { memory, type MemoryDevice, type MemoryStats } from './memory.js';
 export { isDeviceTensor, toDevice, type DType, type DeviceTensor, type TensorDevice, type ToDeviceOptions } from './device-tensor.js';

@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import type { CoreAddon } from './addon-types.js';
-import { NativeLoadError, OutOfMemoryError } from './errors.js';
+import { DeviceError, NativeLoadError, OutOfMemoryError } from './errors.js';
 
 const require = createRequire(import.meta.url);
 
@@ -61,7 +61,7 @@ export function loadAddon<T extends object = CoreAddon>(): T & CoreAddon {
           'rebuild it with `npm run build:native` (or reinstall the package)',
       );
     }
-    loaded.setErrorClasses({ OutOfMemoryError });
+    loaded.setErrorClasses({ OutOfMemoryError, DeviceError });
     addon = loaded;
   }
   return addon as T & CoreAddon;

@@ -1,6 +1,6 @@
 /**
  * {@link ChatEngine}: what `sinkflex serve` runs behind the HTTP API — chat-completion requests
- * over a model-level token policy (the built-in transformer) and its chat template.
+ * over a {@link GenerativeModel} (the built-in transformer) and its chat template.
  *
  * A request without `session_id` is stateless: the conversation is rendered from scratch into
  * a fresh session seeded with the request's `seed`. With `session_id` the engine keeps the
@@ -22,7 +22,7 @@
  */
 import type { ChatFormat } from '../model/chat-format.js';
 import type { ChatMessage, ToolSchema } from '../model/chat-template.js';
-import type { PolicySession, TokenPolicy as ModelTokenPolicy } from '../model/policy.js';
+import type { GenerativeModel, ModelSession } from '../model/policy.js';
 import { RequestError, type ChatRequest } from './server-request.js';
 
 /** Options of {@link ChatEngine}. */
@@ -67,7 +67,7 @@ export interface EngineResult {
 }
 
 interface Conversation {
-  session: PolicySession;
+  session: ModelSession;
   seed: number | undefined;
   tools: string;
   fingerprints: string[];
@@ -91,9 +91,9 @@ export class ChatEngine {
   /** Counters: requests, continued conversations, fresh ones. */
   readonly stats = { requests: 0, continued: 0, fresh: 0, evicted: 0 };
 
-  /** @param policy - the model-level policy. @param template - its chat format. @param options - limits. */
+  /** @param policy - the model to serve. @param template - its chat format. @param options - limits. */
   constructor(
-    readonly policy: ModelTokenPolicy,
+    readonly policy: GenerativeModel,
     readonly template: ChatFormat,
     options: ChatEngineOptions = {},
   ) {
@@ -230,10 +230,15 @@ export class ChatEngine {
     }
   }
 
-  /** Frees every kept conversation; further requests are refused. */
-  close(): void {
+  /** Frees every kept conversation (their KV caches); further requests are refused. Idempotent. */
+  dispose(): void {
     this.closed = true;
     for (const id of [...this.conversations.keys()]) this.drop(id);
+  }
+
+  /** {@link dispose} (for `using`). */
+  [Symbol.dispose](): void {
+    this.dispose();
   }
 }
 

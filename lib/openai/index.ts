@@ -1,7 +1,6 @@
 /**
- * Real LLMs: an OpenAI-compatible chat client and agent policy, the built-in policy served
- * over an OpenAI-compatible HTTP API, a small evaluation over the agent loop, and trajectory
- * export in OpenAI chat format.
+ * Real LLMs: an OpenAI-compatible chat client and agent policy (the client side), and the
+ * built-in policy served over an OpenAI-compatible HTTP API (the server side).
  * @module
  */
 export * from './client.js';
@@ -10,7 +9,4 @@ export * from './policy.js';
 export * from './server-request.js';
 export * from './chat-engine.js';
 export * from './server.js';
-export * from './export.js';
-export * from './evaluate.js';
-export * from './builtin.js';
 export * from './server-stream.js';

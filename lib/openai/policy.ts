@@ -97,7 +97,7 @@ class OpenAIConversation implements ChatConversation {
   }
 
   async respond(request: ChatPolicyRequest): Promise<ChatTurn> {
-    if (this.closed) throw new Error('OpenAIConversation: respond after close()');
+    if (this.closed) throw new Error('OpenAIConversation: respond after dispose()');
     const o = this.policy.options;
     const p = request.params;
     const maxTokens = o.maxTokens !== undefined && p.maxTokens !== undefined ? Math.min(o.maxTokens, p.maxTokens) : (o.maxTokens ?? p.maxTokens);
@@ -133,7 +133,7 @@ class OpenAIConversation implements ChatConversation {
     return turn;
   }
 
-  close(): void {
+  dispose(): void {
     if (this.closed) return;
     this.closed = true;
     this.policy.client.release(this.id);

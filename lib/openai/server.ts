@@ -23,7 +23,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 
 import type { ChatTemplate } from '../model/chat-template.js';
-import type { TokenPolicy as ModelTokenPolicy } from '../model/policy.js';
+import type { GenerativeModel } from '../model/policy.js';
 import { rawActionText } from '../rollout/turns.js';
 import { ChatEngine, type ChatEngineOptions, type EngineResult } from './chat-engine.js';
 import { parseChatRequest, RequestError, type ChatRequest } from './server-request.js';
@@ -31,8 +31,8 @@ import { ReplyStream, SseReply } from './server-stream.js';
 
 /** Options of {@link startChatServer}. */
 export interface ChatServerOptions extends ChatEngineOptions {
-  /** The model-level policy to serve (e.g. a loaded `TransformerPolicy`). */
-  policy: ModelTokenPolicy;
+  /** The model to serve (e.g. a loaded `TransformerPolicy`). */
+  policy: GenerativeModel;
   /** Its chat template. */
   template: ChatTemplate;
   /** The model name clients ask for. Default `sinkflex`. */
@@ -58,7 +58,9 @@ export interface ChatServer {
   /** The engine (its stats count requests and kept conversations). */
   readonly engine: ChatEngine;
   /** Stops listening, ends open connections and frees kept conversations. */
-  close(): Promise<void>;
+  dispose(): Promise<void>;
+  /** {@link dispose} (for `await using`). */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 function sendJSON(res: ServerResponse, status: number, body: unknown): void {
@@ -187,7 +189,7 @@ function asRequestError(e: unknown): RequestError {
 /** Starts the server (resolves once it listens). */
 export async function startChatServer(options: ChatServerOptions): Promise<ChatServer> {
   if (options === null || typeof options !== 'object') throw new TypeError('startChatServer expects an options object');
-  if (!options.policy || typeof options.policy.createSession !== 'function') throw new TypeError('options.policy must be a model-level TokenPolicy');
+  if (!options.policy || typeof options.policy.createSession !== 'function') throw new TypeError('options.policy must be a GenerativeModel (createSession)');
   if (!options.template || typeof options.template.render !== 'function') throw new TypeError('options.template must be a ChatTemplate');
   const engine = new ChatEngine(options.policy, options.template, options);
   const template = options.template;
@@ -270,15 +272,17 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
   });
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  const dispose = (): Promise<void> =>
+    new Promise<void>((resolve) => {
+      engine.dispose();
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
   return {
     baseURL: `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}/v1`,
     port: addr.port,
     engine,
-    close: () =>
-      new Promise<void>((resolve) => {
-        engine.close();
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+    dispose,
+    [Symbol.asyncDispose]: dispose,
   };
 }

@@ -83,6 +83,8 @@ export interface AgentLoopOptions {
   keepAborted?: boolean;
   /** Most requests per `generateBatch` (default the policy's `maxBatchSize`, else unlimited). */
   maxBatchSize?: number;
+  /** Called with each episode's record as it finishes, aborted ones included (e.g. for progress); what it throws fails the rollout. */
+  onEpisode?: (record: EpisodeRecord) => void;
 }
 
 /** One rollout request: tasks, samples per task, seed. */
@@ -146,6 +148,7 @@ export class AgentLoop {
   private readonly systemPromptOf: (info: Readonly<Record<string, unknown>>) => string;
   private readonly renderTools: boolean;
   private readonly keepAborted: boolean;
+  private readonly onEpisode: ((record: EpisodeRecord) => void) | null;
   private readonly stop: number[];
   private readonly prefixCache = new WeakMap<object, Map<string, number[]>>();
   private closed = false;
@@ -173,6 +176,8 @@ export class AgentLoop {
     this.systemPromptOf = options.systemPrompt ?? ((info) => (typeof info.systemPrompt === 'string' ? info.systemPrompt : ''));
     this.renderTools = options.renderTools ?? true;
     this.keepAborted = options.keepAborted ?? false;
+    if (options.onEpisode !== undefined && typeof options.onEpisode !== 'function') throw new TypeError('options.onEpisode must be a function');
+    this.onEpisode = options.onEpisode ?? null;
     this.scheduler = new GenerationScheduler(this.policy, options.maxBatchSize !== undefined ? { maxBatchSize: options.maxBatchSize } : {});
     this.stop = this.template.stopTokens;
   }
@@ -184,7 +189,7 @@ export class AgentLoop {
    * concurrency, as long as the policy is deterministic per request seed.
    */
   async rollout(request: RolloutRequest): Promise<EpisodeRecord[]> {
-    if (this.closed) throw new Error('AgentLoop: rollout after close()');
+    if (this.closed) throw new Error('AgentLoop: rollout after dispose()');
     if (this.running) throw new Error('AgentLoop: one rollout at a time (its environments are in use)');
     const jobs = this.jobs(request);
     this.running = true;
@@ -203,6 +208,7 @@ export class AgentLoop {
         const i = next++;
         const env = await this.env(slot);
         out[i] = await this.runEpisode(jobs[i], env);
+        this.onEpisode?.(out[i]);
       }
     };
     await Promise.all(Array.from({ length: Math.min(this.concurrency, jobs.length) }, (_, s) => worker(s)));
@@ -216,12 +222,17 @@ export class AgentLoop {
     return episodesToDataProto(records, { padTokenId: this.template.pad, keepAborted: this.keepAborted, timingS: (performance.now() - t0) / 1000 });
   }
 
-  /** Closes the environments. The loop cannot be used afterwards. */
-  async close(): Promise<void> {
+  /** Closes the environments. The loop cannot be used afterwards. Idempotent. */
+  async dispose(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     for (const env of this.envs) if (env) await env.close();
     this.envs.length = 0;
+  }
+
+  /** {@link dispose} (for `await using`). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose();
   }
 
   /** The episodes of a request, in order (group, then sample). */
@@ -432,9 +443,9 @@ export class AgentLoop {
       }
     } finally {
       try {
-        session?.close();
+        session?.dispose();
       } catch {
-        // a failing close does not change the episode
+        // a failing dispose does not change the episode
       }
       if (rec.aborted) rec.reward = 0;
       if (this.sanity !== 'disable' && !rec.aborted) rec.tokenization = this.check(rec, tokenMessages, endsWithPrompt, cutTurn);

@@ -41,13 +41,13 @@ class ChatTokenSession implements TokenSession {
   }
 
   append(tokens: ArrayLike<number>): void {
-    if (this.closed) throw new Error('ChatTokenSession: append after close()');
+    if (this.closed) throw new Error('ChatTokenSession: append after dispose()');
     if (this.busy) throw new Error('ChatTokenSession: append while a sample is in progress');
     this.decoder.push(tokens);
   }
 
   async sample(params: TokenSampleParams): Promise<TokenSampleResult> {
-    if (this.closed) throw new Error('ChatTokenSession: sample after close()');
+    if (this.closed) throw new Error('ChatTokenSession: sample after dispose()');
     if (this.busy) throw new Error('ChatTokenSession: one sample at a time');
     checkSampleParams(params);
     if (!this.decoder.awaitingAssistant) throw new ConversationDecodeError('the context does not end with a generation prompt (<|start|>assistant)');
@@ -99,10 +99,10 @@ class ChatTokenSession implements TokenSession {
     }
   }
 
-  close(): void {
+  dispose(): void {
     if (this.closed) return;
     this.closed = true;
-    this.conversation.close?.();
+    this.conversation.dispose?.();
   }
 }
 

@@ -1,7 +1,8 @@
 /**
  * The rollout dataflow: a DataProto-like batch, the token-level policy interface (and the
  * message-level one with its adapter and the scripted experts), the concurrent agent loop
- * over the tau Gym environments, DAPO dynamic sampling, balanced token-budget packing.
+ * over the tau Gym environments, the evaluation of a policy (mean reward, pass^k), trajectory
+ * export in OpenAI chat format, DAPO dynamic sampling, balanced token-budget packing.
  * @module
  */
 export * from './data-proto.js';
@@ -16,6 +17,8 @@ export * from './scheduler.js';
 export * from './turns.js';
 export * from './episode-record.js';
 export * from './agent-loop.js';
+export * from './evaluate.js';
+export * from './trajectory-export.js';
 export * from './batch.js';
 export * from './dynamic-sampling.js';
 export * from './partition.js';

@@ -11,7 +11,9 @@
  *   agent; {@link ChatTokenPolicy} adapts one to the token interface through the chat
  *   template (the tokens are then the template's rendering of the returned messages).
  *
- * A native model implements {@link TokenPolicy} thinly: `createSession` → a KV-cache session,
+ * A model of the model layer (a `GenerativeModel`, e.g. the built-in transformer) is put behind
+ * this interface by `ModelPolicyAdapter`. A policy implements {@link TokenPolicy} thinly:
+ * `createSession` → a KV-cache session,
  * `append` → queue tokens for prefill (done lazily by the next `sample`/`generateBatch`),
  * `generateBatch` → one batched prefill + decode loop with per-request seeds, stop tokens,
  * `maxTokens`, temperature/top-p, returning the sampled ids and their log-probs.
@@ -37,17 +39,17 @@ export interface TokenSampleParams {
   seed?: number;
 }
 
-/** Why a generation ended: a stop token was sampled (`stop`) or `maxTokens` was reached (`length`). */
-export type FinishReason = 'stop' | 'length';
-
 /** The output of one generation request. */
 export interface TokenSampleResult {
   /** The sampled token ids (the stop token included when `finishReason` is `stop`). */
   tokens: ArrayLike<number>;
   /** Log-probability of each sampled token under the sampling distribution, when the policy computes it. */
   logProbs?: ArrayLike<number>;
-  /** Why the generation ended. */
-  finishReason: FinishReason;
+  /**
+   * Why the generation ended: a stop token was sampled (`stop`) or the turn was cut (`length`:
+   * `maxTokens` reached; a model whose context is full reports its `'context'` as `length`).
+   */
+  finishReason: 'stop' | 'length';
 }
 
 /** What a session is told about its episode (oracle policies read it; learned policies ignore it). */
@@ -69,7 +71,7 @@ export interface TokenSession {
   /** Number of tokens in the context (appended and sampled). */
   readonly length: number;
   /** Releases the session's resources (KV cache); further use throws. Idempotent. */
-  close(): void;
+  dispose(): void;
 }
 
 /** One request of a batch. */
@@ -152,7 +154,7 @@ export interface ChatTurn {
   /** The assistant message (what the conversation records). */
   message: ChatAssistantMessage;
   /** `length` when the server cut the reply at its token limit (the turn is then truncated). Default `stop`. */
-  finishReason?: FinishReason;
+  finishReason?: 'stop' | 'length';
   /**
    * The reply's tokens in the chat template's vocabulary, verbatim as sampled (token-in/token-out
    * with a server that shares the template's tokenizer): used instead of rendering `message`.
@@ -178,7 +180,7 @@ export interface ChatConversation {
   /** The next assistant message (or a {@link ChatTurn} with the server's tokens and finish reason). */
   respond(request: ChatPolicyRequest): Promise<ChatAssistantMessage | ChatTurn>;
   /** Releases the conversation. */
-  close?(): void;
+  dispose?(): void;
 }
 
 /** A message-level policy (an OpenAI-compatible server, a scripted agent). */

@@ -392,8 +392,13 @@ function binomial(n: number, k: number): number {
 export interface TrialResult {
   /** The task id. */
   taskId: string;
-  /** The reward (success when within 1e-6 of 1). */
+  /** The reward (a success when {@link isSuccess}). */
   reward: number;
+}
+
+/** Whether a trial's reward counts as a success for pass^k and success rates: within 1e-6 of 1 (tau-bench). */
+export function isSuccess(reward: number): boolean {
+  return Math.abs(reward - 1) <= 1e-6;
 }
 
 /**
@@ -406,7 +411,7 @@ export function passHatK(results: readonly TrialResult[], k: number): number {
   for (const r of results) {
     const e = byTask.get(r.taskId) ?? { n: 0, c: 0 };
     e.n++;
-    if (Math.abs(r.reward - 1) <= 1e-6) e.c++;
+    if (isSuccess(r.reward)) e.c++;
     byTask.set(r.taskId, e);
   }
   if (byTask.size === 0) throw new RangeError('passHatK: no results');

@@ -19,10 +19,9 @@
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { basename, dirname, join, normalize, resolve } from 'node:path';
 
-import { ChatTemplate, TransformerPolicy } from '../model/index.js';
-import { validateSavedConfig, type TrainConfig, type TrainEnvId } from './config.js';
+import type { TransformerPolicy } from '../model/index.js';
+import { validateSavedConfig, type TrainConfig } from './config.js';
 import type { MetricsRow } from './report.js';
-import { promptSettings, type PromptSettings } from './world.js';
 
 /** What a checkpoint stores besides the policy (enough for an exact resume). */
 export interface TrainerState {
@@ -232,57 +231,4 @@ export function readRunConfig(out: string): TrainConfig {
   const path = join(out, 'config.json');
   if (!existsSync(path)) throw new RunFolderError(`${out} is not a run folder (no config.json)`);
   return validateSavedConfig(JSON.parse(readFileSync(path, 'utf8')));
-}
-
-/** A policy loaded from a run, with everything the agent loop needs to use it as trained. */
-export interface LoadedRunPolicy {
-  /** The policy (weights, tokenizer, optimizer state). */
-  policy: TransformerPolicy;
-  /** The chat template over the run's tokenizer. */
-  template: ChatTemplate;
-  /** The prompt format of the run (system prompt, tools section). */
-  prompt: PromptSettings;
-  /** The environment id. */
-  env: TrainEnvId;
-  /** The run's resolved configuration. */
-  config: TrainConfig;
-  /** The GRPO step of the checkpoint. */
-  step: number;
-  /** The checkpoint folder. */
-  checkpoint: string;
-}
-
-/** Resolves a run folder (→ its newest checkpoint) or a checkpoint folder to a checkpoint folder. */
-export function resolveCheckpoint(runOrCheckpointDir: string): string {
-  const dir = resolve(runOrCheckpointDir);
-  if (existsSync(join(dir, 'policy.safetensors')) && existsSync(join(dir, 'trainer.json'))) return dir;
-  if (existsSync(join(dir, 'config.json'))) {
-    const steps = listCheckpoints(dir);
-    if (steps.length === 0) throw new RunFolderError(`run folder ${dir} has no checkpoint yet`);
-    return checkpointDir(dir, steps[steps.length - 1]);
-  }
-  throw new RunFolderError(`${dir} is neither a run folder (config.json) nor a checkpoint folder (policy.safetensors + trainer.json)`);
-}
-
-/**
- * Loads the policy of a run folder (its newest checkpoint) or of one checkpoint folder, with
- * the chat template and prompt settings the run trained with, so that evaluation and serving
- * use exactly the training prompt format:
- *
- * ```ts
- * const { policy, template, prompt } = loadRunPolicy('runs/default');
- * new AgentLoop({ policy: new ModelPolicyAdapter(policy), template, systemPrompt: prompt.systemPrompt, renderTools: prompt.renderTools, ... });
- * ```
- */
-export function loadRunPolicy(runOrCheckpointDir: string): LoadedRunPolicy {
-  const checkpoint = resolveCheckpoint(runOrCheckpointDir);
-  const state = readTrainerState(checkpoint);
-  const cfgPath = join(checkpoint, 'config.json');
-  const config = existsSync(cfgPath) ? validateSavedConfig(JSON.parse(readFileSync(cfgPath, 'utf8'))) : readRunConfig(dirname(dirname(checkpoint)));
-  const policy = TransformerPolicy.load(join(checkpoint, 'policy.safetensors'));
-  if (!policy.tokenizer) {
-    policy.dispose();
-    throw new RunFolderError(`${checkpoint}: the checkpoint has no tokenizer`);
-  }
-  return { policy, template: new ChatTemplate(policy.tokenizer), prompt: promptSettings(config), env: config.env, config, step: state.step, checkpoint };
 }

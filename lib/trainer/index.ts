@@ -5,8 +5,8 @@
  */
 export * from './config.js';
 export * from './world.js';
-export * from './evaluate.js';
 export * from './checkpoint.js';
+export * from './load-policy.js';
 export * from './sft.js';
 export * from './grpo-step.js';
 export * from './report.js';

@@ -62,7 +62,7 @@ export async function collectDemonstrations(o: DemonstrationOptions): Promise<{ 
     const all = await loop.rollout({ taskIds: ids, n: 1, seed: o.seed, uidPrefix: 'demo' });
     return { kept: all.filter((r) => !r.aborted && !r.truncated && r.reward >= 1 - 1e-6), all };
   } finally {
-    await loop.close();
+    await loop.dispose();
   }
 }
 

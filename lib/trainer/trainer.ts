@@ -9,10 +9,9 @@ import { performance } from 'node:perf_hooks';
 
 import type { AnyEnv } from '../gym/index.js';
 import { ChatTemplate, modelConfig, modelOpsDevice, TransformerPolicy, type ModelConfig } from '../model/index.js';
-import { AgentLoop, mixSeed, ModelPolicyAdapter, type EpisodeRecord } from '../rollout/index.js';
+import { AgentLoop, evaluatePolicy, mixSeed, ModelPolicyAdapter, type EpisodeRecord } from '../rollout/index.js';
 import { checkpointDir, listCheckpoints, readMetricsFile, readRunConfig, readTrainerState, removeStaleTemporaries, resumeRunFolder, RunFolderError, saveRunCheckpoint, writeTextAtomic, type TrainerState } from './checkpoint.js';
 import { valSourceName, type TrainConfig } from './config.js';
-import { evaluatePolicy } from './evaluate.js';
 import { grpoStep } from './grpo-step.js';
 import { renderReport, type MetricsRow } from './report.js';
 import { collectDemonstrations, runInductionWarmup, runSft, seededPermutation } from './sft.js';
@@ -234,7 +233,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       });
       const row: MetricsRow = { step, phase: 'val', ...r.metrics, 'timing_s/testing': (performance.now() - t0) / 1000 };
       log(row);
-      emit({ kind: 'validation', step, meanAt1: r.meanAt1, metrics: r.metrics });
+      emit({ kind: 'validation', step, meanAt1: r.meanReward, metrics: r.metrics });
       return r;
     };
 
@@ -324,7 +323,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       // uninterrupted run of that length makes at its end
       if (state.sftDone && state.step === config.grpo.steps && !rows.some((r) => r.phase === 'val' && r.step === state.step)) await validate(state.step);
     } finally {
-      await loop.close();
+      await loop.dispose();
     }
     writeReport();
     emit({ kind: 'phase', phase: 'done', message: `done: ${state.step} GRPO steps` });

@@ -151,7 +151,7 @@ export async function trainRunTokenizer(config: TrainConfig, tw: TrainWorld): Pr
   try {
     records = await loop.rollout({ taskIds: ids, n: 1, seed: config.seed ^ 0x70c });
   } finally {
-    await loop.close();
+    await loop.dispose();
   }
   const corpus: string[] = [tw.world.domain.policy];
   if (prompt.systemPromptText) corpus.push(prompt.systemPromptText);

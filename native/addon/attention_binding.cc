@@ -26,24 +26,6 @@ constexpr std::int64_t kMaxInt = std::int64_t{1} << 53;
 constexpr napi_type_tag kBlockMaskTag = {0x5f1c0e4a9b7d4c21ull, 0x8e2f6a3d1b0c9e74ull};
 constexpr napi_type_tag kSavedTag = {0x2d7b9f0e3c5a4e18ull, 0xa4c1e8f26d3b5097ull};
 
-[[noreturn]] void ThrowRange(Napi::Env env, const std::string& msg) { throw Napi::RangeError::New(env, msg); }
-[[noreturn]] void ThrowType(Napi::Env env, const std::string& msg) { throw Napi::TypeError::New(env, msg); }
-
-// Rejects fields of `o` outside `allowed`, so a misspelt option is not silently ignored.
-void OnlyFields(const Napi::Object& o, const std::string& name, std::initializer_list<const char*> allowed) {
-  Napi::Array keys = o.GetPropertyNames();
-  for (std::uint32_t i = 0; i < keys.Length(); ++i) {
-    const std::string key = keys.Get(i).ToString().Utf8Value();
-    bool ok = false;
-    std::string list;
-    for (const char* a : allowed) {
-      ok = ok || key == a;
-      list += (list.empty() ? "" : ", ") + std::string(a);
-    }
-    if (!ok) ThrowRange(o.Env(), name + " has an unknown field '" + key + "' (allowed: " + list + ")");
-  }
-}
-
 // ---- masks --------------------------------------------------------------------------------
 
 const std::int32_t* CopyIds(const Napi::Value& v, const std::string& name, const Shape& s, MaskHolder* h) {

@@ -13,6 +13,10 @@ void RegisterDeviceTensor(Napi::Env env, Napi::Object exports);
 void RegisterAttention(Napi::Env env, Napi::Object exports);
 /** model ops (GEMM, norms, RoPE, SwiGLU, embedding, log-softmax, AdamW) and ParamStore. */
 void RegisterModel(Napi::Env env, Napi::Object exports);
+/** the ParamStore class (model_store_binding.cc; RegisterModel calls it). */
+void RegisterParamStore(Napi::Env env, Napi::Object exports);
+/** the MoE op bindings (model_moe_binding.cc; RegisterModel calls it). */
+void RegisterMoe(Napi::Env env, Napi::Object exports);
 /** GRPO advantages, broadcast, policy loss (native/grpo). */
 void RegisterGrpo(Napi::Env env, Napi::Object exports);
 /** the built-in transformer: Transformer (training forward/backward, generation runs) and TransformerSession. */

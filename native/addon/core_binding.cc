@@ -105,7 +105,9 @@ Napi::Value SetErrorClasses(const Napi::CallbackInfo& info) {
   Napi::Object o = RequireObject(info[0], "classes");
   Napi::Value oom = Field(o, "OutOfMemoryError");
   if (!oom.IsFunction()) throw Napi::TypeError::New(info.Env(), "classes.OutOfMemoryError must be a class");
-  SetOutOfMemoryErrorClass(info.Env(), oom.As<Napi::Function>());
+  Napi::Value device = Field(o, "DeviceError");
+  if (!device.IsFunction()) throw Napi::TypeError::New(info.Env(), "classes.DeviceError must be a class");
+  SetJsErrorClasses(info.Env(), oom.As<Napi::Function>(), device.As<Napi::Function>());
   return info.Env().Undefined();
 }
 

@@ -17,17 +17,20 @@ constexpr const char* kClassKey = "DeviceTensor";
 class DeviceTensor : public Napi::ObjectWrap<DeviceTensor> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "DeviceTensor",
-                       {
-                           InstanceAccessor<&DeviceTensor::Shape>("shape"),
-                           InstanceAccessor<&DeviceTensor::Dtype>("dtype"),
-                           InstanceAccessor<&DeviceTensor::Device>("device"),
-                           InstanceAccessor<&DeviceTensor::Size>("size"),
-                           InstanceAccessor<&DeviceTensor::Bytes>("bytes"),
-                           InstanceAccessor<&DeviceTensor::Disposed>("disposed"),
-                           InstanceMethod<&DeviceTensor::ToArray>("toArray"),
-                           InstanceMethod<&DeviceTensor::Dispose>("dispose"),
-                       });
+    std::vector<PropertyDescriptor> props = {
+        InstanceAccessor<&DeviceTensor::Shape>("shape"),
+        InstanceAccessor<&DeviceTensor::Dtype>("dtype"),
+        InstanceAccessor<&DeviceTensor::Device>("device"),
+        InstanceAccessor<&DeviceTensor::Size>("size"),
+        InstanceAccessor<&DeviceTensor::Bytes>("bytes"),
+        InstanceAccessor<&DeviceTensor::Disposed>("disposed"),
+        InstanceMethod<&DeviceTensor::ToArray>("toArray"),
+        InstanceMethod<&DeviceTensor::Dispose>("dispose"),
+    };
+    // [Symbol.dispose] = dispose, for `using` (Node >= 20.4 defines Symbol.dispose)
+    const Napi::Value disposeSymbol = env.Global().Get("Symbol").As<Napi::Object>().Get("dispose");
+    if (disposeSymbol.IsSymbol()) props.push_back(InstanceMethod<&DeviceTensor::Dispose>(disposeSymbol.As<Napi::Symbol>()));
+    return DefineClass(env, "DeviceTensor", props);
   }
 
   explicit DeviceTensor(const Napi::CallbackInfo& info) : Napi::ObjectWrap<DeviceTensor>(info) {

@@ -11,6 +11,7 @@
 
 #include "../core/cuda_device.h"
 #include "../core/device_buffer.h"
+#include "../core/errors.h"
 #include "../model/ops_table.h"
 #include "napi_util.h"
 
@@ -38,7 +39,7 @@ class Args {
     if (slot_ == kCpuDevice) return;
     if (!allowDevice) throw Napi::RangeError::New(env_, "this function runs on the cpu only");
     ops_ = GetCudaOps();
-    if (ops_ == nullptr) throw Napi::Error::New(env_, "device 'cuda' is not available: this build has no CUDA model kernels");
+    if (ops_ == nullptr) throw DeviceError("device 'cuda' is not available: this build has no CUDA model kernels");
     ops_->useDevice(slot_ - 1);
   }
 

@@ -15,17 +15,14 @@
 #include "../model/ops_table.h"
 #include "../core/device_buffer.h"
 #include "../core/cuda_device.h"
+#include "../core/errors.h"
 #include "../model/param_store.h"
 #include "bindings.h"
 #include "model_args.h"
+#include "model_binding.h"
 #include "napi_util.h"
 
 namespace sinkflex::addon {
-
-void RegisterParamStore(Napi::Env env, Napi::Object exports);  // model_store_binding.cc
-void RegisterMoe(Napi::Env env, Napi::Object exports);         // model_moe_binding.cc
-model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& name);
-model::RopeScaling ParseRopeScaling(const Napi::Value& v, const std::string& name);
 
 namespace {
 using namespace sinkflex::model;
@@ -424,7 +421,7 @@ Napi::Value SumSquaresJs(const Napi::CallbackInfo& info) {
   const int slot = IsNullish(info[1]) ? kCpuDevice : RequireDevice(info[1], "device");
   if (slot == kCpuDevice || n == 0) return Napi::Number::New(info.Env(), SumSquares(x.Data(), n));
   const ModelOps* ops = GetCudaOps();
-  if (ops == nullptr) throw Napi::Error::New(info.Env(), "device 'cuda' is not available: this build has no CUDA model kernels");
+  if (ops == nullptr) throw DeviceError("device 'cuda' is not available: this build has no CUDA model kernels");
   ops->useDevice(slot - 1);
   DeviceBuffer<float> d(slot - 1, static_cast<std::size_t>(n), "sumSquares argument (cuda)");
   d.Upload(x.Data());

@@ -12,11 +12,11 @@
 #include "../core/allocator.h"
 #include "../model/model_config.h"
 #include "../model/param_store.h"
+#include "bindings.h"
+#include "model_binding.h"
 #include "napi_util.h"
 
 namespace sinkflex::addon {
-
-model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& name);  // model_binding.cc
 
 namespace {
 using model::ParamBuffer;
@@ -24,17 +24,6 @@ using model::ParamStore;
 
 // Marks ParamStore handles so that other bindings can recognise them (UnwrapParamStore).
 constexpr napi_type_tag kParamStoreTag = {0x6a1f3c9e2b8d4f07ull, 0x93e5b71c0d2a6f48ull};
-
-template <typename Fn>
-Napi::Value Guarded(const Napi::CallbackInfo& info, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const Napi::Error&) {
-    throw;
-  } catch (...) {
-    throw ToJsError(info.Env(), std::current_exception());
-  }
-}
 
 model::ParamInit ParseInit(const Napi::Value& v, const std::string& name) {
   if (IsNullish(v)) return model::ParamInit::kNormal;

@@ -11,6 +11,7 @@ namespace {
 
 struct InstanceData {
   Napi::FunctionReference oomClass;
+  Napi::FunctionReference deviceClass;
   std::map<std::string, Napi::FunctionReference> classes;
 };
 
@@ -42,19 +43,23 @@ std::string TypeName(const Napi::Value& v) {
   return "an object";
 }
 
-[[noreturn]] void ThrowType(Napi::Env env, const std::string& msg) { throw Napi::TypeError::New(env, msg); }
-[[noreturn]] void ThrowRange(Napi::Env env, const std::string& msg) { throw Napi::RangeError::New(env, msg); }
+// An instance of the package's error class `cls` (registered by the loader), or a plain Error
+// named `name` before the loader registered it; `code` says which either way.
+Napi::Object NewPackageError(Napi::Env env, const Napi::FunctionReference& cls, const char* name, const char* code,
+                             const char* message) {
+  Napi::Object err;
+  if (!cls.IsEmpty()) {
+    err = cls.New({Napi::String::New(env, message)});
+  } else {
+    err = Napi::Error::New(env, message).Value();
+    err.Set("name", name);
+  }
+  err.Set("code", code);
+  return err;
+}
 
 Napi::Error MakeOom(Napi::Env env, const OutOfMemoryError& e) {
-  InstanceData* d = Data(env);
-  Napi::Object err;
-  if (!d->oomClass.IsEmpty()) {
-    err = d->oomClass.New({Napi::String::New(env, e.what())});
-  } else {
-    err = Napi::Error::New(env, e.what()).Value();
-    err.Set("name", "OutOfMemoryError");
-  }
-  err.Set("code", "ERR_SINKFLEX_OOM");
+  Napi::Object err = NewPackageError(env, Data(env)->oomClass, "OutOfMemoryError", "ERR_SINKFLEX_OOM", e.what());
   err.Set("device", e.device());
   err.Set("requestedBytes", static_cast<double>(e.requested()));
   err.Set("currentBytes", static_cast<double>(e.current()));
@@ -62,7 +67,28 @@ Napi::Error MakeOom(Napi::Env env, const OutOfMemoryError& e) {
   return Napi::Error(env, err);
 }
 
+Napi::Error MakeDeviceError(Napi::Env env, const DeviceError& e) {
+  return Napi::Error(env, NewPackageError(env, Data(env)->deviceClass, "DeviceError", "ERR_SINKFLEX_DEVICE", e.what()));
+}
+
 }  // namespace
+
+[[noreturn]] void ThrowType(Napi::Env env, const std::string& msg) { throw Napi::TypeError::New(env, msg); }
+[[noreturn]] void ThrowRange(Napi::Env env, const std::string& msg) { throw Napi::RangeError::New(env, msg); }
+
+void OnlyFields(const Napi::Object& o, const std::string& name, std::initializer_list<const char*> allowed) {
+  Napi::Array keys = o.GetPropertyNames();
+  for (std::uint32_t i = 0; i < keys.Length(); ++i) {
+    const std::string key = keys.Get(i).ToString().Utf8Value();
+    bool ok = false;
+    std::string list;
+    for (const char* a : allowed) {
+      ok = ok || key == a;
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    if (!ok) ThrowRange(o.Env(), name + " has an unknown field '" + key + "' (allowed: " + list + ")");
+  }
+}
 
 Napi::Float32Array RequireF32(const Napi::Value& v, const std::string& name) {
   if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
@@ -149,6 +175,8 @@ Napi::Error ToJsError(Napi::Env env, std::exception_ptr ep) {
     return e;
   } catch (const OutOfMemoryError& e) {
     return MakeOom(env, e);
+  } catch (const DeviceError& e) {
+    return MakeDeviceError(env, e);
   } catch (const ArgumentError& e) {
     return Napi::RangeError::New(env, e.what());
   } catch (const std::bad_alloc&) {
@@ -163,24 +191,16 @@ Napi::Error ToJsError(Napi::Env env, std::exception_ptr ep) {
 Napi::Function MakeFunction(Napi::Env env, const char* name, Napi::Value (*fn)(const Napi::CallbackInfo&)) {
   return Napi::Function::New(
       env,
-      [fn](const Napi::CallbackInfo& info) -> Napi::Value {
-        try {
-          return fn(info);
-        } catch (const Napi::Error&) {
-          throw;
-        } catch (...) {
-          throw ToJsError(info.Env(), std::current_exception());
-        }
-      },
-      name);
+      [fn](const Napi::CallbackInfo& info) -> Napi::Value { return Guarded(info, [&] { return fn(info); }); }, name);
 }
 
 void Export(Napi::Env env, Napi::Object exports, const char* name, Napi::Value (*fn)(const Napi::CallbackInfo&)) {
   exports.Set(name, MakeFunction(env, name, fn));
 }
 
-void SetOutOfMemoryErrorClass(Napi::Env env, Napi::Function ctor) {
-  Data(env)->oomClass = Napi::Persistent(ctor);
+void SetJsErrorClasses(Napi::Env env, Napi::Function outOfMemory, Napi::Function device) {
+  Data(env)->oomClass = Napi::Persistent(outOfMemory);
+  Data(env)->deviceClass = Napi::Persistent(device);
 }
 
 void SetClass(Napi::Env env, const std::string& key, Napi::Function ctor) {
@@ -275,7 +295,7 @@ int RequireDevice(const Napi::Value& v, const std::string& name) {
   if (index >= static_cast<int>(CudaDevices().size())) {
     const std::string reason = CudaDevices().empty() ? CudaUnavailableReason()
                                                      : std::to_string(CudaDevices().size()) + " CUDA device(s) present";
-    throw Napi::Error::New(v.Env(), "device '" + s + "' is not available: " + reason);
+    throw ToJsError(v.Env(), std::make_exception_ptr(DeviceError("device '" + s + "' is not available: " + reason)));
   }
   return index + 1;
 }

@@ -37,23 +37,50 @@ std::string RequireEnum(const Napi::Value& v, const std::string& name, std::init
 bool IsNullish(const Napi::Value& v);
 /** obj[key] or undefined when obj lacks it. */
 Napi::Value Field(const Napi::Object& obj, const char* key);
+/**
+ * Rejects fields of `o` outside `allowed` (RangeError naming the field and listing the allowed
+ * ones), so that a misspelt option is not silently ignored.
+ */
+void OnlyFields(const Napi::Object& o, const std::string& name, std::initializer_list<const char*> allowed);
+/** Throws a RangeError with `msg`. */
+[[noreturn]] void ThrowRange(Napi::Env env, const std::string& msg);
+/** Throws a TypeError with `msg`. */
+[[noreturn]] void ThrowType(Napi::Env env, const std::string& msg);
 
 // ---- errors -----------------------------------------------------------------------------
 
-/** Converts the exception in `ep` into the matching JavaScript error object. */
+/**
+ * Converts the exception in `ep` into the matching JavaScript error object (the one place
+ * where native errors become JavaScript ones): ArgumentError → RangeError, OutOfMemoryError →
+ * the package's OutOfMemoryError (code ERR_SINKFLEX_OOM), DeviceError → the package's
+ * DeviceError (code ERR_SINKFLEX_DEVICE), a JavaScript error as it is, anything else → Error.
+ */
 Napi::Error ToJsError(Napi::Env env, std::exception_ptr ep);
 
 /**
- * Wraps a binding so that native exceptions become JavaScript exceptions:
- * ArgumentError → RangeError, OutOfMemoryError → OutOfMemoryError, others → Error.
+ * Runs `fn` (which returns a Napi::Value) so that a native exception becomes the matching
+ * JavaScript exception ({@link ToJsError}); for ObjectWrap constructors and methods, which
+ * node-addon-api does not convert (MakeFunction does this for plain functions).
  */
+template <typename Fn>
+Napi::Value Guarded(const Napi::CallbackInfo& info, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (...) {
+    throw ToJsError(info.Env(), std::current_exception());
+  }
+}
+
+/** Wraps a binding so that native exceptions become JavaScript exceptions (see ToJsError). */
 Napi::Function MakeFunction(Napi::Env env, const char* name, Napi::Value (*fn)(const Napi::CallbackInfo&));
 
 /** Registers a guarded function as exports[name]. */
 void Export(Napi::Env env, Napi::Object exports, const char* name, Napi::Value (*fn)(const Napi::CallbackInfo&));
 
-/** Stores the JavaScript OutOfMemoryError class used by ToJsError (loader calls this once). */
-void SetOutOfMemoryErrorClass(Napi::Env env, Napi::Function ctor);
+/** Stores the JavaScript OutOfMemoryError and DeviceError classes used by ToJsError (the loader calls this once). */
+void SetJsErrorClasses(Napi::Env env, Napi::Function outOfMemory, Napi::Function device);
 
 /** Keeps a native class constructor (e.g. an ObjectWrap) per environment under `key`. */
 void SetClass(Napi::Env env, const std::string& key, Napi::Function ctor);

@@ -10,12 +10,10 @@
 #include "../core/errors.h"
 #include "../model/transformer.h"
 #include "bindings.h"
+#include "model_binding.h"
 #include "napi_util.h"
 
 namespace sinkflex::addon {
-
-model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& name);                // model_binding.cc
-std::shared_ptr<model::ParamStore> UnwrapParamStore(const Napi::Value& v, const std::string& name);  // model_store_binding.cc
 
 namespace {
 
@@ -27,34 +25,6 @@ constexpr napi_type_tag kTransformerTag = {0x1c7e5a3f9d2b4086ull, 0xb3f08d6e2a1c
 constexpr napi_type_tag kSessionTag = {0x8d2f6b1e4a9c3057ull, 0x5e7a0c3b9f1d2684ull};
 constexpr napi_type_tag kStateTag = {0x4b9e2d7a1f6c3085ull, 0x2c8f5a0e7d3b1964ull};
 constexpr std::int64_t kMaxSeed = (std::int64_t{1} << 53) - 1;
-
-[[noreturn]] void ThrowRange(Napi::Env env, const std::string& msg) { throw Napi::RangeError::New(env, msg); }
-[[noreturn]] void ThrowType(Napi::Env env, const std::string& msg) { throw Napi::TypeError::New(env, msg); }
-
-template <typename Fn>
-Napi::Value Guarded(const Napi::CallbackInfo& info, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const Napi::Error&) {
-    throw;
-  } catch (...) {
-    throw ToJsError(info.Env(), std::current_exception());
-  }
-}
-
-void OnlyFields(const Napi::Object& o, const std::string& name, std::initializer_list<const char*> allowed) {
-  Napi::Array keys = o.GetPropertyNames();
-  for (std::uint32_t i = 0; i < keys.Length(); ++i) {
-    const std::string key = keys.Get(i).ToString().Utf8Value();
-    bool ok = false;
-    std::string list;
-    for (const char* a : allowed) {
-      ok = ok || key == a;
-      list += (list.empty() ? "" : ", ") + std::string(a);
-    }
-    if (!ok) ThrowRange(o.Env(), name + " has an unknown field '" + key + "' (allowed: " + list + ")");
-  }
-}
 
 bool OptionalBool(const Napi::Object& o, const char* key, const std::string& name, bool def) {
   const Napi::Value v = Field(o, key);

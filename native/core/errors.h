@@ -1,6 +1,7 @@
-// Error types raised by native kernels. The N-API layer (native/addon/) turns them into
-// JavaScript errors: ArgumentError -> RangeError, OutOfMemoryError -> the package's
-// OutOfMemoryError class, anything else -> Error. Kernels never abort the process.
+// Error types raised by native kernels. The N-API layer turns them into JavaScript errors in one
+// place (ToJsError, native/addon/napi_util.cc): ArgumentError -> RangeError, OutOfMemoryError ->
+// the package's OutOfMemoryError (code ERR_SINKFLEX_OOM), DeviceError -> the package's
+// DeviceError (code ERR_SINKFLEX_DEVICE), anything else -> Error. Kernels never abort the process.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +32,11 @@ class OutOfMemoryError : public std::runtime_error {
   std::size_t requested_, current_, limit_;
 };
 
-/** A failure reported by the CUDA runtime (message includes the call and the error string). */
+/**
+ * A device that fails or cannot serve a call: a failure reported by the CUDA runtime (the
+ * message includes the call and the error string), a device or kernels this build or machine
+ * lacks.
+ */
 class DeviceError : public std::runtime_error {
  public:
   explicit DeviceError(const std::string& msg) : std::runtime_error(msg) {}

@@ -178,7 +178,7 @@ t.test('device calls: argument checks', async (t) => {
   gone.dispose();
   t.throws(() => sinkAttentionForward(d.q, gone, d.v, null, s), { message: /^k is a disposed DeviceTensor/ });
   if (!cudaAvailable()) {
-    bad(() => raw.attentionForward!(d.q, d.k, d.v, null, s, { device: 'cuda' }), 'Error', /device 'cuda' is not available/);
+    bad(() => raw.attentionForward!(d.q, d.k, d.v, null, s, { device: 'cuda' }), 'DeviceError', /device 'cuda' is not available/);
     t.throws(() => toDevice(x.q, [x.q.length], { device: 'cuda' }), DeviceUnavailableError);
   }
   const cb = attentionInfo();

@@ -13,8 +13,8 @@ import {
   CheckpointError,
   type ModelConfig,
   type SampleResult,
-  TemplateChatPolicy,
-  type ModelTokenPolicy as TokenPolicy,
+  TemplateChatModel,
+  type GenerativeModel,
   TransformerPolicy,
   modelConfig,
   packSequences,
@@ -197,13 +197,13 @@ t.test('checkpoints restore model, optimiser, tokenizer and sampler: training re
   b.dispose();
 });
 
-t.test('TemplateChatPolicy renders, samples to <|end|> and parses', async (t) => {
+t.test('TemplateChatModel renders, samples to <|end|> and parses', async (t) => {
   const tokenizer = trainChatTokenizer(['hello there, how can I help?', '{"name":"find_user","arguments":{"id":1}}'], { vocabSize: 300 });
   const template = new ChatTemplate(tokenizer);
   const reply = template.renderAssistantBody({ role: 'assistant', content: 'hi', tool_calls: [{ function: { name: 'find_user', arguments: '{"id":1}' } }] });
   let prompt: number[] = [];
   // a scripted token policy: what it returns is fixed, what it was given is recorded
-  const scripted: TokenPolicy = {
+  const scripted: GenerativeModel = {
     vocabSize: 300,
     contextLength: 1000,
     createSession: () => {
@@ -223,7 +223,7 @@ t.test('TemplateChatPolicy renders, samples to <|end|> and parses', async (t) =>
     },
     generate: async () => [],
   };
-  const chat = new TemplateChatPolicy(scripted, template);
+  const chat = new TemplateChatModel(scripted, template);
   const messages = [{ role: 'user' as const, content: 'hello' }];
   const ok = await chat.chat(messages, { maxTokens: 100 });
   t.same(prompt, template.render(messages, { addGenerationPrompt: true }), 'the prompt is the rendered conversation');
@@ -235,7 +235,7 @@ t.test('TemplateChatPolicy renders, samples to <|end|> and parses', async (t) =>
 
   // the real policy through the adapter (random weights: the output need not parse)
   const policy = TransformerPolicy.create(cfg({ vocab: 300, context: 200 }), { seed: 1, tokenizer });
-  const real = await new TemplateChatPolicy(policy, template).chat(messages, { maxTokens: 5, temperature: 1, seed: 3 });
+  const real = await new TemplateChatModel(policy, template).chat(messages, { maxTokens: 5, temperature: 1, seed: 3 });
   t.equal(typeof real.text, 'string');
   t.ok(['stop', 'length'].includes(real.finishReason));
   policy.dispose();

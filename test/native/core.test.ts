@@ -1,11 +1,13 @@
 import t from 'tap';
 
 import {
+  DeviceError,
   DeviceUnavailableError,
   OutOfMemoryError,
   backends,
   buildInfo,
   cudaAvailable,
+  isDeviceError,
   isOutOfMemoryError,
   loadAddon,
   memory,
@@ -74,6 +76,31 @@ t.test('an allocation over the limit throws a catchable OutOfMemoryError', async
   t.match(e.message, new RegExp(`limit ${limit} bytes`));
   t.notOk(isOutOfMemoryError(new Error('x')));
   t.notOk(isOutOfMemoryError(null));
+});
+
+t.test('a device that cannot serve a call throws a DeviceError with a code', async (t) => {
+  const addon = loadAddon() as unknown as Record<string, (...args: unknown[]) => unknown>;
+  let caught: unknown;
+  try {
+    addon.memoryStats!('cuda:7');
+  } catch (e) {
+    caught = e;
+  }
+  t.ok(caught instanceof DeviceError, `an instance of DeviceError (${String(caught)})`);
+  t.ok(isDeviceError(caught));
+  const e = caught as DeviceError;
+  t.equal(e.name, 'DeviceError');
+  t.equal(e.code, 'ERR_SINKFLEX_DEVICE');
+  t.match(e.message, /^device 'cuda:7' is not available: /);
+  t.notOk(e instanceof DeviceUnavailableError, 'the addon raises the general class');
+  const unavailable = new DeviceUnavailableError('cuda', 'no GPU');
+  t.ok(unavailable instanceof DeviceError, 'DeviceUnavailableError is a DeviceError');
+  t.equal(unavailable.code, 'ERR_SINKFLEX_DEVICE');
+  t.equal(unavailable.name, 'DeviceUnavailableError');
+  t.ok(isDeviceError({ code: 'ERR_SINKFLEX_DEVICE' }), 'recognised by its code');
+  t.notOk(isDeviceError(new Error('x')));
+  t.notOk(isDeviceError(null));
+  t.throws(() => addon.setErrorClasses!({ OutOfMemoryError }), { name: 'TypeError', message: /DeviceError must be a class/ });
 });
 
 t.test('bad calls throw TypeError or RangeError naming the argument', async (t) => {

@@ -13,6 +13,7 @@ import {
   loadAddon,
   memory,
   toDevice,
+  type DeviceTensor,
   type DType,
   type MemoryDevice,
 } from '../../lib/index.js';
@@ -53,6 +54,16 @@ function checkTensor(t: Test, device: MemoryDevice, dtype: DType): void {
   }
   t.pass(`${dtype} special values (signed zeros, ties, subnormals, overflow, infinities, NaN)`);
   s.dispose();
+
+  const beforeBlock = memory.currentBytes(device);
+  let scoped: DeviceTensor;
+  {
+    using y = toDevice(data, [30], { device, dtype });
+    scoped = y;
+    t.equal(y.disposed, false);
+  }
+  t.equal(scoped.disposed, true, 'using: disposed at the end of the block');
+  t.equal(memory.currentBytes(device), beforeBlock, 'and its bytes freed');
 }
 
 t.test('cpu tensors: float32 and bfloat16', async (t) => {

@@ -11,7 +11,7 @@ import { retailSource, tinyCheckpoint } from './fixtures/setup.js';
 t.test('eval against sinkflex serve gives the same episodes and metrics as the in-process policy', async (t) => {
   const run = await tinyCheckpoint(4);
   const server = await serve({ checkpoint: run, port: 0, modelName: 'tiny' });
-  t.teardown(() => server.close());
+  t.teardown(() => server.dispose());
   const common: Omit<EvalOptions, 'policy'> = {
     checkpoint: run,
     taskCount: retailSource.count,
@@ -45,7 +45,7 @@ t.test('eval against sinkflex serve gives the same episodes and metrics as the i
   t.same(remote.episodes.map((e) => e.logProbs.length), local.episodes.map((e) => e.logProbs.length), 'log-probs for the same tokens');
   t.ok(lpDiff <= 1e-4, `same log-probs up to float rounding (max |diff| ${lpDiff})`);
   t.equal(remote.meanReward, local.meanReward, 'same mean reward');
-  t.same(remote.passK, local.passK, 'same pass^k');
+  t.same(remote.passHatK, local.passHatK, 'same pass^k');
   t.equal(remote.aborted, 0, 'nothing aborted');
   t.equal(remote.problem, null, 'a real evaluation');
   t.same(remote.connection, { failures: 0, stopped: null });
@@ -90,11 +90,11 @@ t.test('eval --json through the CLI against a dead server: episodes aborted and 
     console.error = origError;
   });
   await buildProgram().parseAsync(['node', 'sinkflex', 'eval', '--policy', 'openai', '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm', '--retries', '1', '--timeout-ms', '500', '--task-count', '4', '--limit-tasks', '2', '--trials', '2', '--json', '--server-sessions', 'off'], { from: 'node' });
-  const report = JSON.parse(logs.join('\n')) as { aborted: number; retried: number; meanReward: number; passK: Record<string, number>; episodes: { termination: string; error: string }[] };
+  const report = JSON.parse(logs.join('\n')) as { aborted: number; retried: number; meanReward: number; passHatK: Record<string, number>; episodes: { termination: string; error: string }[] };
   t.equal(report.aborted, 4, 'every episode aborted');
   t.equal(report.retried, 4, 'and rerun once');
   t.equal(report.meanReward, 0);
-  t.same(Object.keys(report.passK), ['1', '2']);
+  t.same(Object.keys(report.passHatK), ['1', '2']);
   t.ok(report.episodes.every((e) => e.termination === 'policy_error' && /OpenAIError/.test(e.error)), 'policy_error with the client error');
   t.equal(process.exitCode, 1, 'exit status 1: the evaluation did not run');
   process.exitCode = undefined;

@@ -9,8 +9,8 @@ import t from 'tap';
 
 import { ChatTemplate, Tokenizer, type ChatMessage } from '../../lib/model/index.js';
 import type { AnyEnv } from '../../lib/gym/index.js';
-import { evaluateAgent, startChatServer } from '../../lib/openai/index.js';
-import { ModelPolicyAdapter } from '../../lib/rollout/index.js';
+import { startChatServer } from '../../lib/openai/index.js';
+import { evaluatePolicy, ModelPolicyAdapter } from '../../lib/rollout/index.js';
 import { mulberry32 } from '../../lib/tau/rng.js';
 import { ScriptedModelPolicy, template, tinyPolicy } from './fixtures/setup.js';
 
@@ -47,7 +47,7 @@ t.test('messages of several hundred KB render and are served (no call-stack over
 
   const policy = new ScriptedModelPolicy(tpl, [{ role: 'assistant', content: 'Sure.' }]);
   const server = await startChatServer({ policy, template: tpl, port: 0 });
-  t.teardown(() => server.close());
+  t.teardown(() => server.dispose());
   const url = `${server.baseURL}/chat/completions`;
   const r1 = await post(url, { model: 'sinkflex', messages, tools, seed: 1, session_id: 's' });
   t.equal(r1.status, 200, `a ${big.length}-character message is served`);
@@ -70,7 +70,7 @@ t.test('an agent-loop episode with observations of several hundred KB', async (t
     close: () => undefined,
   } as unknown as AnyEnv;
   const policy = new ModelPolicyAdapter(new ScriptedModelPolicy(tpl, [call, { role: 'assistant', content: 'Done.' }]));
-  const r = await evaluateAgent({ policy, template: tpl, env: () => env, taskIds: ['t0'], limits: { maxTurns: 4, maxTokensPerTurn: 64, maxContextTokens: 1 << 20 }, episodeRetries: 0 });
+  const r = await evaluatePolicy({ policy, template: tpl, env: () => env, taskIds: ['t0'], limits: { maxTurns: 4, maxTokensPerTurn: 64, maxContextTokens: 1 << 20 }, episodeRetries: 0 });
   const e = r.episodes[0];
   t.equal(e.aborted, false, `not aborted (${e.error})`);
   t.equal(e.reward, 1);
@@ -115,7 +115,7 @@ t.test('a prompt that cannot fit is refused before it is tokenized', async (t) =
   const policy = tinyPolicy(3); // context 4096
   const server = await startChatServer({ policy, template: new ChatTemplate(counting), port: 0 });
   t.teardown(async () => {
-    await server.close();
+    await server.dispose();
     policy.dispose();
   });
   const url = `${server.baseURL}/chat/completions`;
@@ -169,7 +169,7 @@ function rawUpload(port: number, body: Buffer, extraHeaders = ''): Promise<{ tex
 t.test('a body over the size limit gets its 413, not a connection reset', async (t) => {
   const policy = new ScriptedModelPolicy(tpl, [{ role: 'assistant', content: 'ok' }]);
   const server = await startChatServer({ policy, template: tpl, port: 0, maxBodyBytes: 100000 });
-  t.teardown(() => server.close());
+  t.teardown(() => server.dispose());
   const url = `${server.baseURL}/chat/completions`;
   const body = JSON.stringify({ model: 'sinkflex', messages: [{ role: 'user', content: 'x'.repeat(3000000) }] });
   const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });

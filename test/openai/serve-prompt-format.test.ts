@@ -41,8 +41,8 @@ t.test('renderTools: false leaves request tools out of the prompt and still pars
   const withTools = await startChatServer({ policy, template: tpl, port: 0 });
   const without = await startChatServer({ policy, template: tpl, port: 0, renderTools: false });
   t.teardown(async () => {
-    await withTools.close();
-    await without.close();
+    await withTools.dispose();
+    await without.dispose();
     policy.dispose();
   });
   const req = { model: 'sinkflex', messages, tools: manyTools, max_tokens: 8, seed: 1, return_token_ids: true };
@@ -56,7 +56,7 @@ t.test('renderTools: false leaves request tools out of the prompt and still pars
   const call = { role: 'assistant' as const, content: null, tool_calls: [{ type: 'function' as const, function: { name: 'tool_3', arguments: '{"order_id":"#W0000001"}' } }] };
   const scripted = new ScriptedModelPolicy(tpl, [call, { role: 'assistant', content: 'It ships tomorrow.' }]);
   const server = await startChatServer({ policy: scripted, template: tpl, port: 0, renderTools: false });
-  t.teardown(() => server.close());
+  t.teardown(() => server.dispose());
   const r1 = await post(`${server.baseURL}/chat/completions`, { model: 'sinkflex', messages, tools: manyTools, seed: 3, session_id: 'c' });
   const c1 = (r1.json.choices as { finish_reason: string; message: { tool_calls: { id: string; function: { name: string; arguments: string } }[] } }[])[0];
   t.equal(c1.finish_reason, 'tool_calls', 'the tool call is parsed');
@@ -92,7 +92,7 @@ t.test('sinkflex serve takes the prompt format of the run it serves', async (t) 
       const r = await post(`${s.baseURL}/chat/completions`, req);
       t.equal(r.status, expected ? 400 : 200, expected ? 'the tools overflow the context' : 'served without the tools section');
     } finally {
-      await s.close();
+      await s.dispose();
     }
   }
   await t.rejects(serve({ checkpoint: ckpt, port: 0, toolsSection: 'maybe' as never }), /--tools-section/);

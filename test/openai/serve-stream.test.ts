@@ -5,7 +5,7 @@
 import t from 'tap';
 
 import type { ChatAssistantMessage } from '../../lib/model/index.js';
-import type { GenerateRequest, PolicySession, SampleOptions, SampleResult, TokenPolicy as ModelTokenPolicy } from '../../lib/model/policy.js';
+import type { GenerateRequest, GenerativeModel, ModelSession, SampleOptions, SampleResult } from '../../lib/model/policy.js';
 import { ReplyStream, startChatServer } from '../../lib/openai/index.js';
 import { rawActionText } from '../../lib/rollout/turns.js';
 import { mulberry32 } from '../../lib/tau/rng.js';
@@ -133,7 +133,7 @@ t.test('TransformerPolicy delivers sampled tokens as they come (onTokens), the s
 });
 
 /** A policy that replies with `reply` one token at a time, waiting on `gate` after the first, or forever with `endless`. */
-class SlowPolicy implements ModelTokenPolicy {
+class SlowPolicy implements GenerativeModel {
   readonly vocabSize = tok.vocabSize;
   readonly contextLength = 1 << 20;
   disposed = 0;
@@ -143,7 +143,7 @@ class SlowPolicy implements ModelTokenPolicy {
     readonly gate: Promise<void> | null,
     readonly endless = false,
   ) {}
-  createSession(): PolicySession {
+  createSession(): ModelSession {
     let len = 0;
     let gone = false;
     const self = this;
@@ -185,7 +185,7 @@ t.test('the server streams text while the reply is being sampled, then the tool 
   const gate = new Promise<void>((r) => (open = r));
   const policy = new SlowPolicy(tpl.renderAssistantBody(call), gate);
   const server = await startChatServer({ policy, template: tpl, port: 0 });
-  t.teardown(() => server.close());
+  t.teardown(() => server.dispose());
   const timer = setTimeout(() => open(), 10000); // never needed when the server streams
   const res = await fetch(`${server.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sinkflex', messages: [{ role: 'user', content: 'a@b.c' }], stream: true, logprobs: true, stream_options: { include_usage: true }, return_token_ids: true }) });
   t.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
@@ -215,7 +215,7 @@ t.test('streamed and plain replies of the built-in model agree', async (t) => {
   const policy = tinyPolicy(6);
   const server = await startChatServer({ policy, template: tpl, port: 0 });
   t.teardown(async () => {
-    await server.close();
+    await server.dispose();
     policy.dispose();
   });
   const url = `${server.baseURL}/chat/completions`;
@@ -237,7 +237,7 @@ t.test('a client that disconnects stops its generation', async (t) => {
   const policy = new SlowPolicy([], null, true);
   const statuses: number[] = [];
   const server = await startChatServer({ policy, template: tpl, port: 0, onRequest: (i) => statuses.push(i.status) });
-  t.teardown(() => server.close());
+  t.teardown(() => server.dispose());
   for (const stream of [true, false]) {
     const ctrl = new AbortController();
     const before = policy.disposed;

@@ -25,7 +25,7 @@ t.test('the built-in policy behind the server: models, completions, seeds, log-p
   const policy = tinyPolicy(2);
   const server = await startChatServer({ policy, template: tpl, port: 0, modelName: 'tiny' });
   t.teardown(async () => {
-    await server.close();
+    await server.dispose();
     policy.dispose();
   });
   const client = new OpenAIChatClient({ baseURL: server.baseURL, model: 'tiny', retries: 0 });
@@ -94,7 +94,7 @@ t.test('tool calls, streaming, sessions and the API key', async (t) => {
   const call = { role: 'assistant' as const, content: null, tool_calls: [{ id: 'x', type: 'function' as const, function: { name: 'find_user_id_by_email', arguments: '{"email":"a@b.c"}' } }] };
   const policy = new ScriptedModelPolicy(tpl, [call, { role: 'assistant', content: 'Done.' }]);
   const server: ChatServer = await startChatServer({ policy, template: tpl, port: 0, apiKey: 'k1' });
-  t.teardown(() => server.close());
+  t.teardown(() => server.dispose());
   const url = `${server.baseURL}/chat/completions`;
   t.equal((await post(url, { model: 'sinkflex', messages: [{ role: 'user', content: 'hi' }] })).status, 401, 'no key: 401');
   const client = new OpenAIChatClient({ baseURL: server.baseURL, model: 'sinkflex', apiKey: 'k1', retries: 0 });

@@ -4,8 +4,8 @@ import type { AddressInfo } from 'node:net';
 import t from 'tap';
 
 import { ChatTemplate, trainChatTokenizer } from '../../lib/model/index.js';
-import { evaluateAgent, OpenAIChatPolicy, readAssistantReply, trajectoriesToJsonl, contentText } from '../../lib/openai/index.js';
-import { ChatTokenPolicy } from '../../lib/rollout/index.js';
+import { OpenAIChatPolicy, readAssistantReply, contentText } from '../../lib/openai/index.js';
+import { ChatTokenPolicy, evaluatePolicy, trajectoriesToJsonl } from '../../lib/rollout/index.js';
 import { TauEnv } from '../../lib/gym/index.js';
 import { retailWorld } from './fixtures/setup.js';
 
@@ -56,7 +56,7 @@ t.test('a malformed call goes back to the model as an error message, end to end'
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
   const template = new ChatTemplate(trainChatTokenizer(' ', { vocabSize: 262 }));
   const chat = new OpenAIChatPolicy({ client: { baseURL: url, model: 'm', retries: 0 }, seedMode: 'turn' });
-  const result = await evaluateAgent({ policy: new ChatTokenPolicy(chat, template), template, env: () => new TauEnv({ world }), taskIds: [world.taskIds[0]], seed: 3, limits: { maxTurns: 4, maxTokensPerTurn: 4096, maxContextTokens: 1 << 20 } });
+  const result = await evaluatePolicy({ policy: new ChatTokenPolicy(chat, template), template, env: () => new TauEnv({ world }), taskIds: [world.taskIds[0]], seed: 3, limits: { maxTurns: 4, maxTokensPerTurn: 4096, maxContextTokens: 1 << 20 } });
   t.equal(result.aborted, 0, 'not aborted');
   t.ok(bodies.length >= 2, `${bodies.length} calls`);
   t.ok(Array.isArray((bodies[0] as unknown as { tools: unknown[] }).tools) && (bodies[0] as unknown as { tools: unknown[] }).tools.length > 5, 'tools sent in OpenAI function format');

@@ -129,9 +129,9 @@ t.test('expert token policy through the loop: reward 1, masks cover exactly the 
   t.match(msgs[0].content, /<policy>/);
   t.equal(msgs.at(-1)?.role, 'user', 'the final observation is in the messages');
   t.match(msgs.at(-1)?.content, /###STOP###/);
-  await loop.close();
-  await loop.close();
-  await t.rejects(loop.rollout({ taskIds: ['x'] }), /after close/);
+  await loop.dispose();
+  await loop.dispose();
+  await t.rejects(loop.rollout({ taskIds: ['x'] }), /after dispose/);
 });
 
 t.test('telecom (dual control) through the loop; a custom system prompt without tools', async (t) => {
@@ -150,14 +150,14 @@ t.test('telecom (dual control) through the loop; a custom system prompt without 
   t.notMatch(tpl.tokenizer.decode(batch.row('prompts', 0)), /<\|start\|>tools/, 'no tools section');
   t.ok(batch.nonTensor<unknown[]>('tools')[0].length === 13, 'the tools are still recorded');
   checkMasks(t, batch);
-  await loop.close();
+  await loop.dispose();
 });
 
 t.test('same seeds, same batch, whatever the concurrency; log-probs kept verbatim', async (t) => {
   const run = async (concurrency: number, seed: number): Promise<DataProto> => {
     const loop = new AgentLoop({ policy: new NoisyExpertPolicy(tpl, world, 0.12), template: tpl, env: envFactory(world), concurrency, sampling: { temperature: 0.7 } });
     const b = await loop.generate({ taskIds: taskIds.slice(0, 6), n: 2, seed });
-    await loop.close();
+    await loop.dispose();
     return b;
   };
   const a = await run(1, 5);
@@ -271,7 +271,7 @@ class ScriptedTokenPolicy implements TokenPolicy {
         length += r?.tokens?.length ?? 0;
         return r;
       },
-      close: () => undefined,
+      dispose: () => undefined,
     };
   }
   async generateBatch(requests: readonly TokenSampleRequest[]): Promise<Array<TokenSampleResult | Error>> {
@@ -403,7 +403,7 @@ t.test('asynchronous environments (an LLM user behind a fake endpoint) interleav
   const run = async (concurrency: number): Promise<DataProto> => {
     const loop = new AgentLoop({ policy: new ExpertTokenPolicy(tpl, { tasks: world }), template: tpl, env, concurrency, limits: { maxTurns: 12 } });
     const b = await loop.generate({ taskIds: taskIds.slice(0, 4), n: 2, seed: 8 });
-    await loop.close();
+    await loop.dispose();
     return b;
   };
   const a = await run(8);

@@ -15,7 +15,7 @@ function policy(seed: number): TransformerPolicy {
 async function run(p: TokenPolicy, concurrency: number): Promise<{ tokens: number[][]; logProbs: number[][] }> {
   const loop = new AgentLoop({ policy: p, template: tpl, env: envFactory(world), concurrency, limits: { maxTurns: 2, maxTokensPerTurn: 12, maxContextTokens: 4000 }, sanityCheck: 'disable', systemPrompt: () => 'You help retail customers.', renderTools: false });
   const records = await loop.rollout({ taskIds: world.taskIds.slice(0, 2), n: 2, seed: 7 });
-  await loop.close();
+  await loop.dispose();
   return {
     tokens: records.map((r) => r.responseIds),
     logProbs: records.map((r) => r.logProbs.filter((_, i) => r.responseMask[i] === 1)),

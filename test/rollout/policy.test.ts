@@ -113,7 +113,7 @@ t.test('ChatTokenPolicy: a message-level policy behind the token interface', asy
           seen.push(req);
           return { role: 'assistant', content: `reply ${seen.length}` };
         },
-        close: () => {
+        dispose: () => {
           closed++;
         },
       };
@@ -153,11 +153,11 @@ t.test('ChatTokenPolicy: a message-level policy behind the token interface', asy
   t.throws(() => busy.append([tpl.start]), /while a sample is in progress/);
   await t.rejects(busy.sample({ maxTokens: 100 }), /one sample at a time/);
   await pending;
-  s.close();
-  s.close();
-  t.equal(closed, 1, 'close is idempotent');
-  t.throws(() => s.append([1]), /after close/);
-  await t.rejects(s.sample({ maxTokens: 1 }), /after close/);
+  s.dispose();
+  s.dispose();
+  t.equal(closed, 1, 'dispose reaches the conversation once (idempotent)');
+  t.throws(() => s.append([1]), /after dispose/);
+  await t.rejects(s.sample({ maxTokens: 1 }), /after dispose/);
 });
 
 t.test('expert policies: tau messages from chat messages, actions as chat messages', async (t) => {
@@ -203,7 +203,7 @@ t.test('generateBatch and the scheduler: batching, per-request errors, limits', 
         return {
           append: () => undefined,
           length: 0,
-          close: () => undefined,
+          dispose: () => undefined,
           sample: async (p: TokenSampleParams): Promise<TokenSampleResult> => {
             if (id === fail) throw new Error(`session ${id} failed`);
             return { tokens: [id, p.seed ?? 0], finishReason: 'stop' };

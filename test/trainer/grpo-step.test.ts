@@ -26,7 +26,7 @@ class ReplyPolicy implements TokenPolicy {
       get length() {
         return n;
       },
-      close: () => undefined,
+      dispose: () => undefined,
       sample: async (p: TokenSampleParams) => {
         const tokens = this.template.renderAssistantBody({ role: 'assistant', content: REPLIES[mixSeed(p.seed ?? 0, 3) % REPLIES.length] });
         n += tokens.length;
@@ -80,7 +80,7 @@ t.test('a GRPO step raises the log-probability of rewarded samples relative to u
     const mean = (a: number[]) => a.reduce((x, y) => x + y, 0) / a.length;
     t.ok(mean(gains.won) > mean(gains.lost), `rewarded samples gain more log-prob (${mean(gains.won).toFixed(3)}) than unrewarded ones (${mean(gains.lost).toFixed(3)})`);
   } finally {
-    await loop.close();
+    await loop.dispose();
     policy.dispose();
     before.dispose();
   }

@@ -1,4 +1,4 @@
-import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -8,7 +8,7 @@ import { TauEnv, type TauEnvAction } from '../../lib/gym/index.js';
 import { cudaAvailable } from '../../lib/native/index.js';
 import { ScriptedRetailUser, type TauTask, type UserSimulator, type UserTurnInput } from '../../lib/tau/index.js';
 import type { OpenAIToolSchema } from '../../lib/tau/index.js';
-import { buildWorld, listCheckpoints, loadRunPolicy, resolveConfig, stepTasks, train, type MetricsRow, type TrainConfig } from '../../lib/trainer/index.js';
+import { buildWorld, listCheckpoints, loadPolicy, resolveConfig, stepTasks, train, type MetricsRow, type TrainConfig } from '../../lib/trainer/index.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'sinkflex-train-'));
 
@@ -61,17 +61,30 @@ t.test('the smoke preset runs every stage and writes the run folder; resume equa
   t.match(html, /validation reward/);
 
   // the policy as the run trained it
-  const loaded = loadRunPolicy(a);
-  t.equal(loaded.step, 3);
-  t.equal(loaded.env, 'sinkflex/TauRetail-v0');
-  t.equal(loaded.prompt.renderTools, false);
-  t.match(loaded.prompt.systemPrompt({}), /retail customer service agent/);
+  const loaded = loadPolicy(a);
+  t.equal(loaded.run?.step, 3);
+  t.equal(loaded.checkpoint, join(a, 'checkpoints', 'step-3'), 'the newest checkpoint folder');
+  t.equal(loaded.run?.env, 'sinkflex/TauRetail-v0');
+  t.equal(loaded.run?.prompt.renderTools, false);
+  t.match(loaded.run?.prompt.systemPrompt({}) ?? '', /retail customer service agent/);
   t.equal(loaded.template.tokenizer.vocabSize, loaded.policy.tokenizer?.vocabSize);
   loaded.policy.dispose();
-  const older = loadRunPolicy(join(a, 'checkpoints', 'step-2'));
-  t.equal(older.step, 2);
+  const older = loadPolicy(join(a, 'checkpoints', 'step-2'));
+  t.equal(older.run?.step, 2);
   older.policy.dispose();
-  t.throws(() => loadRunPolicy(tmp), /neither a run folder/);
+  const bare = loadPolicy(join(a, 'checkpoints', 'step-2', 'policy.safetensors'));
+  t.equal(bare.run, null, 'a bare .safetensors file: no run');
+  t.equal(bare.template.tokenizer.vocabSize, loaded.template.tokenizer.vocabSize);
+  bare.policy.dispose();
+  const empty = join(tmp, 'empty');
+  mkdirSync(empty);
+  t.throws(() => loadPolicy(empty), /neither a run folder \(config\.json\), a checkpoint folder/);
+  t.throws(() => loadPolicy(join(tmp, 'nothing-here')), /no checkpoint at/);
+  const fresh = join(tmp, 'fresh-run');
+  mkdirSync(fresh);
+  writeFileSync(join(fresh, 'config.json'), readFileSync(join(a, 'config.json')));
+  copyFileSync(join(a, 'reference.safetensors'), join(fresh, 'reference.safetensors'));
+  t.throws(() => loadPolicy(fresh), /run folder .* has no checkpoint yet/, 'a run without checkpoints is not loaded from its KL reference');
 
   // stop after step 1, resume, compare
   const b = join(tmp, 'b');
@@ -224,7 +237,7 @@ t.test('sinkflex/TauTelecom-v0 trains (smoke)', async (t) => {
   const val = r.rows.filter((x) => x.phase === 'val');
   t.ok(val.length === 2 && val.every((x) => typeof x['val-core/tau-telecom/reward/mean@1'] === 'number'), 'telecom validation metrics');
   t.ok((r.rows.find((x) => x.phase === 'sft-summary')?.['sft/demonstrations'] as number) > 0, 'telecom demonstrations');
-  const loaded = loadRunPolicy(join(tmp, 'telecom'));
-  t.match(loaded.prompt.systemPrompt({}), /telecom/);
+  const loaded = loadPolicy(join(tmp, 'telecom'));
+  t.match(loaded.run?.prompt.systemPrompt({}) ?? '', /telecom/);
   loaded.policy.dispose();
 });

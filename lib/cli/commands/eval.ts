@@ -10,14 +10,14 @@ import { createTauEnv } from '../../gym/envs/tau.js';
 import { loadTauWorld, type TauTaskSource } from '../../gym/envs/tau-world.js';
 import { ChatTemplate, trainChatTokenizer } from '../../model/chat-template.js';
 import { OpenAIChatClient, type RoutingPolicy } from '../../openai/client.js';
-import { evaluateAgent, type AgentEvaluationResult } from '../../openai/evaluate.js';
-import { writeTrajectories } from '../../openai/export.js';
 import { OpenAIChatPolicy } from '../../openai/policy.js';
 import { ChatTokenPolicy } from '../../rollout/chat-token-policy.js';
+import { evaluatePolicy, type EvaluationResult } from '../../rollout/evaluate.js';
 import { ModelPolicyAdapter } from '../../rollout/model-token-policy.js';
 import type { TokenPolicy } from '../../rollout/policy.js';
+import { writeTrajectories } from '../../rollout/trajectory-export.js';
+import { loadPolicy, type LoadedPolicy } from '../../trainer/load-policy.js';
 import { buildWorld, trainEnvFactory } from '../../trainer/world.js';
-import { loadCliPolicy, type CliPolicy } from '../load-policy.js';
 
 /** Options of {@link runEval} (the CLI flags). */
 export interface EvalOptions {
@@ -93,7 +93,7 @@ export interface EvalOptions {
 }
 
 /** What {@link runEval} returns: the evaluation plus what was run. */
-export interface EvalReport extends AgentEvaluationResult {
+export interface EvalReport extends EvaluationResult {
   /** The policy kind and model. */
   policy: string;
   /** The environment id. */
@@ -141,7 +141,7 @@ export function abortReasons(episodes: readonly { aborted: boolean; error: strin
 export async function runEval(o: EvalOptions): Promise<EvalReport> {
   // a training run (or one of its checkpoints) brings its own defaults: environment, the
   // validation tasks, the prompt format, episode limits and the validation temperature
-  const loaded: CliPolicy | null = o.checkpoint ? loadCliPolicy(o.checkpoint) : null;
+  const loaded: LoadedPolicy | null = o.checkpoint ? loadPolicy(o.checkpoint) : null;
   try {
     return await evalWith(o, loaded);
   } finally {
@@ -149,7 +149,7 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
   }
 }
 
-async function evalWith(o: EvalOptions, loaded: CliPolicy | null): Promise<EvalReport> {
+async function evalWith(o: EvalOptions, loaded: LoadedPolicy | null): Promise<EvalReport> {
   const run = loaded?.run ?? null;
   const envId = o.env ?? run?.env ?? 'sinkflex/TauRetail-v0';
   const domain = envId === 'sinkflex/TauRetail-v0' ? 'retail' : envId === 'sinkflex/TauTelecom-v0' ? 'telecom' : null;
@@ -208,7 +208,7 @@ async function evalWith(o: EvalOptions, loaded: CliPolicy | null): Promise<EvalR
     policy = new ChatTokenPolicy(chat, template);
     name = `openai ${o.model} @ ${client.baseURLs.join(', ')}${sessions ? ' (sessions)' : ''}`;
   } else throw new Error(`unknown policy ${String(o.policy)} (builtin or openai)`);
-  const result = await evaluateAgent({
+  const result = await evaluatePolicy({
     policy,
     template,
     env: makeEnv,
@@ -218,7 +218,9 @@ async function evalWith(o: EvalOptions, loaded: CliPolicy | null): Promise<EvalR
     seed: o.seed ?? run?.config.val.seed ?? 0,
     concurrency: o.concurrency ?? 4,
     limits: { maxTurns: o.maxTurns ?? run?.config.rollout.maxTurns ?? 30, maxTokensPerTurn: o.maxTokensPerTurn ?? run?.config.rollout.maxTokensPerTurn ?? 512, maxContextTokens: maxContext },
-    sampling: { temperature: o.temperature ?? run?.config.val.temperature ?? 1, topP: o.topP ?? 1 },
+    temperature: o.temperature ?? run?.config.val.temperature ?? 1,
+    topP: o.topP ?? 1,
+    source: `tau-${domain}`,
     episodeRetries: o.episodeRetries ?? 1,
     renderTools: o.renderTools ?? run?.prompt.renderTools ?? true,
     ...(o.systemPrompt !== undefined ? { systemPrompt: () => o.systemPrompt as string } : run ? { systemPrompt: run.prompt.systemPrompt } : {}),
@@ -239,7 +241,7 @@ export function formatEvalReport(r: EvalReport): string {
     ['tasks x trials', `${r.tasks} x ${r.trials} = ${r.episodes.length} episodes`],
     ['mean reward', r.meanReward.toFixed(4)],
     ['success rate', r.successRate.toFixed(4)],
-    ...Object.entries(r.passK).map(([k, v]): [string, string] => [`pass^${k}`, v.toFixed(4)]),
+    ...Object.entries(r.passHatK).map(([k, v]): [string, string] => [`pass^${k}`, v.toFixed(4)]),
     ['aborted', `${r.aborted} (${r.retried} reruns)`],
     ...(r.connection && r.connection.failures > 0 ? [['connection', `${r.connection.failures} calls failed to reach the server${r.connection.stopped ? '; stopped early' : ''}`] as [string, string]] : []),
     ['terminations', Object.entries(r.terminations).map(([k, v]) => `${k} ${v}`).join(', ')],

@@ -8,8 +8,8 @@
  */
 import type { Command } from 'commander';
 
-import { loadCliPolicy } from '../load-policy.js';
 import { startChatServer, type ChatServer } from '../../openai/server.js';
+import { loadPolicy } from '../../trainer/load-policy.js';
 
 /** Options of {@link serve}. */
 export interface ServeOptions {
@@ -48,9 +48,9 @@ export function resolveToolsSection(mode: ServeOptions['toolsSection'], runRende
   }
 }
 
-/** Loads the checkpoint and starts the server (the caller closes it; closing also frees the policy). */
+/** Loads the checkpoint and starts the server (the caller disposes it, which also frees the policy). */
 export async function serve(options: ServeOptions): Promise<ChatServer & { checkpoint: string; renderTools: boolean }> {
-  const b = loadCliPolicy(options.checkpoint);
+  const b = loadPolicy(options.checkpoint);
   try {
     const renderTools = resolveToolsSection(options.toolsSection, b.run ? b.run.prompt.renderTools : null);
     const server = await startChatServer({
@@ -64,15 +64,11 @@ export async function serve(options: ServeOptions): Promise<ChatServer & { check
       ...(options.maxTokens !== undefined ? { defaultMaxTokens: options.maxTokens } : {}),
       ...(options.log ? { onRequest: (i) => process.stderr.write(`${new Date().toISOString()} ${i.status} ${i.ms.toFixed(0)} ms prompt ${i.promptTokens} completion ${i.completionTokens}${i.continued ? ' (session)' : ''}\n`) } : {}),
     });
-    return {
-      ...server,
-      checkpoint: b.checkpoint,
-      renderTools,
-      close: async () => {
-        await server.close();
-        b.policy.dispose();
-      },
+    const dispose = async (): Promise<void> => {
+      await server.dispose();
+      b.policy.dispose();
     };
+    return { ...server, checkpoint: b.checkpoint, renderTools, dispose, [Symbol.asyncDispose]: dispose };
   } catch (e) {
     b.policy.dispose();
     throw e;
@@ -102,7 +98,7 @@ export function registerServe(program: Command): void {
       const s = await serve({ checkpoint: o.checkpoint, host: o.host, port: o.port, modelName: o.modelName, apiKey: o.apiKey, maxTokens: o.maxTokens, toolsSection: o.toolsSection as ServeOptions['toolsSection'], log: !o.quiet });
       console.log(`serving ${s.checkpoint} as '${o.modelName}' at ${s.baseURL}${s.renderTools ? '' : ' (request tools are not rendered into the prompt; tool calls are parsed)'}`);
       const stop = (): void => {
-        void s.close().then(() => process.exit(0));
+        void s.dispose().then(() => process.exit(0));
       };
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);

@@ -91,7 +91,7 @@ async function readJson(path: string, file: string, required: boolean): Promise<
 
 /**
  * An open checkpoint: config parsed, files validated, tensors read one at a time on demand
- * (so a caller can copy each into native memory and drop it). Call {@link HfCheckpointReader.close}.
+ * (so a caller can copy each into native memory and drop it). Call {@link HfCheckpointReader.dispose}.
  */
 export class HfCheckpointReader {
   private constructor(
@@ -121,7 +121,7 @@ export class HfCheckpointReader {
       await checkTiedHead(files, config.modelConfig);
       return new HfCheckpointReader(dir, config, generationConfig, infos, new Map(plan.map((p) => [p.name, p])), files);
     } catch (e) {
-      await files.close();
+      await files.dispose();
       throw e;
     }
   }
@@ -140,8 +140,13 @@ export class HfCheckpointReader {
   }
 
   /** Closes the files (idempotent). */
-  async close(): Promise<void> {
-    await this.files.close();
+  async dispose(): Promise<void> {
+    await this.files.dispose();
+  }
+
+  /** {@link dispose} (for `await using`). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose();
   }
 }
 
@@ -209,6 +214,6 @@ export async function loadHfCheckpoint(dir: string, options: HfLoadOptions = {})
     const { architecture, hfConfig, resolved, modelConfig } = reader.config;
     return { dir, architecture, hfConfig, resolved, generationConfig: reader.generationConfig, modelConfig, tensors, fileDtypes };
   } finally {
-    await reader.close();
+    await reader.dispose();
   }
 }

@@ -23,7 +23,7 @@ const exists = async (path: string): Promise<boolean> =>
     () => false,
   );
 
-/** The open weight files of a folder, by tensor name. Call {@link CheckpointFiles.close}. */
+/** The open weight files of a folder, by tensor name. Call {@link CheckpointFiles.dispose}. */
 export class CheckpointFiles {
   private constructor(
     private readonly files: SafetensorsFile[],
@@ -72,7 +72,7 @@ export class CheckpointFiles {
       }
       return new CheckpointFiles(files, byTensor);
     } catch (e) {
-      await Promise.all(files.map((f) => f.close()));
+      await Promise.all(files.map((f) => f.dispose()));
       throw e;
     }
   }
@@ -95,8 +95,13 @@ export class CheckpointFiles {
   }
 
   /** Closes every file (idempotent). */
-  async close(): Promise<void> {
-    await Promise.all(this.files.map((f) => f.close()));
+  async dispose(): Promise<void> {
+    await Promise.all(this.files.map((f) => f.dispose()));
+  }
+
+  /** {@link dispose} (for `await using`). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.dispose();
   }
 }
 

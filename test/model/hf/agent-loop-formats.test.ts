@@ -27,7 +27,7 @@ class ScriptedPolicy implements TokenPolicy {
       get length() {
         return ctx.length;
       },
-      close: () => undefined,
+      dispose: () => undefined,
       async sample(params: TokenSampleParams): Promise<TokenSampleResult> {
         const tokens = turns[k++ % turns.length].slice(0, params.maxTokens);
         ctx.push(...tokens);
@@ -54,7 +54,7 @@ async function episode(t: Test, tok: HfTokenizer, format: ChatFormat, completion
   const turns = completions.map((c) => tok.encode(c));
   const policy = new ScriptedPolicy(turns);
   const loop = new AgentLoop({ policy, template: format, env: envFactory(world), limits: { maxTurns: 3 }, concurrency: 1 });
-  t.teardown(() => loop.close());
+  t.teardown(() => loop.dispose());
   const [rec] = await loop.rollout({ taskIds: [world.taskIds[0]], seed: 3 });
   t.equal(rec.aborted, false, `not aborted (${rec.error ?? ''})`);
   t.equal(rec.termination, 'max_turns');

@@ -155,8 +155,8 @@ t.test('the reader streams one parameter at a time', async (t) => {
     }
     t.equal(n, reader.tensors.length);
   } finally {
-    await reader.close();
-    await reader.close();
+    await reader.dispose();
+    await reader.dispose();
   }
   t.equal(reader.generationConfig, null, 'no generation_config.json');
 });

@@ -67,10 +67,10 @@ t.test('SafetensorsFile reads tensors and element ranges at their offsets', asyn
     await t.rejects(f.read('w', -1), RangeError);
     t.throws(() => f.entry('missing'), { message: /tensor 'missing' is not in the file/ });
   } finally {
-    await f.close();
+    await f.dispose();
   }
   await t.rejects(f.read('w'), /closed/);
-  await f.close();
+  await f.dispose();
 });
 
 t.test('SafetensorsFile validates like the in-memory decoder and names the file', async (t) => {

@@ -2,17 +2,18 @@
  * Trajectory export: one JSON object per episode in OpenAI chat format — `messages` (system
  * prompt first, then the dialogue: user, assistant with `tool_calls`, tool results), `tools`,
  * `reward`, `task_id`, `seed`, `termination` — the shape SFT and rejection-sampling pipelines
- * read (filter on `reward` to keep successes).
+ * read (filter on `reward` to keep successes). A policy that logs its turns (e.g. an
+ * OpenAI-compatible server's token ids and log-probs, `OpenAIChatPolicy.takeTurnLog`) adds them
+ * as `turns`.
  * @module
  */
 import { writeFileSync } from 'node:fs';
 
 import type { ChatMessage, ToolSchema } from '../model/chat-template.js';
-import type { EpisodeRecord } from '../rollout/episode-record.js';
-import type { OpenAITurnLog } from './policy.js';
+import type { EpisodeRecord } from './episode-record.js';
 
-/** One exported episode. */
-export interface TrajectoryLine {
+/** One exported episode; `Turn` is the type of the policy's per-turn log. */
+export interface TrajectoryLine<Turn = unknown> {
   /** The conversation in OpenAI chat format. */
   messages: ChatMessage[];
   /** The tools offered (OpenAI function schemas). */
@@ -39,27 +40,27 @@ export interface TrajectoryLine {
   num_turns: number;
   /** The environment's reward breakdown. */
   reward_info: unknown;
-  /** Per-turn server data (token ids, log-probs, endpoint), when the policy was a server. */
-  turns?: OpenAITurnLog[];
+  /** The policy's per-turn log (a server's token ids, log-probs, endpoint), when given. */
+  turns?: Turn[];
 }
 
 /** Options of {@link trajectoryLines}. */
-export interface ExportOptions {
+export interface ExportOptions<Turn = unknown> {
   /** Leave out aborted episodes. Default false. */
   skipAborted?: boolean;
   /** Keep only episodes whose reward is at least this (rejection sampling). */
   minReward?: number;
-  /** Per-episode server turn logs (e.g. `OpenAIChatPolicy.takeTurnLog`). */
-  turnLog?: (record: EpisodeRecord) => OpenAITurnLog[] | undefined;
+  /** Per-episode turn logs (e.g. `OpenAIChatPolicy.takeTurnLog`). */
+  turnLog?: (record: EpisodeRecord) => Turn[] | undefined;
 }
 
 /** One line per kept episode. */
-export function trajectoryLines(records: readonly EpisodeRecord[], options: ExportOptions = {}): TrajectoryLine[] {
-  const out: TrajectoryLine[] = [];
+export function trajectoryLines<Turn = unknown>(records: readonly EpisodeRecord[], options: ExportOptions<Turn> = {}): TrajectoryLine<Turn>[] {
+  const out: TrajectoryLine<Turn>[] = [];
   for (const r of records) {
     if (options.skipAborted && r.aborted) continue;
     if (options.minReward !== undefined && !(r.reward >= options.minReward)) continue;
-    const line: TrajectoryLine = {
+    const line: TrajectoryLine<Turn> = {
       messages: r.messages.map((m) => ({ ...m })),
       tools: r.tools,
       reward: r.reward,
@@ -82,14 +83,14 @@ export function trajectoryLines(records: readonly EpisodeRecord[], options: Expo
 }
 
 /** The JSONL text of {@link trajectoryLines} (one object per line, trailing newline). */
-export function trajectoriesToJsonl(records: readonly EpisodeRecord[], options: ExportOptions = {}): string {
+export function trajectoriesToJsonl<Turn = unknown>(records: readonly EpisodeRecord[], options: ExportOptions<Turn> = {}): string {
   return trajectoryLines(records, options)
     .map((l) => JSON.stringify(l) + '\n')
     .join('');
 }
 
 /** Writes {@link trajectoriesToJsonl} to `path`; returns the number of lines. */
-export function writeTrajectories(path: string, records: readonly EpisodeRecord[], options: ExportOptions = {}): number {
+export function writeTrajectories<Turn = unknown>(path: string, records: readonly EpisodeRecord[], options: ExportOptions<Turn> = {}): number {
   const lines = trajectoryLines(records, options);
   writeFileSync(path, lines.map((l) => JSON.stringify(l) + '\n').join(''));
   return lines.length;

@@ -1,0 +1,120 @@
+/**
+ * Loading the built-in policy for evaluation and serving, from any of the places it is kept:
+ *
+ * - a training run folder (`config.json`): its newest checkpoint;
+ * - a checkpoint folder of a run (`policy.safetensors` + `trainer.json`);
+ * - a bare `.safetensors` file (`TransformerPolicy.save`), or a folder holding such files (the
+ *   newest within two levels).
+ *
+ * A run's checkpoint comes with the run's prompt format, environment, configuration and step,
+ * so that `sinkflex eval` and `sinkflex serve` use the policy exactly as it was trained. The
+ * path is classified by what is on disk ({@link locateCheckpoint}), then loaded once.
+ * @module
+ */
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+
+import { ChatTemplate, TransformerPolicy } from '../model/index.js';
+import { checkpointDir, listCheckpoints, readRunConfig, readTrainerState, RunFolderError } from './checkpoint.js';
+import { validateSavedConfig, type TrainConfig, type TrainEnvId } from './config.js';
+import { promptSettings, type PromptSettings } from './world.js';
+
+/** Where a policy is kept, as {@link locateCheckpoint} found it. */
+export type CheckpointLocation =
+  /** A run's checkpoint folder (the run folder's newest, or the one named). */
+  | { kind: 'run'; dir: string }
+  /** A `.safetensors` file outside any run folder. */
+  | { kind: 'file'; file: string };
+
+/** The training run a loaded policy comes from. */
+export interface RunInfo {
+  /** The prompt format of the run (system prompt, tools section). */
+  prompt: PromptSettings;
+  /** The environment id. */
+  env: TrainEnvId;
+  /** The run's resolved configuration. */
+  config: TrainConfig;
+  /** The GRPO step of the checkpoint. */
+  step: number;
+}
+
+/** A loaded built-in policy. */
+export interface LoadedPolicy {
+  /** The policy (weights, tokenizer, optimizer state); dispose it when done. */
+  policy: TransformerPolicy;
+  /** The chat template over its tokenizer. */
+  template: ChatTemplate;
+  /** What was loaded: the checkpoint folder, or the `.safetensors` file. */
+  checkpoint: string;
+  /** The training run it comes from (a run or checkpoint folder), or null for a bare file. */
+  run: RunInfo | null;
+}
+
+function isCheckpointFolder(dir: string): boolean {
+  return existsSync(join(dir, 'policy.safetensors')) && existsSync(join(dir, 'trainer.json'));
+}
+
+/** The newest `.safetensors` file in `dir` or its sub-folders down to `depth` levels, or null. */
+function newestSafetensors(dir: string, depth: number): string | null {
+  const found: { file: string; mtime: number }[] = [];
+  const walk = (d: string, left: number): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name);
+      if (e.isDirectory() && left > 0) walk(p, left - 1);
+      else if (e.isFile() && e.name.endsWith('.safetensors')) found.push({ file: p, mtime: statSync(p).mtimeMs });
+    }
+  };
+  walk(dir, depth);
+  found.sort((a, b) => b.mtime - a.mtime || b.file.localeCompare(a.file));
+  return found.length > 0 ? found[0].file : null;
+}
+
+/**
+ * Classifies `path` (see the module description): a run folder resolves to its newest
+ * checkpoint folder, a folder of `.safetensors` files to the newest file. Throws
+ * {@link RunFolderError} when nothing loadable is there (a run without checkpoints included).
+ */
+export function locateCheckpoint(path: string): CheckpointLocation {
+  const st = statSync(path, { throwIfNoEntry: false });
+  if (!st) throw new RunFolderError(`no checkpoint at ${path}`);
+  if (st.isFile()) return { kind: 'file', file: path };
+  const dir = resolve(path);
+  if (isCheckpointFolder(dir)) return { kind: 'run', dir };
+  if (existsSync(join(dir, 'config.json'))) {
+    const steps = listCheckpoints(dir);
+    if (steps.length === 0) throw new RunFolderError(`run folder ${dir} has no checkpoint yet`);
+    return { kind: 'run', dir: checkpointDir(dir, steps[steps.length - 1]) };
+  }
+  const file = newestSafetensors(dir, 2);
+  if (file === null) throw new RunFolderError(`${dir} is neither a run folder (config.json), a checkpoint folder (policy.safetensors + trainer.json) nor a folder holding a .safetensors checkpoint`);
+  return { kind: 'file', file };
+}
+
+/**
+ * Loads the policy at `path` (see the module description); it must hold a tokenizer. With a
+ * run's checkpoint the run's prompt format comes along:
+ *
+ * ```ts
+ * const { policy, template, run } = loadPolicy('runs/default');
+ * new AgentLoop({ policy: new ModelPolicyAdapter(policy), template, systemPrompt: run?.prompt.systemPrompt, renderTools: run?.prompt.renderTools, ... });
+ * ```
+ */
+export function loadPolicy(path: string): LoadedPolicy {
+  const where = locateCheckpoint(path);
+  let run: RunInfo | null = null;
+  let file: string;
+  if (where.kind === 'run') {
+    const state = readTrainerState(where.dir);
+    const cfgPath = join(where.dir, 'config.json');
+    const config = existsSync(cfgPath) ? validateSavedConfig(JSON.parse(readFileSync(cfgPath, 'utf8'))) : readRunConfig(dirname(dirname(where.dir)));
+    run = { prompt: promptSettings(config), env: config.env, config, step: state.step };
+    file = join(where.dir, 'policy.safetensors');
+  } else file = where.file;
+  const policy = TransformerPolicy.load(file);
+  const checkpoint = where.kind === 'run' ? where.dir : where.file;
+  if (!policy.tokenizer) {
+    policy.dispose();
+    throw new RunFolderError(`the checkpoint ${checkpoint} has no tokenizer (the chat template needs one)`);
+  }
+  return { policy, template: new ChatTemplate(policy.tokenizer), checkpoint, run };
+}
