@@ -4,7 +4,7 @@
 // jsonEqual (tau: JSON values, NaN unequal) and the JSON-schema enum check (key order free).
 import t from 'tap';
 
-import { dataEquivalence, validateJson } from '../../lib/gym/index.js';
+import { dataEquivalence, validateJson, type JsonSchema } from '../../lib/gym/index.js';
 import { deepEqual } from '../../lib/rollout/index.js';
 import { jsonEqual } from '../../lib/tau/index.js';
 import { structuralEqual } from '../../lib/util/structural-equal.js';
@@ -82,7 +82,7 @@ t.test('the callers keep their semantics', async (t) => {
   t.ok(jsonEqual({ a: 1, b: 2 }, { b: 2, a: 1 }), 'jsonEqual: key order free (Python dict ==)');
   t.notOk(jsonEqual({ a: 1 }, { a: '1' }));
   t.notOk(jsonEqual(NaN, NaN), 'jsonEqual: NaN unequal (float nan == nan is False)');
-  const schema = { type: 'object', properties: { o: { type: 'object', enum: [{ a: 1, b: 2 }] } } } as const;
+  const schema: JsonSchema = { type: 'object', properties: { o: { type: 'object', enum: [{ a: 1, b: 2 }] } } };
   t.equal(validateJson({ o: { b: 2, a: 1 } }, schema), null, 'enum: an object with its keys in another order is the same instance');
   t.match(validateJson({ o: { a: 1, b: 3 } }, schema), /not one of/);
 });
