@@ -39,8 +39,7 @@ import {
   type DType,
   type DeviceTensor,
 } from '../lib/index.js';
-import { benchProgram, type BenchCliSettings } from './common/cli.js';
-import { invokedDirectly } from './common/entry.js';
+import { benchProgram, commandLine, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Which mask a row used. */
 export type GpuBenchMask = 'window' | 'full';
@@ -312,25 +311,23 @@ export async function runAttentionGpuBench(options: AttentionGpuBenchOptions = {
   return { ...result, markdown: gpuBenchMarkdown(result) };
 }
 
-/** The command line: `node dist/bench/attention-gpu.js [options]` (`argv` as node gives it: node, script, arguments). */
-export async function main(argv: string[] = process.argv, cli: BenchCliSettings = {}): Promise<void> {
-  const program = benchProgram('attention-gpu-bench', 'sink attention on the GPU: eager vs fused peak memory and time, and PyTorch where installed', cli)
-    .option('--seqs <list>', 'sequence lengths', DEFAULTS.seqLens.join(','))
+/** The command line (the arguments after the script): `node dist/bench/attention-gpu.js [options]`. */
+export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<AttentionGpuBenchResult> {
+  const program = benchProgram('attention-gpu', 'sink attention on the GPU: eager vs fused peak memory and time, and PyTorch where installed', cli)
+    .option('--seqs <list>', 'sequence lengths (quick: 1024,2048)', DEFAULTS.seqLens.join(','))
     .option('--heads <q/kv>', 'query/kv heads', '64/8')
     .option('--head-dim <n>', 'head dimension', '64')
     .option('--window <n>', 'sliding window of the window mask', '128')
     .option('--masks <list>', 'masks: window, full', 'window,full')
     .option('--dtype <t>', 'input dtype: bfloat16 or float32', 'bfloat16')
     .option('--limit <GiB>', 'tracked device-memory limit in GiB', '80')
-    .option('--repeats <n>', 'timed repetitions per point', '3')
+    .option('--repeats <n>', 'timed repetitions per point (quick: 1)', '3')
     .option('--budget <s>', 'seconds after which the remaining points are skipped', '150')
     .option('--torch-budget <s>', 'seconds the PyTorch comparison may take (compilation included)', '90')
     .option('--no-torch', 'skip the PyTorch comparison')
     .option('--python <exe>', 'Python interpreter with torch', 'python3')
-    .option('--json <file>', 'write the results as JSON')
-    .option('--markdown <file>', 'write the Markdown table')
-    .parse(argv);
-  const opts = program.opts<Record<string, string | boolean | undefined>>();
+    .option('--markdown <file>', 'write the Markdown table');
+  const opts = parseBench<CommonBenchOptions & Record<string, string | boolean | undefined>>(program, argv, { seqs: '1024,2048', repeats: '1' });
   const [q, kv] = String(opts.heads).split('/').map((x) => Number.parseInt(x, 10));
   const result = await runAttentionGpuBench({
     seqLens: String(opts.seqs).split(',').map((x) => Number.parseInt(x, 10)),
@@ -345,15 +342,13 @@ export async function main(argv: string[] = process.argv, cli: BenchCliSettings 
     torchBudgetSeconds: Number.parseFloat(String(opts.torchBudget)),
     torch: opts.torch !== false,
     python: String(opts.python),
+    ...(opts.json === true ? { log: null } : {}),
   });
-  if (result.available) console.log(`\n${result.markdown}\n\n${result.torchNote}`);
-  if (opts.json) writeFileSync(String(opts.json), JSON.stringify({ command: argv.slice(1).join(' '), ...result }, null, 2) + '\n');
+  const log = tableLog(opts.json);
+  if (result.available) log(`\n${result.markdown}\n\n${result.torchNote}`);
+  writeJson(opts.json, { command: commandLine(program, argv), ...result });
   if (opts.markdown) writeFileSync(String(opts.markdown), `${result.available ? result.markdown : result.device}\n`);
+  return result;
 }
 
-if (invokedDirectly(import.meta.url)) {
-  main().catch((e: unknown) => {
-    console.error(e instanceof Error ? e.stack : String(e));
-    process.exitCode = 1;
-  });
-}
+runWhenInvoked(import.meta.url, 'attention-gpu', main);

@@ -29,8 +29,7 @@ import {
 } from '../lib/index.js';
 import { memoryChartSvg } from './attention-chart.js';
 import { GiB, collectGarbage, fillRandom as fill, fmtBytes, summarize, type Summary } from './common/util.js';
-import { benchProgram, type BenchCliSettings } from './common/cli.js';
-import { invokedDirectly } from './common/entry.js';
+import { benchProgram, commandLine, parseBench, runWhenInvoked, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Which mask a row used. */
 export type BenchMask = 'window' | 'full';
@@ -308,27 +307,25 @@ export async function runAttentionBench(options: AttentionBenchOptions = {}): Pr
   return result;
 }
 
-/** The command line: `node dist/bench/attention.js [options]` (`argv` as node gives it: node, script, arguments). */
-export async function main(argv: string[] = process.argv, cli: BenchCliSettings = {}): Promise<void> {
+/** The command line (the arguments after the script): `node dist/bench/attention.js [options]`. */
+export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<AttentionBenchResult> {
   const list = (s: string) => s.split(',').map((x) => Number.parseInt(x, 10));
   const heads = (s: string) => {
     const [q, kv] = s.split('/').map((x) => Number.parseInt(x, 10));
     return { qHeads: q!, kvHeads: kv ?? q! };
   };
-  const program = benchProgram('attention-bench', 'eager vs fused sink attention: peak memory and speed, side by side', cli)
+  const program = benchProgram('attention', 'eager vs fused sink attention: peak memory and speed, side by side', cli)
     .option('--limit <GiB>', 'tracked memory limit in GiB', '16')
-    .option('--mem-seqs <list>', 'sequence lengths of the memory table', '1024,2048,4096,8192')
+    .option('--mem-seqs <list>', 'sequence lengths of the memory table (quick: 1024,2048)', '1024,2048,4096,8192')
     .option('--mem-heads <q/kv>', 'heads of the memory table', '64/8')
-    .option('--speed-seqs <list>', 'sequence lengths of the speed table', '1024,2048,4096')
+    .option('--speed-seqs <list>', 'sequence lengths of the speed table (quick: 1024)', '1024,2048,4096')
     .option('--speed-heads <q/kv>', 'heads of the speed table', '8/1')
     .option('--head-dim <n>', 'head dimension', '64')
     .option('--window <n>', 'sliding window of the window mask', '128')
     .option('--masks <list>', 'masks: window, full', 'window,full')
-    .option('--repeats <n>', 'timed repetitions per speed point', '3')
-    .option('--json <file>', 'write the results as JSON')
-    .option('--svg <file>', 'write the memory chart as SVG')
-    .parse(argv);
-  const opts = program.opts<Record<string, string | undefined>>();
+    .option('--repeats <n>', 'timed repetitions per speed point (quick: 1)', '3')
+    .option('--svg <file>', 'write the memory chart as SVG');
+  const opts = parseBench<CommonBenchOptions & Record<string, string | undefined>>(program, argv, { memSeqs: '1024,2048', speedSeqs: '1024', repeats: '1' });
   const seqs = (s: string | undefined) => (s === '' || s === 'none' ? [] : list(s!));
   const result = await runAttentionBench({
     limitBytes: Math.round(Number.parseFloat(opts.limit!) * GiB),
@@ -340,17 +337,14 @@ export async function main(argv: string[] = process.argv, cli: BenchCliSettings 
     window: Number.parseInt(opts.window!, 10),
     masks: opts.masks!.split(',') as BenchMask[],
     repeats: Number.parseInt(opts.repeats!, 10),
+    ...(opts.json === true ? { log: null } : {}),
   });
-  if (opts.json) writeFileSync(opts.json, JSON.stringify({ command: argv.slice(1).join(' '), ...result }, null, 2) + '\n');
+  writeJson(opts.json, { command: commandLine(program, argv), ...result });
   if (opts.svg) {
     const m = result.memoryShape;
     writeFileSync(opts.svg, memoryChartSvg(result.memory, `sink attention fwd+bwd peak memory (${m.qHeads}/${m.kvHeads} heads, d ${m.headDim})`, result.limitBytes));
   }
+  return result;
 }
 
-if (invokedDirectly(import.meta.url)) {
-  main().catch((e: unknown) => {
-    console.error(e instanceof Error ? e.stack : String(e));
-    process.exitCode = 1;
-  });
-}
+runWhenInvoked(import.meta.url, 'attention', main);

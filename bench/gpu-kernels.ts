@@ -8,17 +8,16 @@
  * which the report says. Without a usable CUDA device it reports that and times only the CPU.
  *
  * Run: `npm run build:ts && node dist/bench/gpu-kernels.js [--tokens 1048576] [--rows 512]
- * [--dim 1024] [--vocab 8192] [--repeats 5] [--json file]`.
+ * [--dim 1024] [--vocab 8192] [--repeats 5] [--quick] [--json [file]]`.
  */
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 
 import { computeAdvantages, policyLoss } from '../lib/grpo/index.js';
 import { grpoAddon } from '../lib/grpo/native.js';
 import { cudaAvailable, toDevice, type DeviceTensor } from '../lib/native/index.js';
 import { adamwUpdate, linearBackward, linearForward, logSoftmaxBackward, logSoftmaxForward, rmsnormBackward, rmsnormForward, swigluBackward, swigluForward } from '../lib/model/ops.js';
 import { modelAddon } from '../lib/model/native.js';
-import { invokedDirectly } from './common/entry.js';
+import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Options of {@link runGpuKernelsBench}. */
 export interface GpuKernelsBenchOptions {
@@ -132,19 +131,16 @@ export function runGpuKernelsBench(options: GpuKernelsBenchOptions = {}): GpuKer
   return rows;
 }
 
-/** The command line: prints one line per stage (or writes JSON with --json file). */
-export function main(argv: string[] = process.argv.slice(2)): GpuKernelsRow[] {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      tokens: { type: 'string' },
-      rows: { type: 'string' },
-      dim: { type: 'string' },
-      vocab: { type: 'string' },
-      repeats: { type: 'string' },
-      json: { type: 'string' },
-    },
-  });
+/** The command line (the arguments after the script): prints one line per stage (or JSON with a bare `--json`; `--json <file>` writes it). */
+export function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): GpuKernelsRow[] {
+  const program = benchProgram('gpu-kernels', 'GRPO kernels and a model-op training step: GPU timings side by side with the CPU', cli)
+    .option('--tokens <n>', 'tokens of the GRPO batch (default 1048576; quick: 65536)')
+    .option('--rows <n>', 'rows (tokens) of the model-op step (default 512; quick: 128)')
+    .option('--dim <n>', 'model width, FFN 4x (default 1024; quick: 256)')
+    .option('--vocab <n>', 'vocabulary of the log-softmax (default 8192; quick: 2048)')
+    .option('--repeats <n>', 'timed repeats after a warm-up (default 5; quick: 2)');
+  type Options = CommonBenchOptions & { tokens?: string; rows?: string; dim?: string; vocab?: string; repeats?: string };
+  const values = parseBench<Options>(program, argv, { tokens: '65536', rows: '128', dim: '256', vocab: '2048', repeats: '2' });
   const num = (s: string | undefined) => (s === undefined ? undefined : Number(s));
   const result = runGpuKernelsBench({
     tokens: num(values.tokens),
@@ -153,16 +149,15 @@ export function main(argv: string[] = process.argv.slice(2)): GpuKernelsRow[] {
     vocab: num(values.vocab),
     repeats: num(values.repeats),
   });
-  if (!cudaAvailable()) console.log('gpu kernels: no usable CUDA device, CPU timings only');
+  const log = tableLog(values.json);
+  if (!cudaAvailable()) log('gpu kernels: no usable CUDA device, CPU timings only');
   for (const r of result) {
     const gpu = r.gpuMs === null ? 'n/a' : `${r.gpuMs.toFixed(2)} ms`;
     const speed = r.speedup === null ? '' : ` (${r.speedup.toFixed(1)}x)`;
-    console.log(`gpu kernels: ${r.stage}: cpu ${r.cpuMs.toFixed(2)} ms, gpu ${gpu}${speed} — ${r.note}`);
+    log(`gpu kernels: ${r.stage}: cpu ${r.cpuMs.toFixed(2)} ms, gpu ${gpu}${speed} — ${r.note}`);
   }
-  if (values.json) writeFileSync(values.json, JSON.stringify(result, null, 2));
+  writeJson(values.json, result);
   return result;
 }
 
-if (invokedDirectly(import.meta.url)) {
-  main();
-}
+runWhenInvoked(import.meta.url, 'gpu-kernels', main);

@@ -13,8 +13,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { grpoAddon } from '../lib/grpo/native.js';
 import { broadcastAdvantages, computeAdvantages, policyLoss, type KlType } from '../lib/grpo/index.js';
 import { backends } from '../lib/native/index.js';
-import { benchProgram, type BenchCliSettings } from './common/cli.js';
-import { invokedDirectly } from './common/entry.js';
+import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Options of {@link runGrpoBench}. */
 export interface GrpoBenchOptions {
@@ -298,22 +297,20 @@ function parseTokens(s: string): number[] {
   });
 }
 
-/** The command line (the arguments after the script): prints the table (or JSON with --json), writes --out and --svg files. */
+/** The command line (the arguments after the script): prints the table (or JSON with a bare `--json`), writes `--json <file>` and `--svg <file>`. */
 export function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): GrpoBenchResult {
-  const program = benchProgram('node dist/bench/grpo.js', 'GRPO advantages and policy loss kernels: time per stage over token counts', cli)
-    .option('--tokens <list>', 'token counts, e.g. 1M,4M,16M')
+  const program = benchProgram('grpo', 'GRPO advantages and policy loss kernels: time per stage over token counts', cli)
+    .option('--tokens <list>', 'token counts, e.g. 1M,4M,16M (quick: 64k,256k)')
     .option('--len <n>', 'response length')
     .option('--group <n>', 'group size')
-    .option('--repeats <n>', 'repeats per point')
+    .option('--repeats <n>', 'repeats per point (quick: 2)')
     .option('--seed <n>', 'seed of the random inputs')
     .option('--kl <type>', 'KL estimator: k1 | k2 | k3 | abs | none')
-    .option('--json', 'print JSON instead of the table')
-    .option('--out <file>', 'write the results as JSON')
-    .option('--svg <file>', 'write the chart as SVG')
-    .parse([...argv], { from: 'user' });
-  const values = program.opts<{ tokens?: string; len?: string; group?: string; repeats?: string; seed?: string; kl?: string; json?: boolean; out?: string; svg?: string }>();
-  const json = values.json === true;
-  if (!json) console.log(HEADER);
+    .option('--svg <file>', 'write the chart as SVG');
+  type Options = CommonBenchOptions & { tokens?: string; len?: string; group?: string; repeats?: string; seed?: string; kl?: string; svg?: string };
+  const values = parseBench<Options>(program, argv, { tokens: '64k,256k', repeats: '2' });
+  const log = tableLog(values.json);
+  log(HEADER);
   const result = runGrpoBench({
     ...(values.tokens ? { tokens: parseTokens(values.tokens) } : {}),
     ...(values.len ? { responseLen: Number(values.len) } : {}),
@@ -321,16 +318,13 @@ export function main(argv: readonly string[] = process.argv.slice(2), cli: Bench
     ...(values.repeats ? { repeats: Number(values.repeats) } : {}),
     ...(values.seed ? { seed: Number(values.seed) } : {}),
     ...(values.kl ? { kl: values.kl as KlType | 'none' } : {}),
-    ...(json ? {} : { log: (line: string) => console.log(line) }),
+    log,
   });
-  if (json) console.log(JSON.stringify(result, null, 2));
-  else {
-    const m = result.machine;
-    console.log(`# ${result.date}, ${m.cpu} (${m.cores} cores, load ${m.loadavg.toFixed(1)}), kernel threads ${result.kernelThreads}, ISA ${result.kernelIsa}, node ${m.node}`);
-  }
-  if (values.out) writeFileSync(values.out, JSON.stringify(result, null, 2));
+  const m = result.machine;
+  log(`# ${result.date}, ${m.cpu} (${m.cores} cores, load ${m.loadavg.toFixed(1)}), kernel threads ${result.kernelThreads}, ISA ${result.kernelIsa}, node ${m.node}`);
+  writeJson(values.json, result);
   if (values.svg) writeFileSync(values.svg, chartSvg(result));
   return result;
 }
 
-if (invokedDirectly(import.meta.url)) main();
+runWhenInvoked(import.meta.url, 'grpo', main);

@@ -9,14 +9,12 @@
  * Run: `npm run build:ts && node dist/bench/gym.js [--json [file]] [--quick]`.
  * @module
  */
-import { writeFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 
 import { AsyncVectorEnv, CartPoleEnv, RandomGenerator, SyncVectorEnv, make, type Env } from '../lib/gym/index.js';
 import { HeavyEnv } from './gym-heavy-env.js';
-import { benchProgram, type BenchCliSettings } from './common/cli.js';
-import { invokedDirectly } from './common/entry.js';
+import { benchProgram, parseBench, runWhenInvoked, writeJson, type BenchCliSettings } from './common/cli.js';
 
 /** Options of {@link runGymBench}. */
 export interface GymBenchOptions {
@@ -144,18 +142,13 @@ export async function runGymBench(options: GymBenchOptions = {}): Promise<GymBen
   }
 }
 
-/** The command line: `[--quick] [--json [file]]` (the arguments after the script). */
-export async function main(args: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<GymBenchResult> {
-  const program = benchProgram('node dist/bench/gym.js', 'Gymnasium env step rates: CartPole bare vs make(), sync vs async vector envs', cli)
-    .option('--quick', 'a small, fast run')
-    .option('--json [file]', 'write the results as JSON to the file (or print JSON instead of the table)')
-    .parse([...args], { from: 'user' });
-  const o = program.opts<{ quick?: boolean; json?: string | boolean }>();
+/** The command line (the arguments after the script): `[--quick] [--json [file]]`. */
+export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<GymBenchResult> {
+  const program = benchProgram('gym', 'Gymnasium env step rates: CartPole bare vs make(), sync vs async vector envs', cli);
+  const o = parseBench(program, argv);
   const result = await runGymBench({ ...(o.quick ? { cartpoleSteps: 50_000, vectorSteps: 100, rounds: 2 } : {}), print: o.json !== true });
-  const text = JSON.stringify(result, null, 2);
-  if (typeof o.json === 'string') writeFileSync(o.json, `${text}\n`);
-  else if (o.json === true) console.log(text);
+  writeJson(o.json, result);
   return result;
 }
 
-if (invokedDirectly(import.meta.url)) await main();
+runWhenInvoked(import.meta.url, 'gym', main);

@@ -19,11 +19,10 @@
  */
 import { totalmem } from 'node:os';
 
-import { Command } from 'commander';
-
 import { Transformer, backends, memory, mulberry32, type AttentionImpl } from '../lib/index.js';
 import { runAttentionGpuBench } from './attention-gpu.js';
 import { measureAttentionMemory, visiblePairs, type BenchMask } from './attention.js';
+import { benchProgram, commandLine, parseBench, runWhenInvoked, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 import { memoryChart, type ChartPoint } from './common/chart.js';
 import {
   type AttentionLayerShape,
@@ -38,7 +37,6 @@ import {
 } from './common/options.js';
 import { type BenchModel, BENCH_MODELS, benchModelConfig, measureTrainStep, stepGflop } from './common/train-step.js';
 import { GiB, type MachineInfo, type Summary, collectGarbage, fmtBytes, fmtSummary, machineInfo, markdownTable, summarize, writeBenchFiles } from './common/util.js';
-import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runMemoryBench}. */
 export interface MemoryBenchOptions {
@@ -376,27 +374,6 @@ export function memoryBenchChart(result: MemoryBenchResult): string {
   return memoryChart(points, `peak memory, eager vs fused (attention ${sh.qHeads}/${sh.kvHeads} heads d${sh.headDim}; training step)`, result.limitBytes);
 }
 
-/** Adds the memory benchmark's options to a command (shared by the CLI and this script). */
-export function memoryCommand(command: Command): Command {
-  return command
-    .description('peak memory of eager vs fused attention (attention path and whole training step) over sequence lengths, OOM marked')
-    .option('--shape <name>', 'attention shape: gpt-oss-20b, gpt-oss-120b, small, tiny', 'gpt-oss-20b')
-    .option('--heads <q/kv>', 'override the query/kv heads of the shape')
-    .option('--head-dim <n>', 'override the head dimension')
-    .option('--window <n>', 'override the sliding window')
-    .option('--masks <list>', 'masks of the attention path: window, full', 'window,full')
-    .option('--seqs <list>', 'sequence lengths of the attention path', '1024,2048,4096,8192,16384,32768,65536')
-    .option('--step-seqs <list>', "sequence lengths of the training step ('none' to skip it)", '1024,2048,4096,8192,16384,32768')
-    .option('--model <list>', `models of the training step: ${BENCH_MODELS.join(', ')}`, 'small')
-    .option('--layers <n>', 'layers of the model (default: the preset, gpt-oss 2)')
-    .option('--limit <GiB>', 'memory limit in GiB (default: the device memory; CPU: 2/3 of the RAM)')
-    .option('--max-gflop <n>', 'skip points estimated above this many GFLOP', '2000')
-    .option('--repeats <n>', 'repetitions of every point', '1')
-    .option('--seed <n>', 'seed of the inputs', '1')
-    .option('--device <cpu|cuda>', 'device of the attention path', 'cpu')
-    .option('--json <file>', 'write the results as JSON and the chart as SVG next to it');
-}
-
 /** Turns parsed command-line strings into {@link MemoryBenchOptions} (refusing nonsense). */
 export function memoryOptionsFromCli(opts: Record<string, string | undefined>): MemoryBenchOptions {
   const shape = attentionShape(opts.shape ?? 'gpt-oss-20b');
@@ -424,23 +401,32 @@ export function memoryOptionsFromCli(opts: Record<string, string | undefined>): 
   return out;
 }
 
-/** Runs the benchmark from parsed CLI options; writes JSON + SVG when `--json` is given. */
-export async function memoryFromCli(opts: Record<string, string | undefined>, command: string): Promise<MemoryBenchResult> {
-  const result = await runMemoryBench(memoryOptionsFromCli(opts));
-  writeBenchFiles(opts.json, command, result, memoryBenchChart);
+/**
+ * The command line (the arguments after the script): peak memory of eager vs fused attention;
+ * `--json <file>` writes the results and the chart beside them.
+ */
+export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<MemoryBenchResult> {
+  const program = benchProgram('memory', 'peak memory of eager vs fused attention (attention path and whole training step) over sequence lengths, OOM marked', cli)
+    .option('--shape <name>', 'attention shape: gpt-oss-20b, gpt-oss-120b, small, tiny', 'gpt-oss-20b')
+    .option('--heads <q/kv>', 'override the query/kv heads of the shape')
+    .option('--head-dim <n>', 'override the head dimension')
+    .option('--window <n>', 'override the sliding window')
+    .option('--masks <list>', 'masks of the attention path: window, full', 'window,full')
+    .option('--seqs <list>', 'sequence lengths of the attention path (quick: 1024,2048)', '1024,2048,4096,8192,16384,32768,65536')
+    .option('--step-seqs <list>', "sequence lengths of the training step ('none' to skip it; quick: 1024)", '1024,2048,4096,8192,16384,32768')
+    .option('--model <list>', `models of the training step: ${BENCH_MODELS.join(', ')} (quick: tiny)`, 'small')
+    .option('--layers <n>', 'layers of the model (default: the preset, gpt-oss 2)')
+    .option('--limit <GiB>', 'memory limit in GiB (default: the device memory; CPU: 2/3 of the RAM)')
+    .option('--max-gflop <n>', 'skip points estimated above this many GFLOP', '2000')
+    .option('--repeats <n>', 'repetitions of every point', '1')
+    .option('--seed <n>', 'seed of the inputs', '1')
+    .option('--device <cpu|cuda>', 'device of the attention path', 'cpu');
+  const opts = parseBench<CommonBenchOptions & Record<string, string | undefined>>(program, argv, { seqs: '1024,2048', stepSeqs: '1024', model: 'tiny' });
+  const result = await runMemoryBench({ ...memoryOptionsFromCli(opts), ...(opts.json === true ? { log: null } : {}) });
+  const command = commandLine(program, argv);
+  if (opts.json === true) writeJson(true, { command, ...result });
+  else writeBenchFiles(opts.json, command, result, memoryBenchChart);
   return result;
 }
 
-/** `node dist/bench/memory.js [options]`. */
-export async function main(argv: string[] = process.argv): Promise<MemoryBenchResult> {
-  const program = memoryCommand(new Command('memory-bench')).exitOverride();
-  program.parse(argv);
-  return memoryFromCli(program.opts<Record<string, string | undefined>>(), `node dist/bench/memory.js ${argv.slice(2).join(' ')}`);
-}
-
-if (invokedDirectly(import.meta.url)) {
-  main().catch((e: unknown) => {
-    console.error(`memory bench: ${e instanceof Error ? e.message : String(e)}`);
-    process.exitCode = 1;
-  });
-}
+runWhenInvoked(import.meta.url, 'memory', main);

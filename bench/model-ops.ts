@@ -31,7 +31,7 @@ import {
   swigluBackward,
   swigluForward,
 } from '../lib/index.js';
-import { invokedDirectly } from './common/entry.js';
+import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Options of {@link runModelOpsBench}. */
 export interface ModelOpsBenchOptions {
@@ -276,16 +276,17 @@ export function modelOpsSvg(r: ModelOpsBenchResult): string {
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${h}" font-family="sans-serif"><text x="10" y="16" font-size="13">SGEMM GFLOP/s (${r.kernel}, ${r.threads} threads); blue: blocked kernel, red: naive loop; line: FMA peak ${r.peakGflops.toFixed(0)}</text>${rows}<line x1="${left + r.peakGflops * scale}" y1="24" x2="${left + r.peakGflops * scale}" y2="${h - 10}" stroke="#2ca02c" stroke-dasharray="4"/></svg>`;
 }
 
-if (invokedDirectly(import.meta.url)) {
-  const args = process.argv.slice(2);
-  const jsonAt = args.indexOf('--json');
-  const svgAt = args.indexOf('--svg');
-  const jsonFile = jsonAt >= 0 && args[jsonAt + 1] && !args[jsonAt + 1].startsWith('--') ? args[jsonAt + 1] : null;
-  const result = runModelOpsBench({ quick: args.includes('--quick'), log: jsonAt >= 0 && !jsonFile ? () => undefined : undefined });
-  if (jsonAt >= 0) {
-    const text = JSON.stringify(result, null, 2);
-    if (jsonFile) writeFileSync(jsonFile, text + '\n');
-    else console.log(text);
-  }
-  if (svgAt >= 0 && args[svgAt + 1]) writeFileSync(args[svgAt + 1], modelOpsSvg(result));
+/** The command line (the arguments after the script): `[--quick] [--json [file]] [--svg file]`. */
+export function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): ModelOpsBenchResult {
+  const program = benchProgram('model-ops', 'model ops: GEMM GFLOP/s against a naive loop and the FMA peak, and the non-attention ops of a tiny training step', cli).option(
+    '--svg <file>',
+    'write the GEMM chart as SVG',
+  );
+  const o = parseBench<CommonBenchOptions & { svg?: string }>(program, argv);
+  const result = runModelOpsBench({ quick: o.quick === true, ...(o.json === true ? { log: tableLog(o.json) } : {}) });
+  writeJson(o.json, result);
+  if (o.svg) writeFileSync(o.svg, modelOpsSvg(result));
+  return result;
 }
+
+runWhenInvoked(import.meta.url, 'model-ops', main);

@@ -10,7 +10,6 @@
  * step and the rate two dedicated cores would reach at that CPU time (`cpuTokensPerSecond` =
  * tokens / (CPU seconds / threads)), and the 1-minute load average before and after.
  */
-import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 
@@ -27,8 +26,7 @@ import {
   packSequences,
 } from '../lib/index.js';
 import { measureTrainStep } from './common/train-step.js';
-import { benchProgram, type BenchCliSettings } from './common/cli.js';
-import { invokedDirectly } from './common/entry.js';
+import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 import { parseGiB } from './common/options.js';
 
 const GiB = 2 ** 30;
@@ -266,24 +264,20 @@ export async function runModelTrainBench(options: ModelTrainBenchOptions = {}): 
   };
 }
 
-/** Command-line entry: `[--quick] [--json [file]] [--limit <GiB>] [--model tiny|small]` (the arguments after the script). */
+/** The command line (the arguments after the script): `[--quick] [--json [file]] [--limit <GiB>] [--model tiny|small]`. */
 export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<ModelTrainBenchResult> {
-  const program = benchProgram('node dist/bench/model-train.js', 'built-in transformer: training and sampling tokens/s, step memory (fused vs eager attention)', cli)
-    .option('--quick', 'a small, fast run')
-    .option('--json [file]', 'write the results as JSON to the file (or stdout)')
+  const program = benchProgram('model-train', 'built-in transformer: training and sampling tokens/s, step memory (fused vs eager attention)', cli)
     .option('--limit <GiB>', 'tracked memory limit of the step-memory points')
-    .option('--model <preset>', 'tiny | small (default tiny)')
-    .parse([...argv], { from: 'user' });
-  const o = program.opts<{ quick?: boolean; json?: string | boolean; limit?: string; model?: string }>();
-  const result = await runModelTrainBench({ quick: o.quick === true, model: o.model as ModelPreset | undefined, memoryLimitBytes: o.limit !== undefined ? parseGiB('--limit', o.limit) : undefined });
-  if (o.json !== undefined) {
-    const text = JSON.stringify(result, null, 2) + '\n';
-    if (typeof o.json === 'string') writeFileSync(o.json, text);
-    else process.stdout.write(text);
-  }
+    .option('--model <preset>', 'tiny | small (default tiny)');
+  const o = parseBench<CommonBenchOptions & { limit?: string; model?: string }>(program, argv);
+  const result = await runModelTrainBench({
+    quick: o.quick === true,
+    model: o.model as ModelPreset | undefined,
+    memoryLimitBytes: o.limit !== undefined ? parseGiB('--limit', o.limit) : undefined,
+    ...(o.json === true ? { log: tableLog(o.json) } : {}),
+  });
+  writeJson(o.json, result);
   return result;
 }
 
-if (invokedDirectly(import.meta.url)) {
-  await main();
-}
+runWhenInvoked(import.meta.url, 'model-train', main);

@@ -10,15 +10,13 @@
  * Run: `npm run build:ts && node dist/bench/rollout.js [--quick] [--json [file]]`.
  * @module
  */
-import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 
 import { loadTauWorld, TauEnv, type ChatMessage as GymChatMessage } from '../lib/gym/index.js';
 import { ChatTemplate, trainChatTokenizer, type ChatMessage } from '../lib/model/index.js';
 import { AgentLoop, episodesToDataProto, ExpertTokenPolicy, mixSeed, packMicroBatches, tauMessageOf, type EpisodeRecord, type TokenizationSanityCheck } from '../lib/rollout/index.js';
 import { ExpertRetailAgent, type Message } from '../lib/tau/index.js';
-import { benchProgram, type BenchCliSettings } from './common/cli.js';
-import { invokedDirectly } from './common/entry.js';
+import { benchProgram, parseBench, runWhenInvoked, writeJson, type BenchCliSettings } from './common/cli.js';
 
 /** Options of {@link runRolloutBench}. */
 export interface RolloutBenchOptions {
@@ -216,21 +214,14 @@ export async function runRolloutBench(options: RolloutBenchOptions = {}): Promis
   return result;
 }
 
-/** The command line: `[--quick] [--json [file]]` (the arguments after the script). */
-export async function main(args: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<RolloutBenchResult> {
-  const program = benchProgram('node dist/bench/rollout.js', 'agent-loop rollouts through the tau envs: episodes/s and tokens/s', cli)
-    .option('--quick', 'a small, fast run')
-    .option('--json [file]', 'write the results as JSON to the file (or stdout) instead of the table')
-    .parse([...args], { from: 'user' });
-  const o = program.opts<{ quick?: boolean; json?: string | boolean }>();
-  const log = o.json !== undefined ? () => undefined : undefined;
+/** The command line (the arguments after the script): `[--quick] [--json [file]]`. */
+export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<RolloutBenchResult> {
+  const program = benchProgram('rollout', 'agent-loop rollouts through the tau envs: episodes/s and tokens/s', cli);
+  const o = parseBench(program, argv);
+  const log = o.json === true ? () => undefined : undefined;
   const result = await runRolloutBench(o.quick ? { tasks: 8, n: 2, rounds: 1, log } : { log });
-  if (o.json !== undefined) {
-    const text = JSON.stringify(result, null, 2);
-    if (typeof o.json === 'string') writeFileSync(o.json, `${text}\n`);
-    else console.log(text);
-  }
+  writeJson(o.json, result);
   return result;
 }
 
-if (invokedDirectly(import.meta.url)) await main(process.argv.slice(2));
+runWhenInvoked(import.meta.url, 'rollout', main);

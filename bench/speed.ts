@@ -11,9 +11,8 @@
  *
  * Run: `sinkflex bench speed [options]` or `node dist/bench/speed.js [options]`.
  */
-import { Command } from 'commander';
-
 import { Transformer, fmaPeakGflops, mulberry32, type AttentionImpl } from '../lib/index.js';
+import { benchProgram, commandLine, parseBench, runWhenInvoked, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 import { memoryChart } from './common/chart.js';
 import { measureAttentionSpeed, visiblePairs, type BenchMask } from './attention.js';
 import {
@@ -28,7 +27,6 @@ import {
 } from './common/options.js';
 import { type BenchModel, BENCH_MODELS, benchModelConfig, measureTrainStep, stepGflop } from './common/train-step.js';
 import { type MachineInfo, type Summary, fmtSummary, machineInfo, markdownTable, summarize, writeBenchFiles } from './common/util.js';
-import { invokedDirectly } from './common/entry.js';
 
 /** Options of {@link runSpeedBench}. */
 export interface SpeedBenchOptions {
@@ -170,22 +168,6 @@ export function speedBenchChart(result: SpeedBenchResult): string {
   return memoryChart(pts, `GFLOP/s, fused vs eager (line: measured FMA peak ${result.fmaPeakGflops.toFixed(0)} GFLOP/s)`, result.fmaPeakGflops * 1e9, 'FLOP/s (G = 1e9)');
 }
 
-/** Adds the speed benchmark's options to a command. */
-export function speedCommand(command: Command): Command {
-  return command
-    .description('time, tokens/s and GFLOP/s of fused vs eager attention and of a training step, against the measured FMA peak')
-    .option('--shape <name>', 'attention shape: gpt-oss-20b, gpt-oss-120b, small, tiny (default: one kv group of gpt-oss-20b, 8/1 heads)')
-    .option('--masks <list>', 'masks: window, full', 'window,full')
-    .option('--seqs <list>', 'sequence lengths of the attention rows', '1024,2048,4096')
-    .option('--step-seqs <list>', "sequence lengths of the training-step rows ('none' to skip)", '1024,4096')
-    .option('--model <list>', `models of the training step: ${BENCH_MODELS.join(', ')}`, 'tiny')
-    .option('--layers <n>', 'layers of the model')
-    .option('--repeats <n>', 'timed repetitions per point', '3')
-    .option('--peak-seconds <s>', 'seconds of the FMA peak measurement', '0.5')
-    .option('--seed <n>', 'seed', '1')
-    .option('--json <file>', 'write the results as JSON and the chart as SVG next to it');
-}
-
 /** Turns parsed command-line strings into {@link SpeedBenchOptions}. */
 export function speedOptionsFromCli(opts: Record<string, string | undefined>): SpeedBenchOptions {
   const out: SpeedBenchOptions = {
@@ -202,23 +184,27 @@ export function speedOptionsFromCli(opts: Record<string, string | undefined>): S
   return out;
 }
 
-/** Runs the benchmark from parsed CLI options; writes JSON + SVG when `--json` is given. */
-export async function speedFromCli(opts: Record<string, string | undefined>, command: string): Promise<SpeedBenchResult> {
-  const result = await runSpeedBench(speedOptionsFromCli(opts));
-  writeBenchFiles(opts.json, command, result, speedBenchChart);
+/**
+ * The command line (the arguments after the script): time and GFLOP/s of fused vs eager
+ * attention; `--json <file>` writes the results and the chart beside them.
+ */
+export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<SpeedBenchResult> {
+  const program = benchProgram('speed', 'time, tokens/s and GFLOP/s of fused vs eager attention and of a training step, against the measured FMA peak', cli)
+    .option('--shape <name>', 'attention shape: gpt-oss-20b, gpt-oss-120b, small, tiny (default: one kv group of gpt-oss-20b, 8/1 heads)')
+    .option('--masks <list>', 'masks: window, full', 'window,full')
+    .option('--seqs <list>', 'sequence lengths of the attention rows (quick: 1024)', '1024,2048,4096')
+    .option('--step-seqs <list>', "sequence lengths of the training-step rows ('none' to skip; quick: 1024)", '1024,4096')
+    .option('--model <list>', `models of the training step: ${BENCH_MODELS.join(', ')}`, 'tiny')
+    .option('--layers <n>', 'layers of the model')
+    .option('--repeats <n>', 'timed repetitions per point (quick: 1)', '3')
+    .option('--peak-seconds <s>', 'seconds of the FMA peak measurement (quick: 0.1)', '0.5')
+    .option('--seed <n>', 'seed', '1');
+  const opts = parseBench<CommonBenchOptions & Record<string, string | undefined>>(program, argv, { seqs: '1024', stepSeqs: '1024', repeats: '1', peakSeconds: '0.1' });
+  const result = await runSpeedBench({ ...speedOptionsFromCli(opts), ...(opts.json === true ? { log: null } : {}) });
+  const command = commandLine(program, argv);
+  if (opts.json === true) writeJson(true, { command, ...result });
+  else writeBenchFiles(opts.json, command, result, speedBenchChart);
   return result;
 }
 
-/** `node dist/bench/speed.js [options]`. */
-export async function main(argv: string[] = process.argv): Promise<SpeedBenchResult> {
-  const program = speedCommand(new Command('speed-bench')).exitOverride();
-  program.parse(argv);
-  return speedFromCli(program.opts<Record<string, string | undefined>>(), `node dist/bench/speed.js ${argv.slice(2).join(' ')}`);
-}
-
-if (invokedDirectly(import.meta.url)) {
-  main().catch((e: unknown) => {
-    console.error(`speed bench: ${e instanceof Error ? e.message : String(e)}`);
-    process.exitCode = 1;
-  });
-}
+runWhenInvoked(import.meta.url, 'speed', main);

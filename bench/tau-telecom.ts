@@ -19,8 +19,7 @@ import {
   ScriptedTelecomUser,
   TauEpisode,
 } from '../lib/tau/index.js';
-import { benchProgram, type BenchCliSettings } from './common/cli.js';
-import { invokedDirectly } from './common/entry.js';
+import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings } from './common/cli.js';
 
 /** Options of {@link runTauTelecomBench}. */
 export interface TauTelecomBenchOptions {
@@ -131,24 +130,22 @@ export function runTauTelecomBench(options: TauTelecomBenchOptions = {}): TauTel
   };
 }
 
-/** The command line: `[--json]` (the arguments after the script). */
-export function main(args: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): TauTelecomBenchResult {
-  const program = benchProgram('node dist/bench/tau-telecom.js', "tau telecom world: reset, grading, expert and random agents (tau2's small set when present)", cli)
-    .option('--json', 'print JSON instead of the table')
-    .parse([...args], { from: 'user' });
-  const r = runTauTelecomBench();
-  if (program.opts<{ json?: boolean }>().json) console.log(JSON.stringify(r, null, 2));
-  else {
-    const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
-    console.log('tau world / telecom (generated fault scenarios)');
-    console.log(`  reset (set-up + sync)  median ${r.resetMedianMs.toFixed(3)} ms`);
-    console.log(`  grade                  median ${r.gradeMedianMs.toFixed(3)} ms`);
-    console.log(`  expert + scripted user ${r.stepsPerSecond.toFixed(0)} steps/s, ${r.episodesPerSecond.toFixed(1)} episodes/s, ${r.meanSteps.toFixed(1)} steps/episode`);
-    console.log(`  expert success         ${pct(r.expertSuccess)}  by persona ${Object.entries(r.expertByPersona).map(([k, v]) => `${k} ${pct(v)}`).join(', ')}; by root causes ${Object.entries(r.expertByFaults).map(([k, v]) => `${k}: ${pct(v)}`).join(', ')}`);
-    console.log(`  random agent           mean reward ${r.randomMeanReward.toFixed(3)}`);
-    console.log(`  tau2 small set         ${r.tau2SmallSuccess === null ? 'n/a (no data)' : `expert ${pct(r.tau2SmallSuccess)}`}`);
-  }
+/** The command line (the arguments after the script): `[--quick] [--json [file]]`. */
+export function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): TauTelecomBenchResult {
+  const program = benchProgram('tau-telecom', "tau telecom world: reset, grading, expert and random agents (tau2's small set when present)", cli);
+  const o = parseBench(program, argv);
+  const r = runTauTelecomBench(o.quick ? { episodes: 30 } : {});
+  const log = tableLog(o.json);
+  const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+  log('tau world / telecom (generated fault scenarios)');
+  log(`  reset (set-up + sync)  median ${r.resetMedianMs.toFixed(3)} ms`);
+  log(`  grade                  median ${r.gradeMedianMs.toFixed(3)} ms`);
+  log(`  expert + scripted user ${r.stepsPerSecond.toFixed(0)} steps/s, ${r.episodesPerSecond.toFixed(1)} episodes/s, ${r.meanSteps.toFixed(1)} steps/episode`);
+  log(`  expert success         ${pct(r.expertSuccess)}  by persona ${Object.entries(r.expertByPersona).map(([k, v]) => `${k} ${pct(v)}`).join(', ')}; by root causes ${Object.entries(r.expertByFaults).map(([k, v]) => `${k}: ${pct(v)}`).join(', ')}`);
+  log(`  random agent           mean reward ${r.randomMeanReward.toFixed(3)}`);
+  log(`  tau2 small set         ${r.tau2SmallSuccess === null ? 'n/a (no data)' : `expert ${pct(r.tau2SmallSuccess)}`}`);
+  writeJson(o.json, r);
   return r;
 }
 
-if (invokedDirectly(import.meta.url)) main();
+runWhenInvoked(import.meta.url, 'tau-telecom', main);

@@ -8,8 +8,7 @@ import { join } from 'node:path';
 
 import type { RetailDb, SimulationRun, TauDomain } from '../lib/tau/index.js';
 import { createRetailDomain, ExpertRetailAgent, generateRetailDb, generateRetailTasks, loadTau2Retail, runEpisodeSync, ScriptedRetailUser, TauEpisode, TauEvaluator } from '../lib/tau/index.js';
-import { benchProgram, type BenchCliSettings } from './common/cli.js';
-import { invokedDirectly } from './common/entry.js';
+import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings } from './common/cli.js';
 
 /** Options of {@link runTauBench}. */
 export interface TauBenchOptions {
@@ -119,21 +118,19 @@ export function runTauBench(options: TauBenchOptions = {}): TauBenchResult {
   };
 }
 
-/** The command line: `[--json]` (the arguments after the script). */
-export function main(args: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): TauBenchResult {
-  const program = benchProgram('node dist/bench/tau.js', "tau retail world: reset, grading and expert episodes (tau2's retail DB when present)", cli)
-    .option('--json', 'print JSON instead of the table')
-    .parse([...args], { from: 'user' });
-  const r = runTauBench();
-  if (program.opts<{ json?: boolean }>().json) console.log(JSON.stringify(r, null, 2));
-  else {
-    console.log(`tau world (${r.db} retail DB)`);
-    console.log(`  reset (initial state)  median ${r.resetMedianMs.toFixed(4)} ms`);
-    console.log(`  grade                  median ${r.gradeMedianMs.toFixed(3)} ms (first per task ${r.gradeFirstMedianMs.toFixed(3)} ms)`);
-    console.log(`  full DB SHA-256        ${r.hashMs.toFixed(2)} ms`);
-    console.log(`  expert + scripted user ${r.stepsPerSecond.toFixed(0)} steps/s, ${r.episodesPerSecond.toFixed(1)} episodes/s, success ${(r.expertSuccess * 100).toFixed(1)}%`);
-  }
+/** The command line (the arguments after the script): `[--quick] [--json [file]]`. */
+export function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): TauBenchResult {
+  const program = benchProgram('tau', "tau retail world: reset, grading and expert episodes (tau2's retail DB when present)", cli);
+  const o = parseBench(program, argv);
+  const r = runTauBench(o.quick ? { resets: 200, episodes: 20 } : {});
+  const log = tableLog(o.json);
+  log(`tau world (${r.db} retail DB)`);
+  log(`  reset (initial state)  median ${r.resetMedianMs.toFixed(4)} ms`);
+  log(`  grade                  median ${r.gradeMedianMs.toFixed(3)} ms (first per task ${r.gradeFirstMedianMs.toFixed(3)} ms)`);
+  log(`  full DB SHA-256        ${r.hashMs.toFixed(2)} ms`);
+  log(`  expert + scripted user ${r.stepsPerSecond.toFixed(0)} steps/s, ${r.episodesPerSecond.toFixed(1)} episodes/s, success ${(r.expertSuccess * 100).toFixed(1)}%`);
+  writeJson(o.json, r);
   return r;
 }
 
-if (invokedDirectly(import.meta.url)) main();
+runWhenInvoked(import.meta.url, 'tau', main);

@@ -7,15 +7,14 @@
  * CUDA device (or without the CUDA model kernels) it times the CPU only and says so.
  *
  * Run: `npm run build:ts && node dist/bench/transformer-gpu.js [--model small] [--tokens 2048]
- * [--doc 512] [--sessions 8] [--prompt 64] [--sample 32] [--repeats 2] [--json file]`.
+ * [--doc 512] [--sessions 8] [--prompt 64] [--sample 32] [--repeats 2] [--quick] [--json [file]]`.
  */
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
 
 import { cudaAvailable } from '../lib/native/index.js';
 import { type ModelConfig, modelConfig, modelAddon, packSequences, TransformerPolicy } from '../lib/model/index.js';
-import { invokedDirectly } from './common/entry.js';
+import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Options of {@link runTransformerGpuBench}. */
 export interface TransformerGpuBenchOptions {
@@ -157,21 +156,18 @@ export function formatTransformerGpu(r: TransformerGpuResult): string {
   return `transformer gpu: ${r.model}, ${(r.parameters / 1e6).toFixed(1)}M parameters; ${parts.join('; ')}${note}`;
 }
 
-/** The command line: prints one line (and writes JSON with --json file). */
-export async function main(argv: string[] = process.argv.slice(2)): Promise<TransformerGpuResult> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      model: { type: 'string' },
-      tokens: { type: 'string' },
-      doc: { type: 'string' },
-      sessions: { type: 'string' },
-      prompt: { type: 'string' },
-      sample: { type: 'string' },
-      repeats: { type: 'string' },
-      json: { type: 'string' },
-    },
-  });
+/** The command line (the arguments after the script): prints one line (or JSON with a bare `--json`; `--json <file>` writes it). */
+export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<TransformerGpuResult> {
+  const program = benchProgram('transformer-gpu', 'the built-in transformer on the GPU vs the CPU: a training step and a sampling run', cli)
+    .option('--model <preset>', "'tiny' or 'small' (default small; quick: tiny)")
+    .option('--tokens <n>', 'tokens of the training step (default 2048; quick: 256)')
+    .option('--doc <n>', 'tokens per packed document (default 512; quick: 128)')
+    .option('--sessions <n>', 'sessions sampling at once (default 8; quick: 2)')
+    .option('--prompt <n>', 'prompt tokens per session (default 64; quick: 16)')
+    .option('--sample <n>', 'tokens sampled per session (default 32; quick: 8)')
+    .option('--repeats <n>', 'timed repeats after a warm-up (default 2; quick: 1)');
+  type Options = CommonBenchOptions & { model?: string; tokens?: string; doc?: string; sessions?: string; prompt?: string; sample?: string; repeats?: string };
+  const values = parseBench<Options>(program, argv, { model: 'tiny', tokens: '256', doc: '128', sessions: '2', prompt: '16', sample: '8', repeats: '1' });
   const num = (s: string | undefined) => (s === undefined ? undefined : Number(s));
   if (values.model !== undefined && values.model !== 'tiny' && values.model !== 'small') throw new RangeError(`--model must be 'tiny' or 'small', got '${values.model}'`);
   const r = await runTransformerGpuBench({
@@ -183,11 +179,9 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<Tran
     sampleTokens: num(values.sample),
     repeats: num(values.repeats),
   });
-  console.log(formatTransformerGpu(r));
-  if (values.json) writeFileSync(values.json, JSON.stringify(r, null, 2));
+  tableLog(values.json)(formatTransformerGpu(r));
+  writeJson(values.json, r);
   return r;
 }
 
-if (invokedDirectly(import.meta.url)) {
-  await main();
-}
+runWhenInvoked(import.meta.url, 'transformer-gpu', main);

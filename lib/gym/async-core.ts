@@ -7,10 +7,8 @@
  */
 import { Env, EnvBase, type SetWrapperAttrOptions } from './core.js';
 import { NotImplementedError } from './errors.js';
-import type { RandomGenerator, Seed } from './random.js';
-import type { EnvSpec } from './registration.js';
 import type { Space } from './spaces/space.js';
-import type { EnvMetadata, RenderFrame, ResetArgs, ResetResult, StepResult } from './types.js';
+import type { RenderFrame, ResetArgs, ResetResult, StepResult } from './types.js';
 
 /**
  * An environment whose methods return Promises. Subclasses define the spaces, `step` and
@@ -50,6 +48,7 @@ export class AsyncWrapper<WObs = unknown, WAct = unknown, Obs = WObs, Act = WAct
     super();
     if (!(env instanceof AsyncEnv)) throw new TypeError(`Expected env to be an AsyncEnv, got ${env === null ? 'null' : typeof env}`);
     this.env = env;
+    this.layerOver(env);
   }
 
   get observationSpace(): Space<WObs> {
@@ -66,42 +65,6 @@ export class AsyncWrapper<WObs = unknown, WAct = unknown, Obs = WObs, Act = WAct
     this.actionSpaceOverride = space;
   }
 
-  override get metadata(): EnvMetadata {
-    return this.metadataOverride ?? this.env.metadata;
-  }
-  override set metadata(value: EnvMetadata) {
-    this.metadataOverride = value;
-  }
-
-  override get renderMode(): string | null {
-    return this.env.renderMode;
-  }
-  override set renderMode(value: string | null) {
-    this.env.renderMode = value;
-  }
-
-  override get spec(): EnvSpec | null {
-    return this.env.spec;
-  }
-  override set spec(value: EnvSpec | null) {
-    this.env.spec = value;
-  }
-
-  override get npRandom(): RandomGenerator {
-    return this.env.npRandom;
-  }
-  override set npRandom(value: RandomGenerator) {
-    this.env.npRandom = value;
-  }
-
-  override get npRandomSeed(): Seed {
-    return this.env.npRandomSeed;
-  }
-
-  override get unwrapped(): EnvBase<unknown, unknown> {
-    return this.env.unwrapped;
-  }
-
   override step(action: WAct): Promise<StepResult<WObs>> {
     return this.env.step(action as unknown as Act) as unknown as Promise<StepResult<WObs>>;
   }
@@ -116,30 +79,6 @@ export class AsyncWrapper<WObs = unknown, WAct = unknown, Obs = WObs, Act = WAct
 
   override close(): Promise<void> {
     return this.env.close();
-  }
-
-  override hasWrapperAttr(name: string): boolean {
-    return name in this || this.env.hasWrapperAttr(name);
-  }
-
-  override getWrapperAttr<T = unknown>(name: string): T {
-    if (name in this) return (this as unknown as Record<string, T>)[name];
-    return this.env.getWrapperAttr<T>(name);
-  }
-
-  override setWrapperAttr(name: string, value: unknown, options: SetWrapperAttrOptions = {}): boolean {
-    if (name in this) {
-      (this as unknown as Record<string, unknown>)[name] = value;
-      return true;
-    }
-    if (this.env.setWrapperAttr(name, value, { force: false })) return true;
-    if (options.force === false) return false;
-    (this as unknown as Record<string, unknown>)[name] = value;
-    return true;
-  }
-
-  override toString(): string {
-    return `<${this.constructor.name}${this.env.toString()}>`;
   }
 }
 
@@ -192,6 +131,7 @@ export class SyncToAsyncEnv<Obs = unknown, Act = unknown> extends AsyncEnv<Obs, 
     super();
     if (!(env instanceof Env)) throw new TypeError('SyncToAsyncEnv expects an Env');
     this.env = env;
+    this.layerOver(env);
   }
 
   get observationSpace(): Space<Obs> {
@@ -199,36 +139,6 @@ export class SyncToAsyncEnv<Obs = unknown, Act = unknown> extends AsyncEnv<Obs, 
   }
   get actionSpace(): Space<Act> {
     return this.env.actionSpace;
-  }
-  override get metadata(): EnvMetadata {
-    return this.metadataOverride ?? this.env.metadata;
-  }
-  override set metadata(value: EnvMetadata) {
-    this.metadataOverride = value;
-  }
-  override get renderMode(): string | null {
-    return this.env.renderMode;
-  }
-  override set renderMode(value: string | null) {
-    this.env.renderMode = value;
-  }
-  override get spec(): EnvSpec | null {
-    return this.env.spec;
-  }
-  override set spec(value: EnvSpec | null) {
-    this.env.spec = value;
-  }
-  override get npRandom(): RandomGenerator {
-    return this.env.npRandom;
-  }
-  override set npRandom(value: RandomGenerator) {
-    this.env.npRandom = value;
-  }
-  override get npRandomSeed(): Seed {
-    return this.env.npRandomSeed;
-  }
-  override get unwrapped(): EnvBase<unknown, unknown> {
-    return this.env.unwrapped;
   }
   override async step(action: Act): Promise<StepResult<Obs>> {
     return this.env.step(action);
@@ -242,19 +152,12 @@ export class SyncToAsyncEnv<Obs = unknown, Act = unknown> extends AsyncEnv<Obs, 
   override async close(): Promise<void> {
     this.env.close();
   }
-  override hasWrapperAttr(name: string): boolean {
-    return name in this || this.env.hasWrapperAttr(name);
-  }
-  override getWrapperAttr<T = unknown>(name: string): T {
-    if (name in this) return (this as unknown as Record<string, T>)[name];
-    return this.env.getWrapperAttr<T>(name);
-  }
+  /** Sets the attribute on the synchronous environment's first layer that has it, else here (unless `force` is false and this adapter lacks it too). */
   override setWrapperAttr(name: string, value: unknown, options: SetWrapperAttrOptions = {}): boolean {
     if (this.env.setWrapperAttr(name, value, { force: false })) return true;
-    return super.setWrapperAttr(name, value, options);
-  }
-  override toString(): string {
-    return `<${this.constructor.name}${this.env.toString()}>`;
+    if (!(name in this) && options.force === false) return false;
+    (this as unknown as Record<string, unknown>)[name] = value;
+    return true;
   }
 }
 

@@ -19,7 +19,10 @@ export interface SetWrapperAttrOptions {
 
 /**
  * What synchronous and asynchronous environments share: spaces, metadata, render mode, spec,
- * the seeded generator `npRandom`, and attribute access through wrappers.
+ * the seeded generator `npRandom`, and attribute access through wrappers. An environment that
+ * is a layer over another (a wrapper, the sync-to-async adapter; see {@link EnvBase.layerOver})
+ * passes its render mode, spec, generator, `unwrapped` and unknown wrapper attributes through to
+ * it, and its metadata unless assigned; the sync and async wrappers share this code.
  */
 export abstract class EnvBase<Obs = unknown, Act = unknown> {
   /** Class-level metadata (Gymnasium's class attribute); instances may override it. */
@@ -36,10 +39,28 @@ export abstract class EnvBase<Obs = unknown, Act = unknown> {
   protected npRandomValue: RandomGenerator | null = null;
   /** The seed of `npRandomValue` (-1 when set directly). */
   protected npRandomSeedValue: Seed | null = null;
+  /** The environment this one is a layer over (null for an environment that is not a wrapper). */
+  #inner: EnvBase<unknown, unknown> | null = null;
 
-  /** Metadata: render modes, render fps, ... (the class's unless set on the instance). */
+  /**
+   * Makes this environment a layer over `inner` (what the wrappers' constructors do): render
+   * mode, spec, `npRandom`, `unwrapped` and wrapper attributes pass through to it from then on.
+   */
+  protected layerOver(inner: EnvBase<unknown, unknown>): void {
+    this.#inner = inner;
+  }
+
+  /**
+   * The spec this layer reports for the spec of the environment it wraps (unchanged here;
+   * wrappers that show up in a spec, such as `TimeLimit`, override it).
+   */
+  protected layerSpec(innerSpec: EnvSpec | null): EnvSpec | null {
+    return innerSpec;
+  }
+
+  /** Metadata: render modes, render fps, ... (the class's, or the wrapped env's, unless set on the instance). */
   get metadata(): EnvMetadata {
-    return this.metadataOverride ?? (this.constructor as typeof EnvBase).metadata;
+    return this.metadataOverride ?? (this.#inner === null ? (this.constructor as typeof EnvBase).metadata : this.#inner.metadata);
   }
   set metadata(value: EnvMetadata) {
     this.metadataOverride = value;
@@ -47,22 +68,25 @@ export abstract class EnvBase<Obs = unknown, Act = unknown> {
 
   /** The render mode chosen at construction (one of `metadata.renderModes`), or null. */
   get renderMode(): string | null {
-    return this.renderModeValue ?? null;
+    return this.#inner === null ? (this.renderModeValue ?? null) : this.#inner.renderMode;
   }
   set renderMode(value: string | null) {
-    this.renderModeValue = value;
+    if (this.#inner === null) this.renderModeValue = value;
+    else this.#inner.renderMode = value;
   }
 
   /** The spec the environment was made from by `make`, else null. */
   get spec(): EnvSpec | null {
-    return this.specValue ?? null;
+    return this.#inner === null ? (this.specValue ?? null) : this.layerSpec(this.#inner.spec);
   }
   set spec(value: EnvSpec | null) {
-    this.specValue = value;
+    if (this.#inner === null) this.specValue = value;
+    else this.#inner.spec = value;
   }
 
   /** The environment's generator; created from a random seed on first use when never seeded. */
   get npRandom(): RandomGenerator {
+    if (this.#inner !== null) return this.#inner.npRandom;
     if (this.npRandomValue === null) {
       this.npRandomValue = new RandomGenerator();
       this.npRandomSeedValue = this.npRandomValue.seed;
@@ -70,12 +94,17 @@ export abstract class EnvBase<Obs = unknown, Act = unknown> {
     return this.npRandomValue;
   }
   set npRandom(value: RandomGenerator) {
+    if (this.#inner !== null) {
+      this.#inner.npRandom = value;
+      return;
+    }
     this.npRandomValue = value;
     this.npRandomSeedValue = -1;
   }
 
   /** The seed of `npRandom` (-1 when the generator was assigned directly). */
   get npRandomSeed(): Seed {
+    if (this.#inner !== null) return this.#inner.npRandomSeed;
     if (this.npRandomSeedValue === null) void this.npRandom;
     return this.npRandomSeedValue as Seed;
   }
@@ -90,18 +119,19 @@ export abstract class EnvBase<Obs = unknown, Act = unknown> {
 
   /** The innermost environment (this one for an environment that is not a wrapper). */
   get unwrapped(): EnvBase<unknown, unknown> {
-    return this as EnvBase<unknown, unknown>;
+    return this.#inner === null ? (this as EnvBase<unknown, unknown>) : this.#inner.unwrapped;
   }
 
   /** True when this environment (or a wrapped one) has the attribute `name`. */
   hasWrapperAttr(name: string): boolean {
-    return name in this;
+    return name in this || (this.#inner !== null && this.#inner.hasWrapperAttr(name));
   }
 
   /** The attribute `name` of the first layer (outermost first) that has it. */
   getWrapperAttr<T = unknown>(name: string): T {
-    if (!(name in this)) throw new TypeError(`${this.toString()} has no attribute \`${name}\``);
-    return (this as unknown as Record<string, T>)[name];
+    if (name in this) return (this as unknown as Record<string, T>)[name];
+    if (this.#inner !== null) return this.#inner.getWrapperAttr<T>(name);
+    throw new TypeError(`${this.toString()} has no attribute \`${name}\``);
   }
 
   /**
@@ -109,6 +139,7 @@ export abstract class EnvBase<Obs = unknown, Act = unknown> {
    * it, on this (outermost) layer if `force` (default). Returns whether it was set.
    */
   setWrapperAttr(name: string, value: unknown, options: SetWrapperAttrOptions = {}): boolean {
+    if (!(name in this) && this.#inner !== null && this.#inner.setWrapperAttr(name, value, { force: false })) return true;
     if (name in this || options.force !== false) {
       (this as unknown as Record<string, unknown>)[name] = value;
       return true;
@@ -116,8 +147,12 @@ export abstract class EnvBase<Obs = unknown, Act = unknown> {
     return false;
   }
 
-  /** `<ClassName<spec id>>`, or `<ClassName instance>` without a spec (as Gymnasium prints). */
+  /**
+   * `<ClassName<spec id>>`, or `<ClassName instance>` without a spec (as Gymnasium prints); a
+   * layer prints `<ClassName<inner>>`.
+   */
   toString(): string {
+    if (this.#inner !== null) return `<${this.constructor.name}${this.#inner.toString()}>`;
     return this.spec === null ? `<${this.constructor.name} instance>` : `<${this.constructor.name}<${this.spec.id}>>`;
   }
 }
@@ -165,6 +200,7 @@ export class Wrapper<WObs = unknown, WAct = unknown, Obs = WObs, Act = WAct> ext
     super();
     if (!(env instanceof Env)) throw new TypeError(`Expected env to be an Env, got ${env === null ? 'null' : typeof env}`);
     this.env = env;
+    this.layerOver(env);
   }
 
   get observationSpace(): Space<WObs> {
@@ -181,42 +217,6 @@ export class Wrapper<WObs = unknown, WAct = unknown, Obs = WObs, Act = WAct> ext
     this.actionSpaceOverride = space;
   }
 
-  override get metadata(): EnvMetadata {
-    return this.metadataOverride ?? this.env.metadata;
-  }
-  override set metadata(value: EnvMetadata) {
-    this.metadataOverride = value;
-  }
-
-  override get renderMode(): string | null {
-    return this.env.renderMode;
-  }
-  override set renderMode(value: string | null) {
-    this.env.renderMode = value;
-  }
-
-  override get spec(): EnvSpec | null {
-    return this.env.spec;
-  }
-  override set spec(value: EnvSpec | null) {
-    this.env.spec = value;
-  }
-
-  override get npRandom(): RandomGenerator {
-    return this.env.npRandom;
-  }
-  override set npRandom(value: RandomGenerator) {
-    this.env.npRandom = value;
-  }
-
-  override get npRandomSeed(): Seed {
-    return this.env.npRandomSeed;
-  }
-
-  override get unwrapped(): EnvBase<unknown, unknown> {
-    return this.env.unwrapped;
-  }
-
   override step(action: WAct): StepResult<WObs> {
     return this.env.step(action as unknown as Act) as unknown as StepResult<WObs>;
   }
@@ -231,31 +231,6 @@ export class Wrapper<WObs = unknown, WAct = unknown, Obs = WObs, Act = WAct> ext
 
   override close(): void {
     this.env.close();
-  }
-
-  override hasWrapperAttr(name: string): boolean {
-    return name in this || this.env.hasWrapperAttr(name);
-  }
-
-  override getWrapperAttr<T = unknown>(name: string): T {
-    if (name in this) return (this as unknown as Record<string, T>)[name];
-    return this.env.getWrapperAttr<T>(name);
-  }
-
-  override setWrapperAttr(name: string, value: unknown, options: SetWrapperAttrOptions = {}): boolean {
-    if (name in this) {
-      (this as unknown as Record<string, unknown>)[name] = value;
-      return true;
-    }
-    if (this.env.setWrapperAttr(name, value, { force: false })) return true;
-    if (options.force === false) return false;
-    (this as unknown as Record<string, unknown>)[name] = value;
-    return true;
-  }
-
-  /** `<WrapperName<inner>>`, as Gymnasium prints wrappers. */
-  override toString(): string {
-    return `<${this.constructor.name}${this.env.toString()}>`;
   }
 }
 

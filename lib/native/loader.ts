@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import type { CoreAddon } from './addon-types.js';
@@ -36,17 +36,31 @@ export function packageVersion(): string {
 }
 
 /**
- * Loads the native addon once (node-gyp-build: a local build in `build/Release` first, then
- * `prebuilds/<platform>-<arch>/`) and returns it typed as `T` (the functions a layer uses).
+ * The addon file named by the environment variable `SINKFLEX_ADDON` (resolved from the current
+ * folder), or null when it is unset or empty: e.g. the CUDA emulator build,
+ * `SINKFLEX_ADDON=build-emu/Release/sinkflex.node`.
+ */
+export function addonOverride(): string | null {
+  const path = process.env.SINKFLEX_ADDON;
+  return path === undefined || path === '' ? null : resolve(path);
+}
+
+/**
+ * Loads the native addon once and returns it typed as `T` (the functions a layer uses): the
+ * file `SINKFLEX_ADDON` names when set (see {@link addonOverride}), else through node-gyp-build
+ * (a local build in `build/Release` first, then `prebuilds/<platform>-<arch>/`).
  */
 export function loadAddon<T extends object = CoreAddon>(): T & CoreAddon {
   if (addon === undefined) {
-    const load = require('node-gyp-build') as (dir: string) => unknown;
+    const override = addonOverride();
     const dir = packageRoot();
     let loaded: CoreAddon;
     try {
-      loaded = load(dir) as CoreAddon;
+      loaded = (override !== null ? require(override) : (require('node-gyp-build') as (dir: string) => unknown)(dir)) as CoreAddon;
     } catch (e) {
+      if (override !== null) {
+        throw new NativeLoadError(`could not load the sinkflex native addon SINKFLEX_ADDON=${override}: ${(e as Error).message}`, { cause: e });
+      }
       throw new NativeLoadError(
         `could not load the sinkflex native addon from ${dir}: ${(e as Error).message}. ` +
           'Reinstall the package, or build it from source with `npm run build:native` (needs a C++ compiler).',

@@ -90,12 +90,6 @@ function shapeText(shape: readonly number[]): string {
   return `[${shape.join(', ')}]`;
 }
 
-function tensorsEqual(a: TensorData, b: TensorData): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i] && !(Number.isNaN(a[i]) && Number.isNaN(b[i]))) return false;
-  return true;
-}
-
 /** Checks a list of row indices against a batch size and returns it as a plain array. */
 function checkIndices(indices: ArrayLike<number>, batchSize: number, what: string): number[] {
   const out = Array.from(indices);
@@ -295,7 +289,7 @@ export class DataProto {
       if (this.nonTensorMap.has(k)) throw new DataProtoError(`union: '${k}' is a non-tensor column on one side and a tensor column on the other`);
       const mine = tensors.get(k);
       if (mine) {
-        if (!sameDtype(mine.data, c.data) || shapeText(mine.shape) !== shapeText(c.shape) || !tensorsEqual(mine.data, c.data)) {
+        if (!sameDtype(mine.data, c.data) || shapeText(mine.shape) !== shapeText(c.shape) || !deepEqual(mine.data, c.data)) {
           throw new DataProtoError(`union: tensor column '${k}' differs between the two batches (${dtypeName(mine.data)} ${shapeText(mine.shape)} vs ${dtypeName(c.data)} ${shapeText(c.shape)}${sameDtype(mine.data, c.data) && shapeText(mine.shape) === shapeText(c.shape) ? ', different values' : ''})`);
         }
       } else tensors.set(k, c);

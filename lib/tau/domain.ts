@@ -18,6 +18,13 @@ export interface WorldState {
   equals(other: this): boolean;
 }
 
+/**
+ * An env-assertion function of a domain: a boolean about the state. Typed through a method
+ * signature, so that (as with the domain's tools and `sync`) a domain over a concrete state type
+ * is also a `TauDomain<WorldState>`: what the worlds of the Gym environments hold.
+ */
+export type StateAssertion<S> = { check(state: S, args: Record<string, unknown>): boolean }['check'];
+
 /** A dual-control domain. */
 export interface TauDomain<S extends WorldState> {
   /** Domain name (e.g. `retail`). */
@@ -32,7 +39,7 @@ export interface TauDomain<S extends WorldState> {
    * Functions that `env_assertions` may name: each returns a boolean about the state.
    * Absent or missing names make the assertion fail (reported, never silently passed).
    */
-  readonly assertions?: Readonly<Record<string, (state: S, args: Record<string, unknown>) => boolean>>;
+  readonly assertions?: Readonly<Record<string, StateAssertion<S>>>;
   /**
    * tau2's `sync_tools`: brings one side of a dual-control state up to date with the other
    * (e.g. the backend's line status into the user's phone). The episode driver calls it after

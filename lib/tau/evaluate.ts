@@ -8,6 +8,7 @@
  * resulting gold state, as tau2's evaluator does.
  * @module
  */
+import { structuralEqual } from '../util/structural-equal.js';
 import type { TauDomain, WorldState } from './domain.js';
 import { callDomainTool } from './domain.js';
 import type { Message, ToolCall, ToolMessage } from './messages.js';
@@ -137,19 +138,11 @@ export interface EvaluateOptions {
   unevaluated?: 'exclude' | 'fail';
 }
 
-/** Deep equality of JSON values (Python `==` on dicts and lists). */
+const JSON_EQUAL = { nanEqual: false } as const;
+
+/** Deep equality of JSON values (Python `==` on dicts and lists; {@link structuralEqual} with NaN unequal). */
 export function jsonEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== typeof b || a === null || b === null || typeof a !== 'object') return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  if (Array.isArray(a)) {
-    const bb = b as unknown[];
-    return a.length === bb.length && a.every((v, i) => jsonEqual(v, bb[i]));
-  }
-  const ka = Object.keys(a as object);
-  const kb = Object.keys(b as object);
-  if (ka.length !== kb.length) return false;
-  return ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+  return structuralEqual(a, b, JSON_EQUAL);
 }
 
 function parseMaybeJson(s: string): unknown {

@@ -4,20 +4,9 @@
  * demonstrations.
  * @module
  */
-import { TauEnv, TauWorld } from '../gym/index.js';
+import { loadTauWorld, TauEnv, type TauWorld } from '../gym/index.js';
 import { ChatTemplate, trainChatTokenizer, type Tokenizer } from '../model/index.js';
 import { AgentLoop, ExpertTokenPolicy, mixSeed } from '../rollout/index.js';
-import {
-  createRetailDomain,
-  createTelecomDomain,
-  generateRetailDb,
-  generateRetailTasks,
-  generateTelecomDb,
-  generateTelecomTasks,
-  type RetailTaskKind,
-  type TauDomain,
-  type WorldState,
-} from '../tau/index.js';
 import { domainOf, type TrainConfig } from './config.js';
 
 /** A world split into training and validation tasks. */
@@ -30,44 +19,28 @@ export interface TrainWorld {
   valIds: string[];
 }
 
-const worldCache = new Map<string, TrainWorld>();
-
-/** Builds (or returns the cached) world of `config.world` for `config.env`. */
+/**
+ * The world of `config.world` for `config.env` (the Gym layer's generated world, cached there):
+ * `trainTasks + valTasks` tasks of distinct scenarios, so that no validation task repeats a
+ * training task's content, the first `trainTasks` for training.
+ */
 export function buildWorld(config: Pick<TrainConfig, 'env' | 'world'>): TrainWorld {
   const w = config.world;
   const domain = domainOf(config.env);
-  const key = JSON.stringify([domain, w.seed, w.trainTasks, w.valTasks, w.users, w.orders, w.customers, w.kinds, w.changeOfMind, w.secondRequest, w.maxFaults, w.unfixableRate]);
-  const hit = worldCache.get(key);
-  if (hit) return hit;
   const count = w.trainTasks + w.valTasks;
-  // generate more than needed and keep the first task of each distinct scenario, so that no
-  // validation task repeats a training task's content (a small database repeats scenarios)
-  const distinct = <T extends { sinkflex_scenario?: unknown; description?: unknown }>(tasks: readonly T[]): T[] => {
-    const seen = new Set<string>();
-    const out = tasks.filter((t) => {
-      const sig = JSON.stringify(t.sinkflex_scenario ?? t.description ?? null);
-      if (seen.has(sig)) return false;
-      seen.add(sig);
-      return true;
-    });
-    if (out.length < count) throw new RangeError(`world: only ${out.length} distinct tasks for ${count} (trainTasks + valTasks); use a larger database (world.users / world.orders / world.customers) or fewer tasks`);
-    return out.slice(0, count);
-  };
   let world: TauWorld;
-  if (domain === 'retail') {
-    const db = generateRetailDb({ seed: w.seed, users: w.users, orders: w.orders });
-    const weights = w.kinds as Partial<Record<RetailTaskKind, number>>;
-    const tasks = distinct(generateRetailTasks(db, { seed: w.seed, count: 4 * count, weights, changeOfMind: w.changeOfMind, secondRequest: w.secondRequest }));
-    world = new TauWorld('retail', createRetailDomain({ db }) as unknown as TauDomain<WorldState>, tasks, true);
-  } else {
-    const db = generateTelecomDb({ seed: w.seed, customers: w.customers });
-    const tasks = distinct(generateTelecomTasks(db, { seed: w.seed, count: 4 * count, maxFaults: w.maxFaults, unfixableRate: w.unfixableRate }));
-    world = new TauWorld('telecom', createTelecomDomain({ db }) as unknown as TauDomain<WorldState>, tasks, true);
+  try {
+    world = loadTauWorld(
+      domain,
+      domain === 'retail'
+        ? { kind: 'generated', seed: w.seed, count, distinct: true, users: w.users, orders: w.orders, weights: w.kinds, changeOfMind: w.changeOfMind, secondRequest: w.secondRequest }
+        : { kind: 'generated', seed: w.seed, count, distinct: true, customers: w.customers, maxFaults: w.maxFaults, unfixableRate: w.unfixableRate },
+    );
+  } catch (e) {
+    throw new RangeError(`world (trainTasks + valTasks = ${count} tasks; world.users / world.orders / world.customers size the database): ${(e as Error).message}`, { cause: e });
   }
   const ids = world.taskIds;
-  const out = { world, trainIds: ids.slice(0, w.trainTasks), valIds: ids.slice(w.trainTasks) };
-  worldCache.set(key, out);
-  return out;
+  return { world, trainIds: ids.slice(0, w.trainTasks), valIds: ids.slice(w.trainTasks) };
 }
 
 /**

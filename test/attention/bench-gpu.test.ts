@@ -53,7 +53,7 @@ t.test('without a GPU nothing is measured', { skip: cudaAvailable() ? 'a CUDA de
   t.match(r.device, /^no CUDA device: /);
   t.same(lines, [r.device]);
   const dir = mkdtempSync(join(tmpdir(), 'sinkflex-gpu-bench-'));
-  await main(['node', 'attention-gpu', '--no-torch', '--json', join(dir, 'r.json'), '--markdown', join(dir, 'r.md')]);
+  await main(['--no-torch', '--json', join(dir, 'r.json'), '--markdown', join(dir, 'r.md')]);
   t.equal(JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8')).available, false);
   t.match(readFileSync(join(dir, 'r.md'), 'utf8'), /no CUDA device/);
 });
@@ -77,7 +77,7 @@ t.test('tiny run on the GPU', { skip: cudaAvailable() ? false : `no CUDA device:
   t.match(r.markdown, /\| window \| 160 \| [\d.]+ KiB \| OOM \|/);
   t.equal(r.torchNote, 'PyTorch comparison not requested');
   const dir = mkdtempSync(join(tmpdir(), 'sinkflex-gpu-bench-'));
-  await main(['node', 'attention-gpu', '--seqs', '64', '--heads', '2/1', '--head-dim', '8', '--repeats', '1', '--no-torch',
+  await main(['--seqs', '64', '--heads', '2/1', '--head-dim', '8', '--repeats', '1', '--no-torch',
     '--json', join(dir, 'r.json')]);
   t.equal(JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8')).rows.length, 4);
 });

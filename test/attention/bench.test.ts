@@ -53,7 +53,7 @@ t.test('the CLI writes JSON and SVG', async (t) => {
   const log = console.log;
   console.log = () => undefined;
   try {
-    await main(['node', 'attention.js', '--mem-seqs', '64', '--mem-heads', '2/1', '--speed-seqs', 'none', '--head-dim', '8',
+    await main(['--mem-seqs', '64', '--mem-heads', '2/1', '--speed-seqs', 'none', '--head-dim', '8',
       '--masks', 'window', '--window', '16', '--limit', '1', '--json', join(dir, 'r.json'), '--svg', join(dir, 'r.svg')]);
   } finally {
     console.log = log;

@@ -1,5 +1,8 @@
-// `sinkflex bench <name>`: every layer benchmark shows its help for --help (running nothing) and
-// receives the arguments given after its name.
+// `sinkflex bench <name>`: every benchmark has one entry (its module's main): it shows its help
+// for --help (running nothing), lists the common --quick and --json options and receives the
+// arguments given after its name; every bench module in bench/ is listed.
+import { readdirSync } from 'node:fs';
+
 import t from 'tap';
 
 import { BENCHES, runBench } from '../../lib/cli/commands/bench.js';
@@ -22,23 +25,31 @@ async function caught(name: string, args: string[]): Promise<{ out: string; err:
   }
 }
 
-const layerBenches = BENCHES.map((b) => b.name).filter((n) => n !== 'memory' && n !== 'speed');
+const benches = BENCHES.map((b) => b.name);
 
-t.test('every layer benchmark shows its help for --help and runs nothing', async (t) => {
-  t.same(layerBenches, ['attention', 'attention-gpu', 'model-train', 'grpo', 'rollout', 'gym', 'tau', 'tau-telecom']);
-  for (const name of layerBenches) {
+t.test('every benchmark module of bench/ has an entry', async (t) => {
+  const helpers = new Set(['attention-chart', 'gym-heavy-env']); // a chart and an env the benches use, no benchmark of their own
+  const modules = readdirSync(new URL('../../bench/', import.meta.url))
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => f.slice(0, -3))
+    .filter((n) => !helpers.has(n));
+  t.same([...benches].sort(), modules.sort());
+});
+
+t.test('every benchmark shows its help for --help and runs nothing', async (t) => {
+  for (const name of benches) {
     const t0 = Date.now();
     const r = await caught(name, ['--help']);
     t.equal(r.error?.code, 'commander.helpDisplayed', `${name}: help shown`);
     t.equal(r.error?.exitCode, 0);
     t.match(r.out, new RegExp(`^Usage: sinkflex bench ${name} \\[options\\]`), `${name}: usage names the command`);
-    t.match(r.out, /--json/, `${name}: its options are listed`);
+    t.match(r.out, /--quick[\s\S]*--json \[file\]/, `${name}: the common options are listed`);
     t.ok(Date.now() - t0 < 5000, `${name}: nothing ran`);
   }
 });
 
-t.test('every layer benchmark receives its arguments: unknown ones are refused', async (t) => {
-  for (const name of layerBenches) {
+t.test('every benchmark receives its arguments: unknown ones are refused', async (t) => {
+  for (const name of benches) {
     const r = await caught(name, ['--no-such-option']);
     t.equal(r.error?.code, 'commander.unknownOption', `${name}: the bench parsed the argument`);
     t.match(r.err, /unknown option '--no-such-option'/);

@@ -36,8 +36,8 @@ t.test('the command line writes JSON and the chart', async (t) => {
   const log = console.log;
   console.log = (...a: unknown[]) => void printed.push(a.join(' '));
   try {
-    main(['--tokens', '2k', '--len', '32', '--repeats', '1', '--kl', 'none', '--json', '--out', join(dir, 'r.json'), '--svg', join(dir, 'c.svg')]);
-    main(['--tokens', '1k', '--len', '16', '--repeats', '1', '--group', '4', '--seed', '3']);
+    main(['--tokens', '2k', '--len', '32', '--repeats', '1', '--kl', 'none', '--json']);
+    main(['--tokens', '2k', '--len', '32', '--repeats', '1', '--kl', 'none', '--group', '4', '--seed', '3', '--json', join(dir, 'r.json'), '--svg', join(dir, 'c.svg')]);
   } finally {
     console.log = log;
   }
@@ -45,7 +45,9 @@ t.test('the command line writes JSON and the chart', async (t) => {
   t.equal(parsed.rows.length, 7);
   t.same(parsed.options.tokens, [2048]);
   t.equal(parsed.options.kl, 'none');
-  t.same(JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8')), parsed);
+  const written = JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8')) as typeof parsed & { options: { groupSize: number; seed: number } };
+  t.same(written.options, { ...parsed.options, groupSize: 4, seed: 3 }, '--json <file>: the JSON written there');
+  t.equal(written.rows.length, 7);
   t.match(readFileSync(join(dir, 'c.svg'), 'utf8'), /GRPO kernels vs parallel memcpy/);
   t.match(printed[1]!, /^tokens\s+stage/);
   t.match(printed.at(-1)!, /^# .*cores, load [\d.]+\), kernel threads \d+, ISA/);

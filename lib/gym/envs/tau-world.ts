@@ -17,6 +17,7 @@ import {
   generateTelecomTasks,
   loadTau2Retail,
   loadTau2Telecom,
+  type RetailTaskKind,
   type TauDomain,
   type TauTask,
   type WorldState,
@@ -41,6 +42,22 @@ export interface GeneratedTaskSource {
   orders?: number;
   /** Telecom only: customers in the generated database (default 60). */
   customers?: number;
+  /** Retail only: relative weight of each task kind (missing kinds keep the generator's default; 0 disables one). */
+  weights?: Partial<Record<RetailTaskKind, number>>;
+  /** Retail only: probability of a change of mind (default 0.15). */
+  changeOfMind?: number;
+  /** Retail only: probability of a second request (default 0.15). */
+  secondRequest?: number;
+  /** Telecom only: most root causes per task, 1–3 (default 3). */
+  maxFaults?: number;
+  /** Telecom only: probability of an unfixable root cause (default 0.12). */
+  unfixableRate?: number;
+  /**
+   * Keep only the first task of each distinct scenario, so that no task repeats another's
+   * content (a small database repeats scenarios): 4 × `count` tasks are generated and the first
+   * `count` distinct ones kept (a RangeError when there are fewer). Default false.
+   */
+  distinct?: boolean;
 }
 
 /** tau2's own files (`db.json`/`db.toml`, policy, tasks) from a folder. */
@@ -123,24 +140,68 @@ function tau2Dir(domain: TauDomainName, source: Tau2TaskSource): string {
   return resolve(join(root, domain));
 }
 
-function build(domain: TauDomainName, source: TauTaskSource): TauWorld {
-  if (source.kind === 'generated') {
-    const seed = intOption(source.seed, 'tasks.seed', 0) ?? 0;
-    const count = intOption(source.count, 'tasks.count', 1) ?? 100;
-    const dbSeed = intOption(source.dbSeed, 'tasks.dbSeed', 0) ?? seed;
-    if (domain === 'retail') {
-      const db = generateRetailDb({ seed: dbSeed, users: intOption(source.users, 'tasks.users', 1), orders: intOption(source.orders, 'tasks.orders', 1) });
-      return new TauWorld('retail', createRetailDomain({ db }) as unknown as TauDomain<WorldState>, generateRetailTasks(db, { seed, count }), true);
-    }
-    const db = generateTelecomDb({ seed: dbSeed, customers: intOption(source.customers, 'tasks.customers', 1) });
-    return new TauWorld('telecom', createTelecomDomain({ db }) as unknown as TauDomain<WorldState>, generateTelecomTasks(db, { seed, count }), true);
+function probOption(v: unknown, name: string): number | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'number' || !(v >= 0 && v <= 1)) throw new RangeError(`${name} must be a probability in [0, 1], got ${String(v)}`);
+  return v;
+}
+
+function weightsOption(v: unknown): Partial<Record<RetailTaskKind, number>> | undefined {
+  if (v === undefined) return undefined;
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new TypeError('tasks.weights must be an object of task kind → weight');
+  for (const [k, w] of Object.entries(v)) if (typeof w !== 'number' || !(w >= 0) || !Number.isFinite(w)) throw new RangeError(`tasks.weights.${k} must be a finite number >= 0, got ${String(w)}`);
+  return v as Partial<Record<RetailTaskKind, number>>;
+}
+
+/**
+ * The first `count` tasks of distinct scenarios (the scenario of a generated task, else its
+ * description); a RangeError when there are fewer.
+ */
+function distinctTasks<T extends TauTask>(tasks: readonly T[], count: number): T[] {
+  const seen = new Set<string>();
+  const out = tasks.filter((t) => {
+    const sig = JSON.stringify(t.sinkflex_scenario ?? t.description ?? null);
+    if (seen.has(sig)) return false;
+    seen.add(sig);
+    return true;
+  });
+  if (out.length < count) throw new RangeError(`tasks: only ${out.length} distinct tasks for count ${count}; use a larger database (users / orders / customers) or fewer tasks`);
+  return out.slice(0, count);
+}
+
+function buildGenerated(domain: TauDomainName, source: GeneratedTaskSource): TauWorld {
+  const seed = intOption(source.seed, 'tasks.seed', 0) ?? 0;
+  const count = intOption(source.count, 'tasks.count', 1) ?? 100;
+  const dbSeed = intOption(source.dbSeed, 'tasks.dbSeed', 0) ?? seed;
+  if (source.distinct !== undefined && typeof source.distinct !== 'boolean') throw new TypeError(`tasks.distinct must be a boolean, got ${typeof source.distinct}`);
+  const generate = source.distinct === true ? 4 * count : count;
+  const pick = <T extends TauTask>(tasks: T[]): T[] => (source.distinct === true ? distinctTasks(tasks, count) : tasks);
+  if (domain === 'retail') {
+    const db = generateRetailDb({ seed: dbSeed, users: intOption(source.users, 'tasks.users', 1), orders: intOption(source.orders, 'tasks.orders', 1) });
+    const options = {
+      seed,
+      count: generate,
+      weights: weightsOption(source.weights),
+      changeOfMind: probOption(source.changeOfMind, 'tasks.changeOfMind'),
+      secondRequest: probOption(source.secondRequest, 'tasks.secondRequest'),
+    };
+    return new TauWorld('retail', createRetailDomain({ db }), pick(generateRetailTasks(db, options)), true);
   }
+  const db = generateTelecomDb({ seed: dbSeed, customers: intOption(source.customers, 'tasks.customers', 1) });
+  const maxFaults = intOption(source.maxFaults, 'tasks.maxFaults', 1);
+  if (maxFaults !== undefined && maxFaults > 3) throw new RangeError(`tasks.maxFaults must be 1, 2 or 3, got ${maxFaults}`);
+  const options = { seed, count: generate, maxFaults, unfixableRate: probOption(source.unfixableRate, 'tasks.unfixableRate') };
+  return new TauWorld('telecom', createTelecomDomain({ db }), pick(generateTelecomTasks(db, options)), true);
+}
+
+function build(domain: TauDomainName, source: TauTaskSource): TauWorld {
+  if (source.kind === 'generated') return buildGenerated(domain, source);
   if (source.kind === 'tau2') {
     const dir = tau2Dir(domain, source);
     if (!existsSync(dir)) throw new RangeError(`tau2 ${domain} folder not found: ${dir}`);
     const opts = { ...(source.split !== undefined ? { split: source.split } : {}), ...(source.ids !== undefined ? { ids: source.ids } : {}) };
     const data = domain === 'retail' ? loadTau2Retail(dir, opts) : loadTau2Telecom(dir, opts);
-    return new TauWorld(domain, data.domain as unknown as TauDomain<WorldState>, data.tasks, false);
+    return new TauWorld(domain, data.domain, data.tasks, false);
   }
   throw new TypeError(`tasks.kind must be 'generated' or 'tau2', got ${JSON.stringify((source as { kind?: unknown }).kind)}`);
 }
@@ -156,7 +217,22 @@ export function loadTauWorld(domain: TauDomainName, source: TauTaskSource = { ki
   const key =
     source.kind === 'tau2'
       ? JSON.stringify([domain, 'tau2', tau2Dir(domain, source), source.split ?? null, source.ids ?? null])
-      : JSON.stringify([domain, source.kind, source.seed ?? 0, source.count ?? 100, source.dbSeed ?? null, source.users ?? null, source.orders ?? null, source.customers ?? null]);
+      : JSON.stringify([
+          domain,
+          source.kind,
+          source.seed ?? 0,
+          source.count ?? 100,
+          source.dbSeed ?? null,
+          source.users ?? null,
+          source.orders ?? null,
+          source.customers ?? null,
+          source.weights ?? null,
+          source.changeOfMind ?? null,
+          source.secondRequest ?? null,
+          source.maxFaults ?? null,
+          source.unfixableRate ?? null,
+          source.distinct ?? false,
+        ]);
   let world = cache.get(key);
   if (!world) {
     world = build(domain, source);

@@ -216,8 +216,9 @@ class TauEnvCore {
     return new ScriptedTelecomUser({ ...(opts.patience !== undefined ? { patience: opts.patience } : {}), ...(opts.hardness !== undefined ? { hardness: opts.hardness } : {}) });
   }
 
-  /** Chooses the task and the episode seed of a reset. */
-  prepareReset(rng: RandomGenerator, seeded: boolean, options: Record<string, unknown> | null | undefined): TauTask {
+  /** Chooses the task and the episode seed of a reset (`seed`: the reset's, when it has one). */
+  prepareReset(rng: RandomGenerator, seed: ResetArgs['seed'], options: Record<string, unknown> | null | undefined): TauTask {
+    const seeded = seed !== null && seed !== undefined;
     const o = (options ?? {}) as TauResetOptions;
     let task: TauTask;
     if (o.taskId !== undefined) {
@@ -243,6 +244,16 @@ class TauEnvCore {
     this.stopMessage = null;
     this.warnedAfterEnd = false;
     return task;
+  }
+
+  /** The result of a reset whose first episode step is `step`. */
+  fromReset(step: EpisodeStep): ResetResult<TauObservation> {
+    const info = this.resetInfo();
+    if (step.done) {
+      const r = this.fromStep(step);
+      return [r[0], { ...info, ...r[4] }];
+    }
+    return [this.observation(step.observation), info];
   }
 
   resetInfo(): Info {
@@ -290,10 +301,11 @@ class TauEnvCore {
     return norm.kind === 'tool' && norm.call.name === 'done';
   }
 
-  /** The run to grade after an agent stop. */
-  agentStopRun(): SimulationRun {
+  /** The task and the run to grade after an agent stop. */
+  agentStopRun(): { task: TauTask; run: SimulationRun } {
+    const task = this.task as TauTask;
     this.stopMessage = { role: 'assistant', content: '###STOP###' };
-    return { taskId: (this.task as TauTask).id, messages: [...this.episode.trajectory(), this.stopMessage], terminationReason: 'agent_stop' };
+    return { task, run: { taskId: task.id, messages: [...this.episode.trajectory(), this.stopMessage], terminationReason: 'agent_stop' } };
   }
 
   fromAgentStop(rewardInfo: RewardInfo): StepResult<TauObservation> {
@@ -315,6 +327,11 @@ class TauEnvCore {
   trajectory(): Message[] {
     const t = this.episode.trajectory();
     return this.stopMessage ? [...t, this.stopMessage] : t;
+  }
+
+  /** The frame of `render()`: the transcript in `ansi` mode, else null. */
+  render(renderMode: string | null): RenderFrame {
+    return renderMode === 'ansi' ? transcript(this.trajectory()) : null;
   }
 }
 
@@ -340,32 +357,25 @@ export class TauEnv extends Env<TauObservation, TauEnvAction> implements TauEnvV
   readonly observationSpace: Sequence<MessageSpace>;
   /** One assistant message with at most one call of the agent's tools (raw text is accepted too). */
   readonly actionSpace: MessageSpace;
+  /** The world (domain + tasks). */
+  readonly world: TauWorld;
+  /** The episode driver. */
+  readonly episode: TauEpisode<WorldState>;
+  /** The agent's tools in OpenAI function format (with `done` when offered). */
+  readonly tools: readonly OpenAIToolSchema[];
 
   /** @param options - see {@link TauEnvOptions}; an LLM user needs {@link AsyncTauEnv}. */
   constructor(options: TauEnvOptions = {}) {
     super();
     if (tauEnvNeedsAsync(options)) throw new TypeError('TauEnv: this user simulator is asynchronous (LLM): use AsyncTauEnv or makeAsync()');
     this.core = new TauEnvCore(options);
-    this.observationSpace = this.core.observationSpace;
-    this.actionSpace = this.core.actionSpace;
+    ({ observationSpace: this.observationSpace, actionSpace: this.actionSpace, world: this.world, episode: this.episode, tools: this.tools } = this.core);
     this.renderMode = checkRenderMode(options.renderMode);
   }
 
-  /** The world (domain + tasks). */
-  get world(): TauWorld {
-    return this.core.world;
-  }
-  /** The episode driver. */
-  get episode(): TauEpisode<WorldState> {
-    return this.core.episode;
-  }
   /** The current task (null before the first reset). */
   get currentTask(): TauTask | null {
     return this.core.task;
-  }
-  /** The agent's tools in OpenAI function format (with `done` when offered). */
-  get tools(): readonly OpenAIToolSchema[] {
-    return this.core.tools;
   }
   /** The conversation after the task's history (tau messages; the user's tool traffic included). */
   trajectory(): Message[] {
@@ -375,14 +385,8 @@ export class TauEnv extends Env<TauObservation, TauEnvAction> implements TauEnvV
   /** Starts a conversation: `options.taskId` / `options.taskIndex` choose the task. */
   override reset(args: ResetArgs = {}): ResetResult<TauObservation> {
     super.reset({ seed: args.seed ?? null });
-    const task = this.core.prepareReset(this.npRandom, args.seed !== null && args.seed !== undefined, args.options);
-    const step = this.episode.resetSync(task, this.core.seed);
-    const info = this.core.resetInfo();
-    if (step.done) {
-      const r = this.core.fromStep(step);
-      return [r[0], { ...info, ...r[4] }];
-    }
-    return [this.core.observation(step.observation), info];
+    const task = this.core.prepareReset(this.npRandom, args.seed, args.options);
+    return this.core.fromReset(this.episode.resetSync(task, this.core.seed));
   }
 
   /** Applies one assistant message (never throws for a bad action). */
@@ -390,14 +394,14 @@ export class TauEnv extends Env<TauObservation, TauEnvAction> implements TauEnvV
     if (this.core.ended) return this.core.afterEnd();
     if (this.core.isAgentStop(action)) {
       const run = this.core.agentStopRun();
-      return this.core.fromAgentStop(this.episode.evaluator.evaluate(this.core.task as TauTask, run, this.core.evaluation));
+      return this.core.fromAgentStop(this.episode.evaluator.evaluate(run.task, run.run, this.core.evaluation));
     }
     return this.core.fromStep(this.episode.actSync(action));
   }
 
   /** `ansi`: the transcript so far; without a render mode, null. */
   override render(): RenderFrame {
-    return this.renderMode === 'ansi' ? transcript(this.trajectory()) : null;
+    return this.core.render(this.renderMode);
   }
 
   /** Nothing to release; may be called again. */
@@ -412,31 +416,24 @@ export class AsyncTauEnv extends AsyncEnv<TauObservation, TauEnvAction> implemen
   readonly observationSpace: Sequence<MessageSpace>;
   /** One assistant message with at most one call of the agent's tools (raw text is accepted too). */
   readonly actionSpace: MessageSpace;
+  /** The world (domain + tasks). */
+  readonly world: TauWorld;
+  /** The episode driver. */
+  readonly episode: TauEpisode<WorldState>;
+  /** The agent's tools in OpenAI function format (with `done` when offered). */
+  readonly tools: readonly OpenAIToolSchema[];
 
   /** @param options - see {@link TauEnvOptions}. */
   constructor(options: TauEnvOptions = {}) {
     super();
     this.core = new TauEnvCore(options);
-    this.observationSpace = this.core.observationSpace;
-    this.actionSpace = this.core.actionSpace;
+    ({ observationSpace: this.observationSpace, actionSpace: this.actionSpace, world: this.world, episode: this.episode, tools: this.tools } = this.core);
     this.renderMode = checkRenderMode(options.renderMode);
   }
 
-  /** The world (domain + tasks). */
-  get world(): TauWorld {
-    return this.core.world;
-  }
-  /** The episode driver. */
-  get episode(): TauEpisode<WorldState> {
-    return this.core.episode;
-  }
   /** The current task (null before the first reset). */
   get currentTask(): TauTask | null {
     return this.core.task;
-  }
-  /** The agent's tools in OpenAI function format (with `done` when offered). */
-  get tools(): readonly OpenAIToolSchema[] {
-    return this.core.tools;
   }
   /** The conversation after the task's history (tau messages; the user's tool traffic included). */
   trajectory(): Message[] {
@@ -446,14 +443,8 @@ export class AsyncTauEnv extends AsyncEnv<TauObservation, TauEnvAction> implemen
   /** Starts a conversation: `options.taskId` / `options.taskIndex` choose the task. */
   override async reset(args: ResetArgs = {}): Promise<ResetResult<TauObservation>> {
     await super.reset({ seed: args.seed ?? null });
-    const task = this.core.prepareReset(this.npRandom, args.seed !== null && args.seed !== undefined, args.options);
-    const step = await this.episode.reset(task, this.core.seed);
-    const info = this.core.resetInfo();
-    if (step.done) {
-      const r = this.core.fromStep(step);
-      return [r[0], { ...info, ...r[4] }];
-    }
-    return [this.core.observation(step.observation), info];
+    const task = this.core.prepareReset(this.npRandom, args.seed, args.options);
+    return this.core.fromReset(await this.episode.reset(task, this.core.seed));
   }
 
   /** Applies one assistant message (never throws for a bad action; a failing user simulator ends the episode with `user_error`). */
@@ -461,15 +452,15 @@ export class AsyncTauEnv extends AsyncEnv<TauObservation, TauEnvAction> implemen
     if (this.core.ended) return this.core.afterEnd();
     if (this.core.isAgentStop(action)) {
       const run = this.core.agentStopRun();
-      const info = await this.episode.evaluator.evaluateAsync(this.core.task as TauTask, run, { ...this.core.evaluation, ...(this.core.judge ? { judge: this.core.judge } : {}) });
-      return this.core.fromAgentStop(info);
+      const options = { ...this.core.evaluation, ...(this.core.judge ? { judge: this.core.judge } : {}) };
+      return this.core.fromAgentStop(await this.episode.evaluator.evaluateAsync(run.task, run.run, options));
     }
     return this.core.fromStep(await this.episode.act(action));
   }
 
   /** `ansi`: the transcript so far; without a render mode, null. */
   override async render(): Promise<RenderFrame> {
-    return this.renderMode === 'ansi' ? transcript(this.trajectory()) : null;
+    return this.core.render(this.renderMode);
   }
 
   /** Nothing to release; may be called again. */

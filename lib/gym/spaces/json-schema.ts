@@ -5,6 +5,7 @@
  * `maximum`, `minLength`, `maxLength`, `minItems`, `maxItems`. Other keywords are ignored.
  * @module
  */
+import { structuralEqual } from '../../util/structural-equal.js';
 import type { RandomGenerator } from '../random.js';
 
 /** The JSON Schema subset understood by {@link validateJson} and {@link sampleJson}. */
@@ -45,8 +46,9 @@ function typeOf(value: unknown): JsonType | null {
   }
 }
 
+/** JSON Schema's equality of instances: by structure, object keys in any order. */
 function sameJson(a: unknown, b: unknown): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
+  return structuralEqual(a, b, { nanEqual: false });
 }
 
 /** Returns the first violation of `schema` by `value` as a message with its path, or null when it conforms. */

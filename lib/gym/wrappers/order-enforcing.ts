@@ -15,83 +15,99 @@ export interface OrderEnforcingOptions {
   disableRenderOrderEnforcing?: boolean;
 }
 
-const STEP_MESSAGE = 'Cannot call env.step() before calling env.reset()';
-const RENDER_MESSAGE =
-  'Cannot call `env.render()` before calling `env.reset()`, if this is an intended action, set `disableRenderOrderEnforcing: true` on the OrderEnforcing wrapper.';
+/** The checks of {@link OrderEnforcing} and {@link AsyncOrderEnforcing}. */
+class ResetOrder {
+  hasReset = false;
+  private readonly disableRender: boolean;
+
+  constructor(options: OrderEnforcingOptions) {
+    this.disableRender = options.disableRenderOrderEnforcing ?? false;
+  }
+
+  beforeStep(): void {
+    if (!this.hasReset) throw new ResetNeeded('Cannot call env.step() before calling env.reset()');
+  }
+
+  beforeRender(): void {
+    if (!this.disableRender && !this.hasReset) {
+      throw new ResetNeeded(
+        'Cannot call `env.render()` before calling `env.reset()`, if this is an intended action, set `disableRenderOrderEnforcing: true` on the OrderEnforcing wrapper.',
+      );
+    }
+  }
+}
+
+/** The wrapped spec with `orderEnforce` true. */
+function enforcedSpec(spec: EnvSpec | null): EnvSpec | null {
+  return spec?.copyWith({ orderEnforce: true }) ?? null;
+}
 
 /** Enforces `reset()` before `step()` and `render()`. */
 export class OrderEnforcing<Obs, Act> extends Wrapper<Obs, Act> {
-  private hasResetValue = false;
-  private readonly disableRender: boolean;
+  private readonly order: ResetOrder;
 
   constructor(env: Env<Obs, Act>, options: OrderEnforcingOptions = {}) {
     super(env);
-    this.disableRender = options.disableRenderOrderEnforcing ?? false;
+    this.order = new ResetOrder(options);
   }
 
   /** Whether `reset()` has been called. */
   get hasReset(): boolean {
-    return this.hasResetValue;
+    return this.order.hasReset;
   }
 
   override step(action: Act): StepResult<Obs> {
-    if (!this.hasResetValue) throw new ResetNeeded(STEP_MESSAGE);
+    this.order.beforeStep();
     return this.env.step(action);
   }
 
   override reset(args: ResetArgs = {}): ResetResult<Obs> {
-    this.hasResetValue = true;
+    this.order.hasReset = true;
     return this.env.reset(args);
   }
 
   override render(): RenderFrame | RenderFrame[] | null {
-    if (!this.disableRender && !this.hasResetValue) throw new ResetNeeded(RENDER_MESSAGE);
+    this.order.beforeRender();
     return this.env.render();
   }
 
   /** The wrapped spec with `orderEnforce` true. */
-  override get spec(): EnvSpec | null {
-    return this.env.spec?.copyWith({ orderEnforce: true }) ?? null;
-  }
-  override set spec(value: EnvSpec | null) {
-    this.env.spec = value;
+  protected override layerSpec(spec: EnvSpec | null): EnvSpec | null {
+    return enforcedSpec(spec);
   }
 }
 
 /** {@link OrderEnforcing} for asynchronous environments. */
 export class AsyncOrderEnforcing<Obs, Act> extends AsyncWrapper<Obs, Act> {
-  private hasResetValue = false;
-  private readonly disableRender: boolean;
+  private readonly order: ResetOrder;
 
   constructor(env: AsyncEnv<Obs, Act>, options: OrderEnforcingOptions = {}) {
     super(env);
-    this.disableRender = options.disableRenderOrderEnforcing ?? false;
+    this.order = new ResetOrder(options);
   }
 
   /** Whether `reset()` has been called. */
   get hasReset(): boolean {
-    return this.hasResetValue;
+    return this.order.hasReset;
   }
 
   override async step(action: Act): Promise<StepResult<Obs>> {
-    if (!this.hasResetValue) throw new ResetNeeded(STEP_MESSAGE);
+    this.order.beforeStep();
     return this.env.step(action);
   }
 
   override reset(args: ResetArgs = {}): Promise<ResetResult<Obs>> {
-    this.hasResetValue = true;
+    this.order.hasReset = true;
     return this.env.reset(args);
   }
 
   override async render(): Promise<RenderFrame | RenderFrame[] | null> {
-    if (!this.disableRender && !this.hasResetValue) throw new ResetNeeded(RENDER_MESSAGE);
+    this.order.beforeRender();
     return this.env.render();
   }
 
-  override get spec(): EnvSpec | null {
-    return this.env.spec?.copyWith({ orderEnforce: true }) ?? null;
-  }
-  override set spec(value: EnvSpec | null) {
-    this.env.spec = value;
+  /** The wrapped spec with `orderEnforce` true. */
+  protected override layerSpec(spec: EnvSpec | null): EnvSpec | null {
+    return enforcedSpec(spec);
   }
 }

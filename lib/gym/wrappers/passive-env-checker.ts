@@ -10,7 +10,7 @@ import { Env, Wrapper } from '../core.js';
 import { logger } from '../logger.js';
 import type { EnvSpec } from '../registration.js';
 import type { AnySpace } from '../spaces/composite.js';
-import type { RenderFrame, ResetArgs, ResetResult, StepResult } from '../types.js';
+import type { EnvMetadata, RenderFrame, ResetArgs, ResetResult, StepResult } from '../types.js';
 import { checkRenderMetadata, checkRenderResult, checkResetResult, checkSpace, checkStepResult, typeName } from '../utils/passive-checks.js';
 
 function checkSpaces(env: { actionSpace?: unknown; observationSpace?: unknown }): void {
@@ -24,6 +24,60 @@ function checkSpaces(env: { actionSpace?: unknown; observationSpace?: unknown })
   checkSpace(env.observationSpace, 'observation');
 }
 
+/**
+ * What the sync and async checkers share: the checks of the first reset, step and render (the
+ * caller passes the call's result and skips this once its flag is set; an async checker's
+ * results are Promises, checked once they resolve) and Gymnasium's close (a close after the
+ * first that fails is reported before the error propagates).
+ */
+class FirstCallChecks {
+  private closeCalled = false;
+
+  /** @param async - whether results are Promises (of an {@link AsyncEnv}). */
+  constructor(private readonly async: boolean) {}
+
+  private checked<T>(value: T, check: (v: Awaited<T>) => void): T {
+    if (this.async) return Promise.resolve(value).then((v) => (check(v), v)) as T;
+    check(value as Awaited<T>);
+    return value;
+  }
+
+  reset<R>(env: { observationSpace: unknown }, result: R): R {
+    return this.checked(result, (r) => checkResetResult(r, env.observationSpace as AnySpace));
+  }
+
+  step<R>(env: { observationSpace: unknown }, result: R): R {
+    return this.checked(result, (r) => checkStepResult(r, env.observationSpace as AnySpace));
+  }
+
+  render<R>(env: { metadata: EnvMetadata; renderMode: string | null }, render: () => R): R {
+    checkRenderMetadata(env.metadata, env.renderMode);
+    return this.checked(render(), (frame) => checkRenderResult(env.renderMode, frame));
+  }
+
+  close<R>(close: () => R): R {
+    if (!this.closeCalled) {
+      this.closeCalled = true;
+      return close();
+    }
+    const warn = (e: unknown): never => {
+      logger.warn('Calling `env.close()` on the closed environment should be allowed, but it raised the following exception.');
+      throw e;
+    };
+    try {
+      const r = close();
+      return (this.async ? Promise.resolve(r).catch(warn) : r) as R;
+    } catch (e) {
+      return warn(e);
+    }
+  }
+}
+
+/** The wrapped spec with `disableEnvChecker` false. */
+function checkedSpec(spec: EnvSpec | null): EnvSpec | null {
+  return spec?.copyWith({ disableEnvChecker: false }) ?? null;
+}
+
 /** Checks the first reset, step and render of an environment. */
 export class PassiveEnvChecker<Obs, Act> extends Wrapper<Obs, Act> {
   /** Whether the first reset was checked. */
@@ -32,7 +86,7 @@ export class PassiveEnvChecker<Obs, Act> extends Wrapper<Obs, Act> {
   checkedStep = false;
   /** Whether the first render was checked. */
   checkedRender = false;
-  private closeCalled = false;
+  private readonly checks = new FirstCallChecks(false);
 
   constructor(env: Env<Obs, Act>) {
     if (!(env instanceof Env)) throw new TypeError(`The environment must inherit from the Env class, actual class: ${typeName(env)}`);
@@ -43,48 +97,28 @@ export class PassiveEnvChecker<Obs, Act> extends Wrapper<Obs, Act> {
   override reset(args: ResetArgs = {}): ResetResult<Obs> {
     if (this.checkedReset) return this.env.reset(args);
     this.checkedReset = true;
-    const result = this.env.reset(args);
-    checkResetResult(result, this.env.observationSpace as AnySpace);
-    return result;
+    return this.checks.reset(this.env, this.env.reset(args));
   }
 
   override step(action: Act): StepResult<Obs> {
     if (this.checkedStep) return this.env.step(action);
     this.checkedStep = true;
-    const result = this.env.step(action);
-    checkStepResult(result, this.env.observationSpace as AnySpace);
-    return result;
+    return this.checks.step(this.env, this.env.step(action));
   }
 
   override render(): RenderFrame | RenderFrame[] | null {
     if (this.checkedRender) return this.env.render();
     this.checkedRender = true;
-    checkRenderMetadata(this.env.metadata, this.env.renderMode);
-    const frame = this.env.render();
-    checkRenderResult(this.env.renderMode, frame);
-    return frame;
+    return this.checks.render(this.env, () => this.env.render());
   }
 
   override close(): void {
-    if (!this.closeCalled) {
-      this.closeCalled = true;
-      this.env.close();
-      return;
-    }
-    try {
-      this.env.close();
-    } catch (e) {
-      logger.warn('Calling `env.close()` on the closed environment should be allowed, but it raised the following exception.');
-      throw e;
-    }
+    this.checks.close(() => this.env.close());
   }
 
   /** The wrapped spec with `disableEnvChecker` false. */
-  override get spec(): EnvSpec | null {
-    return this.env.spec?.copyWith({ disableEnvChecker: false }) ?? null;
-  }
-  override set spec(value: EnvSpec | null) {
-    this.env.spec = value;
+  protected override layerSpec(spec: EnvSpec | null): EnvSpec | null {
+    return checkedSpec(spec);
   }
 }
 
@@ -96,7 +130,7 @@ export class AsyncPassiveEnvChecker<Obs, Act> extends AsyncWrapper<Obs, Act> {
   checkedStep = false;
   /** Whether the first render was checked. */
   checkedRender = false;
-  private closeCalled = false;
+  private readonly checks = new FirstCallChecks(true);
 
   constructor(env: AsyncEnv<Obs, Act>) {
     if (!(env instanceof AsyncEnv)) throw new TypeError(`The environment must inherit from the AsyncEnv class, actual class: ${typeName(env)}`);
@@ -107,45 +141,27 @@ export class AsyncPassiveEnvChecker<Obs, Act> extends AsyncWrapper<Obs, Act> {
   override async reset(args: ResetArgs = {}): Promise<ResetResult<Obs>> {
     if (this.checkedReset) return this.env.reset(args);
     this.checkedReset = true;
-    const result = await this.env.reset(args);
-    checkResetResult(result, this.env.observationSpace as AnySpace);
-    return result;
+    return this.checks.reset(this.env, this.env.reset(args));
   }
 
   override async step(action: Act): Promise<StepResult<Obs>> {
     if (this.checkedStep) return this.env.step(action);
     this.checkedStep = true;
-    const result = await this.env.step(action);
-    checkStepResult(result, this.env.observationSpace as AnySpace);
-    return result;
+    return this.checks.step(this.env, this.env.step(action));
   }
 
   override async render(): Promise<RenderFrame | RenderFrame[] | null> {
     if (this.checkedRender) return this.env.render();
     this.checkedRender = true;
-    checkRenderMetadata(this.env.metadata, this.env.renderMode);
-    const frame = await this.env.render();
-    checkRenderResult(this.env.renderMode, frame);
-    return frame;
+    return this.checks.render(this.env, () => this.env.render());
   }
 
   override async close(): Promise<void> {
-    if (!this.closeCalled) {
-      this.closeCalled = true;
-      return this.env.close();
-    }
-    try {
-      await this.env.close();
-    } catch (e) {
-      logger.warn('Calling `env.close()` on the closed environment should be allowed, but it raised the following exception.');
-      throw e;
-    }
+    return this.checks.close(() => this.env.close());
   }
 
-  override get spec(): EnvSpec | null {
-    return this.env.spec?.copyWith({ disableEnvChecker: false }) ?? null;
-  }
-  override set spec(value: EnvSpec | null) {
-    this.env.spec = value;
+  /** The wrapped spec with `disableEnvChecker` false. */
+  protected override layerSpec(spec: EnvSpec | null): EnvSpec | null {
+    return checkedSpec(spec);
   }
 }

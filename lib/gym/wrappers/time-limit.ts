@@ -20,6 +20,13 @@ function specWithLimit(spec: EnvSpec | null, maxEpisodeSteps: number): EnvSpec |
   return spec === null ? null : spec.copyWith({ maxEpisodeSteps });
 }
 
+/** The step counting of {@link TimeLimit} and {@link AsyncTimeLimit}: one more step of `result`, truncated at the limit. */
+function countStep<Obs>(wrapper: { elapsedSteps: number; readonly maxEpisodeSteps: number }, result: StepResult<Obs>): StepResult<Obs> {
+  const [obs, reward, terminated, truncated, info] = result;
+  wrapper.elapsedSteps += 1;
+  return [obs, reward, terminated, truncated || wrapper.elapsedSteps >= wrapper.maxEpisodeSteps, info];
+}
+
 /** Truncates episodes after `maxEpisodeSteps` steps. */
 export class TimeLimit<Obs, Act> extends Wrapper<Obs, Act> {
   /** The step limit. */
@@ -33,9 +40,7 @@ export class TimeLimit<Obs, Act> extends Wrapper<Obs, Act> {
   }
 
   override step(action: Act): StepResult<Obs> {
-    const [obs, reward, terminated, truncated, info] = this.env.step(action);
-    this.elapsedSteps += 1;
-    return [obs, reward, terminated, truncated || this.elapsedSteps >= this.maxEpisodeSteps, info];
+    return countStep(this, this.env.step(action));
   }
 
   override reset(args: ResetArgs = {}): ResetResult<Obs> {
@@ -44,11 +49,8 @@ export class TimeLimit<Obs, Act> extends Wrapper<Obs, Act> {
   }
 
   /** The wrapped spec with `maxEpisodeSteps` set to this limit. */
-  override get spec(): EnvSpec | null {
-    return specWithLimit(this.env.spec, this.maxEpisodeSteps);
-  }
-  override set spec(value: EnvSpec | null) {
-    this.env.spec = value;
+  protected override layerSpec(spec: EnvSpec | null): EnvSpec | null {
+    return specWithLimit(spec, this.maxEpisodeSteps);
   }
 }
 
@@ -65,9 +67,7 @@ export class AsyncTimeLimit<Obs, Act> extends AsyncWrapper<Obs, Act> {
   }
 
   override async step(action: Act): Promise<StepResult<Obs>> {
-    const [obs, reward, terminated, truncated, info] = await this.env.step(action);
-    this.elapsedSteps += 1;
-    return [obs, reward, terminated, truncated || this.elapsedSteps >= this.maxEpisodeSteps, info];
+    return countStep(this, await this.env.step(action));
   }
 
   override reset(args: ResetArgs = {}): Promise<ResetResult<Obs>> {
@@ -75,10 +75,8 @@ export class AsyncTimeLimit<Obs, Act> extends AsyncWrapper<Obs, Act> {
     return this.env.reset(args);
   }
 
-  override get spec(): EnvSpec | null {
-    return specWithLimit(this.env.spec, this.maxEpisodeSteps);
-  }
-  override set spec(value: EnvSpec | null) {
-    this.env.spec = value;
+  /** The wrapped spec with `maxEpisodeSteps` set to this limit. */
+  protected override layerSpec(spec: EnvSpec | null): EnvSpec | null {
+    return specWithLimit(spec, this.maxEpisodeSteps);
   }
 }
