@@ -18,6 +18,8 @@
 //
 // Weight matrices (embed, q/k/v/o, MLP, router, experts, head) may be stored as bfloat16 and
 // frozen parameters get no gradient (param_store.h); norms, sinks and biases are float32.
+// With config.lora, the adapted projections (q, k, v, o, gate and up on the halves of gate_up,
+// down) add scale (x A^T) B^T (lora.h) in the training forward/backward and in inference.
 //
 // Training works on packed token batches: T tokens of several documents laid end to end, with
 // per-token positions (restarting at 0 in each document) and document ids (attention never
