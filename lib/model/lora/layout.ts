@@ -8,7 +8,9 @@ import { LORA_TARGETS, type LoraTarget } from './settings.js';
 
 /** One adapter (one target of one layer). */
 export interface LoraAdapterSlot {
+  /** The layer (0-based). */
   layer: number;
+  /** The adapted projection, PEFT's module name. */
   target: LoraTarget;
   /** Our name of A [rank, in], e.g. `layers.0.attn.q.lora_a`. */
   aName: string;

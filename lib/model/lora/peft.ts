@@ -50,6 +50,7 @@ export class PeftAdapterError extends Error {
 
 /** A PEFT LoRA adapter as read from its folder. */
 export interface PeftAdapter {
+  /** The folder it was read from. */
   dir: string;
   /** The settings (rank = r, alpha = lora_alpha, rslora = use_rslora, targets = the modules with tensors). */
   lora: LoraConfig;
