@@ -3,6 +3,7 @@
  * pretrained families it runs), its presets and validation.
  * @module
  */
+import { LORA_MLP_TARGETS, LORA_TARGETS, type LoraConfig, type LoraConfigInput, type LoraTarget } from './lora/settings.js';
 import { type LayoutParamSpec, modelAddon } from './native.js';
 import type { SwiGluVariant } from './ops.js';
 
@@ -103,6 +104,12 @@ export interface ModelConfig {
   expertsPerToken: number;
   /** RoPE frequency scaling, or null (plain RoPE with `ropeTheta`). */
   ropeScaling: RopeScaling | null;
+  /**
+   * Low-rank adapters (LoRA) on some projections of every layer, or null (none). Their
+   * parameters follow the base ones in the layout ({@link parameterLayout}); the base is then
+   * usually frozen ({@link ParamStore.fromSpecs} with `trainable: false`). CPU only for now.
+   */
+  lora: LoraConfig | null;
 }
 
 /** The fields a config may leave out: {@link validateModelConfig} fills their defaults. */
@@ -117,10 +124,12 @@ export type OptionalModelConfigField =
   | 'layerTypes'
   | 'experts'
   | 'expertsPerToken'
-  | 'ropeScaling';
+  | 'ropeScaling'
+  | 'lora';
 
 /** A config as input: the fields of {@link OptionalModelConfigField} may be left out (defaults: the built-in model's). */
-export type ModelConfigInput = Omit<ModelConfig, OptionalModelConfigField> & Partial<Pick<ModelConfig, OptionalModelConfigField>>;
+export type ModelConfigInput = Omit<ModelConfig, OptionalModelConfigField | 'lora'> &
+  Partial<Pick<ModelConfig, Exclude<OptionalModelConfigField, 'lora'>>> & { lora?: LoraConfigInput | null };
 
 /** Names of the presets. */
 export type ModelPreset = 'tiny' | 'small';
@@ -155,6 +164,7 @@ export const MODEL_PRESETS: Readonly<Record<ModelPreset, Readonly<ModelConfig>>>
     experts: 0,
     expertsPerToken: 0,
     ropeScaling: null,
+    lora: null,
   }),
   small: Object.freeze({
     layers: 8,
@@ -181,6 +191,7 @@ export const MODEL_PRESETS: Readonly<Record<ModelPreset, Readonly<ModelConfig>>>
     experts: 0,
     expertsPerToken: 0,
     ropeScaling: null,
+    lora: null,
   }),
 });
 
@@ -225,6 +236,7 @@ const KNOWN_FIELDS: ReadonlySet<string> = new Set([
   'experts',
   'expertsPerToken',
   'ropeScaling',
+  'lora',
 ]);
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -285,9 +297,48 @@ function validateRopeScaling(value: unknown): RopeScaling | null {
   return out;
 }
 
+/** A validated copy of `lora` (null stays null); errors name `lora.<field>`. */
+function validateLora(value: unknown, experts: number): LoraConfig | null {
+  if (value === null || value === undefined) return null;
+  if (!isRecord(value)) throw new ModelConfigError('lora', `must be null or an object { rank, alpha, targets, rslora? }, got ${JSON.stringify(value)}`);
+  for (const k of Object.keys(value)) {
+    if (!['rank', 'alpha', 'targets', 'rslora'].includes(k)) throw new ModelConfigError(`lora.${k}`, 'is not a LoRA setting (rank, alpha, targets, rslora)');
+  }
+  const rank = value.rank;
+  if (typeof rank !== 'number' || !Number.isInteger(rank) || rank < 1 || rank > 65536) {
+    throw new ModelConfigError('lora.rank', `must be an integer in [1, 65536], got ${JSON.stringify(rank)}`);
+  }
+  const alpha = value.alpha;
+  if (typeof alpha !== 'number' || !Number.isFinite(alpha)) throw new ModelConfigError('lora.alpha', `must be a finite number, got ${JSON.stringify(alpha)}`);
+  const rslora = value.rslora ?? false;
+  if (typeof rslora !== 'boolean') throw new ModelConfigError('lora.rslora', `must be a boolean, got ${JSON.stringify(rslora)}`);
+  const targets = value.targets;
+  if (!Array.isArray(targets) || targets.length === 0) {
+    throw new ModelConfigError('lora.targets', `must be a non-empty array of module names (${LORA_TARGETS.join(', ')}), got ${JSON.stringify(targets)}`);
+  }
+  const seen = new Set<LoraTarget>();
+  targets.forEach((t: unknown, i) => {
+    const field = `lora.targets[${i}]`;
+    if (typeof t !== 'string' || !(LORA_TARGETS as readonly string[]).includes(t)) {
+      const why = t === 'embed_tokens' || t === 'lm_head' ? ' (LoRA on the embedding or the LM head is not supported)' : /expert|router/.test(String(t)) ? ' (LoRA on experts or the router is not supported)' : '';
+      throw new ModelConfigError(field, `${JSON.stringify(t)} is not a LoRA target module${why}; the targets are ${LORA_TARGETS.join(', ')}`);
+    }
+    const target = t as LoraTarget;
+    if (seen.has(target)) throw new ModelConfigError(field, `'${target}' is listed twice`);
+    if (experts > 0 && LORA_MLP_TARGETS.includes(target)) {
+      throw new ModelConfigError(
+        field,
+        `'${target}' is an MLP projection, but the MLP is a mixture of experts (experts = ${experts}); LoRA on experts is not supported: target the attention projections (q_proj, k_proj, v_proj, o_proj)`,
+      );
+    }
+    seen.add(target);
+  });
+  return { rank, alpha, targets: LORA_TARGETS.filter((t) => seen.has(t)), rslora };
+}
+
 /**
  * Checks every field of a config (types, ranges, heads divisible by kvHeads, even headDim,
- * window <= context, layer types, experts, RoPE scaling) and returns a new config with the
+ * window <= context, layer types, experts, RoPE scaling, LoRA) and returns a new config with the
  * optional fields filled in (the defaults describe the built-in model, so a config without
  * them is the same model as before); throws {@link ModelConfigError} naming the field.
  */
@@ -367,6 +418,7 @@ export function validateModelConfig(value: unknown): ModelConfig {
     experts,
     expertsPerToken,
     ropeScaling: validateRopeScaling(c.ropeScaling),
+    lora: validateLora(c.lora, experts),
   };
   if (cfg.kvHeads > cfg.heads || cfg.heads % cfg.kvHeads !== 0) throw new ModelConfigError('kvHeads', `(${cfg.kvHeads}) must divide heads (${cfg.heads})`);
   if (cfg.headDim % 2 !== 0) throw new ModelConfigError('headDim', `must be even (RoPE), got ${cfg.headDim}`);
@@ -409,8 +461,11 @@ export function isSlidingLayer(config: ModelConfig, layer: number): boolean {
  * up rows) and `layers.<i>.mlp.down.weight` (+ biases with mlpBias), or with experts
  * `layers.<i>.mlp.router.weight` [E, width], `layers.<i>.mlp.experts.gate_up.weight` [E, 2 ffn,
  * width], `layers.<i>.mlp.experts.down.weight` [E, width, ffn] (+ biases with mlpBias);
- * `norm.weight`; `lm_head.weight` (unless tieEmbeddings). Storage dtype and trainability are
- * not part of the layout: they are chosen per store ({@link ParamStore.fromSpecs}).
+ * `norm.weight`; `lm_head.weight` (unless tieEmbeddings); then, with `lora`, per layer and
+ * target (in {@link LORA_TARGETS} order) `layers.<i>.attn.{q,k,v,o}.lora_{a,b}` and
+ * `layers.<i>.mlp.{gate,up,down}.lora_{a,b}` (A [rank, in] uniform in ±1/√in, B [out, rank]
+ * zeros: PEFT's initialisation). Storage dtype and trainability are not part of the layout:
+ * they are chosen per store ({@link ParamStore.fromSpecs}).
  */
 export function parameterLayout(config: ModelConfigInput): LayoutParamSpec[] {
   return modelAddon().modelParamLayout(validateModelConfig(config));

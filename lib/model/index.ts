@@ -20,3 +20,4 @@ export * from './policy.js';
 export * from './transformer.js';
 export { transformerAddon, type TransformerAddon } from './transformer-native.js';
 export * from './transformer-policy.js';
+export * from './lora/index.js';

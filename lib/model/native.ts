@@ -41,8 +41,8 @@ export interface GemmInfo {
   vectorWidth: number;
 }
 
-/** Initialisation of a parameter. */
-export type ParamInit = 'normal' | 'ones' | 'zeros';
+/** Initialisation of a parameter: normal(0, std), uniform with standard deviation std (U(-b, b), b = std·√3), ones or zeros. */
+export type ParamInit = 'normal' | 'uniform' | 'ones' | 'zeros';
 
 /** Description of one parameter of a store. */
 export interface ParamSpec {
@@ -52,7 +52,7 @@ export interface ParamSpec {
   shape: number[];
   /** Default `'normal'`. */
   init?: ParamInit;
-  /** Standard deviation of `'normal'` (default 0.02). */
+  /** Standard deviation of `'normal'` and `'uniform'` (default 0.02). */
   std?: number;
   /** AdamW weight decay applies (default: true for 2+ dimensions). */
   decay?: boolean;
@@ -142,6 +142,11 @@ export interface NativeParamStore {
   seed(): number;
   /** `'cpu'` or `'cuda:<k>'`. */
   device(): string;
+  append(specs: ParamSpec[]): void;
+  truncate(count: number): void;
+  freeze(names: string[]): void;
+  layoutVersion(): number;
+  mergeLora(options: { weight: string; rowOffset: number; loraA: string; loraB: string; scale: number }): void;
   dispose(): void;
   isDisposed(): boolean;
 }
@@ -172,6 +177,7 @@ export interface NativeModelConfig {
   experts?: number;
   expertsPerToken?: number;
   ropeScaling?: NativeRopeScaling | null;
+  lora?: { rank: number; alpha: number; targets: string[]; rslora?: boolean } | null;
 }
 
 /** RoPE scaling as the addon reads it (config.ts documents the fields). */

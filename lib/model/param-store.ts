@@ -52,6 +52,48 @@ export class ParamStore {
     return new ParamStore(new Native({ specs, seed, device: nativeDevice(options.device) }));
   }
 
+  /**
+   * Adds parameters after the existing ones, initialised from the store's seed exactly as if the
+   * store had been made with all of them (e.g. LoRA adapters added to a loaded model). Models
+   * over this store made before stop working (their operations throw): make a new one
+   * (`Transformer.reconfigure`). Throws, adding nothing, on a bad or duplicate spec, a GPU
+   * store with frozen/bf16 specs, or while a forward, backward or generation is running.
+   */
+  append(specs: ParamSpec[]): void {
+    this.native.append(specs);
+  }
+
+  /**
+   * Removes every parameter from index `count` on (with its gradient and moments); views of
+   * them are detached. Models made before stop working, as for {@link append}.
+   */
+  truncate(count: number): void {
+    this.native.truncate(count);
+  }
+
+  /**
+   * Makes the named parameters non-trainable and frees their gradients and AdamW moments
+   * (views of those are detached); frozen ones stay frozen. CPU stores only. Throws, changing
+   * nothing, for an unknown name or while a forward, backward or generation is running.
+   */
+  freeze(names: string[]): void {
+    this.native.freeze(names);
+  }
+
+  /** Changes each time {@link append} or {@link truncate} changes the parameter list. */
+  get layoutVersion(): number {
+    return this.native.layoutVersion();
+  }
+
+  /**
+   * Merges a LoRA adapter into its weight: rows [rowOffset, rowOffset + out) of `weight` gain
+   * `scale · B A` (B = `loraB` [out, r], A = `loraA` [r, in]), the product computed in float32;
+   * a bfloat16 weight is widened, added to in float32 and rounded to nearest even. CPU stores.
+   */
+  mergeLora(options: { weight: string; rowOffset: number; loraA: string; loraB: string; scale: number }): void {
+    this.native.mergeLora(options);
+  }
+
   /** Where the buffers live: `'cpu'` or `'cuda:<k>'`. */
   get device(): StoreDevice {
     return this.native.device() as StoreDevice;

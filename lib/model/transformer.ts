@@ -271,6 +271,20 @@ export class Transformer {
     return new Transformer(validateModelConfig(config), store, false);
   }
 
+  /**
+   * A model with another config over this model's store, which must now hold exactly that
+   * config's parameters (e.g. after LoRA adapters were appended to the store or merged and
+   * removed: lib/model/lora). This model is disposed; the new one takes over its ownership of
+   * the store (a model from {@link create} hands the store's disposal on).
+   */
+  reconfigure(config: ModelConfigInput): Transformer {
+    if (this.disposedFlag) throw new Error('the transformer has been disposed');
+    const next = new Transformer(validateModelConfig(config), this.store, this.ownsStore);
+    this.disposedFlag = true;
+    this.native.dispose();
+    return next;
+  }
+
   /** Where the model runs: its store's device, `'cpu'` or `'cuda:<k>'`. */
   get device(): StoreDevice {
     return this.store.device;

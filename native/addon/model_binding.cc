@@ -441,7 +441,10 @@ Napi::Value ParamLayoutJs(const Napi::CallbackInfo& info) {
     Napi::Array shape = Napi::Array::New(env, s.shape.size());
     for (std::size_t d = 0; d < s.shape.size(); ++d) shape.Set(static_cast<std::uint32_t>(d), static_cast<double>(s.shape[d]));
     o.Set("shape", shape);
-    o.Set("init", s.init == ParamInit::kNormal ? "normal" : s.init == ParamInit::kOnes ? "ones" : "zeros");
+    o.Set("init", s.init == ParamInit::kNormal    ? "normal"
+                  : s.init == ParamInit::kUniform ? "uniform"
+                  : s.init == ParamInit::kOnes    ? "ones"
+                                                  : "zeros");
     o.Set("std", s.std);
     o.Set("decay", s.decay);
     list.Set(static_cast<std::uint32_t>(i), o);
@@ -504,6 +507,34 @@ model::RopeScaling ParseRopeScaling(const Napi::Value& v, const std::string& nam
   return r;
 }
 
+model::LoraSettings ParseLora(const Napi::Value& v, const std::string& name) {
+  model::LoraSettings l;
+  if (IsNullish(v)) return l;
+  const Napi::Object o = RequireObject(v, name);
+  l.rank = RequireInt(Field(o, "rank"), name + ".rank", 1, std::int64_t{1} << 16);
+  l.alpha = RequireNumber(Field(o, "alpha"), name + ".alpha");
+  l.rslora = OptionalBoolField(o, "rslora", name, false);
+  const Napi::Value targets = Field(o, "targets");
+  if (!targets.IsArray()) throw Napi::TypeError::New(v.Env(), name + ".targets must be an array of module names");
+  const Napi::Array arr = targets.As<Napi::Array>();
+  std::vector<std::string> names;
+  for (int t = 0; t < model::kLoraTargets; ++t) names.push_back(model::LoraTargetName(static_cast<model::LoraTarget>(t)));
+  for (std::uint32_t i = 0; i < arr.Length(); ++i) {
+    const std::string where = name + ".targets[" + std::to_string(i) + "]";
+    const std::string t = RequireString(arr.Get(i), where);
+    const auto it = std::find(names.begin(), names.end(), t);
+    if (it == names.end()) {
+      throw Napi::RangeError::New(v.Env(), where + " = '" + t +
+                                               "' is not a LoRA target (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
+    }
+    const std::uint32_t bit = 1u << static_cast<unsigned>(it - names.begin());
+    if (l.targets & bit) throw Napi::RangeError::New(v.Env(), where + " = '" + t + "' is listed twice");
+    l.targets |= bit;
+  }
+  if (l.targets == 0) throw Napi::RangeError::New(v.Env(), name + ".targets must name at least one module");
+  return l;
+}
+
 model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& name) {
   const Napi::Object o = RequireObject(v, name);
   auto num = [&](const char* key, double def) {
@@ -561,6 +592,7 @@ model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& nam
   c.experts = optInteger("experts");
   c.expertsPerToken = optInteger("expertsPerToken");
   c.ropeScaling = ParseRopeScaling(Field(o, "ropeScaling"), name + ".ropeScaling");
+  c.lora = ParseLora(Field(o, "lora"), name + ".lora");
   c.Validate();
   return c;
 }

@@ -4,12 +4,17 @@
 // are detached (length 0) by dispose(), so they can never reach freed memory. A store made with
 // { device: 'cuda' | 'cuda:k' } keeps every buffer in that GPU's memory: read()/write() copy,
 // view() is refused (there is no host memory to alias).
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
 #include "../core/allocator.h"
+#include "../model/lora.h"
 #include "../model/model_config.h"
 #include "../model/param_store.h"
 #include "bindings.h"
@@ -27,16 +32,19 @@ constexpr napi_type_tag kParamStoreTag = {0x6a1f3c9e2b8d4f07ull, 0x93e5b71c0d2a6
 
 model::ParamInit ParseInit(const Napi::Value& v, const std::string& name) {
   if (IsNullish(v)) return model::ParamInit::kNormal;
-  const std::string s = RequireEnum(v, name, {"normal", "ones", "zeros"});
-  return s == "ones" ? model::ParamInit::kOnes : s == "zeros" ? model::ParamInit::kZeros : model::ParamInit::kNormal;
+  const std::string s = RequireEnum(v, name, {"normal", "uniform", "ones", "zeros"});
+  return s == "ones"      ? model::ParamInit::kOnes
+         : s == "zeros"   ? model::ParamInit::kZeros
+         : s == "uniform" ? model::ParamInit::kUniform
+                          : model::ParamInit::kNormal;
 }
 
-std::vector<model::ParamSpec> ParseSpecs(const Napi::Value& v) {
-  if (!v.IsArray()) throw Napi::TypeError::New(v.Env(), "options.specs must be an array");
+std::vector<model::ParamSpec> ParseSpecs(const Napi::Value& v, const std::string& name = "options.specs") {
+  if (!v.IsArray()) throw Napi::TypeError::New(v.Env(), name + " must be an array");
   const Napi::Array arr = v.As<Napi::Array>();
   std::vector<model::ParamSpec> specs;
   for (std::uint32_t i = 0; i < arr.Length(); ++i) {
-    const std::string where = "options.specs[" + std::to_string(i) + "]";
+    const std::string where = name + "[" + std::to_string(i) + "]";
     const Napi::Object o = RequireObject(arr.Get(i), where);
     model::ParamSpec s;
     s.name = RequireString(Field(o, "name"), where + ".name");
@@ -102,6 +110,11 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
                            InstanceMethod<&ParamStoreWrap::Numel>("numel"),
                            InstanceMethod<&ParamStoreWrap::Seed>("seed"),
                            InstanceMethod<&ParamStoreWrap::Device>("device"),
+                           InstanceMethod<&ParamStoreWrap::Append>("append"),
+                           InstanceMethod<&ParamStoreWrap::Truncate>("truncate"),
+                           InstanceMethod<&ParamStoreWrap::Freeze>("freeze"),
+                           InstanceMethod<&ParamStoreWrap::LayoutVersion>("layoutVersion"),
+                           InstanceMethod<&ParamStoreWrap::MergeLora>("mergeLora"),
                            InstanceMethod<&ParamStoreWrap::Dispose>("dispose"),
                            InstanceMethod<&ParamStoreWrap::IsDisposed>("isDisposed"),
                        });
@@ -160,9 +173,10 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
         }
         o.Set("shape", shape);
         o.Set("numel", static_cast<double>(p.numel));
-        o.Set("init", p.spec.init == model::ParamInit::kNormal ? "normal"
-                      : p.spec.init == model::ParamInit::kOnes ? "ones"
-                                                                : "zeros");
+        o.Set("init", p.spec.init == model::ParamInit::kNormal    ? "normal"
+                      : p.spec.init == model::ParamInit::kUniform ? "uniform"
+                      : p.spec.init == model::ParamInit::kOnes    ? "ones"
+                                                                  : "zeros");
         o.Set("std", p.spec.std);
         o.Set("decay", p.spec.decay);
         o.Set("dtype", p.bf16() ? "bfloat16" : "float32");
@@ -359,6 +373,89 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
   Napi::Value Device(const Napi::CallbackInfo& info) {
     return Guarded(info, [&] {
       return Napi::Value(Napi::String::New(info.Env(), DeviceName(Store(info.Env()).device() + 1)));
+    });
+  }
+
+  Napi::Value Append(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      Store(info.Env()).Append(ParseSpecs(info[0], "specs"));
+      return info.Env().Undefined();
+    });
+  }
+
+  Napi::Value Truncate(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      ParamStore& s = Store(info.Env());
+      const std::int64_t count = RequireInt(info[0], "count", 1, static_cast<std::int64_t>(s.size()));
+      // Views of the parameters about to go are detached first: they must never reach freed memory.
+      std::vector<const void*> gone;
+      for (std::size_t i = static_cast<std::size_t>(count); i < s.size(); ++i) {
+        model::Parameter& p = s.at(i);
+        for (const void* ptr : {static_cast<const void*>(p.value.data()), static_cast<const void*>(p.grad.data()),
+                                static_cast<const void*>(p.m.data()), static_cast<const void*>(p.v.data())}) {
+          if (ptr) gone.push_back(ptr);
+        }
+      }
+      s.Truncate(static_cast<std::size_t>(count));
+      DetachViews(gone);
+      return info.Env().Undefined();
+    });
+  }
+
+  Napi::Value Freeze(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      ParamStore& s = Store(info.Env());
+      if (!info[0].IsArray()) throw Napi::TypeError::New(info.Env(), "names must be an array of parameter names");
+      const Napi::Array arr = info[0].As<Napi::Array>();
+      std::vector<std::string> names;
+      std::vector<const void*> gone;
+      for (std::uint32_t i = 0; i < arr.Length(); ++i) {
+        names.push_back(RequireString(arr.Get(i), "names[" + std::to_string(i) + "]"));
+        model::Parameter& p = s.Get(names.back());
+        for (const void* ptr : {static_cast<const void*>(p.grad.data()), static_cast<const void*>(p.m.data()),
+                                static_cast<const void*>(p.v.data())}) {
+          if (ptr) gone.push_back(ptr);
+        }
+      }
+      s.Freeze(names);
+      DetachViews(gone);  // views of the freed gradients and moments
+      return info.Env().Undefined();
+    });
+  }
+
+  /** Detaches the views whose memory is one of `gone` (buffers about to be or just freed). */
+  void DetachViews(const std::vector<const void*>& gone) {
+    for (auto& r : views_) {
+      Napi::ArrayBuffer ab = r.Value();
+      if (ab.IsEmpty() || ab.IsDetached()) continue;
+      if (std::find(gone.begin(), gone.end(), static_cast<const void*>(ab.Data())) != gone.end()) ab.Detach();
+    }
+  }
+
+  Napi::Value LayoutVersion(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      return Napi::Value(Napi::Number::New(info.Env(), static_cast<double>(Store(info.Env()).layoutVersion())));
+    });
+  }
+
+  // mergeLora({ weight, rowOffset, loraA, loraB, scale }): weight rows += scale B A (lora.h).
+  Napi::Value MergeLora(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      ParamStore& s = Store(info.Env());
+      const Napi::Object o = RequireObject(info[0], "options");
+      model::Parameter& w = s.Get(RequireString(Field(o, "weight"), "options.weight"));
+      model::Parameter& a = s.Get(RequireString(Field(o, "loraA"), "options.loraA"));
+      model::Parameter& b = s.Get(RequireString(Field(o, "loraB"), "options.loraB"));
+      const std::int64_t rowOffset = RequireInt(Field(o, "rowOffset"), "options.rowOffset", 0, std::int64_t{1} << 40);
+      const double scale = RequireNumber(Field(o, "scale"), "options.scale");
+      if (!std::isfinite(scale)) throw Napi::RangeError::New(info.Env(), "options.scale must be finite");
+      if (s.device() >= 0) throw Napi::Error::New(info.Env(), "mergeLora runs on CPU stores only");
+      std::unique_lock<std::shared_mutex> lock(s.layoutMutex(), std::try_to_lock);
+      if (!lock.owns_lock()) {
+        throw Napi::Error::New(info.Env(), "the store is in use by a running forward, backward or generation; wait for it");
+      }
+      model::LoraMerge(w, rowOffset, a, b, scale);
+      return info.Env().Undefined();
     });
   }
 

@@ -17,6 +17,35 @@ void RequireRange(const char* name, std::int64_t v, std::int64_t lo, std::int64_
 
 }  // namespace
 
+const char* LoraTargetName(LoraTarget t) {
+  static const char* const kNames[kLoraTargets] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  return kNames[static_cast<int>(t)];
+}
+
+double LoraSettings::Scale() const {
+  const double r = static_cast<double>(rank);
+  return rslora ? alpha / std::sqrt(r) : alpha / r;
+}
+
+std::pair<std::int64_t, std::int64_t> LoraShape(const ModelConfig& c, LoraTarget t) {
+  const std::int64_t q = c.heads * c.headDim, kv = c.kvHeads * c.headDim;
+  switch (t) {
+    case LoraTarget::kQ: return {c.width, q};
+    case LoraTarget::kK:
+    case LoraTarget::kV: return {c.width, kv};
+    case LoraTarget::kO: return {q, c.width};
+    case LoraTarget::kGate:
+    case LoraTarget::kUp: return {c.width, c.ffn};
+    case LoraTarget::kDown: return {c.ffn, c.width};
+  }
+  return {0, 0};
+}
+
+std::string LoraPrefix(std::int64_t layer, LoraTarget t) {
+  static const char* const kModules[kLoraTargets] = {"attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down"};
+  return "layers." + std::to_string(layer) + "." + kModules[static_cast<int>(t)];
+}
+
 void ModelConfig::Validate() const {
   RequireRange("layers", layers, 1, 1024);
   RequireRange("width", width, 1, 1 << 16);
@@ -59,6 +88,23 @@ void ModelConfig::Validate() const {
     RequireRange("expertsPerToken", expertsPerToken, 1, experts);
   }
   ropeScaling.Validate("config.ropeScaling");
+  if (lora.rank != 0 || lora.targets != 0) {
+    RequireRange("lora.rank", lora.rank, 1, 1 << 16);
+    if (!std::isfinite(lora.alpha)) throw ArgumentError("config.lora.alpha must be a finite number");
+    if (lora.targets == 0) throw ArgumentError("config.lora.targets must name at least one module");
+    if (lora.targets >> kLoraTargets) throw ArgumentError("config.lora.targets has unknown target bits");
+    if (experts > 0) {
+      for (LoraTarget t : {LoraTarget::kGate, LoraTarget::kUp, LoraTarget::kDown}) {
+        if (lora.Has(t)) {
+          throw ArgumentError(std::string("config.lora.targets: '") + LoraTargetName(t) +
+                              "' is an MLP projection, but this config's MLP is a mixture of experts (experts = " +
+                              std::to_string(experts) +
+                              "); LoRA on experts is not supported: target the attention projections (q_proj, k_proj, "
+                              "v_proj, o_proj)");
+        }
+      }
+    }
+  }
 }
 
 std::vector<ParamSpec> ParamLayout(const ModelConfig& c) {
@@ -109,6 +155,21 @@ std::vector<ParamSpec> ParamLayout(const ModelConfig& c) {
   }
   vector("norm.weight", {D}, ParamInit::kOnes);
   if (!c.tieEmbeddings) matrix("lm_head.weight", c.vocab, D, c.initStd);
+  if (c.lora.enabled()) {
+    const std::int64_t r = c.lora.rank;
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+      for (int t = 0; t < kLoraTargets; ++t) {
+        const LoraTarget target = static_cast<LoraTarget>(t);
+        if (!c.lora.Has(target)) continue;
+        const auto [in, out] = LoraShape(c, target);
+        const std::string p = LoraPrefix(i, target);
+        // kaiming_uniform(a = sqrt 5) over fan_in = in: U(-1/sqrt(in), 1/sqrt(in)), whose standard
+        // deviation is 1/sqrt(3 in) (kUniform takes the standard deviation).
+        specs.push_back({p + ".lora_a", {r, in}, ParamInit::kUniform, 1.0 / std::sqrt(3.0 * static_cast<double>(in)), true});
+        specs.push_back({p + ".lora_b", {out, r}, ParamInit::kZeros, 0.0, true});
+      }
+    }
+  }
   return specs;
 }
 

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ops.h"
@@ -15,6 +17,33 @@ namespace sinkflex::model {
 
 /** The attention of one layer: a sliding window of `window` keys, or every earlier key. */
 enum class LayerType : std::uint8_t { kSliding, kFull };
+
+/**
+ * A linear projection LoRA can adapt, named as PEFT names the module (q_proj, k_proj, v_proj,
+ * o_proj, gate_proj, up_proj, down_proj). gate and up adapt the two halves of our fused
+ * mlp.gate_up (gate rows, then up rows); the MLP targets need the dense MLP.
+ */
+enum class LoraTarget : std::uint8_t { kQ, kK, kV, kO, kGate, kUp, kDown };
+constexpr int kLoraTargets = 7;
+
+/** PEFT's module name of a target ("q_proj", ...). */
+const char* LoraTargetName(LoraTarget t);
+
+/**
+ * Low-rank adapters (LoRA) on some projections of every layer: y = x W^T (+ b) + scale (x A^T) B^T
+ * with A [rank, in] and B [out, rank] trainable float32, W frozen. rank 0: no adapters.
+ */
+struct LoraSettings {
+  std::int64_t rank = 0;
+  double alpha = 0.0;
+  bool rslora = false;        // scale alpha / sqrt(rank) (PEFT's use_rslora), else alpha / rank
+  std::uint32_t targets = 0;  // bit t set: LoraTarget t is adapted
+
+  bool enabled() const { return rank > 0; }
+  bool Has(LoraTarget t) const { return (targets >> static_cast<int>(t)) & 1u; }
+  /** alpha / rank, or alpha / sqrt(rank) with rslora. */
+  double Scale() const;
+};
 
 struct ModelConfig {
   std::int64_t layers = 0;
@@ -41,6 +70,7 @@ struct ModelConfig {
   std::int64_t experts = 0;          // 0: dense MLP; > 0: a mixture of this many SwiGLU experts
   std::int64_t expertsPerToken = 0;  // top-k, in [1, experts] with experts > 0, else 0
   RopeScaling ropeScaling;           // kNone: plain RoPE
+  LoraSettings lora;                 // rank 0: no adapters
 
   /** True when layer l uses the sliding window. */
   bool Sliding(std::int64_t l) const {
@@ -64,7 +94,16 @@ struct ModelConfig {
  * lm_head.weight [vocab, width] unless tieEmbeddings. Matrices are normal(initStd) (output
  * projections scaled by 1/sqrt(2 layers)) with weight decay; norm gains are ones, biases and
  * sinks zeros, without decay. Configs without the newer fields give the same list as before.
+ * With LoRA, the adapters follow, layer by layer and per target in LoraTarget order:
+ * p attn.{q,k,v,o}.lora_a / lora_b, p mlp.{gate,up,down}.lora_a / lora_b, A [rank, in] uniform
+ * in (-1/sqrt(in), 1/sqrt(in)) (PEFT's kaiming_uniform(a = sqrt 5)), B [out, rank] zeros, both
+ * with weight decay (the base parameters come first, so they are initialised as without LoRA).
  */
 std::vector<ParamSpec> ParamLayout(const ModelConfig& c);
+
+/** The input and output sizes of target t's projection. */
+std::pair<std::int64_t, std::int64_t> LoraShape(const ModelConfig& c, LoraTarget t);
+/** Our parameter prefix of target t in layer l, e.g. "layers.0.attn.q" (then ".lora_a" / ".lora_b"). */
+std::string LoraPrefix(std::int64_t layer, LoraTarget t);
 
 }  // namespace sinkflex::model

@@ -44,17 +44,42 @@ void FillNormal(T* dst, std::int64_t n, double std, std::uint64_t seed, std::uin
   else if (chunks == 1) body(0);
 }
 
+/** Uniform values in (-b, b), b = std sqrt 3, as float32 or rounded to bfloat16 (same streams as FillNormal). */
+template <typename T>
+void FillUniform(T* dst, std::int64_t n, double std, std::uint64_t seed, std::uint64_t index) {
+  const double bound = std * std::sqrt(3.0);
+  const std::int64_t chunks = (n + kInitChunk - 1) / kInitChunk;
+  auto body = [&](std::int64_t c) {
+    Rng rng(Rng::Derive(seed, index, static_cast<std::uint64_t>(c)));
+    const std::int64_t i0 = c * kInitChunk, i1 = std::min(n, i0 + kInitChunk);
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const float v = static_cast<float>((2.0 * rng.Uniform() - 1.0) * bound);
+      if constexpr (std::is_same_v<T, float>) dst[i] = v;
+      else dst[i] = FloatToBf16(v);
+    }
+  };
+  if (chunks > 1) ThreadPool::Global().ParallelFor(chunks, [&](std::int64_t c, int) { body(c); });
+  else if (chunks == 1) body(0);
+}
+
 }  // namespace
 
 ParamStore::ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed, int device)
     : device_(device < 0 ? -1 : device), seed_(seed), rng_(seed) {
   if (specs.empty()) throw ArgumentError("a parameter store needs at least one parameter");
   if (device_ >= 0) UseDevice();
-  params_.reserve(specs.size());
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    ParamSpec& s = specs[i];
+  Add(std::move(specs));
+  // The store's own stream starts after initialisation, derived from the seed alone.
+  rng_ = Rng(Rng::Derive(seed, ~std::uint64_t{0}, 0));
+}
+
+void ParamStore::CheckSpecs(const std::vector<ParamSpec>& specs) const {
+  std::unordered_map<std::string, std::size_t> names;
+  for (std::size_t k = 0; k < specs.size(); ++k) {
+    const ParamSpec& s = specs[k];
+    const std::size_t i = params_.size() + k;
     if (s.name.empty()) throw ArgumentError("parameter " + std::to_string(i) + " has an empty name");
-    if (index_.count(s.name)) throw ArgumentError("duplicate parameter name '" + s.name + "'");
+    if (index_.count(s.name) || !names.emplace(s.name, i).second) throw ArgumentError("duplicate parameter name '" + s.name + "'");
     if (s.shape.empty() || s.shape.size() > 4) {
       throw ArgumentError("parameter '" + s.name + "' must have 1 to 4 dimensions, got " + std::to_string(s.shape.size()));
     }
@@ -66,7 +91,7 @@ ParamStore::ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed, int dev
       n *= d;
       if (n > (std::int64_t{1} << 34)) throw ArgumentError("parameter '" + s.name + "' is too large");
     }
-    if (s.init == ParamInit::kNormal && !(std::isfinite(s.std) && s.std >= 0.0)) {
+    if ((s.init == ParamInit::kNormal || s.init == ParamInit::kUniform) && !(std::isfinite(s.std) && s.std >= 0.0)) {
       throw ArgumentError("parameter '" + s.name + "' has an invalid init std");
     }
     const bool bf16 = s.dtype == ParamDtype::kBFloat16;
@@ -78,63 +103,134 @@ ParamStore::ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed, int dev
       throw ArgumentError("parameter '" + s.name + "': " + (bf16 ? "dtype bfloat16" : "trainable = false") +
                           " is not supported by CUDA stores yet (CPU stores only)");
     }
-    index_[s.name] = i;
-    Parameter p;
-    p.numel = n;
-    const std::size_t count = static_cast<std::size_t>(n);
-    auto init = [&](auto* dst) {
-      using T = std::remove_pointer_t<decltype(dst)>;
-      auto constant = [](float v) {
-        if constexpr (std::is_same_v<T, float>) return v;
-        else return FloatToBf16(v);
-      };
-      switch (s.init) {
-        case ParamInit::kNormal: FillNormal(dst, n, s.std, seed, i); break;
-        case ParamInit::kOnes: std::fill(dst, dst + n, constant(1.0f)); break;
-        case ParamInit::kZeros: std::fill(dst, dst + n, constant(0.0f)); break;
-      }
-    };
-    if (device_ < 0) {
-      if (bf16) {
-        p.value16 = HostBuffer<std::uint16_t>(count, "parameter values (bfloat16)");
-        init(p.value16.data());
-        bytes_ += count * sizeof(std::uint16_t);
-      } else {
-        p.value = HostBuffer<float>(count, "parameter values");
-        init(p.value.data());
-        bytes_ += count * sizeof(float);
-      }
-      if (s.trainable) {
-        p.grad = HostBuffer<float>(count, "parameter gradients");
-        p.m = HostBuffer<float>(count, "AdamW first moments");
-        p.v = HostBuffer<float>(count, "AdamW second moments");
-        p.grad.zero();
-        p.m.zero();
-        p.v.zero();
-        bytes_ += 3 * count * sizeof(float);
-      }
-    } else {
-      // The same values as a CPU store: initialised on the host, then copied.
-      HostBuffer<float> staged(count, "parameter values (staged for the device)");
-      init(staged.data());
-      p.dValue = DeviceBuffer<float>(device_, count, "parameter values (cuda)");
-      p.dValue.Upload(staged.data());
-      p.dGrad = DeviceBuffer<float>(device_, count, "parameter gradients (cuda)");
-      p.dM = DeviceBuffer<float>(device_, count, "AdamW first moments (cuda)");
-      p.dV = DeviceBuffer<float>(device_, count, "AdamW second moments (cuda)");
-      const DeviceKernels& k = *GetCudaDeviceKernels();
-      k.fill(p.dGrad.data(), n, 0.0f);
-      k.fill(p.dM.data(), n, 0.0f);
-      k.fill(p.dV.data(), n, 0.0f);
-      bytes_ += 4 * count * sizeof(float);
-    }
-    p.spec = std::move(s);
-    numel_ += n;
-    if (p.spec.trainable) trainableNumel_ += n;
-    params_.push_back(std::move(p));
   }
-  // The store's own stream starts after initialisation, derived from the seed alone.
-  rng_ = Rng(Rng::Derive(seed, ~std::uint64_t{0}, 0));
+}
+
+void ParamStore::Add(std::vector<ParamSpec> specs) {
+  CheckSpecs(specs);
+  const std::size_t first = params_.size();
+  try {
+    for (std::size_t k = 0; k < specs.size(); ++k) {
+      ParamSpec& s = specs[k];
+      const std::size_t i = first + k;
+      std::int64_t n = 1;
+      for (std::int64_t d : s.shape) n *= d;
+      const bool bf16 = s.dtype == ParamDtype::kBFloat16;
+      Parameter p;
+      p.numel = n;
+      const std::size_t count = static_cast<std::size_t>(n);
+      auto init = [&](auto* dst) {
+        using T = std::remove_pointer_t<decltype(dst)>;
+        auto constant = [](float v) {
+          if constexpr (std::is_same_v<T, float>) return v;
+          else return FloatToBf16(v);
+        };
+        switch (s.init) {
+          case ParamInit::kNormal: FillNormal(dst, n, s.std, seed_, i); break;
+          case ParamInit::kUniform: FillUniform(dst, n, s.std, seed_, i); break;
+          case ParamInit::kOnes: std::fill(dst, dst + n, constant(1.0f)); break;
+          case ParamInit::kZeros: std::fill(dst, dst + n, constant(0.0f)); break;
+        }
+      };
+      std::size_t bytes = 0;
+      if (device_ < 0) {
+        if (bf16) {
+          p.value16 = HostBuffer<std::uint16_t>(count, "parameter values (bfloat16)");
+          init(p.value16.data());
+          bytes += count * sizeof(std::uint16_t);
+        } else {
+          p.value = HostBuffer<float>(count, "parameter values");
+          init(p.value.data());
+          bytes += count * sizeof(float);
+        }
+        if (s.trainable) {
+          p.grad = HostBuffer<float>(count, "parameter gradients");
+          p.m = HostBuffer<float>(count, "AdamW first moments");
+          p.v = HostBuffer<float>(count, "AdamW second moments");
+          p.grad.zero();
+          p.m.zero();
+          p.v.zero();
+          bytes += 3 * count * sizeof(float);
+        }
+      } else {
+        // The same values as a CPU store: initialised on the host, then copied.
+        HostBuffer<float> staged(count, "parameter values (staged for the device)");
+        init(staged.data());
+        p.dValue = DeviceBuffer<float>(device_, count, "parameter values (cuda)");
+        p.dValue.Upload(staged.data());
+        p.dGrad = DeviceBuffer<float>(device_, count, "parameter gradients (cuda)");
+        p.dM = DeviceBuffer<float>(device_, count, "AdamW first moments (cuda)");
+        p.dV = DeviceBuffer<float>(device_, count, "AdamW second moments (cuda)");
+        const DeviceKernels& k = *GetCudaDeviceKernels();
+        k.fill(p.dGrad.data(), n, 0.0f);
+        k.fill(p.dM.data(), n, 0.0f);
+        k.fill(p.dV.data(), n, 0.0f);
+        bytes += 4 * count * sizeof(float);
+      }
+      p.spec = std::move(s);
+      index_[p.spec.name] = i;
+      bytes_ += bytes;
+      numel_ += n;
+      if (p.spec.trainable) trainableNumel_ += n;
+      params_.push_back(std::move(p));
+    }
+  } catch (...) {
+    Drop(first);  // nothing of a failed addition stays
+    throw;
+  }
+}
+
+void ParamStore::Drop(std::size_t count) {
+  while (params_.size() > count) {
+    Parameter& p = params_.back();
+    const std::size_t n = static_cast<std::size_t>(p.numel);
+    if (device_ >= 0) {
+      bytes_ -= 4 * n * sizeof(float);  // value, gradient and moments on the device
+    } else {
+      bytes_ -= p.bf16() ? n * sizeof(std::uint16_t) : n * sizeof(float);
+      if (p.trainable()) bytes_ -= 3 * n * sizeof(float);
+    }
+    numel_ -= p.numel;
+    if (p.trainable()) trainableNumel_ -= p.numel;
+    index_.erase(p.spec.name);
+    params_.pop_back();
+  }
+}
+
+void ParamStore::Append(std::vector<ParamSpec> specs) {
+  if (specs.empty()) throw ArgumentError("append needs at least one parameter");
+  std::unique_lock<std::shared_mutex> lock(layoutMutex_, std::try_to_lock);
+  if (!lock.owns_lock()) throw ArgumentError("the store is in use by a running forward, backward or generation; wait for it before adding parameters");
+  Add(std::move(specs));
+  ++layoutVersion_;
+}
+
+void ParamStore::Freeze(const std::vector<std::string>& names) {
+  if (device_ >= 0) throw ArgumentError("freezing parameters is supported on CPU stores only");
+  std::vector<Parameter*> ps;
+  for (const std::string& n : names) ps.push_back(&Get(n));
+  std::unique_lock<std::shared_mutex> lock(layoutMutex_, std::try_to_lock);
+  if (!lock.owns_lock()) throw ArgumentError("the store is in use by a running forward, backward or generation; wait for it before freezing parameters");
+  for (Parameter* p : ps) {
+    if (!p->trainable()) continue;
+    bytes_ -= 3 * static_cast<std::size_t>(p->numel) * sizeof(float);
+    trainableNumel_ -= p->numel;
+    p->grad.reset();
+    p->m.reset();
+    p->v.reset();
+    p->spec.trainable = false;
+  }
+}
+
+void ParamStore::Truncate(std::size_t count) {
+  if (count < 1 || count > params_.size()) {
+    throw ArgumentError("truncate keeps 1 to " + std::to_string(params_.size()) + " parameters, got " + std::to_string(count));
+  }
+  if (count == params_.size()) return;
+  std::unique_lock<std::shared_mutex> lock(layoutMutex_, std::try_to_lock);
+  if (!lock.owns_lock()) throw ArgumentError("the store is in use by a running forward, backward or generation; wait for it before removing parameters");
+  Drop(count);
+  ++layoutVersion_;
 }
 
 Parameter* ParamStore::Find(const std::string& name) {

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -24,8 +26,8 @@
 
 namespace sinkflex::model {
 
-/** How a parameter is initialised. */
-enum class ParamInit { kNormal, kOnes, kZeros };
+/** How a parameter is initialised: normal(0, std), uniform with standard deviation std (U(-b, b), b = std sqrt 3), ones or zeros. */
+enum class ParamInit { kNormal, kOnes, kZeros, kUniform };
 
 /** How a parameter's values are stored. */
 enum class ParamDtype { kFloat32, kBFloat16 };
@@ -35,7 +37,7 @@ struct ParamSpec {
   std::string name;
   std::vector<std::int64_t> shape;  // 1 to 4 dimensions, each >= 1
   ParamInit init = ParamInit::kNormal;
-  double std = 0.02;   // for kNormal
+  double std = 0.02;   // for kNormal and kUniform: the standard deviation
   bool decay = true;   // AdamW weight decay applies
   ParamDtype dtype = ParamDtype::kFloat32;  // bfloat16 requires trainable = false
   bool trainable = true;                    // false: no gradient, no AdamW moments
@@ -113,6 +115,31 @@ class ParamStore {
   /** Sets a bfloat16 parameter's values from raw bits, without rounding (ArgumentError for a float32 one). */
   void WriteBf16(Parameter& p, const std::uint16_t* host);
 
+  /**
+   * Adds parameters after the existing ones, initialised from the store's seed exactly as a
+   * store made with all the specs at once (parameter i's streams derive from the seed and i).
+   * References to the existing parameters stay valid. Increments layoutVersion(). Throws
+   * ArgumentError (nothing added) on a bad or duplicate spec, or while a model operation holds
+   * layoutMutex() (a forward, backward or generation step in progress).
+   */
+  void Append(std::vector<ParamSpec> specs);
+  /**
+   * Removes every parameter from index `count` on (1 <= count <= size()), with its gradient and
+   * moments. Increments layoutVersion(). Throws ArgumentError while a model operation holds
+   * layoutMutex().
+   */
+  void Truncate(std::size_t count);
+  /**
+   * Makes the named parameters non-trainable, freeing their gradients and AdamW moments (already
+   * frozen ones are left as they are). CPU stores only. Throws ArgumentError (nothing changed)
+   * for an unknown name or while a model operation holds layoutMutex().
+   */
+  void Freeze(const std::vector<std::string>& names);
+  /** Changes each time Append or Truncate changes the parameter list (models check it). */
+  std::uint64_t layoutVersion() const { return layoutVersion_; }
+  /** Held shared by model operations that read parameters through pointers (Append/Truncate take it exclusively). */
+  std::shared_mutex& layoutMutex() const { return layoutMutex_; }
+
   /** The CUDA device index, or -1 for a CPU store. */
   int device() const { return device_; }
 
@@ -134,9 +161,14 @@ class ParamStore {
   Rng& rng() { return rng_; }
 
  private:
-  std::vector<Parameter> params_;
+  std::deque<Parameter> params_;  // a deque: Append keeps references to earlier parameters valid
   std::unordered_map<std::string, std::size_t> index_;
   void UseDevice() const;
+  void CheckSpecs(const std::vector<ParamSpec>& specs) const;
+  void Add(std::vector<ParamSpec> specs);
+  void Drop(std::size_t count);
+  std::uint64_t layoutVersion_ = 0;
+  mutable std::shared_mutex layoutMutex_;
 
   std::int64_t numel_ = 0;
   std::int64_t trainableNumel_ = 0;

@@ -18,6 +18,8 @@
 //
 // Weight matrices (embed, q/k/v/o, MLP, router, experts, head) may be stored as bfloat16 and
 // frozen parameters get no gradient (param_store.h); norms, sinks and biases are float32.
+// With config.lora, the adapted projections (q, k, v, o, gate and up on the halves of gate_up,
+// down) add scale (x A^T) B^T (lora.h) in the training forward/backward and in inference.
 //
 // Training works on packed token batches: T tokens of several documents laid end to end, with
 // per-token positions (restarting at 0 in each document) and document ids (attention never
@@ -86,6 +88,8 @@ struct BlockParams {
   Parameter *mlpNorm = nullptr, *gateUp = nullptr, *gateUpBias = nullptr, *down = nullptr, *downBias = nullptr;
   Parameter *router = nullptr, *routerBias = nullptr, *expertsGateUp = nullptr, *expertsGateUpBias = nullptr,
             *expertsDown = nullptr, *expertsDownBias = nullptr;
+  /** LoRA adapters per LoraTarget (null where the target is not adapted). */
+  Parameter *loraA[kLoraTargets] = {}, *loraB[kLoraTargets] = {};
 };
 
 /** Activations one layer keeps for its backward. */
@@ -104,6 +108,7 @@ struct LayerActivations {
   HostBuffer<float> h;       // [T, 2F] gate_up output (dense)
   HostBuffer<float> act;     // [T, F] SwiGLU output (dense)
   MoeSaved moe;              // the experts' activations (MoE)
+  HostBuffer<float> loraT[kLoraTargets];  // [T, rank] x A^T of each adapted projection (LoRA)
 };
 
 /** The device activations of a training forward over a CUDA store (transformer_device_train.cc). */
@@ -253,7 +258,11 @@ struct RunOptions {
 
 class Transformer {
  public:
-  /** Checks that `store` holds exactly ParamLayout(config) (names and shapes). */
+  /**
+   * Checks that `store` holds exactly ParamLayout(config) (names and shapes). The model keeps
+   * pointers into the store: once the store's parameter list changes (ParamStore::Append /
+   * Truncate, e.g. adapters added or merged away), every operation of this model throws.
+   */
   Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> store);
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
@@ -309,12 +318,16 @@ class Transformer {
   std::shared_ptr<ParamStore> store_;
   /** The MoE op's view of layer l's router and experts. */
   MoeParams Moe(const BlockParams& p) const;
+  /** Throws when the store's parameter list changed since this model was made (call with layoutMutex held). */
+  void CheckStoreLayout() const;
 
   RopeTable rope_;
   Parameter* embed_;
   std::vector<BlockParams> blocks_;
   Parameter* norm_;
   Parameter* head_;  // embed_ with tieEmbeddings
+  float loraScale_ = 0.0f;            // config.lora.Scale()
+  std::uint64_t storeLayout_ = 0;     // the store's layoutVersion() at construction
   attention::MaskProgram causal_, window_;
   int device_ = -1;
   DeviceBuffer<float> ropeCos_, ropeSin_;  // the RoPE table on the device

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
+#include <shared_mutex>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
@@ -22,6 +24,7 @@
 #include "../core/errors.h"
 #include "../core/thread_pool.h"
 #include "kernel_table.h"
+#include "lora.h"
 #include "transformer.h"
 #include "transformer_params.h"
 
@@ -378,6 +381,15 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
   HostBuffer<float> mlpOut = moe ? Floats(R * D, "decode moe output") : HostBuffer<float>();
   HostBuffer<float> headRstd = c.qkNorm ? Floats(R * H, "decode q/k norm rstd") : HostBuffer<float>();
   HostBuffer<float> scratch;
+  // LoRA: y (row stride ldy) += scale (x A^T) B^T for the adapted projections.
+  HostBuffer<float> loraT = c.lora.enabled() ? Floats(R * c.lora.rank, "decode lora x A^T") : HostBuffer<float>();
+  auto lora = [&](const BlockParams& p, LoraTarget target, const float* in, std::int64_t nIn, float* y, std::int64_t ldy,
+                  std::int64_t nOut) {
+    const int t = static_cast<int>(target);
+    if (p.loraA[t] == nullptr) return;
+    LoraForward(in, p.loraA[t]->value.data(), p.loraB[t]->value.data(), loraScale_, loraT.data(), y, ldy, R, nIn, nOut,
+                c.lora.rank);
+  };
 
   // Attention scratch (scores of one row) per thread, sized for the longest cache of this step.
   const attention::KernelTable& akt = attention::KernelsFor(attention::CpuIsa::kAuto);
@@ -399,6 +411,9 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
     RowsLinear(n.data(), p.q, p.qBias, q.data(), R, D, qDim, false, &scratch);
     RowsLinear(n.data(), p.k, p.kBias, k.data(), R, D, kvDim, false, &scratch);
     RowsLinear(n.data(), p.v, p.vBias, v.data(), R, D, kvDim, false, &scratch);
+    lora(p, LoraTarget::kQ, n.data(), D, q.data(), qDim, qDim);
+    lora(p, LoraTarget::kK, n.data(), D, k.data(), kvDim, kvDim);
+    lora(p, LoraTarget::kV, n.data(), D, v.data(), kvDim, kvDim);
     if (p.qNorm) {
       RmsNormForward(q.data(), p.qNorm->value.data(), q.data(), headRstd.data(), R * H, Dh, eps);
       RmsNormForward(k.data(), p.kNorm->value.data(), k.data(), headRstd.data(), R * KV, Dh, eps);
@@ -437,14 +452,18 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
                                        [&](std::int64_t i, int thread) { attend(small[static_cast<std::size_t>(i)], thread); });
     }
     RowsLinear(ao.data(), p.o, p.oBias, x.data(), R, qDim, D, true, &scratch);
+    lora(p, LoraTarget::kO, ao.data(), qDim, x.data(), D, D);
     RmsNormForward(x.data(), p.mlpNorm->value.data(), n.data(), rstd.data(), R, D, eps);
     if (moe) {
       MoeForward(Moe(p), n.data(), mlpOut.data(), R, nullptr, nullptr);
       ActiveKernels().add(x.data(), mlpOut.data(), R * D);
     } else {
       RowsLinear(n.data(), p.gateUp, p.gateUpBias, h.data(), R, D, 2 * F, false, &scratch);
+      lora(p, LoraTarget::kGate, n.data(), D, h.data(), 2 * F, F);
+      lora(p, LoraTarget::kUp, n.data(), D, h.data() + F, 2 * F, F);
       SwiGluForward(h.data(), act.data(), R, F, c.swiglu);
       RowsLinear(act.data(), p.down, p.downBias, x.data(), R, F, D, true, &scratch);
+      lora(p, LoraTarget::kDown, act.data(), F, x.data(), D, D);
     }
   }
 
@@ -475,6 +494,8 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
 }
 
 void Transformer::Run(const std::vector<Session*>& sessions, const RunOptions& opts) const {
+  const std::shared_lock<std::shared_mutex> layoutLock(store_->layoutMutex());
+  CheckStoreLayout();
   if (opts.maxForwards < 0) throw ArgumentError("maxForwards must be >= 0");
   if (opts.prefillChunk < 1) throw ArgumentError("prefillChunk must be >= 1");
   std::unordered_set<const Session*> seen;

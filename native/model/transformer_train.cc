@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 
 #include "../core/errors.h"
 #include "../core/thread_pool.h"
 #include "kernel_table.h"
+#include "lora.h"
 #include "transformer.h"
 #include "transformer_params.h"
 
@@ -62,6 +65,7 @@ std::size_t TrainState::Bytes() const {
           a.xmid.size() + a.n2.size() + a.rstd2.size() + a.h.size() + a.act.size()) *
              4 +
          a.moe.Bytes();
+    for (const HostBuffer<float>& t : a.loraT) n += t.size() * 4;
   }
   if (device) n += DeviceTrainStateBytes(*device);
   return n;
@@ -83,6 +87,10 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
       throw ArgumentError(std::string("config.") + field + (std::string(field) == "sinks" ? " = false" : "") +
                           " is not supported by the CUDA transformer yet (run it on the CPU)");
     }
+    if (config_.lora.enabled()) {
+      throw ArgumentError("config.lora (LoRA adapters) is not supported by the CUDA transformer yet: run the model on the "
+                          "CPU (device 'cpu')");
+    }
   }
   const std::vector<ParamSpec> layout = ParamLayout(config_);
   if (store_->size() != layout.size()) {
@@ -100,7 +108,14 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
     if (p.bf16() && !layout[i].decay) {
       throw ArgumentError("parameter '" + s.name + "' must be float32 (norm gains, sinks and biases are not stored as bfloat16)");
     }
+    const bool adapter = s.name.size() > 7 && (s.name.compare(s.name.size() - 7, 7, ".lora_a") == 0 ||
+                                               s.name.compare(s.name.size() - 7, 7, ".lora_b") == 0);
+    if (p.bf16() && adapter) {
+      throw ArgumentError("parameter '" + s.name + "' must be float32 (LoRA adapters are float32)");
+    }
   }
+  storeLayout_ = store_->layoutVersion();
+  loraScale_ = static_cast<float>(config_.lora.enabled() ? config_.lora.Scale() : 0.0);
   ParamStore& st = *store_;
   embed_ = &st.Get("embed.weight");
   norm_ = &st.Get("norm.weight");
@@ -134,6 +149,12 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
     b.expertsGateUpBias = opt(moe && mb, "mlp.experts.gate_up.bias");
     b.expertsDown = opt(moe, "mlp.experts.down.weight");
     b.expertsDownBias = opt(moe && mb, "mlp.experts.down.bias");
+    for (int t = 0; t < kLoraTargets; ++t) {
+      if (!config_.lora.enabled() || !config_.lora.Has(static_cast<LoraTarget>(t))) continue;
+      const std::string prefix = LoraPrefix(l, static_cast<LoraTarget>(t));
+      b.loraA[t] = &st.Get(prefix + ".lora_a");
+      b.loraB[t] = &st.Get(prefix + ".lora_b");
+    }
     blocks_.push_back(b);
   }
   if (store_->device() >= 0) InitDevice();
@@ -192,6 +213,8 @@ std::unique_ptr<TrainState> Transformer::NewTrainState(const TokenBatch& b, cons
 
 std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const TrainForwardOptions& o, float* logp,
                                                  float* entropy) const {
+  const std::shared_lock<std::shared_mutex> layoutLock(store_->layoutMutex());
+  CheckStoreLayout();
   CheckBatch(b);
   if (!(o.temperature > 0.0f) || !std::isfinite(o.temperature)) {
     throw ArgumentError("temperature must be a positive finite number, got " + std::to_string(o.temperature));
@@ -204,6 +227,17 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
   const float scale = 1.0f / o.temperature;
   const Shape shape = Shape::Self(1, T, H, KV, Dh);
   std::unique_ptr<TrainState> st = NewTrainState(b, o, false);
+
+  // LoRA: y (row stride ldy) += scale (x A^T) B^T for target t, keeping x A^T in a.loraT[t].
+  const std::int64_t R = c.lora.rank;
+  auto lora = [&](const BlockParams& p, LoraTarget target, LayerActivations& a, const float* in, std::int64_t nIn,
+                  float* y, std::int64_t ldy, std::int64_t nOut) {
+    const int t = static_cast<int>(target);
+    if (p.loraA[t] == nullptr) return;
+    a.loraT[t] = Floats(T * R, "transformer lora x A^T");
+    LoraForward(in, p.loraA[t]->value.data(), p.loraB[t]->value.data(), loraScale_, a.loraT[t].data(), y, ldy, T, nIn,
+                nOut, R);
+  };
 
   HostBuffer<float> x = Floats(T * D, "transformer residual");
   if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), st->tokens.data(), x.data(), T, V, D);
@@ -223,6 +257,9 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
     Project(a.n1.data(), p.q, p.qBias, a.q.data(), T, D, qDim, false);
     Project(a.n1.data(), p.k, p.kBias, a.k.data(), T, D, kvDim, false);
     Project(a.n1.data(), p.v, p.vBias, a.v.data(), T, D, kvDim, false);
+    lora(p, LoraTarget::kQ, a, a.n1.data(), D, a.q.data(), qDim, qDim);
+    lora(p, LoraTarget::kK, a, a.n1.data(), D, a.k.data(), kvDim, kvDim);
+    lora(p, LoraTarget::kV, a, a.n1.data(), D, a.v.data(), kvDim, kvDim);
     if (p.qNorm) {  // RMSNorm over every head of q and k (rows of headDim), before RoPE
       a.qRaw = std::move(a.q);
       a.kRaw = std::move(a.k);
@@ -248,6 +285,7 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
     }
     a.xmid = Copy(a.x.data(), T * D, "transformer residual");
     Project(a.ao.data(), p.o, p.oBias, a.xmid.data(), T, qDim, D, true);
+    lora(p, LoraTarget::kO, a, a.ao.data(), qDim, a.xmid.data(), D, D);
     a.n2 = Floats(T * D, "transformer mlp norm");
     a.rstd2 = Floats(T, "transformer rstd");
     RmsNormForward(a.xmid.data(), p.mlpNorm->value.data(), a.n2.data(), a.rstd2.data(), T, D, eps);
@@ -259,9 +297,12 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
     } else {
       a.h = Floats(T * 2 * F, "transformer mlp gate_up");
       Project(a.n2.data(), p.gateUp, p.gateUpBias, a.h.data(), T, D, 2 * F, false);
+      lora(p, LoraTarget::kGate, a, a.n2.data(), D, a.h.data(), 2 * F, F);
+      lora(p, LoraTarget::kUp, a, a.n2.data(), D, a.h.data() + F, 2 * F, F);
       a.act = Floats(T * F, "transformer mlp activation");
       SwiGluForward(a.h.data(), a.act.data(), T, F, c.swiglu);
       Project(a.act.data(), p.down, p.downBias, x.data(), T, F, D, true);
+      lora(p, LoraTarget::kDown, a, a.act.data(), F, x.data(), D, D);
     }
   }
 
@@ -305,7 +346,16 @@ MoeParams Transformer::Moe(const BlockParams& p) const {
   return m;
 }
 
+void Transformer::CheckStoreLayout() const {
+  if (store_->layoutVersion() != storeLayout_) {
+    throw ArgumentError("the store's parameters were added or removed since this model was made (LoRA adapters applied "
+                        "or merged): use the model made over the changed store");
+  }
+}
+
 void Transformer::Backward(TrainState& st, const float* dlogp, const float* dentropy) const {
+  const std::shared_lock<std::shared_mutex> layoutLock(store_->layoutMutex());
+  CheckStoreLayout();
   if (device_ >= 0) return DeviceBackward(st, dlogp, dentropy);
   if (st.consumed) throw ArgumentError("this forward's activations were already used by a backward");
   if (st.layers.size() != static_cast<std::size_t>(config_.layers) || st.logits.size() == 0) {
@@ -332,6 +382,18 @@ void Transformer::Backward(TrainState& st, const float* dlogp, const float* dent
   RmsNormBackward(st.xf.data(), norm_->value.data(), st.rstdf.data(), dn.data(), dx.data(), Grad(norm_), T, D, false);
   st.xf.reset();
   HostBuffer<float> dsinks = Floats(H, "transformer backward d sinks");
+  // LoRA: the adapter's part of the backward of a projection whose output gradient is dy (row
+  // stride ldy) and whose input gradient dx (+=) was just computed through the frozen weight.
+  const std::int64_t R = c.lora.rank;
+  HostBuffer<float> dt = R > 0 ? Floats(T * R, "transformer backward lora dt") : HostBuffer<float>();
+  auto lora = [&](const BlockParams& p, LoraTarget target, LayerActivations& a, const float* in, std::int64_t nIn,
+                  const float* dy, std::int64_t ldy, std::int64_t nOut, float* dIn) {
+    const int t = static_cast<int>(target);
+    if (p.loraA[t] == nullptr) return;
+    LoraBackward(in, p.loraA[t]->value.data(), p.loraB[t]->value.data(), loraScale_, a.loraT[t].data(), dy, ldy, dIn,
+                 Grad(p.loraA[t]), Grad(p.loraB[t]), dt.data(), T, nIn, nOut, R);
+    a.loraT[t].reset();
+  };
 
   for (std::int64_t l = c.layers - 1; l >= 0; --l) {
     const BlockParams& p = blocks_[l];
@@ -353,12 +415,15 @@ void Transformer::Backward(TrainState& st, const float* dlogp, const float* dent
     } else {  // dense MLP: x_out = xmid + down(swiglu(gate_up(norm(xmid))))
       HostBuffer<float> dact = Floats(T * F, "transformer backward d activation");
       ProjectBackward(a.act.data(), p.down, p.downBias, dx.data(), dact.data(), T, F, D, false);
+      lora(p, LoraTarget::kDown, a, a.act.data(), F, dx.data(), D, D, dact.data());
       a.act.reset();
       HostBuffer<float> dh = Floats(T * 2 * F, "transformer backward d gate_up");
       SwiGluBackward(a.h.data(), dact.data(), dh.data(), T, F, c.swiglu, false);
       dact.reset();
       a.h.reset();
       ProjectBackward(a.n2.data(), p.gateUp, p.gateUpBias, dh.data(), dn.data(), T, D, 2 * F, false);
+      lora(p, LoraTarget::kGate, a, a.n2.data(), D, dh.data(), 2 * F, F, dn.data());
+      lora(p, LoraTarget::kUp, a, a.n2.data(), D, dh.data() + F, 2 * F, F, dn.data());
       dh.reset();
       a.n2.reset();
       RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(), Grad(p.mlpNorm), T,
@@ -368,6 +433,7 @@ void Transformer::Backward(TrainState& st, const float* dlogp, const float* dent
     {  // attention: xmid = x + o(attention(rope(norm?(q)), rope(norm?(k)), v))
       HostBuffer<float> dao = Floats(T * qDim, "transformer backward d attention out");
       ProjectBackward(a.ao.data(), p.o, p.oBias, dx.data(), dao.data(), T, qDim, D, false);
+      lora(p, LoraTarget::kO, a, a.ao.data(), qDim, dx.data(), D, D, dao.data());
       HostBuffer<float> dq = Floats(T * qDim, "transformer backward dq");
       HostBuffer<float> dk = Floats(T * kvDim, "transformer backward dk");
       HostBuffer<float> dv = Floats(T * kvDim, "transformer backward dv");
@@ -404,6 +470,9 @@ void Transformer::Backward(TrainState& st, const float* dlogp, const float* dent
       ProjectBackward(a.n1.data(), p.q, p.qBias, dq.data(), dn.data(), T, D, qDim, false);
       ProjectBackward(a.n1.data(), p.k, p.kBias, dk.data(), dn.data(), T, D, kvDim, true);
       ProjectBackward(a.n1.data(), p.v, p.vBias, dv.data(), dn.data(), T, D, kvDim, true);
+      lora(p, LoraTarget::kQ, a, a.n1.data(), D, dq.data(), qDim, qDim, dn.data());
+      lora(p, LoraTarget::kK, a, a.n1.data(), D, dk.data(), kvDim, kvDim, dn.data());
+      lora(p, LoraTarget::kV, a, a.n1.data(), D, dv.data(), kvDim, kvDim, dn.data());
       a.n1.reset();
       RmsNormBackward(a.x.data(), p.attnNorm->value.data(), a.rstd1.data(), dn.data(), dx.data(), Grad(p.attnNorm), T,
                       D, true);

@@ -190,7 +190,7 @@ t.test('store RNG state round-trips; spec errors are reported', async (t) => {
   t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [] }], 1), { name: 'RangeError', message: /1 to 4 dimensions/ });
   t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [0] }], 1), { name: 'RangeError', message: /shape\[0\] must be in/ });
   t.throws(() => ParamStore.fromSpecs([{ name: '', shape: [1] }], 1), { name: 'RangeError', message: /empty name/ });
-  t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [1], init: 'uniform' as 'ones' }], 1), { name: 'RangeError', message: /init must be one of/ });
+  t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [1], init: 'xavier' as 'ones' }], 1), { name: 'RangeError', message: /init must be one of/ });
   t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [1] }], -1), { name: 'RangeError', message: /seed must be in/ });
   t.throws(() => ParamStore.fromSpecs('x' as unknown as [], 1), { name: 'TypeError', message: /specs must be an array/ });
 });

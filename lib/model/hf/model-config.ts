@@ -50,8 +50,12 @@ export type RopeScaling = YarnRopeScaling | Llama3RopeScaling | LinearRopeScalin
 /** Attention kind of one layer: `'sliding'` uses the config's `window`. */
 export type LayerType = 'sliding' | 'full';
 
-/** A {@link ModelConfig} extended per the issue-17 contract (MODEL_SPEC §1). */
-export interface PretrainedModelConfig extends Omit<ModelConfig, 'bias'> {
+/**
+ * A {@link ModelConfig} extended per the issue-17 contract (MODEL_SPEC §1). It describes the
+ * checkpoint's base model: LoRA adapters (`ModelConfig.lora`) are not part of it (a PEFT
+ * adapter folder carries its own settings; see lib/model/lora).
+ */
+export interface PretrainedModelConfig extends Omit<ModelConfig, 'bias' | 'lora'> {
   /** Biases on q/k/v. */
   qkvBias: boolean;
   /** Bias on o. */

@@ -1,0 +1,38 @@
+/**
+ * LoRA settings as part of a model config: which projections get low-rank adapters, their rank
+ * and scale. The names of the targets are PEFT's module names.
+ * @module
+ */
+
+/** The projections LoRA can adapt, named as PEFT (and Hugging Face) name the modules. */
+export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
+
+/** One adaptable projection: the attention's q/k/v/o or the dense MLP's gate/up/down. */
+export type LoraTarget = (typeof LORA_TARGETS)[number];
+
+/** The MLP targets (not available with a mixture of experts). */
+export const LORA_MLP_TARGETS: readonly LoraTarget[] = ['gate_proj', 'up_proj', 'down_proj'];
+
+/**
+ * Low-rank adapters on every layer's `targets`: y = x Wᵀ (+ b) + scale · (x Aᵀ) Bᵀ with
+ * A [rank, in] and B [out, rank] trainable float32, W frozen; scale = alpha / rank, or
+ * alpha / √rank with `rslora` (PEFT's `use_rslora`).
+ */
+export interface LoraConfig {
+  /** r, an integer in [1, 65536]. */
+  rank: number;
+  /** lora_alpha, a finite number. */
+  alpha: number;
+  /** The projections adapted in every layer (at least one, no repeats), in {@link LORA_TARGETS} order. */
+  targets: LoraTarget[];
+  /** Rank-stabilised scale alpha / √rank (default false: alpha / rank). */
+  rslora: boolean;
+}
+
+/** A {@link LoraConfig} as input: `rslora` may be left out (false). */
+export type LoraConfigInput = Omit<LoraConfig, 'rslora'> & { rslora?: boolean };
+
+/** The factor on the adapters' product: alpha / rank, or alpha / √rank with rslora. */
+export function loraScale(lora: Pick<LoraConfig, 'rank' | 'alpha' | 'rslora'>): number {
+  return lora.rslora ? lora.alpha / Math.sqrt(lora.rank) : lora.alpha / lora.rank;
+}
