@@ -210,6 +210,28 @@ __global__ void RmsNormWeightGradKernel(const float* x, const float* rstd, const
   dg[d] = a;
 }
 
+constexpr long long kNormChunkRows = 256;  // rows per partial sum of the gain gradient (many rows: q/k norm over heads)
+
+/** partial[c, d] = sum over rows [c rows, (c + 1) rows) of dy[r, d] x[r, d] rstd[r], rows in order. */
+__global__ void RmsNormWeightPartialKernel(const float* x, const float* rstd, const float* dy, float* partial, long long T,
+                                           long long D, long long rows) {
+  const long long d = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (d >= D) return;
+  const long long r0 = static_cast<long long>(blockIdx.y) * rows, r1 = r0 + rows < T ? r0 + rows : T;
+  float a = 0.0f;
+  for (long long r = r0; r < r1; ++r) a += dy[r * D + d] * x[r * D + d] * rstd[r];
+  partial[static_cast<long long>(blockIdx.y) * D + d] = a;
+}
+
+/** dg[d] += sum_c partial[c, d], chunks in order. */
+__global__ void AddPartialsKernel(const float* partial, long long chunks, long long D, float* dg) {
+  const long long d = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (d >= D) return;
+  float a = dg[d];
+  for (long long c = 0; c < chunks; ++c) a += partial[c * D + d];
+  dg[d] = a;
+}
+
 void RmsNormForward(const float* x, const float* g, float* y, float* rstd, std::int64_t T, std::int64_t D, float eps) {
   Require(T >= 0, "T must be non-negative");
   Require(D > 0, "D must be positive");
@@ -225,11 +247,25 @@ void RmsNormBackward(const float* x, const float* g, const float* rstd, const fl
                      std::int64_t T, std::int64_t D, bool accumulateDx) {
   Require(T >= 0 && D >= 0, "sizes must be non-negative");
   if (T == 0 || D == 0) return;
+  DeviceBuffer<float> partial;  // (declared before the stream: freed after the stream is waited for)
   Op op;
-  // The weight gradient first: dx may be dy itself. A frozen gain (dg null) gets none.
+  // The weight gradient first: dx may be dy itself. A frozen gain (dg null) gets none. Many
+  // rows (the q/k norm runs over rows x heads) are summed in chunks of rows side by side, then
+  // the chunks in order: a fixed order, so deterministic.
   if (dg) {
-    SFX_LAUNCH(RmsNormWeightGradKernel, Blocks(D, 128), dim3(128), 0, op.stream)(x, rstd, dy, dg, T, D);
-    SFX_CUDA_LAUNCH_CHECK("RmsNormWeightGradKernel");
+    const long long rows = std::max<long long>(kNormChunkRows, CeilDiv<long long>(T, 65535));
+    const long long chunks = CeilDiv<long long>(T, rows);
+    if (chunks == 1) {
+      SFX_LAUNCH(RmsNormWeightGradKernel, Blocks(D, 128), dim3(128), 0, op.stream)(x, rstd, dy, dg, T, D);
+      SFX_CUDA_LAUNCH_CHECK("RmsNormWeightGradKernel");
+    } else {
+      partial = DeviceBuffer<float>(CurrentDevice(), static_cast<std::size_t>(chunks * D), "rmsnorm gain partial sums (cuda)");
+      SFX_LAUNCH(RmsNormWeightPartialKernel, dim3(Blocks(D, 128), static_cast<unsigned>(chunks)), dim3(128), 0, op.stream)
+      (x, rstd, dy, partial.data(), T, D, rows);
+      SFX_CUDA_LAUNCH_CHECK("RmsNormWeightPartialKernel");
+      SFX_LAUNCH(AddPartialsKernel, Blocks(D, 128), dim3(128), 0, op.stream)(partial.data(), chunks, D, dg);
+      SFX_CUDA_LAUNCH_CHECK("AddPartialsKernel");
+    }
   }
   SFX_LAUNCH(RmsNormBackwardKernel, static_cast<unsigned>(T), dim3(kRowThreads), 0, op.stream)
   (x, g, rstd, dy, dx, D, accumulateDx ? 1 : 0);

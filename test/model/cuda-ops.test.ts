@@ -127,6 +127,20 @@ t.test('CUDA RMSNorm, RoPE, SwiGLU and embedding against the CPU and float64', {
   const inPlace = copy(dy);
   rmsnormBackward({ x, weight: g, rstd: fc.rstd, dy: inPlace, dx: inPlace, rows: T, dim: D, device: 'cuda' });
   t.ok(closeness(inPlace, bc.dx, 1e-5, 1e-6) <= 1, 'rmsnorm dx written over dy');
+  // many short rows (a q/k norm over rows x heads): the gain gradient summed in chunks of rows
+  {
+    const R = 601, Dh = 8;
+    const xq = randn(R * Dh, 23, -2, 2), gq = randn(Dh, 24, 0.5, 1.5), dq = randn(R * Dh, 25), dg1 = randn(Dh, 26);
+    const f = rmsnormForward({ x: xq, weight: gq, rows: R, dim: Dh, eps: 1e-6 });
+    const c = rmsnormBackward({ x: xq, weight: gq, rstd: f.rstd, dy: dq, rows: R, dim: Dh, dweight: copy(dg1) });
+    const g2 = rmsnormBackward({ x: xq, weight: gq, rstd: f.rstd, dy: dq, rows: R, dim: Dh, dweight: copy(dg1), device: 'cuda' });
+    const rs = refRmsNorm(xq, gq, R, Dh, 1e-6).rstd;
+    const want = Float64Array.from(dg1);
+    for (let r = 0; r < R; r++) for (let d = 0; d < Dh; d++) want[d] += dq[r * Dh + d] * xq[r * Dh + d] * rs[r];
+    t.ok(closeness(g2.dweight, c.dweight, 1e-5, 1e-5) <= 1, 'rmsnorm dweight over 601 rows (chunked) vs cpu');
+    t.ok(closeness(g2.dweight, want, 1e-5, 1e-4) <= 1, 'and vs float64');
+    t.ok(closeness(g2.dx, c.dx, 1e-5, 1e-6) <= 1, 'and dx');
+  }
 
   const H = 3, Dh = 10;
   const pos = randint(T, 14, 0, 40);
