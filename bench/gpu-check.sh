@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One GPU check, sized for about 5 minutes on a machine with an NVIDIA GPU (e.g. one H200 with
 # PyTorch and 16 cores): build the CUDA addon for this GPU's architecture, run the GPU tests
-# (every CUDA function against the CPU kernels: attention, GRPO, model ops, the transformer
-# training and sampling on the GPU), print the GPU timings of the GRPO kernels and of one
+# (every CUDA function against the CPU kernels: attention, GRPO, model ops with float32 and
+# bfloat16 weights, the MoE layer, the transformer training and sampling on the GPU for the
+# built-in model and the Qwen3/gpt-oss/Llama-shaped configs), print the GPU timings of the GRPO kernels and of one
 # model-op training step, one line timing a policy train step and a sampling run of the
 # built-in transformer on the GPU vs the CPU, run the GPU attention benchmark at the
 # gpt-oss-20b layer shape (eager vs fused peak memory and time, PyTorch FlexAttention/SDPA when
@@ -60,8 +61,8 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   say "GPU tests"
   t0=$(date +%s)
   if npx tap --disable-coverage -R tap test/attention/cuda.test.ts test/native/device-tensor.test.ts \
-    test/grpo/cuda.test.ts test/model/cuda-ops.test.ts test/model/transformer-cuda.test.ts \
-    test/model/bench-transformer-gpu.test.ts >"$out/gpu-tests.log" 2>&1; then
+    test/grpo/cuda.test.ts test/model/cuda-ops.test.ts test/model/cuda-moe.test.ts test/model/transformer-cuda.test.ts \
+    test/model/transformer-cuda-extended.test.ts test/model/bench-transformer-gpu.test.ts >"$out/gpu-tests.log" 2>&1; then
     say "GPU tests passed in $(( $(date +%s) - t0 )) s: $(grep -E '^# \{' "$out/gpu-tests.log" | tail -1)"
   else
     status=1

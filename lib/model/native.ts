@@ -7,9 +7,9 @@ import { loadAddon } from '../native/loader.js';
 
 /** Arguments of a GEMM: `c = alpha * op(a) * op(b) + beta * c`, row-major, `op(a)` is m x k, `op(b)` is k x n. */
 export interface GemmArgs {
-  /** Float32, or bfloat16 bits (Uint16Array; CPU only): widened exactly while packing. */
+  /** Float32, or bfloat16 bits (Uint16Array): widened exactly as it is packed (CPU) or loaded into shared memory (CUDA). */
   a: Float32Array | Uint16Array;
-  /** Float32, or bfloat16 bits (Uint16Array; CPU only). */
+  /** Float32, or bfloat16 bits (Uint16Array). */
   b: Float32Array | Uint16Array;
   c: Float32Array;
   m: number;
@@ -317,9 +317,10 @@ export interface NativeOps {
     decay?: boolean;
   }): void;
   sumSquares(x: Float32Array, device?: string): number;
-  moeForward(o: NativeMoeArgs & { x: Float32Array; out: Float32Array; logits: Float32Array }): { experts: Int32Array; weights: Float32Array; state: NativeMoeState };
+  moeForward(o: NativeMoeArgs & NativeOpDevice & { x: Float32Array; out: Float32Array; logits: Float32Array }): { experts: Int32Array; weights: Float32Array; state: NativeMoeState };
   moeBackward(
-    o: NativeMoeArgs & {
+    o: NativeMoeArgs &
+      NativeOpDevice & {
       x: Float32Array;
       dout: Float32Array;
       state: NativeMoeState;

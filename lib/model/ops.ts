@@ -122,8 +122,8 @@ export interface LinearShape {
 }
 
 /**
- * A weight matrix: float32 values, or bfloat16 bits (a Uint16Array; CPU only), which the
- * kernels widen exactly inside the GEMM (the result equals that of the widened float32 matrix).
+ * A weight matrix: float32 values, or bfloat16 bits (a Uint16Array), which the kernels (CPU and
+ * CUDA) widen exactly inside the GEMM (the result equals that of the widened float32 matrix).
  */
 export type WeightArray = Float32Array | Uint16Array;
 
@@ -485,16 +485,19 @@ function moeArgs(o: MoeShape & MoeWeights): Omit<MoeShape, 'variant'> & MoeWeigh
 }
 
 /**
- * A mixture-of-experts MLP (gpt-oss semantics, CPU): per token the top-k router logits (`x
+ * A mixture-of-experts MLP (gpt-oss semantics): per token the top-k router logits (`x
  * router^T + routerBias`), weights = softmax over those k, `out = sum_s w_s expert_s(x)` with
  * expert `e`: `h = x gateUp[e]^T + gateUpBias[e]`, SwiGLU over `[gate | up]`, `y = act down[e]^T
- * + downBias[e]`. Tokens are grouped by expert (one GEMM per expert that has tokens).
+ * + downBias[e]`. Tokens are grouped by expert (one GEMM per expert that has tokens; on CUDA one
+ * grouped launch per stage over those experts). `device: 'cuda'` runs it on the GPU (the arrays
+ * are copied there and the results back; the state stays in device memory for
+ * {@link moeBackward}, which must then run on the same device).
  */
-export function moeForward(o: MoeShape & MoeWeights & { x: Float32Array; out?: Float32Array }): MoeForwardResult {
+export function moeForward(o: OpDevice & MoeShape & MoeWeights & { x: Float32Array; out?: Float32Array }): MoeForwardResult {
   const out = o.out ?? zeros(o.rows * o.width);
   const logits = zeros(o.rows * o.experts);
-  const { out: _out, ...rest } = o;
-  const r = modelAddon().moeForward({ ...moeArgs(rest), x: o.x, out, logits });
+  const { out: _out, device, ...rest } = o;
+  const r = modelAddon().moeForward({ ...moeArgs(rest), x: o.x, out, logits, device: modelOpsDevice(device) });
   return { out, logits, experts: r.experts, weights: r.weights, state: r.state };
 }
 
@@ -513,10 +516,12 @@ export interface MoeGradients {
  * The backward of {@link moeForward} (same shapes, weights and `x`): dx, the expert weight and
  * bias gradients, and the router's through the softmax over the chosen k (the choice itself has
  * no gradient). Gradient arrays follow the module's convention (undefined: allocated; null:
- * skipped); a bfloat16 weight has no gradient (null unless given, which throws).
+ * skipped); a bfloat16 weight has no gradient (null unless given, which throws). `device` must
+ * be the forward's (its state lives there).
  */
 export function moeBackward(
-  o: MoeShape &
+  o: OpDevice &
+    MoeShape &
     MoeWeights & {
       x: Float32Array;
       dout: Float32Array;
@@ -545,7 +550,7 @@ export function moeBackward(
     ddown: weightGrad(o.down, o.ddown, E * D * F),
     ddownBias: biasGrad(o.downBias, o.ddownBias, E * D),
   };
-  const { x, dout, state, accumulate, dx: _dx, drouter: _a, drouterBias: _b, dgateUp: _c, dgateUpBias: _d, ddown: _e, ddownBias: _f, ...shape } = o;
-  modelAddon().moeBackward({ ...moeArgs(shape), x, dout, state, accumulate, ...g });
+  const { x, dout, state, accumulate, device, dx: _dx, drouter: _a, drouterBias: _b, dgateUp: _c, dgateUpBias: _d, ddown: _e, ddownBias: _f, ...shape } = o;
+  modelAddon().moeBackward({ ...moeArgs(shape), x, dout, state, accumulate, ...g, device: modelOpsDevice(device) });
   return g;
 }

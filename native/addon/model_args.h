@@ -46,6 +46,8 @@ class Args {
   /** The kernels of the selected device. */
   const ModelOps& Ops() const { return *ops_; }
   bool OnCuda() const { return slot_ != kCpuDevice; }
+  /** The CUDA device index of a GPU call (-1 on the CPU). */
+  int Device() const { return slot_ == kCpuDevice ? -1 : slot_ - 1; }
   /** Copies the staged float arrays back to JavaScript memory (GPU calls; no-op on the CPU). */
   void Finish() const {
     for (const Staged& st : staged_) {
@@ -78,7 +80,7 @@ class Args {
   }
   float* OptF32(const char* key, std::int64_t len) const { return Has(key) ? F32(key, len) : nullptr; }
 
-  /** A read-only weight array: a Float32Array, or a Uint16Array of bfloat16 bits (CPU calls only). */
+  /** A read-only weight array: a Float32Array, or a Uint16Array of bfloat16 bits (staged like the others on a GPU). */
   struct Weight {
     const void* ptr = nullptr;
     bool bf16 = false;
@@ -88,14 +90,13 @@ class Args {
   Weight WeightArray(const char* key, std::int64_t len) const {
     const Napi::Value v = Get(key);
     if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint16_array) {
-      const Napi::Uint16Array a = v.As<Napi::Uint16Array>();
+      Napi::Uint16Array a = v.As<Napi::Uint16Array>();
       if (a.ElementLength() != static_cast<std::size_t>(len)) {
         throw Napi::RangeError::New(env_, std::string(key) + " must have " + std::to_string(len) + " elements, got " +
                                               std::to_string(a.ElementLength()));
       }
-      if (OnCuda()) throw Napi::RangeError::New(env_, std::string(key) + ": bfloat16 weights (Uint16Array) run on the cpu only");
       Track(key, a.Data(), a.ByteLength());
-      return {a.Data(), true};
+      return {Stage(a.Data(), a.ByteLength(), false), true};  // a GPU call gets a device copy of the bits
     }
     return {F32(key, len), false};  // its TypeError names the Float32Array form
   }

@@ -36,7 +36,7 @@ struct GemmCall {
   bool transA, transB;
   std::int64_t m, n, k;
   float alpha, beta;
-  Args::Weight a, b;  // float32, or bfloat16 bits (CPU only)
+  Args::Weight a, b;  // float32, or bfloat16 bits
   float* c;
 };
 
@@ -62,7 +62,7 @@ void RunGemm(const GemmCall& g, bool naive, const ModelOps& ops = CpuOps()) {
   const std::int64_t ldc = std::max<std::int64_t>(1, g.n);
   if (g.a.bf16 || g.b.bf16) {
     if (naive) throw ArgumentError("gemmNaive takes float32 arrays only");
-    GemmMixed(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a.ptr, g.a.bf16, lda, g.b.ptr, g.b.bf16, ldb, g.beta, g.c, ldc);
+    ops.gemmMixed(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a.ptr, g.a.bf16, lda, g.b.ptr, g.b.bf16, ldb, g.beta, g.c, ldc);
     return;
   }
   auto fn = naive ? GemmNaive : ops.gemm;
@@ -115,7 +115,7 @@ Napi::Value LinearForwardJs(const Napi::CallbackInfo& info) {
   const float* b = a.OptF32("bias", out);
   float* y = a.F32("out", T * out);
   a.DisjointAll("out", {"x", "weight", "bias"});
-  if (w.bf16) LinearForwardBf16(x, w.bits(), b, y, T, in, out);
+  if (w.bf16) a.Ops().linearForwardBf16(x, w.bits(), b, y, T, in, out);
   else a.Ops().linearForward(x, w.f32(), b, y, T, in, out);
   a.Finish();
   return info.Env().Undefined();
@@ -135,7 +135,7 @@ Napi::Value LinearBackwardJs(const Napi::CallbackInfo& info) {
   a.DisjointAll("dbias", {"dy"});
   if (w.bf16) {
     if (dw) throw Napi::TypeError::New(info.Env(), "dweight must be null for a bfloat16 weight (bfloat16 weights are frozen)");
-    LinearBackwardBf16(w.bits(), dy, dx, db, T, in, out, a.Bool("accumulate", false));
+    a.Ops().linearBackwardBf16(w.bits(), dy, dx, db, T, in, out, a.Bool("accumulate", false));
   } else {
     a.Ops().linearBackward(x, w.f32(), dy, dx, dw, db, T, in, out, a.Bool("accumulate", false));
   }
@@ -288,7 +288,7 @@ Napi::Value EmbeddingForwardJs(const Napi::CallbackInfo& info) {
   float* out = a.F32("out", T * D);
   a.DisjointAll("out", {"table", "ids"});
   if (a.OnCuda()) CheckTokenIds(a.HostI32("ids"), T, V, "ids", false);
-  if (table.bf16) EmbeddingForwardBf16(table.bits(), ids, out, T, V, D);
+  if (table.bf16) a.Ops().embeddingForwardBf16(table.bits(), ids, out, T, V, D);
   else a.Ops().embeddingForward(table.f32(), ids, out, T, V, D);
   a.Finish();
   return info.Env().Undefined();

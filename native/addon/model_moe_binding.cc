@@ -1,11 +1,14 @@
 // Bindings of the MoE layer op (native/model/moe.h): moeForward returns the output, the router
 // logits, the chosen experts and their weights, and a state (a tagged external holding what the
-// backward needs) that moeBackward takes. CPU only; weights may be bfloat16 bits (Uint16Array).
+// backward needs) that moeBackward takes. Weights may be bfloat16 bits (Uint16Array). With
+// `device` 'cuda' the arrays are staged in device memory (model_args.h), the CUDA MoE
+// (moe_device.h) runs on them and the state keeps its activations in device memory.
 #include <memory>
 #include <string>
 
 #include "../core/errors.h"
 #include "../model/moe.h"
+#include "../model/moe_device.h"
 #include "bindings.h"
 #include "model_args.h"
 #include "napi_util.h"
@@ -19,11 +22,19 @@ using model_args::Args;
 
 constexpr napi_type_tag kMoeStateTag = {0x7d3a9e1c5b2f4086ull, 0x1e6c8a4f0b3d9275ull};
 
-/** A forward's saved state with the shape it was made for. */
+/** A forward's saved state (host, or device for a CUDA forward) with the shape it was made for. */
 struct MoeStateBox {
   MoeSaved saved;
+  std::unique_ptr<model::DeviceMoeSaved> device;
   std::int64_t D, F, E, K;
 };
+
+/** The CUDA MoE (Error when this build has none). */
+const model::DeviceMoe& CudaMoe(Napi::Env env) {
+  const model::DeviceMoe* moe = model::GetCudaMoe();
+  if (moe == nullptr) throw Napi::Error::New(env, "device 'cuda' is not available: this build has no CUDA MoE kernels");
+  return *moe;
+}
 
 /** Shapes, SwiGLU and weights of an MoE call (arrays checked for type and length). */
 MoeParams ParseParams(const Args& a, std::int64_t* rows) {
@@ -50,7 +61,7 @@ MoeParams ParseParams(const Args& a, std::int64_t* rows) {
 }
 
 Napi::Value MoeForwardJs(const Napi::CallbackInfo& info) {
-  Args a(info, false);
+  Args a(info);
   std::int64_t T = 0;
   const MoeParams p = ParseParams(a, &T);
   const float* x = a.F32("x", T * p.width);
@@ -63,14 +74,25 @@ Napi::Value MoeForwardJs(const Napi::CallbackInfo& info) {
   box->F = p.ffn;
   box->E = p.experts;
   box->K = p.topK;
-  model::MoeForward(p, x, out, T, &box->saved, logits);
   Napi::Env env = info.Env();
   const std::int64_t A = T * p.topK;
   Napi::Int32Array experts = Napi::Int32Array::New(env, static_cast<std::size_t>(A));
   Napi::Float32Array weights = Napi::Float32Array::New(env, static_cast<std::size_t>(A));
-  for (std::int64_t i = 0; i < A; ++i) {
-    experts.Data()[i] = box->saved.index[i];
-    weights.Data()[i] = box->saved.weight[i];
+  if (a.OnCuda()) {
+    const model::DeviceMoe& moe = CudaMoe(env);
+    box->device = std::make_unique<model::DeviceMoeSaved>();
+    moe.forward(p, x, out, T, box->device.get(), logits);
+    a.Finish();
+    if (A > 0) {
+      box->device->index.Download(experts.Data());
+      box->device->weight.Download(weights.Data());
+    }
+  } else {
+    model::MoeForward(p, x, out, T, &box->saved, logits);
+    for (std::int64_t i = 0; i < A; ++i) {
+      experts.Data()[i] = box->saved.index[i];
+      weights.Data()[i] = box->saved.weight[i];
+    }
   }
   Napi::External<MoeStateBox> ext =
       Napi::External<MoeStateBox>::New(env, box.release(), [](Napi::Env, MoeStateBox* b) { delete b; });
@@ -83,7 +105,7 @@ Napi::Value MoeForwardJs(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value MoeBackwardJs(const Napi::CallbackInfo& info) {
-  Args a(info, false);
+  Args a(info);
   std::int64_t T = 0;
   const MoeParams p = ParseParams(a, &T);
   const Napi::Value sv = a.Get("state");
@@ -91,7 +113,14 @@ Napi::Value MoeBackwardJs(const Napi::CallbackInfo& info) {
     throw Napi::TypeError::New(info.Env(), "state must be the state returned by moeForward");
   }
   const MoeStateBox& box = *sv.As<Napi::External<MoeStateBox>>().Data();
-  if (box.saved.T != T || box.D != p.width || box.F != p.ffn || box.E != p.experts || box.K != p.topK) {
+  if (box.device && !a.OnCuda()) {
+    throw Napi::RangeError::New(info.Env(), "state was made by a forward on cuda: run the backward there (device 'cuda')");
+  }
+  if (!box.device && a.OnCuda()) {
+    throw Napi::RangeError::New(info.Env(), "state was made by a forward on the cpu: run the backward there");
+  }
+  const std::int64_t savedT = box.device ? box.device->T : box.saved.T;
+  if (savedT != T || box.D != p.width || box.F != p.ffn || box.E != p.experts || box.K != p.topK) {
     throw Napi::RangeError::New(info.Env(), "state was made by a forward of other shapes (rows, width, ffn, experts, topK)");
   }
   const float* x = a.F32("x", T * p.width);
@@ -111,7 +140,16 @@ Napi::Value MoeBackwardJs(const Napi::CallbackInfo& info) {
   if (p.router.bf16 && g.router) throw Napi::TypeError::New(info.Env(), "drouter must be null for a bfloat16 router (frozen)");
   if (p.gateUp.bf16 && g.gateUp) throw Napi::TypeError::New(info.Env(), "dgateUp must be null for bfloat16 experts (frozen)");
   if (p.down.bf16 && g.down) throw Napi::TypeError::New(info.Env(), "ddown must be null for bfloat16 experts (frozen)");
-  model::MoeBackward(p, x, dout, box.saved, dx, g, a.Bool("accumulate", false));
+  if (box.device) {
+    const int device = box.device->index.device();
+    if (box.device->T > 0 && a.Device() != device) {
+      throw Napi::RangeError::New(info.Env(), "state lives on cuda:" + std::to_string(device) + ": run the backward there");
+    }
+    CudaMoe(info.Env()).backward(p, x, dout, *box.device, dx, g, a.Bool("accumulate", false));
+    a.Finish();
+  } else {
+    model::MoeBackward(p, x, dout, box.saved, dx, g, a.Bool("accumulate", false));
+  }
   return info.Env().Undefined();
 }
 

@@ -1,10 +1,12 @@
 // Reference: docs/design.md, "The built-in model — semantics"; checked against the CPU ops and the
 //   float64 reference test/model/fixtures/reference.ts.
 // Tests: test/model/cuda-ops.test.ts (on a GPU, or on the CUDA emulator without one).
-// The model ops on CUDA (ops_table.h): a tiled GEMM (64 x 64 output tiles, 16-deep k slices in
-// shared memory, 4 x 4 outputs per thread, fp32 accumulation; no cuBLAS, so the addon keeps
-// needing no CUDA library at run time), linear layers over it, RMSNorm, RoPE, (clamped)
-// SwiGLU, embedding forward/backward, log-softmax with entropy, cross-entropy and AdamW.
+// The model ops on CUDA (ops_table.h): a tiled GEMM (cuda_gemm.cuh: 64 x 64 output tiles, 16-deep
+// k slices in shared memory, 4 x 4 outputs per thread, fp32 accumulation; no cuBLAS, so the
+// addon keeps needing no CUDA library at run time; either operand may be bfloat16 bits, widened
+// exactly as it is loaded), linear layers over it (float32 or bfloat16 weights), RMSNorm, RoPE,
+// (clamped) SwiGLU, embedding forward (float32 or bfloat16 table) and backward, log-softmax with
+// entropy, cross-entropy and AdamW.
 // Same semantics as the CPU kernels (ops.h), argument checks included; every reduction has a
 // fixed shape (rows per block, columns summed in row order), so results are deterministic.
 // Registered with RegisterCudaOps at load; compiled only by the CUDA build.
@@ -18,6 +20,7 @@
 #include "../core/cuda_reduce.cuh"
 #include "../core/device_buffer.h"
 #include "../core/errors.h"
+#include "cuda_gemm.cuh"
 #include "cuda_rope.cuh"
 #include "ops_table.h"
 
@@ -51,57 +54,10 @@ unsigned Blocks(long long n, int threads) { return static_cast<unsigned>(CeilDiv
 
 // ---- GEMM -----------------------------------------------------------------------------------------
 
-constexpr int kTileM = 64, kTileN = 64, kTileK = 16;
-
-__global__ void __launch_bounds__(256) GemmKernel(int transA, int transB, long long M, long long N, long long K,
-                                                  float alpha, const float* A, long long lda, const float* B,
-                                                  long long ldb, float beta, float* C, long long ldc) {
-  __shared__ float As[kTileK][kTileM + 1];
-  __shared__ float Bs[kTileK][kTileN + 1];
-  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  const long long row0 = static_cast<long long>(blockIdx.y) * kTileM, col0 = static_cast<long long>(blockIdx.x) * kTileN;
-  float acc[4][4] = {};
-  for (long long k0 = 0; k0 < K; k0 += kTileK) {
-    for (int e = threadIdx.x; e < kTileK * kTileM; e += 256) {
-      const int kk = e % kTileK, i = e / kTileK;
-      const long long r = row0 + i, p = k0 + kk;
-      As[kk][i] = (r < M && p < K) ? (transA ? A[p * lda + r] : A[r * lda + p]) : 0.0f;
-    }
-    for (int e = threadIdx.x; e < kTileK * kTileN; e += 256) {
-      const int j = e % kTileN, kk = e / kTileN;
-      const long long c = col0 + j, p = k0 + kk;
-      Bs[kk][j] = (c < N && p < K) ? (transB ? B[c * ldb + p] : B[p * ldb + c]) : 0.0f;
-    }
-    __syncthreads();
-    for (int kk = 0; kk < kTileK; ++kk) {
-      float a[4], b[4];
-      for (int u = 0; u < 4; ++u) a[u] = As[kk][ty + 16 * u];
-      for (int v = 0; v < 4; ++v) b[v] = Bs[kk][tx + 16 * v];
-      for (int u = 0; u < 4; ++u)
-        for (int v = 0; v < 4; ++v) acc[u][v] = fmaf(a[u], b[v], acc[u][v]);
-    }
-    __syncthreads();
-  }
-  for (int u = 0; u < 4; ++u) {
-    const long long r = row0 + ty + 16 * u;
-    if (r >= M) continue;
-    for (int v = 0; v < 4; ++v) {
-      const long long c = col0 + tx + 16 * v;
-      if (c >= N) continue;
-      float* out = C + r * ldc + c;
-      *out = beta == 0.0f ? alpha * acc[u][v] : alpha * acc[u][v] + beta * *out;
-    }
-  }
-}
-
 void LaunchGemm(cudaStream_t s, bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
                 const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
                 std::int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  Require(CeilDiv<std::int64_t>(m, kTileM) < 65536, "gemm: m is too large for the CUDA kernel (>= 4194304 rows)");
-  const dim3 grid(static_cast<unsigned>(CeilDiv<std::int64_t>(n, kTileN)), static_cast<unsigned>(CeilDiv<std::int64_t>(m, kTileM)));
-  SFX_LAUNCH(GemmKernel, grid, dim3(256), 0, s)(transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  SFX_CUDA_LAUNCH_CHECK("GemmKernel");
+  LaunchGemmT(s, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void Gemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
@@ -110,6 +66,26 @@ void Gemm(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t
   Require(ldc >= std::max<std::int64_t>(1, n), "gemm: ldc is smaller than n");
   Op op;
   LaunchGemm(op.stream, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  op.Done();
+}
+
+/** Gemm with either operand as bfloat16 bits (widened exactly as the tiles are loaded). */
+void GemmMixed(bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const void* a,
+               bool aBf16, std::int64_t lda, const void* b, bool bBf16, std::int64_t ldb, float beta, float* c,
+               std::int64_t ldc) {
+  Require(m >= 0 && n >= 0 && k >= 0, "gemm sizes must be non-negative");
+  Require(ldc >= std::max<std::int64_t>(1, n), "gemm: ldc is smaller than n");
+  using U16 = std::uint16_t;
+  Op op;
+  if (aBf16 && bBf16) {
+    LaunchGemmT(op.stream, transA, transB, m, n, k, alpha, static_cast<const U16*>(a), lda, static_cast<const U16*>(b), ldb, beta, c, ldc);
+  } else if (aBf16) {
+    LaunchGemmT(op.stream, transA, transB, m, n, k, alpha, static_cast<const U16*>(a), lda, static_cast<const float*>(b), ldb, beta, c, ldc);
+  } else if (bBf16) {
+    LaunchGemmT(op.stream, transA, transB, m, n, k, alpha, static_cast<const float*>(a), lda, static_cast<const U16*>(b), ldb, beta, c, ldc);
+  } else {
+    LaunchGemm(op.stream, transA, transB, m, n, k, alpha, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb, beta, c, ldc);
+  }
   op.Done();
 }
 
@@ -153,6 +129,36 @@ void LinearBackward(const float* x, const float* w, const float* dy, float* dx, 
   Op op;
   if (dx) LaunchGemm(op.stream, false, false, T, in, out, 1.0f, dy, ldOut, w, ldIn, accumulateDx ? 1.0f : 0.0f, dx, ldIn);
   if (dw) LaunchGemm(op.stream, true, false, out, in, T, 1.0f, dy, ldOut, x, ldIn, 1.0f, dw, ldIn);
+  if (db && T > 0 && out > 0) {
+    SFX_LAUNCH(AddColumnsKernel, Blocks(out, 128), dim3(128), 0, op.stream)(dy, T, out, db);
+    SFX_CUDA_LAUNCH_CHECK("AddColumnsKernel");
+  }
+  op.Done();
+}
+
+void LinearForwardBf16(const float* x, const std::uint16_t* w, const float* b, float* y, std::int64_t T, std::int64_t in,
+                       std::int64_t out) {
+  Require(T >= 0 && in >= 0 && out >= 0, "linear sizes must be non-negative");
+  if (T == 0 || out == 0) return;
+  Op op;
+  float beta = 0.0f;
+  if (b) {
+    SFX_LAUNCH(FillRowsKernel, Blocks(T * out, 256), dim3(256), 0, op.stream)(b, y, T, out);
+    SFX_CUDA_LAUNCH_CHECK("FillRowsKernel");
+    beta = 1.0f;
+  }
+  const std::int64_t ld = std::max<std::int64_t>(1, in);
+  LaunchGemmT(op.stream, false, true, T, out, in, 1.0f, x, ld, w, ld, beta, y, out);
+  op.Done();
+}
+
+void LinearBackwardBf16(const std::uint16_t* w, const float* dy, float* dx, float* db, std::int64_t T, std::int64_t in,
+                        std::int64_t out, bool accumulateDx) {
+  Require(T >= 0 && in >= 0 && out >= 0, "linear sizes must be non-negative");
+  if (T == 0 && !dx) return;
+  const std::int64_t ldIn = std::max<std::int64_t>(1, in), ldOut = std::max<std::int64_t>(1, out);
+  Op op;
+  if (dx) LaunchGemmT(op.stream, false, false, T, in, out, 1.0f, dy, ldOut, w, ldIn, accumulateDx ? 1.0f : 0.0f, dx, ldIn);
   if (db && T > 0 && out > 0) {
     SFX_LAUNCH(AddColumnsKernel, Blocks(out, 128), dim3(128), 0, op.stream)(dy, T, out, db);
     SFX_CUDA_LAUNCH_CHECK("AddColumnsKernel");
@@ -204,6 +210,28 @@ __global__ void RmsNormWeightGradKernel(const float* x, const float* rstd, const
   dg[d] = a;
 }
 
+constexpr long long kNormChunkRows = 256;  // rows per partial sum of the gain gradient (many rows: q/k norm over heads)
+
+/** partial[c, d] = sum over rows [c rows, (c + 1) rows) of dy[r, d] x[r, d] rstd[r], rows in order. */
+__global__ void RmsNormWeightPartialKernel(const float* x, const float* rstd, const float* dy, float* partial, long long T,
+                                           long long D, long long rows) {
+  const long long d = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (d >= D) return;
+  const long long r0 = static_cast<long long>(blockIdx.y) * rows, r1 = r0 + rows < T ? r0 + rows : T;
+  float a = 0.0f;
+  for (long long r = r0; r < r1; ++r) a += dy[r * D + d] * x[r * D + d] * rstd[r];
+  partial[static_cast<long long>(blockIdx.y) * D + d] = a;
+}
+
+/** dg[d] += sum_c partial[c, d], chunks in order. */
+__global__ void AddPartialsKernel(const float* partial, long long chunks, long long D, float* dg) {
+  const long long d = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (d >= D) return;
+  float a = dg[d];
+  for (long long c = 0; c < chunks; ++c) a += partial[c * D + d];
+  dg[d] = a;
+}
+
 void RmsNormForward(const float* x, const float* g, float* y, float* rstd, std::int64_t T, std::int64_t D, float eps) {
   Require(T >= 0, "T must be non-negative");
   Require(D > 0, "D must be positive");
@@ -219,10 +247,26 @@ void RmsNormBackward(const float* x, const float* g, const float* rstd, const fl
                      std::int64_t T, std::int64_t D, bool accumulateDx) {
   Require(T >= 0 && D >= 0, "sizes must be non-negative");
   if (T == 0 || D == 0) return;
+  DeviceBuffer<float> partial;  // (declared before the stream: freed after the stream is waited for)
   Op op;
-  // The weight gradient first: dx may be dy itself.
-  SFX_LAUNCH(RmsNormWeightGradKernel, Blocks(D, 128), dim3(128), 0, op.stream)(x, rstd, dy, dg, T, D);
-  SFX_CUDA_LAUNCH_CHECK("RmsNormWeightGradKernel");
+  // The weight gradient first: dx may be dy itself. A frozen gain (dg null) gets none. Many
+  // rows (the q/k norm runs over rows x heads) are summed in chunks of rows side by side, then
+  // the chunks in order: a fixed order, so deterministic.
+  if (dg) {
+    const long long rows = std::max<long long>(kNormChunkRows, CeilDiv<long long>(T, 65535));
+    const long long chunks = CeilDiv<long long>(T, rows);
+    if (chunks == 1) {
+      SFX_LAUNCH(RmsNormWeightGradKernel, Blocks(D, 128), dim3(128), 0, op.stream)(x, rstd, dy, dg, T, D);
+      SFX_CUDA_LAUNCH_CHECK("RmsNormWeightGradKernel");
+    } else {
+      partial = DeviceBuffer<float>(CurrentDevice(), static_cast<std::size_t>(chunks * D), "rmsnorm gain partial sums (cuda)");
+      SFX_LAUNCH(RmsNormWeightPartialKernel, dim3(Blocks(D, 128), static_cast<unsigned>(chunks)), dim3(128), 0, op.stream)
+      (x, rstd, dy, partial.data(), T, D, rows);
+      SFX_CUDA_LAUNCH_CHECK("RmsNormWeightPartialKernel");
+      SFX_LAUNCH(AddPartialsKernel, Blocks(D, 128), dim3(128), 0, op.stream)(partial.data(), chunks, D, dg);
+      SFX_CUDA_LAUNCH_CHECK("AddPartialsKernel");
+    }
+  }
   SFX_LAUNCH(RmsNormBackwardKernel, static_cast<unsigned>(T), dim3(kRowThreads), 0, op.stream)
   (x, g, rstd, dy, dx, D, accumulateDx ? 1 : 0);
   SFX_CUDA_LAUNCH_CHECK("RmsNormBackwardKernel");
@@ -326,6 +370,13 @@ __global__ void EmbeddingForwardKernel(const float* table, const std::int32_t* i
   out[e] = table[static_cast<long long>(ids[e / D]) * D + e % D];
 }
 
+__global__ void EmbeddingForwardBf16Kernel(const std::uint16_t* table, const std::int32_t* ids, float* out, long long T,
+                                           long long D) {
+  const long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= T * D) return;
+  out[e] = LoadElement(table + static_cast<long long>(ids[e / D]) * D + e % D);
+}
+
 /** dtable[ids[t], d] += dout[t, d], tokens in order per column (deterministic, no atomics). */
 __global__ void EmbeddingBackwardKernel(const std::int32_t* ids, const float* dout, float* dtable, long long T, long long D) {
   const long long d = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -338,6 +389,15 @@ void EmbeddingForward(const float* table, const std::int32_t* ids, float* out, s
   Op op;
   SFX_LAUNCH(EmbeddingForwardKernel, Blocks(T * D, 256), dim3(256), 0, op.stream)(table, ids, out, T, D);
   SFX_CUDA_LAUNCH_CHECK("EmbeddingForwardKernel");
+  op.Done();
+}
+
+void EmbeddingForwardBf16(const std::uint16_t* table, const std::int32_t* ids, float* out, std::int64_t T, std::int64_t,
+                          std::int64_t D) {
+  if (T == 0 || D == 0) return;
+  Op op;
+  SFX_LAUNCH(EmbeddingForwardBf16Kernel, Blocks(T * D, 256), dim3(256), 0, op.stream)(table, ids, out, T, D);
+  SFX_CUDA_LAUNCH_CHECK("EmbeddingForwardBf16Kernel");
   op.Done();
 }
 
@@ -542,7 +602,8 @@ double SumSquares(const float* x, std::int64_t n) {
 const ModelOps kCudaOps = {UseDevice,        Gemm,           LinearForward,       LinearBackward,       RmsNormForward,
                            RmsNormBackward,  RopeForward,    RopeBackward,        SwiGluForward,        SwiGluBackward,
                            EmbeddingForward, EmbeddingBackward, LogSoftmaxForward, LogSoftmaxBackward, CrossEntropyForward,
-                           CrossEntropyBackward, AdamWUpdate, SumSquares};
+                           CrossEntropyBackward, AdamWUpdate, SumSquares, GemmMixed, LinearForwardBf16,
+                           LinearBackwardBf16, EmbeddingForwardBf16};
 
 [[maybe_unused]] const bool kRegistered = (RegisterCudaOps(&kCudaOps), true);
 

@@ -13,7 +13,8 @@ void NoDevice(int) {}
 const ModelOps kCpuOps = {NoDevice,          Gemm,           LinearForward,       LinearBackward,       RmsNormForward,
                           RmsNormBackward,   RopeForward,    RopeBackward,        SwiGluForward,        SwiGluBackward,
                           EmbeddingForward,  EmbeddingBackward, LogSoftmaxForward, LogSoftmaxBackward, CrossEntropyForward,
-                          CrossEntropyBackward, AdamWUpdate, SumSquares};
+                          CrossEntropyBackward, AdamWUpdate, SumSquares, GemmMixed, LinearForwardBf16,
+                          LinearBackwardBf16, EmbeddingForwardBf16};
 
 std::atomic<const ModelOps*> g_cuda{nullptr};
 

@@ -35,6 +35,12 @@ struct ModelOps {
   decltype(&CrossEntropyBackward) crossEntropyBackward;
   decltype(&AdamWUpdate) adamwUpdate;
   decltype(&SumSquares) sumSquares;
+  // Weights stored as bfloat16 bits (frozen), widened exactly to float32 as the kernels load
+  // them: the float32 results of the widened weights (gemm.h GemmMixed, ops.h *Bf16).
+  decltype(&GemmMixed) gemmMixed;
+  decltype(&LinearForwardBf16) linearForwardBf16;
+  decltype(&LinearBackwardBf16) linearBackwardBf16;
+  decltype(&EmbeddingForwardBf16) embeddingForwardBf16;
 };
 
 /** The CPU kernels. */

@@ -99,10 +99,6 @@ void ParamStore::CheckSpecs(const std::vector<ParamSpec>& specs) const {
       throw ArgumentError("parameter '" + s.name +
                           "': a bfloat16 parameter must be non-trainable (trainable parameters are float32)");
     }
-    if (device_ >= 0 && (bf16 || !s.trainable)) {
-      throw ArgumentError("parameter '" + s.name + "': " + (bf16 ? "dtype bfloat16" : "trainable = false") +
-                          " is not supported by CUDA stores yet (CPU stores only)");
-    }
   }
 }
 
@@ -154,18 +150,29 @@ void ParamStore::Add(std::vector<ParamSpec> specs) {
         }
       } else {
         // The same values as a CPU store: initialised on the host, then copied.
-        HostBuffer<float> staged(count, "parameter values (staged for the device)");
-        init(staged.data());
-        p.dValue = DeviceBuffer<float>(device_, count, "parameter values (cuda)");
-        p.dValue.Upload(staged.data());
-        p.dGrad = DeviceBuffer<float>(device_, count, "parameter gradients (cuda)");
-        p.dM = DeviceBuffer<float>(device_, count, "AdamW first moments (cuda)");
-        p.dV = DeviceBuffer<float>(device_, count, "AdamW second moments (cuda)");
-        const DeviceKernels& k = *GetCudaDeviceKernels();
-        k.fill(p.dGrad.data(), n, 0.0f);
-        k.fill(p.dM.data(), n, 0.0f);
-        k.fill(p.dV.data(), n, 0.0f);
-        bytes += 4 * count * sizeof(float);
+        if (bf16) {
+          HostBuffer<std::uint16_t> staged(count, "parameter values (bfloat16, staged for the device)");
+          init(staged.data());
+          p.dValue16 = DeviceBuffer<std::uint16_t>(device_, count, "parameter values (bfloat16, cuda)");
+          p.dValue16.Upload(staged.data());
+          bytes += count * sizeof(std::uint16_t);
+        } else {
+          HostBuffer<float> staged(count, "parameter values (staged for the device)");
+          init(staged.data());
+          p.dValue = DeviceBuffer<float>(device_, count, "parameter values (cuda)");
+          p.dValue.Upload(staged.data());
+          bytes += count * sizeof(float);
+        }
+        if (s.trainable) {
+          p.dGrad = DeviceBuffer<float>(device_, count, "parameter gradients (cuda)");
+          p.dM = DeviceBuffer<float>(device_, count, "AdamW first moments (cuda)");
+          p.dV = DeviceBuffer<float>(device_, count, "AdamW second moments (cuda)");
+          const DeviceKernels& k = *GetCudaDeviceKernels();
+          k.fill(p.dGrad.data(), n, 0.0f);
+          k.fill(p.dM.data(), n, 0.0f);
+          k.fill(p.dV.data(), n, 0.0f);
+          bytes += 3 * count * sizeof(float);
+        }
       }
       p.spec = std::move(s);
       index_[p.spec.name] = i;
@@ -184,12 +191,8 @@ void ParamStore::Drop(std::size_t count) {
   while (params_.size() > count) {
     Parameter& p = params_.back();
     const std::size_t n = static_cast<std::size_t>(p.numel);
-    if (device_ >= 0) {
-      bytes_ -= 4 * n * sizeof(float);  // value, gradient and moments on the device
-    } else {
-      bytes_ -= p.bf16() ? n * sizeof(std::uint16_t) : n * sizeof(float);
-      if (p.trainable()) bytes_ -= 3 * n * sizeof(float);
-    }
+    bytes_ -= p.bf16() ? n * sizeof(std::uint16_t) : n * sizeof(float);
+    if (p.trainable()) bytes_ -= 3 * n * sizeof(float);
     numel_ -= p.numel;
     if (p.trainable()) trainableNumel_ -= p.numel;
     index_.erase(p.spec.name);
@@ -280,6 +283,12 @@ void ParamStore::Read(Parameter& p, ParamBuffer which, float* host) const {
   RequireBuffer(p, which);
   const std::size_t n = static_cast<std::size_t>(p.numel);
   if (which == ParamBuffer::kValue && p.bf16()) {
+    if (device_ >= 0) {
+      HostBuffer<std::uint16_t> bits(n, "parameter values (bfloat16, from the device)");
+      p.dValue16.Download(bits.data());
+      for (std::size_t i = 0; i < n; ++i) host[i] = Bf16ToFloat(bits[i]);
+      return;
+    }
     const std::uint16_t* src = p.value16.data();
     for (std::size_t i = 0; i < n; ++i) host[i] = Bf16ToFloat(src[i]);
     return;
@@ -296,6 +305,12 @@ void ParamStore::Write(Parameter& p, ParamBuffer which, const float* host) {
   RequireBuffer(p, which);
   const std::size_t n = static_cast<std::size_t>(p.numel);
   if (which == ParamBuffer::kValue && p.bf16()) {
+    if (device_ >= 0) {
+      HostBuffer<std::uint16_t> bits(n, "parameter values (bfloat16, for the device)");
+      for (std::size_t i = 0; i < n; ++i) bits[i] = FloatToBf16(host[i]);
+      p.dValue16.Upload(bits.data());
+      return;
+    }
     std::uint16_t* dst = p.value16.data();
     for (std::size_t i = 0; i < n; ++i) dst[i] = FloatToBf16(host[i]);
     return;
@@ -310,18 +325,27 @@ void ParamStore::Write(Parameter& p, ParamBuffer which, const float* host) {
 
 void ParamStore::ReadBf16(const Parameter& p, std::uint16_t* host) const {
   if (!p.bf16()) throw ArgumentError("parameter '" + p.spec.name + "' is float32, not bfloat16");
+  if (device_ >= 0) {
+    p.dValue16.Download(host);
+    return;
+  }
   std::copy(p.value16.data(), p.value16.data() + p.numel, host);
 }
 
 void ParamStore::WriteBf16(Parameter& p, const std::uint16_t* host) {
   if (!p.bf16()) throw ArgumentError("parameter '" + p.spec.name + "' is float32, not bfloat16 (write float32 values)");
+  if (device_ >= 0) {
+    p.dValue16.Upload(host);
+    return;
+  }
   std::copy(host, host + p.numel, p.value16.data());
 }
 
 void ParamStore::ZeroGrad() {
   if (device_ >= 0) {
     UseDevice();
-    for (Parameter& p : params_) GetCudaDeviceKernels()->fill(p.dGrad.data(), p.numel, 0.0f);
+    for (Parameter& p : params_)
+      if (p.trainable()) GetCudaDeviceKernels()->fill(p.dGrad.data(), p.numel, 0.0f);
     return;
   }
   for (Parameter& p : params_)
@@ -332,7 +356,8 @@ double ParamStore::GradNorm() const {
   double ss = 0.0;
   if (device_ >= 0) {
     UseDevice();
-    for (const Parameter& p : params_) ss += GetCudaOps()->sumSquares(p.dGrad.data(), p.numel);
+    for (const Parameter& p : params_)
+      if (p.trainable()) ss += GetCudaOps()->sumSquares(p.dGrad.data(), p.numel);
     return std::sqrt(ss);
   }
   for (const Parameter& p : params_)
@@ -364,6 +389,7 @@ AdamWStepResult ParamStore::AdamWStep(const AdamWStepOptions& o) {
   if (device_ >= 0) {
     const ModelOps& ops = *GetCudaOps();
     for (Parameter& p : params_) {
+      if (!p.trainable()) continue;
       ops.adamwUpdate(p.dValue.data(), p.dGrad.data(), p.dM.data(), p.dV.data(), p.numel, o, step_,
                       static_cast<float>(r.clipScale), p.spec.decay);
     }

@@ -9,7 +9,9 @@
 // (non-trainable) parameter has no gradient and no AdamW moments, and zeroGrad, the gradient norm
 // and AdamW skip it. A store lives on the CPU (host buffers) or on one CUDA device
 // (device buffers: the values are initialised on the host from the same seed, so bit for bit
-// like a CPU store's, then copied; zeroing, the gradient norm and AdamW run on the device).
+// like a CPU store's, then copied; zeroing, the gradient norm and AdamW run on the device; a
+// bfloat16 parameter keeps its bits in device memory, a frozen one has no device gradient or
+// moments).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +56,7 @@ struct Parameter {
   HostBuffer<float> value, grad, m, v;               // a CPU store
   HostBuffer<std::uint16_t> value16;                 // a CPU store's bfloat16 values (bits)
   DeviceBuffer<float> dValue, dGrad, dM, dV;         // a CUDA store
+  DeviceBuffer<std::uint16_t> dValue16;              // a CUDA store's bfloat16 values (bits)
 
   bool bf16() const { return spec.dtype == ParamDtype::kBFloat16; }
   bool trainable() const { return spec.trainable; }
@@ -82,7 +85,8 @@ class ParamStore {
   /**
    * Validates the specs (unique non-empty names, valid shapes) and initialises from `seed`, on
    * the CPU (device < 0) or on CUDA device `device` (DeviceError when this build or machine has
-   * no such device or no CUDA model kernels; OutOfMemoryError past the tracked limit).
+   * no such device or no CUDA model kernels; OutOfMemoryError past the tracked limit). Frozen and
+   * bfloat16 parameters are stored alike on both (no gradient or moments; bfloat16 bits).
    */
   ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed, int device = -1);
   ParamStore(const ParamStore&) = delete;

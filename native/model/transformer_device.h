@@ -14,6 +14,7 @@
 #include "../attention/sink_attention.h"
 #include "../core/device_buffer.h"
 #include "device_kernels.h"
+#include "moe_device.h"
 #include "ops_table.h"
 #include "transformer.h"
 
@@ -38,19 +39,47 @@ struct DeviceContext {
   DeviceBuffer<std::int32_t> Upload(const std::int32_t* src, std::int64_t n, const char* what) const;
   /** A device copy of n host floats (an empty buffer when src is null). */
   DeviceBuffer<float> Upload(const float* src, std::int64_t n, const char* what) const;
-  /** y[T, out] += x[T, in] . W^T (+ b): a projection added onto the residual stream. */
+  /**
+   * y[T, out] = x[T, in] . W^T (+ b), or y += that with `accumulate` (a projection added onto the
+   * residual stream); W float32 or bfloat16 (widened exactly inside the GEMM).
+   */
+  void Project(const float* x, const Parameter* w, const Parameter* b, float* y, std::int64_t T, std::int64_t in,
+               std::int64_t out, bool accumulate) const;
+  /** y[T, out] += x[T, in] . W^T (+ b): Project with accumulate. */
   void LinearAdd(const float* x, const Parameter* w, const Parameter* b, float* y, std::int64_t T, std::int64_t in,
-                 std::int64_t out) const;
+                 std::int64_t out) const {
+    Project(x, w, b, y, T, in, out, true);
+  }
+  /**
+   * The backward of Project: dx (= or += with accumulateDx; may be null), and the weight and
+   * bias gradients (+=) of those that are trainable (a bfloat16 weight is frozen).
+   */
+  void ProjectBackward(const float* x, const Parameter* w, const Parameter* b, const float* dy, float* dx, std::int64_t T,
+                       std::int64_t in, std::int64_t out, bool accumulateDx) const;
+  /** out[T, D] = table[ids] for the embedding table `w` (float32 or bfloat16). */
+  void Embed(const Parameter* w, const std::int32_t* ids, float* out, std::int64_t T, std::int64_t V, std::int64_t D) const;
+  /** The CUDA MoE layer (DeviceError when this build has none). */
+  const DeviceMoe& Moe() const;
 };
 
-/** The device value / gradient of an optional parameter (null when absent). */
+/** The device float32 value of an optional parameter (null when absent; a bfloat16 one has none). */
 inline float* DVal(const Parameter* p) { return p ? p->dValue.data() : nullptr; }
-inline float* DGrad(const Parameter* p) { return p ? p->dGrad.data() : nullptr; }
+/** The device gradient of an optional parameter: null when absent or frozen (no gradient accumulates). */
+inline float* DGrad(const Parameter* p) { return p && p->trainable() ? p->dGrad.data() : nullptr; }
+/** A device weight matrix as the kernels take it: float32 values or bfloat16 bits. */
+inline WeightData DWeights(const Parameter* p) {
+  return p->bf16() ? WeightData{p->dValue16.data(), true} : WeightData{p->dValue.data(), false};
+}
+
+/** The CUDA MoE's view of a block's router and experts (device pointers). */
+MoeParams DeviceMoeParams(const ModelConfig& c, const BlockParams& p);
 
 /** Activations one layer keeps for its backward, in device memory (LayerActivations' twin). */
 struct DeviceLayerActivations {
   DeviceBuffer<float> x, n1, rstd1, q, k, v, ao, lse, xmid, n2, rstd2, h, act;
+  DeviceBuffer<float> qRaw, kRaw, rstdQ, rstdK;   // qkNorm: q, k before their norm; rstd per head row
   std::unique_ptr<attention::DeviceSaved> eager;  // probabilities (eager only)
+  DeviceMoeSaved moe;                             // the experts' activations (MoE)
 };
 
 /** What a forward on the GPU keeps for its backward (TrainState::device; TrainState keeps the host ids and masks). */

@@ -5,8 +5,9 @@
 // tokens of many sessions (transformer_infer.cc's ForwardChunk, op for op, over the CUDA ops
 // table), with each session's KV cache in device memory. Sessions with a few new tokens
 // (decoding) attend to their caches in one launch for all of them (decodeAttention); longer
-// chunks (prefill) use the fused CUDA attention with qOffset = cached keys. The logits of the
-// last rows are copied to the host, where Run samples exactly as on the CPU.
+// chunks (prefill) use the fused CUDA attention with qOffset = cached keys. Every config the CPU
+// runs runs here (q/k norm, no sinks, tied or bfloat16 embeddings and head, MoE MLPs). The
+// logits of the last rows are copied to the host, where Run samples exactly as on the CPU.
 #include <algorithm>
 #include <cstring>
 
@@ -100,18 +101,26 @@ void Transformer::DeviceForwardChunk(const std::vector<Session*>& work, const st
   DeviceBuffer<float> v = cx.Floats(R * kvDim, "decode v (cuda)");
   DeviceBuffer<float> ao = cx.Floats(R * qDim, "decode attention out (cuda)");
   DeviceBuffer<float> lse = cx.Floats(R * H, "decode attention lse (cuda)");
-  DeviceBuffer<float> h = cx.Floats(R * 2 * F, "decode mlp gate_up (cuda)");
-  DeviceBuffer<float> act = cx.Floats(R * F, "decode mlp activation (cuda)");
+  const bool moe = c.experts > 0;
+  const DeviceMoe* moeOps = moe ? &cx.Moe() : nullptr;
+  DeviceBuffer<float> h = moe ? DeviceBuffer<float>() : cx.Floats(R * 2 * F, "decode mlp gate_up (cuda)");
+  DeviceBuffer<float> act = moe ? DeviceBuffer<float>() : cx.Floats(R * F, "decode mlp activation (cuda)");
+  DeviceBuffer<float> mlpOut = moe ? cx.Floats(R * D, "decode moe output (cuda)") : DeviceBuffer<float>();
+  DeviceBuffer<float> headRstd = c.qkNorm ? cx.Floats(R * H, "decode q/k norm rstd (cuda)") : DeviceBuffer<float>();
 
-  ops.embeddingForward(embed_->dValue.data(), dTokens.data(), x.data(), R, V, D);
+  cx.Embed(embed_, dTokens.data(), x.data(), R, V, D);
   std::vector<DecodeRow> decode;
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const BlockParams& p = blocks_[l];
     const bool sliding = Sliding(l);
     ops.rmsNormForward(x.data(), p.attnNorm->dValue.data(), n.data(), rstd.data(), R, D, eps);
-    ops.linearForward(n.data(), p.q->dValue.data(), DVal(p.qBias), q.data(), R, D, qDim);
-    ops.linearForward(n.data(), p.k->dValue.data(), DVal(p.kBias), k.data(), R, D, kvDim);
-    ops.linearForward(n.data(), p.v->dValue.data(), DVal(p.vBias), v.data(), R, D, kvDim);
+    cx.Project(n.data(), p.q, p.qBias, q.data(), R, D, qDim, false);
+    cx.Project(n.data(), p.k, p.kBias, k.data(), R, D, kvDim, false);
+    cx.Project(n.data(), p.v, p.vBias, v.data(), R, D, kvDim, false);
+    if (p.qNorm) {
+      ops.rmsNormForward(q.data(), p.qNorm->dValue.data(), q.data(), headRstd.data(), R * H, Dh, eps);
+      ops.rmsNormForward(k.data(), p.kNorm->dValue.data(), k.data(), headRstd.data(), R * KV, Dh, eps);
+    }
     cx.kernels.rope(ropeCos_.data(), ropeSin_.data(), Dh, q.data(), q.data(), dPositions.data(), R, H, false);
     cx.kernels.rope(ropeCos_.data(), ropeSin_.data(), Dh, k.data(), k.data(), dPositions.data(), R, KV, false);
     decode.clear();
@@ -139,19 +148,24 @@ void Transformer::DeviceForwardChunk(const std::vector<Session*>& work, const st
       args.q = q.data() + offset[s] * qDim;
       args.k = kc;
       args.v = vc;
-      args.sinks = p.sinks->dValue.data();
+      args.sinks = DVal(p.sinks);
       args.out = ao.data() + offset[s] * qDim;
       args.lse = lse.data() + offset[s] * H;  // [H, qLen] per call: rows offset[s] * H .. offset[s + 1] * H
       cx.attention.fusedForward(device_, Shape{1, counts[s], cache.count, H, KV, Dh, cache.count - counts[s]}, opts,
                                 args);
     }
-    cx.kernels.decodeAttention(decode.data(), static_cast<std::int64_t>(decode.size()), q.data(),
-                               p.sinks->dValue.data(), ao.data(), H, KV, Dh);
+    cx.kernels.decodeAttention(decode.data(), static_cast<std::int64_t>(decode.size()), q.data(), DVal(p.sinks),
+                               ao.data(), H, KV, Dh);
     cx.LinearAdd(ao.data(), p.o, p.oBias, x.data(), R, qDim, D);
     ops.rmsNormForward(x.data(), p.mlpNorm->dValue.data(), n.data(), rstd.data(), R, D, eps);
-    ops.linearForward(n.data(), p.gateUp->dValue.data(), DVal(p.gateUpBias), h.data(), R, D, 2 * F);
-    ops.swiGluForward(h.data(), act.data(), R, F, c.swiglu);
-    cx.LinearAdd(act.data(), p.down, p.downBias, x.data(), R, F, D);
+    if (moe) {
+      moeOps->forward(DeviceMoeParams(c, p), n.data(), mlpOut.data(), R, nullptr, nullptr);
+      cx.kernels.add(x.data(), mlpOut.data(), R * D);
+    } else {
+      cx.Project(n.data(), p.gateUp, p.gateUpBias, h.data(), R, D, 2 * F, false);
+      ops.swiGluForward(h.data(), act.data(), R, F, c.swiglu);
+      cx.LinearAdd(act.data(), p.down, p.downBias, x.data(), R, F, D);
+    }
   }
 
   // Logits only for sessions whose pending tokens are all processed now (their last row).
@@ -170,7 +184,7 @@ void Transformer::DeviceForwardChunk(const std::vector<Session*>& work, const st
     cx.kernels.gatherRows(x.data(), rows.data(), last.data(), L, D);
     ops.rmsNormForward(last.data(), norm_->dValue.data(), n.data(), rstd.data(), L, D, eps);
     DeviceBuffer<float> logits = cx.Floats(L * V, "decode logits (cuda)");
-    ops.linearForward(n.data(), head_->dValue.data(), nullptr, logits.data(), L, D, V);
+    cx.Project(n.data(), head_, nullptr, logits.data(), L, D, V, false);
     HostBuffer<float> host(static_cast<std::size_t>(L * V), "decode logits");
     logits.Download(host.data());
     for (std::int64_t i = 0; i < L; ++i) {

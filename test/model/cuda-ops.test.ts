@@ -1,7 +1,10 @@
 // The model ops on CUDA against the CPU ops (fp32 within 1e-5 relative) and the float64
 // references, on random odd-sized inputs: GEMM (all transposes, beta, alpha), linear forward
 // and backward, RMSNorm, RoPE, SwiGLU (standard and clamped), embedding, log-softmax with
-// entropy and temperature, cross-entropy, AdamW and the sum of squares. Skipped with a visible
+// entropy and temperature, cross-entropy, AdamW and the sum of squares; bfloat16 weights (GEMM
+// operands, linear forward and dx, embedding gather, an LM-head-sized product) equal to the
+// CUDA float32 kernels over the widened weights bit for bit and to the CPU's bfloat16 path
+// within 1e-6 of its scale. Skipped with a visible
 // message without a CUDA build and a GPU (the CUDA emulator counts). Without one, the device
 // option's CPU paths and errors are checked.
 import t from 'tap';
@@ -31,7 +34,7 @@ import {
   swigluParams,
 } from '../../lib/index.js';
 import { modelAddon } from '../../lib/model/native.js';
-import { closeness, randint, randn, refAdamW, refGemm, refLinear, refLogSoftmax, refRmsNorm, refRope, refSwiGlu } from './fixtures/reference.js';
+import { bf16Bits, bf16Values, closeness, randint, randn, refAdamW, refGemm, refLinear, refLogSoftmax, refRmsNorm, refRope, refSwiGlu, sameBits } from './fixtures/reference.js';
 
 const copy = (x: Float32Array) => Float32Array.from(x);
 
@@ -124,6 +127,20 @@ t.test('CUDA RMSNorm, RoPE, SwiGLU and embedding against the CPU and float64', {
   const inPlace = copy(dy);
   rmsnormBackward({ x, weight: g, rstd: fc.rstd, dy: inPlace, dx: inPlace, rows: T, dim: D, device: 'cuda' });
   t.ok(closeness(inPlace, bc.dx, 1e-5, 1e-6) <= 1, 'rmsnorm dx written over dy');
+  // many short rows (a q/k norm over rows x heads): the gain gradient summed in chunks of rows
+  {
+    const R = 601, Dh = 8;
+    const xq = randn(R * Dh, 23, -2, 2), gq = randn(Dh, 24, 0.5, 1.5), dq = randn(R * Dh, 25), dg1 = randn(Dh, 26);
+    const f = rmsnormForward({ x: xq, weight: gq, rows: R, dim: Dh, eps: 1e-6 });
+    const c = rmsnormBackward({ x: xq, weight: gq, rstd: f.rstd, dy: dq, rows: R, dim: Dh, dweight: copy(dg1) });
+    const g2 = rmsnormBackward({ x: xq, weight: gq, rstd: f.rstd, dy: dq, rows: R, dim: Dh, dweight: copy(dg1), device: 'cuda' });
+    const rs = refRmsNorm(xq, gq, R, Dh, 1e-6).rstd;
+    const want = Float64Array.from(dg1);
+    for (let r = 0; r < R; r++) for (let d = 0; d < Dh; d++) want[d] += dq[r * Dh + d] * xq[r * Dh + d] * rs[r];
+    t.ok(closeness(g2.dweight, c.dweight, 1e-5, 1e-5) <= 1, 'rmsnorm dweight over 601 rows (chunked) vs cpu');
+    t.ok(closeness(g2.dweight, want, 1e-5, 1e-4) <= 1, 'and vs float64');
+    t.ok(closeness(g2.dx, c.dx, 1e-5, 1e-6) <= 1, 'and dx');
+  }
 
   const H = 3, Dh = 10;
   const pos = randint(T, 14, 0, 40);
@@ -227,4 +244,91 @@ t.test('CUDA log-softmax, cross-entropy, AdamW and sum of squares', { skip: noGp
   t.ok(Math.abs(ss - ref) <= 1e-6 * ref, `sum of squares ${ss} vs ${ref}`);
   t.equal(sumSquares(big, 'cuda'), ss, 'deterministic');
   t.equal(sumSquares(new Float32Array(0), 'cuda'), 0);
+});
+
+/** max |a - b| / max |b| over a whole tensor (0 when equal). */
+function scaled(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let e = 0;
+  let m = 0;
+  for (let i = 0; i < b.length; i++) {
+    const d = Math.abs(a[i] - b[i]);
+    e = Number.isNaN(d) ? Infinity : Math.max(e, d);
+    m = Math.max(m, Math.abs(b[i]));
+  }
+  return e === 0 ? 0 : e / Math.max(m, 1e-30);
+}
+
+t.test('CUDA bfloat16 weights: GEMM, linear, embedding and the LM head equal the widened float32 kernels and the CPU bf16 path', { skip: noGpu }, async (t) => {
+  let worst = 0;
+  let seed = 800;
+  for (const [m, n, k] of [
+    [37, 29, 45],
+    [1, 130, 67],
+    [70, 3, 129],
+  ]) {
+    for (const [ta, tb] of [
+      [false, true],
+      [false, false],
+      [true, false],
+      [true, true],
+    ] as const) {
+      const a = randn(m! * k!, seed++), b = randn(k! * n!, seed++), c0 = randn(m! * n!, seed++);
+      const a16 = bf16Bits(a), b16 = bf16Bits(b);
+      const aw = bf16Values(a16), bw = bf16Values(b16);
+      for (const [which, A, B, Aw, Bw] of [
+        ['b', a, b16, a, bw],
+        ['a', a16, b, aw, b],
+        ['a and b', a16, b16, aw, bw],
+      ] as const) {
+        const label = `gemm ${m}x${n}x${k} ${ta ? 'T' : 'N'}${tb ? 'T' : 'N'}, ${which} bfloat16`;
+        const gpu = copy(c0), wide = copy(c0), cpu = copy(c0);
+        gemm({ a: A, b: B, c: gpu, m: m!, n: n!, k: k!, transA: ta, transB: tb, alpha: 0.75, beta: -0.5, device: 'cuda' });
+        gemm({ a: Aw, b: Bw, c: wide, m: m!, n: n!, k: k!, transA: ta, transB: tb, alpha: 0.75, beta: -0.5, device: 'cuda' });
+        gemm({ a: A, b: B, c: cpu, m: m!, n: n!, k: k!, transA: ta, transB: tb, alpha: 0.75, beta: -0.5 });
+        t.ok(sameBits(gpu, wide), `${label}: the float32 kernel over the widened operand, bit for bit`);
+        const e = scaled(gpu, cpu);
+        worst = Math.max(worst, e);
+        t.ok(e <= 1e-6, `${label}: the CPU bf16 path within 1e-6 of its scale (${e.toExponential(2)})`);
+        t.ok(closeness(gpu, refGemm(ta, tb, m!, n!, k!, 0.75, Aw, Bw, -0.5, c0), 1e-5, 2e-5) <= 1, `${label}: float64 of the widened operands`);
+      }
+    }
+  }
+  // linear forward and dx (the weight is frozen: no dweight), with and without bias
+  const T = 41, inF = 37, outF = 23;
+  const x = randn(T * inF, 1), w = randn(outF * inF, 2), bias = randn(outF, 3), dy = randn(T * outF, 4);
+  const w16 = bf16Bits(w), ww = bf16Values(w16);
+  for (const b of [bias, null]) {
+    const yg = linearForward({ x, weight: w16, bias: b, rows: T, inFeatures: inF, outFeatures: outF, device: 'cuda' });
+    const yw = linearForward({ x, weight: ww, bias: b, rows: T, inFeatures: inF, outFeatures: outF, device: 'cuda' });
+    const yc = linearForward({ x, weight: w16, bias: b, rows: T, inFeatures: inF, outFeatures: outF });
+    t.ok(sameBits(yg, yw), `linear forward${b ? ' + bias' : ''}: widened float32, bit for bit`);
+    worst = Math.max(worst, scaled(yg, yc));
+    t.ok(scaled(yg, yc) <= 1e-6, `linear forward${b ? ' + bias' : ''}: the CPU bf16 path (${scaled(yg, yc).toExponential(2)})`);
+    t.ok(closeness(yg, refLinear(x, ww, b, T, inF, outF), 1e-5, 1e-5) <= 1, 'linear forward vs float64');
+  }
+  const dx0 = randn(T * inF, 5), db0 = randn(outF, 6);
+  const args = { x, weight: w16, dy, rows: T, inFeatures: inF, outFeatures: outF, accumulate: true, dweight: null };
+  const gg = linearBackward({ ...args, dx: copy(dx0), dbias: copy(db0), device: 'cuda' });
+  const gw = linearBackward({ ...args, weight: ww, dx: copy(dx0), dbias: copy(db0), device: 'cuda' });
+  const gc = linearBackward({ ...args, dx: copy(dx0), dbias: copy(db0) });
+  t.ok(sameBits(gg.dx!, gw.dx!), 'linear dx (accumulated): widened float32, bit for bit');
+  worst = Math.max(worst, scaled(gg.dx!, gc.dx!));
+  t.ok(scaled(gg.dx!, gc.dx!) <= 1e-6, `linear dx: the CPU bf16 path (${scaled(gg.dx!, gc.dx!).toExponential(2)})`);
+  t.ok(closeness(gg.dbias!, gc.dbias!, 1e-6, 1e-6) <= 1, 'linear dbias still flows');
+  t.throws(() => linearBackward({ x, weight: w16, dy, rows: T, inFeatures: inF, outFeatures: outF, dweight: new Float32Array(outF * inF), device: 'cuda' }), {
+    name: 'TypeError',
+    message: /dweight must be null for a bfloat16 weight/,
+  });
+  // embedding gather and the tied LM head (logits = h . table^T) over a bf16 table
+  const V = 67, D = 24, n = 29;
+  const table16 = bf16Bits(randn(V * D, 7)), ids = randint(n, 8, 0, V);
+  const tw = bf16Values(table16);
+  t.same(embeddingForward({ table: table16, ids, vocab: V, dim: D, device: 'cuda' }), embeddingForward({ table: tw, ids, vocab: V, dim: D }), 'embedding gather: exact widening');
+  t.throws(() => embeddingForward({ table: table16, ids: Int32Array.of(2, V), vocab: V, dim: D, device: 'cuda' }), { name: 'RangeError', message: /ids\[1\] = 67 is out of range/ });
+  const h = randn(n * D, 9);
+  const lg = linearForward({ x: h, weight: table16, rows: n, inFeatures: D, outFeatures: V, device: 'cuda' });
+  const lc = linearForward({ x: h, weight: table16, rows: n, inFeatures: D, outFeatures: V });
+  worst = Math.max(worst, scaled(lg, lc));
+  t.ok(scaled(lg, lc) <= 1e-6, `LM head over a bf16 table: the CPU bf16 path (${scaled(lg, lc).toExponential(2)})`);
+  t.comment(`bfloat16 weights on CUDA vs the CPU bf16 path: worst max|Δ|/max|cpu| = ${worst.toExponential(2)}`);
 });
