@@ -239,7 +239,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
         taskKind: (id) => taskKind(tw.world.task(id)),
       });
       const row: MetricsRow = { step, phase: 'val', ...r.metrics, 'timing_s/testing': (performance.now() - t0) / 1000 };
-      writeValidationLog(out, step, selectValidationTranscripts(r, step));
+      writeValidationLog(out, step, selectValidationTranscripts(r, step, { format: template }));
       log(row);
       emit({ kind: 'validation', step, meanAt1: r.meanReward, metrics: r.metrics });
       return r;

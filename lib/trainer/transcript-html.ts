@@ -57,6 +57,7 @@ export function transcriptHtml(t: ValidationTranscript, caps: TranscriptCaps = R
   if (t.aborted) why.unshift(`<li class="bad">aborted: ${esc(clipText(t.error ?? 'no error recorded', caps.messageChars))}</li>`);
   if (why.length === 0) why.push(`<li class="note">no reward breakdown (the episode ended by ${esc(t.termination)})</li>`);
   let msgs = t.messages.map((m) => messageHtml(m, caps));
+  if (typeof t.cut_turn === 'string') msgs.push(`<div class="m a"><span class="who">assistant (cut off)</span><div class="txt">${esc(clipText(t.cut_turn, caps.messageChars))}<br><i>— cut off by ${esc(t.termination)}</i></div></div>`);
   if (msgs.length > caps.messages) {
     const head = Math.ceil((caps.messages * 3) / 4);
     const tail = caps.messages - head;

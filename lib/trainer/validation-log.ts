@@ -8,7 +8,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
-import type { ChatMessage } from '../model/index.js';
+import type { ChatFormat, ChatMessage } from '../model/index.js';
 import type { EpisodeRecord, EvaluationResult } from '../rollout/index.js';
 import { RunFolderError, writeTextAtomic } from './checkpoint.js';
 
@@ -41,6 +41,12 @@ export interface ValidationTranscript {
   error: string | null;
   /** The conversation in OpenAI chat format, without the system message (the run's prompt, see config.json). */
   messages: ChatMessage[];
+  /**
+   * The last model turn when a limit cut it off (`turn_token_limit`, `context_limit`): its
+   * tokens decoded (special tokens by name). It is in no message, so without it a transcript
+   * would not show what the model was writing. Null otherwise.
+   */
+  cut_turn: string | null;
   /** The environment's reward breakdown (tau's RewardInfo), or null. */
   reward_info: unknown;
 }
@@ -54,11 +60,34 @@ export interface ValidationLog {
 }
 
 /**
+ * The text of an episode's last model turn when a limit cut it off (its tokens end the
+ * response, unparsed and without a stop token; they are in no message), or null.
+ */
+export function cutTurnText(e: Pick<EpisodeRecord, 'termination' | 'responseIds' | 'responseMask'>, format: Pick<ChatFormat, 'tokenizer' | 'stopTokens'>): string | null {
+  if (e.termination !== 'turn_token_limit' && e.termination !== 'context_limit') return null;
+  let i = e.responseMask.length;
+  while (i > 0 && e.responseMask[i - 1] === 1) i--;
+  const tail = e.responseIds.slice(i);
+  if (tail.length === 0 || format.stopTokens.includes(tail[tail.length - 1])) return null;
+  return format.tokenizer.decode(tail);
+}
+
+/** Options of {@link selectValidationTranscripts}. */
+export interface SelectTranscriptsOptions {
+  /** Episodes per kind. Default {@link VALIDATION_TRANSCRIPTS_PER_KIND}. */
+  perKind?: number;
+  /** The chat format of the policy: decodes a turn cut off by a limit (`cut_turn`; without it, null). */
+  format?: Pick<ChatFormat, 'tokenizer' | 'stopTokens'>;
+}
+
+/**
  * Picks the transcripts of a validation: for each kind (in order of its first task; tasks
  * without a kind form one group), the first `perKind` tasks' first trials (then further trials
  * when there are fewer tasks than `perKind`).
  */
-export function selectValidationTranscripts(result: Pick<EvaluationResult, 'episodes' | 'perTask'>, step: number, perKind = VALIDATION_TRANSCRIPTS_PER_KIND): ValidationTranscript[] {
+export function selectValidationTranscripts(result: Pick<EvaluationResult, 'episodes' | 'perTask'>, step: number, options: SelectTranscriptsOptions = {}): ValidationTranscript[] {
+  const perKind = options.perKind ?? VALIDATION_TRANSCRIPTS_PER_KIND;
+  const format = options.format;
   if (!Number.isSafeInteger(perKind) || perKind < 0) throw new RangeError(`perKind must be an integer >= 0, got ${perKind}`);
   const kindOf = (e: EpisodeRecord) => result.perTask[e.groupIndex]?.kind ?? null;
   const ordered = [...result.episodes].sort((a, b) => a.sampleIndex - b.sampleIndex || a.groupIndex - b.groupIndex);
@@ -84,6 +113,7 @@ export function selectValidationTranscripts(result: Pick<EvaluationResult, 'epis
         num_turns: e.numTurns,
         error: e.error,
         messages: e.messages.filter((m) => m.role !== 'system'),
+        cut_turn: format ? cutTurnText(e, format) : null,
         reward_info: e.rewardInfo ?? null,
       });
     }
