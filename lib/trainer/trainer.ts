@@ -188,9 +188,9 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
   /** A new run that fails before its first checkpoint cannot be resumed: it removes what it wrote, so that the same `out` can be used again. */
   const undoFailedStart = () => {
     for (const name of ['config.json', 'metrics.jsonl', 'reference.safetensors', 'report.html']) rmSync(join(out, name), { force: true });
-    rmSync(validationDir(out), { recursive: true, force: true });
+    removeValidationLogsAfter(out, -1);
     removeStaleTemporaries(out);
-    for (const dir of [join(out, 'checkpoints'), ...(createdOut ? [out] : [])]) {
+    for (const dir of [join(out, 'checkpoints'), validationDir(out), ...(createdOut ? [out] : [])]) {
       if (existsSync(dir) && readdirSync(dir).length === 0) rmdirSync(dir);
     }
   };

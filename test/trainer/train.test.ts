@@ -189,6 +189,8 @@ t.test('a start that fails writes nothing that blocks retrying with the same fol
     /interrupted/,
   );
   t.same(readdirSync(out), ['notes.txt'], 'a folder that existed keeps what was there before, nothing else');
+  await t.rejects(train(smoke, { out, onEvent: (e) => void (e.kind === 'validation' && (() => { throw new Error('interrupted after validating'); })()) }), /interrupted after validating/);
+  t.same(readdirSync(out), ['notes.txt'], 'a start that fails after its first validation removes its transcripts too');
   if (!cudaAvailable()) {
     await t.rejects(train(resolveConfig({ preset: 'smoke', patches: [{ model: { device: 'cuda' } }] }), { out }), { name: 'DeviceUnavailableError' });
     t.same(readdirSync(out), ['notes.txt'], 'model.device cuda without a GPU fails before writing');
