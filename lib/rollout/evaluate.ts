@@ -2,8 +2,9 @@
  * Evaluation of any agent-loop {@link TokenPolicy} (the built-in model through
  * `ModelPolicyAdapter`, an OpenAI-compatible server through `ChatTokenPolicy`, the expert) on a
  * list of tasks: `trials` seeded episodes per task, then the mean reward (mean@1), the success
- * rate and pass^k (tau-bench's, `passHatK` of lib/tau), with VERL's metric names. The trainer's
- * validation and `sinkflex eval` both run it.
+ * rate and pass^k (tau-bench's, `passHatK` of lib/tau), with VERL's metric names, overall and
+ * per task kind (`taskKind`: retail kinds such as `cancel` or `refuse`, telecom issue
+ * categories). The trainer's validation and `sinkflex eval` both run it.
  *
  * Aborted episodes (a failing policy, user simulator or environment) count as reward 0; with
  * `episodeRetries` they are first rerun with fresh, deterministic seeds (a flaky server), and
@@ -14,6 +15,7 @@
 import type { AnyEnv } from '../gym/async-core.js';
 import type { ChatFormat } from '../model/chat-format.js';
 import { isSuccess, passHatK } from '../tau/evaluate.js';
+import { TASK_KIND_PATTERN } from '../tau/task-kind.js';
 import { AgentLoop, type AgentLoopLimits, type TokenizationSanityCheck } from './agent-loop.js';
 import type { EpisodeRecord } from './episode-record.js';
 import type { TokenPolicy } from './policy.js';
@@ -51,6 +53,13 @@ export interface EvaluatePolicyOptions {
   sanityCheck?: TokenizationSanityCheck;
   /** Metric data-source name: `val-core/<source>/reward/mean@1`. Default `tau-retail`. */
   source?: string;
+  /**
+   * The kind of a task (`taskKind` of lib/tau over the world's task: `cancel`, `refuse`, …), or
+   * null for none. With it, every kind gets `val-core/<source>/<kind>/reward/mean@1` and
+   * `val-aux/<source>/<kind>/episodes`. A kind must match {@link TASK_KIND_PATTERN}. Default:
+   * no kinds.
+   */
+  taskKind?: (taskId: string) => string | null;
   /** Reruns of an aborted episode, each with a fresh deterministic seed. Default 0. */
   episodeRetries?: number;
   /** Called as episodes finish (done, total); last with (total, total). */
@@ -61,6 +70,8 @@ export interface EvaluatePolicyOptions {
 export interface TaskEvaluation {
   /** The task. */
   taskId: string;
+  /** The task's kind (`taskKind`), or null. */
+  kind: string | null;
   /** Reward of each trial (aborted trials count as 0). */
   rewards: number[];
   /** Trials that succeeded (`isSuccess` of lib/tau: reward within 1e-6 of 1). */
@@ -71,12 +82,27 @@ export interface TaskEvaluation {
   terminations: string[];
 }
 
+/** The results of the tasks of one kind. */
+export interface KindEvaluation {
+  /** The kind. */
+  kind: string;
+  /** Tasks of this kind (a task id listed twice counts twice). */
+  tasks: number;
+  /** Trials of those tasks. */
+  episodes: number;
+  /** Mean reward over those trials (mean@1; aborted trials count 0). */
+  meanReward: number;
+  /** Trials that succeeded. */
+  successes: number;
+}
+
 /** What {@link evaluatePolicy} measured. */
 export interface EvaluationResult {
   /**
    * Metrics: `val-core/<source>/reward/mean@1` (mean reward over every trial),
    * `val-core/<source>/reward/pass^k` for each k, and under `val-aux/<source>/`: `episodes`,
-   * `aborted`, `truncated`, `response_length/mean`, `num_turns/mean`.
+   * `aborted`, `truncated`, `response_length/mean`, `num_turns/mean`; with `taskKind`, for each
+   * kind `val-core/<source>/<kind>/reward/mean@1` and `val-aux/<source>/<kind>/episodes`.
    */
   metrics: Record<string, number>;
   /** Mean reward over every trial (mean@1; aborted trials count 0). */
@@ -87,6 +113,8 @@ export interface EvaluationResult {
   passHatK: Record<number, number>;
   /** Per task, in request order. */
   perTask: TaskEvaluation[];
+  /** Per task kind, sorted by kind (empty without `taskKind`; tasks without a kind are in no entry). */
+  perKind: KindEvaluation[];
   /** Every episode (aborted ones included), in request order (task, then trial); reruns replace the aborted ones. */
   episodes: EpisodeRecord[];
   /** Episodes still aborted after their reruns. */
@@ -117,6 +145,11 @@ export async function evaluatePolicy(options: EvaluatePolicyOptions): Promise<Ev
   for (const k of ks) if (!Number.isSafeInteger(k) || k < 1 || k > trials) throw new RangeError(`k must be an integer in [1, trials = ${trials}], got ${String(k)}`);
   const retries = nonNegativeInt(options.episodeRetries ?? 0, 'episodeRetries');
   const source = options.source ?? 'tau-retail';
+  const kinds = options.taskIds.map((id) => {
+    const kind = options.taskKind ? options.taskKind(id) : null;
+    if (kind !== null && (typeof kind !== 'string' || !TASK_KIND_PATTERN.test(kind))) throw new RangeError(`taskKind('${id}') must be null or a string matching ${String(TASK_KIND_PATTERN)} (a metric name segment), got ${JSON.stringify(kind)}`);
+    return kind;
+  });
   const seed = options.seed ?? 0;
   const total = options.taskIds.length * trials;
   let done = 0;
@@ -154,7 +187,7 @@ export async function evaluatePolicy(options: EvaluatePolicyOptions): Promise<Ev
   }
   onProgress?.(total, total);
 
-  const perTask: TaskEvaluation[] = options.taskIds.map((taskId) => ({ taskId, rewards: [], successes: 0, trials: 0, terminations: [] }));
+  const perTask: TaskEvaluation[] = options.taskIds.map((taskId, g) => ({ taskId, kind: kinds[g], rewards: [], successes: 0, trials: 0, terminations: [] }));
   for (const e of episodes) {
     const t = perTask[e.groupIndex];
     const r = e.aborted || !Number.isFinite(e.reward) ? 0 : e.reward;
@@ -181,6 +214,11 @@ export async function evaluatePolicy(options: EvaluatePolicyOptions): Promise<Ev
   metrics[`val-aux/${source}/truncated`] = episodes.filter((e) => e.truncated).length;
   metrics[`val-aux/${source}/response_length/mean`] = mean((e) => e.responseMask.reduce((a, b) => a + b, 0));
   metrics[`val-aux/${source}/num_turns/mean`] = mean((e) => e.numTurns);
+  const perKind = evaluationsByKind(perTask);
+  for (const k of perKind) {
+    metrics[`val-core/${source}/${k.kind}/reward/mean@1`] = k.meanReward;
+    metrics[`val-aux/${source}/${k.kind}/episodes`] = k.episodes;
+  }
   const terminations: Record<string, number> = {};
   for (const e of episodes) terminations[e.termination] = (terminations[e.termination] ?? 0) + 1;
   return {
@@ -189,10 +227,28 @@ export async function evaluatePolicy(options: EvaluatePolicyOptions): Promise<Ev
     successRate: perTask.reduce((a, t) => a + t.successes, 0) / n,
     passHatK: passK,
     perTask,
+    perKind,
     episodes,
     aborted,
     retried,
     terminations,
     seconds: (performance.now() - t0) / 1000,
   };
+}
+
+/** The tasks grouped by kind (sorted by kind; tasks without a kind left out). */
+function evaluationsByKind(perTask: readonly TaskEvaluation[]): KindEvaluation[] {
+  const byKind = new Map<string, KindEvaluation & { sum: number }>();
+  for (const t of perTask) {
+    if (t.kind === null) continue;
+    const k = byKind.get(t.kind) ?? { kind: t.kind, tasks: 0, episodes: 0, meanReward: 0, successes: 0, sum: 0 };
+    k.tasks++;
+    k.episodes += t.trials;
+    k.successes += t.successes;
+    k.sum += t.rewards.reduce((a, b) => a + b, 0);
+    byKind.set(t.kind, k);
+  }
+  return [...byKind.values()]
+    .sort((a, b) => (a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0))
+    .map(({ sum, ...k }) => ({ ...k, meanReward: k.episodes > 0 ? sum / k.episodes : 0 }));
 }

@@ -8,7 +8,8 @@
  * <out>/checkpoints/step-<k>/    policy.safetensors (weights, AdamW moments, tokenizer, sampler RNG,
  *                                trainer state), tokenizer.json, trainer.json, config.json
  * <out>/samples/step-<k>.jsonl   trajectories in OpenAI chat format with rewards
- * <out>/report.html              charts of the curves
+ * <out>/validation/step-<k>.jsonl a few validation episodes per task kind (transcripts, reward breakdown)
+ * <out>/report.html              charts of the curves, validation conversations
  * ```
  *
  * A checkpoint is written into a temporary folder next to its final place, every file is
@@ -124,8 +125,8 @@ export function saveRunCheckpoint(out: string, policy: TransformerPolicy, config
 
 /**
  * Removes the temporaries an interrupted run leaves behind: checkpoint folders being written
- * (`checkpoints/.tmp-step-<k>-<pid>`) and files being replaced atomically (`<name>.tmp-<pid>`,
- * e.g. `metrics.jsonl.tmp-123`). Only one process trains in a run folder at a time, so at the
+ * (`checkpoints/.tmp-step-<k>-<pid>`) and files being replaced atomically (`<name>.tmp-<pid>`
+ * in the run folder and in `validation/`, e.g. `metrics.jsonl.tmp-123`). Only one process trains in a run folder at a time, so at the
  * start or resume of a run every such entry is stale.
  * @returns the removed paths, relative to `out`.
  */
@@ -139,11 +140,13 @@ export function removeStaleTemporaries(out: string): string[] {
       removed.push(join('checkpoints', name));
     }
   }
-  if (existsSync(out)) {
-    for (const name of readdirSync(out)) {
+  for (const sub of ['', 'validation']) {
+    const dir = join(out, sub);
+    if (!existsSync(dir)) continue;
+    for (const name of readdirSync(dir)) {
       if (!/\.tmp-\d+$/.test(name)) continue;
-      rmSync(join(out, name), { recursive: true, force: true });
-      removed.push(name);
+      rmSync(join(dir, name), { recursive: true, force: true });
+      removed.push(sub ? join(sub, name) : name);
     }
   }
   return removed;

@@ -10,4 +10,6 @@ export * from './load-policy.js';
 export * from './sft.js';
 export * from './grpo-step.js';
 export * from './report.js';
+export * from './transcript-html.js';
+export * from './validation-log.js';
 export * from './trainer.js';

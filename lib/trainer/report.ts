@@ -1,8 +1,12 @@
 /**
- * `report.html`: the curves of a run (training reward, validation mean@1, KL, entropy,
- * response length, …) as inline SVG line charts in one self-contained page.
+ * `report.html`: the curves of a run (training reward, validation mean@1 overall and per task
+ * kind, KL, entropy, response length, …) as inline SVG line charts, and a few validation
+ * conversations per kind at each validation, in one self-contained page.
  * @module
  */
+import { escapeHtml as esc } from './html.js';
+import { REPORT_TRANSCRIPT_CAPS, validationTranscriptsHtml, type TranscriptCaps } from './transcript-html.js';
+import type { ValidationLog } from './validation-log.js';
 
 /** One row of `metrics.jsonl`. */
 export type MetricsRow = Record<string, number | string>;
@@ -20,13 +24,11 @@ export interface ChartSpec {
   x?: string;
   /** The x-axis label (default `step`). */
   xLabel?: string;
+  /** A y range the axis always covers (e.g. [0, 1] for rewards); values outside widen it. Default: the data's range. */
+  yRange?: readonly [number, number];
 }
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd'];
-
-function esc(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
-}
 
 function fmt(v: number): string {
   if (v === 0) return '0';
@@ -104,7 +106,8 @@ export function lineChartSvg(rows: readonly MetricsRow[], spec: ChartSpec, width
   let x1 = Math.max(...all.map((p) => p[0]));
   const integerX = all.every((p) => Number.isInteger(p[0]));
   if (x1 === x0) x1 = x0 + 1;
-  const yt = niceTicks(Math.min(...all.map((p) => p[1])), Math.max(...all.map((p) => p[1])));
+  const ys = all.map((p) => p[1]).concat(spec.yRange ? [spec.yRange[0], spec.yRange[1]] : []);
+  const yt = niceTicks(Math.min(...ys), Math.max(...ys));
   const y0 = yt.values[0];
   const y1 = yt.values[yt.values.length - 1];
   const xt = niceTicks(x0, x1, 4, integerX);
@@ -153,19 +156,67 @@ export function defaultCharts(source: string): ChartSpec[] {
   ];
 }
 
+/** The task kinds that have a validation metric `val-core/<source>/<kind>/reward/mean@1` in `rows`, sorted. */
+export function validationKinds(rows: readonly MetricsRow[], source: string): string[] {
+  const prefix = `val-core/${source}/`;
+  const suffix = '/reward/mean@1';
+  const kinds = new Set<string>();
+  for (const r of rows) {
+    if (r.phase !== 'val') continue;
+    for (const k of Object.keys(r)) {
+      if (!k.startsWith(prefix) || !k.endsWith(suffix)) continue;
+      const kind = k.slice(prefix.length, k.length - suffix.length);
+      if (kind.length > 0 && !kind.includes('/')) kinds.add(kind);
+    }
+  }
+  return [...kinds].sort();
+}
+
+/** One chart per task kind: its validation mean@1 on a 0..1 axis. */
+export function kindCharts(rows: readonly MetricsRow[], source: string): ChartSpec[] {
+  return validationKinds(rows, source).map((kind) => ({ title: `${kind}: validation mean@1`, keys: [`val-core/${source}/${kind}/reward/mean@1`], yRange: [0, 1] as const }));
+}
+
+/** Options of {@link renderReport}. */
+export interface ReportOptions {
+  /** Page title. */
+  title: string;
+  /** Validation data-source name (`tau-retail`). */
+  source: string;
+  /** The run's configuration (shown as JSON). */
+  config?: unknown;
+  /** Summary table rows. */
+  summary?: Record<string, string | number>;
+  /** Validation transcripts (the run folder's `validation/step-<k>.jsonl`, see `readReportValidations`). */
+  validations?: readonly ValidationLog[];
+  /** Validations left out of `validations` by the cap (said in the page). */
+  validationsOmitted?: number;
+  /** How much of the transcripts to show. Default {@link REPORT_TRANSCRIPT_CAPS}. */
+  transcriptCaps?: TranscriptCaps;
+}
+
 /** The whole report page. */
-export function renderReport(rows: readonly MetricsRow[], options: { title: string; source: string; config?: unknown; summary?: Record<string, string | number> }): string {
+export function renderReport(rows: readonly MetricsRow[], options: ReportOptions): string {
   const charts = defaultCharts(options.source).map((c) => lineChartSvg(rows, c));
+  const kinds = kindCharts(rows, options.source).map((c) => lineChartSvg(rows, c, 300, 180));
+  const kindSection = kinds.length > 0 ? `<h2>Validation by task kind</h2><div class="grid">${kinds.join('\n')}</div>` : '';
+  const transcripts = options.validations ? validationTranscriptsHtml(options.validations, rows, options.source, options.transcriptCaps ?? REPORT_TRANSCRIPT_CAPS, options.validationsOmitted ?? 0) : '';
   const summary = Object.entries(options.summary ?? {})
     .map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(String(v))}</td></tr>`)
     .join('');
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${esc(options.title)}</title>
-<style>body{font-family:sans-serif;margin:20px;color:#222}.grid{display:flex;flex-wrap:wrap;gap:12px}th{text-align:left;padding-right:12px}pre{background:#f6f6f6;padding:8px;font-size:11px;max-height:300px;overflow:auto}</style>
+<style>body{font-family:sans-serif;margin:20px;color:#222}.grid{display:flex;flex-wrap:wrap;gap:12px}th{text-align:left;padding-right:12px}pre{background:#f6f6f6;padding:8px;font-size:11px;max-height:300px;overflow:auto}
+.small{font-size:12px;color:#555}details.val{margin:6px 0;border:1px solid #ddd;padding:4px 8px}details.val>summary{font-weight:bold;cursor:pointer}h4{margin:10px 0 4px}
+details.tr{margin:3px 0 3px 12px;font-size:12px}details.tr>summary{cursor:pointer}.rw{font-weight:bold}.ok{color:#1a7f37}.part{color:#9a6700}.bad{color:#cf222e}.note{color:#555}
+ul.why{margin:4px 0;padding-left:20px}.msgs{margin-left:8px}.m{display:flex;gap:8px;margin:2px 0}.who{flex:0 0 110px;color:#666;font-weight:bold}.txt{white-space:pre-wrap;word-break:break-word;font-family:monospace;font-size:11px}
+.m.u .txt{color:#0b4f9c}.m.c .txt{color:#6f42c1}.m.t .txt{color:#555}</style>
 </head><body>
 <h1>${esc(options.title)}</h1>
 <table>${summary}</table>
 <div class="grid">${charts.join('\n')}</div>
+${kindSection}
+${transcripts}
 <h2>Configuration</h2><pre>${esc(JSON.stringify(options.config ?? {}, null, 2))}</pre>
 </body></html>
 `;

@@ -10,10 +10,13 @@ import { performance } from 'node:perf_hooks';
 import type { AnyEnv } from '../gym/index.js';
 import { ChatTemplate, modelConfig, modelOpsDevice, TransformerPolicy, type ModelConfig } from '../model/index.js';
 import { AgentLoop, evaluatePolicy, mixSeed, ModelPolicyAdapter, type EpisodeRecord } from '../rollout/index.js';
+import { taskKind } from '../tau/index.js';
 import { checkpointDir, listCheckpoints, readMetricsFile, readRunConfig, readTrainerState, removeStaleTemporaries, resumeRunFolder, RunFolderError, saveRunCheckpoint, writeTextAtomic, type TrainerState } from './checkpoint.js';
 import { valSourceName, type TrainConfig } from './config.js';
 import { grpoStep } from './grpo-step.js';
 import { renderReport, type MetricsRow } from './report.js';
+import { REPORT_TRANSCRIPT_CAPS } from './transcript-html.js';
+import { readReportValidations, removeValidationLogsAfter, selectValidationTranscripts, validationDir, writeValidationLog } from './validation-log.js';
 import { collectDemonstrations, runInductionWarmup, runSft, seededPermutation } from './sft.js';
 import { buildWorld, demonstrationWorlds, promptSettings, trainEnvFactory, trainRunTokenizer, type TrainWorld } from './world.js';
 
@@ -172,7 +175,8 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     const summary: Record<string, string | number> = { env: config.env, preset: config.preset, 'GRPO steps': `${state.step} / ${config.grpo.steps}`, 'wall time (s)': Math.round(elapsed()) };
     if (val.length > 0) summary['val mean@1 (first → last)'] = `${(val[0][key] as number).toFixed(3)} → ${(val[val.length - 1][key] as number).toFixed(3)}`;
     // the folder's name, not its path: reports are shared and committed
-    writeTextAtomic(join(out, 'report.html'), renderReport(rows, { title: `sinkflex train: ${basename(out)}`, source, config, summary }));
+    const v = readReportValidations(out, REPORT_TRANSCRIPT_CAPS.validations);
+    writeTextAtomic(join(out, 'report.html'), renderReport(rows, { title: `sinkflex train: ${basename(out)}`, source, config, summary, validations: v.logs, validationsOmitted: v.omitted }));
   };
   /** Set once this call saved a checkpoint (from then on the run can be resumed). */
   let checkpointed = false;
@@ -184,8 +188,9 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
   /** A new run that fails before its first checkpoint cannot be resumed: it removes what it wrote, so that the same `out` can be used again. */
   const undoFailedStart = () => {
     for (const name of ['config.json', 'metrics.jsonl', 'reference.safetensors', 'report.html']) rmSync(join(out, name), { force: true });
+    removeValidationLogsAfter(out, -1);
     removeStaleTemporaries(out);
-    for (const dir of [join(out, 'checkpoints'), ...(createdOut ? [out] : [])]) {
+    for (const dir of [join(out, 'checkpoints'), validationDir(out), ...(createdOut ? [out] : [])]) {
       if (existsSync(dir) && readdirSync(dir).length === 0) rmdirSync(dir);
     }
   };
@@ -203,6 +208,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       if (resumeFrom) writeTextAtomic(metricsPath, metricsToKeep.map((r) => JSON.stringify(r)).join('\n') + (metricsToKeep.length ? '\n' : ''));
       else rmSync(metricsPath, { force: true });
       rows = metricsToKeep;
+      removeValidationLogsAfter(out, resumeFrom ? state.step : -1); // redone like the metrics rows
     }
     if (!policy) {
       emit({ kind: 'phase', phase: 'tokenizer', message: 'training the tokenizer on expert demonstrations' });
@@ -230,8 +236,10 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
         systemPrompt: prompt.systemPrompt,
         renderTools: prompt.renderTools,
         source,
+        taskKind: (id) => taskKind(tw.world.task(id)),
       });
       const row: MetricsRow = { step, phase: 'val', ...r.metrics, 'timing_s/testing': (performance.now() - t0) / 1000 };
+      writeValidationLog(out, step, selectValidationTranscripts(r, step, { format: template }));
       log(row);
       emit({ kind: 'validation', step, meanAt1: r.meanReward, metrics: r.metrics });
       return r;

@@ -6,7 +6,7 @@ import t from 'tap';
 
 import { configFromFlags, defaultOut, runTrainCommand, type TrainCommandOptions } from '../../lib/cli/commands/train.js';
 import type { TrainEvent } from '../../lib/trainer/index.js';
-import { runEval } from '../../lib/cli/commands/eval.js';
+import { formatEvalReport, runEval } from '../../lib/cli/commands/eval.js';
 import { listEnvs } from '../../lib/cli/commands/env.js';
 import { ProgressBar } from '../../lib/cli/commands/progress.js';
 import { trainProgress } from '../../lib/cli/commands/train-progress.js';
@@ -90,6 +90,14 @@ t.test('sinkflex eval on the run: its validation tasks, prompt and limits reprod
   const report = await runEval({ policy: 'builtin', checkpoint: out, trials: config.val.trials, seed: config.val.seed, episodeRetries: 0 });
   t.match(report.policy, /step 2/, 'the newest checkpoint of the run');
   t.equal(report.meanReward, lastVal?.['val-core/tau-retail/reward/mean@1'], 'same mean@1 as the trainer measured');
+  t.ok(report.perKind.length >= 2, `per task kind (${report.perKind.map((k) => k.kind).join(', ')})`);
+  for (const k of report.perKind) {
+    t.equal(k.meanReward, lastVal?.[`val-core/tau-retail/${k.kind}/reward/mean@1`], `${k.kind}: same mean@1 as the trainer measured`);
+    t.equal(k.episodes, lastVal?.[`val-aux/tau-retail/${k.kind}/episodes`]);
+  }
+  const table = formatEvalReport(report);
+  t.match(table, /^kind +tasks +episodes +mean@1 +success$/m, 'the per-kind table');
+  for (const k of report.perKind) t.match(table, new RegExp(`^${k.kind} +${k.tasks} +${k.episodes} +${k.meanReward.toFixed(4)} `, 'm'));
   // the command line too: no flag default may override what the run brings (tasks, trials, seed,
   // limits, temperature, prompt format)
   const printed: string[] = [];

@@ -6,9 +6,9 @@ import t from 'tap';
 
 import { TauEnv, type TauEnvAction } from '../../lib/gym/index.js';
 import { cudaAvailable } from '../../lib/native/index.js';
-import { ScriptedRetailUser, type TauTask, type UserSimulator, type UserTurnInput } from '../../lib/tau/index.js';
+import { ScriptedRetailUser, taskKind, type TauTask, type UserSimulator, type UserTurnInput } from '../../lib/tau/index.js';
 import type { OpenAIToolSchema } from '../../lib/tau/index.js';
-import { buildWorld, listCheckpoints, loadPolicy, resolveConfig, stepTasks, train, type MetricsRow, type TrainConfig } from '../../lib/trainer/index.js';
+import { buildWorld, listCheckpoints, listValidationSteps, loadPolicy, readValidationLog, resolveConfig, stepTasks, train, type MetricsRow, type TrainConfig } from '../../lib/trainer/index.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'sinkflex-train-'));
 
@@ -46,6 +46,17 @@ t.test('the smoke preset runs every stage and writes the run folder; resume equa
   const val = rows.filter((r) => r.phase === 'val');
   t.same(val.map((r) => r.step), [0, 2, 3], 'validation after SFT, every val.every steps and at the end');
   t.ok(val.every((r) => typeof r['val-core/tau-retail/reward/mean@1'] === 'number' && typeof r['val-core/tau-retail/reward/pass^2'] === 'number'));
+  // per task kind: the kinds of the validation tasks, each with its episodes
+  const valKinds = buildWorld(smoke).valIds.map((id) => taskKind(buildWorld(smoke).world.task(id)) as string);
+  t.ok(new Set(valKinds).size >= 2, `several kinds among the validation tasks (${valKinds.join(', ')})`);
+  for (const kind of new Set(valKinds)) {
+    t.ok(val.every((r) => typeof r[`val-core/tau-retail/${kind}/reward/mean@1`] === 'number'), `val-core/tau-retail/${kind}/reward/mean@1`);
+    t.ok(val.every((r) => r[`val-aux/tau-retail/${kind}/episodes`] === smoke.val.trials * valKinds.filter((k) => k === kind).length), `${kind}: episodes`);
+  }
+  t.same(listValidationSteps(a), [0, 2, 3], 'a transcript file per validation');
+  const v0 = readValidationLog(a, 0).transcripts;
+  t.same([...new Set(v0.map((x) => x.kind))].sort(), [...new Set(valKinds)].sort(), 'transcripts of every kind');
+  t.ok(v0.every((x) => x.messages.some((m) => m.role === 'user') && x.messages.every((m) => m.role !== 'system')), 'conversations without the system prompt');
   const sft = rows.filter((r) => r.phase === 'sft-summary');
   t.equal(sft.length, 1);
   t.ok((sft[0]['sft/demonstrations'] as number) > 0, 'SFT trained on demonstrations');
@@ -59,6 +70,9 @@ t.test('the smoke preset runs every stage and writes the run folder; resume equa
   const html = readFileSync(join(a, 'report.html'), 'utf8');
   t.match(html, /<svg/);
   t.match(html, /validation reward/);
+  t.match(html, /<h2>Validation by task kind<\/h2>/);
+  t.match(html, /<h2>Validation conversations<\/h2>/);
+  t.equal((html.match(/<details class="val"/g) ?? []).length, 3, 'the transcripts of each validation');
 
   // the policy as the run trained it
   const loaded = loadPolicy(a);
@@ -101,6 +115,7 @@ t.test('the smoke preset runs every stage and writes the run folder; resume equa
   const rb2 = await train(resolveConfig(), { out: b, resume: true });
   t.equal(rb2.step, smoke.grpo.steps);
   t.same(untimed(readRows(b)), untimed(readRows(a)), 'metrics.jsonl identical to the uninterrupted run (timing aside)');
+  t.same(listValidationSteps(b).map((s) => readValidationLog(b, s)), listValidationSteps(a).map((s) => readValidationLog(a, s)), 'validation transcripts identical too');
   t.match(html, /<title>sinkflex train: a<\/title>/, 'the report is titled with the run folder’s name');
   t.notOk(html.includes(tmp), 'the report holds no machine path');
 
@@ -174,6 +189,8 @@ t.test('a start that fails writes nothing that blocks retrying with the same fol
     /interrupted/,
   );
   t.same(readdirSync(out), ['notes.txt'], 'a folder that existed keeps what was there before, nothing else');
+  await t.rejects(train(smoke, { out, onEvent: (e) => void (e.kind === 'validation' && (() => { throw new Error('interrupted after validating'); })()) }), /interrupted after validating/);
+  t.same(readdirSync(out), ['notes.txt'], 'a start that fails after its first validation removes its transcripts too');
   if (!cudaAvailable()) {
     await t.rejects(train(resolveConfig({ preset: 'smoke', patches: [{ model: { device: 'cuda' } }] }), { out }), { name: 'DeviceUnavailableError' });
     t.same(readdirSync(out), ['notes.txt'], 'model.device cuda without a GPU fails before writing');

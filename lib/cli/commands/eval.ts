@@ -1,13 +1,13 @@
 /**
  * `sinkflex eval`: runs tau episodes with the built-in policy (a checkpoint, in process) or an
  * OpenAI-compatible server, n trials per task, and reports mean reward and pass^k (a table, or
- * `--json`), optionally exporting the trajectories as JSONL.
+ * `--json`) overall and per task kind, optionally exporting the trajectories as JSONL.
  * @module
  */
 import { Option, type Command } from 'commander';
 
 import { createTauEnv } from '../../gym/envs/tau.js';
-import { loadTauWorld, type TauTaskSource } from '../../gym/envs/tau-world.js';
+import { loadTauWorld, type TauTaskSource, type TauWorld } from '../../gym/envs/tau-world.js';
 import { ChatTemplate, trainChatTokenizer } from '../../model/chat-template.js';
 import { OpenAIChatClient, type RoutingPolicy } from '../../openai/client.js';
 import { OpenAIChatPolicy } from '../../openai/policy.js';
@@ -16,6 +16,7 @@ import { evaluatePolicy, type EvaluationResult } from '../../rollout/evaluate.js
 import { ModelPolicyAdapter } from '../../rollout/model-token-policy.js';
 import type { TokenPolicy } from '../../rollout/policy.js';
 import { writeTrajectories } from '../../rollout/trajectory-export.js';
+import { taskKind } from '../../tau/task-kind.js';
 import { loadPolicy, type LoadedPolicy } from '../../trainer/load-policy.js';
 import { buildWorld, trainEnvFactory } from '../../trainer/world.js';
 
@@ -159,17 +160,20 @@ async function evalWith(o: EvalOptions, loaded: LoadedPolicy | null): Promise<Ev
   const tasksArg = o.tasks ?? (run ? 'run' : 'generated');
   let makeEnv: () => ReturnType<typeof createTauEnv>;
   let allIds: readonly string[];
+  let world: TauWorld;
   if (tasksArg === 'run') {
     if (!run) throw new Error('--tasks run needs --checkpoint <training run or checkpoint folder>');
     if (run.env !== envId) throw new Error(`--tasks run: the run trained on ${run.env}, not ${envId}`);
     const tw = buildWorld(run.config);
     allIds = tw.valIds;
+    world = tw.world;
     makeEnv = o.user === 'llm' ? () => createTauEnv({ world: tw.world, user }) : trainEnvFactory(run.config, tw.world);
   } else {
     const source: TauTaskSource = tasksArg === 'generated' ? { kind: 'generated', seed: o.taskSeed ?? 0, count: o.taskCount ?? 20 } : { kind: 'tau2', path: tasksArg, ...(o.split ? { split: o.split } : {}) };
-    const world = loadTauWorld(domain, source);
-    allIds = world.taskIds;
-    makeEnv = () => createTauEnv({ world, user });
+    const loadedWorld = loadTauWorld(domain, source);
+    world = loadedWorld;
+    allIds = loadedWorld.taskIds;
+    makeEnv = () => createTauEnv({ world: loadedWorld, user });
   }
   const taskIds = o.limitTasks !== undefined ? allIds.slice(0, o.limitTasks) : allIds;
   const trials = o.trials ?? run?.config.val.trials ?? 1;
@@ -221,6 +225,7 @@ async function evalWith(o: EvalOptions, loaded: LoadedPolicy | null): Promise<Ev
     temperature: o.temperature ?? run?.config.val.temperature ?? 1,
     topP: o.topP ?? 1,
     source: `tau-${domain}`,
+    taskKind: (id) => taskKind(world.task(id)),
     episodeRetries: o.episodeRetries ?? 1,
     renderTools: o.renderTools ?? run?.prompt.renderTools ?? true,
     ...(o.systemPrompt !== undefined ? { systemPrompt: () => o.systemPrompt as string } : run ? { systemPrompt: run.prompt.systemPrompt } : {}),
@@ -249,7 +254,17 @@ export function formatEvalReport(r: EvalReport): string {
   ];
   if (r.exported !== undefined) rows.push(['exported', `${r.exported} trajectories`]);
   const w = Math.max(...rows.map(([k]) => k.length));
-  return rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n');
+  const text = rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n');
+  return r.perKind.length > 0 ? `${text}\n\n${formatKindTable(r.perKind)}` : text;
+}
+
+/** The per-kind results as a text table: kind, tasks, episodes, mean reward (mean@1), success rate. */
+export function formatKindTable(perKind: EvaluationResult['perKind']): string {
+  const head = ['kind', 'tasks', 'episodes', 'mean@1', 'success'];
+  const body = perKind.map((k) => [k.kind, String(k.tasks), String(k.episodes), k.meanReward.toFixed(4), (k.episodes > 0 ? k.successes / k.episodes : 0).toFixed(4)]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  return [line(head), ...body.map(line)].join('\n');
 }
 
 /** A one-line progress bar on stderr (redrawn on a TTY, every 10% otherwise). */
