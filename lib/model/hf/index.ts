@@ -17,9 +17,16 @@ export {
   type HfTensorInfo,
   type TensorDtype,
 } from './load.js';
-export type { LayerType, Llama3RopeScaling, LinearRopeScaling, PretrainedModelConfig, RopeScaling, YarnRopeScaling } from './model-config.js';
 export { FP4_VALUES, decodeMxfp4Rows, mxfp4Value } from './mxfp4.js';
 export { bf16ToF32, bf16ToNumber, bf16FromNumber, f16ToF32, f16ToNumber, f32ToBf16, f32ToF16 } from './numeric.js';
 export { SUPPORTED_ROPE_TYPES } from './rope.js';
 export { TOKENIZER_FILES, saveHf, type HfTensorSource, type SaveHfOptions, type SaveHfResult } from './save.js';
 export { planTensors, type HfSource, type PlannedTensor, type TensorRecipe, type TensorRole } from './tensor-plan.js';
+export {
+  PretrainedModel,
+  cudaRefusal,
+  loadPretrained,
+  type LoadPretrainedOptions,
+  type PretrainedLogProbOptions,
+  type PretrainedSaveOptions,
+} from './pretrained.js';
