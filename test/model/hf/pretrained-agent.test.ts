@@ -14,7 +14,7 @@ import t, { type Test } from 'tap';
 
 import { formatEvalReport, runEval } from '../../../lib/cli/commands/eval.js';
 import { serve } from '../../../lib/cli/commands/serve.js';
-import type { ChatMessage } from '../../../lib/model/chat-template.js';
+import type { ChatAssistantMessage, ChatMessage } from '../../../lib/model/chat-template.js';
 import { loadPretrained } from '../../../lib/model/index.js';
 import { AgentLoop, ModelPolicyAdapter, type SessionContext, type TokenPolicy, type TokenSampleParams, type TokenSampleResult, type TokenSession } from '../../../lib/rollout/index.js';
 import { envFactory, retailSource, retailWorld } from '../../rollout/fixtures/world.js';
@@ -95,9 +95,9 @@ for (const c of CASES) {
     t.ok(rec.numTurns >= 2, 'the model took turns after the call');
     t.ok(rec.promptIds.length > 1000, `the prompt holds the retail policy and tools (${rec.promptIds.length} tokens)`);
     const msgs = rec.messages as ChatMessage[];
-    const firstCall = msgs.findIndex((msg) => msg.role === 'assistant' && (msg.tool_calls?.length ?? 0) > 0);
+    const firstCall = msgs.findIndex((msg) => msg.role === 'assistant' && ((msg as { tool_calls?: unknown[] }).tool_calls?.length ?? 0) > 0);
     t.ok(firstCall > 0, 'the tool call in the model context is parsed');
-    const parsed = msgs[firstCall].tool_calls?.[0];
+    const parsed = (msgs[firstCall] as ChatAssistantMessage).tool_calls?.[0];
     t.equal(parsed?.function.name, 'find_user_id_by_email');
     t.same(JSON.parse(parsed?.function.arguments ?? 'null'), { email: 'nobody@example.com' }, 'its arguments');
     t.equal(msgs[firstCall + 1]?.role, 'tool', "the environment's tool result follows");
