@@ -25,7 +25,7 @@ async function caught(name: string, args: string[]): Promise<{ out: string; err:
 const layerBenches = BENCHES.map((b) => b.name).filter((n) => n !== 'memory' && n !== 'speed');
 
 t.test('every layer benchmark shows its help for --help and runs nothing', async (t) => {
-  t.same(layerBenches, ['attention', 'attention-gpu', 'model-train', 'grpo', 'rollout', 'gym', 'tau', 'tau-telecom']);
+  t.same(layerBenches, ['attention', 'attention-gpu', 'model-train', 'pretrained', 'grpo', 'rollout', 'gym', 'tau', 'tau-telecom']);
   for (const name of layerBenches) {
     const t0 = Date.now();
     const r = await caught(name, ['--help']);

@@ -23,6 +23,7 @@ export const BENCHES: readonly BenchEntry[] = [
   { name: 'attention', description: 'sink attention CPU kernels: memory and speed at the gpt-oss-20b shape (bench/attention.ts)' },
   { name: 'attention-gpu', description: 'sink attention CUDA kernels (and PyTorch when present) (bench/attention-gpu.ts)' },
   { name: 'model-train', description: 'built-in transformer: training and sampling tokens/s, step memory (bench/model-train.ts)' },
+  { name: 'pretrained', description: 'pretrained model (random, Qwen3-0.6B-shaped): memory after load, forward and sampling tokens/s, MXFP4 factor (bench/pretrained.ts)' },
   { name: 'grpo', description: 'GRPO advantages and policy loss kernels (bench/grpo.ts)' },
   { name: 'rollout', description: 'agent-loop rollouts through the tau envs (bench/rollout.ts)' },
   { name: 'gym', description: 'Gymnasium env step rates, sync and async vector envs (bench/gym.ts)' },
@@ -45,6 +46,9 @@ export async function runBench(name: string, args: readonly string[], settings: 
       return (await import('../../../bench/attention-gpu.js')).main(['node', name, ...args], cli);
     case 'model-train':
       await (await import('../../../bench/model-train.js')).main(args, cli);
+      return;
+    case 'pretrained':
+      await (await import('../../../bench/pretrained.js')).main(args, cli);
       return;
     case 'grpo':
       (await import('../../../bench/grpo.js')).main(args, cli);
