@@ -4,8 +4,8 @@
  * rope theta 1e6) is written as a BF16 checkpoint to a temporary folder
  * (bench/common/random-hf-checkpoint.ts), then loaded with `loadPretrained` in each dtype:
  *
- * - memory after load: the process's resident set (RSS, before → after, garbage collected) and
- *   the tracked native allocator, against the checkpoint's bytes;
+ * - memory after load, measured in a fresh process per dtype: its resident set (RSS, before →
+ *   after, garbage collected) and the tracked native allocator, against the checkpoint's bytes;
  * - forward: `logProbs` tokens/s of one sequence at a few lengths;
  * - sampling: tokens/s through the KV cache (the policy's batched sessions) at batch 1 and a few
  *   sessions;
@@ -20,19 +20,39 @@
  *   node dist/bench/pretrained.js [--quick] [--device cpu|cuda|auto] [--dtypes bfloat16,float32]
  *     [--lengths 128,512,1024] [--sessions 1,4] [--sample-tokens 32] [--no-mxfp4] [--json [file]]
  */
+import { fork } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
-import { backends, loadPretrained, memory, mulberry32, opsIsa, type HfDtypeOption, type DeviceRequest, type PretrainedModel } from '../lib/index.js';
+// the model layer's modules only: the load measurement's child process imports no more
+import type { HfDtypeOption } from '../lib/model/hf/load.js';
+import { type PretrainedModel, loadPretrained } from '../lib/model/hf/pretrained.js';
+import { opsIsa } from '../lib/model/ops.js';
+import type { DeviceRequest } from '../lib/native/device.js';
+import { backends } from '../lib/native/index.js';
+import { memory } from '../lib/native/memory.js';
 import { benchProgram, type BenchCliSettings } from './common/cli.js';
 import { invokedDirectly } from './common/entry.js';
 import { gptOssConfig, qwen3Config, writeRandomHfCheckpoint } from './common/random-hf-checkpoint.js';
 
 const MiB = 2 ** 20;
+
+/** A seeded uniform stream in [0, 1) (mulberry32). */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
 
 /** The model shape. */
 export interface PretrainedShape {
@@ -67,6 +87,47 @@ export interface PretrainedBenchOptions {
   /** Measure the MXFP4 memory factor too (default true). */
   mxfp4?: boolean;
   log?: (line: string) => void;
+}
+
+/** What a fresh process measures around one load (see {@link measureLoadInChild}). */
+interface ChildLoad {
+  device: string;
+  storeBytes: number;
+  trackedBytes: number;
+  rssBeforeBytes: number;
+  rssAfterBytes: number;
+  loadSeconds: number;
+  fallback: string | null;
+}
+
+/** Loads `dir` in this process and measures it (the child side of {@link measureLoadInChild}). */
+async function measureLoad(dir: string, dtype: HfDtypeOption, device: DeviceRequest): Promise<ChildLoad> {
+  const gc = collector();
+  gc();
+  const rss0 = process.memoryUsage().rss;
+  const tracked0 = memory.currentBytes();
+  const t0 = performance.now();
+  const m = await loadPretrained(dir, { dtype, device });
+  const loadSeconds = (performance.now() - t0) / 1000;
+  gc();
+  const r: ChildLoad = { device: m.device, storeBytes: m.bytes, trackedBytes: memory.currentBytes() - tracked0, rssBeforeBytes: rss0, rssAfterBytes: process.memoryUsage().rss, loadSeconds, fallback: m.fallback };
+  m.dispose();
+  return r;
+}
+
+/** Runs {@link measureLoad} in a child process of this module (so each dtype starts from a fresh resident set). */
+function measureLoadInChild(dir: string, dtype: HfDtypeOption, device: DeviceRequest): Promise<ChildLoad> {
+  return new Promise((resolve, reject) => {
+    const child = fork(fileURLToPath(import.meta.url), ['--child-load', JSON.stringify({ dir, dtype, device })], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    let result: ChildLoad | null = null;
+    child.on('message', (m) => {
+      const msg = m as { ok: true; result: ChildLoad } | { ok: false; error: string };
+      if (msg.ok) result = msg.result;
+      else reject(new Error(`the load measurement failed: ${msg.error}`));
+    });
+    child.on('error', reject);
+    child.on('exit', (code) => (result ? resolve(result) : reject(new Error(`the load measurement process exited with ${code}`))));
+  });
 }
 
 /** Memory of one load. */
@@ -144,7 +205,7 @@ const mib = (b: number): string => `${(b / MiB).toFixed(0)} MiB`;
 const cpuMs = (c: NodeJS.CpuUsage): number => (c.user + c.system) / 1000;
 
 async function measureForward(m: PretrainedModel, dtype: string, lengths: number[], threads: number, log: (l: string) => void): Promise<ForwardPoint[]> {
-  const r = mulberry32(7);
+  const r = seeded(7);
   const out: ForwardPoint[] = [];
   const vocab = m.modelConfig.vocab;
   await m.logProbs([Array.from({ length: 16 }, () => Math.floor(r() * vocab))]); // warm-up
@@ -169,7 +230,7 @@ async function measureForward(m: PretrainedModel, dtype: string, lengths: number
 }
 
 async function measureSampling(m: PretrainedModel, dtype: string, sessionCounts: number[], promptTokens: number, sampleTokens: number, threads: number, log: (l: string) => void): Promise<SamplingPoint[]> {
-  const r = mulberry32(11);
+  const r = seeded(11);
   const vocab = m.modelConfig.vocab;
   const out: SamplingPoint[] = [];
   for (const n of sessionCounts) {
@@ -261,30 +322,14 @@ export async function runPretrainedBench(options: PretrainedBenchOptions = {}): 
     const forward: ForwardPoint[] = [];
     const sampling: SamplingPoint[] = [];
     const header = { load: 'dtype     device  checkpoint      store    tracked   RSS before → after  (Δ RSS / file)  load s', fwd: 'dtype     length        ms     tok/s    cpu ms  cpu tok/s', smp: 'dtype     sessions  prefill ms  decode ms  sampled     tok/s  cpu tok/s' };
-    const loadRows: string[] = [];
     for (const dtype of dtypes) {
-      gc();
-      const rss0 = process.memoryUsage().rss;
-      const tracked0 = memory.currentBytes();
-      const l0 = performance.now();
+      const c = await measureLoadInChild(dir, dtype, device);
+      const p: LoadPoint = { dtype, device: c.device, checkpointBytes: ck.tensorBytes, storeBytes: c.storeBytes, trackedBytes: c.trackedBytes, rssBeforeBytes: c.rssBeforeBytes, rssAfterBytes: c.rssAfterBytes, loadSeconds: c.loadSeconds };
+      loads.push(p);
       const m = await loadPretrained(dir, { dtype: dtype as HfDtypeOption, device });
-      const loadSeconds = (performance.now() - l0) / 1000;
       try {
-        gc();
-        const p: LoadPoint = {
-          dtype,
-          device: m.device,
-          checkpointBytes: ck.tensorBytes,
-          storeBytes: m.bytes,
-          trackedBytes: memory.currentBytes() - tracked0,
-          rssBeforeBytes: rss0,
-          rssAfterBytes: process.memoryUsage().rss,
-          loadSeconds,
-        };
-        loads.push(p);
-        const row = `${dtype.padEnd(9)} ${p.device.padEnd(6)}  ${mib(p.checkpointBytes).padStart(10)} ${mib(p.storeBytes).padStart(10)} ${mib(p.trackedBytes).padStart(10)}   ${mib(p.rssBeforeBytes).padStart(8)} → ${mib(p.rssAfterBytes).padStart(8)}  (${((p.rssAfterBytes - p.rssBeforeBytes) / p.checkpointBytes).toFixed(2)})  ${loadSeconds.toFixed(1).padStart(10)}`;
-        loadRows.push(row);
-        log(`\nmemory after load\n${header.load}\n${row}`);
+        const row = `${dtype.padEnd(9)} ${p.device.padEnd(6)}  ${mib(p.checkpointBytes).padStart(10)} ${mib(p.storeBytes).padStart(10)} ${mib(p.trackedBytes).padStart(10)}   ${mib(p.rssBeforeBytes).padStart(8)} → ${mib(p.rssAfterBytes).padStart(8)}  (${((p.rssAfterBytes - p.rssBeforeBytes) / p.checkpointBytes).toFixed(2)})  ${p.loadSeconds.toFixed(1).padStart(10)}`;
+        log(`\nmemory after load (a fresh process)\n${header.load}\n${row}`);
         if (m.fallback) log(`(on the CPU: ${m.fallback})`);
         log(`forward (logProbs of one sequence; best of 3 up to 256 tokens)\n${header.fwd}`);
         forward.push(...(await measureForward(m, dtype, lengths, threads, log)));
@@ -319,7 +364,18 @@ function list(flag: string, v: string): number[] {
 }
 
 /** Command-line entry (the arguments after the script; see the module notes). */
-export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<PretrainedBenchResult> {
+export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<PretrainedBenchResult | null> {
+  if (argv[0] === '--child-load' && process.send) {
+    // the child side of measureLoadInChild
+    const { dir, dtype, device } = JSON.parse(argv[1]) as { dir: string; dtype: HfDtypeOption; device: DeviceRequest };
+    try {
+      process.send({ ok: true, result: await measureLoad(dir, dtype, device) });
+    } catch (e) {
+      process.send({ ok: false, error: e instanceof Error ? e.message : String(e) });
+    }
+    process.disconnect();
+    return null;
+  }
   const program = benchProgram('node dist/bench/pretrained.js', 'pretrained model (random, Qwen3-0.6B-shaped): memory after load vs checkpoint, forward and sampling tokens/s, MXFP4 memory factor', cli)
     .option('--quick', 'a small shape and few points (a smoke run)')
     .option('--device <device>', 'cpu | cuda | auto', 'cpu')

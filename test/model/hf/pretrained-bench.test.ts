@@ -19,7 +19,7 @@ t.test('bench/pretrained.ts --quick', async (t) => {
   console.log = (...a: unknown[]) => void lines.push(a.join(' '));
   let r: PretrainedBenchResult;
   try {
-    r = await main(['--quick', '--lengths', '16,48', '--sessions', '1,3', '--sample-tokens', '4', '--json', file]);
+    r = (await main(['--quick', '--lengths', '16,48', '--sessions', '1,3', '--sample-tokens', '4', '--json', file])) as PretrainedBenchResult;
   } finally {
     console.log = log;
   }
