@@ -1,7 +1,8 @@
 /**
- * Hugging Face checkpoints (gpt-oss, Qwen3, Qwen2, Llama): config parsing, safetensors weights
- * (single file or shards; F32, BF16, F16, MXFP4 experts), conversion to our parameter names and
- * layouts, and saving back.
+ * Hugging Face checkpoints (gpt-oss, Qwen3, Qwen2, Llama): {@link loadPretrained} (a model folder
+ * as a running model: native store, tokenizer, chat format, log-probs, policy, save), config
+ * parsing, safetensors weights (single file or shards; F32, BF16, F16, MXFP4 experts),
+ * conversion to our parameter names and layouts, and saving back.
  * @module
  */
 export { CLAMPED_SWIGLU, SUPPORTED_ARCHITECTURES, parseHfConfig, type HfArchitecture, type HfConfigInfo, type HfConfigOptions, type ParsedHfConfig } from './config.js';
