@@ -14,8 +14,8 @@
  *
  * Devices: `'cpu'` (default), `'cuda'` or `'auto'`. The CUDA transformer runs the built-in
  * architecture only for now: a model that needs q/k norm, plain softmax attention (no sinks),
- * tied embeddings or experts, or bfloat16 storage, is refused on `'cuda'` with an error naming
- * the field (before anything is read), and runs on the CPU under `'auto'`
+ * tied embeddings or experts, or bfloat16 storage, is refused on `'cuda'` with a
+ * `DeviceUnavailableError` naming the field (before any tensor is read), and runs on the CPU under `'auto'`
  * ({@link PretrainedModel.fallback} says why). On a GPU the parameters are float32 and trainable
  * (the only GPU store there is today); `dtype: 'auto'` then means float32.
  * @module
@@ -31,6 +31,7 @@ import { ParamStore, type StoreDevice } from '../param-store.js';
 import { Transformer, packSequences } from '../transformer.js';
 import { TransformerPolicy, type TransformerPolicyOptions } from '../transformer-policy.js';
 import type { DeviceRequest } from '../../native/device.js';
+import { DeviceUnavailableError } from '../../native/errors.js';
 import { type ChatFormatOptions, type PretrainedChatFormat, loadChatFormat } from './chat/factory.js';
 import type { HfArchitecture } from './config-schema.js';
 import type { HfFileDtype, HfTensor } from './convert.js';
@@ -251,10 +252,9 @@ async function exists(path: string): Promise<boolean> {
 /** The device to load on and, when `'auto'` chose the CPU over a usable GPU, why. */
 function chooseDevice(request: DeviceRequest, config: ModelConfig, dtype: 'float32' | 'bfloat16'): { device: 'cpu' | 'cuda'; fallback: string | null } {
   if (request === 'cpu') return { device: 'cpu', fallback: null };
-  if (request !== 'cuda' && request !== 'auto') throw new RangeError(`device must be 'cpu', 'cuda' or 'auto', got ${JSON.stringify(request)}`);
   const refusal = cudaRefusal(config, dtype);
   if (request === 'cuda') {
-    if (refusal !== null) throw new HfConfigError(refusal.startsWith('config.') ? 'architectures' : 'dtype', `this model cannot run on CUDA: ${refusal}`);
+    if (refusal !== null) throw new DeviceUnavailableError('cuda', `the CUDA transformer cannot run this model: ${refusal}`);
     return { device: modelOpsDevice('cuda'), fallback: null };
   }
   const usable = modelOpsDevice('auto') === 'cuda';
@@ -271,6 +271,7 @@ function chooseDevice(request: DeviceRequest, config: ModelConfig, dtype: 'float
 export async function loadPretrained(dir: string, options: LoadPretrainedOptions = {}): Promise<PretrainedModel> {
   if (typeof dir !== 'string' || dir === '') throw new TypeError('dir must be a model folder path');
   const request = options.device ?? 'cpu';
+  if (request !== 'cpu' && request !== 'cuda' && request !== 'auto') throw new RangeError(`device must be 'cpu', 'cuda' or 'auto', got ${JSON.stringify(request)}`);
   const dtype = options.dtype ?? 'auto';
   const trainable = options.trainable ?? false;
   if (typeof trainable !== 'boolean') throw new TypeError('options.trainable must be a boolean');

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 
 import { MODEL_PRESETS, ParamStore, cudaRefusal, loadPretrained, modelOpsDevice, validateModelConfig } from '../../../lib/model/index.js';
+import { DeviceUnavailableError } from '../../../lib/native/errors.js';
 import { memory } from '../../../lib/native/memory.js';
 import { checkpointFiles } from './fixtures/safetensors-io.js';
 import { type TinySpec, writeTinyCheckpoint } from './fixtures/tiny-checkpoint.js';
@@ -124,7 +125,12 @@ t.test('devices: CUDA refuses what its transformer cannot run; auto falls back t
   for (const [spec, refusal] of cases) {
     const dir = folder(t, spec);
     const before = memory.currentBytes();
-    await t.rejects(loadPretrained(dir, { device: 'cuda' }), refusal, `${spec.family}: refused on cuda`);
+    const err = await loadPretrained(dir, { device: 'cuda' }).then(
+      (m) => (m.dispose(), null),
+      (e: unknown) => e,
+    );
+    t.ok(err instanceof DeviceUnavailableError, `${spec.family}: refused on cuda (a DeviceUnavailableError)`);
+    t.match((err as Error | null)?.message, refusal, 'naming the field');
     t.ok(memory.currentBytes() <= before, `${spec.family}: nothing allocated`);
     const m = await loadPretrained(dir, { device: 'auto' });
     t.equal(m.device, 'cpu', `${spec.family}: auto runs on the CPU`);
