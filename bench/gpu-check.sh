@@ -5,10 +5,13 @@
 # bfloat16 weights, the MoE layer, the transformer training and sampling on the GPU for the
 # built-in model and the Qwen3/gpt-oss/Llama-shaped configs), print the GPU timings of the GRPO kernels and of one
 # model-op training step, one line timing a policy train step and a sampling run of the
-# built-in transformer on the GPU vs the CPU, run the GPU attention benchmark at the
-# gpt-oss-20b layer shape (eager vs fused peak memory and time, PyTorch FlexAttention/SDPA when
-# `python3 -c 'import torch'` works) and print its Markdown table. Results and logs go to $OUT
-# when it is set (else bench/results/). Without a GPU it says so and exits 0.
+# built-in transformer on the GPU vs the CPU, the pretrained-model benchmark (a random
+# Qwen3-0.6B-shaped checkpoint with --device auto: on the GPU where the CUDA transformer runs
+# its architecture, else on this machine's CPU with the reason printed), run the GPU attention
+# benchmark at the gpt-oss-20b layer shape (eager vs fused peak memory and time, PyTorch
+# FlexAttention/SDPA when `python3 -c 'import torch'` works) and print its Markdown table.
+# Results and logs go to $OUT when it is set (else bench/results/). Without a GPU it says so
+# and exits 0.
 #
 #   bench/gpu-check.sh                  # everything
 #   SEQS=1024,4096 bench/gpu-check.sh   # fewer sequence lengths
@@ -62,7 +65,8 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   t0=$(date +%s)
   if npx tap --disable-coverage -R tap test/attention/cuda.test.ts test/native/device-tensor.test.ts \
     test/grpo/cuda.test.ts test/model/cuda-ops.test.ts test/model/cuda-moe.test.ts test/model/transformer-cuda.test.ts \
-    test/model/transformer-cuda-extended.test.ts test/model/bench-transformer-gpu.test.ts >"$out/gpu-tests.log" 2>&1; then
+    test/model/transformer-cuda-extended.test.ts test/model/bench-transformer-gpu.test.ts \
+    test/model/hf/pretrained-api.test.ts test/model/lora-cuda.test.ts >"$out/gpu-tests.log" 2>&1; then
     say "GPU tests passed in $(( $(date +%s) - t0 )) s: $(grep -E '^# \{' "$out/gpu-tests.log" | tail -1)"
   else
     status=1
@@ -76,6 +80,9 @@ timeout 90 "$node" dist/bench/gpu-kernels.js --json "$out/gpu-kernels.json" 2>&1
 
 say "the built-in transformer on the GPU vs the CPU (policy train step + sampling run)"
 timeout 240 "$node" dist/bench/transformer-gpu.js --json "$out/transformer-gpu.json" 2>&1 | tee "$out/transformer-gpu.log" || status=1
+
+say "pretrained model benchmark (--device auto)"
+timeout 300 "$node" dist/bench/pretrained.js --device auto --json "$out/pretrained.json" 2>&1 | tee "$out/pretrained.log" || status=1
 
 say "GPU attention benchmark"
 "$node" dist/bench/attention-gpu.js --seqs "${SEQS:-1024,2048,4096,8192,16384,32768}" --budget "${BUDGET:-90}" \

@@ -22,6 +22,8 @@ export interface ChatFormatTokenizer {
   encode(text: string): number[];
   /** Text of token ids (special tokens written by name). */
   decode(ids: ArrayLike<number>): string;
+  /** The bytes one token stands for (optional; e.g. for OpenAI's `logprobs[].bytes`). */
+  tokenBytes?(id: number): Uint8Array;
 }
 
 /** Options of {@link ChatFormat.renderTokens}. */

@@ -264,6 +264,17 @@ export class TransformerPolicy implements TrainablePolicy {
     return policy;
   }
 
+  /**
+   * A policy over an existing model (e.g. one whose store was filled from a pretrained
+   * checkpoint), with the same batched sampling and training calls. The policy owns the model
+   * ({@link dispose} frees it) but not its store.
+   */
+  static fromModel(model: Transformer, options: Omit<TransformerPolicyOptions, 'seed' | 'device'> = {}): TransformerPolicy {
+    if (!(model instanceof Transformer)) throw new TypeError('model must be a Transformer');
+    if (model.disposed) throw new Error('the model has been disposed');
+    return new TransformerPolicy(model, options.tokenizer ?? null, options);
+  }
+
   private ownsStore = false;
 
   /** The architecture. */

@@ -3,15 +3,19 @@
  * assistant's tokens, as they are sampled, into text deltas, and {@link SseReply} writes them
  * as OpenAI `chat.completion.chunk` server-sent events.
  *
- * Text streams live while the reply is plain `<|message|>` sections. From a `<|call|>` (or
- * anything the chat template would not parse) on, tokens are held until the reply ends; then
- * the rest of the final content and the parsed tool calls are sent. The deltas always add up
- * to the `content` of the same reply without streaming.
+ * With the built-in chat template, text streams live while the reply is plain `<|message|>`
+ * sections. From a `<|call|>` (or anything the chat template would not parse) on, tokens are
+ * held until the reply ends; then the rest of the final content and the parsed tool calls are
+ * sent. Other chat formats (a pretrained model's Jinja template or harmony) hold every token
+ * until the reply ends and then send its content in one delta: their replies are read (e.g.
+ * reasoning split off, tool calls cut out of the text, content trimmed) only once complete. The
+ * deltas always add up to the `content` of the same reply without streaming.
  * @module
  */
 import type { ServerResponse } from 'node:http';
 
-import type { ChatTemplate } from '../model/chat-template.js';
+import type { ChatFormat } from '../model/chat-format.js';
+import { ChatTemplate } from '../model/chat-template.js';
 import { decodeWtf8 } from '../model/utf8.js';
 
 /** Bytes a UTF-8 sequence starting with lead byte `b` needs (1 for anything that is no lead). */
@@ -29,8 +33,8 @@ export class ReplyStream {
   private pending: number[] = [];
   private sentText = '';
 
-  /** @param template - the chat template the reply follows. */
-  constructor(readonly template: ChatTemplate) {}
+  /** @param template - the chat format the reply follows. */
+  constructor(readonly template: ChatFormat) {}
 
   /** The text sent so far. */
   get sent(): string {
@@ -64,6 +68,11 @@ export class ReplyStream {
   /** Takes the next sampled tokens; returns the text they add ('' when none can be sent yet). */
   push(tokens: ArrayLike<number>): string {
     const tpl = this.template;
+    if (!(tpl instanceof ChatTemplate)) {
+      // a pretrained model's format: its reply is read once complete (see the module notes)
+      this.state = 'held';
+      return '';
+    }
     const tok = tpl.tokenizer;
     let out = '';
     for (let i = 0; i < tokens.length && this.state !== 'held'; i++) {

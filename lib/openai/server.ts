@@ -14,15 +14,17 @@
  *   fit the context is refused before it is tokenized when its length alone shows it; a body
  *   over `maxBodyBytes` gets its 413 (the rest of the upload is dropped, not buffered). A
  *   client that disconnects stops its generation.
- * - A reply the chat template cannot parse is returned as text (special sections written as
+ * - A reply the chat format cannot parse is returned as text (special sections written as
  *   Hermes `<tool_call>` blocks, as the agent loop hands it to an environment).
+ * - The chat format is any {@link ChatFormat}: the built-in template, or a pretrained model's
+ *   (its Jinja template or harmony; `sinkflex serve --model-dir`).
  * - `GET /health`: `{ status: "ok" }`.
  * @module
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-import type { ChatTemplate } from '../model/chat-template.js';
+import type { ChatFormat } from '../model/chat-format.js';
 import type { GenerativeModel } from '../model/policy.js';
 import { rawActionText } from '../rollout/turns.js';
 import { ChatEngine, type ChatEngineOptions, type EngineResult } from './chat-engine.js';
@@ -33,8 +35,8 @@ import { ReplyStream, SseReply } from './server-stream.js';
 export interface ChatServerOptions extends ChatEngineOptions {
   /** The model to serve (e.g. a loaded `TransformerPolicy`). */
   policy: GenerativeModel;
-  /** Its chat template. */
-  template: ChatTemplate;
+  /** Its chat format (the built-in `ChatTemplate`, or a pretrained model's `chat`). */
+  template: ChatFormat;
   /** The model name clients ask for. Default `sinkflex`. */
   modelName?: string;
   /** Host to listen on. Default `127.0.0.1`. */
@@ -135,14 +137,18 @@ function newCompletionId(): { id: string; callPrefix: string } {
   return { id: `chatcmpl-sfx${n}`, callPrefix: `call_${n}_` };
 }
 
-/** The log-probs entries of some sampled tokens (OpenAI's `logprobs.content`). */
-function logprobEntries(template: ChatTemplate, tokens: readonly number[], logProbs: readonly number[]): Record<string, unknown>[] {
+/**
+ * The log-probs entries of some sampled tokens (OpenAI's `logprobs.content`): each token's text
+ * and its bytes (the tokenizer's `tokenBytes` where it has one, else the UTF-8 of its text).
+ */
+function logprobEntries(template: ChatFormat, tokens: readonly number[], logProbs: readonly number[]): Record<string, unknown>[] {
   const tok = template.tokenizer;
-  return tokens.map((t, i) => ({ token: tok.decode([t]), logprob: logProbs[i], bytes: Array.from(tok.decodeBytes([t])), top_logprobs: [] }));
+  const bytes = (t: number): number[] => Array.from(tok.tokenBytes ? tok.tokenBytes(t) : new TextEncoder().encode(tok.decode([t])));
+  return tokens.map((t, i) => ({ token: tok.decode([t]), logprob: logProbs[i], bytes: bytes(t), top_logprobs: [] }));
 }
 
 /** The OpenAI-style completion for an engine result. */
-function completionBody(template: ChatTemplate, model: string, req: ChatRequest, r: EngineResult, ids = newCompletionId()): { id: string; message: Record<string, unknown>; finish: string; body: Record<string, unknown> } {
+function completionBody(template: ChatFormat, model: string, req: ChatRequest, r: EngineResult, ids = newCompletionId()): { id: string; message: Record<string, unknown>; finish: string; body: Record<string, unknown> } {
   const { id, callPrefix } = ids;
   const parsed = r.finishReason === 'stop' ? template.parseAssistant(r.tokens, callPrefix) : null;
   let message: Record<string, unknown>;
@@ -190,7 +196,9 @@ function asRequestError(e: unknown): RequestError {
 export async function startChatServer(options: ChatServerOptions): Promise<ChatServer> {
   if (options === null || typeof options !== 'object') throw new TypeError('startChatServer expects an options object');
   if (!options.policy || typeof options.policy.createSession !== 'function') throw new TypeError('options.policy must be a GenerativeModel (createSession)');
-  if (!options.template || typeof options.template.render !== 'function') throw new TypeError('options.template must be a ChatTemplate');
+  if (!options.template || typeof options.template.renderTokens !== 'function' || typeof options.template.parseAssistant !== 'function') {
+    throw new TypeError('options.template must be a ChatFormat (a ChatTemplate, or a pretrained model\'s chat)');
+  }
   const engine = new ChatEngine(options.policy, options.template, options);
   const template = options.template;
   const model = options.modelName ?? 'sinkflex';

@@ -23,6 +23,7 @@ export const TESTS = [
   'test/model/transformer-cuda.test.ts',
   'test/model/transformer-cuda-extended.test.ts',
   'test/model/lora-cuda.test.ts',
+  'test/model/hf/pretrained-api.test.ts',
   'test/model/bench-transformer-gpu.test.ts',
   'test/native/device-tensor.test.ts',
   'test/native/core.test.ts',

@@ -1,5 +1,6 @@
 /**
- * `sinkflex eval`: runs tau episodes with the built-in policy (a checkpoint, in process) or an
+ * `sinkflex eval`: runs tau episodes with the built-in policy (a checkpoint, in process), a
+ * pretrained Hugging Face model (`--model-dir`, in process, with the model's chat format) or an
  * OpenAI-compatible server, n trials per task, and reports mean reward and pass^k (a table, or
  * `--json`) overall and per task kind, optionally exporting the trajectories as JSONL.
  * @module
@@ -8,7 +9,11 @@ import { Option, type Command } from 'commander';
 
 import { createTauEnv } from '../../gym/envs/tau.js';
 import { loadTauWorld, type TauTaskSource, type TauWorld } from '../../gym/envs/tau-world.js';
+import type { ChatFormat } from '../../model/chat-format.js';
 import { ChatTemplate, trainChatTokenizer } from '../../model/chat-template.js';
+import type { HfDtypeOption } from '../../model/hf/load.js';
+import { type PretrainedModel, loadPretrained } from '../../model/hf/pretrained.js';
+import type { DeviceRequest } from '../../native/device.js';
 import { OpenAIChatClient, type RoutingPolicy } from '../../openai/client.js';
 import { OpenAIChatPolicy } from '../../openai/policy.js';
 import { ChatTokenPolicy } from '../../rollout/chat-token-policy.js';
@@ -26,6 +31,12 @@ export interface EvalOptions {
   policy: 'builtin' | 'openai';
   /** Checkpoint file or run folder (builtin; with openai it gives the chat template of a `sinkflex serve` server). */
   checkpoint?: string;
+  /** A Hugging Face model folder run in process instead of a checkpoint (builtin policy only). */
+  modelDir?: string;
+  /** Where the model of `modelDir` runs (default cpu). */
+  device?: DeviceRequest;
+  /** How the model of `modelDir` holds its weights (default auto: as the file stores them). */
+  dtype?: HfDtypeOption;
   /** Base URLs of the servers (openai). */
   baseURL?: string[];
   /** Model name (openai). */
@@ -140,6 +151,17 @@ export function abortReasons(episodes: readonly { aborted: boolean; error: strin
 
 /** Runs an evaluation as the CLI does. */
 export async function runEval(o: EvalOptions): Promise<EvalReport> {
+  if (o.modelDir !== undefined) {
+    if (o.checkpoint !== undefined) throw new Error('give --checkpoint or --model-dir, not both');
+    if (o.policy !== 'builtin') throw new Error('--model-dir runs the model in process: use it with --policy builtin (the default)');
+    if (o.tasks === 'run') throw new Error('--tasks run needs --checkpoint <training run or checkpoint folder>');
+    const m = await loadPretrained(o.modelDir, { device: o.device ?? 'cpu', dtype: o.dtype ?? 'auto' });
+    try {
+      return await evalWith(o, null, m);
+    } finally {
+      m.dispose();
+    }
+  }
   // a training run (or one of its checkpoints) brings its own defaults: environment, the
   // validation tasks, the prompt format, episode limits and the validation temperature
   const loaded: LoadedPolicy | null = o.checkpoint ? loadPolicy(o.checkpoint) : null;
@@ -150,7 +172,7 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
   }
 }
 
-async function evalWith(o: EvalOptions, loaded: LoadedPolicy | null): Promise<EvalReport> {
+async function evalWith(o: EvalOptions, loaded: LoadedPolicy | null, pretrained: PretrainedModel | null = null): Promise<EvalReport> {
   const run = loaded?.run ?? null;
   const envId = o.env ?? run?.env ?? 'sinkflex/TauRetail-v0';
   const domain = envId === 'sinkflex/TauRetail-v0' ? 'retail' : envId === 'sinkflex/TauTelecom-v0' ? 'telecom' : null;
@@ -178,13 +200,18 @@ async function evalWith(o: EvalOptions, loaded: LoadedPolicy | null): Promise<Ev
   const taskIds = o.limitTasks !== undefined ? allIds.slice(0, o.limitTasks) : allIds;
   const trials = o.trials ?? run?.config.val.trials ?? 1;
   let policy: TokenPolicy;
-  let template: ChatTemplate;
+  let template: ChatFormat;
   let chat: OpenAIChatPolicy | null = null;
   let client: OpenAIChatClient | null = null;
   let name: string;
   let maxContext = o.maxContextTokens;
-  if (o.policy === 'builtin') {
-    if (!loaded) throw new Error('--policy builtin needs --checkpoint');
+  if (o.policy === 'builtin' && pretrained) {
+    policy = new ModelPolicyAdapter(pretrained.policy);
+    template = pretrained.chat;
+    name = `pretrained ${pretrained.architecture} ${pretrained.dir} (${pretrained.device}${pretrained.fallback ? `: ${pretrained.fallback}` : ''})`;
+    maxContext ??= pretrained.policy.contextLength;
+  } else if (o.policy === 'builtin') {
+    if (!loaded) throw new Error('--policy builtin needs --checkpoint (or --model-dir)');
     policy = new ModelPolicyAdapter(loaded.policy);
     template = loaded.template;
     name = `builtin ${loaded.checkpoint}${run ? ` (step ${run.step})` : ''}`;
@@ -294,6 +321,9 @@ export function registerEval(program: Command): void {
     .description('evaluate a policy (built-in checkpoint or OpenAI-compatible server) on tau tasks: mean reward and pass^k')
     .option('--policy <kind>', 'builtin | openai', 'builtin')
     .option('--checkpoint <path>', 'checkpoint file or run folder (builtin; with openai: the chat template of a sinkflex serve server)')
+    .option('--model-dir <dir>', 'a Hugging Face model folder (gpt-oss, Qwen3, Qwen2, Llama) run in process with its chat format')
+    .option('--device <device>', 'cpu | cuda | auto (--model-dir)', 'cpu')
+    .option('--dtype <dtype>', 'auto | float32 | bfloat16: how --model-dir weights are held', 'auto')
     .addOption(
       new Option('--base-url <url>', 'OpenAI-compatible base URL (repeatable)')
         .argParser((v: string, prev: string[]) => [...prev, v])
@@ -336,6 +366,9 @@ export function registerEval(program: Command): void {
       const report = await runEval({
         policy: f.policy as 'builtin' | 'openai',
         checkpoint: f.checkpoint as string | undefined,
+        modelDir: f.modelDir as string | undefined,
+        device: f.device as DeviceRequest,
+        dtype: f.dtype as HfDtypeOption,
         baseURL: f.baseUrl as string[],
         model: f.model as string | undefined,
         apiKey: f.apiKey as string | undefined,

@@ -1,6 +1,7 @@
 /**
  * `sinkflex serve --checkpoint <run-or-checkpoint>`: the built-in policy over an
- * OpenAI-compatible HTTP API (see lib/openai/server.ts). A training run (or one of its
+ * OpenAI-compatible HTTP API (see lib/openai/server.ts); `--model-dir <dir>` serves a pretrained
+ * Hugging Face model instead, with its own chat format (Jinja template or harmony). A training run (or one of its
  * checkpoints) is served with the run's prompt format: a run trained without the tools section
  * in its prompt (`prompt.renderTools = false`) gets no tools section from requests either
  * (their `tools` are ignored for the prompt; the tool calls it makes are parsed as always).
@@ -8,13 +9,24 @@
  */
 import type { Command } from 'commander';
 
+import type { ChatFormat } from '../../model/chat-format.js';
+import type { HfDtypeOption } from '../../model/hf/load.js';
+import { loadPretrained } from '../../model/hf/pretrained.js';
+import type { GenerativeModel } from '../../model/policy.js';
+import type { DeviceRequest } from '../../native/device.js';
 import { startChatServer, type ChatServer } from '../../openai/server.js';
 import { loadPolicy } from '../../trainer/load-policy.js';
 
 /** Options of {@link serve}. */
 export interface ServeOptions {
-  /** Checkpoint file or run folder. */
-  checkpoint: string;
+  /** Checkpoint file or run folder (or give `modelDir`). */
+  checkpoint?: string;
+  /** A Hugging Face model folder to serve instead of a checkpoint. */
+  modelDir?: string;
+  /** Where the model of `modelDir` runs (default cpu). */
+  device?: DeviceRequest;
+  /** How the model of `modelDir` holds its weights (default auto). */
+  dtype?: HfDtypeOption;
   /** Host. Default 127.0.0.1. */
   host?: string;
   /** Port. Default 8000. */
@@ -48,11 +60,36 @@ export function resolveToolsSection(mode: ServeOptions['toolsSection'], runRende
   }
 }
 
-/** Loads the checkpoint and starts the server (the caller disposes it, which also frees the policy). */
-export async function serve(options: ServeOptions): Promise<ChatServer & { checkpoint: string; renderTools: boolean }> {
+/** What is served: a policy, its chat format, where it comes from. */
+interface Served {
+  policy: GenerativeModel & { dispose(): void };
+  template: ChatFormat;
+  checkpoint: string;
+  runRenderTools: boolean | null;
+  dispose(): void;
+}
+
+async function loadServed(options: ServeOptions): Promise<Served> {
+  if (options.modelDir !== undefined) {
+    if (options.checkpoint !== undefined) throw new Error('give --checkpoint or --model-dir, not both');
+    const m = await loadPretrained(options.modelDir, { device: options.device ?? 'cpu', dtype: options.dtype ?? 'auto' });
+    try {
+      return { policy: m.policy, template: m.chat, checkpoint: options.modelDir, runRenderTools: null, dispose: () => m.dispose() };
+    } catch (e) {
+      m.dispose();
+      throw e;
+    }
+  }
+  if (options.checkpoint === undefined) throw new Error('serve needs --checkpoint or --model-dir');
   const b = loadPolicy(options.checkpoint);
+  return { policy: b.policy, template: b.template, checkpoint: b.checkpoint, runRenderTools: b.run ? b.run.prompt.renderTools : null, dispose: () => b.policy.dispose() };
+}
+
+/** Loads the checkpoint (or model folder) and starts the server (the caller disposes it, which also frees the policy). */
+export async function serve(options: ServeOptions): Promise<ChatServer & { checkpoint: string; renderTools: boolean }> {
+  const b = await loadServed(options);
   try {
-    const renderTools = resolveToolsSection(options.toolsSection, b.run ? b.run.prompt.renderTools : null);
+    const renderTools = resolveToolsSection(options.toolsSection, b.runRenderTools);
     const server = await startChatServer({
       policy: b.policy,
       template: b.template,
@@ -66,11 +103,11 @@ export async function serve(options: ServeOptions): Promise<ChatServer & { check
     });
     const dispose = async (): Promise<void> => {
       await server.dispose();
-      b.policy.dispose();
+      b.dispose();
     };
     return { ...server, checkpoint: b.checkpoint, renderTools, dispose, [Symbol.asyncDispose]: dispose };
   } catch (e) {
-    b.policy.dispose();
+    b.dispose();
     throw e;
   }
 }
@@ -85,8 +122,11 @@ function int(v: string): number {
 export function registerServe(program: Command): void {
   program
     .command('serve')
-    .description('serve the built-in policy over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions)')
-    .requiredOption('--checkpoint <path>', 'checkpoint file (.safetensors) or run folder (its newest checkpoint)')
+    .description('serve the built-in policy or a pretrained model over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions)')
+    .option('--checkpoint <path>', 'checkpoint file (.safetensors) or run folder (its newest checkpoint)')
+    .option('--model-dir <dir>', 'a Hugging Face model folder (gpt-oss, Qwen3, Qwen2, Llama) instead, with its chat format')
+    .option('--device <device>', 'cpu | cuda | auto (--model-dir)', 'cpu')
+    .option('--dtype <dtype>', 'auto | float32 | bfloat16: how --model-dir weights are held', 'auto')
     .option('--host <host>', 'host to listen on', '127.0.0.1')
     .option('--port <port>', 'port (0: any free one)', int, 8000)
     .option('--model-name <name>', 'the model name clients ask for', 'sinkflex')
@@ -94,8 +134,8 @@ export function registerServe(program: Command): void {
     .option('--max-tokens <n>', 'default max tokens per reply', int)
     .option('--tools-section <mode>', "render request tools into the prompt: auto (as the run trained), on, off", 'auto')
     .option('--quiet', 'do not log requests')
-    .action(async (o: { checkpoint: string; host: string; port: number; modelName: string; apiKey?: string; maxTokens?: number; toolsSection: string; quiet?: boolean }) => {
-      const s = await serve({ checkpoint: o.checkpoint, host: o.host, port: o.port, modelName: o.modelName, apiKey: o.apiKey, maxTokens: o.maxTokens, toolsSection: o.toolsSection as ServeOptions['toolsSection'], log: !o.quiet });
+    .action(async (o: { checkpoint?: string; modelDir?: string; device: string; dtype: string; host: string; port: number; modelName: string; apiKey?: string; maxTokens?: number; toolsSection: string; quiet?: boolean }) => {
+      const s = await serve({ checkpoint: o.checkpoint, modelDir: o.modelDir, device: o.device as DeviceRequest, dtype: o.dtype as HfDtypeOption, host: o.host, port: o.port, modelName: o.modelName, apiKey: o.apiKey, maxTokens: o.maxTokens, toolsSection: o.toolsSection as ServeOptions['toolsSection'], log: !o.quiet });
       console.log(`serving ${s.checkpoint} as '${o.modelName}' at ${s.baseURL}${s.renderTools ? '' : ' (request tools are not rendered into the prompt; tool calls are parsed)'}`);
       const stop = (): void => {
         void s.dispose().then(() => process.exit(0));

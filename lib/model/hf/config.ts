@@ -1,5 +1,5 @@
 /**
- * A Hugging Face config.json → {@link PretrainedModelConfig}, the way transformers reads it:
+ * A Hugging Face config.json → {@link ModelConfig}, the way transformers reads it:
  * - `head_dim` from the config (need not be hidden_size / heads; absent or null →
  *   hidden_size / num_attention_heads, except Qwen3 and gpt-oss whose classes default it to 128
  *   and 64); `num_key_value_heads` null → num_attention_heads;
@@ -20,7 +20,7 @@
  */
 import { HfConfigError } from './errors.js';
 import { type HfArchitecture, type ParsedHfConfig, ROPE_DEFAULTS, architectureOf, parseConfigFields } from './config-schema.js';
-import type { LayerType, PretrainedModelConfig } from './model-config.js';
+import { type LayerType, type ModelConfig, ModelConfigError, validateModelConfig } from '../config.js';
 import { resolveRope } from './rope.js';
 
 export { SUPPORTED_ARCHITECTURES, type HfArchitecture, type ParsedHfConfig } from './config-schema.js';
@@ -39,7 +39,7 @@ export interface HfConfigInfo {
   /** The fields read, with the architecture's defaults filled in. */
   resolved: ParsedHfConfig;
   /** The native model's config. */
-  modelConfig: PretrainedModelConfig;
+  modelConfig: ModelConfig;
 }
 
 /** The clamped SwiGLU the native kernels implement (gpt-oss's). */
@@ -86,7 +86,7 @@ export function parseHfConfig(json: unknown, options: HfConfigOptions = {}): HfC
     ropeScaling: rope.ropeScaling,
   };
 
-  let modelConfig: PretrainedModelConfig;
+  let modelConfig: Omit<ModelConfig, 'bias' | 'lora'>;
   if (architecture === 'GptOssForCausalLM') {
     const g = c as ParsedHfConfig<'GptOssForCausalLM'>;
     if (g.swiglu_limit !== CLAMPED_SWIGLU.limit) throw new HfConfigError('swiglu_limit', `${g.swiglu_limit} is not supported: the native clamped SwiGLU is fixed at limit ${CLAMPED_SWIGLU.limit}, alpha ${CLAMPED_SWIGLU.alpha}`);
@@ -117,8 +117,39 @@ export function parseHfConfig(json: unknown, options: HfConfigOptions = {}): HfC
             };
     modelConfig = { ...common, swiglu: 'standard', ...bias, sinks: false, qkNorm: architecture === 'Qwen3ForCausalLM', experts: 0, expertsPerToken: 0 };
   }
-  return { architecture, hfConfig, resolved: c, modelConfig };
+  return { architecture, hfConfig, resolved: c, modelConfig: asModelConfig(modelConfig) };
 }
+
+/** The native model's config, validated (a field out of the model's ranges names its config.json source). */
+function asModelConfig(c: Omit<ModelConfig, 'bias' | 'lora'>): ModelConfig {
+  try {
+    return validateModelConfig(c);
+  } catch (e) {
+    if (!(e instanceof ModelConfigError)) throw e;
+    const source = MODEL_FIELD_SOURCES[e.field.split(/[.[]/)[0]] ?? e.field;
+    throw new HfConfigError(source, `gives a model the native transformer cannot run: ${e.message}`);
+  }
+}
+
+/** The config.json field each model-config field comes from (for error messages). */
+const MODEL_FIELD_SOURCES: Readonly<Record<string, string>> = {
+  layers: 'num_hidden_layers',
+  width: 'hidden_size',
+  heads: 'num_attention_heads',
+  kvHeads: 'num_key_value_heads',
+  headDim: 'head_dim',
+  window: 'sliding_window',
+  vocab: 'vocab_size',
+  context: 'max_position_embeddings',
+  ffn: 'intermediate_size',
+  ropeTheta: 'rope_theta',
+  normEps: 'rms_norm_eps',
+  initStd: 'initializer_range',
+  layerTypes: 'layer_types',
+  experts: 'num_local_experts',
+  expertsPerToken: 'num_experts_per_tok',
+  ropeScaling: 'rope_scaling',
+};
 
 /** Layer types and window of a config (see the module notes). */
 function slidingLayers(architecture: HfArchitecture, c: ParsedHfConfig, context: number): { layerTypes: LayerType[]; window: number } {

@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { type HfArchitecture, type HfConfigInfo, type HfConfigOptions, type ParsedHfConfig, parseHfConfig } from './config.js';
 import { type HfFileDtype, type HfTensor, type TensorDtype, readPlanned } from './convert.js';
 import { HfConfigError, HfTensorError } from './errors.js';
-import type { PretrainedModelConfig } from './model-config.js';
+import type { ModelConfig } from '../config.js';
 import { CheckpointFiles } from './shards.js';
 import { type PlannedTensor, isIgnorableHfTensor, planTensors, recipeSources } from './tensor-plan.js';
 
@@ -61,7 +61,7 @@ export interface HfCheckpoint {
   resolved: ParsedHfConfig;
   /** generation_config.json as loaded (null when absent). */
   generationConfig: Record<string, unknown> | null;
-  modelConfig: PretrainedModelConfig;
+  modelConfig: ModelConfig;
   /** Our parameters in layout order. */
   tensors: Map<string, HfTensor>;
   /** Per parameter: the dtype of its sources in the files (see {@link HfTensorInfo.fileDtype}). */
@@ -183,7 +183,7 @@ function validate(files: CheckpointFiles, plan: PlannedTensor[], option: HfDtype
 }
 
 /** A tied checkpoint may hold lm_head.weight only as a bit-exact copy of the embedding. */
-async function checkTiedHead(files: CheckpointFiles, config: PretrainedModelConfig): Promise<void> {
+async function checkTiedHead(files: CheckpointFiles, config: ModelConfig): Promise<void> {
   if (!config.tieEmbeddings || !files.has('lm_head.weight')) return;
   const head = files.file('lm_head.weight');
   const embed = files.file('model.embed_tokens.weight');

@@ -17,7 +17,7 @@
  * @module
  */
 import { HfConfigError } from './errors.js';
-import type { RopeScaling } from './model-config.js';
+import type { RopeScaling } from '../config.js';
 
 /** The RoPE fields of a parsed config.json that this module reads. */
 export interface RopeInput {

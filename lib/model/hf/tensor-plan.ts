@@ -16,7 +16,7 @@
  * @module
  */
 import type { HfArchitecture } from './config-schema.js';
-import type { PretrainedModelConfig } from './model-config.js';
+import type { ModelConfig } from '../config.js';
 
 /** One source tensor in the checkpoint: its HF name, the shape the config implies and its element kind. */
 export interface HfSource {
@@ -76,7 +76,7 @@ export function isIgnorableHfTensor(name: string): boolean {
  * has: gpt-oss experts come from `*_blocks`/`*_scales` where the checkpoint has blocks, else from
  * the bf16 form (saving passes `() => false`: always the bf16 form).
  */
-export function planTensors(arch: HfArchitecture, config: PretrainedModelConfig, hasTensor: (hfName: string) => boolean): PlannedTensor[] {
+export function planTensors(arch: HfArchitecture, config: ModelConfig, hasTensor: (hfName: string) => boolean): PlannedTensor[] {
   const { width: D, vocab: V, heads: H, kvHeads: KV, headDim: hd, ffn: F, experts: E } = config;
   const plan: PlannedTensor[] = [];
   const src = (hf: string, shape: number[], kind: 'float' | 'u8' = 'float'): HfSource => ({ hf, shape, kind });

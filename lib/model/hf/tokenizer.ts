@@ -119,6 +119,9 @@ export class HfTokenizer {
   private readonly core: HfCoreTokenizer;
   private readonly specialIds: ReadonlySet<number>;
   private readonly addedContents: readonly string[];
+  private readonly addedById: ReadonlyMap<number, string>;
+  private readonly decoderTypes: ReadonlySet<string>;
+  private longest: { model: number; all: number } | null = null;
 
   /** @param files - the parsed files (see {@link HfTokenizer.fromDir}). @param options - the model's vocabulary size. */
   constructor(files: HfTokenizerFiles, options: HfTokenizerOptions = {}) {
@@ -154,9 +157,11 @@ export class HfTokenizer {
 
     const specials = new Set<number>();
     const contents: string[] = [];
+    const addedById = new Map<number, string>();
     added.forEach((a, i) => {
       if (!isObject(a) || typeof a.content !== 'string' || !Number.isInteger(a.id)) throw new HfTokenizerError(`tokenizer.json: added_tokens[${i}] needs "id" and "content"`);
       contents.push(a.content);
+      addedById.set(a.id as number, a.content);
       if (a.special === true) specials.add(a.id as number);
     });
     const named = [...NAMED_SPECIALS.map((k) => map[k]), ...(map.additional_special_tokens ?? [])];
@@ -167,6 +172,8 @@ export class HfTokenizer {
     }
     this.specialIds = specials;
     this.addedContents = contents;
+    this.addedById = addedById;
+    this.decoderTypes = decoderTypes(tj.decoder);
 
     const idOf = (text: string, field: string): number => {
       const id = this.core.token_to_id(text);
@@ -237,6 +244,67 @@ export class HfTokenizer {
     return known.length === 0 ? '' : this.core.decode(known, { skip_special_tokens: false });
   }
 
+  /**
+   * The bytes a token stands for (as OpenAI's `logprobs[].bytes` gives them): an added token's
+   * UTF-8 text; with a byte-level decoder (GPT-2 style: Qwen, Llama 3, gpt-oss) the token's
+   * exact bytes, also when they are part of a UTF-8 sequence; a byte-fallback token `<0xHH>`
+   * its byte; otherwise the UTF-8 of the token decoded on its own. Ids that name no token give
+   * no bytes.
+   */
+  tokenBytes(id: number): Uint8Array {
+    const added = this.addedById.get(id);
+    if (added !== undefined) return new TextEncoder().encode(added);
+    const token = this.idToToken(id);
+    if (token === undefined) return new Uint8Array(0);
+    if (this.decoderTypes.has('ByteLevel')) {
+      const out = new Uint8Array(token.length);
+      for (let i = 0; i < token.length; i++) {
+        const b = BYTE_OF_CHAR.get(token.charCodeAt(i));
+        if (b === undefined) return new TextEncoder().encode(this.decode([id]));
+        out[i] = b;
+      }
+      return out;
+    }
+    const fallback = /^<0x([0-9A-Fa-f]{2})>$/.exec(token);
+    if (fallback && this.decoderTypes.has('ByteFallback')) return Uint8Array.of(parseInt(fallback[1], 16));
+    return new TextEncoder().encode(this.decode([id]));
+  }
+
+  /**
+   * The longest text one token can stand for, in UTF-16 code units: the longest vocabulary
+   * entry and (unless `modelOnly`) the longest added token. A vocabulary entry of a byte-level
+   * tokenizer has one character per byte, and a text never has more UTF-16 units than UTF-8
+   * bytes, so no token covers more of a text than this (the basis of {@link minTokens}).
+   */
+  longestToken(modelOnly = false): number {
+    if (this.longest === null) {
+      let model = 1;
+      const vocab = this.core.model?.vocab ?? [];
+      for (const t of vocab) if (typeof t === 'string' && t.length > model) model = t.length;
+      let all = model;
+      for (const c of this.addedContents) if (c.length > all) all = c.length;
+      this.longest = { model, all };
+    }
+    return modelOnly ? this.longest.model : this.longest.all;
+  }
+
+  /** A text's length in UTF-16 code units after the tokenizer's normalizer (e.g. Qwen's NFC). */
+  normalizedLength(text: string): number {
+    if (typeof text !== 'string') throw new TypeError('normalizedLength: text must be a string');
+    const norm = this.core.normalizer;
+    return norm ? norm(text).length : text.length;
+  }
+
+  /**
+   * A lower bound on the tokens of a text without tokenizing it: its normalized length over
+   * {@link longestToken} (`plain`: read as plain text, as {@link encodeOrdinary} does, so only
+   * vocabulary entries count), rounded up; 0 for an empty text.
+   */
+  minTokens(text: string, plain = false): number {
+    const n = this.normalizedLength(text);
+    return n === 0 ? 0 : Math.ceil(n / this.longestToken(plain));
+  }
+
   /** The id of a token (its string form in the vocabulary), or undefined. */
   tokenToId(token: string): number | undefined {
     return this.core.token_to_id(token);
@@ -264,3 +332,30 @@ export class HfTokenizer {
     return id;
   }
 }
+
+/** The decoder types of tokenizer.json's `decoder` (a Sequence's members included). */
+function decoderTypes(decoder: unknown): Set<string> {
+  const out = new Set<string>();
+  const walk = (d: unknown): void => {
+    if (!isObject(d)) return;
+    if (typeof d.type === 'string') out.add(d.type);
+    if (Array.isArray(d.decoders)) d.decoders.forEach(walk);
+  };
+  walk(decoder);
+  return out;
+}
+
+/**
+ * GPT-2's byte-level alphabet inverted: the character code each byte is written as in a
+ * byte-level vocabulary → the byte. Printable Latin-1 bytes (33–126, 161–172, 174–255) stand for
+ * themselves; the other 68 bytes take the codes 256, 257, … in byte order.
+ */
+const BYTE_OF_CHAR: ReadonlyMap<number, number> = (() => {
+  const map = new Map<number, number>();
+  let next = 256;
+  for (let b = 0; b < 256; b++) {
+    const printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    map.set(printable ? b : next++, b);
+  }
+  return map;
+})();

@@ -128,6 +128,7 @@ t.test('gpt-oss-20b', async (t) => {
   t.equal(architecture, 'GptOssForCausalLM');
   t.equal(hfConfig, gptOss20b, 'the raw JSON is kept');
   t.same(m, {
+    bias: true,
     layers: 24,
     width: 2880,
     heads: 64,
@@ -184,6 +185,7 @@ t.test('gpt-oss SwiGLU and experts are checked', async (t) => {
 t.test('Qwen3-0.6B', async (t) => {
   const { modelConfig: m } = parseHfConfig(qwen3_06b);
   t.same(m, {
+    bias: false,
     layers: 28,
     width: 1024,
     heads: 16,

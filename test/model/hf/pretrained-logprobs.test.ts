@@ -6,35 +6,18 @@
 //   (emulated op by op, fixtures/reference-forward.ts), per checkpoint as bf16Verdict states it.
 // Sequences: odd lengths, several of different lengths in one call, longer than every window.
 
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import t, { type Test } from 'tap';
 
+import { loadPretrained } from '../../../lib/model/index.js';
 import { FILE_DTYPES, LOGPROB_CASES, bf16Verdict, logProbSequences, maxRelativeError } from './fixtures/logprob-cases.js';
 import { loadReferenceModel, referenceLogProbs } from './fixtures/reference-forward.js';
 import { type TinySpec, writeTinyCheckpoint } from './fixtures/tiny-checkpoint.js';
 
-/** The part of the agreed API (MODEL_SPEC.md §7) these tests use. */
-interface PretrainedModel {
-  logProbs(ids: number[][], options: { temperature: number }): Float32Array[] | Promise<Float32Array[]>;
-  dispose(): void;
-}
-type LoadPretrained = (dir: string, options: { device?: 'cpu' | 'cuda' | 'auto'; dtype?: 'auto' | 'float32' | 'bfloat16' }) => Promise<PretrainedModel>;
-
-// Until the loader lands this file skips; the import is dynamic so the file type-checks without
-// it. Any other failure to import is an error. (Removed at integration.)
-const LOADER = '../../../lib/model/hf/index.js';
-async function findLoader(): Promise<LoadPretrained | null> {
-  try {
-    const mod = (await import(LOADER)) as { loadPretrained: LoadPretrained };
-    return mod.loadPretrained;
-  } catch (err) {
-    if (existsSync(new URL('../../../lib/model/hf/index.ts', import.meta.url))) throw err;
-    return null;
-  }
-}
+type LoadPretrained = typeof loadPretrained;
 
 const FLOAT32_BOUND = 1e-4;
 
@@ -116,6 +99,4 @@ function defineTests(load: LoadPretrained): void {
   });
 }
 
-const load = await findLoader();
-if (load === null) t.skip('lib/model/hf/index.ts does not exist yet: loadPretrained (issue 17) is not integrated', async () => {});
-else defineTests(load);
+defineTests(loadPretrained);

@@ -250,6 +250,27 @@ export class HarmonyChatFormat implements ChatFormat {
     return this.render(messages, options).ids;
   }
 
+  /**
+   * {@link ChatFormat.minTokens}: a lower bound on the tokens of `renderTokens(messages,
+   * options)` without tokenizing: the rendering's pieces are built (cheap), each special token
+   * counts 1 and each text piece (tokenized on its own, as plain text) at least its normalized
+   * length over the longest vocabulary entry ({@link HfTokenizer.longestToken}), rounded up. The
+   * system message is left out, so the bound also holds for new messages rendered on their own
+   * ({@link renderAppend} has none). A conversation that cannot be rendered counts 0.
+   */
+  minTokens(messages: readonly ChatMessage[], options: HarmonyRenderChatOptions = {}): number {
+    const o = { ...this.options, ...options };
+    let pieces: HarmonyPiece[];
+    try {
+      pieces = renderHarmonyConversation(this.toHarmony(messages, options).slice(1), { dropAnalysis: o.dropAnalysis, addGenerationPrompt: options.addGenerationPrompt });
+    } catch {
+      return 0;
+    }
+    let n = 0;
+    for (const p of pieces) n += 'special' in p ? 1 : this.tokenizer.minTokens(p.text, true);
+    return n;
+  }
+
   /** {@link ChatFormat.renderAppend}: the new messages' rendering and `<|start|>assistant`. */
   renderAppend(history: readonly ChatMessage[], next: readonly ChatMessage[], _options: ChatFormatAppendOptions = {}): number[] {
     const offset = history.length;

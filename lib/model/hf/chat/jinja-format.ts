@@ -188,6 +188,27 @@ export class JinjaChatFormat implements ChatFormat {
     return this.render(messages, options).ids;
   }
 
+  /**
+   * {@link ChatFormat.minTokens}: a lower bound on the tokens of `renderTokens(messages,
+   * options)` from text lengths alone (rendering is cheap next to tokenizing): the rendered
+   * text's normalized length, less that of an empty conversation's rendering (a preamble the
+   * template writes before any message, such as a default system prompt, so that the bound also
+   * holds for new messages rendered on their own), over the tokenizer's longest token
+   * ({@link HfTokenizer.longestToken}), rounded up. A conversation the template cannot render
+   * counts 0 (rendering it reports why).
+   */
+  minTokens(messages: readonly ChatMessage[], options: JinjaRenderOptions = {}): number {
+    let text: string;
+    try {
+      text = this.renderText(messages, options);
+    } catch {
+      return 0;
+    }
+    const tok = this.tokenizer;
+    const n = tok.normalizedLength(text) - tok.normalizedLength(this.emptyConversation());
+    return n <= 0 ? 0 : Math.ceil(n / tok.longestToken());
+  }
+
   /** The text after the last stop token of a rendering (what follows an assistant turn's stop token). */
   private tailAfterStop(text: string): string {
     let best = -1;

@@ -1,0 +1,339 @@
+/**
+ * {@link loadPretrained}: a Hugging Face model folder as a running model — the native
+ * transformer over a parameter store filled from the checkpoint, the model's tokenizer and chat
+ * format, log-probs of token sequences, a {@link TransformerPolicy} for the agent loop,
+ * evaluation and `sinkflex serve` (the same batched KV-cache sampler as the built-in model), and
+ * saving back to a Hugging Face folder.
+ *
+ * Memory: the checkpoint is read one tensor at a time straight into the native store, so the
+ * peak is about the model's resident size plus its largest tensor. Every parameter is frozen
+ * (no gradient, no AdamW moments) unless `trainable: true` (float32 only). Matrices are held in
+ * the dtype `dtype` asks for (see {@link HfDtypeOption}: `'auto'` keeps BF16 files as bfloat16,
+ * so a bf16 model's resident size is about its file size; MXFP4 experts are dequantized to
+ * bfloat16 at load).
+ *
+ * Devices: `'cpu'` (default), `'cuda'` or `'auto'`. The CUDA transformer runs the built-in
+ * architecture only for now: a model that needs q/k norm, plain softmax attention (no sinks),
+ * tied embeddings or experts, or bfloat16 storage, is refused on `'cuda'` with a
+ * `DeviceUnavailableError` naming the field (before any tensor is read), and runs on the CPU under `'auto'`
+ * ({@link PretrainedModel.fallback} says why). On a GPU the parameters are float32 and trainable
+ * (the only GPU store there is today); `dtype: 'auto'` then means float32.
+ * @module
+ */
+import { access } from 'node:fs/promises';
+import { join } from 'node:path';
+
+import { ChatTemplateError } from '../chat-template.js';
+import { type ModelConfig, parameterLayout } from '../config.js';
+import type { ParamSpec } from '../native.js';
+import { modelOpsDevice } from '../ops.js';
+import { ParamStore, type StoreDevice } from '../param-store.js';
+import { Transformer, packSequences } from '../transformer.js';
+import { TransformerPolicy, type TransformerPolicyOptions } from '../transformer-policy.js';
+import type { DeviceRequest } from '../../native/device.js';
+import { DeviceUnavailableError } from '../../native/errors.js';
+import { type ChatFormatOptions, type PretrainedChatFormat, loadChatFormat } from './chat/factory.js';
+import type { HfArchitecture } from './config-schema.js';
+import type { HfFileDtype, HfTensor } from './convert.js';
+import { HfConfigError } from './errors.js';
+import { HfCheckpointReader, type HfDtypeOption } from './load.js';
+import { type SaveHfResult, saveHf } from './save.js';
+import { HfTokenizer, HfTokenizerError } from './tokenizer.js';
+
+/** Options of {@link loadPretrained}. */
+export interface LoadPretrainedOptions {
+  /** `'cpu'` (default), `'cuda'` (fails when the GPU cannot run the model) or `'auto'` (the GPU when it can, else the CPU). */
+  device?: DeviceRequest;
+  /** How to hold the weight matrices (default `'auto'`: as the file stores them; see {@link HfDtypeOption}). */
+  dtype?: HfDtypeOption;
+  /** Cap on the context (positions), e.g. to keep RoPE tables and KV caches of a 128k-context model small. */
+  maxPositions?: number;
+  /** Give every parameter a gradient and AdamW moments (full fine-tuning; needs dtype float32). Default false (forced true on a GPU). */
+  trainable?: boolean;
+  /** The chat format (default: harmony for gpt-oss, else the folder's Jinja template). */
+  chat?: ChatFormatOptions;
+  /** Options of the sampling policy (its sampler seed and batching). */
+  policy?: Pick<TransformerPolicyOptions, 'samplerSeed' | 'maxForwardsPerRun' | 'prefillChunk' | 'streamForwardsPerRun'>;
+}
+
+/** Options of {@link PretrainedModel.logProbs}. */
+export interface PretrainedLogProbOptions {
+  /** Log-probs under softmax(logits / temperature) (default 1). */
+  temperature?: number;
+  /** Tokens per forward at most: sequences are packed as documents of batches under this budget (a longer sequence runs alone). Default 8192. */
+  maxBatchTokens?: number;
+}
+
+/** Options of {@link PretrainedModel.save}. */
+export interface PretrainedSaveOptions {
+  /** `'auto'` (default: each tensor in the dtype its checkpoint stored it in; MXFP4 experts as BF16), or one dtype for all. */
+  dtype?: 'auto' | 'float32' | 'bfloat16' | 'float16';
+  /** Largest shard in bytes (default 5e9). */
+  maxShardBytes?: number;
+}
+
+/**
+ * Why the CUDA transformer cannot run a model held in `dtype` (null: it can). It runs every
+ * architecture the loader maps (q/k norm, optional sinks, tied embeddings, MoE, bf16 frozen
+ * matrices); LoRA adapters are CPU-only for now.
+ */
+export function cudaRefusal(config: ModelConfig, _dtype: 'float32' | 'bfloat16'): string | null {
+  if (config.lora !== null) return 'config.lora (LoRA adapters) is not supported by the CUDA transformer yet (run it on the CPU)';
+  return null;
+}
+
+/** A loaded pretrained model (see the module description). Call {@link PretrainedModel.dispose}. */
+export class PretrainedModel {
+  private disposed = false;
+
+  /** @internal */
+  constructor(
+    /** The folder it was loaded from. */
+    readonly dir: string,
+    /** `config.architectures[0]`. */
+    readonly architecture: HfArchitecture,
+    /** config.json as loaded (the parsed Hugging Face config). */
+    readonly config: Readonly<Record<string, unknown>>,
+    /** generation_config.json (null when absent). */
+    readonly generationConfig: Readonly<Record<string, unknown>> | null,
+    /** The native model's config. */
+    readonly modelConfig: ModelConfig,
+    private readonly tokenizerOrError: HfTokenizer | HfTokenizerError,
+    private readonly chatFormat: PretrainedChatFormat | ChatTemplateError,
+    /** The model as a batched-sampling, KV-cache token policy (also what {@link logProbs} runs on). */
+    readonly policy: TransformerPolicy,
+    private readonly store: ParamStore,
+    private readonly fileDtypes: ReadonlyMap<string, HfFileDtype>,
+    /** Why the model runs on the CPU although `device: 'auto'` was asked and a GPU is there (null otherwise). */
+    readonly fallback: string | null,
+  ) {}
+
+  /**
+   * The tokenizer (its `vocabSize` is the model's: ids the tokenizer does not name decode to
+   * nothing). Throws an {@link HfTokenizerError} for a folder without tokenizer.json.
+   */
+  get tokenizer(): HfTokenizer {
+    if (this.tokenizerOrError instanceof HfTokenizerError) throw this.tokenizerOrError;
+    return this.tokenizerOrError;
+  }
+
+  /** Whether the folder has a tokenizer. */
+  get hasTokenizer(): boolean {
+    return !(this.tokenizerOrError instanceof HfTokenizerError);
+  }
+
+  /**
+   * The chat format: `render(messages, { tools, addGenerationPrompt })` → `{ text, ids }`,
+   * `parse(completionText)` → `{ content, toolCalls, reasoning, error }`, and the
+   * {@link ChatFormat} the agent loop and the server use. Throws a {@link ChatTemplateError}
+   * for a model without one (no tokenizer, or no chat template in the folder and not gpt-oss).
+   */
+  get chat(): PretrainedChatFormat {
+    if (this.chatFormat instanceof ChatTemplateError) throw this.chatFormat;
+    return this.chatFormat;
+  }
+
+  /** Whether the model has a chat format. */
+  get hasChat(): boolean {
+    return !(this.chatFormat instanceof ChatTemplateError);
+  }
+
+  /** Where it runs: `'cpu'` or `'cuda:<k>'`. */
+  get device(): StoreDevice {
+    return this.store.device;
+  }
+
+  /** Bytes of parameters (and gradients and moments, when trainable) held natively. */
+  get bytes(): number {
+    return this.store.bytes;
+  }
+
+  /** The parameter store (our names; bfloat16 matrices where the dtype says so). */
+  get params(): ParamStore {
+    this.alive('params');
+    return this.store;
+  }
+
+  private alive(what: string): void {
+    if (this.disposed) throw new Error(`${what}: the model has been disposed`);
+  }
+
+  /**
+   * Log-probabilities of each sequence's tokens after the first, `log p(ids[t] | ids[<t])` for
+   * t ≥ 1 (a Float32Array of length `ids[i].length - 1` per sequence; a sequence of one token
+   * gives an empty array). Sequences are packed as separate documents (attention never crosses
+   * them, positions restart at 0) into batches of at most `maxBatchTokens` tokens; no
+   * activations are kept. Queued behind the policy's running samples.
+   */
+  async logProbs(ids: readonly (readonly number[])[], options: PretrainedLogProbOptions = {}): Promise<Float32Array[]> {
+    this.alive('logProbs');
+    if (!Array.isArray(ids)) throw new TypeError('ids must be an array of token arrays');
+    const temperature = options.temperature ?? 1;
+    if (typeof temperature !== 'number' || !Number.isFinite(temperature) || temperature <= 0) throw new RangeError(`options.temperature must be a finite number > 0, got ${String(temperature)}`);
+    const budget = options.maxBatchTokens ?? 8192;
+    if (!Number.isSafeInteger(budget) || budget < 2) throw new RangeError(`options.maxBatchTokens must be an integer >= 2, got ${String(budget)}`);
+    const { vocab, context } = this.modelConfig;
+    ids.forEach((seq, i) => {
+      if (!Array.isArray(seq)) throw new TypeError(`ids[${i}] must be an array of token ids`);
+      if (seq.length > context) throw new RangeError(`ids[${i}] has ${seq.length} tokens, more than the model's context (${context})`);
+      for (let t = 0; t < seq.length; t++) {
+        const id = seq[t];
+        if (!Number.isInteger(id) || id < 0 || id >= vocab) throw new RangeError(`ids[${i}][${t}] = ${String(id)} is not a token id in [0, ${vocab})`);
+      }
+    });
+    const out = ids.map((s) => new Float32Array(Math.max(0, s.length - 1)));
+    let batch: number[] = [];
+    let tokens = 0;
+    const flush = async (): Promise<void> => {
+      if (batch.length === 0) return;
+      const packed = packSequences(batch.map((i) => ({ tokens: ids[i] })));
+      const r = await this.policy.logProbs(packed, { temperature });
+      batch.forEach((i, d) => {
+        const at = packed.offsets[d];
+        out[i].set(r.logProbs.subarray(at, at + ids[i].length - 1));
+      });
+      batch = [];
+      tokens = 0;
+    };
+    for (let i = 0; i < ids.length; i++) {
+      const n = ids[i].length;
+      if (n < 2) continue;
+      if (tokens > 0 && tokens + n > budget) await flush();
+      batch.push(i);
+      tokens += n;
+    }
+    await flush();
+    return out;
+  }
+
+  /** One parameter in the form {@link saveHf} takes (bfloat16 bits as stored, else float32). */
+  private tensor(name: string): HfTensor {
+    const info = this.store.info().find((p) => p.name === name);
+    if (info === undefined) throw new RangeError(`'${name}' is not a parameter of this model`);
+    return info.dtype === 'bfloat16'
+      ? { dtype: 'bfloat16', shape: [...info.shape], data: this.store.readBf16(name) }
+      : { dtype: 'float32', shape: [...info.shape], data: this.store.read(name) };
+  }
+
+  /**
+   * Writes the model as a Hugging Face folder (config.json and generation_config.json as
+   * loaded, the weights read back from the store in the checkpoint's dtypes, the tokenizer and
+   * chat-template files copied); see {@link saveHf}. Loading it again gives equal tensors.
+   */
+  async save(dir: string, options: PretrainedSaveOptions = {}): Promise<SaveHfResult> {
+    this.alive('save');
+    return saveHf(dir, {
+      hfConfig: this.config as Record<string, unknown>,
+      generationConfig: this.generationConfig as Record<string, unknown> | null,
+      tensors: (name) => this.tensor(name),
+      fileDtypes: this.fileDtypes,
+      dtype: options.dtype ?? 'auto',
+      ...(options.maxShardBytes !== undefined ? { maxShardBytes: options.maxShardBytes } : {}),
+      copyFrom: this.dir,
+    });
+  }
+
+  /** Frees the model, its KV caches and its parameters (pending samples reject). Idempotent. */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.policy.dispose();
+    this.store.dispose();
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await access(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The device to load on and, when `'auto'` chose the CPU over a usable GPU, why. */
+function chooseDevice(request: DeviceRequest, config: ModelConfig, dtype: 'float32' | 'bfloat16'): { device: 'cpu' | 'cuda'; fallback: string | null } {
+  if (request === 'cpu') return { device: 'cpu', fallback: null };
+  const refusal = cudaRefusal(config, dtype);
+  if (request === 'cuda') {
+    if (refusal !== null) throw new DeviceUnavailableError('cuda', `the CUDA transformer cannot run this model: ${refusal}`);
+    return { device: modelOpsDevice('cuda'), fallback: null };
+  }
+  const usable = modelOpsDevice('auto') === 'cuda';
+  if (!usable) return { device: 'cpu', fallback: null };
+  return refusal === null ? { device: 'cuda', fallback: null } : { device: 'cpu', fallback: refusal };
+}
+
+/**
+ * Loads a Hugging Face model folder (see the module description): config.json,
+ * generation_config.json, the safetensors weights (single file or shards), tokenizer.json /
+ * tokenizer_config.json and the chat template. Errors name the file, field or tensor and leave
+ * nothing allocated.
+ */
+export async function loadPretrained(dir: string, options: LoadPretrainedOptions = {}): Promise<PretrainedModel> {
+  if (typeof dir !== 'string' || dir === '') throw new TypeError('dir must be a model folder path');
+  const request = options.device ?? 'cpu';
+  if (request !== 'cpu' && request !== 'cuda' && request !== 'auto') throw new RangeError(`device must be 'cpu', 'cuda' or 'auto', got ${JSON.stringify(request)}`);
+  const dtype = options.dtype ?? 'auto';
+  const trainable = options.trainable ?? false;
+  if (typeof trainable !== 'boolean') throw new TypeError('options.trainable must be a boolean');
+  let reader = await HfCheckpointReader.open(dir, { dtype, maxPositions: options.maxPositions });
+  let store: ParamStore | null = null;
+  let policy = null as TransformerPolicy | null;
+  try {
+    const held = reader.tensors.some((t) => t.dtype === 'bfloat16') ? 'bfloat16' : 'float32';
+    const { device, fallback } = chooseDevice(request, reader.config.modelConfig, dtype === 'auto' ? 'float32' : held);
+    if (device === 'cuda' && held === 'bfloat16') {
+      // dtype 'auto' on a GPU: float32 (the only GPU storage)
+      await reader.dispose();
+      reader = await HfCheckpointReader.open(dir, { dtype: 'float32', maxPositions: options.maxPositions });
+    }
+    const config = reader.config.modelConfig;
+    const plan = new Map(reader.tensors.map((t) => [t.name, t]));
+    const bf16 = reader.tensors.some((t) => t.dtype === 'bfloat16');
+    if (trainable && bf16) throw new RangeError("options.trainable needs dtype 'float32' (bfloat16 parameters are frozen)");
+    const specs: ParamSpec[] = parameterLayout(config).map((p) => {
+      const t = plan.get(p.name);
+      if (t === undefined) throw new HfConfigError('architectures', `internal: the checkpoint plan has no tensor for parameter ${p.name}`);
+      return { ...p, init: 'zeros', dtype: t.dtype, trainable: device === 'cuda' || trainable };
+    });
+    if (specs.length !== reader.tensors.length) throw new HfConfigError('architectures', `internal: the checkpoint plan has ${reader.tensors.length} tensors, the model ${specs.length} parameters`);
+
+    let tokenizer: HfTokenizer | HfTokenizerError;
+    let chat: PretrainedChatFormat | ChatTemplateError;
+    if (await exists(join(dir, 'tokenizer.json'))) {
+      tokenizer = await HfTokenizer.fromDir(dir, { vocabSize: config.vocab });
+      if (tokenizer.tokenCount > config.vocab) throw new HfTokenizerError(`tokenizer.json has ${tokenizer.tokenCount} tokens, more than config.json's vocab_size (${config.vocab})`);
+      try {
+        chat = await loadChatFormat(dir, { ...options.chat, tokenizer });
+      } catch (e) {
+        if (!(e instanceof ChatTemplateError && /has no chat template/.test(e.message))) throw e;
+        chat = e;
+      }
+    } else {
+      tokenizer = new HfTokenizerError(`the model folder ${dir} has no tokenizer.json`);
+      chat = new ChatTemplateError(`the model has no chat format: the folder ${dir} has no tokenizer.json`);
+    }
+
+    store = ParamStore.fromSpecs(specs, 0, { device });
+    for await (const [info, t] of reader.entries()) store.write(info.name, t.data);
+    const fileDtypes = new Map(reader.tensors.map((t) => [t.name, t.fileDtype]));
+    const { architecture, hfConfig } = reader.config;
+    const generationConfig = reader.generationConfig;
+    await reader.dispose();
+
+    const model = Transformer.fromStore(config, store);
+    try {
+      policy = TransformerPolicy.fromModel(model, options.policy ?? {});
+    } catch (e) {
+      model.dispose();
+      throw e;
+    }
+    return new PretrainedModel(dir, architecture, hfConfig, generationConfig, config, tokenizer, chat, policy, store, fileDtypes, fallback);
+  } catch (e) {
+    policy?.dispose();
+    store?.dispose();
+    await reader.dispose();
+    throw e;
+  }
+}
