@@ -14,3 +14,4 @@ export * from './completion-request.js';
 export * from './completion-engine.js';
 export * from './model-hosts.js';
 export * from './serving-routes.js';
+export * from './token-completions.js';

@@ -11,3 +11,4 @@ export * from './sft.js';
 export * from './grpo-step.js';
 export * from './report.js';
 export * from './trainer.js';
+export * from './rollout-engine.js';

@@ -4,10 +4,16 @@
  * checkpoints) is served with the run's prompt format: a run trained without the tools section
  * in its prompt (`prompt.renderTools = false`) gets no tools section from requests either
  * (their `tools` are ignored for the prompt; the tool calls it makes are parsed as always).
+ *
+ * Besides chat completions it serves token-in/token-out `/v1/completions`, the models list and
+ * `POST /update_weights_from_disk` (the built-in policy reloads a checkpoint of the same run in
+ * place), so that a trainer's rollouts run on it (`rollout.engine: 'openai'`); the runtime LoRA
+ * routes answer when an adapter host is given.
  * @module
  */
 import type { Command } from 'commander';
 
+import { transformerWeightsHost, type AdapterHost } from '../../openai/model-hosts.js';
 import { startChatServer, type ChatServer } from '../../openai/server.js';
 import { loadPolicy } from '../../trainer/load-policy.js';
 
@@ -32,6 +38,8 @@ export interface ServeOptions {
    * (`prompt.renderTools`; on for a bare checkpoint file), `on` or `off`.
    */
   toolsSection?: 'auto' | 'on' | 'off';
+  /** Runtime LoRA adapters (`/v1/load_lora_adapter`); without it those routes answer 404. */
+  adapters?: AdapterHost;
 }
 
 /** Whether tools are rendered for `mode` and a run's prompt format (null: not a run). */
@@ -57,6 +65,8 @@ export async function serve(options: ServeOptions): Promise<ChatServer & { check
       policy: b.policy,
       template: b.template,
       renderTools,
+      weights: transformerWeightsHost(b.policy),
+      ...(options.adapters ? { adapters: options.adapters } : {}),
       host: options.host,
       port: options.port,
       modelName: options.modelName,
@@ -85,7 +95,7 @@ function int(v: string): number {
 export function registerServe(program: Command): void {
   program
     .command('serve')
-    .description('serve the built-in policy over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions)')
+    .description('serve the built-in policy over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions, /v1/completions, /update_weights_from_disk)')
     .requiredOption('--checkpoint <path>', 'checkpoint file (.safetensors) or run folder (its newest checkpoint)')
     .option('--host <host>', 'host to listen on', '127.0.0.1')
     .option('--port <port>', 'port (0: any free one)', int, 8000)
