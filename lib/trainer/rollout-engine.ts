@@ -28,8 +28,11 @@ import { CompletionFormatError, OpenAIChatClient, OpenAITokenCompletions, readTo
 import { CompletionTokenPolicy, ModelPolicyAdapter, type TokenPolicy } from '../rollout/index.js';
 import type { TrainConfig } from './config.js';
 
-/** Writes the policy's adapter after GRPO step `step` (a PEFT folder) and resolves with its path. */
-export type PublishAdapter = (step: number) => Promise<string>;
+/**
+ * Writes the adapter of `policy` after GRPO step `step` (a PEFT folder, e.g. under
+ * `<out>/adapters/`) and resolves with its path, which every server loads.
+ */
+export type PublishAdapter = (step: number, policy: TransformerPolicy, out: string) => Promise<string>;
 
 /** Where a run's episodes are sampled (see the module description). */
 export interface RolloutEngine {
@@ -133,7 +136,7 @@ class ServerRolloutEngine implements RolloutEngine {
       this.baseModel = this.r.model || (await this.discoverBaseModel());
       this.completions.model = this.baseModel;
     }
-    const took = this.o.publishAdapter ? await this.syncAdapter(step, await this.o.publishAdapter(step)) : await this.syncWeights(step);
+    const took = this.o.publishAdapter ? await this.syncAdapter(step, await this.o.publishAdapter(step, this.o.policy, this.o.out)) : await this.syncWeights(step);
     if (!this.probed) {
       await Promise.all(took.map((base) => this.probe(base)));
       this.probed = true;
