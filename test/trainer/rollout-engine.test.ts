@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 
 import { serve } from '../../lib/cli/commands/serve.js';
+import { runTrainCommand } from '../../lib/cli/commands/train.js';
 import { ChatTemplate, TransformerPolicy } from '../../lib/model/index.js';
 import type { GenerativeModel, ModelSession, SampleOptions } from '../../lib/model/policy.js';
 import { startChatServer, transformerWeightsHost, type AdapterHost, type ChatServer } from '../../lib/openai/index.js';
@@ -256,4 +257,26 @@ t.test('rollout.engine in the configuration: errors name the field; saved runs w
   t.equal(c.rollout.engine, 'local', 'a config.json from before the engine reads as local');
   t.same(c.rollout.servers, []);
   t.same(validateSavedConfig(DEFAULT_CONFIG), DEFAULT_CONFIG);
+});
+
+t.test('the CLI flow of the docs: SFT only (--stop-after 0), serve that run, resume with the rollout engine on the servers', async (t) => {
+  const out = join(tmp, 'cli');
+  const quiet = { stdout: { isTTY: false, columns: 80, write: () => true }, stderr: { isTTY: false, columns: 80, write: () => true } };
+  const r0 = await runTrainCommand({ preset: 'smoke', out, stopAfter: '0', progress: false }, () => undefined, quiet);
+  t.equal(r0.step, 0, '--stop-after 0 stops after SFT (and its checkpoint)');
+  const s1 = await serve({ checkpoint: out, port: 0 });
+  const s2 = await serve({ checkpoint: out, port: 0 });
+  t.teardown(async () => {
+    await s1.dispose();
+    await s2.dispose();
+  });
+  await t.rejects(runTrainCommand({ resume: out, set: ['grpo.lr=0.1'] }, () => undefined, quiet), { name: 'ConfigError', message: /^--set cannot be used with --resume: grpo\.lr is not a rollout engine field; .*rollout\.engine, rollout\.servers/ }, 'only the rollout engine fields change on resume');
+  await t.rejects(runTrainCommand({ resume: out, set: ['rollout.n=4'] }, () => undefined, quiet), /rollout\.n is not a rollout engine field/);
+  await t.rejects(runTrainCommand({ resume: out, set: ['rollout.engine=openai'] }, () => undefined, quiet), /rollout\.servers: give at least one server/, 'the changed configuration is validated');
+  t.equal(JSON.parse(readFileSync(join(out, 'config.json'), 'utf8')).rollout.engine, 'local', 'a refused resume changes nothing');
+  const r = await runTrainCommand({ resume: out, set: ['rollout.engine=openai', `rollout.servers=${JSON.stringify([s1.baseURL, s2.baseURL])}`, 'rollout.sessions=true'] }, () => undefined, quiet);
+  t.equal(r.step, smoke.grpo.steps);
+  const saved = JSON.parse(readFileSync(join(out, 'config.json'), 'utf8')) as TrainConfig;
+  t.same([saved.rollout.engine, saved.rollout.servers, saved.rollout.sessions], ['openai', [s1.baseURL, s2.baseURL], true], 'the new engine is saved with the run');
+  sameMetrics(t, localRows, readRows(out), 'SFT in process, GRPO on the servers');
 });
