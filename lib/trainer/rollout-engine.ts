@@ -15,7 +15,8 @@
  *     /update_weights_from_disk` (SGLang's route; `sinkflex serve` has it), so the servers must
  *     see the run folder (same machine or a shared file system).
  *   A server that cannot take the new policy is taken out of routing (it would sample
- *   off-policy) and tried again at the next sync; a run goes on while one server takes it. The
+ *   off-policy) and tried again at each later sync (after a quick look at its models list, so
+ *   that a dead one does not hold the sync); a run goes on while one server takes it. The
  *   first sync also checks that every server answers completions with token ids and log-probs.
  * @module
  */
@@ -98,6 +99,8 @@ class ServerRolloutEngine implements RolloutEngine {
   /** Root-route servers (SGLang: `/load_lora_adapter` outside `/v1`). */
   private readonly rootAdmin = new Set<string>();
   private last = { requests: 0, failures: 0, retries: 0 };
+  /** Servers out of routing (they missed a sync). */
+  private readonly down = new Set<string>();
 
   constructor(private readonly o: RolloutEngineOptions) {
     this.r = o.config.rollout;
@@ -160,39 +163,53 @@ class ServerRolloutEngine implements RolloutEngine {
     throw new Error(`rollout.model: cannot learn the served model's name from the servers (set rollout.model): ${why.join('; ')}`);
   }
 
-  /** Applies the per-server outcomes of a sync: who took the policy stays in routing. */
+  /** Applies the per-server outcomes of a sync: who took the policy stays in routing (warnings when a server leaves or comes back). */
   private settle(step: number, what: string, outcomes: { base: string; error: string | null }[]): string[] {
     const took: string[] = [];
     const failed: string[] = [];
     for (const { base, error } of outcomes) {
-      if (error === null) {
-        took.push(base);
-        this.client.setEnabled(base, true);
-      } else failed.push(`${base}: ${error}`);
+      if (error === null) took.push(base);
+      else failed.push(`${base}: ${error}`);
     }
     if (took.length === 0) throw new Error(`rollout.servers: no server took ${what} of step ${step}: ${failed.join('; ')}`);
     for (const { base, error } of outcomes) {
-      if (error === null) continue;
-      this.client.setEnabled(base, false);
-      this.o.onWarning?.(`rollout server ${base} did not take ${what} of step ${step} and is out of routing until a later sync: ${error}`);
+      if (error === null) {
+        this.client.setEnabled(base, true);
+        if (this.down.delete(base)) this.o.onWarning?.(`rollout server ${base} took ${what} of step ${step} and is back in routing`);
+      } else {
+        this.client.setEnabled(base, false);
+        if (!this.down.has(base)) this.o.onWarning?.(`rollout server ${base} did not take ${what} of step ${step} and is out of routing (it is tried again at each sync): ${error}`);
+        this.down.add(base);
+      }
     }
     return took;
+  }
+
+  /**
+   * Runs `load` on every server; a server out of routing is first asked for its models list
+   * (with the request timeout), so that a dead one does not hold each sync for `syncTimeoutS`.
+   */
+  private async each(load: (base: string) => Promise<string | null>): Promise<{ base: string; error: string | null }[]> {
+    return Promise.all(
+      this.client.baseURLs.map(async (base) => {
+        try {
+          if (this.down.has(base)) await this.client.listModels(base);
+          return { base, error: await load(base) };
+        } catch (e) {
+          return { base, error: errorText(e) };
+        }
+      }),
+    );
   }
 
   private async syncWeights(step: number): Promise<string[]> {
     mkdirSync(this.weightsDir, { recursive: true });
     const file = join(this.weightsDir, `step-${step}.safetensors`);
     this.o.policy.save(file, { optimizer: false });
-    const outcomes = await Promise.all(
-      this.client.baseURLs.map(async (base) => {
-        try {
-          const r = await this.client.postTo(base, '/update_weights_from_disk', { model_path: file }, { root: true, timeoutMs: this.syncTimeoutMs });
-          return { base, error: r.ok ? null : `POST /update_weights_from_disk answered ${r.status}: ${r.text.slice(0, 300)}` };
-        } catch (e) {
-          return { base, error: errorText(e) };
-        }
-      }),
-    );
+    const outcomes = await this.each(async (base) => {
+      const r = await this.client.postTo(base, '/update_weights_from_disk', { model_path: file }, { root: true, timeoutMs: this.syncTimeoutMs });
+      return r.ok ? null : `POST /update_weights_from_disk answered ${r.status}: ${r.text.slice(0, 300)}`;
+    });
     const took = this.settle(step, 'the weights', outcomes);
     for (const f of readdirSync(this.weightsDir)) if (f !== basename(file)) rmSync(join(this.weightsDir, f), { force: true });
     return took;
@@ -210,16 +227,10 @@ class ServerRolloutEngine implements RolloutEngine {
 
   private async syncAdapter(step: number, path: string): Promise<string[]> {
     const name = `${runTag(this.o.out)}-step-${step}`;
-    const outcomes = await Promise.all(
-      this.client.baseURLs.map(async (base) => {
-        try {
-          const r = await this.adminPost(base, '/load_lora_adapter', { lora_name: name, lora_path: path, load_inplace: true });
-          return { base, error: r.ok ? null : `POST /load_lora_adapter answered ${r.status}: ${r.text.slice(0, 300)}` };
-        } catch (e) {
-          return { base, error: errorText(e) };
-        }
-      }),
-    );
+    const outcomes = await this.each(async (base) => {
+      const r = await this.adminPost(base, '/load_lora_adapter', { lora_name: name, lora_path: path, load_inplace: true });
+      return r.ok ? null : `POST /load_lora_adapter answered ${r.status}: ${r.text.slice(0, 300)}`;
+    });
     const took = this.settle(step, `the adapter ${name}`, outcomes);
     this.completions.model = name;
     await Promise.all(

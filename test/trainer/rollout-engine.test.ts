@@ -164,6 +164,38 @@ t.test('killing one server mid-run: its episodes are retried on the other and th
   );
 });
 
+t.test('a server that misses one sync is out of routing for that step and back at the next; results do not depend on routing', async (t) => {
+  const ref = join(local, 'reference.safetensors');
+  const steady = await serve({ checkpoint: ref, port: 0 });
+  const inner = TransformerPolicy.load(ref);
+  const host = transformerWeightsHost(inner);
+  let loads = 0;
+  const flaky = await startChatServer({
+    policy: inner,
+    template: new ChatTemplate(inner.tokenizer as NonNullable<typeof inner.tokenizer>),
+    port: 0,
+    weights: { load: async (path) => (++loads === 2 ? Promise.reject(new Error('disk full')) : host.load(path)) },
+  });
+  t.teardown(async () => {
+    await steady.dispose();
+    await flaky.dispose();
+    inner.dispose();
+  });
+  const out = join(tmp, 'flaky');
+  const warnings: string[] = [];
+  await train(remote([flaky.baseURL, steady.baseURL]), { out, onEvent: (e) => e.kind === 'warning' && warnings.push(e.message) });
+  t.equal(warnings.length, 2, warnings.join('\n'));
+  t.match(warnings[0], /did not take the weights of step 1 and is out of routing .*disk full/);
+  t.match(warnings[1], /took the weights of step 2 and is back in routing/);
+  const rows = readRows(out);
+  t.same(
+    rows.filter((x) => x.phase === 'grpo').map((x) => x['rollout/servers_up']),
+    [2, 1, 2],
+    'servers in routing per step',
+  );
+  sameMetrics(t, localRows, rows, 'with a server out of routing for a step');
+});
+
 t.test('adapters: one per step, loaded into every server under its own name, named by the next rollouts, the old one unloaded', async (t) => {
   // The built-in model has no LoRA yet: the published "adapter" is a full checkpoint and the
   // host serves it as its own model, which exercises the trainer's adapter protocol end to end.
