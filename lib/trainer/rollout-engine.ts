@@ -229,7 +229,9 @@ class ServerRolloutEngine implements RolloutEngine {
     const name = `${runTag(this.o.out)}-step-${step}`;
     const outcomes = await this.each(async (base) => {
       const r = await this.adminPost(base, '/load_lora_adapter', { lora_name: name, lora_path: path, load_inplace: true });
-      return r.ok ? null : `POST /load_lora_adapter answered ${r.status}: ${r.text.slice(0, 300)}`;
+      if (r.ok) return null;
+      const hint = r.status === 404 && !/lora adapter/i.test(r.text) ? ' (no runtime LoRA route: start vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and --enable-lora)' : '';
+      return `POST /load_lora_adapter answered ${r.status}: ${r.text.slice(0, 300)}${hint}`;
     });
     const took = this.settle(step, `the adapter ${name}`, outcomes);
     this.completions.model = name;
