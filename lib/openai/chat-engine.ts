@@ -23,6 +23,7 @@
 import type { ChatFormat } from '../model/chat-format.js';
 import type { ChatMessage, ToolSchema } from '../model/chat-template.js';
 import type { GenerativeModel, ModelSession } from '../model/policy.js';
+import { untilAborted } from './abort.js';
 import { RequestError, type ChatRequest } from './server-request.js';
 
 /** Options of {@link ChatEngine}. */
@@ -230,6 +231,14 @@ export class ChatEngine {
     }
   }
 
+  /**
+   * Drops the kept conversations that are not sampling now (their KV caches were computed with
+   * the weights of their time: call it when the weights change). Requests still go on.
+   */
+  clearSessions(): void {
+    for (const [id, c] of [...this.conversations]) if (!c.busy) this.drop(id);
+  }
+
   /** Frees every kept conversation (their KV caches); further requests are refused. Idempotent. */
   dispose(): void {
     this.closed = true;
@@ -240,23 +249,4 @@ export class ChatEngine {
   [Symbol.dispose](): void {
     this.dispose();
   }
-}
-
-/** `p`, or a rejection with the signal's reason as soon as it aborts. */
-function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const abort = (): void => reject(signal.reason);
-    signal.addEventListener('abort', abort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener('abort', abort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener('abort', abort);
-        reject(e);
-      },
-    );
-  });
 }

@@ -1,10 +1,16 @@
 /**
- * A client for OpenAI-compatible chat-completions servers (OpenAI, vLLM, SGLang, `sinkflex
- * serve`) with plain `fetch` (the official `openai` package needs Node >= 22; this project
- * supports Node 20): several base URLs (round-robin or least-busy, with sticky routing per
- * conversation), a concurrency limit, a per-call timeout (AbortController), and retries with
- * exponential backoff and seeded jitter on network errors, timeouts, 408/409/429/5xx and
- * malformed responses. Other 4xx answers fail at once.
+ * A client for OpenAI-compatible servers (OpenAI, vLLM, SGLang, `sinkflex serve`) with plain
+ * `fetch` (the official `openai` package needs Node >= 22; this project supports Node 20):
+ * chat completions and (token-in/token-out) completions over several base URLs (round-robin or
+ * least-busy, with sticky routing per conversation), a concurrency limit, a per-call timeout
+ * (AbortController), and retries with exponential backoff and seeded jitter on network errors,
+ * timeouts, 408/409/429/5xx and malformed responses. Other 4xx answers fail at once.
+ *
+ * A base URL can be taken out of routing ({@link OpenAIChatClient.setEnabled}, e.g. a server
+ * that missed a weight update) and, with `endpointCooldownMs`, one that could not be reached is
+ * avoided for a while: a run survives losing a server, its requests going to the others. Admin
+ * calls to one server ({@link OpenAIChatClient.postTo}: runtime LoRA adapters, weight reloads)
+ * share the headers and timeouts.
  * @module
  */
 import { mulberry32 } from '../tau/rng.js';
@@ -47,6 +53,11 @@ export interface OpenAIClientOptions {
    * resets the count. Default 0: never stop.
    */
   maxConsecutiveFailures?: number;
+  /**
+   * After a call failed to reach a base URL (network error or timeout), route new calls to the
+   * other base URLs for this long (ms), while any is available; 0 (default): no cooldown.
+   */
+  endpointCooldownMs?: number;
 }
 
 /** What went wrong talking to a server. */
@@ -105,6 +116,60 @@ export interface ChatCompletionResponse {
   prompt_token_ids?: number[] | null;
 }
 
+/** One choice of a (text) completion (the fields this project reads; vLLM's response shape). */
+export interface CompletionChoice {
+  /** Index of the choice. */
+  index?: number;
+  /** The generated text. */
+  text?: string;
+  /** Per-token log-probs (`logprobs: <n>`): the sampled tokens (`token_id:<n>` with `return_tokens_as_token_ids`) and their log-probs. */
+  logprobs?: { tokens?: unknown[] | null; token_logprobs?: unknown[] | null; text_offset?: unknown[] | null; top_logprobs?: unknown[] | null } | null;
+  /** `stop` or `length`. */
+  finish_reason?: string | null;
+  /** The stop token id (or string) that ended the completion (vLLM). */
+  stop_reason?: number | string | null;
+  /** The sampled token ids (vLLM's `return_token_ids`). */
+  token_ids?: number[] | null;
+  /** The prompt's token ids (vLLM's `return_token_ids`). */
+  prompt_token_ids?: number[] | null;
+}
+
+/** A completion (the fields this project reads). */
+export interface CompletionResponse {
+  id?: string;
+  model?: string;
+  choices: CompletionChoice[];
+  /** Token counts. */
+  usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number };
+}
+
+/** A completions request body: a prompt (text, or token ids) and parameters; `model` defaults to the client's. */
+export type CompletionRequest = Record<string, unknown> & { prompt: string | readonly number[]; model?: string };
+
+/** A completions call's result with where and how it was served. */
+export interface CompletionResult {
+  /** The server's answer. */
+  response: CompletionResponse;
+  /** The base URL that answered. */
+  baseURL: string;
+  /** Calls made (1 + retries used). */
+  attempts: number;
+  /** Wall time in ms, waits included. */
+  ms: number;
+}
+
+/** The answer of one admin call ({@link OpenAIChatClient.postTo}). */
+export interface AdminResponse {
+  /** The HTTP status. */
+  status: number;
+  /** Whether the status is 2xx. */
+  ok: boolean;
+  /** The body as text. */
+  text: string;
+  /** The body as JSON, when it is JSON. */
+  json: unknown;
+}
+
 /** A chat-completions request body (`model` is filled in by the client). */
 export type ChatCompletionRequest = Record<string, unknown> & { messages: readonly unknown[] };
 
@@ -118,6 +183,18 @@ export interface ChatCompletionResult {
   attempts: number;
   /** Wall time in ms, waits included. */
   ms: number;
+}
+
+/** An entry of `GET /v1/models`. */
+export interface ModelCard {
+  /** The model name requests use. */
+  id: string;
+  /** Who serves it. */
+  owned_by?: string;
+  /** The base model of a LoRA adapter (vLLM), absent for a base model. */
+  parent?: string | null;
+  /** Where it was loaded from (vLLM: the adapter's path). */
+  root?: string | null;
 }
 
 /** Call options. */
@@ -136,11 +213,25 @@ export interface EndpointStats {
   calls: number;
   /** Calls that failed. */
   failures: number;
+  /** Whether it takes calls ({@link OpenAIChatClient.setEnabled}). */
+  enabled: boolean;
 }
 
 function nonNegativeInt(v: number, name: string): number {
   if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${name} must be a non-negative integer, got ${String(v)}`);
   return v;
+}
+
+/** Checks the shape of a (text) completion; returns the problem or null. */
+export function checkTextCompletion(json: unknown): string | null {
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) return 'the response is not a JSON object';
+  const choices = (json as { choices?: unknown }).choices;
+  if (!Array.isArray(choices) || choices.length === 0) return 'the response has no choices';
+  const c = choices[0] as { logprobs?: unknown; token_ids?: unknown } | null;
+  if (c === null || typeof c !== 'object') return 'the first choice is not an object';
+  if (c.logprobs !== undefined && c.logprobs !== null && (typeof c.logprobs !== 'object' || Array.isArray(c.logprobs))) return 'logprobs is not an object';
+  if (c.token_ids !== undefined && c.token_ids !== null && (!Array.isArray(c.token_ids) || !c.token_ids.every((t) => Number.isInteger(t)))) return 'token_ids is not an array of integers';
+  return null;
 }
 
 /** Checks the shape of a chat completion; returns the problem or null. */
@@ -185,6 +276,8 @@ export class OpenAIChatClient {
   private readonly doFetch: typeof fetch;
   private readonly random: () => number;
   private readonly endpoints: EndpointStats[];
+  private readonly downUntil: number[];
+  private readonly cooldownMs: number;
   private readonly sticky = new Map<string, number>();
   private readonly waiting: (() => void)[] = [];
   private active = 0;
@@ -221,8 +314,11 @@ export class OpenAIChatClient {
     this.headers = { ...(options.headers ?? {}) };
     this.doFetch = options.fetch ?? fetch;
     this.random = mulberry32(nonNegativeInt(options.seed ?? 0, 'options.seed'));
-    this.endpoints = this.baseURLs.map((baseURL) => ({ baseURL, inFlight: 0, calls: 0, failures: 0 }));
+    this.endpoints = this.baseURLs.map((baseURL) => ({ baseURL, inFlight: 0, calls: 0, failures: 0, enabled: true }));
+    this.downUntil = this.baseURLs.map(() => 0);
     this.maxConsecutiveFailures = nonNegativeInt(options.maxConsecutiveFailures ?? 0, 'options.maxConsecutiveFailures');
+    this.cooldownMs = options.endpointCooldownMs ?? 0;
+    if (!(this.cooldownMs >= 0 && Number.isFinite(this.cooldownMs))) throw new RangeError(`options.endpointCooldownMs must be a number >= 0, got ${String(options.endpointCooldownMs)}`);
   }
 
   /** Calls that failed to reach a server (network errors and timeouts, after their retries). */
@@ -258,21 +354,53 @@ export class OpenAIChatClient {
     this.sticky.delete(affinity);
   }
 
+  /**
+   * Takes a base URL out of routing (`false`: no new call goes there, its sticky
+   * conversations move) or puts it back (`true`, which also ends its cooldown). At least one
+   * must stay enabled for calls to be made.
+   */
+  setEnabled(baseURL: string, enabled: boolean): void {
+    const i = this.baseURLs.indexOf(baseURL.replace(/\/+$/, ''));
+    if (i < 0) throw new RangeError(`setEnabled: ${JSON.stringify(baseURL)} is not one of the client's base URLs`);
+    this.endpoints[i].enabled = enabled;
+    if (enabled) this.downUntil[i] = 0;
+    else for (const [k, v] of this.sticky) if (v === i) this.sticky.delete(k);
+  }
+
+  /** The base URLs that take calls. */
+  enabledBaseURLs(): string[] {
+    return this.endpoints.filter((e) => e.enabled).map((e) => e.baseURL);
+  }
+
+  /** Whether endpoint `i` may get a new call: enabled, not `avoid`, not cooling down (unless `strict` is false). */
+  private usable(i: number, avoid: number, now: number, strict: boolean): boolean {
+    if (!this.endpoints[i].enabled || i === avoid) return false;
+    return !strict || this.downUntil[i] <= now;
+  }
+
   private pick(affinity: string | undefined, avoid: number): number {
+    const n = this.endpoints.length;
+    const now = Date.now();
     if (affinity !== undefined) {
       const i = this.sticky.get(affinity);
-      if (i !== undefined && i !== avoid) return i;
+      if (i !== undefined && this.usable(i, avoid, now, true)) return i;
     }
-    const n = this.endpoints.length;
-    let i: number;
+    // the candidates, from the most to the least preferred set: enabled, not `avoid`, not cooling down
+    let ok = (j: number): boolean => this.usable(j, avoid, now, true);
+    const any = (f: (j: number) => boolean): boolean => this.endpoints.some((_, j) => f(j));
+    if (!any(ok)) ok = (j) => this.usable(j, avoid, now, false);
+    if (!any(ok)) ok = (j) => this.usable(j, -1, now, false);
+    if (!any(ok)) throw new OpenAIError('no base URL is enabled (every server was taken out of routing)', 'network', undefined, 0);
+    let i = -1;
     if (this.routing === 'round-robin' || n === 1) {
-      i = this.next++ % n;
-      if (i === avoid && n > 1) i = this.next++ % n;
+      for (let k = 0; k < n && i < 0; k++) {
+        const j = this.next++ % n;
+        if (ok(j)) i = j;
+      }
     } else {
-      i = -1;
       for (let k = 0; k < n; k++) {
         const j = (this.next + k) % n;
-        if (j === avoid && n > 1) continue;
+        if (!ok(j)) continue;
         if (i < 0 || this.endpoints[j].inFlight < this.endpoints[i].inFlight) i = j;
       }
       this.next++;
@@ -301,16 +429,21 @@ export class OpenAIChatClient {
     return Math.min(this.maxBackoffMs, Math.max(jittered, retryAfterMs ?? 0));
   }
 
-  /** GET `/models` on the first base URL: the served models (id and owner). */
-  async listModels(): Promise<{ id: string; owned_by?: string }[]> {
+  /**
+   * GET `/models` on a base URL (default the first): the served models, with vLLM's `parent`
+   * (the base model of a LoRA adapter) and `root` where the server gives them.
+   */
+  async listModels(baseURL: string = this.baseURLs[0]): Promise<ModelCard[]> {
+    const base = baseURL.replace(/\/+$/, '');
+    if (!this.baseURLs.includes(base)) throw new RangeError(`listModels: ${JSON.stringify(baseURL)} is not one of the client's base URLs`);
     const ctrl = new AbortController();
     const timer = setTimeout(() => ctrl.abort(), this.timeoutMs);
     try {
-      const res = await this.doFetch(`${this.baseURLs[0]}/models`, { headers: this.requestHeaders(), signal: ctrl.signal });
+      const res = await this.doFetch(`${base}/models`, { headers: this.requestHeaders(), signal: ctrl.signal });
       if (!res.ok) throw new OpenAIError(`GET /models answered ${res.status}`, 'http', res.status);
       const json = (await res.json()) as { data?: unknown };
       if (!Array.isArray(json.data)) throw new OpenAIError('GET /models: no data array', 'invalid_response');
-      return json.data.filter((m): m is { id: string; owned_by?: string } => m !== null && typeof m === 'object' && typeof (m as { id?: unknown }).id === 'string');
+      return json.data.filter((m): m is ModelCard => m !== null && typeof m === 'object' && typeof (m as { id?: unknown }).id === 'string');
     } catch (e) {
       if (e instanceof OpenAIError) throw e;
       throw new OpenAIError(ctrl.signal.aborted ? `GET /models timed out after ${this.timeoutMs} ms` : `GET /models failed: ${failureText(e)}`, ctrl.signal.aborted ? 'timeout' : 'network');
@@ -329,8 +462,57 @@ export class OpenAIChatClient {
    */
   async createChatCompletion(request: ChatCompletionRequest, options: CallOptions = {}): Promise<ChatCompletionResult> {
     if (request === null || typeof request !== 'object' || !Array.isArray(request.messages)) throw new TypeError('request must be an object with a messages array');
+    const r = await this.call('/chat/completions', JSON.stringify({ ...request, model: this.model }), checkCompletion, options);
+    return { ...r, response: r.json as ChatCompletionResponse };
+  }
+
+  /**
+   * POST `/completions`: a prompt as text or token ids (vLLM's completions API; `model`
+   * defaults to the client's, e.g. a LoRA adapter's name instead), retrying per the options;
+   * throws {@link OpenAIError} when every try failed or the server refused the request.
+   */
+  async createCompletion(request: CompletionRequest, options: CallOptions = {}): Promise<CompletionResult> {
+    if (request === null || typeof request !== 'object' || (typeof request.prompt !== 'string' && !Array.isArray(request.prompt))) throw new TypeError('request must be an object with a prompt (text or token ids)');
+    if (request.model !== undefined && (typeof request.model !== 'string' || request.model === '')) throw new TypeError('request.model must be a non-empty string when given');
+    const r = await this.call('/completions', JSON.stringify({ ...request, model: request.model ?? this.model }), checkTextCompletion, options);
+    return { ...r, response: r.json as CompletionResponse };
+  }
+
+  /**
+   * One POST to one server, without retries (admin calls: `/load_lora_adapter`,
+   * `/unload_lora_adapter`, `/update_weights_from_disk`): `path` is under the base URL, or
+   * under the server's root with `root: true` (the base URL without its trailing `/v1`, where
+   * SGLang keeps its admin routes). Resolves with any HTTP answer; throws {@link OpenAIError}
+   * (`network`, `timeout`) when the server cannot be reached in `timeoutMs` (default the
+   * client's).
+   */
+  async postTo(baseURL: string, path: string, body: unknown, options: { root?: boolean; timeoutMs?: number } = {}): Promise<AdminResponse> {
+    const base = baseURL.replace(/\/+$/, '');
+    if (!this.baseURLs.includes(base)) throw new RangeError(`postTo: ${JSON.stringify(baseURL)} is not one of the client's base URLs`);
+    const url = `${options.root ? base.replace(/\/v1$/, '') : base}${path}`;
+    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    const ctrl = new AbortController();
+    const timer = setTimeout(() => ctrl.abort(), timeoutMs);
+    try {
+      const res = await this.doFetch(url, { method: 'POST', headers: this.requestHeaders(), body: JSON.stringify(body), signal: ctrl.signal });
+      const text = await res.text();
+      let json: unknown = undefined;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        // vLLM answers its admin calls with plain text
+      }
+      return { status: res.status, ok: res.ok, text, json };
+    } catch (e) {
+      throw new OpenAIError(ctrl.signal.aborted ? `POST ${url} timed out after ${timeoutMs} ms` : `POST ${url} failed: ${failureText(e)}`, ctrl.signal.aborted ? 'timeout' : 'network');
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The shared retry loop of the calls (see the module description). */
+  private async call(path: string, body: string, check: (json: unknown) => string | null, options: CallOptions): Promise<{ json: unknown; baseURL: string; attempts: number; ms: number }> {
     if (this.stopReason !== null) throw new OpenAIError(this.stopReason, 'network', undefined, 0);
-    const body = JSON.stringify({ ...request, model: this.model });
     const t0 = performance.now();
     let last = new OpenAIError('no call made', 'network');
     let avoid = -1;
@@ -341,14 +523,20 @@ export class OpenAIChatClient {
       if (attempt > 0 && this.stopReason !== null) break;
       calls++;
       await this.acquire();
-      const i = this.pick(options.affinity, avoid);
+      let i: number;
+      try {
+        i = this.pick(options.affinity, avoid);
+      } catch (e) {
+        this.releaseSlot();
+        throw e;
+      }
       const ep = this.endpoints[i];
       ep.inFlight++;
       ep.calls++;
       const ctrl = new AbortController();
       const timer = setTimeout(() => ctrl.abort(), this.timeoutMs);
       try {
-        const res = await this.doFetch(`${ep.baseURL}/chat/completions`, { method: 'POST', headers: this.requestHeaders(), body, signal: ctrl.signal });
+        const res = await this.doFetch(`${ep.baseURL}${path}`, { method: 'POST', headers: this.requestHeaders(), body, signal: ctrl.signal });
         const text = await res.text();
         if (!res.ok) {
           const ra = Number(res.headers.get('retry-after'));
@@ -362,10 +550,11 @@ export class OpenAIChatClient {
         } catch {
           throw new OpenAIError(`${ep.baseURL} answered with something that is not JSON: ${JSON.stringify(text.slice(0, 120))}`, 'invalid_response');
         }
-        const problem = checkCompletion(json);
+        const problem = check(json);
         if (problem) throw new OpenAIError(`${ep.baseURL}: ${problem}`, 'invalid_response');
         this.countOutcome(null);
-        return { response: json as ChatCompletionResponse, baseURL: ep.baseURL, attempts: attempt + 1, ms: performance.now() - t0 };
+        this.downUntil[i] = 0;
+        return { json, baseURL: ep.baseURL, attempts: attempt + 1, ms: performance.now() - t0 };
       } catch (e) {
         ep.failures++;
         if (e instanceof OpenAIError && !e.retryable) {
@@ -374,6 +563,7 @@ export class OpenAIChatClient {
         }
         if (e instanceof OpenAIError && e.kind !== 'network' && e.kind !== 'timeout') this.countOutcome(null); // the server answered
         last = e instanceof OpenAIError ? e : new OpenAIError(ctrl.signal.aborted ? `${ep.baseURL} timed out after ${this.timeoutMs} ms` : `${ep.baseURL}: request failed: ${failureText(e)}`, ctrl.signal.aborted ? 'timeout' : 'network');
+        if (this.cooldownMs > 0 && (last.kind === 'network' || last.kind === 'timeout')) this.downUntil[i] = Date.now() + this.cooldownMs;
         if (this.endpoints.length > 1) {
           avoid = i;
           if (options.affinity !== undefined) this.sticky.delete(options.affinity);

@@ -10,3 +10,8 @@ export * from './server-request.js';
 export * from './chat-engine.js';
 export * from './server.js';
 export * from './server-stream.js';
+export * from './completion-request.js';
+export * from './completion-engine.js';
+export * from './model-hosts.js';
+export * from './serving-routes.js';
+export * from './token-completions.js';

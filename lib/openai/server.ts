@@ -19,6 +19,9 @@
  * - The chat format is any {@link ChatFormat}: the built-in template, or a pretrained model's
  *   (its Jinja template or harmony; `sinkflex serve --model-dir`).
  * - `GET /health`: `{ status: "ok" }`.
+ * - `GET /v1/models` (the base model and the loaded LoRA adapters), `POST /v1/completions`
+ *   (token-in/token-out), the runtime LoRA routes and `POST /update_weights_from_disk`: see
+ *   serving-routes.ts. A chat request may name a loaded adapter as its model.
  * @module
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -28,7 +31,9 @@ import type { ChatFormat } from '../model/chat-format.js';
 import type { GenerativeModel } from '../model/policy.js';
 import { rawActionText } from '../rollout/turns.js';
 import { ChatEngine, type ChatEngineOptions, type EngineResult } from './chat-engine.js';
+import type { AdapterHost, WeightsHost } from './model-hosts.js';
 import { parseChatRequest, RequestError, type ChatRequest } from './server-request.js';
+import { ServingRoutes } from './serving-routes.js';
 import { ReplyStream, SseReply } from './server-stream.js';
 
 /** Options of {@link startChatServer}. */
@@ -49,6 +54,10 @@ export interface ChatServerOptions extends ChatEngineOptions {
   maxBodyBytes?: number;
   /** Called after each completion request (for logs). */
   onRequest?: (info: { status: number; ms: number; promptTokens: number; completionTokens: number; continued: boolean }) => void;
+  /** Runtime LoRA adapters (`/v1/load_lora_adapter`, `/v1/unload_lora_adapter`); without it those routes answer 404. */
+  adapters?: AdapterHost;
+  /** Full weight reloads (`/update_weights_from_disk`); without it that route answers 404. */
+  weights?: WeightsHost;
 }
 
 /** A running server. */
@@ -59,6 +68,8 @@ export interface ChatServer {
   readonly port: number;
   /** The engine (its stats count requests and kept conversations). */
   readonly engine: ChatEngine;
+  /** The completions, adapter and weight routes (their engine's stats count completions). */
+  readonly routes: ServingRoutes;
   /** Stops listening, ends open connections and frees kept conversations. */
   dispose(): Promise<void>;
   /** {@link dispose} (for `await using`). */
@@ -205,38 +216,58 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
   const limit = options.maxBodyBytes ?? 32 * 2 ** 20;
   if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError('options.maxBodyBytes must be a positive integer');
   const created = Math.floor(Date.now() / 1000);
+  const routes = new ServingRoutes({
+    policy: options.policy,
+    tokenizer: template.tokenizer,
+    modelName: model,
+    created,
+    ...(options.adapters ? { adapters: options.adapters } : {}),
+    ...(options.weights ? { weights: options.weights } : {}),
+    chat: { base: engine, create: (m) => new ChatEngine(m, template, options) },
+    maxSessions: options.maxSessions,
+    sessionTtlMs: options.sessionTtlMs,
+    ...(options.onRequest ? { onRequest: options.onRequest } : {}),
+  });
+  const readJson = async (req: IncomingMessage, res: ServerResponse): Promise<unknown> => {
+    const text = await readBody(req, res, limit, Math.max(limit, 64 * 2 ** 20), 10000);
+    try {
+      return JSON.parse(text);
+    } catch (e) {
+      throw new RequestError(400, `the request body is not JSON: ${(e as Error).message}`, null, 'invalid_json');
+    }
+  };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = (req.url ?? '/').split('?')[0].replace(/\/+$/, '');
     if (url === '/health') return sendJSON(res, 200, { status: 'ok' });
     if (options.apiKey !== undefined && req.headers.authorization !== `Bearer ${options.apiKey}`) throw new RequestError(401, 'invalid or missing API key (Authorization: Bearer …)', null, 'invalid_api_key');
-    if (url === '/v1/models') {
-      if (req.method !== 'GET') throw new RequestError(405, `${req.method} is not allowed on /v1/models`);
-      return sendJSON(res, 200, { object: 'list', data: [{ id: model, object: 'model', created, owned_by: 'sinkflex', max_model_len: options.policy.contextLength }] });
-    }
+    if (await routes.handle(req, res, url, () => readJson(req, res))) return;
     if (url !== '/v1/chat/completions') throw new RequestError(404, `no route ${req.method} ${url}`, null, 'not_found');
     if (req.method !== 'POST') throw new RequestError(405, `${req.method} is not allowed on /v1/chat/completions`);
     const t0 = performance.now();
-    const text = await readBody(req, res, limit, Math.max(limit, 64 * 2 ** 20), 10000);
-    let json: unknown;
+    const chat = parseChatRequest(await readJson(req, res));
+    const release = await routes.admit();
     try {
-      json = JSON.parse(text);
-    } catch (e) {
-      throw new RequestError(400, `the request body is not JSON: ${(e as Error).message}`, null, 'invalid_json');
+      await chatCompletion(res, chat, t0);
+    } finally {
+      release();
     }
-    const chat = parseChatRequest(json);
-    if (chat.model !== model) throw new RequestError(404, `the model '${chat.model}' does not exist (this server serves '${model}')`, 'model', 'model_not_found');
+  };
+
+  const chatCompletion = async (res: ServerResponse, chat: ChatRequest, t0: number): Promise<void> => {
+    const engine = routes.chatEngine(chat.model);
+    if (!engine) throw new RequestError(404, `the model '${chat.model}' does not exist (this server serves '${model}')`, 'model', 'model_not_found');
     // a client that goes away stops its generation (and frees its session)
     const gone = new AbortController();
     res.on('close', () => {
       if (!res.writableFinished) gone.abort(new ClientGone());
     });
     const ids = newCompletionId();
-    const sse = chat.stream ? new SseReply(res, ids.id, model) : null;
+    const sse = chat.stream ? new SseReply(res, ids.id, chat.model) : null;
     const reply = chat.stream ? new ReplyStream(template) : null;
     if (!sse || !reply) {
       const r = await engine.complete(chat, { signal: gone.signal });
-      sendJSON(res, 200, completionBody(template, model, chat, r, ids).body);
+      sendJSON(res, 200, completionBody(template, chat.model, chat, r, ids).body);
       options.onRequest?.({ status: 200, ms: performance.now() - t0, promptTokens: r.promptTokens.length, completionTokens: r.tokens.length, continued: r.continued });
       return;
     }
@@ -249,7 +280,7 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
           sse.content(reply.push(tokens), chat.logprobs ? logprobEntries(template, tokens, logProbs) : undefined);
         },
       });
-      const c = completionBody(template, model, chat, r, ids);
+      const c = completionBody(template, chat.model, chat, r, ids);
       sse.content(reply.finish(typeof c.message.content === 'string' ? c.message.content : null));
       sse.toolCalls((c.message.tool_calls ?? []) as { id?: string; function: { name: string; arguments: string } }[]);
       sse.end(c.finish, chat.returnTokenIds ? r.tokens : undefined, chat.streamUsage ? (c.body.usage as Record<string, unknown>) : undefined);
@@ -283,6 +314,7 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
   const dispose = (): Promise<void> =>
     new Promise<void>((resolve) => {
       engine.dispose();
+      routes.dispose();
       server.close(() => resolve());
       server.closeAllConnections();
     });
@@ -290,6 +322,7 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
     baseURL: `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}/v1`,
     port: addr.port,
     engine,
+    routes,
     dispose,
     [Symbol.asyncDispose]: dispose,
   };

@@ -11,6 +11,7 @@ export * from './policy.js';
 export * from './conversation-decoder.js';
 export * from './chat-token-policy.js';
 export * from './model-token-policy.js';
+export * from './completion-token-policy.js';
 export * from './expert-policy.js';
 export * from './seeds.js';
 export * from './scheduler.js';

@@ -108,6 +108,28 @@ const RolloutSchema = z.strictObject({
   maxContextTokens: int(16),
   /** Episodes in flight at once. */
   concurrency: int(1),
+  /**
+   * Where episodes are sampled: `local` (the trainer's own policy, in process) or `openai`
+   * (vLLM-compatible servers at `servers`: vLLM, SGLang, `sinkflex serve`, token-in/token-out
+   * through `/v1/completions`, kept on-policy after every optimizer step). Absent in older runs: local.
+   */
+  engine: z.enum(['local', 'openai']),
+  /** Base URLs of the servers (`http://host:port/v1`) for engine `openai`; episodes go to the least loaded. */
+  servers: z.array(z.string().regex(/^https?:\/\/\S+$/, 'must be an http(s) base URL such as http://127.0.0.1:8000/v1')),
+  /**
+   * Engine `openai`: send a session id per episode with the episode's seed (`sinkflex serve`
+   * keeps the episode's context and random stream, so sampling equals the local engine's). Off:
+   * each turn is an independent request seeded with its turn's seed (vLLM, SGLang).
+   */
+  sessions: z.boolean(),
+  /** Engine `openai`: the served base model's name ('' : the first base model the servers list). */
+  model: z.string(),
+  /** Engine `openai`: timeout of one completion request in seconds (each is retried `retries` times, on another server when there is one). */
+  timeoutS: z.number().gt(0),
+  /** Engine `openai`: retries of a failed completion request. */
+  retries: int(0),
+  /** Engine `openai`: timeout in seconds of loading new weights or an adapter into one server. */
+  syncTimeoutS: z.number().gt(0),
 });
 
 const SftSchema = z.strictObject({
@@ -259,7 +281,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
   tokenizer: { vocabSize: 2048, corpusEpisodes: 64, digitGroup: 2 },
   model: { preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, context: 2048, device: 'cpu' },
   prompt: { system: 'compact', renderTools: false },
-  rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64 },
+  rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64, engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600 },
   sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 4096, demoWorlds: 16, steps: 300, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
   grpo: {
     steps: 70,
@@ -383,6 +405,7 @@ export function validateConfig(value: unknown): TrainConfig {
     const c = r.data;
     if (c.rollout.maxContextTokens > c.model.context) throw new ConfigError(`rollout.maxContextTokens (${c.rollout.maxContextTokens}) exceeds model.context (${c.model.context})`);
     if (c.grpo.estimator === 'grpo_passk' && c.rollout.n < 2) throw new ConfigError('grpo.estimator grpo_passk needs rollout.n >= 2');
+    if (c.rollout.engine === 'openai' && c.rollout.servers.length === 0) throw new ConfigError("rollout.servers: give at least one server base URL (http://host:port/v1) for rollout.engine 'openai'");
     return c;
   }
   const lines = r.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(config)'}: ${i.message}`);
@@ -393,7 +416,18 @@ export function validateConfig(value: unknown): TrainConfig {
  * Fields added to the configuration after the first release, with the values that reproduce
  * what a run saved before them did (not necessarily today's defaults).
  */
-const ADDED_FIELDS = { tokenizer: { digitGroup: 0 }, model: { device: 'cpu' }, sft: { demoWorlds: 0 } } as const;
+const ADDED_FIELDS = {
+  tokenizer: { digitGroup: 0 },
+  model: { device: 'cpu' },
+  sft: { demoWorlds: 0 },
+  rollout: { engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600 },
+} as const;
+
+/** The rollout fields a resumed run may change (where and how episodes are sampled, not what is sampled). */
+export const ROLLOUT_ENGINE_FIELDS = ['engine', 'servers', 'sessions', 'model', 'timeoutS', 'retries', 'syncTimeoutS'] as const;
+
+/** A change of {@link ROLLOUT_ENGINE_FIELDS}. */
+export type RolloutEnginePatch = Partial<Pick<TrainConfig['rollout'], (typeof ROLLOUT_ENGINE_FIELDS)[number]>>;
 
 /** Validates a configuration saved by a run, filling the fields added since it was saved (see `ADDED_FIELDS`). */
 export function validateSavedConfig(value: unknown): TrainConfig {

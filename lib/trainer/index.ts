@@ -13,3 +13,4 @@ export * from './report.js';
 export * from './transcript-html.js';
 export * from './validation-log.js';
 export * from './trainer.js';
+export * from './rollout-engine.js';

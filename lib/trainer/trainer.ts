@@ -9,14 +9,15 @@ import { performance } from 'node:perf_hooks';
 
 import type { AnyEnv } from '../gym/index.js';
 import { ChatTemplate, modelConfig, modelOpsDevice, TransformerPolicy, type ModelConfig } from '../model/index.js';
-import { AgentLoop, evaluatePolicy, mixSeed, ModelPolicyAdapter, type EpisodeRecord } from '../rollout/index.js';
+import { AgentLoop, evaluatePolicy, mixSeed, type EpisodeRecord } from '../rollout/index.js';
 import { taskKind } from '../tau/index.js';
 import { checkpointDir, listCheckpoints, readMetricsFile, readRunConfig, readTrainerState, removeStaleTemporaries, resumeRunFolder, RunFolderError, saveRunCheckpoint, writeTextAtomic, type TrainerState } from './checkpoint.js';
-import { valSourceName, type TrainConfig } from './config.js';
+import { validateConfig, valSourceName, type RolloutEnginePatch, type TrainConfig } from './config.js';
 import { grpoStep } from './grpo-step.js';
 import { renderReport, type MetricsRow } from './report.js';
 import { REPORT_TRANSCRIPT_CAPS } from './transcript-html.js';
 import { readReportValidations, removeValidationLogsAfter, selectValidationTranscripts, validationDir, writeValidationLog } from './validation-log.js';
+import { createRolloutEngine, type PublishAdapter, type RolloutEngine } from './rollout-engine.js';
 import { collectDemonstrations, runInductionWarmup, runSft, seededPermutation } from './sft.js';
 import { buildWorld, demonstrationWorlds, promptSettings, trainEnvFactory, trainRunTokenizer, type TrainWorld } from './world.js';
 
@@ -53,6 +54,18 @@ export interface TrainOptions {
   onEvent?: (e: TrainEvent) => void;
   /** Wraps the training/validation environment factory (e.g. to inject failures in tests). */
   wrapEnv?: (make: () => AnyEnv) => () => AnyEnv | Promise<AnyEnv>;
+  /**
+   * With `resume`: a new rollout engine for the rest of the run (`rollout.engine`, `servers`,
+   * `sessions`, `model`, `timeoutS`, `retries`, `syncTimeoutS`: where episodes are sampled,
+   * not what is sampled), saved to its config.json.
+   */
+  rolloutEngine?: RolloutEnginePatch;
+  /**
+   * Engine `openai` with a policy that trains LoRA adapters: writes the adapter after a GRPO
+   * step (a PEFT folder) and resolves with its path; the servers load it under a per-step name.
+   * Without it the servers get full weights (`/update_weights_from_disk`).
+   */
+  publishAdapter?: PublishAdapter;
 }
 
 /** What {@link train} returns. */
@@ -127,12 +140,13 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
   let policy: TransformerPolicy | null = null;
   let rows: MetricsRow[] = [];
   if (options.steps !== undefined && !options.resume) throw new RunFolderError('steps applies to a resumed run (set grpo.steps in the configuration of a new run)');
+  if (options.rolloutEngine !== undefined && !options.resume) throw new RunFolderError('rolloutEngine applies to a resumed run (set rollout.* in the configuration of a new run)');
   if (options.steps !== undefined && (!Number.isSafeInteger(options.steps) || options.steps < 0)) throw new RunFolderError(`steps must be an integer >= 0, got ${options.steps}`);
 
   // Everything that can fail is checked before anything is written, so that a failed start
   // leaves no run behind and a failed resume changes nothing.
   let resumeFrom: string | null = null;
-  let stepsChanged = false;
+  let configChanged = false;
   if (options.resume) {
     config = readRunConfig(out);
     const steps = listCheckpoints(out);
@@ -140,8 +154,13 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       resumeFrom = checkpointDir(out, steps[steps.length - 1]);
       state = readTrainerState(resumeFrom);
     }
+    if (options.rolloutEngine !== undefined) {
+      const next = validateConfig({ ...config, rollout: { ...config.rollout, ...options.rolloutEngine } });
+      if (JSON.stringify(next) !== JSON.stringify(config)) configChanged = true;
+      config = next;
+    }
     if (options.steps !== undefined && options.steps !== config.grpo.steps) {
-      stepsChanged = true;
+      configChanged = true;
       if (options.steps < state.step) throw new RunFolderError(`steps ${options.steps}: the run's newest checkpoint is at GRPO step ${state.step}; a run can be extended or ended earlier, but not before its newest checkpoint`);
       config = { ...config, grpo: { ...config.grpo, steps: options.steps } };
     }
@@ -196,6 +215,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
   };
 
   let reference: TransformerPolicy | null = null;
+  let engine: RolloutEngine | null = null;
   try {
     // writing starts here
     const removed = removeStaleTemporaries(out);
@@ -204,7 +224,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       mkdirSync(out, { recursive: true });
       writeTextAtomic(join(out, 'config.json'), JSON.stringify(config, null, 2));
     } else {
-      if (stepsChanged) writeTextAtomic(join(out, 'config.json'), JSON.stringify(config, null, 2));
+      if (configChanged) writeTextAtomic(join(out, 'config.json'), JSON.stringify(config, null, 2));
       if (resumeFrom) writeTextAtomic(metricsPath, metricsToKeep.map((r) => JSON.stringify(r)).join('\n') + (metricsToKeep.length ? '\n' : ''));
       else rmSync(metricsPath, { force: true });
       rows = metricsToKeep;
@@ -219,12 +239,15 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     if (!tokenizer) throw new RunFolderError('the policy has no tokenizer');
     const template = new ChatTemplate(tokenizer);
     const refPath = join(out, 'reference.safetensors');
+    const rolloutEngine = createRolloutEngine({ config, policy, template, out, ...(options.publishAdapter ? { publishAdapter: options.publishAdapter } : {}), onWarning: (message) => emit({ kind: 'warning', message }) });
+    engine = rolloutEngine;
 
     const validate = async (step: number) => {
       emit({ kind: 'phase', phase: 'validation', message: `validation after step ${step}` });
       const t0 = performance.now();
+      await rolloutEngine.sync(step);
       const r = await evaluatePolicy({
-        policy: new ModelPolicyAdapter(policy as TransformerPolicy),
+        policy: rolloutEngine.policy,
         template,
         env,
         taskIds: tw.valIds,
@@ -238,7 +261,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
         source,
         taskKind: (id) => taskKind(tw.world.task(id)),
       });
-      const row: MetricsRow = { step, phase: 'val', ...r.metrics, 'timing_s/testing': (performance.now() - t0) / 1000 };
+      const row: MetricsRow = { step, phase: 'val', ...r.metrics, ...rolloutEngine.takeMetrics(), 'timing_s/testing': (performance.now() - t0) / 1000 };
       writeValidationLog(out, step, selectValidationTranscripts(r, step, { format: template }));
       log(row);
       emit({ kind: 'validation', step, meanAt1: r.meanReward, metrics: r.metrics });
@@ -296,7 +319,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     if (config.grpo.klCoef > 0) reference = TransformerPolicy.load(refPath, { device: config.model.device });
 
     const loop = new AgentLoop({
-      policy: new ModelPolicyAdapter(policy),
+      policy: rolloutEngine.policy,
       template,
       env,
       concurrency: config.rollout.concurrency,
@@ -311,7 +334,11 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       if (state.step < last) emit({ kind: 'phase', phase: 'grpo', message: `GRPO steps ${state.step + 1}..${last}` });
       while (state.step < last) {
         const step = state.step + 1;
+        const t0 = performance.now();
+        await rolloutEngine.sync(state.step); // the servers sample with the policy of the last step
+        const syncS = (performance.now() - t0) / 1000;
         const r = await grpoStep({ policy, loop, reference, config }, step, stepTasks(config, tw.trainIds, step));
+        if (rolloutEngine.kind !== 'local') Object.assign(r.metrics, rolloutEngine.takeMetrics(), { 'timing_s/sync_weights': syncS });
         state = { ...state, step, skippedSteps: state.skippedSteps + r.skipped, abortedEpisodes: state.abortedEpisodes + (r.metrics['rollout/aborted'] ?? 0) };
         const row: MetricsRow = { step, phase: 'grpo', ...r.metrics, 'actor/skipped_steps_total': state.skippedSteps, 'rollout/aborted_total': state.abortedEpisodes };
         log(row);
@@ -336,9 +363,11 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     writeReport();
     emit({ kind: 'phase', phase: 'done', message: `done: ${state.step} GRPO steps` });
   } catch (e) {
+    engine?.dispose();
     if (!options.resume && !checkpointed) undoFailedStart();
     throw e;
   } finally {
+    engine?.dispose();
     reference?.dispose();
     policy?.dispose();
   }

@@ -5,6 +5,11 @@
  * checkpoints) is served with the run's prompt format: a run trained without the tools section
  * in its prompt (`prompt.renderTools = false`) gets no tools section from requests either
  * (their `tools` are ignored for the prompt; the tool calls it makes are parsed as always).
+ *
+ * Besides chat completions it serves token-in/token-out `/v1/completions`, the models list and
+ * `POST /update_weights_from_disk` (the built-in policy reloads a checkpoint of the same run in
+ * place), so that a trainer's rollouts run on it (`rollout.engine: 'openai'`); the runtime LoRA
+ * routes answer when an adapter host is given.
  * @module
  */
 import type { Command } from 'commander';
@@ -14,6 +19,7 @@ import type { HfDtypeOption } from '../../model/hf/load.js';
 import { loadPretrained } from '../../model/hf/pretrained.js';
 import type { GenerativeModel } from '../../model/policy.js';
 import type { DeviceRequest } from '../../native/device.js';
+import { transformerWeightsHost, type AdapterHost, type WeightsHost } from '../../openai/model-hosts.js';
 import { startChatServer, type ChatServer } from '../../openai/server.js';
 import { loadPolicy } from '../../trainer/load-policy.js';
 
@@ -44,6 +50,8 @@ export interface ServeOptions {
    * (`prompt.renderTools`; on for a bare checkpoint file), `on` or `off`.
    */
   toolsSection?: 'auto' | 'on' | 'off';
+  /** Runtime LoRA adapters (`/v1/load_lora_adapter`); without it those routes answer 404. */
+  adapters?: AdapterHost;
 }
 
 /** Whether tools are rendered for `mode` and a run's prompt format (null: not a run). */
@@ -66,6 +74,8 @@ interface Served {
   template: ChatFormat;
   checkpoint: string;
   runRenderTools: boolean | null;
+  /** In-place full-weight reloads (`/update_weights_from_disk`): built-in checkpoints only. */
+  weights: WeightsHost | null;
   dispose(): void;
 }
 
@@ -74,7 +84,7 @@ async function loadServed(options: ServeOptions): Promise<Served> {
     if (options.checkpoint !== undefined) throw new Error('give --checkpoint or --model-dir, not both');
     const m = await loadPretrained(options.modelDir, { device: options.device ?? 'cpu', dtype: options.dtype ?? 'auto' });
     try {
-      return { policy: m.policy, template: m.chat, checkpoint: options.modelDir, runRenderTools: null, dispose: () => m.dispose() };
+      return { policy: m.policy, template: m.chat, checkpoint: options.modelDir, runRenderTools: null, weights: null, dispose: () => m.dispose() };
     } catch (e) {
       m.dispose();
       throw e;
@@ -82,7 +92,7 @@ async function loadServed(options: ServeOptions): Promise<Served> {
   }
   if (options.checkpoint === undefined) throw new Error('serve needs --checkpoint or --model-dir');
   const b = loadPolicy(options.checkpoint);
-  return { policy: b.policy, template: b.template, checkpoint: b.checkpoint, runRenderTools: b.run ? b.run.prompt.renderTools : null, dispose: () => b.policy.dispose() };
+  return { policy: b.policy, template: b.template, checkpoint: b.checkpoint, runRenderTools: b.run ? b.run.prompt.renderTools : null, weights: transformerWeightsHost(b.policy), dispose: () => b.policy.dispose() };
 }
 
 /** Loads the checkpoint (or model folder) and starts the server (the caller disposes it, which also frees the policy). */
@@ -94,6 +104,8 @@ export async function serve(options: ServeOptions): Promise<ChatServer & { check
       policy: b.policy,
       template: b.template,
       renderTools,
+      ...(b.weights ? { weights: b.weights } : {}),
+      ...(options.adapters ? { adapters: options.adapters } : {}),
       host: options.host,
       port: options.port,
       modelName: options.modelName,
@@ -122,7 +134,7 @@ function int(v: string): number {
 export function registerServe(program: Command): void {
   program
     .command('serve')
-    .description('serve the built-in policy or a pretrained model over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions)')
+    .description('serve the built-in policy or a pretrained model over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions, /v1/completions, /update_weights_from_disk)')
     .option('--checkpoint <path>', 'checkpoint file (.safetensors) or run folder (its newest checkpoint)')
     .option('--model-dir <dir>', 'a Hugging Face model folder (gpt-oss, Qwen3, Qwen2, Llama) instead, with its chat format')
     .option('--device <device>', 'cpu | cuda | auto (--model-dir)', 'cpu')

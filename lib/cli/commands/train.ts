@@ -8,7 +8,7 @@ import { join } from 'node:path';
 
 import type { Command } from 'commander';
 
-import { ConfigError, parseOverride, readConfigFile, resolveConfig, resumeRunFolder, train, valSourceName, type PresetName, type TrainConfig, type TrainResult } from '../../trainer/index.js';
+import { ConfigError, parseOverride, readConfigFile, resolveConfig, resumeRunFolder, ROLLOUT_ENGINE_FIELDS, train, valSourceName, type PresetName, type RolloutEnginePatch, type TrainConfig, type TrainResult } from '../../trainer/index.js';
 import { ProgressBar, type ProgressStream } from './progress.js';
 import { trainProgress } from './train-progress.js';
 
@@ -55,11 +55,33 @@ export function defaultOut(preset: string, now = new Date()): string {
   return join('runs', `${preset}-${now.toISOString().replace(/[-:]/g, '').replace(/\..*$/, '').replace('T', '-')}`);
 }
 
+/** What a resumed run may change (the tail of the refusals' messages). */
+const RESUME_CHANGES = `a resumed run keeps the configuration in its config.json. What can change on resume: --steps <n> (the new number of GRPO steps: more extends the run, also a finished one), --stop-after, --set of where episodes are sampled (${ROLLOUT_ENGINE_FIELDS.map((f) => `rollout.${f}`).join(', ')}), --no-progress and --json. To train with another configuration, start a new run (--out).`;
+
+/**
+ * The `--set` overrides a resumed run takes: the rollout engine's fields (where episodes are
+ * sampled, not what is sampled); any other field is refused, naming it.
+ */
+export function rolloutEngineOverrides(sets: readonly string[]): RolloutEnginePatch | undefined {
+  if (sets.length === 0) return undefined;
+  const patch: Record<string, unknown> = {};
+  for (const s of sets) {
+    const o = parseOverride(s);
+    const rollout = o.rollout;
+    const keys = rollout !== null && typeof rollout === 'object' && !Array.isArray(rollout) && Object.keys(o).length === 1 ? Object.keys(rollout) : [];
+    const field = s.slice(0, Math.max(0, s.indexOf('='))).trim();
+    if (keys.length !== 1 || !(ROLLOUT_ENGINE_FIELDS as readonly string[]).includes(keys[0]) || field.split('.').length !== 2) {
+      throw new ConfigError(`--set cannot be used with --resume: ${field || s} is not a rollout engine field; ${RESUME_CHANGES}`);
+    }
+    patch[keys[0]] = (rollout as Record<string, unknown>)[keys[0]];
+  }
+  return patch as RolloutEnginePatch;
+}
+
 /** The flags that describe a new run, which `--resume` refuses (the run's config.json fixes them). */
 const NEW_RUN_FLAGS: readonly (readonly [keyof TrainCommandOptions, string])[] = [
   ['config', '--config'],
   ['preset', '--preset'],
-  ['set', '--set'],
   ['sftSteps', '--sft-steps'],
   ['seed', '--seed'],
   ['env', '--env'],
@@ -86,18 +108,20 @@ export interface TrainCommandStreams {
 export async function runTrainCommand(o: TrainCommandOptions, log: (line: string) => void = (l) => console.log(l), streams: TrainCommandStreams = {}): Promise<TrainResult> {
   const stdout = streams.stdout ?? process.stdout;
   const stderr = streams.stderr ?? process.stderr;
-  const stopAfter = intFlag(o.stopAfter, 'stop-after', 1);
+  const stopAfter = intFlag(o.stopAfter, 'stop-after', 0);
   let config: TrainConfig;
   let out: string;
   let steps: number | undefined;
+  let rolloutEngine: RolloutEnginePatch | undefined;
   if (o.resume) {
     const refused = NEW_RUN_FLAGS.filter(([k]) => o[k] !== undefined && !(Array.isArray(o[k]) && o[k].length === 0)).map(([, flag]) => flag);
     if (refused.length > 0) {
       throw new ConfigError(
-        `${refused.join(', ')} cannot be used with --resume: a resumed run keeps the configuration in its config.json. What can change on resume: --steps <n> (the new number of GRPO steps: more extends the run, also a finished one), --stop-after, --no-progress and --json. To train with another configuration, start a new run (--out).`,
+        `${refused.join(', ')} cannot be used with --resume: ${RESUME_CHANGES}`,
       );
     }
     steps = intFlag(o.steps, 'steps');
+    rolloutEngine = rolloutEngineOverrides(o.set ?? []);
     out = resumeRunFolder(o.resume);
     config = resolveConfig(); // replaced by the run's own config.json
   } else {
@@ -113,7 +137,7 @@ export async function runTrainCommand(o: TrainCommandOptions, log: (line: string
   const resumed = o.resume && out !== o.resume ? `resuming ${out} (the run of the checkpoint ${o.resume})` : `resuming ${out}`;
   log(`sinkflex train: ${o.resume ? `${resumed}${steps !== undefined ? `, GRPO steps → ${steps}` : ''}` : `${config.preset} preset, ${config.env}, seed ${config.seed}, ${config.grpo.steps} GRPO steps → ${out}`}`);
   try {
-    const r = await train(config, { out, resume: Boolean(o.resume), ...(steps !== undefined ? { steps } : {}), ...(stopAfter !== undefined ? { stopAfter } : {}), onEvent });
+    const r = await train(config, { out, resume: Boolean(o.resume), ...(steps !== undefined ? { steps } : {}), ...(stopAfter !== undefined ? { stopAfter } : {}), ...(rolloutEngine ? { rolloutEngine } : {}), onEvent });
     bar.stop();
     const summary = { out: r.out, steps: r.step, firstValMeanAt1: r.firstValMeanAt1, lastValMeanAt1: r.lastValMeanAt1, wallS: Math.round(r.wallS), cpuS: Math.round(r.cpuS) };
     if (o.json) log(JSON.stringify(summary));
@@ -142,8 +166,8 @@ export function registerTrain(program: Command): void {
     .option('--seed <n>', 'master seed')
     .option('--env <id>', 'sinkflex/TauRetail-v0 | sinkflex/TauTelecom-v0')
     .option('--out <dir>', 'run folder (default runs/<preset>-<time>)')
-    .option('--resume <run>', 'continue the run in this folder (or of its newest checkpoint folder) from its newest checkpoint; only --steps, --stop-after, --no-progress and --json may be given with it')
-    .option('--stop-after <n>', 'stop after this GRPO step (resumable)')
+    .option('--resume <run>', 'continue the run in this folder (or of its newest checkpoint folder) from its newest checkpoint; only --steps, --stop-after, --set rollout.<engine field>, --no-progress and --json may be given with it')
+    .option('--stop-after <n>', 'stop after this GRPO step (resumable; 0: after SFT)')
     .option('--no-progress', 'plain progress lines instead of the progress bar (as when the output is not a terminal)')
     .option('--json', 'print the final summary as JSON')
     .action(async (opts: TrainCommandOptions) => {

@@ -1,0 +1,365 @@
+/**
+ * The routes of `sinkflex serve` beyond chat completions, in vLLM's and SGLang's shapes, so that
+ * a trainer drives it as it drives those engines:
+ *
+ * - `POST /v1/completions`: token-in/token-out completions (vLLM's subset): `prompt` as token
+ *   ids (or text, tokenized), `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`,
+ *   `stop_token_ids`, `logprobs: 0` (the sampled tokens' log-probs, under the tempered
+ *   distribution, in `choices[0].logprobs.{tokens, token_logprobs, text_offset,
+ *   top_logprobs}`), `return_tokens_as_token_ids` (those tokens as `token_id:<id>`),
+ *   `return_token_ids` (`choices[0].token_ids` and `prompt_token_ids`), `session_id` (this
+ *   server's extension: see {@link CompletionEngine}); `model` names the base model or a loaded
+ *   adapter (absent: the base model).
+ * - `POST /v1/load_lora_adapter` `{ lora_name, lora_path, load_inplace? }` and
+ *   `POST /v1/unload_lora_adapter` `{ lora_name }`: runtime LoRA adapters (vLLM's requests,
+ *   answers and errors: 200 with a plain-text `Success: …`; 400 for a missing field or a name
+ *   already loaded; 404 for an unknown adapter), through an {@link AdapterHost}; 404 when the
+ *   server has none.
+ * - `POST /update_weights_from_disk` `{ model_path }` (SGLang's route and answer, `{ success,
+ *   message }`): reloads the served weights through a {@link WeightsHost}; 404 when there is none.
+ * - `GET /v1/models`: the base model and the loaded adapters (each with vLLM's `parent`, the
+ *   base model, and `root`, its path).
+ *
+ * Every change of what is served waits for the requests in flight (new ones wait meanwhile:
+ * {@link ServingRoutes.admit}) and drops the kept sessions it makes stale.
+ * @module
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+import type { ChatFormatTokenizer } from '../model/chat-format.js';
+import type { GenerativeModel } from '../model/policy.js';
+import type { ChatEngine } from './chat-engine.js';
+import { parseCompletionRequest, type CompletionRequestParams } from './completion-request.js';
+import { CompletionEngine, type EngineCompletionResult } from './completion-engine.js';
+import type { AdapterHost, WeightsHost } from './model-hosts.js';
+import { RequestError } from './server-request.js';
+
+/** Options of {@link ServingRoutes}. */
+export interface ServingRoutesOptions {
+  /** The served base model. */
+  policy: GenerativeModel;
+  /** Its tokenizer (text prompts, and the decoded text of completions). */
+  tokenizer: ChatFormatTokenizer;
+  /** The base model's name. */
+  modelName: string;
+  /** When the server started (seconds; `created` of the models list). */
+  created: number;
+  /** Runtime LoRA adapters; without it the adapter routes answer 404. */
+  adapters?: AdapterHost;
+  /** Full weight reloads; without it `/update_weights_from_disk` answers 404. */
+  weights?: WeightsHost;
+  /** The base model's chat engine, and how to make one for an adapter (chat completions naming an adapter). */
+  chat: { base: ChatEngine; create: (model: GenerativeModel) => ChatEngine };
+  /** Completion sessions kept (`session_id`). Default 256. */
+  maxSessions?: number;
+  /** A kept completion session idle this long (ms) is dropped. Default 600000. */
+  sessionTtlMs?: number;
+  /** Called after each completions request (for logs). */
+  onRequest?: (info: { status: number; ms: number; promptTokens: number; completionTokens: number; continued: boolean }) => void;
+}
+
+/** Reads and parses the request's JSON body (400 when it is not JSON, 413 when too large). */
+export type JsonBodyReader = () => Promise<unknown>;
+
+let completionCounter = 0;
+
+/** vLLM clamps log-probs at -9999 so that they stay JSON numbers. */
+const clampLogProb = (x: number): number => Math.max(x, -9999);
+
+function sendJSON(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function sendText(res: ServerResponse, status: number, text: string): void {
+  res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function field(body: unknown, key: string): unknown {
+  return body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>)[key] : undefined;
+}
+
+/** The routes (see the module description). */
+export class ServingRoutes {
+  /** The completions engine (its stats count requests and kept sessions). */
+  readonly completions: CompletionEngine;
+  private readonly adapterPaths = new Map<string, string>();
+  private readonly chatEngines = new Map<string, ChatEngine>();
+  private inFlight = 0;
+  private gate: Promise<void> | null = null;
+  private drained: (() => void) | null = null;
+  private adminQueue: Promise<unknown> = Promise.resolve();
+
+  /** @param options - the served model, hosts, chat engines, limits. */
+  constructor(private readonly options: ServingRoutesOptions) {
+    this.completions = new CompletionEngine({ maxSessions: options.maxSessions, sessionTtlMs: options.sessionTtlMs });
+  }
+
+  /**
+   * Waits while what is served changes, then counts a request in flight; call the returned
+   * function when it is done.
+   */
+  async admit(): Promise<() => void> {
+    while (this.gate) await this.gate;
+    this.inFlight++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.inFlight--;
+      if (this.inFlight === 0) this.drained?.();
+    };
+  }
+
+  /** Runs `change` with no request in flight and new ones held back, one change at a time. */
+  private exclusive<T>(change: () => Promise<T>): Promise<T> {
+    const run = async (): Promise<T> => {
+      let open = (): void => undefined;
+      this.gate = new Promise<void>((r) => (open = r));
+      try {
+        if (this.inFlight > 0) await new Promise<void>((r) => (this.drained = r));
+        this.drained = null;
+        return await change();
+      } finally {
+        this.gate = null;
+        open();
+      }
+    };
+    const p = this.adminQueue.then(run, run);
+    this.adminQueue = p.catch(() => undefined);
+    return p;
+  }
+
+  /** The model a request names: the base model (also when absent) or a loaded adapter's; undefined for an unknown name. */
+  modelFor(name: string | null): GenerativeModel | undefined {
+    if (name === null || name === this.options.modelName) return this.options.policy;
+    if (!this.adapterPaths.has(name)) return undefined;
+    return this.options.adapters?.model(name);
+  }
+
+  /** The chat engine of the model a chat request names, or undefined for an unknown name. */
+  chatEngine(name: string): ChatEngine | undefined {
+    if (name === this.options.modelName) return this.options.chat.base;
+    const model = this.modelFor(name);
+    if (!model) return undefined;
+    let e = this.chatEngines.get(name);
+    if (!e) {
+      e = this.options.chat.create(model);
+      this.chatEngines.set(name, e);
+    }
+    return e;
+  }
+
+  /** The `GET /v1/models` body: the base model, then the adapters. */
+  models(): Record<string, unknown> {
+    const o = this.options;
+    const base = { id: o.modelName, object: 'model', created: o.created, owned_by: 'sinkflex', root: o.modelName, parent: null, max_model_len: o.policy.contextLength };
+    const adapters = [...this.adapterPaths].map(([id, root]) => ({ id, object: 'model', created: o.created, owned_by: 'sinkflex', root, parent: o.modelName, max_model_len: o.policy.contextLength }));
+    return { object: 'list', data: [base, ...adapters] };
+  }
+
+  /**
+   * Serves the request when it is one of these routes (resolves true); false leaves it to the
+   * caller. Errors are thrown as {@link RequestError}s (the caller answers them).
+   */
+  async handle(req: IncomingMessage, res: ServerResponse, url: string, readJson: JsonBodyReader): Promise<boolean> {
+    switch (url) {
+      case '/v1/models':
+        if (req.method !== 'GET') throw new RequestError(405, `${req.method} is not allowed on /v1/models`);
+        sendJSON(res, 200, this.models());
+        return true;
+      case '/v1/completions':
+        this.post(req, url);
+        await this.complete(res, await readJson());
+        return true;
+      case '/v1/load_lora_adapter':
+        this.post(req, url);
+        await this.loadAdapter(res, await readJson());
+        return true;
+      case '/v1/unload_lora_adapter':
+        this.post(req, url);
+        await this.unloadAdapter(res, await readJson());
+        return true;
+      case '/update_weights_from_disk':
+        this.post(req, url);
+        await this.updateWeights(res, await readJson());
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  private post(req: IncomingMessage, url: string): void {
+    if (req.method !== 'POST') throw new RequestError(405, `${req.method} is not allowed on ${url}`);
+  }
+
+  private async complete(res: ServerResponse, body: unknown): Promise<void> {
+    const t0 = performance.now();
+    const r = parseCompletionRequest(body);
+    const model = this.modelFor(r.model);
+    const name = r.model ?? this.options.modelName;
+    if (!model) throw new RequestError(404, `the model '${name}' does not exist (this server serves '${this.options.modelName}'${this.adapterPaths.size > 0 ? ` and the adapters ${[...this.adapterPaths.keys()].map((a) => `'${a}'`).join(', ')}` : ''})`, 'model', 'model_not_found');
+    const vocab = model.vocabSize;
+    const prompt = typeof r.prompt === 'string' ? this.options.tokenizer.encode(r.prompt) : r.prompt;
+    if (prompt.length === 0) throw new RequestError(400, 'the prompt has no tokens', 'prompt', 'invalid_value');
+    const badAt = (ids: readonly number[]): number => ids.findIndex((t) => t >= vocab);
+    let i = badAt(prompt);
+    if (i >= 0) throw new RequestError(400, `prompt[${i}] is ${prompt[i]}, not a token id of the model (vocabulary ${vocab})`, `prompt[${i}]`, 'invalid_value');
+    i = badAt(r.stopTokenIds);
+    if (i >= 0) throw new RequestError(400, `stop_token_ids[${i}] is ${r.stopTokenIds[i]}, not a token id of the model (vocabulary ${vocab})`, `stop_token_ids[${i}]`, 'invalid_value');
+    const gone = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) gone.abort(new Error('the client closed the connection'));
+    });
+    const release = await this.admit();
+    let out: EngineCompletionResult;
+    try {
+      const live = this.modelFor(r.model); // an adapter may have been unloaded while this request waited
+      if (!live) throw new RequestError(404, `the model '${name}' does not exist (it was unloaded)`, 'model', 'model_not_found');
+      out = await this.completions.complete(
+        {
+          model: live,
+          modelName: name,
+          prompt,
+          maxTokens: r.maxTokens,
+          temperature: r.temperature,
+          topP: r.topP,
+          topK: r.topK,
+          stop: r.stopTokenIds,
+          ...(r.seed !== undefined ? { seed: r.seed } : {}),
+          ...(r.sessionId !== undefined ? { sessionId: r.sessionId } : {}),
+        },
+        gone.signal,
+      );
+    } finally {
+      release();
+    }
+    sendJSON(res, 200, this.completionBody(name, r, prompt, out));
+    this.options.onRequest?.({ status: 200, ms: performance.now() - t0, promptTokens: prompt.length, completionTokens: out.tokens.length, continued: out.continued });
+  }
+
+  /** The completion in vLLM's response shape. */
+  private completionBody(model: string, r: CompletionRequestParams, prompt: readonly number[], out: EngineCompletionResult): Record<string, unknown> {
+    const tok = this.options.tokenizer;
+    const last = out.tokens[out.tokens.length - 1];
+    const choice: Record<string, unknown> = {
+      index: 0,
+      text: tok.decode(out.tokens),
+      logprobs: null,
+      finish_reason: out.finishReason,
+      stop_reason: out.finishReason === 'stop' && r.stopTokenIds.includes(last) ? last : null,
+    };
+    if (r.logprobs) {
+      const tokens = out.tokens.map((t) => (r.tokensAsIds ? `token_id:${t}` : tok.decode([t])));
+      const offsets: number[] = [];
+      let at = 0;
+      for (const s of tokens) {
+        offsets.push(at);
+        at += s.length;
+      }
+      const lps = out.logProbs.map(clampLogProb);
+      choice.logprobs = { text_offset: offsets, token_logprobs: lps, tokens, top_logprobs: tokens.map((s, k) => ({ [s]: lps[k] })) };
+    }
+    if (r.returnTokenIds) {
+      choice.token_ids = out.tokens;
+      choice.prompt_token_ids = [...prompt];
+    }
+    return {
+      id: `cmpl-sfx${++completionCounter}`,
+      object: 'text_completion',
+      created: Math.floor(Date.now() / 1000),
+      model,
+      system_fingerprint: 'sinkflex',
+      choices: [choice],
+      usage: { prompt_tokens: prompt.length, completion_tokens: out.tokens.length, total_tokens: prompt.length + out.tokens.length },
+    };
+  }
+
+  private adapterHost(): AdapterHost {
+    if (!this.options.adapters) throw new RequestError(404, 'runtime LoRA adapters are not enabled on this server (it was started without an adapter host)', null, 'lora_not_enabled');
+    return this.options.adapters;
+  }
+
+  private dropAdapterSessions(name: string): void {
+    this.completions.clear(name);
+    const e = this.chatEngines.get(name);
+    if (e) {
+      this.chatEngines.delete(name);
+      e.dispose();
+    }
+  }
+
+  private async loadAdapter(res: ServerResponse, body: unknown): Promise<void> {
+    const host = this.adapterHost();
+    const name = field(body, 'lora_name');
+    const path = field(body, 'lora_path');
+    const inplace = field(body, 'load_inplace');
+    if (typeof name !== 'string' || name === '' || typeof path !== 'string' || path === '') {
+      throw new RequestError(400, "Both 'lora_name' and 'lora_path' must be provided (non-empty strings).", typeof name !== 'string' || name === '' ? 'lora_name' : 'lora_path', 'invalid_value');
+    }
+    if (inplace !== undefined && inplace !== null && typeof inplace !== 'boolean') throw new RequestError(400, 'load_inplace must be a boolean', 'load_inplace', 'invalid_value');
+    if (name === this.options.modelName) throw new RequestError(400, `'${name}' is the base model's name; give the adapter another name`, 'lora_name', 'invalid_value');
+    await this.exclusive(async () => {
+      if (this.adapterPaths.has(name) && inplace !== true) {
+        throw new RequestError(400, `The lora adapter '${name}' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.`, 'lora_name', 'adapter_already_loaded');
+      }
+      try {
+        await host.load(name, path);
+      } catch (e) {
+        throw new RequestError(400, `could not load the adapter '${name}' from ${path}: ${e instanceof Error ? e.message : String(e)}`, 'lora_path', 'adapter_load_failed');
+      }
+      this.dropAdapterSessions(name);
+      this.adapterPaths.set(name, path);
+    });
+    sendText(res, 200, `Success: LoRA adapter '${name}' added successfully.`);
+  }
+
+  private async unloadAdapter(res: ServerResponse, body: unknown): Promise<void> {
+    const host = this.adapterHost();
+    const name = field(body, 'lora_name');
+    if (typeof name !== 'string' || name === '') throw new RequestError(400, "'lora_name' needs to be provided to unload a LoRA adapter.", 'lora_name', 'invalid_value');
+    await this.exclusive(async () => {
+      if (!this.adapterPaths.has(name)) throw new RequestError(404, `The lora adapter '${name}' cannot be found.`, 'lora_name', 'adapter_not_found');
+      this.dropAdapterSessions(name);
+      this.adapterPaths.delete(name);
+      try {
+        await host.unload(name);
+      } catch (e) {
+        throw new RequestError(500, `could not unload the adapter '${name}': ${e instanceof Error ? e.message : String(e)}`, 'lora_name', 'adapter_unload_failed');
+      }
+    });
+    sendText(res, 200, `Success: LoRA adapter '${name}' removed successfully.`);
+  }
+
+  private async updateWeights(res: ServerResponse, body: unknown): Promise<void> {
+    if (!this.options.weights) throw new RequestError(404, 'reloading weights is not enabled on this server (it was started without a weights host)', null, 'weights_not_enabled');
+    const host = this.options.weights;
+    const path = field(body, 'model_path');
+    const fail = (status: number, message: string, param: string | null, code: string): void => {
+      const err = new RequestError(status, message, param, code);
+      sendJSON(res, status, { success: false, message, ...err.toJSON() });
+    };
+    if (typeof path !== 'string' || path === '') return fail(400, 'model_path must be a non-empty string (a checkpoint to load)', 'model_path', 'invalid_value');
+    try {
+      await this.exclusive(async () => {
+        await host.load(path);
+        // every kept context was computed with the old weights
+        this.completions.clear();
+        this.options.chat.base.clearSessions();
+        for (const e of this.chatEngines.values()) e.clearSessions();
+      });
+    } catch (e) {
+      return fail(400, `could not load the weights from ${path}: ${e instanceof Error ? e.message : String(e)}`, 'model_path', 'weights_load_failed');
+    }
+    sendJSON(res, 200, { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 });
+  }
+
+  /** Frees the kept sessions and the adapters' chat engines. */
+  dispose(): void {
+    this.completions.dispose();
+    for (const e of this.chatEngines.values()) e.dispose();
+    this.chatEngines.clear();
+  }
+}
