@@ -21,7 +21,7 @@
  *     [--lengths 128,512,1024] [--sessions 1,4] [--sample-tokens 32] [--no-mxfp4] [--json [file]]
  */
 import { fork } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,8 +36,7 @@ import { opsIsa } from '../lib/model/ops.js';
 import type { DeviceRequest } from '../lib/native/device.js';
 import { backends } from '../lib/native/index.js';
 import { memory } from '../lib/native/memory.js';
-import { benchProgram, type BenchCliSettings } from './common/cli.js';
-import { invokedDirectly } from './common/entry.js';
+import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 import { gptOssConfig, qwen3Config, writeRandomHfCheckpoint } from './common/random-hf-checkpoint.js';
 
 const MiB = 2 ** 20;
@@ -376,17 +375,14 @@ export async function main(argv: readonly string[] = process.argv.slice(2), cli:
     process.disconnect();
     return null;
   }
-  const program = benchProgram('node dist/bench/pretrained.js', 'pretrained model (random, Qwen3-0.6B-shaped): memory after load vs checkpoint, forward and sampling tokens/s, MXFP4 memory factor', cli)
-    .option('--quick', 'a small shape and few points (a smoke run)')
+  const program = benchProgram('pretrained', 'pretrained model (random, Qwen3-0.6B-shaped): memory after load vs checkpoint, forward and sampling tokens/s, MXFP4 memory factor', cli)
     .option('--device <device>', 'cpu | cuda | auto', 'cpu')
     .option('--dtypes <list>', 'dtypes to load in, comma-separated (bfloat16, float32)', 'bfloat16,float32')
     .option('--lengths <list>', 'forward sequence lengths, comma-separated')
     .option('--sessions <list>', 'concurrent sampling sessions, comma-separated')
     .option('--sample-tokens <n>', 'tokens sampled per session')
-    .option('--no-mxfp4', 'skip the MXFP4 memory measurement')
-    .option('--json [file]', 'write the results as JSON to the file (or stdout)')
-    .parse([...argv], { from: 'user' });
-  const o = program.opts<{ quick?: boolean; device: string; dtypes: string; lengths?: string; sessions?: string; sampleTokens?: string; mxfp4: boolean; json?: string | boolean }>();
+    .option('--no-mxfp4', 'skip the MXFP4 memory measurement');
+  const o = parseBench<CommonBenchOptions & { device: string; dtypes: string; lengths?: string; sessions?: string; sampleTokens?: string; mxfp4: boolean }>(program, argv);
   if (!['cpu', 'cuda', 'auto'].includes(o.device)) throw new Error(`--device must be cpu, cuda or auto, got ${o.device}`);
   const dtypes = o.dtypes.split(',').map((d) => d.trim());
   for (const d of dtypes) if (d !== 'bfloat16' && d !== 'float32') throw new Error(`--dtypes: '${d}' is not bfloat16 or float32`);
@@ -398,15 +394,10 @@ export async function main(argv: readonly string[] = process.argv.slice(2), cli:
     ...(o.sessions !== undefined ? { sessions: list('--sessions', o.sessions) } : {}),
     ...(o.sampleTokens !== undefined ? { sampleTokens: list('--sample-tokens', o.sampleTokens)[0] } : {}),
     mxfp4: o.mxfp4,
+    log: tableLog(o.json),
   });
-  if (o.json !== undefined) {
-    const text = JSON.stringify(result, null, 2) + '\n';
-    if (typeof o.json === 'string') writeFileSync(o.json, text);
-    else process.stdout.write(text);
-  }
+  writeJson(o.json, result);
   return result;
 }
 
-if (invokedDirectly(import.meta.url)) {
-  await main();
-}
+runWhenInvoked(import.meta.url, 'pretrained', main);
