@@ -30,34 +30,11 @@
 #include "simd_vec.inl"
 #include "ops_kernels.inl"
 #include "gemm_micro.inl"
+#include "kernel_table_make.inl"
 
 namespace sinkflex::model {
 
-const KernelTable kAvx2Kernels = {
-    "avx2",
-    W,
-    6,
-    2 * W,
-    GemmMicroPacked<6, 2>,
-    GemmMicroDirect<6, 2>,
-    GemmSmallTransBK,
-    GemmSmallNoTransK,
-    GemmSmallTransBBf16K,
-    GemmSmallNoTransBf16K,
-    FmaBurnK,
-    RmsNormForwardK,
-    RmsNormBackwardK,
-    RopeK,
-    SwiGluForwardK,
-    SwiGluBackwardK,
-    LogSoftmaxForwardK,
-    LogSoftmaxBackwardK,
-    AdamWK,
-    SumSquaresK,
-    AddRowsK,
-    AddK,
-    WidenBf16K,
-};
+constexpr KernelTable kAvx2Kernels = MakeKernelTable<6>("avx2");
 
 }  // namespace sinkflex::model
 

@@ -30,34 +30,11 @@
 #include "simd_vec.inl"
 #include "ops_kernels.inl"
 #include "gemm_micro.inl"
+#include "kernel_table_make.inl"
 
 namespace sinkflex::model {
 
-const KernelTable kAvx512Kernels = {
-    "avx512",
-    W,
-    12,
-    2 * W,
-    GemmMicroPacked<12, 2>,
-    GemmMicroDirect<12, 2>,
-    GemmSmallTransBK,
-    GemmSmallNoTransK,
-    GemmSmallTransBBf16K,
-    GemmSmallNoTransBf16K,
-    FmaBurnK,
-    RmsNormForwardK,
-    RmsNormBackwardK,
-    RopeK,
-    SwiGluForwardK,
-    SwiGluBackwardK,
-    LogSoftmaxForwardK,
-    LogSoftmaxBackwardK,
-    AdamWK,
-    SumSquaresK,
-    AddRowsK,
-    AddK,
-    WidenBf16K,
-};
+constexpr KernelTable kAvx512Kernels = MakeKernelTable<12>("avx512");
 
 }  // namespace sinkflex::model
 

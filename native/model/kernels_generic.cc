@@ -14,33 +14,10 @@
 #include "simd_vec.inl"
 #include "ops_kernels.inl"
 #include "gemm_micro.inl"
+#include "kernel_table_make.inl"
 
 namespace sinkflex::model {
 
-const KernelTable kGenericKernels = {
-    "generic",
-    W,
-    4,
-    2 * W,
-    GemmMicroPacked<4, 2>,
-    GemmMicroDirect<4, 2>,
-    GemmSmallTransBK,
-    GemmSmallNoTransK,
-    GemmSmallTransBBf16K,
-    GemmSmallNoTransBf16K,
-    FmaBurnK,
-    RmsNormForwardK,
-    RmsNormBackwardK,
-    RopeK,
-    SwiGluForwardK,
-    SwiGluBackwardK,
-    LogSoftmaxForwardK,
-    LogSoftmaxBackwardK,
-    AdamWK,
-    SumSquaresK,
-    AddRowsK,
-    AddK,
-    WidenBf16K,
-};
+constexpr KernelTable kGenericKernels = MakeKernelTable<4>("generic");
 
 }  // namespace sinkflex::model
