@@ -1,8 +1,7 @@
 // The KernelTable of one instruction set, filled from the kernels that simd_vec.inl,
-// ops_kernels.inl and gemm_micro.inl just compiled for it (kernels_<isa>.cc include this last,
-// inside their target region). MR is the micro-tile height of the packed GEMM kernel; the table
-// is a constant expression, so each ISA's table is constant-initialised (no static-init order).
-// Reference and tests: see kernel_table.h.
+// ops_kernels.inl and gemm_micro.inl just compiled for it (kernels_generic.cc and
+// kernels_x86.inl include this after them). MR is the micro-tile height of the packed GEMM
+// kernel; the table is a constant expression. Reference and tests: see kernel_table.h.
 
 namespace sinkflex::model {
 namespace {

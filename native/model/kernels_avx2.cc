@@ -4,44 +4,13 @@
 //   mlp-block.test.ts, adamw-param-store.test.ts, isa-avx2.test.ts, isa-generic.test.ts,
 //   determinism.test.ts, bindings.test.ts.
 // The model kernels compiled for avx2 (see kernel_table.h for the scheme).
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-
 #include "kernel_table.h"
 
 #if defined(SINKFLEX_HAVE_X86_KERNELS)
-#include <immintrin.h>
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"
-#if !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 false positives inside its AVX-512 headers
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
-
 #define SINKFLEX_ISA 2
-#include "simd_vec.inl"
-#include "ops_kernels.inl"
-#include "gemm_micro.inl"
-#include "kernel_table_make.inl"
-
-namespace sinkflex::model {
-
-constexpr KernelTable kAvx2Kernels = MakeKernelTable<6>("avx2");
-
-}  // namespace sinkflex::model
-
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
-#pragma GCC diagnostic pop
+#define SINKFLEX_ISA_TARGET "avx2,fma"
+#define SINKFLEX_ISA_MR 6
+#define SINKFLEX_ISA_NAME "avx2"
+#define SINKFLEX_ISA_TABLE kAvx2Kernels
+#include "kernels_x86.inl"
 #endif  // SINKFLEX_HAVE_X86_KERNELS
