@@ -7,24 +7,21 @@ import {
   BlockMask,
   allKeys,
   and,
-  andMasks,
   causal,
   createBlockMask,
   createMask,
   describeMask,
   documents,
-  isMaskPredicate,
   maskFromOptions,
   not,
-  notMask,
   or,
-  orMasks,
   prefix,
   sinkAttentionBackward,
   sinkAttentionForward,
   slidingWindow,
   type MaskSpec,
-} from '../../lib/index.js';
+} from '../../lib/attention/index.js';
+import { andMasks, isMaskPredicate, notMask, orMasks } from '../../lib/attention/masks.js';
 import { Rng, maskFn, packedIds, type RefMaskSpec, type Shape } from './fixtures/reference.js';
 
 const rng = new Rng(21);
