@@ -112,5 +112,5 @@ function defineTests(load: LoadPretrained): void {
 }
 
 const load = await findLoader();
-if (load === null) t.skip('lib/model/hf/index.ts does not exist yet: loadPretrained (issue 17) is not integrated', async () => {});
+if (load === null) t.skip('sinkflex-rl/model does not export loadPretrained yet (issue 17 is not integrated)', async () => {});
 else defineTests(load);
