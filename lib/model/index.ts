@@ -13,6 +13,7 @@ export type {
   ChatFormatRenderOptions,
   ChatFormatTokenizer,
   ConversationReader,
+  ParsedCompletion,
 } from './chat-format.js';
 export {
   appendTokens,
@@ -51,15 +52,42 @@ export {
   type YarnRopeScaling,
 } from './config.js';
 export { ConversationDecodeError, ConversationDecoder } from './conversation-decoder.js';
-export { loadChatFormat } from './hf/chat/factory.js';
-export { HarmonyChatFormat } from './hf/chat/harmony-format.js';
-export { JinjaChatFormat } from './hf/chat/jinja-format.js';
-export { parseHfConfig } from './hf/config.js';
-export type { HfTensor } from './hf/convert.js';
+export { loadChatFormat, type ChatFormatOptions, type PretrainedChatFormat } from './hf/chat/factory.js';
+export {
+  HarmonyChatFormat,
+  type HarmonyChatFormatOptions,
+  type HarmonyRenderChatOptions,
+} from './hf/chat/harmony-format.js';
+export type { ReasoningEffort } from './hf/chat/harmony-render.js';
+export {
+  JinjaChatFormat,
+  type JinjaChatFormatOptions,
+  type JinjaRenderOptions,
+  type RenderedChat,
+} from './hf/chat/jinja-format.js';
+export type { HfArchitecture } from './hf/config-schema.js';
+export { parseHfConfig, type HfConfigInfo, type HfConfigOptions } from './hf/config.js';
+export type { HfFileDtype, HfTensor, TensorDtype } from './hf/convert.js';
 export { HfConfigError, HfTensorError } from './hf/errors.js';
-export { HfCheckpointReader, loadHfCheckpoint, type HfCheckpoint, type HfDtypeOption, type HfLoadOptions } from './hf/load.js';
-export { saveHf, type SaveHfOptions, type SaveHfResult } from './hf/save.js';
-export { HfTokenizer, HfTokenizerError } from './hf/tokenizer.js';
+export {
+  HfCheckpointReader,
+  loadHfCheckpoint,
+  type HfCheckpoint,
+  type HfDtypeOption,
+  type HfLoadOptions,
+  type HfTensorInfo,
+} from './hf/load.js';
+export type { PretrainedModelConfig } from './hf/model-config.js';
+export { saveHf, type HfTensorSource, type SaveHfOptions, type SaveHfResult } from './hf/save.js';
+export {
+  HfTokenizer,
+  HfTokenizerError,
+  type HfDecodeOptions,
+  type HfEncodeOptions,
+  type HfSpecialTokens,
+  type HfTokenizerFiles,
+  type HfTokenizerOptions,
+} from './hf/tokenizer.js';
 export { addLora, mergeLora } from './lora/adapters.js';
 export {
   applyPeftAdapter,
