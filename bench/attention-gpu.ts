@@ -23,22 +23,24 @@ import { join } from 'node:path';
 
 
 import {
-  backends,
   createBlockMask,
+  sinkAttentionBackward,
+  sinkAttentionForward,
+  type AttentionImpl,
+  type AttentionMask,
+  type AttentionShape,
+} from '../lib/attention/index.js';
+import {
+  backends,
   cudaAvailable,
   isOutOfMemoryError,
   loadAddon,
   memory,
   packageRoot,
-  sinkAttentionBackward,
-  sinkAttentionForward,
   toDevice,
-  type AttentionImpl,
-  type AttentionMask,
-  type AttentionShape,
   type DType,
   type DeviceTensor,
-} from '../lib/index.js';
+} from '../lib/native/index.js';
 import { benchProgram, commandLine, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Which mask a row used. */

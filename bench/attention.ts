@@ -16,17 +16,8 @@ import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 
 
-import {
-  SinkAttention,
-  attentionInfo,
-  backends,
-  isOutOfMemoryError,
-  loadAddon,
-  memory,
-  type AttentionImpl,
-  type AttentionMask,
-  type AttentionShape,
-} from '../lib/index.js';
+import { SinkAttention, attentionInfo, type AttentionImpl, type AttentionMask, type AttentionShape } from '../lib/attention/index.js';
+import { backends, isOutOfMemoryError, loadAddon, memory } from '../lib/native/index.js';
 import { memoryChartSvg } from './attention-chart.js';
 import { GiB, collectGarbage, fillRandom as fill, fmtBytes, summarize, type Summary } from './common/util.js';
 import { benchProgram, commandLine, parseBench, runWhenInvoked, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';

@@ -53,8 +53,8 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
 fi
 
 "$node" -e "
-import('./dist/lib/index.js').then((m) => {
-  const i = m.attentionInfo(), st = m.loadAddon().cudaStatus(), a = m.loadAddon();
+Promise.all([import('./dist/lib/native/index.js'), import('./dist/lib/attention/index.js')]).then(([m, attention]) => {
+  const i = attention.attentionInfo(), st = m.loadAddon().cudaStatus(), a = m.loadAddon();
   console.log('gpu-check: addon', m.buildInfo().version, 'cudaCompiled', m.buildInfo().cudaCompiled, 'cudaKernels', i.cudaKernels,
     'grpo', a.grpoDevices().join('/'), 'model ops', a.modelOpsDevices().join('/'), 'devices', st.devices, st.reason);
   if (!i.cudaKernels || st.devices < 1) process.exit(3);

@@ -19,7 +19,10 @@
  */
 import { totalmem } from 'node:os';
 
-import { Transformer, backends, memory, mulberry32, type AttentionImpl } from '../lib/index.js';
+import type { AttentionImpl } from '../lib/attention/index.js';
+import { Transformer } from '../lib/model/index.js';
+import { backends, memory } from '../lib/native/index.js';
+import { mulberry32 } from '../lib/tau/index.js';
 import { runAttentionGpuBench } from './attention-gpu.js';
 import { measureAttentionMemory, visiblePairs, type BenchMask } from './attention.js';
 import { benchProgram, commandLine, parseBench, runWhenInvoked, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';

@@ -12,7 +12,6 @@ import { performance } from 'node:perf_hooks';
 
 import {
   ParamStore,
-  backends,
   crossEntropyBackward,
   crossEntropyForward,
   embeddingBackward,
@@ -30,7 +29,8 @@ import {
   ropeForward,
   swigluBackward,
   swigluForward,
-} from '../lib/index.js';
+} from '../lib/model/index.js';
+import { backends } from '../lib/native/index.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Options of {@link runModelOpsBench}. */

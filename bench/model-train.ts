@@ -18,13 +18,12 @@ import {
   type ModelPreset,
   Transformer,
   TransformerPolicy,
-  backends,
-  memory,
   modelConfig,
-  mulberry32,
   opsIsa,
   packSequences,
-} from '../lib/index.js';
+} from '../lib/model/index.js';
+import { backends, memory } from '../lib/native/index.js';
+import { mulberry32 } from '../lib/tau/index.js';
 import { measureTrainStep } from './common/train-step.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 import { parseGiB } from './common/options.js';

@@ -11,7 +11,9 @@
  *
  * Run: `sinkflex bench speed [options]` or `node dist/bench/speed.js [options]`.
  */
-import { Transformer, fmaPeakGflops, mulberry32, type AttentionImpl } from '../lib/index.js';
+import type { AttentionImpl } from '../lib/attention/index.js';
+import { Transformer, fmaPeakGflops } from '../lib/model/index.js';
+import { mulberry32 } from '../lib/tau/index.js';
 import { benchProgram, commandLine, parseBench, runWhenInvoked, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 import { memoryChart } from './common/chart.js';
 import { measureAttentionSpeed, visiblePairs, type BenchMask } from './attention.js';

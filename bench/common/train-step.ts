@@ -5,15 +5,8 @@
  */
 import { performance } from 'node:perf_hooks';
 
-import {
-  type ModelConfig,
-  Transformer,
-  isOutOfMemoryError,
-  isSlidingLayer,
-  memory,
-  modelConfig,
-  packSequences,
-} from '../../lib/index.js';
+import { type ModelConfig, Transformer, isSlidingLayer, modelConfig, packSequences } from '../../lib/model/index.js';
+import { isOutOfMemoryError, memory } from '../../lib/native/index.js';
 
 /** Model configs the benchmarks accept by name. */
 export type BenchModel = 'tiny' | 'small' | 'gpt-oss';

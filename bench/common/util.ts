@@ -9,7 +9,7 @@ import { dirname, extname, join, basename } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
-import { backends } from '../../lib/index.js';
+import { backends } from '../../lib/native/index.js';
 
 /** 2^30 bytes. */
 export const GiB = 2 ** 30;

@@ -64,13 +64,6 @@ export function not(mask: MaskSpec): MaskPredicate {
   return { kind: 'not', mask };
 }
 
-/** Alias of {@link and}. */
-export const andMasks = and;
-/** Alias of {@link or}. */
-export const orMasks = or;
-/** Alias of {@link not}. */
-export const notMask = not;
-
 /** True when `m` is a predicate tree node rather than the shorthand. */
 export function isMaskPredicate(m: MaskSpec): m is MaskPredicate {
   return typeof (m as { kind?: unknown }).kind === 'string';

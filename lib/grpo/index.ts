@@ -1,7 +1,7 @@
 /**
- * GRPO without a value model: group-relative advantages and the clipped policy loss with
- * VERL-compatible numerics, computed by native kernels.
- * @module
+ * `sinkflex-rl/grpo`: GRPO without a value model: group-relative advantages and the clipped
+ * policy loss with VERL-compatible numerics, computed by native kernels.
+ * @packageDocumentation
  */
 export {
   broadcastAdvantages,
@@ -12,6 +12,7 @@ export {
   type AdvantageOptions,
   type BroadcastOptions,
 } from './advantages.js';
+export type { GrpoFloats } from './native.js';
 export {
   policyLoss,
   policyLossAsync,
@@ -23,5 +24,3 @@ export {
   type PolicyLossResult,
   type PolicyLossShape,
 } from './policy-loss.js';
-export { grpoDevice } from './device.js';
-export type { GrpoFloats } from './native.js';

@@ -1,35 +1,209 @@
 /**
- * The built-in policy: native model ops (GEMM, linear, RMSNorm, RoPE, SwiGLU, embedding,
- * log-softmax/entropy, cross-entropy, AdamW), the native parameter store, the model config and
- * presets, the tokenizer and chat template, safetensors checkpoints, the transformer (training
- * on packed batches, KV-cache sessions, batched sampling) and the policy interfaces with their
- * built-in implementation (TransformerPolicy); pretrained Hugging Face models
- * ({@link loadPretrained}: gpt-oss, Qwen3, Qwen2, Llama) with their tokenizers and chat formats.
- * @module
+ * `sinkflex-rl/model`: the built-in policy: native model ops (GEMM, linear, RMSNorm, RoPE,
+ * SwiGLU, MoE, embedding, log-softmax/entropy, cross-entropy, AdamW), the native parameter store,
+ * the model config and presets, the tokenizer and chat template, safetensors checkpoints, the
+ * transformer (training on packed batches, KV-cache sessions, batched sampling), the policy
+ * interfaces with their built-in implementation (TransformerPolicy), LoRA with PEFT adapters, and
+ * Hugging Face checkpoints, tokenizers and chat formats.
+ * @packageDocumentation
  */
-export * from './ops.js';
-export * from './config.js';
-export * from './param-store.js';
-export * from './tokenizer.js';
-export * from './chat-format.js';
-export * from './chat-template.js';
-export * from './safetensors.js';
-export * from './checkpoint.js';
-export { encodeWtf8, decodeWtf8 } from './utf8.js';
-export { modelAddon, type GemmArgs, type GemmInfo, type ModelAddon, type NativeParamStore, type ParamInit } from './native.js';
-export * from './policy.js';
-export * from './transformer.js';
-export { transformerAddon, type TransformerAddon } from './transformer-native.js';
-export * from './transformer-policy.js';
-export * from './lora/index.js';
+export type {
+  ChatFormat,
+  ChatFormatAppendOptions,
+  ChatFormatRenderOptions,
+  ChatFormatTokenizer,
+  ConversationReader,
+  ParsedCompletion,
+} from './chat-format.js';
 export {
-  PretrainedModel,
+  appendTokens,
+  ChatTemplate,
+  ChatTemplateError,
+  trainChatTokenizer,
+  type ChatAssistantMessage,
+  type ChatMessage,
+  type ChatToolCall,
+  type ParseResult,
+  type RenderOptions,
+  type ToolSchema,
+} from './chat-template.js';
+export {
+  CheckpointError,
+  loadCheckpoint,
+  restoreParamStore,
+  saveCheckpoint,
+  type Checkpoint,
+  type SaveCheckpointOptions,
+} from './checkpoint.js';
+export {
+  isSlidingLayer,
+  modelConfig,
+  ModelConfigError,
+  parameterLayout,
+  validateModelConfig,
+  type LayerType,
+  type LinearRopeScaling,
+  type Llama3RopeScaling,
+  type ModelConfig,
+  type ModelConfigInput,
+  type ModelPreset,
+  type OptionalModelConfigField,
+  type RopeScaling,
+  type YarnRopeScaling,
+} from './config.js';
+export { ConversationDecodeError, ConversationDecoder } from './conversation-decoder.js';
+export { loadChatFormat, type ChatFormatOptions, type PretrainedChatFormat } from './hf/chat/factory.js';
+export {
+  HarmonyChatFormat,
+  type HarmonyChatFormatOptions,
+  type HarmonyRenderChatOptions,
+} from './hf/chat/harmony-format.js';
+export type { ReasoningEffort } from './hf/chat/harmony-render.js';
+export {
+  JinjaChatFormat,
+  type JinjaChatFormatOptions,
+  type JinjaRenderOptions,
+  type RenderedChat,
+} from './hf/chat/jinja-format.js';
+export type { HfArchitecture } from './hf/config-schema.js';
+export { parseHfConfig, type HfConfigInfo, type HfConfigOptions } from './hf/config.js';
+export type { HfFileDtype, HfTensor, TensorDtype } from './hf/convert.js';
+export { HfConfigError, HfTensorError } from './hf/errors.js';
+export {
+  HfCheckpointReader,
+  loadHfCheckpoint,
+  type HfCheckpoint,
+  type HfDtypeOption,
+  type HfLoadOptions,
+  type HfTensorInfo,
+} from './hf/load.js';
+export {
   cudaRefusal,
   loadPretrained,
+  PretrainedModel,
   type LoadPretrainedOptions,
   type PretrainedLogProbOptions,
   type PretrainedSaveOptions,
 } from './hf/pretrained.js';
-export { HfTokenizer, HfTokenizerError, type HfDecodeOptions, type HfEncodeOptions, type HfTokenizerOptions } from './hf/tokenizer.js';
-export { HarmonyChatFormat, JinjaChatFormat, loadChatFormat, type ChatFormatOptions, type PretrainedChatFormat, type RenderedChat } from './hf/chat/index.js';
-export { HfConfigError, HfTensorError, SUPPORTED_ARCHITECTURES, saveHf, type HfArchitecture, type HfDtypeOption, type SaveHfOptions, type SaveHfResult } from './hf/index.js';
+export { saveHf, type HfTensorSource, type SaveHfOptions, type SaveHfResult } from './hf/save.js';
+export {
+  HfTokenizer,
+  HfTokenizerError,
+  type HfDecodeOptions,
+  type HfEncodeOptions,
+  type HfSpecialTokens,
+  type HfTokenizerFiles,
+  type HfTokenizerOptions,
+} from './hf/tokenizer.js';
+export { addLora, mergeLora } from './lora/adapters.js';
+export {
+  applyPeftAdapter,
+  PeftAdapterError,
+  readPeftAdapter,
+  savePeftAdapter,
+  type PeftAdapter,
+  type SavePeftOptions,
+} from './lora/peft.js';
+export { LORA_TARGETS, type LoraConfig, type LoraConfigInput, type LoraTarget } from './lora/settings.js';
+export {
+  modelAddon,
+  type AdamWStepOptions,
+  type AdamWStepResult,
+  type GemmArgs,
+  type GemmInfo,
+  type LayoutParamSpec,
+  type ModelAddon,
+  type NativeParamStore,
+  type ParamBufferName,
+  type ParamDtype,
+  type ParamInfo,
+  type ParamInit,
+  type ParamSpec,
+} from './native.js';
+export {
+  adamwUpdate,
+  crossEntropyBackward,
+  crossEntropyForward,
+  embeddingBackward,
+  embeddingForward,
+  fmaPeakGflops,
+  gemm,
+  gemmAsync,
+  gemmInfo,
+  gemmNaive,
+  linearBackward,
+  linearForward,
+  logSoftmaxBackward,
+  logSoftmaxForward,
+  matmul,
+  modelOpsDevice,
+  moeBackward,
+  moeForward,
+  opsIsa,
+  rmsnormBackward,
+  rmsnormForward,
+  ropeBackward,
+  ropeForward,
+  ropeParameters,
+  sumSquares,
+  swigluBackward,
+  swigluForward,
+  type LinearShape,
+  type LogitsInput,
+  type MatmulOptions,
+  type MoeForwardResult,
+  type MoeGradients,
+  type MoeShape,
+  type MoeState,
+  type MoeWeights,
+  type OpDevice,
+  type RopeParameters,
+  type RopeShape,
+  type SwiGluParams,
+  type SwiGluVariant,
+  type WeightArray,
+} from './ops.js';
+export { ParamStore, type ParamStoreOptions, type StoreDevice } from './param-store.js';
+export {
+  TemplateChatModel,
+  type ChatCompletion,
+  type ChatModel,
+  type ChatOptions,
+  type FinishReason,
+  type ForwardBackwardResult,
+  type ForwardPass,
+  type GenerateRequest,
+  type GenerativeModel,
+  type LogProbOptions,
+  type LogProbResult,
+  type ModelSession,
+  type OptimizerStepOptions,
+  type PackedBatch,
+  type SampleOptions,
+  type SampleResult,
+  type SessionOptions,
+  type TokenGradients,
+  type TokenLoss,
+  type TrainablePolicy,
+  type TrainStepOptions,
+  type TrainStepResult,
+} from './policy.js';
+export { SafetensorsError, type SafeTensor, type SafetensorsArray, type SafetensorsDType } from './safetensors.js';
+export { Tokenizer, TokenizerError, type DecodeOptions, type TokenizerJSON, type TokenizerTrainOptions } from './tokenizer.js';
+export type { NativeJob, NativeRunResult } from './transformer-native.js';
+export {
+  TransformerPolicy,
+  TransformerPolicySession,
+  type PolicySaveOptions,
+  type TransformerPolicyOptions,
+} from './transformer-policy.js';
+export {
+  packSequences,
+  TrainForward,
+  Transformer,
+  TransformerSession,
+  type PackedSequences,
+  type RunOptions,
+  type SequenceToPack,
+} from './transformer.js';
+export { decodeWtf8 } from './utf8.js';

@@ -1,12 +1,31 @@
+/**
+ * `sinkflex-rl/native`: the native addon (version, build, compute backends), devices and device
+ * tensors, the tracked allocator's statistics, and the errors native calls throw.
+ * @packageDocumentation
+ */
 import type { Backend, NativeBuildInfo } from './addon-types.js';
 import { loadAddon, packageVersion } from './loader.js';
 
 export type { Backend, CpuBackend, CudaBackend, NativeBuildInfo } from './addon-types.js';
-export { DeviceError, DeviceUnavailableError, NativeLoadError, OutOfMemoryError, isDeviceError, isOutOfMemoryError } from './errors.js';
+export {
+  isDeviceTensor,
+  toDevice,
+  type DeviceTensor,
+  type DType,
+  type TensorDevice,
+  type ToDeviceOptions,
+} from './device-tensor.js';
 export { cudaAvailable, resolveDevice, type Device, type DeviceRequest } from './device.js';
+export {
+  DeviceError,
+  DeviceUnavailableError,
+  isDeviceError,
+  isOutOfMemoryError,
+  NativeLoadError,
+  OutOfMemoryError,
+} from './errors.js';
+export { loadAddon, packageRoot } from './loader.js';
 export { memory, type MemoryDevice, type MemoryStats } from './memory.js';
-export { isDeviceTensor, toDevice, type DType, type DeviceTensor, type TensorDevice, type ToDeviceOptions } from './device-tensor.js';
-export { loadAddon, packageRoot, packageVersion } from './loader.js';
 
 /** The package version (from its package.json). */
 export function version(): string {

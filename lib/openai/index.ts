@@ -1,17 +1,31 @@
 /**
- * Real LLMs: an OpenAI-compatible chat client and agent policy (the client side), and the
- * built-in policy served over an OpenAI-compatible HTTP API (the server side).
- * @module
+ * `sinkflex-rl/openai`: real LLMs: an OpenAI-compatible chat client and agent policy (the client
+ * side), and the built-in policy served over an OpenAI-compatible HTTP API (the server side).
+ * @packageDocumentation
  */
-export * from './client.js';
-export * from './tool-calls.js';
-export * from './policy.js';
-export * from './server-request.js';
-export * from './chat-engine.js';
-export * from './server.js';
-export * from './server-stream.js';
-export * from './completion-request.js';
-export * from './completion-engine.js';
-export * from './model-hosts.js';
-export * from './serving-routes.js';
-export * from './token-completions.js';
+export { ChatEngine, type ChatEngineOptions, type CompleteOptions, type EngineResult } from './chat-engine.js';
+export {
+  OpenAIChatClient,
+  OpenAIError,
+  type CallOptions,
+  type ChatCompletionChoice,
+  type ChatCompletionRequest,
+  type ChatCompletionResponse,
+  type ChatCompletionResult,
+  type CompletionResponse,
+  type EndpointStats,
+  type OpenAIClientOptions,
+  type OpenAIErrorKind,
+  type RoutingPolicy,
+} from './client.js';
+export { transformerWeightsHost, type AdapterHost, type WeightsHost } from './model-hosts.js';
+export { OpenAIChatPolicy, type OpenAIPolicyOptions, type OpenAITurnLog, type SeedMode } from './policy.js';
+export type { ChatRequest } from './server-request.js';
+export { startChatServer, type ChatServer, type ChatServerOptions } from './server.js';
+export {
+  CompletionFormatError,
+  OpenAITokenCompletions,
+  readTokenCompletion,
+  type OpenAITokenCompletionsOptions,
+  type TokenCompletionsStats,
+} from './token-completions.js';

@@ -12,7 +12,7 @@
  */
 import type { ChatFormat, ConversationReader } from '../model/chat-format.js';
 import type { ChatAssistantMessage } from '../model/chat-template.js';
-import { ConversationDecodeError } from './conversation-decoder.js';
+import { ConversationDecodeError } from '../model/conversation-decoder.js';
 import { isChatTurn, type ChatConversation, type ChatPolicy, type SessionContext, type TokenPolicy, type TokenSampleParams, type TokenSampleResult, type TokenSession } from './policy.js';
 
 /** Checks sampling parameters (shared by the policies of this package). */

@@ -1,26 +1,74 @@
 /**
- * The rollout dataflow: a DataProto-like batch, the token-level policy interface (and the
- * message-level one with its adapter and the scripted experts), the concurrent agent loop
- * over the tau Gym environments, the evaluation of a policy (mean reward, pass^k), trajectory
- * export in OpenAI chat format, DAPO dynamic sampling, balanced token-budget packing.
- * @module
+ * `sinkflex-rl/rollout`: the rollout dataflow: a DataProto-like batch, the token-level and
+ * message-level policy interfaces with their adapters and the scripted experts, the concurrent
+ * agent loop over the tau Gym environments, the evaluation of a policy (mean reward, pass^k),
+ * trajectory export in OpenAI chat format, DAPO dynamic sampling, balanced token-budget packing.
+ * @packageDocumentation
  */
-export * from './data-proto.js';
-export * from './deep-equal.js';
-export * from './policy.js';
-export * from './conversation-decoder.js';
-export * from './chat-token-policy.js';
-export * from './model-token-policy.js';
-export * from './completion-token-policy.js';
-export * from './expert-policy.js';
-export * from './seeds.js';
-export * from './scheduler.js';
-export * from './turns.js';
-export * from './episode-record.js';
-export * from './agent-loop.js';
-export * from './evaluate.js';
-export * from './trajectory-export.js';
-export * from './batch.js';
-export * from './dynamic-sampling.js';
-export * from './partition.js';
-export * from './packing.js';
+export {
+  AgentLoop,
+  type AgentLoopLimits,
+  type AgentLoopOptions,
+  type AgentLoopSampling,
+  type RolloutJob,
+  type RolloutRequest,
+  type TokenizationSanityCheck,
+} from './agent-loop.js';
+export { episodesToDataProto, groupIds, rolloutMetrics, type EpisodesToDataProtoOptions } from './batch.js';
+export { ChatTokenPolicy } from './chat-token-policy.js';
+export {
+  DataProto,
+  DataProtoError,
+  type DataProtoInit,
+  type DataProtoItem,
+  type SelectKeys,
+  type TensorColumn,
+  type TensorData,
+  type TensorInput,
+} from './data-proto.js';
+export { DynamicSamplingError, generateWithDynamicSampling, type DynamicSamplingOptions } from './dynamic-sampling.js';
+export type { EpisodeEnd, EpisodeRecord, TokenizationCheck } from './episode-record.js';
+export {
+  evaluatePolicy,
+  type EvaluatePolicyOptions,
+  type EvaluationResult,
+  type KindEvaluation,
+  type TaskEvaluation,
+} from './evaluate.js';
+export { ExpertChatPolicy, ExpertTokenPolicy, tauMessageOf, type ExpertPolicyOptions, type TaskLookup } from './expert-policy.js';
+export { ModelPolicyAdapter } from './model-token-policy.js';
+export { packMicroBatches, unpackDocuments, type PackedMicroBatch, type PackOptions } from './packing.js';
+export {
+  balanceBatch,
+  greedyPartition,
+  karmarkarKarp,
+  partitionByBudget,
+  type BalanceOptions,
+  type BalanceResult,
+  type PartitionMethod,
+} from './partition.js';
+export {
+  generateBatch,
+  type ChatConversation,
+  type ChatPolicy,
+  type ChatPolicyRequest,
+  type ChatSampleParams,
+  type ChatTurn,
+  type SessionContext,
+  type TokenPolicy,
+  type TokenSampleParams,
+  type TokenSampleRequest,
+  type TokenSampleResult,
+  type TokenSession,
+} from './policy.js';
+export {
+  CompletionTokenPolicy,
+  type CompletionTokenPolicyOptions,
+  type TokenCompletion,
+  type TokenCompletionRequest,
+  type TokenCompletions,
+} from './completion-token-policy.js';
+export { GenerationScheduler, type SchedulerStats } from './scheduler.js';
+export { mixSeed } from './seeds.js';
+export { trajectoriesToJsonl, writeTrajectories, type ExportOptions } from './trajectory-export.js';
+export { rawActionText } from './turns.js';

@@ -1,16 +1,28 @@
 /**
- * The trainer: configuration, SFT warm start, GRPO steps (VERL order), validation, run
- * folders with checkpoints, metrics, samples and an HTML report.
- * @module
+ * `sinkflex-rl/trainer`: the trainer: configuration, SFT warm start, GRPO steps (VERL order),
+ * validation, run folders with checkpoints, metrics, samples and an HTML report, and loading a
+ * trained policy back.
+ * @packageDocumentation
  */
-export * from './config.js';
-export * from './world.js';
-export * from './checkpoint.js';
-export * from './load-policy.js';
-export * from './sft.js';
-export * from './grpo-step.js';
-export * from './report.js';
-export * from './transcript-html.js';
-export * from './validation-log.js';
-export * from './trainer.js';
-export * from './rollout-engine.js';
+export { resumeRunFolder, RunFolderError } from './checkpoint.js';
+export {
+  ConfigError,
+  parseOverride,
+  readConfigFile,
+  resolveConfig,
+  ROLLOUT_ENGINE_FIELDS,
+  TRAIN_ENV_IDS,
+  TrainConfigSchema,
+  valSourceName,
+  type PresetName,
+  type ResolveConfigOptions,
+  type RolloutEnginePatch,
+  type TrainConfig,
+  type TrainEnvId,
+} from './config.js';
+export { loadPolicy, type LoadedPolicy, type RunInfo } from './load-policy.js';
+export type { MetricsRow } from './report.js';
+export type { PublishAdapter } from './rollout-engine.js';
+export { train, type TrainEvent, type TrainOptions, type TrainResult } from './trainer.js';
+export { REPORT_TRANSCRIPT_CAPS, type TranscriptCaps } from './transcript-html.js';
+export { buildWorld, trainEnvFactory, type PromptSettings, type TrainWorld } from './world.js';

@@ -6,20 +6,18 @@ import { fileURLToPath } from 'node:url';
 
 import t from 'tap';
 
+import { resolveAttentionDevice } from '../../lib/attention/functional.js';
 import {
-  DeviceUnavailableError,
-  OutOfMemoryError,
   SinkAttention,
   attentionInfo,
   createBlockMask,
-  memory,
-  resolveAttentionDevice,
   sinkAttentionBackward,
   sinkAttentionBackwardAsync,
   sinkAttentionForward,
   sinkAttentionForwardAsync,
   type AttentionShape,
-} from '../../lib/index.js';
+} from '../../lib/attention/index.js';
+import { DeviceUnavailableError, OutOfMemoryError, memory } from '../../lib/native/index.js';
 import { Rng, expectClose, packedIds } from './fixtures/reference.js';
 
 // These tests are about the CPU kernels: with a CUDA build on a GPU machine `'auto'` would pick

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import t from 'tap';
 
 import { formatBytes, gpuBenchMarkdown, main, runAttentionGpuBench, runTorch } from '../../bench/attention-gpu.js';
-import { cudaAvailable, loadAddon } from '../../lib/index.js';
+import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
 
 t.test('the Markdown table and byte formatting', async (t) => {
   t.equal(formatBytes(3 * 2 ** 30), '3.00 GiB');

@@ -8,18 +8,12 @@
 import t from 'tap';
 
 import {
-  DeviceUnavailableError,
   SinkAttention,
   and,
   attentionInfo,
   causal,
   createBlockMask,
-  cudaAvailable,
   documents,
-  isDeviceTensor,
-  isOutOfMemoryError,
-  loadAddon,
-  memory,
   not,
   or,
   prefix,
@@ -28,13 +22,21 @@ import {
   sinkAttentionForward,
   sinkAttentionForwardAsync,
   slidingWindow,
-  toDevice,
   type AttentionOptions,
   type AttentionShape,
+  type MaskSpec,
+} from '../../lib/attention/index.js';
+import {
+  DeviceUnavailableError,
+  cudaAvailable,
+  isDeviceTensor,
+  isOutOfMemoryError,
+  loadAddon,
+  memory,
+  toDevice,
   type DType,
   type DeviceTensor,
-  type MaskSpec,
-} from '../../lib/index.js';
+} from '../../lib/native/index.js';
 import { Rng, bf16Array, expectClose, packedIds, refBackward, refForward } from './fixtures/reference.js';
 
 const kvLenOf = (s: AttentionShape) => s.kvLen ?? s.seqLen;

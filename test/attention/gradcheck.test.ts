@@ -16,7 +16,7 @@ import {
   slidingWindow,
   type AttentionImpl,
   type MaskSpec,
-} from '../../lib/index.js';
+} from '../../lib/attention/index.js';
 import { Rng, packedIds, refBackward, refForward, type RefOptions, type Shape } from './fixtures/reference.js';
 
 // These tests are about the CPU kernels: with a CUDA build on a GPU machine `'auto'` would pick

@@ -18,7 +18,7 @@ import {
   type AttentionOptions,
   type CpuKernel,
   type MaskSpec,
-} from '../../lib/index.js';
+} from '../../lib/attention/index.js';
 import { Rng, expectClose, packedIds, refBackward, refForward, type Shape } from './fixtures/reference.js';
 
 // These tests are about the CPU kernels: with a CUDA build on a GPU machine `'auto'` would pick

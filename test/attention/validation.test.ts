@@ -4,17 +4,15 @@
 import t, { type Test } from 'tap';
 
 import {
-  DeviceUnavailableError,
   SinkAttention,
   attentionInfo,
-  cudaAvailable,
   createBlockMask,
   createMask,
-  loadAddon,
   sinkAttentionBackward,
   sinkAttentionForward,
   type AttentionShape,
-} from '../../lib/index.js';
+} from '../../lib/attention/index.js';
+import { DeviceUnavailableError, cudaAvailable, loadAddon } from '../../lib/native/index.js';
 import { Rng } from './fixtures/reference.js';
 
 // These tests are about the CPU kernels: with a CUDA build on a GPU machine `'auto'` would pick

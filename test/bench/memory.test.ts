@@ -9,7 +9,7 @@ import t from 'tap';
 
 import { memoryBenchChart, runMemoryBench } from '../../bench/memory.js';
 import { buildProgram } from '../../lib/cli/main.js';
-import { memory } from '../../lib/index.js';
+import { memory } from '../../lib/native/index.js';
 
 process.env.SINKFLEX_DEVICE = 'cpu';
 

@@ -1,7 +1,7 @@
 import t from 'tap';
 
 import { buildProgram } from '../../lib/cli/main.js';
-import { version } from '../../lib/index.js';
+import { version } from '../../lib/native/index.js';
 
 async function run(args: string[]): Promise<string> {
   const lines: string[] = [];

@@ -3,13 +3,13 @@ import t from 'tap';
 import { grpoAddon } from '../../lib/grpo/native.js';
 
 import {
-  DeviceUnavailableError,
   broadcastAdvantages,
   broadcastAdvantagesAsync,
   computeAdvantages,
   computeAdvantagesAsync,
   type AdvantageEstimator,
-} from '../../lib/index.js';
+} from '../../lib/grpo/index.js';
+import { DeviceUnavailableError } from '../../lib/native/index.js';
 import { closeness, refAdvantages, rng, uniform } from './fixtures/reference.js';
 
 /** Random rewards and shuffled, non-contiguous group ids; every group has >= minSize members. */

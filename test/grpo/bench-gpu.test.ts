@@ -3,7 +3,7 @@
 import t from 'tap';
 
 import { main, runGpuKernelsBench } from '../../bench/gpu-kernels.js';
-import { cudaAvailable } from '../../lib/index.js';
+import { cudaAvailable } from '../../lib/native/index.js';
 import { grpoAddon } from '../../lib/grpo/native.js';
 
 t.test('runGpuKernelsBench reports every stage', async (t) => {

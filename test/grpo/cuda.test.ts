@@ -12,21 +12,23 @@ import {
   broadcastAdvantagesAsync,
   computeAdvantages,
   computeAdvantagesAsync,
-  cudaAvailable,
-  isDeviceTensor,
-  isOutOfMemoryError,
-  loadAddon,
-  memory,
   policyLoss,
   policyLossAsync,
-  toDevice,
-  type DeviceTensor,
   type GrpoFloats,
   type KlType,
   type LossAggMode,
   type PolicyLossInputs,
   type PolicyLossOptions,
-} from '../../lib/index.js';
+} from '../../lib/grpo/index.js';
+import {
+  cudaAvailable,
+  isDeviceTensor,
+  isOutOfMemoryError,
+  loadAddon,
+  memory,
+  toDevice,
+  type DeviceTensor,
+} from '../../lib/native/index.js';
 import { grpoAddon } from '../../lib/grpo/native.js';
 import { closeness, lossInputs, refAdvantages, refPolicyLoss, rng, uniform, type RefKl } from './fixtures/reference.js';
 

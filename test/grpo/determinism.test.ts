@@ -5,7 +5,8 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { computeAdvantages, packageRoot, policyLoss, type PolicyLossOptions } from '../../lib/index.js';
+import { computeAdvantages, policyLoss, type PolicyLossOptions } from '../../lib/grpo/index.js';
+import { packageRoot } from '../../lib/native/index.js';
 import { grpoAddon } from '../../lib/grpo/native.js';
 import { closeness, lossInputs, rng } from './fixtures/reference.js';
 

@@ -1,6 +1,6 @@
 import t from 'tap';
 
-import { DeviceUnavailableError } from '../../lib/index.js';
+import { DeviceUnavailableError } from '../../lib/native/index.js';
 
 // What the GRPO functions do on a machine whose addon sees a usable GPU: resolveDevice says
 // 'cuda', but this build's GRPO kernels exist only for the CPU.

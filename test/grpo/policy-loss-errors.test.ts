@@ -2,7 +2,8 @@ import t from 'tap';
 
 import { grpoAddon } from '../../lib/grpo/native.js';
 
-import { DeviceUnavailableError, policyLoss, policyLossAsync, type PolicyLossInputs, type PolicyLossOptions } from '../../lib/index.js';
+import { policyLoss, policyLossAsync, type PolicyLossInputs, type PolicyLossOptions } from '../../lib/grpo/index.js';
+import { DeviceUnavailableError } from '../../lib/native/index.js';
 import { lossInputs } from './fixtures/reference.js';
 
 const shape = { batch: 3, responseLen: 4 };

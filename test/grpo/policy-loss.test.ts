@@ -1,6 +1,6 @@
 import t from 'tap';
 
-import { policyLoss, policyLossAsync, type KlType, type LossAggMode, type PolicyLossOptions } from '../../lib/index.js';
+import { policyLoss, policyLossAsync, type KlType, type LossAggMode, type PolicyLossOptions } from '../../lib/grpo/index.js';
 import {
   closeness,
   finiteDifferences,

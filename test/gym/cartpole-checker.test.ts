@@ -14,8 +14,6 @@ import {
   captureWarningsAsync,
   checkAsyncEnv,
   checkEnv,
-  checkSpaceLimit,
-  dataEquivalence,
   make,
   makeAsync,
   register,
@@ -25,6 +23,8 @@ import {
   type ResetResult,
   type StepResult,
 } from '../../lib/gym/index.js';
+import { dataEquivalence } from '../../lib/gym/utils/data-equivalence.js';
+import { checkSpaceLimit } from '../../lib/gym/utils/env-checker.js';
 import { AsyncCountingEnv, CountingEnv } from './fixtures/envs.js';
 
 /** Gymnasium's CartPole-v1 step, written out plainly in float64 (explicit Euler). */

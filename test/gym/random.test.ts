@@ -1,6 +1,7 @@
 import t from 'tap';
 
-import { RandomGenerator, npRandom, seedToBigInt, splitMix64 } from '../../lib/gym/index.js';
+import { RandomGenerator, npRandom } from '../../lib/gym/index.js';
+import { seedToBigInt, splitMix64 } from '../../lib/gym/random.js';
 
 const M = (1n << 64n) - 1n;
 const rotl = (x: bigint, k: bigint): bigint => ((x << k) | (x >> (64n - k))) & M;

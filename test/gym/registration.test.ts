@@ -26,21 +26,17 @@ import {
   Wrapper,
   captureWarnings,
   captureWarningsAsync,
-  findHighestVersion,
-  getEnvId,
-  importEntryPoint,
   loadEntryPoint,
   make,
   makeAsync,
   namespace,
-  parseEnvId,
   pprintRegistry,
   register,
   registry,
-  resolveModuleSpecifier,
   spec,
   type Env,
 } from '../../lib/gym/index.js';
+import { findHighestVersion, getEnvId, importEntryPoint, parseEnvId, resolveModuleSpecifier } from '../../lib/gym/registration.js';
 import { AsyncCountingEnv, CountingEnv, type CountingOptions } from './fixtures/envs.js';
 
 const fixtureUrl = new URL('./fixtures/envs.js', import.meta.url).href;

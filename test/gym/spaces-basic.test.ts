@@ -1,6 +1,7 @@
 import t from 'tap';
 
-import { Box, Discrete, MultiBinary, MultiDiscrete, RandomGenerator, captureWarnings, canCast, spaceFromJSON } from '../../lib/gym/index.js';
+import { Box, Discrete, MultiBinary, MultiDiscrete, RandomGenerator, captureWarnings, spaceFromJSON } from '../../lib/gym/index.js';
+import { canCast } from '../../lib/gym/spaces/space.js';
 
 t.test('Discrete', async (t) => {
   const d = new Discrete(5, { start: -2, seed: 1 });

@@ -1,7 +1,6 @@
 import t from 'tap';
 
 import {
-  ALPHANUMERIC,
   Box,
   Dict,
   Discrete,
@@ -15,6 +14,7 @@ import {
   spaceFromJSON,
   type SpaceJSON,
 } from '../../lib/gym/index.js';
+import { ALPHANUMERIC } from '../../lib/gym/spaces/text.js';
 
 t.test('Text', async (t) => {
   const text = new Text(5, { seed: 3 });

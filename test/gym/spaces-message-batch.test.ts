@@ -12,16 +12,14 @@ import {
   Tuple,
   batchSpace,
   concatenate,
-  createEmptyArray,
-  deepCopy,
   iterate,
-  sampleJson,
   spaceFromJSON,
-  validateJson,
   RandomGenerator,
   type ChatMessage,
   type JsonSchema,
 } from '../../lib/gym/index.js';
+import { createEmptyArray, deepCopy } from '../../lib/gym/spaces/batch.js';
+import { sampleJson, validateJson } from '../../lib/gym/spaces/json-schema.js';
 
 const tools = [
   {

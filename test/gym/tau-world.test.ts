@@ -4,7 +4,8 @@
 // buildWorld of the trainer is this builder with its config: the same world object.
 import t from 'tap';
 
-import { clearTauWorldCache, loadTauWorld, TauWorld } from '../../lib/gym/index.js';
+import { loadTauWorld, TauWorld } from '../../lib/gym/index.js';
+import { clearTauWorldCache } from '../../lib/gym/envs/tau-world.js';
 import { generateRetailDb, generateRetailTasks } from '../../lib/tau/index.js';
 import { buildWorld, resolveConfig } from '../../lib/trainer/index.js';
 

@@ -20,12 +20,12 @@ import {
   TimeLimit,
   OrderEnforcing,
   PassiveEnvChecker,
-  dataEquivalence,
   make,
   makeVec,
-  resolveEnvSource,
   type Env,
 } from '../../lib/gym/index.js';
+import { dataEquivalence } from '../../lib/gym/utils/data-equivalence.js';
+import { resolveEnvSource } from '../../lib/gym/vector/protocol.js';
 import { compiledGym, compiledWorkerOptions } from './fixtures/compiled.js';
 import { CountingEnv } from './fixtures/envs.js';
 

@@ -8,13 +8,12 @@ import {
   GymError,
   MultiDiscrete,
   SyncVectorEnv,
-  addInfo,
-  expandSeeds,
   make,
   makeVec,
-  splitResetMask,
   type Info,
 } from '../../lib/gym/index.js';
+import { addInfo } from '../../lib/gym/vector/info.js';
+import { expandSeeds, splitResetMask } from '../../lib/gym/vector/vector-env.js';
 import { AsyncCountingEnv, CountingEnv, WideCountingEnv } from './fixtures/envs.js';
 
 const obsRows = (obs: unknown): number[][] => {

@@ -2,7 +2,8 @@ import { execFileSync } from 'node:child_process';
 
 import t from 'tap';
 
-import { ParamStore, adamwUpdate, memory, modelConfig, parameterLayout, sumSquares } from '../../lib/index.js';
+import { ParamStore, adamwUpdate, modelConfig, parameterLayout, sumSquares } from '../../lib/model/index.js';
+import { memory } from '../../lib/native/index.js';
 import { closeness, randn, refAdamW, sameBits } from './fixtures/reference.js';
 
 const HP = { lr: 0.01, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1 };

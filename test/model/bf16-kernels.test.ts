@@ -2,7 +2,7 @@
 // avx2 and generic tables): GEMM paths, linear forward/backward, embedding, and the errors.
 import t from 'tap';
 
-import { linearBackward, linearForward, opsIsa } from '../../lib/index.js';
+import { linearBackward, linearForward, opsIsa } from '../../lib/model/index.js';
 import { checkBf16Ops } from './fixtures/op-checks.js';
 
 t.test(`bfloat16 weights on the ${opsIsa()} kernels match float32 of the widened weights and the float64 reference`, async (t) => {

@@ -1,6 +1,6 @@
 import t from 'tap';
 
-import { type ChatMessage, ChatTemplate, ChatTemplateError, Tokenizer, trainChatTokenizer } from '../../lib/index.js';
+import { type ChatMessage, ChatTemplate, ChatTemplateError, Tokenizer, trainChatTokenizer } from '../../lib/model/index.js';
 import { rng } from './fixtures/reference.js';
 
 const corpus = [

@@ -5,7 +5,20 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { CheckpointError, ParamStore, type ModelConfig, type SafeTensor, Tokenizer, encodeSafetensors, loadCheckpoint, modelConfig, parameterLayout, readSafetensorsFile, restoreParamStore, saveCheckpoint, trainChatTokenizer, writeSafetensorsFile } from '../../lib/index.js';
+import {
+  CheckpointError,
+  ParamStore,
+  type ModelConfig,
+  type SafeTensor,
+  Tokenizer,
+  loadCheckpoint,
+  modelConfig,
+  parameterLayout,
+  restoreParamStore,
+  saveCheckpoint,
+  trainChatTokenizer,
+} from '../../lib/model/index.js';
+import { encodeSafetensors, readSafetensorsFile, writeSafetensorsFile } from '../../lib/model/safetensors.js';
 import { randn, sameBits } from './fixtures/reference.js';
 
 const config = modelConfig('tiny', { layers: 2, width: 32, heads: 2, kvHeads: 1, headDim: 16, ffn: 48, vocab: 300, context: 64, window: 16 });

@@ -4,7 +4,8 @@
 // in the TypeScript and native checks.
 import t from 'tap';
 
-import { MODEL_PRESETS, isSlidingLayer, modelAddon, modelConfig, parameterLayout, validateModelConfig } from '../../lib/index.js';
+import { MODEL_PRESETS } from '../../lib/model/config.js';
+import { isSlidingLayer, modelAddon, modelConfig, parameterLayout, validateModelConfig } from '../../lib/model/index.js';
 
 const base = MODEL_PRESETS.tiny;
 const small = { layers: 2, width: 12, heads: 4, kvHeads: 2, headDim: 6, window: 3, vocab: 17, context: 32, ffn: 5, ropeTheta: 1000, normEps: 1e-5, initStd: 0.1, swiglu: 'standard' as const };
@@ -134,7 +135,7 @@ t.test('checkpoints keep the extended config and compare it field by field (arra
   const { mkdtempSync, rmSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
   const { join } = await import('node:path');
-  const { ParamStore, loadCheckpoint, saveCheckpoint } = await import('../../lib/index.js');
+  const { ParamStore, loadCheckpoint, saveCheckpoint } = await import('../../lib/model/index.js');
   const config = modelConfig({ ...small, layers: 2, qkvBias: true, layerTypes: ['full', 'sliding'], ropeScaling: { type: 'linear', factor: 2 }, experts: 3, expertsPerToken: 2 });
   const store = ParamStore.fromConfig(config, 3);
   const dir = mkdtempSync(join(tmpdir(), 'sinkflex-config-'));

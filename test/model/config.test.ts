@@ -1,6 +1,7 @@
 import t from 'tap';
 
-import { MODEL_PRESETS, ModelConfigError, isSlidingLayer, modelAddon, modelConfig, parameterCount, parameterLayout, validateModelConfig } from '../../lib/index.js';
+import { MODEL_PRESETS, parameterCount } from '../../lib/model/config.js';
+import { ModelConfigError, isSlidingLayer, modelAddon, modelConfig, parameterLayout, validateModelConfig } from '../../lib/model/index.js';
 
 t.test('presets are valid and sized as documented', async (t) => {
   const tiny = modelConfig('tiny');

@@ -10,7 +10,8 @@
 // and a GPU (the CUDA emulator, `npm run build:cuda-emulator`, counts).
 import t from 'tap';
 
-import { cudaAvailable, loadAddon, moeBackward, moeForward, type MoeWeights, type SwiGluVariant } from '../../lib/index.js';
+import { moeBackward, moeForward, type MoeWeights, type SwiGluVariant } from '../../lib/model/index.js';
+import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
 import { modelAddon } from '../../lib/model/native.js';
 import { type RefWeights, type Sizes, refMoe } from './fixtures/moe-reference.js';
 import { bf16Bits, bf16Values, closeness, dot, numericGrad, pick, randn, sameBits, sampleIndices } from './fixtures/reference.js';

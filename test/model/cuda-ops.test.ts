@@ -13,13 +13,11 @@ import {
   adamwUpdate,
   crossEntropyBackward,
   crossEntropyForward,
-  cudaAvailable,
   embeddingBackward,
   embeddingForward,
   gemm,
   linearBackward,
   linearForward,
-  loadAddon,
   logSoftmaxBackward,
   logSoftmaxForward,
   matmul,
@@ -31,8 +29,9 @@ import {
   sumSquares,
   swigluBackward,
   swigluForward,
-  swigluParams,
-} from '../../lib/index.js';
+} from '../../lib/model/index.js';
+import { swigluParams } from '../../lib/model/ops.js';
+import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
 import { modelAddon } from '../../lib/model/native.js';
 import { bf16Bits, bf16Values, closeness, randint, randn, refAdamW, refGemm, refLinear, refLogSoftmax, refRmsNorm, refRope, refSwiGlu, sameBits } from './fixtures/reference.js';
 

@@ -1,6 +1,13 @@
 import t from 'tap';
 
-import { crossEntropyBackward, crossEntropyForward, embeddingBackward, embeddingForward, logSoftmaxBackward, logSoftmaxForward } from '../../lib/index.js';
+import {
+  crossEntropyBackward,
+  crossEntropyForward,
+  embeddingBackward,
+  embeddingForward,
+  logSoftmaxBackward,
+  logSoftmaxForward,
+} from '../../lib/model/index.js';
 import { closeness, dot, float32Grad, numericGrad, pick, randint, randn, refLogSoftmax, sampleIndices, sameBits } from './fixtures/reference.js';
 
 t.test('embedding gathers rows and scatter-adds gradients (repeated ids accumulate)', async (t) => {

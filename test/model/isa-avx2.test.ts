@@ -4,7 +4,8 @@ process.env.SINKFLEX_CPU_FEATURES = 'avx2';
 
 import t from 'tap';
 
-import { backends, opsIsa } from '../../lib/index.js';
+import { opsIsa } from '../../lib/model/index.js';
+import { backends } from '../../lib/native/index.js';
 import { checkAllOps } from './fixtures/op-checks.js';
 
 const cpu = backends()[0];

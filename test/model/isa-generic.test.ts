@@ -4,7 +4,7 @@ process.env.SINKFLEX_CPU_FEATURES = 'generic';
 
 import t from 'tap';
 
-import { opsIsa } from '../../lib/index.js';
+import { opsIsa } from '../../lib/model/index.js';
 import { checkAllOps } from './fixtures/op-checks.js';
 
 t.test('generic kernels match the float64 references', async (t) => {

@@ -1,6 +1,6 @@
 import t from 'tap';
 
-import { linearBackward, linearForward, rmsnormBackward, rmsnormForward } from '../../lib/index.js';
+import { linearBackward, linearForward, rmsnormBackward, rmsnormForward } from '../../lib/model/index.js';
 import { closeness, dot, float32Grad, numericGrad, pick, randn, refLinear, refRmsNorm, sampleIndices, sameBits } from './fixtures/reference.js';
 
 t.test('linear forward matches the float64 reference (with and without bias, odd sizes)', async (t) => {

@@ -5,7 +5,16 @@
 // counts).
 import t from 'tap';
 
-import { ParamStore, Transformer, addLora, cudaAvailable, loadAddon, modelAddon, modelConfig, parameterLayout, type ModelConfigInput } from '../../lib/index.js';
+import {
+  ParamStore,
+  Transformer,
+  addLora,
+  modelAddon,
+  modelConfig,
+  parameterLayout,
+  type ModelConfigInput,
+} from '../../lib/model/index.js';
+import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
 
 const noGpu = !cudaAvailable()
   ? `no CUDA device: ${loadAddon().cudaStatus().reason}`

@@ -5,7 +5,8 @@
 // deterministic (the same seed gives the same losses).
 import t from 'tap';
 
-import { ParamStore, Transformer, addLora, isLoraParameter, modelConfig, packSequences, parameterLayout } from '../../lib/index.js';
+import { ParamStore, Transformer, addLora, modelConfig, packSequences, parameterLayout } from '../../lib/model/index.js';
+import { isLoraParameter } from '../../lib/model/lora/layout.js';
 import { randint } from './fixtures/reference.js';
 
 const config = modelConfig({ layers: 2, width: 32, heads: 4, kvHeads: 2, headDim: 8, window: 0, vocab: 40, context: 64, ffn: 48, ropeTheta: 10000, normEps: 1e-6, initStd: 0.25, swiglu: 'standard', sinks: false, qkNorm: true, tieEmbeddings: true });

@@ -9,8 +9,18 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { ParamStore, Transformer, addLora, loraAdapterSlots, loraScale, mergeLora, parameterLayout, type ModelConfigInput, type ParamSpec } from '../../lib/index.js';
-import { type HfTensor, loadHfCheckpoint, saveHf } from '../../lib/model/hf/index.js';
+import {
+  ParamStore,
+  Transformer,
+  addLora,
+  mergeLora,
+  parameterLayout,
+  type ModelConfigInput,
+  type ParamSpec,
+} from '../../lib/model/index.js';
+import { loraAdapterSlots } from '../../lib/model/lora/layout.js';
+import { loraScale } from '../../lib/model/lora/settings.js';
+import { type HfTensor, loadHfCheckpoint, saveHf } from '../../lib/model/index.js';
 import { closeness, randn } from './fixtures/reference.js';
 import { randomizeStore, readParams, refTransformer } from './fixtures/transformer-reference.js';
 import { hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './hf/loader-fixtures/checkpoint.js';

@@ -20,15 +20,14 @@ import {
   applyPeftAdapter,
   modelConfig,
   parameterLayout,
-  peftAdapterKey,
   readPeftAdapter,
   savePeftAdapter,
   type ModelConfig,
   type ModelConfigInput,
   type SafeTensor,
-  writeSafetensorsFile,
-  readSafetensorsFile,
-} from '../../lib/index.js';
+} from '../../lib/model/index.js';
+import { peftAdapterKey } from '../../lib/model/lora/peft.js';
+import { writeSafetensorsFile, readSafetensorsFile } from '../../lib/model/safetensors.js';
 import { closeness, randn } from './fixtures/reference.js';
 import { randomizeStore, readParams, refTransformer } from './fixtures/transformer-reference.js';
 

@@ -8,7 +8,16 @@
 // frozen base; sampling with adapters equal to the training forward's log-probs.
 import t, { type Test } from 'tap';
 
-import { ParamStore, Transformer, isLoraParameter, modelConfig, parameterLayout, type ModelConfig, type ModelConfigInput, type ParamSpec } from '../../lib/index.js';
+import {
+  ParamStore,
+  Transformer,
+  modelConfig,
+  parameterLayout,
+  type ModelConfig,
+  type ModelConfigInput,
+  type ParamSpec,
+} from '../../lib/model/index.js';
+import { isLoraParameter } from '../../lib/model/lora/layout.js';
 import { closeness, numericGrad, randint, rng, sampleIndices } from './fixtures/reference.js';
 import { randomizeStore, readParams, refTransformer, type RefBatch } from './fixtures/transformer-reference.js';
 

@@ -3,7 +3,8 @@
 // checked against finite differences of the same block written in float64.
 import t from 'tap';
 
-import { linearBackward, linearForward, rmsnormBackward, rmsnormForward, swigluBackward, swigluForward, swigluParams } from '../../lib/index.js';
+import { linearBackward, linearForward, rmsnormBackward, rmsnormForward, swigluBackward, swigluForward } from '../../lib/model/index.js';
+import { swigluParams } from '../../lib/model/ops.js';
 import { closeness, dot, numericGrad, pick, randn, refLinear, refRmsNorm, refSwiGlu, sampleIndices } from './fixtures/reference.js';
 
 const [T, D, F] = [7, 24, 40];

@@ -6,7 +6,7 @@
 // bfloat16 weights equal to float32 over the widened weights.
 import t from 'tap';
 
-import { type MoeWeights, moeBackward, moeForward, type SwiGluVariant } from '../../lib/index.js';
+import { type MoeWeights, moeBackward, moeForward, type SwiGluVariant } from '../../lib/model/index.js';
 import { type RefWeights, type Sizes, refMoe } from './fixtures/moe-reference.js';
 import { bf16Bits, bf16Values, closeness, dot, numericGrad, pick, randn, sameBits, sampleIndices } from './fixtures/reference.js';
 

@@ -5,7 +5,7 @@
 // parameter.
 import t from 'tap';
 
-import { ParamStore, type ParamSpec } from '../../lib/index.js';
+import { ParamStore, type ParamSpec } from '../../lib/model/index.js';
 import { randn } from './fixtures/reference.js';
 
 /** float32 -> bfloat16 bits, round to nearest even, written from the definition (float64 arithmetic on the bit pattern). */
@@ -122,7 +122,7 @@ t.test('checkpoints refuse stores with frozen or bfloat16 parameters, naming the
   const { mkdtempSync, rmSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
   const { join } = await import('node:path');
-  const { modelConfig, parameterLayout, saveCheckpoint } = await import('../../lib/index.js');
+  const { modelConfig, parameterLayout, saveCheckpoint } = await import('../../lib/model/index.js');
   const config = modelConfig('tiny', { layers: 1, vocab: 64, width: 16, heads: 2, kvHeads: 1, headDim: 8, ffn: 8 });
   const store = ParamStore.fromSpecs(parameterLayout(config).map((p) => (p.name === 'embed.weight' ? { ...p, dtype: 'bfloat16' as const } : p)), 1);
   const dir = mkdtempSync(join(tmpdir(), 'sinkflex-dtype-'));

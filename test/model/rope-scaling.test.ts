@@ -5,7 +5,7 @@
 // against a float64 rotation (the attention factor scales cos and sin).
 import t from 'tap';
 
-import { type RopeScaling, ropeBackward, ropeForward, ropeParameters } from '../../lib/index.js';
+import { type RopeScaling, ropeBackward, ropeForward, ropeParameters } from '../../lib/model/index.js';
 import { closeness, dot, numericGrad, pick, randint, randn, sampleIndices } from './fixtures/reference.js';
 import { refRope } from './fixtures/rope-reference.js';
 

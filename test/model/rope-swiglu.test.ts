@@ -1,6 +1,7 @@
 import t from 'tap';
 
-import { ropeBackward, ropeForward, swigluBackward, swigluForward, swigluParams } from '../../lib/index.js';
+import { ropeBackward, ropeForward, swigluBackward, swigluForward } from '../../lib/model/index.js';
+import { swigluParams } from '../../lib/model/ops.js';
 import { closeness, dot, float32Grad, numericGrad, pick, randint, randn, refRope, refSwiGlu, sampleIndices, sameBits } from './fixtures/reference.js';
 
 t.test('rope forward matches the rotate-half reference for per-token positions', async (t) => {

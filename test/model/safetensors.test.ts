@@ -4,7 +4,14 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { SafetensorsError, decodeSafetensors, encodeSafetensors, readSafetensorsFile, writeFileAtomic, writeSafetensorsFile } from '../../lib/index.js';
+import { SafetensorsError } from '../../lib/model/index.js';
+import {
+  decodeSafetensors,
+  encodeSafetensors,
+  readSafetensorsFile,
+  writeFileAtomic,
+  writeSafetensorsFile,
+} from '../../lib/model/safetensors.js';
 import { randn } from './fixtures/reference.js';
 
 const concat = (pieces: Uint8Array[]): Uint8Array => {

@@ -3,7 +3,9 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { CHAT_SPECIAL_TOKENS, Tokenizer, TokenizerError, decodeWtf8, encodeWtf8, trainChatTokenizer } from '../../lib/index.js';
+import { CHAT_SPECIAL_TOKENS } from '../../lib/model/chat-template.js';
+import { Tokenizer, TokenizerError, decodeWtf8, trainChatTokenizer } from '../../lib/model/index.js';
+import { encodeWtf8 } from '../../lib/model/utf8.js';
 import { rng } from './fixtures/reference.js';
 
 const CORPUS = [

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import t from 'tap';
 
 import { main, runModelTrainBench } from '../../bench/model-train.js';
-import { modelConfig } from '../../lib/index.js';
+import { modelConfig } from '../../lib/model/index.js';
 
 t.test('runModelTrainBench measures training, sampling and step memory side by side', async (t) => {
   const lines: string[] = [];

@@ -2,7 +2,8 @@
 // RangeError for wrong values or lengths, messages naming the argument; nothing aborts.
 import t from 'tap';
 
-import { ParamStore, Transformer, modelConfig, transformerAddon } from '../../lib/index.js';
+import { ParamStore, Transformer, modelConfig } from '../../lib/model/index.js';
+import { transformerAddon } from '../../lib/model/transformer-native.js';
 
 const config = modelConfig('tiny', { layers: 2, width: 16, heads: 2, kvHeads: 1, headDim: 8, vocab: 50, context: 32, ffn: 8, window: 4 });
 

@@ -18,15 +18,14 @@ import {
   ParamStore,
   Transformer,
   type TransformerSession,
-  cudaAvailable,
-  loadAddon,
   modelAddon,
   modelConfig,
   parameterLayout,
   type ModelConfig,
   type ModelConfigInput,
   type ParamSpec,
-} from '../../lib/index.js';
+} from '../../lib/model/index.js';
+import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
 import { bf16Bits, closeness, randint, rng, sameBits } from './fixtures/reference.js';
 import { randomizeStore } from './fixtures/transformer-reference.js';
 

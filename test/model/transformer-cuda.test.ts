@@ -16,19 +16,15 @@ import { join } from 'node:path';
 import t from 'tap';
 
 import {
-  DeviceUnavailableError,
   ParamStore,
   Transformer,
   TransformerPolicy,
   type TransformerSession,
-  cudaAvailable,
-  isOutOfMemoryError,
-  loadAddon,
-  memory,
   modelAddon,
   modelConfig,
   type ModelConfig,
-} from '../../lib/index.js';
+} from '../../lib/model/index.js';
+import { DeviceUnavailableError, cudaAvailable, isOutOfMemoryError, loadAddon, memory } from '../../lib/native/index.js';
 import { closeness, randint, rng } from './fixtures/reference.js';
 import { randomizeStore } from './fixtures/transformer-reference.js';
 

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 
 import t, { type Test } from 'tap';
 
-import { ParamStore, Transformer, type ModelConfig, type ModelConfigInput, modelConfig, parameterLayout } from '../../lib/index.js';
+import { ParamStore, Transformer, type ModelConfig, type ModelConfigInput, modelConfig, parameterLayout } from '../../lib/model/index.js';
 import { bf16Bits, bf16Values, closeness, numericGrad, randint, rng, sameBits, sampleIndices } from './fixtures/reference.js';
 import { randomizeStore, readGrads, readParams, refTransformer, type RefBatch } from './fixtures/transformer-reference.js';
 

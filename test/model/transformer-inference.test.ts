@@ -7,7 +7,7 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { Transformer, type ModelConfig, type NativeJob, type TransformerSession, modelConfig } from '../../lib/index.js';
+import { Transformer, type ModelConfig, type NativeJob, type TransformerSession, modelConfig } from '../../lib/model/index.js';
 import { closeness, randint } from './fixtures/reference.js';
 import { randomizeStore, readParams, refTransformer } from './fixtures/transformer-reference.js';
 

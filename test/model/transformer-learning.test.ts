@@ -4,7 +4,7 @@
 // beyond the first layer's sliding window of 8 keys needs the full-attention layer.
 import t from 'tap';
 
-import { TransformerPolicy, modelConfig, packSequences } from '../../lib/index.js';
+import { TransformerPolicy, modelConfig, packSequences } from '../../lib/model/index.js';
 import { rng } from './fixtures/reference.js';
 
 const BOS = 1;

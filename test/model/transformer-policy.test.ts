@@ -19,7 +19,7 @@ import {
   modelConfig,
   packSequences,
   trainChatTokenizer,
-} from '../../lib/index.js';
+} from '../../lib/model/index.js';
 import { closeness, randint, sameBits } from './fixtures/reference.js';
 import { randomizeStore } from './fixtures/transformer-reference.js';
 

@@ -6,7 +6,7 @@
 // equal to each sequence alone; eager equal to fused.
 import t, { type Test } from 'tap';
 
-import { ParamStore, Transformer, type ModelConfig, modelConfig, packSequences } from '../../lib/index.js';
+import { ParamStore, Transformer, type ModelConfig, modelConfig, packSequences } from '../../lib/model/index.js';
 import { closeness, numericGrad, randint, rng, sampleIndices } from './fixtures/reference.js';
 import { randomizeStore, readGrads, readParams, refTransformer, type RefBatch } from './fixtures/transformer-reference.js';
 

@@ -13,7 +13,7 @@ import {
   memory,
   resolveDevice,
   version,
-} from '../../lib/index.js';
+} from '../../lib/native/index.js';
 
 t.test('version and backends', async (t) => {
   t.match(version(), /^\d+\.\d+\.\d+/);

@@ -6,7 +6,8 @@ import t from 'tap';
 
 import type { ChatAssistantMessage } from '../../lib/model/index.js';
 import type { GenerateRequest, GenerativeModel, ModelSession, SampleOptions, SampleResult } from '../../lib/model/policy.js';
-import { ReplyStream, startChatServer } from '../../lib/openai/index.js';
+import { startChatServer } from '../../lib/openai/index.js';
+import { ReplyStream } from '../../lib/openai/server-stream.js';
 import { rawActionText } from '../../lib/rollout/turns.js';
 import { mulberry32 } from '../../lib/tau/rng.js';
 import { template, tinyPolicy } from './fixtures/setup.js';

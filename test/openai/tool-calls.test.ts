@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import t from 'tap';
 
 import { ChatTemplate, trainChatTokenizer } from '../../lib/model/index.js';
-import { OpenAIChatPolicy, readAssistantReply, contentText } from '../../lib/openai/index.js';
+import { OpenAIChatPolicy } from '../../lib/openai/index.js';
+import { readAssistantReply, contentText } from '../../lib/openai/tool-calls.js';
 import { ChatTokenPolicy, evaluatePolicy, trajectoriesToJsonl } from '../../lib/rollout/index.js';
 import { TauEnv } from '../../lib/gym/index.js';
 import { retailWorld } from './fixtures/setup.js';

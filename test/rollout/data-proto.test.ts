@@ -1,6 +1,7 @@
 import t from 'tap';
 
-import { DataProto, DataProtoError, deepEqual, groupIds, mixSeed } from '../../lib/rollout/index.js';
+import { DataProto, DataProtoError, groupIds, mixSeed } from '../../lib/rollout/index.js';
+import { deepEqual } from '../../lib/rollout/deep-equal.js';
 
 /** A batch of `n` rows: ids [n, 3] int32, score [n] float32 scalar, uid strings; values encode the row. */
 function batch(n: number, base = 0, meta: Record<string, unknown> = {}): DataProto {

@@ -7,14 +7,13 @@ import {
   greedyPartition,
   karmarkarKarp,
   packMicroBatches,
-  partition,
   partitionByBudget,
-  rowTokenCounts,
-  unpackColumn,
   unpackDocuments,
   type EpisodeRecord,
 } from '../../lib/rollout/index.js';
-import { Rng } from '../../lib/tau/index.js';
+import { unpackColumn } from '../../lib/rollout/packing.js';
+import { partition, rowTokenCounts } from '../../lib/rollout/partition.js';
+import { Rng } from '../../lib/tau/rng.js';
 
 const PAD = 0;
 

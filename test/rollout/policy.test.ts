@@ -3,10 +3,7 @@ import t from 'tap';
 import type { ChatAssistantMessage, ChatMessage } from '../../lib/model/index.js';
 import {
   AgentLoop,
-  chatMessageOfAction,
   ChatTokenPolicy,
-  ConversationDecodeError,
-  ConversationDecoder,
   DynamicSamplingError,
   ExpertChatPolicy,
   ExpertTokenPolicy,
@@ -14,7 +11,6 @@ import {
   generateBatch,
   generateWithDynamicSampling,
   mixSeed,
-  parseTurn,
   rawActionText,
   tauMessageOf,
   type ChatPolicy,
@@ -25,7 +21,11 @@ import {
   type TokenSampleResult,
   type TokenSession,
 } from '../../lib/rollout/index.js';
-import { Rng, type TauTask } from '../../lib/tau/index.js';
+import { ConversationDecodeError, ConversationDecoder } from '../../lib/model/index.js';
+import { chatMessageOfAction } from '../../lib/rollout/expert-policy.js';
+import { parseTurn } from '../../lib/rollout/turns.js';
+import type { TauTask } from '../../lib/tau/index.js';
+import { Rng } from '../../lib/tau/rng.js';
 import { envFactory, NoisyExpertPolicy, retailWorld, template } from './fixtures/world.js';
 
 const tpl = template();

@@ -4,7 +4,8 @@
 import t from 'tap';
 
 import type { Message, RetailDb, RewardType, TaskAction, TauTask, ToolCall } from '../../lib/tau/index.js';
-import { createRetailDomain, generateRetailDb, modifyItemsPriceFixOf, TauEvaluator } from '../../lib/tau/index.js';
+import { createRetailDomain, generateRetailDb, TauEvaluator } from '../../lib/tau/index.js';
+import { modifyItemsPriceFixOf } from '../../lib/tau/domains/retail/tools.js';
 
 const db = generateRetailDb({ seed: 11, users: 120, orders: 300 });
 const domain = createRetailDomain({ db });

@@ -8,7 +8,16 @@
 import t from 'tap';
 
 import type { AgentContext, AssistantAction, Message, RetailTask, RetailTaskKind, TauAgent } from '../../lib/tau/index.js';
-import { createRetailDomain, ExpertRetailAgent, generateRetailDb, generateRetailTasks, Rng, runEpisodeSync, ScriptedRetailUser, TauEpisode } from '../../lib/tau/index.js';
+import {
+  createRetailDomain,
+  ExpertRetailAgent,
+  generateRetailDb,
+  generateRetailTasks,
+  runEpisodeSync,
+  ScriptedRetailUser,
+  TauEpisode,
+} from '../../lib/tau/index.js';
+import { Rng } from '../../lib/tau/rng.js';
 import type { OpenAIToolSchema } from '../../lib/tau/index.js';
 
 const KINDS: RetailTaskKind[] = ['cancel', 'modify_address', 'modify_payment', 'modify_items', 'return', 'exchange', 'user_address', 'lookup_tracking', 'lookup_price', 'refuse', 'transfer'];

@@ -1,6 +1,8 @@
 import t from 'tap';
 
-import { calculate, CowMap, pyFloatRepr, pyJsonDumps, pyRound2 } from '../../lib/tau/index.js';
+import { CowMap } from '../../lib/tau/index.js';
+import { calculate } from '../../lib/tau/domains/retail/calculate.js';
+import { pyFloatRepr, pyJsonDumps, pyRound2 } from '../../lib/tau/pyjson.js';
 
 // Expected strings were produced by CPython 3 (repr, round, json.dumps) and are typed in here.
 t.test('pyFloatRepr matches CPython repr(float)', async (t) => {

@@ -6,7 +6,16 @@
 import t from 'tap';
 
 import type { Order, RetailRequest, RetailTask, RetailTaskKind, TaskAction } from '../../lib/tau/index.js';
-import { actionMatches, createRetailDomain, ExpertRetailAgent, generateRetailDb, generateRetailTasks, runEpisodeSync, ScriptedRetailUser, TauEpisode } from '../../lib/tau/index.js';
+import {
+  createRetailDomain,
+  ExpertRetailAgent,
+  generateRetailDb,
+  generateRetailTasks,
+  runEpisodeSync,
+  ScriptedRetailUser,
+  TauEpisode,
+} from '../../lib/tau/index.js';
+import { actionMatches } from '../../lib/tau/evaluate.js';
 
 const KINDS: RetailTaskKind[] = ['cancel', 'modify_address', 'modify_payment', 'modify_items', 'return', 'exchange', 'user_address', 'lookup_tracking', 'lookup_price', 'refuse', 'transfer'];
 const WRITES: Partial<Record<RetailTaskKind, string>> = {

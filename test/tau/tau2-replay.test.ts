@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import t from 'tap';
 
 import type { Message, RetailDb, SimulationRun, TauTask } from '../../lib/tau/index.js';
-import { loadTau2Retail, loadTau2Tasks, TauEvaluator } from '../../lib/tau/index.js';
+import { loadTau2Retail, TauEvaluator } from '../../lib/tau/index.js';
+import { loadTau2Tasks } from '../../lib/tau/domains/retail/loader.js';
 
 const DIR = process.env.SINKFLEX_TAU2_DIR ? join(process.env.SINKFLEX_TAU2_DIR, 'retail') : join(process.cwd(), '..', 'shared', 'tau2', 'retail');
 

@@ -10,15 +10,15 @@ import {
   RandomAgent,
   runEpisodeSync,
   ScriptedTelecomUser,
-  syncTelecom,
   TauEpisode,
   TauEvaluator,
   TELECOM_FAULTS,
-  telecomFault,
-  telecomGoalMet,
-  telecomScenarioOf,
   toOpenAIMessages,
 } from '../../lib/tau/index.js';
+import { syncTelecom } from '../../lib/tau/domains/telecom/domain.js';
+import { telecomFault } from '../../lib/tau/domains/telecom/faults.js';
+import { telecomGoalMet } from '../../lib/tau/domains/telecom/generate-tasks.js';
+import { telecomScenarioOf } from '../../lib/tau/domains/telecom/scenario.js';
 
 const db = generateTelecomDb({ seed: 7, customers: 40 });
 const domain = createTelecomDomain({ db });

@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import t from 'tap';
 
 import type { Message } from '../../lib/tau/index.js';
-import { createTelecomDomain, flipRoles, generateTelecomDb, generateTelecomTasks, LlmUserSimulator, TauEpisode } from '../../lib/tau/index.js';
+import { createTelecomDomain, generateTelecomDb, generateTelecomTasks, LlmUserSimulator, TauEpisode } from '../../lib/tau/index.js';
+import { flipRoles } from '../../lib/tau/users/llm.js';
 
 type Body = { messages: { role: string; content: string | null; tool_calls?: { function: { name: string; arguments: string } }[]; tool_call_id?: string }[]; tools?: { function: { name: string } }[] };
 

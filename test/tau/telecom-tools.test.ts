@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import t from 'tap';
 
 import type { TelecomState, ToolCall } from '../../lib/tau/index.js';
-import { createTelecomDomain, loadTau2Telecom, loadTelecomDb, TelecomDb, TelecomUserDb } from '../../lib/tau/index.js';
+import { createTelecomDomain, loadTau2Telecom, TelecomDb, TelecomUserDb } from '../../lib/tau/index.js';
+import { loadTelecomDb } from '../../lib/tau/domains/telecom/loader.js';
 
 // A small hand-written backend (tau2's shape) so every effect below is checked against values
 // written here, not against the code's own output.

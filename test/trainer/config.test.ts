@@ -4,7 +4,8 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { ConfigError, DEFAULT_CONFIG, deepMerge, parseOverride, PRESETS, readConfigFile, resolveConfig, validateConfig, validateSavedConfig } from '../../lib/trainer/index.js';
+import { ConfigError, parseOverride, readConfigFile, resolveConfig } from '../../lib/trainer/index.js';
+import { DEFAULT_CONFIG, deepMerge, PRESETS, validateConfig, validateSavedConfig } from '../../lib/trainer/config.js';
 
 t.test('defaults and presets validate; patches apply in order', async (t) => {
   const d = resolveConfig();

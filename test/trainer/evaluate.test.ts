@@ -2,7 +2,8 @@ import t from 'tap';
 
 import { ChatTemplate, trainChatTokenizer } from '../../lib/model/index.js';
 import { evaluatePolicy, ExpertTokenPolicy, type SessionContext, type TokenPolicy, type TokenSession } from '../../lib/rollout/index.js';
-import { buildWorld, demonstrationWorlds, promptSettings, resolveConfig, trainEnvFactory } from '../../lib/trainer/index.js';
+import { buildWorld, resolveConfig, trainEnvFactory } from '../../lib/trainer/index.js';
+import { demonstrationWorlds, promptSettings } from '../../lib/trainer/world.js';
 
 const config = resolveConfig({ preset: 'smoke' });
 const tw = buildWorld(config);

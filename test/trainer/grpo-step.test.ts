@@ -3,7 +3,11 @@ import t from 'tap';
 import { TauEnv, type TauEnvAction } from '../../lib/gym/index.js';
 import { packSequences, TransformerPolicy } from '../../lib/model/index.js';
 import { AgentLoop, mixSeed, type SessionContext, type TokenPolicy, type TokenSampleParams, type TokenSession } from '../../lib/rollout/index.js';
-import { buildWorld, episodeSequence, grpoStep, promptSettings, resolveConfig, runModelConfig, trainRunTokenizer } from '../../lib/trainer/index.js';
+import { buildWorld, resolveConfig } from '../../lib/trainer/index.js';
+import { grpoStep } from '../../lib/trainer/grpo-step.js';
+import { episodeSequence } from '../../lib/trainer/sft.js';
+import { runModelConfig } from '../../lib/trainer/trainer.js';
+import { promptSettings, trainRunTokenizer } from '../../lib/trainer/world.js';
 import { ChatTemplate } from '../../lib/model/index.js';
 
 /** One-turn episodes rewarded by a fixed function of the assistant's first action (its length parity). */

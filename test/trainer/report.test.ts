@@ -1,6 +1,8 @@
 import t from 'tap';
 
-import { defaultCharts, lineChartSvg, niceTicks, renderReport, samplesJsonl, tickLabel, type MetricsRow } from '../../lib/trainer/index.js';
+import type { MetricsRow } from '../../lib/trainer/index.js';
+import { defaultCharts, lineChartSvg, niceTicks, renderReport, tickLabel } from '../../lib/trainer/report.js';
+import { samplesJsonl } from '../../lib/trainer/trainer.js';
 
 t.test('line charts: points at the right places, empty charts say so', async (t) => {
   const rows: MetricsRow[] = [

@@ -6,7 +6,8 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { createRolloutEngine, resolveConfig } from '../../lib/trainer/index.js';
+import { resolveConfig } from '../../lib/trainer/index.js';
+import { createRolloutEngine } from '../../lib/trainer/rollout-engine.js';
 import { template, tinyPolicy } from '../openai/fixtures/setup.js';
 
 const tpl = template();

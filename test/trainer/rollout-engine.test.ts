@@ -11,7 +11,8 @@ import { runTrainCommand } from '../../lib/cli/commands/train.js';
 import { ChatTemplate, TransformerPolicy } from '../../lib/model/index.js';
 import type { GenerativeModel, ModelSession, SampleOptions } from '../../lib/model/policy.js';
 import { startChatServer, transformerWeightsHost, type AdapterHost, type ChatServer } from '../../lib/openai/index.js';
-import { ConfigError, resolveConfig, train, validateSavedConfig, DEFAULT_CONFIG, type MetricsRow, type TrainConfig } from '../../lib/trainer/index.js';
+import { validateSavedConfig, DEFAULT_CONFIG } from '../../lib/trainer/config.js';
+import { ConfigError, resolveConfig, train, type MetricsRow, type TrainConfig } from '../../lib/trainer/index.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'sinkflex-engine-'));
 const smoke: TrainConfig = resolveConfig({ preset: 'smoke' });

@@ -8,7 +8,10 @@ import { TauEnv, type TauEnvAction } from '../../lib/gym/index.js';
 import { cudaAvailable } from '../../lib/native/index.js';
 import { ScriptedRetailUser, taskKind, type TauTask, type UserSimulator, type UserTurnInput } from '../../lib/tau/index.js';
 import type { OpenAIToolSchema } from '../../lib/tau/index.js';
-import { buildWorld, listCheckpoints, listValidationSteps, loadPolicy, readValidationLog, resolveConfig, stepTasks, train, type MetricsRow, type TrainConfig } from '../../lib/trainer/index.js';
+import { buildWorld, loadPolicy, resolveConfig, train, type MetricsRow, type TrainConfig } from '../../lib/trainer/index.js';
+import { listCheckpoints } from '../../lib/trainer/checkpoint.js';
+import { stepTasks } from '../../lib/trainer/trainer.js';
+import { listValidationSteps, readValidationLog } from '../../lib/trainer/validation-log.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'sinkflex-train-'));
 

@@ -13,21 +13,19 @@ import t from 'tap';
 import { ChatTemplate, trainChatTokenizer, type ChatMessage } from '../../lib/model/index.js';
 import type { EpisodeRecord, TaskEvaluation } from '../../lib/rollout/index.js';
 import type { RewardInfo } from '../../lib/tau/index.js';
+import { REPORT_TRANSCRIPT_CAPS, type MetricsRow } from '../../lib/trainer/index.js';
+import { removeStaleTemporaries } from '../../lib/trainer/checkpoint.js';
+import { renderReport, validationKinds } from '../../lib/trainer/report.js';
 import {
   cutTurnText,
   listValidationSteps,
   readReportValidations,
   readValidationLog,
-  removeStaleTemporaries,
   removeValidationLogsAfter,
-  renderReport,
-  REPORT_TRANSCRIPT_CAPS,
   selectValidationTranscripts,
-  validationKinds,
   writeValidationLog,
-  type MetricsRow,
   type ValidationTranscript,
-} from '../../lib/trainer/index.js';
+} from '../../lib/trainer/validation-log.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'sinkflex-valrep-'));
 

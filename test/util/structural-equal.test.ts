@@ -4,9 +4,11 @@
 // jsonEqual (tau: JSON values, NaN unequal) and the JSON-schema enum check (key order free).
 import t from 'tap';
 
-import { dataEquivalence, validateJson, type JsonSchema } from '../../lib/gym/index.js';
-import { deepEqual } from '../../lib/rollout/index.js';
-import { jsonEqual } from '../../lib/tau/index.js';
+import type { JsonSchema } from '../../lib/gym/index.js';
+import { validateJson } from '../../lib/gym/spaces/json-schema.js';
+import { dataEquivalence } from '../../lib/gym/utils/data-equivalence.js';
+import { deepEqual } from '../../lib/rollout/deep-equal.js';
+import { jsonEqual } from '../../lib/tau/evaluate.js';
 import { structuralEqual } from '../../lib/util/structural-equal.js';
 
 class Point {

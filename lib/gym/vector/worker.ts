@@ -11,7 +11,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 
 import { AsyncEnv, toAsyncEnv } from '../async-core.js';
 import { EnvBase } from '../core.js';
-import '../envs/index.js';
+import '../envs/builtin.js';
 import { GymError } from '../errors.js';
 import { importEntryPoint, makeAsync } from '../registration.js';
 import type { AnySpace } from '../spaces/composite.js';

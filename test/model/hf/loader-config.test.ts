@@ -2,7 +2,7 @@
 // configuration_<arch>.py, and the details that decide whether the numbers match (issue 17).
 import t from 'tap';
 
-import { HfConfigError, parseHfConfig } from '../../../lib/model/hf/index.js';
+import { HfConfigError, parseHfConfig } from '../../../lib/model/index.js';
 
 // Real configs (field values as published for openai/gpt-oss-20b, Qwen/Qwen3-0.6B,
 // Qwen/Qwen2.5-0.5B-Instruct, meta-llama/Llama-3.2-1B), written out by hand.

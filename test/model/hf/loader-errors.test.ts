@@ -5,7 +5,7 @@ import { join } from 'node:path';
 
 import t, { type Test } from 'tap';
 
-import { HfCheckpointReader, loadHfCheckpoint } from '../../../lib/model/hf/index.js';
+import { HfCheckpointReader, loadHfCheckpoint } from '../../../lib/model/index.js';
 import { memory } from '../../../lib/native/memory.js';
 import type { SafeTensor } from '../../../lib/model/safetensors.js';
 import { hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './loader-fixtures/checkpoint.js';

@@ -4,7 +4,8 @@ import { rmSync } from 'node:fs';
 
 import t, { type Test } from 'tap';
 
-import { HfCheckpointReader, type HfTensor, f32ToBf16, loadHfCheckpoint } from '../../../lib/model/hf/index.js';
+import { f32ToBf16 } from '../../../lib/model/hf/numeric.js';
+import { HfCheckpointReader, type HfTensor, loadHfCheckpoint } from '../../../lib/model/index.js';
 import type { SafeTensor } from '../../../lib/model/safetensors.js';
 import { rng } from '../fixtures/reference.js';
 import { DIMS, type FileDtype, hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './loader-fixtures/checkpoint.js';

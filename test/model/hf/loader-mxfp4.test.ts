@@ -3,7 +3,8 @@
 // the low nibble is the even element.
 import t from 'tap';
 
-import { FP4_VALUES, bf16ToNumber, decodeMxfp4Rows, mxfp4Value } from '../../../lib/model/hf/index.js';
+import { FP4_VALUES, decodeMxfp4Rows, mxfp4Value } from '../../../lib/model/hf/mxfp4.js';
+import { bf16ToNumber } from '../../../lib/model/hf/numeric.js';
 import { rng } from '../fixtures/reference.js';
 
 /** E2M1 from the bit layout. */

@@ -6,7 +6,9 @@ import { basename, dirname, join } from 'node:path';
 
 import t, { type Test } from 'tap';
 
-import { type HfCheckpoint, type HfTensor, TOKENIZER_FILES, bf16ToF32, f32ToBf16, loadHfCheckpoint, saveHf } from '../../../lib/model/hf/index.js';
+import { bf16ToF32, f32ToBf16 } from '../../../lib/model/hf/numeric.js';
+import { TOKENIZER_FILES } from '../../../lib/model/hf/save.js';
+import { type HfCheckpoint, type HfTensor, loadHfCheckpoint, saveHf } from '../../../lib/model/index.js';
 import { readSafetensorsFile } from '../../../lib/model/safetensors.js';
 import { hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './loader-fixtures/checkpoint.js';
 

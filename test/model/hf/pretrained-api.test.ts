@@ -10,7 +10,8 @@ import { join } from 'node:path';
 
 import t, { type Test } from 'tap';
 
-import { MODEL_PRESETS, ParamStore, cudaRefusal, loadPretrained, modelOpsDevice, validateModelConfig } from '../../../lib/model/index.js';
+import { MODEL_PRESETS } from '../../../lib/model/config.js';
+import { ParamStore, cudaRefusal, loadPretrained, modelOpsDevice, validateModelConfig } from '../../../lib/model/index.js';
 import { DeviceUnavailableError } from '../../../lib/native/errors.js';
 import { memory } from '../../../lib/native/memory.js';
 import { checkpointFiles } from './fixtures/safetensors-io.js';

@@ -11,19 +11,14 @@ import { provideEntryPoint, register, registry } from '../registration.js';
 import { CartPoleEnv } from './cartpole.js';
 import { createTauEnv } from './tau.js';
 
-export { CartPoleEnv, parseResetBounds, type CartPoleOptions } from './cartpole.js';
-export { Canvas, type Rgb } from './raster.js';
-export * from './tau.js';
-export * from './tau-world.js';
-
 /** The entry point of the built-in CartPole. */
-export const CARTPOLE_ENTRY_POINT = `${new URL('./cartpole.js', import.meta.url).href}#CartPoleEnv`;
+const CARTPOLE_ENTRY_POINT = `${new URL('./cartpole.js', import.meta.url).href}#CartPoleEnv`;
 
 /** The entry point of the tau environments (a factory: sync or async by user simulator). */
-export const TAU_ENTRY_POINT = `${new URL('./tau.js', import.meta.url).href}#createTauEnv`;
+const TAU_ENTRY_POINT = `${new URL('./tau.js', import.meta.url).href}#createTauEnv`;
 
 /** Registers the built-in environments (idempotent; called on import). */
-export function registerBuiltinEnvs(): void {
+function registerBuiltinEnvs(): void {
   provideEntryPoint(CARTPOLE_ENTRY_POINT, CartPoleEnv);
   if (!registry.has('sinkflex/CartPole-v0')) register({ id: 'sinkflex/CartPole-v0', entryPoint: CARTPOLE_ENTRY_POINT, maxEpisodeSteps: 200, rewardThreshold: 195.0 });
   if (!registry.has('sinkflex/CartPole-v1')) register({ id: 'sinkflex/CartPole-v1', entryPoint: CARTPOLE_ENTRY_POINT, maxEpisodeSteps: 500, rewardThreshold: 475.0 });
