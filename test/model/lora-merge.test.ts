@@ -23,7 +23,7 @@ import { loraScale } from '../../lib/model/lora/settings.js';
 import { type HfTensor, loadHfCheckpoint, saveHf } from '../../lib/model/index.js';
 import { closeness, randn } from './fixtures/reference.js';
 import { randomizeStore, readParams, refTransformer } from './fixtures/transformer-reference.js';
-import { hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './hf/loader-fixtures/checkpoint.js';
+import { hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './hf/fixtures/loader/checkpoint.js';
 
 const dirs: string[] = [];
 t.teardown(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));

@@ -8,7 +8,7 @@ import t, { type Test } from 'tap';
 import { HfCheckpointReader, loadHfCheckpoint } from '../../../lib/model/index.js';
 import { memory } from '../../../lib/native/memory.js';
 import type { SafeTensor } from '../../../lib/model/safetensors.js';
-import { hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './loader-fixtures/checkpoint.js';
+import { hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './fixtures/loader/checkpoint.js';
 
 const dirs: string[] = [];
 t.teardown(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));

@@ -8,8 +8,8 @@ import { f32ToBf16 } from '../../../lib/model/hf/numeric.js';
 import { HfCheckpointReader, type HfTensor, loadHfCheckpoint } from '../../../lib/model/index.js';
 import type { SafeTensor } from '../../../lib/model/safetensors.js';
 import { rng } from '../fixtures/reference.js';
-import { DIMS, type FileDtype, hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './loader-fixtures/checkpoint.js';
-import { expectedParams, isMatrix } from './loader-fixtures/expected.js';
+import { DIMS, type FileDtype, hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './fixtures/loader/checkpoint.js';
+import { expectedParams, isMatrix } from './fixtures/loader/expected.js';
 
 const ARCHS = ['GptOssForCausalLM', 'Qwen3ForCausalLM', 'Qwen2ForCausalLM', 'LlamaForCausalLM'] as const;
 const dirs: string[] = [];

@@ -7,7 +7,7 @@ import t from 'tap';
 
 import { SafetensorsError, decodeSafetensors, encodeSafetensors, encodeSafetensorsHeader } from '../../../lib/model/safetensors.js';
 import { SafetensorsFile, writeSafetensorsStream } from '../../../lib/model/safetensors-stream.js';
-import { tempDir } from './loader-fixtures/checkpoint.js';
+import { tempDir } from './fixtures/loader/checkpoint.js';
 
 const dir = tempDir('hf-st-');
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));

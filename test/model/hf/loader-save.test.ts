@@ -10,7 +10,7 @@ import { bf16ToF32, f32ToBf16 } from '../../../lib/model/hf/numeric.js';
 import { TOKENIZER_FILES } from '../../../lib/model/hf/save.js';
 import { type HfCheckpoint, type HfTensor, loadHfCheckpoint, saveHf } from '../../../lib/model/index.js';
 import { readSafetensorsFile } from '../../../lib/model/safetensors.js';
-import { hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './loader-fixtures/checkpoint.js';
+import { hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './fixtures/loader/checkpoint.js';
 
 const ARCHS = ['GptOssForCausalLM', 'Qwen3ForCausalLM', 'Qwen2ForCausalLM', 'LlamaForCausalLM'] as const;
 const dirs: string[] = [];
