@@ -135,6 +135,26 @@ export type ModelConfigInput = Omit<ModelConfig, OptionalModelConfigField | 'lor
 export type ModelPreset = 'tiny' | 'small';
 
 /**
+ * The values of the {@link OptionalModelConfigField} fields for the built-in gpt-oss-style model
+ * (learned sinks, no biases, no q/k norm, untied head, even layers sliding, dense MLP, plain
+ * RoPE, no adapters): the presets' and, field by field, {@link validateModelConfig}'s defaults.
+ */
+const BUILTIN_ARCHITECTURE: Readonly<Pick<ModelConfig, OptionalModelConfigField>> = Object.freeze({
+  bias: false,
+  qkvBias: false,
+  oBias: false,
+  mlpBias: false,
+  sinks: true,
+  qkNorm: false,
+  tieEmbeddings: false,
+  layerTypes: null,
+  experts: 0,
+  expertsPerToken: 0,
+  ropeScaling: null,
+  lora: null,
+});
+
+/**
  * `tiny`: 2 layers, width 128, 0.66M parameters (0.52M besides the embedding) — trains on a
  * laptop CPU in minutes. `small`: 8 layers, width 512, 32.5M parameters.
  */
@@ -153,18 +173,7 @@ export const MODEL_PRESETS: Readonly<Record<ModelPreset, Readonly<ModelConfig>>>
     normEps: 1e-5,
     initStd: 0.02,
     swiglu: 'clamped',
-    bias: false,
-    qkvBias: false,
-    oBias: false,
-    mlpBias: false,
-    sinks: true,
-    qkNorm: false,
-    tieEmbeddings: false,
-    layerTypes: null,
-    experts: 0,
-    expertsPerToken: 0,
-    ropeScaling: null,
-    lora: null,
+    ...BUILTIN_ARCHITECTURE,
   }),
   small: Object.freeze({
     layers: 8,
@@ -180,18 +189,7 @@ export const MODEL_PRESETS: Readonly<Record<ModelPreset, Readonly<ModelConfig>>>
     normEps: 1e-5,
     initStd: 0.02,
     swiglu: 'clamped',
-    bias: false,
-    qkvBias: false,
-    oBias: false,
-    mlpBias: false,
-    sinks: true,
-    qkNorm: false,
-    tieEmbeddings: false,
-    layerTypes: null,
-    experts: 0,
-    expertsPerToken: 0,
-    ropeScaling: null,
-    lora: null,
+    ...BUILTIN_ARCHITECTURE,
   }),
 });
 
@@ -365,7 +363,7 @@ export function validateModelConfig(value: unknown): ModelConfig {
     if (typeof v !== 'boolean') throw new ModelConfigError(key, `must be a boolean, got ${JSON.stringify(v)}`);
     return v;
   };
-  const bias = bool('bias', false);
+  const bias = bool('bias', BUILTIN_ARCHITECTURE.bias);
   const qkvBias = bool('qkvBias', bias);
   const oBias = bool('oBias', bias);
   const mlpBias = bool('mlpBias', bias);
@@ -411,9 +409,9 @@ export function validateModelConfig(value: unknown): ModelConfig {
     qkvBias,
     oBias,
     mlpBias,
-    sinks: bool('sinks', true),
-    qkNorm: bool('qkNorm', false),
-    tieEmbeddings: bool('tieEmbeddings', false),
+    sinks: bool('sinks', BUILTIN_ARCHITECTURE.sinks),
+    qkNorm: bool('qkNorm', BUILTIN_ARCHITECTURE.qkNorm),
+    tieEmbeddings: bool('tieEmbeddings', BUILTIN_ARCHITECTURE.tieEmbeddings),
     layerTypes,
     experts,
     expertsPerToken,
