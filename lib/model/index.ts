@@ -15,6 +15,7 @@ export * from './chat-format.js';
 export * from './chat-template.js';
 export * from './safetensors.js';
 export * from './checkpoint.js';
+export * from './optimizer-state.js';
 export { encodeWtf8, decodeWtf8 } from './utf8.js';
 export { modelAddon, type GemmArgs, type GemmInfo, type ModelAddon, type NativeParamStore, type ParamInit } from './native.js';
 export * from './policy.js';
@@ -30,6 +31,7 @@ export {
   type PretrainedLogProbOptions,
   type PretrainedSaveOptions,
 } from './hf/pretrained.js';
+export { fingerprintDifference, hfFolderFingerprint, type HfFingerprintFile, type HfFolderFingerprint } from './hf/fingerprint.js';
 export { HfTokenizer, HfTokenizerError, type HfDecodeOptions, type HfEncodeOptions, type HfTokenizerOptions } from './hf/tokenizer.js';
 export { HarmonyChatFormat, JinjaChatFormat, loadChatFormat, type ChatFormatOptions, type PretrainedChatFormat, type RenderedChat } from './hf/chat/index.js';
 export { HfConfigError, HfTensorError, SUPPORTED_ARCHITECTURES, saveHf, type HfArchitecture, type HfDtypeOption, type SaveHfOptions, type SaveHfResult } from './hf/index.js';

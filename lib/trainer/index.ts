@@ -6,6 +6,7 @@
 export * from './config.js';
 export * from './world.js';
 export * from './checkpoint.js';
+export * from './hf-run.js';
 export * from './load-policy.js';
 export * from './sft.js';
 export * from './grpo-step.js';

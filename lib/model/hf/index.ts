@@ -7,6 +7,7 @@
  */
 export { CLAMPED_SWIGLU, SUPPORTED_ARCHITECTURES, parseHfConfig, type HfArchitecture, type HfConfigInfo, type HfConfigOptions, type ParsedHfConfig } from './config.js';
 export { HfConfigError, HfTensorError } from './errors.js';
+export { fingerprintDifference, hfFolderFingerprint, type HfFingerprintFile, type HfFolderFingerprint } from './fingerprint.js';
 export {
   HfCheckpointReader,
   loadHfCheckpoint,
