@@ -224,7 +224,7 @@ t.test('sinkflex eval and serve load the run: base + adapter, its prompt format;
 });
 
 t.test('full fine-tuning (model.lora null): float32 policy checkpoints, exact resume, eval', async (t) => {
-  const full = hfConfig({ model: { lora: null }, grpo: { steps: 2 }, val: { every: 0 }, sft: { steps: 2 } });
+  const full = hfConfig({ model: { lora: null }, grpo: { steps: 2 }, val: { every: 0, trials: 1 }, sft: { steps: 2 }, world: { valTasks: 2 } });
   const f = join(tmp, 'full');
   const t0 = performance.now();
   await train(full, { out: f });
