@@ -424,6 +424,9 @@ export function validateConfig(value: unknown): TrainConfig {
     const c = r.data;
     if (c.rollout.maxContextTokens > c.model.context) throw new ConfigError(`rollout.maxContextTokens (${c.rollout.maxContextTokens}) exceeds model.context (${c.model.context})`);
     if (c.grpo.estimator === 'grpo_passk' && c.rollout.n < 2) throw new ConfigError('grpo.estimator grpo_passk needs rollout.n >= 2');
+    // every demonstration and episode (up to rollout.maxContextTokens) must fit one packed batch
+    if (c.sft.tokensPerStep < c.rollout.maxContextTokens) throw new ConfigError(`sft.tokensPerStep (${c.sft.tokensPerStep}) is less than rollout.maxContextTokens (${c.rollout.maxContextTokens}): a demonstration of that length would not fit one SFT step`);
+    if (c.grpo.microBatchTokens < c.rollout.maxContextTokens) throw new ConfigError(`grpo.microBatchTokens (${c.grpo.microBatchTokens}) is less than rollout.maxContextTokens (${c.rollout.maxContextTokens}): an episode of that length would not fit one micro-batch`);
     const m = c.model;
     if (m.source === 'builtin') {
       if (m.dtype === 'bfloat16') throw new ConfigError("model.dtype: the built-in model trains in float32 ('auto' or 'float32'); bfloat16 applies to hf sources");

@@ -62,8 +62,9 @@ export interface TrainOptions {
   wrapEnv?: (make: () => AnyEnv) => () => AnyEnv | Promise<AnyEnv>;
   /**
    * Called after each change of the policy's weights — after SFT (step 0) and after each GRPO
-   * step's update (step k), before that step's validation and checkpoint — and awaited (e.g. to
-   * publish the new adapter to serving engines).
+   * step's update (step k), before that step's validation and checkpoint; in a resumed run also
+   * once with the checkpoint's step before its first rollout — and awaited (e.g. to publish the
+   * new adapter to serving engines).
    */
   onPolicyUpdate?: (update: PolicyUpdate) => void | Promise<void>;
 }
@@ -387,6 +388,8 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       writeReport();
     }
     if (config.grpo.klCoef > 0) reference = loraRun ? await AdapterReference.load(policy, refAdapterPath) : TransformerPolicy.load(refPath, { device: config.model.device });
+    // a resumed run's weights are its checkpoint's: announced before its first rollout
+    if (resumeFrom) await notifyUpdate(state.step);
 
     const loop = new AgentLoop({
       policy: new ModelPolicyAdapter(policy),

@@ -147,7 +147,9 @@ t.test('the smoke preset with LoRA on a tiny Qwen3 checkpoint: SFT, GRPO, valida
   t.same(listCheckpoints(b), [0, 1]);
   appendFileSync(join(b, 'metrics.jsonl'), '{"step":2,"phase":"grpo","actor/pg_l');
   const t1 = performance.now();
-  const rb2 = await train(resolveConfig(), { out: b, resume: true });
+  const resumedUpdates: number[] = [];
+  const rb2 = await train(resolveConfig(), { out: b, resume: true, onPolicyUpdate: (u) => void resumedUpdates.push(u.step) });
+  t.same(resumedUpdates, [1, 2, 3], "a resumed run announces its checkpoint's weights, then each update");
   t.comment(`resume: ${((performance.now() - t1) / 1000).toFixed(1)} s`);
   t.equal(rb2.step, config.grpo.steps);
   t.same(untimed(readRows(b)), untimed(readRows(a)), 'metrics.jsonl identical to the uninterrupted run (timing aside)');
@@ -259,6 +261,8 @@ t.test('bad configurations of a pretrained source name the field and write nothi
   t.throws(() => hfConfig({ model: { lora: null, dtype: 'bfloat16' } }), /model\.dtype bfloat16: full fine-tuning \(model\.lora null\) trains float32 parameters/);
   t.throws(() => hfConfig({ model: { device: 'cuda' } }), /model\.device cuda: LoRA adapters run on the CPU only/);
   t.equal(hfConfig({ model: { lora: null } }).model.lora, null, 'null: full fine-tuning');
+  t.throws(() => hfConfig({ sft: { tokensPerStep: 256 } }), /sft\.tokensPerStep \(256\) is less than rollout\.maxContextTokens \(512\)/);
+  t.throws(() => hfConfig({ grpo: { microBatchTokens: 256 } }), /grpo\.microBatchTokens \(256\) is less than rollout\.maxContextTokens \(512\)/);
 
   const out = join(tmp, 'bad');
   const missing = join(tmp, 'no-such-model');
@@ -270,4 +274,16 @@ t.test('bad configurations of a pretrained source name the field and write nothi
   writeTinyCheckpoint(noChat, { family: 'qwen3' });
   await t.rejects(train(hfConfig({ model: { source: `hf:${noChat}` } }), { out }), /has no chat format/);
   t.notOk(existsSync(out), 'nothing written');
+
+  // a start that fails after writing (here: during the demonstrations) removes what it wrote
+  await t.rejects(
+    train(config, {
+      out,
+      onEvent: (e) => {
+        if (e.kind === 'phase' && e.phase === 'demonstrations') throw new Error('interrupted');
+      },
+    }),
+    /interrupted/,
+  );
+  t.notOk(existsSync(out), 'a failed start leaves nothing behind (config.json, base.json)');
 });
