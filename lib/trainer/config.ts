@@ -10,7 +10,7 @@ import { extname } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { z } from 'zod';
 
-import { LORA_TARGETS } from '../model/index.js';
+import { LORA_TARGETS } from '../model/lora/settings.js';
 
 /** The environments `sinkflex train` can train on. */
 export const TRAIN_ENV_IDS = ['sinkflex/TauRetail-v0', 'sinkflex/TauTelecom-v0'] as const;
