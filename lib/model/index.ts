@@ -85,6 +85,7 @@ export {
   type PretrainedLogProbOptions,
   type PretrainedSaveOptions,
 } from './hf/pretrained.js';
+export { fingerprintDifference, hfFolderFingerprint, type HfFingerprintFile, type HfFolderFingerprint } from './hf/fingerprint.js';
 export { saveHf, type HfTensorSource, type SaveHfOptions, type SaveHfResult } from './hf/save.js';
 export {
   HfTokenizer,
@@ -96,15 +97,17 @@ export {
   type HfTokenizerOptions,
 } from './hf/tokenizer.js';
 export { addLora, mergeLora } from './lora/adapters.js';
+export { loraAdapterSlots, type LoraAdapterSlot } from './lora/layout.js';
 export {
   applyPeftAdapter,
   PeftAdapterError,
+  peftAdapterKey,
   readPeftAdapter,
   savePeftAdapter,
   type PeftAdapter,
   type SavePeftOptions,
 } from './lora/peft.js';
-export { LORA_TARGETS, type LoraConfig, type LoraConfigInput, type LoraTarget } from './lora/settings.js';
+export { LORA_MLP_TARGETS, LORA_TARGETS, type LoraConfig, type LoraConfigInput, type LoraTarget } from './lora/settings.js';
 export {
   modelAddon,
   type AdamWStepOptions,
@@ -207,3 +210,10 @@ export {
   type SequenceToPack,
 } from './transformer.js';
 export { decodeWtf8 } from './utf8.js';
+export {
+  loadOptimizerState,
+  restoreOptimizerState,
+  saveOptimizerState,
+  type OptimizerState,
+  type SaveOptimizerStateOptions,
+} from './optimizer-state.js';

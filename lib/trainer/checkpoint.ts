@@ -7,6 +7,14 @@
  * <out>/reference.safetensors    the KL reference policy (when grpo.klCoef > 0)
  * <out>/checkpoints/step-<k>/    policy.safetensors (weights, AdamW moments, tokenizer, sampler RNG,
  *                                trainer state), tokenizer.json, trainer.json, config.json
+ *
+ * A run of a pretrained model (`model.source: 'hf:<dir>'`, lib/trainer/hf-run.ts) keeps the
+ * base model's folder by path and fingerprint (`<out>/base.json`, also in each checkpoint), and
+ * its checkpoints hold, besides trainer.json and config.json: with LoRA the adapter as a PEFT
+ * folder (`adapter/`) and the adapters' AdamW state (`optimizer.safetensors`), never the frozen
+ * base; with full fine-tuning `policy.safetensors` as above (without a tokenizer: the base
+ * folder has it). Its KL reference is `<out>/reference-adapter/` (LoRA) or
+ * `reference.safetensors`.
  * <out>/samples/step-<k>.jsonl   trajectories in OpenAI chat format with rewards
  * <out>/validation/step-<k>.jsonl a few validation episodes per task kind (transcripts, reward breakdown)
  * <out>/report.html              charts of the curves, validation conversations
@@ -99,28 +107,74 @@ export function listCheckpoints(out: string): number[] {
     .sort((a, b) => a - b);
 }
 
+/** Whether `dir` is a checkpoint folder: trainer.json and a policy (`policy.safetensors`, or a LoRA run's `adapter/`). */
+export function isCheckpointFolder(dir: string): boolean {
+  return existsSync(join(dir, 'trainer.json')) && (existsSync(join(dir, 'policy.safetensors')) || existsSync(join(dir, 'adapter', 'adapter_config.json')));
+}
+
+interface CheckpointTemp {
+  tmp: string;
+  final: string;
+  parent: string;
+}
+
+/** A fresh temporary folder next to the checkpoint folder of `step`. */
+function checkpointTemp(out: string, step: number): CheckpointTemp {
+  const final = checkpointDir(out, step);
+  const parent = dirname(final);
+  mkdirSync(parent, { recursive: true });
+  const tmp = join(parent, `.tmp-step-${step}-${process.pid}`);
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp);
+  return { tmp, final, parent };
+}
+
+/** Writes config.json and trainer.json, renames the folder into place, drops checkpoints beyond `keep`. */
+function commitCheckpoint(out: string, c: CheckpointTemp, config: TrainConfig, state: TrainerState, keep: number): string {
+  writeFileSynced(join(c.tmp, 'config.json'), JSON.stringify(config, null, 2));
+  writeFileSynced(join(c.tmp, 'trainer.json'), JSON.stringify(state, null, 2));
+  fsyncDir(c.tmp);
+  rmSync(c.final, { recursive: true, force: true });
+  renameSync(c.tmp, c.final);
+  fsyncDir(c.parent);
+  const steps = listCheckpoints(out);
+  for (const k of steps.slice(0, Math.max(0, steps.length - keep))) rmSync(checkpointDir(out, k), { recursive: true, force: true });
+  return c.final;
+}
+
 /**
- * Saves a checkpoint of step `state.step` atomically and keeps the newest `keep` ones.
+ * Saves a checkpoint of step `state.step` atomically — `write` puts its files into a temporary
+ * folder, then config.json and trainer.json are written and the folder is renamed into place —
+ * and keeps the newest `keep` ones. A failing `write` leaves nothing behind.
+ * @returns the checkpoint folder.
+ */
+export async function writeRunCheckpoint(out: string, config: TrainConfig, state: TrainerState, keep: number, write: (dir: string) => Promise<void>): Promise<string> {
+  const c = checkpointTemp(out, state.step);
+  try {
+    await write(c.tmp);
+    return commitCheckpoint(out, c, config, state, keep);
+  } catch (e) {
+    rmSync(c.tmp, { recursive: true, force: true });
+    throw e;
+  }
+}
+
+/**
+ * Saves a checkpoint of the built-in policy (policy.safetensors: weights, AdamW moments,
+ * tokenizer, sampler and trainer state; tokenizer.json) of step `state.step` atomically and keeps
+ * the newest `keep` ones (as {@link writeRunCheckpoint}).
  * @returns the checkpoint folder.
  */
 export function saveRunCheckpoint(out: string, policy: TransformerPolicy, config: TrainConfig, state: TrainerState, keep: number): string {
-  const final = checkpointDir(out, state.step);
-  const parent = dirname(final);
-  mkdirSync(parent, { recursive: true });
-  const tmp = join(parent, `.tmp-step-${state.step}-${process.pid}`);
-  rmSync(tmp, { recursive: true, force: true });
-  mkdirSync(tmp);
-  policy.save(join(tmp, 'policy.safetensors'), { trainer: state as unknown as Record<string, unknown> });
-  if (policy.tokenizer) writeFileSynced(join(tmp, 'tokenizer.json'), JSON.stringify(policy.tokenizer.toJSON()));
-  writeFileSynced(join(tmp, 'config.json'), JSON.stringify(config, null, 2));
-  writeFileSynced(join(tmp, 'trainer.json'), JSON.stringify(state, null, 2));
-  fsyncDir(tmp);
-  rmSync(final, { recursive: true, force: true });
-  renameSync(tmp, final);
-  fsyncDir(parent);
-  const steps = listCheckpoints(out);
-  for (const k of steps.slice(0, Math.max(0, steps.length - keep))) rmSync(checkpointDir(out, k), { recursive: true, force: true });
-  return final;
+  const c = checkpointTemp(out, state.step);
+  try {
+    policy.save(join(c.tmp, 'policy.safetensors'), { trainer: state as unknown as Record<string, unknown> });
+    if (policy.tokenizer) writeFileSynced(join(c.tmp, 'tokenizer.json'), JSON.stringify(policy.tokenizer.toJSON()));
+    return commitCheckpoint(out, c, config, state, keep);
+  } catch (e) {
+    rmSync(c.tmp, { recursive: true, force: true });
+    throw e;
+  }
 }
 
 /**
@@ -203,7 +257,7 @@ export function readMetricsFile(path: string): MetricsFile {
  */
 export function resumeRunFolder(dir: string): string {
   const abs = resolve(dir);
-  if (existsSync(join(abs, 'trainer.json')) && existsSync(join(abs, 'policy.safetensors'))) {
+  if (isCheckpointFolder(abs)) {
     const m = /^step-(\d+)$/.exec(basename(abs));
     const run = normalize(join(dir, '..', '..'));
     if (!m || basename(dirname(abs)) !== 'checkpoints' || !existsSync(join(run, 'config.json'))) {

@@ -10,6 +10,8 @@ import { extname } from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { z } from 'zod';
 
+import { LORA_TARGETS } from '../model/lora/settings.js';
+
 /** The environments `sinkflex train` can train on. */
 export const TRAIN_ENV_IDS = ['sinkflex/TauRetail-v0', 'sinkflex/TauTelecom-v0'] as const;
 
@@ -64,7 +66,46 @@ const TokenizerSchema = z.strictObject({
   digitGroup: z.number().int().min(0).max(16),
 });
 
+/** `model.lora`: LoRA adapters on a pretrained model (see {@link TrainConfig}). */
+const LoraSchema = z.strictObject({
+  /** r, the rank (1…65536). */
+  rank: z.number().int().min(1).max(65536),
+  /** lora_alpha: the adapters' product is scaled by alpha / rank (alpha / √rank with rslora). */
+  alpha: z.number(),
+  /**
+   * The adapted projections: a list of PEFT module names (q_proj, k_proj, v_proj, o_proj,
+   * gate_proj, up_proj, down_proj), or `all-linear` (PEFT's spelling: every projection the model
+   * can adapt — all seven on a dense model, the attention's four on a mixture of experts such as
+   * gpt-oss).
+   */
+  targets: z.union([z.literal('all-linear'), z.array(z.enum(LORA_TARGETS)).min(1)], { error: `must be 'all-linear' or a non-empty list of module names among ${LORA_TARGETS.join(', ')}` }),
+  /** Rank-stabilised scale alpha / √rank (PEFT's use_rslora). */
+  rslora: z.boolean(),
+});
+
+/** The default `model.lora`: rank 16, alpha 32, every linear projection. */
+export const DEFAULT_LORA: Readonly<z.infer<typeof LoraSchema>> = Object.freeze({ rank: 16, alpha: 32, targets: 'all-linear', rslora: false });
+
 const ModelSchema = z.strictObject({
+  /**
+   * What trains: `builtin` (the built-in transformer of `preset` … `window`, with a tokenizer
+   * trained on the domain) or `hf:<dir>` (a Hugging Face model folder — gpt-oss, Qwen3, Qwen2,
+   * Llama — with its own tokenizer and chat format; the `preset` … `window` fields and the
+   * `tokenizer` section do not apply). Absent in older runs: builtin.
+   */
+  source: z.string().refine((v) => v === 'builtin' || (v.startsWith('hf:') && v.length > 3), { message: "must be 'builtin' or 'hf:<model folder>'" }),
+  /**
+   * hf sources: LoRA adapters to train over the frozen base (default rank 16, alpha 32,
+   * all-linear); null trains every parameter (full fine-tuning: float32, for small models). The
+   * built-in model always trains in full (leave the default or null).
+   */
+  lora: LoraSchema.nullable(),
+  /**
+   * hf sources: how the weights are held: `auto` (as the files store them — bfloat16 stays
+   * bfloat16 — under LoRA; float32 for full fine-tuning), `float32` or `bfloat16` (LoRA only).
+   * The built-in model is float32 (`auto` or `float32`).
+   */
+  dtype: z.enum(['auto', 'float32', 'bfloat16']),
   /** The architecture preset. */
   preset: z.enum(['tiny', 'small']),
   /** Residual width (0: the preset's). */
@@ -75,7 +116,7 @@ const ModelSchema = z.strictObject({
   ffn: int(0),
   /** Sliding window of the even layers (-1: the preset's; 0: all full). */
   window: z.number().int().min(-1),
-  /** Context length in tokens. */
+  /** Context length in tokens (hf sources: a cap on the model's own context). */
   context: int(16),
   /**
    * Where the policy trains and samples: `cpu` (default), `cuda` (a GPU; the run stops with a
@@ -279,7 +320,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     maxErrors: 10,
   },
   tokenizer: { vocabSize: 2048, corpusEpisodes: 64, digitGroup: 2 },
-  model: { preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, context: 2048, device: 'cpu' },
+  model: { source: 'builtin', lora: { ...DEFAULT_LORA }, dtype: 'auto', preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, context: 2048, device: 'cpu' },
   prompt: { system: 'compact', renderTools: false },
   rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64, engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600 },
   sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 4096, demoWorlds: 16, steps: 300, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
@@ -406,6 +447,17 @@ export function validateConfig(value: unknown): TrainConfig {
     if (c.rollout.maxContextTokens > c.model.context) throw new ConfigError(`rollout.maxContextTokens (${c.rollout.maxContextTokens}) exceeds model.context (${c.model.context})`);
     if (c.grpo.estimator === 'grpo_passk' && c.rollout.n < 2) throw new ConfigError('grpo.estimator grpo_passk needs rollout.n >= 2');
     if (c.rollout.engine === 'openai' && c.rollout.servers.length === 0) throw new ConfigError("rollout.servers: give at least one server base URL (http://host:port/v1) for rollout.engine 'openai'");
+    // every demonstration and episode (up to rollout.maxContextTokens) must fit one packed batch
+    if (c.sft.tokensPerStep < c.rollout.maxContextTokens) throw new ConfigError(`sft.tokensPerStep (${c.sft.tokensPerStep}) is less than rollout.maxContextTokens (${c.rollout.maxContextTokens}): a demonstration of that length would not fit one SFT step`);
+    if (c.grpo.microBatchTokens < c.rollout.maxContextTokens) throw new ConfigError(`grpo.microBatchTokens (${c.grpo.microBatchTokens}) is less than rollout.maxContextTokens (${c.rollout.maxContextTokens}): an episode of that length would not fit one micro-batch`);
+    const m = c.model;
+    if (m.source === 'builtin') {
+      if (m.dtype === 'bfloat16') throw new ConfigError("model.dtype: the built-in model trains in float32 ('auto' or 'float32'); bfloat16 applies to hf sources");
+      if (m.lora !== null && JSON.stringify(m.lora) !== JSON.stringify(DEFAULT_LORA)) throw new ConfigError("model.lora: the built-in model trains all its parameters; LoRA applies to hf sources (model.source 'hf:<dir>')");
+    } else {
+      if (m.lora === null && m.dtype === 'bfloat16') throw new ConfigError('model.dtype bfloat16: full fine-tuning (model.lora null) trains float32 parameters; use LoRA to keep a bfloat16 base');
+      if (m.lora !== null && m.device === 'cuda') throw new ConfigError("model.device cuda: LoRA adapters run on the CPU only for now (model.device 'cpu', or model.lora null for full fine-tuning on the GPU)");
+    }
     return c;
   }
   const lines = r.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(config)'}: ${i.message}`);
@@ -418,7 +470,7 @@ export function validateConfig(value: unknown): TrainConfig {
  */
 const ADDED_FIELDS = {
   tokenizer: { digitGroup: 0 },
-  model: { device: 'cpu' },
+  model: { device: 'cpu', source: 'builtin', lora: DEFAULT_LORA, dtype: 'auto' },
   sft: { demoWorlds: 0 },
   rollout: { engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600 },
 } as const;
@@ -448,6 +500,12 @@ export function resolveConfig(options: ResolveConfigOptions = {}): TrainConfig {
   if (!(preset in PRESETS)) throw new ConfigError(`preset: expected one of ${Object.keys(PRESETS).join(', ')}, got ${JSON.stringify(preset)}`);
   const merged = deepMerge(DEFAULT_CONFIG, PRESETS[preset], ...(options.patches ?? []));
   return validateConfig(merged);
+}
+
+/** The model folder of an `hf:<dir>` source, or null for the built-in model. */
+export function hfSourceDir(config: Pick<TrainConfig, 'model'>): string | null {
+  const s = config.model.source;
+  return s.startsWith('hf:') ? s.slice(3) : null;
 }
 
 /** The domain of an environment id. */

@@ -12,6 +12,7 @@ import { computeAdvantages, policyLoss, type PolicyLossOptions } from '../grpo/i
 import type { PackedSequences, TransformerPolicy } from '../model/index.js';
 import { groupIds, mixSeed, rolloutMetrics, type AgentLoop, type EpisodeRecord } from '../rollout/index.js';
 import type { TrainConfig } from './config.js';
+import type { LogProbSource } from './hf-run.js';
 import { episodeSequence, packInOrder, seededPermutation, type MaskedSequence } from './sft.js';
 
 /** What a GRPO step needs. */
@@ -20,8 +21,8 @@ export interface GrpoStepContext {
   policy: TransformerPolicy;
   /** The agent loop over the policy (ModelPolicyAdapter) and the training environments. */
   loop: AgentLoop;
-  /** The KL reference policy (needed when `grpo.klCoef > 0`). */
-  reference?: TransformerPolicy | null;
+  /** The KL reference (a policy, or a LoRA run's reference adapter; needed when `grpo.klCoef > 0`). */
+  reference?: LogProbSource | null;
   /** The configuration (rollout, grpo, seed). */
   config: TrainConfig;
 }
@@ -43,7 +44,7 @@ function split(batch: PackedSequences, values: Float32Array): Float32Array[] {
   return out;
 }
 
-async function perSequenceLogProbs(policy: TransformerPolicy, seqs: readonly MaskedSequence[], budget: number, temperature: number): Promise<{ logProbs: Float32Array[]; entropy: Float32Array[] }> {
+async function perSequenceLogProbs(policy: LogProbSource, seqs: readonly MaskedSequence[], budget: number, temperature: number): Promise<{ logProbs: Float32Array[]; entropy: Float32Array[] }> {
   const logProbs: Float32Array[] = new Array(seqs.length);
   const entropy: Float32Array[] = new Array(seqs.length);
   for (const mb of packInOrder(seqs, seqs.map((_, i) => i), budget)) {

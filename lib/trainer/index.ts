@@ -23,6 +23,6 @@ export {
 export { loadPolicy, type LoadedPolicy, type RunInfo } from './load-policy.js';
 export type { MetricsRow } from './report.js';
 export type { PublishAdapter } from './rollout-engine.js';
-export { train, type TrainEvent, type TrainOptions, type TrainResult } from './trainer.js';
+export { train, type PolicyUpdate, type TrainEvent, type TrainOptions, type TrainResult } from './trainer.js';
 export { REPORT_TRANSCRIPT_CAPS, type TranscriptCaps } from './transcript-html.js';
 export { buildWorld, trainEnvFactory, type PromptSettings, type TrainWorld } from './world.js';

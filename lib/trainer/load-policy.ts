@@ -1,22 +1,26 @@
 /**
- * Loading the built-in policy for evaluation and serving, from any of the places it is kept:
+ * Loading a trained policy for evaluation and serving, from any of the places it is kept:
  *
  * - a training run folder (`config.json`): its newest checkpoint;
- * - a checkpoint folder of a run (`policy.safetensors` + `trainer.json`);
+ * - a checkpoint folder of a run (`trainer.json` + `policy.safetensors`, or a LoRA run's
+ *   `adapter/`);
  * - a bare `.safetensors` file (`TransformerPolicy.save`), or a folder holding such files (the
  *   newest within two levels).
  *
  * A run's checkpoint comes with the run's prompt format, environment, configuration and step,
- * so that `sinkflex eval` and `sinkflex serve` use the policy exactly as it was trained. The
- * path is classified by what is on disk ({@link locateCheckpoint}), then loaded once.
+ * so that `sinkflex eval` and `sinkflex serve` use the policy exactly as it was trained. A run of
+ * a pretrained model (`model.source: 'hf:<dir>'`) loads its base folder (refused when its
+ * fingerprint changed since the run) with the checkpoint's adapter or weights, and its own chat
+ * format. The path is classified by what is on disk ({@link locateCheckpoint}), then loaded once.
  * @module
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 
-import { ChatTemplate, TransformerPolicy } from '../model/index.js';
-import { checkpointDir, listCheckpoints, readRunConfig, readTrainerState, RunFolderError } from './checkpoint.js';
-import { validateSavedConfig, type TrainConfig, type TrainEnvId } from './config.js';
+import { ChatTemplate, TransformerPolicy, type ChatFormat, type PretrainedModel } from '../model/index.js';
+import { checkpointDir, isCheckpointFolder, listCheckpoints, readRunConfig, readTrainerState, RunFolderError } from './checkpoint.js';
+import { hfSourceDir, validateSavedConfig, type TrainConfig, type TrainEnvId } from './config.js';
+import { checkRunBase, currentRunBase, loadRunModel, readRunBase } from './hf-run.js';
 import { promptSettings, type PromptSettings } from './world.js';
 
 /** Where a policy is kept, as {@link locateCheckpoint} found it. */
@@ -38,20 +42,20 @@ export interface RunInfo {
   step: number;
 }
 
-/** A loaded built-in policy. */
+/** A loaded policy. */
 export interface LoadedPolicy {
-  /** The policy (weights, tokenizer, optimizer state); dispose it when done. */
+  /** The policy (weights, tokenizer; a built-in checkpoint's optimizer state). */
   policy: TransformerPolicy;
-  /** The chat template over its tokenizer. */
-  template: ChatTemplate;
+  /** Its chat format: the built-in template over its tokenizer, or a pretrained model's own. */
+  template: ChatFormat;
   /** What was loaded: the checkpoint folder, or the `.safetensors` file. */
   checkpoint: string;
   /** The training run it comes from (a run or checkpoint folder), or null for a bare file. */
   run: RunInfo | null;
-}
-
-function isCheckpointFolder(dir: string): boolean {
-  return existsSync(join(dir, 'policy.safetensors')) && existsSync(join(dir, 'trainer.json'));
+  /** A run of a pretrained model: the model (its base folder with the checkpoint's adapter or weights); else null. */
+  pretrained: PretrainedModel | null;
+  /** Frees the policy (and the pretrained model). Idempotent. */
+  dispose(): void;
 }
 
 /** The newest `.safetensors` file in `dir` or its sub-folders down to `depth` levels, or null. */
@@ -91,15 +95,15 @@ export function locateCheckpoint(path: string): CheckpointLocation {
 }
 
 /**
- * Loads the policy at `path` (see the module description); it must hold a tokenizer. With a
- * run's checkpoint the run's prompt format comes along:
+ * Loads the policy at `path` (see the module description), on the CPU; a built-in policy must
+ * hold a tokenizer. With a run's checkpoint the run's prompt format comes along:
  *
  * ```ts
- * const { policy, template, run } = loadPolicy('runs/default');
+ * const { policy, template, run, dispose } = await loadPolicy('runs/default');
  * new AgentLoop({ policy: new ModelPolicyAdapter(policy), template, systemPrompt: run?.prompt.systemPrompt, renderTools: run?.prompt.renderTools, ... });
  * ```
  */
-export function loadPolicy(path: string): LoadedPolicy {
+export async function loadPolicy(path: string): Promise<LoadedPolicy> {
   const where = locateCheckpoint(path);
   let run: RunInfo | null = null;
   let file: string;
@@ -108,13 +112,26 @@ export function loadPolicy(path: string): LoadedPolicy {
     const cfgPath = join(where.dir, 'config.json');
     const config = existsSync(cfgPath) ? validateSavedConfig(JSON.parse(readFileSync(cfgPath, 'utf8'))) : readRunConfig(dirname(dirname(where.dir)));
     run = { prompt: promptSettings(config), env: config.env, config, step: state.step };
+    if (hfSourceDir(config) !== null) {
+      const base = await currentRunBase(config);
+      checkRunBase(readRunBase(where.dir), base);
+      const m = await loadRunModel({ ...config, model: { ...config.model, device: 'cpu' } }, base, { checkpoint: where.dir, training: false });
+      let template: ChatFormat;
+      try {
+        template = m.chat;
+      } catch (e) {
+        m.dispose();
+        throw e;
+      }
+      return { policy: m.policy, template, checkpoint: where.dir, run, pretrained: m, dispose: () => m.dispose() };
+    }
     file = join(where.dir, 'policy.safetensors');
   } else file = where.file;
   const policy = TransformerPolicy.load(file);
   const checkpoint = where.kind === 'run' ? where.dir : where.file;
   if (!policy.tokenizer) {
     policy.dispose();
-    throw new RunFolderError(`the checkpoint ${checkpoint} has no tokenizer (the chat template needs one)`);
+    throw new RunFolderError(`the checkpoint ${checkpoint} has no tokenizer (the chat template needs one; a checkpoint of a pretrained model's run is loaded through its checkpoint folder)`);
   }
-  return { policy, template: new ChatTemplate(policy.tokenizer), checkpoint, run };
+  return { policy, template: new ChatTemplate(policy.tokenizer), checkpoint, run, pretrained: null, dispose: () => policy.dispose() };
 }

@@ -1,10 +1,17 @@
 /**
  * SFT warm start: the expert agent's demonstrations through the agent loop (token sequences
  * with response masks), then cross-entropy on the assistant tokens with AdamW.
+ *
+ * A pretrained model learns from the same demonstrations in its own chat format
+ * ({@link renderDemonstration}): each conversation is rendered token-in/token-out exactly as the
+ * agent loop assembles an episode of that model — the prompt, each assistant turn as the tokens
+ * the model would sample for it (the format's rendering of the message up to and including its
+ * stop token; loss mask 1), and after each turn the environment's messages as the format
+ * appends them (`renderAppend`; mask 0).
  * @module
  */
 import type { AnyEnv } from '../gym/index.js';
-import { packSequences, type ChatTemplate, type PackedSequences, type TransformerPolicy } from '../model/index.js';
+import { ChatTemplateError, packSequences, type ChatAssistantMessage, type ChatFormat, type ChatMessage, type ChatTemplate, type PackedSequences, type ToolSchema, type TransformerPolicy } from '../model/index.js';
 import { AgentLoop, ExpertTokenPolicy, mixSeed, type EpisodeRecord } from '../rollout/index.js';
 import type { TauWorld } from '../gym/index.js';
 import type { TrainConfig } from './config.js';
@@ -64,6 +71,113 @@ export async function collectDemonstrations(o: DemonstrationOptions): Promise<{ 
   } finally {
     await loop.dispose();
   }
+}
+
+/** The tool calls of a message as comparable values (name, parsed arguments). */
+function callsOf(m: ChatAssistantMessage): { name: string; args: unknown }[] {
+  return (m.tool_calls ?? []).map((c) => {
+    let args: unknown = c.function.arguments;
+    try {
+      args = JSON.parse(c.function.arguments);
+    } catch {
+      // kept as text
+    }
+    return { name: c.function.name, args };
+  });
+}
+
+/**
+ * The tokens a model of `format` samples for `message` after the conversation `history` (which
+ * ends where the generation prompt goes), its stop token included: the format's
+ * `renderAssistantBody` when it has one (the built-in template, harmony), else the rendering of
+ * `[...history, message]` minus that of `history` with the generation prompt, up to and
+ * including the first stop token (a Jinja template such as Qwen3's, which renders the turn
+ * being sampled as the last message). The tokens must parse back to the message (content, tool
+ * names and arguments), or a {@link ChatTemplateError} says why.
+ * @returns the tokens and the message parsed back from them (tool call ids `<idPrefix>0`, …),
+ *   which is what the agent loop keeps in the conversation after such a turn.
+ */
+export function assistantTurnTokens(format: ChatFormat, history: readonly ChatMessage[], message: ChatAssistantMessage, tools: readonly ToolSchema[], idPrefix = 'call_'): { tokens: number[]; message: ChatAssistantMessage } {
+  let tokens: number[];
+  if (typeof format.renderAssistantBody === 'function') tokens = format.renderAssistantBody(message);
+  else {
+    const prompt = format.renderTokens(history, { tools, addGenerationPrompt: true });
+    const full = format.renderTokens([...history, message], { tools });
+    let same = 0;
+    while (same < prompt.length && same < full.length && prompt[same] === full[same]) same++;
+    if (same < prompt.length) throw new ChatTemplateError('the chat format renders an assistant turn that does not follow its generation prompt (no token-in/token-out rendering of the reply)');
+    const rest = full.slice(prompt.length);
+    const stop = rest.findIndex((t) => format.stopTokens.includes(t));
+    if (stop < 0) throw new ChatTemplateError('the chat format renders an assistant turn without a stop token');
+    tokens = rest.slice(0, stop + 1);
+  }
+  const back = format.parseAssistant(tokens, idPrefix);
+  if (!back.ok) throw new ChatTemplateError(`the rendering of an assistant turn does not parse back: ${back.error}`);
+  const want = { content: (message.content ?? '').trim(), calls: callsOf(message) };
+  const got = { content: (back.message.content ?? '').trim(), calls: callsOf(back.message) };
+  if (JSON.stringify(got) !== JSON.stringify(want)) throw new ChatTemplateError(`the rendering of an assistant turn parses back to another message: ${JSON.stringify(got)} instead of ${JSON.stringify(want)}`);
+  return { tokens, message: back.message };
+}
+
+/**
+ * A finished episode's conversation (an episode record's `messages`: the system message, the
+ * first observation — which may hold the environment's own assistant greeting —, then each of
+ * the `numTurns` assistant turns followed by its observation) as the token sequence an episode of
+ * a model of `format` holds (see the module description): the prompt (system message with
+ * `tools`, then the first observation and the generation prompt), each assistant turn
+ * ({@link assistantTurnTokens}, loss mask 1), and between turns the next observation
+ * (`renderAppend` after the conversation as the agent loop keeps it: each turn as parsed back
+ * from its tokens, tool call ids `call_<turn>_<k>`; mask 0); what follows the last turn is not
+ * part of the episode.
+ */
+export function renderDemonstration(format: ChatFormat, episode: Pick<EpisodeRecord, 'messages' | 'numTurns'>, tools: readonly ToolSchema[]): MaskedSequence {
+  const messages = episode.messages as ChatMessage[];
+  if (messages[0]?.role !== 'system') throw new ChatTemplateError('a demonstration starts with its system message');
+  // the model's turns are the last numTurns assistant messages (observations hold none after the first)
+  const turnAt = messages.map((m, i) => (m.role === 'assistant' ? i : -1)).filter((i) => i >= 0);
+  const turns = turnAt.slice(turnAt.length - episode.numTurns);
+  if (episode.numTurns < 1 || turns.length !== episode.numTurns) throw new ChatTemplateError(`a demonstration has ${turns.length} assistant messages for ${episode.numTurns} turns`);
+  const system = messages[0];
+  const tokens = [...format.renderTokens([system], { tools }), ...format.renderAppend([system], messages.slice(1, turns[0]), { tools })];
+  const lossMask = new Array<number>(tokens.length).fill(0);
+  const history: ChatMessage[] = messages.slice(0, turns[0]);
+  turns.forEach((at, k) => {
+    const turn = assistantTurnTokens(format, history, messages[at] as ChatAssistantMessage, tools, `call_${k}_`);
+    tokens.push(...turn.tokens);
+    for (let j = 0; j < turn.tokens.length; j++) lossMask.push(1);
+    history.push(turn.message);
+    if (k === turns.length - 1) return;
+    const observation = messages.slice(at + 1, turns[k + 1]);
+    const obs = format.renderAppend(history, observation, { tools });
+    history.push(...observation);
+    tokens.push(...obs);
+    for (let j = 0; j < obs.length; j++) lossMask.push(0);
+  });
+  return { tokens, lossMask };
+}
+
+/** What {@link renderDemonstrations} returns. */
+export interface RenderedDemonstrations {
+  /** The sequences of the demonstrations that fit, in order. */
+  sequences: MaskedSequence[];
+  /** Demonstrations longer than `maxTokens` in this format (dropped). */
+  tooLong: number;
+}
+
+/**
+ * The kept demonstrations (episode records of the expert, collected with any template) in
+ * `format` ({@link renderDemonstration}, tools rendered when `renderTools`), keeping those of at
+ * most `maxTokens` tokens.
+ */
+export function renderDemonstrations(format: ChatFormat, records: readonly EpisodeRecord[], options: { renderTools: boolean; maxTokens: number }): RenderedDemonstrations {
+  const sequences: MaskedSequence[] = [];
+  let tooLong = 0;
+  for (const r of records) {
+    const seq = renderDemonstration(format, r, options.renderTools ? (r.tools as ToolSchema[]) : []);
+    if (seq.tokens.length > options.maxTokens) tooLong++;
+    else sequences.push(seq);
+  }
+  return { sequences, tooLong };
 }
 
 /** A seeded permutation of 0..n-1 (Fisher–Yates over a splitmix-style stream). */
@@ -154,20 +268,21 @@ export function sftLearningRate(step: number, sft: TrainConfig['sft']): number {
 }
 
 /**
- * SFT on the demonstrations: `sft.steps` AdamW steps, each on one packed micro-batch of up to
- * `sft.tokensPerStep` tokens taken in a seeded shuffled order (reshuffled every pass), loss
- * the mean cross-entropy of the assistant tokens.
+ * SFT on the demonstrations (episode records, or token sequences with loss masks such as
+ * {@link renderDemonstration} makes): `sft.steps` AdamW steps, each on one packed micro-batch of
+ * up to `sft.tokensPerStep` tokens taken in a seeded shuffled order (reshuffled every pass),
+ * loss the mean cross-entropy of the assistant tokens.
  */
 export async function runSft(
   policy: TransformerPolicy,
-  demos: readonly EpisodeRecord[],
+  demos: readonly EpisodeRecord[] | readonly MaskedSequence[],
   sft: TrainConfig['sft'],
   seed: number,
   onStep?: (info: SftStepInfo) => void,
 ): Promise<SftStepInfo[]> {
   const infos: SftStepInfo[] = [];
   if (demos.length === 0 || sft.steps === 0) return infos;
-  const seqs = demos.map(episodeSequence);
+  const seqs = demos.map((d) => ('lossMask' in d ? d : episodeSequence(d)));
   let queue: { batch: PackedSequences; indices: number[] }[] = [];
   let pass = 0;
   for (let step = 1; step <= sft.steps; step++) {

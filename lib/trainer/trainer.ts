@@ -1,6 +1,12 @@
 /**
  * The training run: tokenizer → model → SFT warm start → validation → GRPO steps with
  * periodic validation, checkpoints (resumable exactly), metrics, samples and the report.
+ *
+ * With `model.source: 'hf:<dir>'` the policy is a pretrained model (lib/trainer/hf-run.ts):
+ * no tokenizer is trained (the model's own tokenizer and chat format are used), the expert's
+ * demonstrations are rendered in the model's format for SFT, GRPO and validation run as for the
+ * built-in model, and checkpoints hold the LoRA adapter and its optimizer state (or, for full
+ * fine-tuning, the whole float32 policy), never the frozen base.
  * @module
  */
 import { appendFileSync, existsSync, mkdirSync, readdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -8,22 +14,23 @@ import { basename, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 
 import type { AnyEnv } from '../gym/index.js';
-import { ChatTemplate, modelConfig, modelOpsDevice, TransformerPolicy, type ModelConfig } from '../model/index.js';
-import { AgentLoop, evaluatePolicy, mixSeed, type EpisodeRecord } from '../rollout/index.js';
+import { ChatTemplate, modelConfig, modelOpsDevice, TransformerPolicy, type ChatFormat, type ModelConfig, type PretrainedModel } from '../model/index.js';
+import { AgentLoop, evaluatePolicy, mixSeed, ModelPolicyAdapter, type EpisodeRecord } from '../rollout/index.js';
 import { taskKind } from '../tau/index.js';
-import { checkpointDir, listCheckpoints, readMetricsFile, readRunConfig, readTrainerState, removeStaleTemporaries, resumeRunFolder, RunFolderError, saveRunCheckpoint, writeTextAtomic, type TrainerState } from './checkpoint.js';
-import { validateConfig, valSourceName, type RolloutEnginePatch, type TrainConfig } from './config.js';
+import { checkpointDir, listCheckpoints, readMetricsFile, readRunConfig, readTrainerState, removeStaleTemporaries, resumeRunFolder, RunFolderError, saveRunCheckpoint, writeRunCheckpoint, writeTextAtomic, type TrainerState } from './checkpoint.js';
+import { hfSourceDir, validateConfig, valSourceName, type RolloutEnginePatch, type TrainConfig } from './config.js';
 import { grpoStep } from './grpo-step.js';
+import { AdapterReference, BASE_FILE, checkRunBase, currentRunBase, loadRunModel, readRunBase, REFERENCE_ADAPTER_DIR, runBaseJson, writeRunPolicy, type LogProbSource, type RunBase } from './hf-run.js';
 import { renderReport, type MetricsRow } from './report.js';
 import { REPORT_TRANSCRIPT_CAPS } from './transcript-html.js';
 import { readReportValidations, removeValidationLogsAfter, selectValidationTranscripts, validationDir, writeValidationLog } from './validation-log.js';
 import { createRolloutEngine, type PublishAdapter, type RolloutEngine } from './rollout-engine.js';
-import { collectDemonstrations, runInductionWarmup, runSft, seededPermutation } from './sft.js';
-import { buildWorld, demonstrationWorlds, promptSettings, trainEnvFactory, trainRunTokenizer, type TrainWorld } from './world.js';
+import { collectDemonstrations, episodeSequence, renderDemonstrations, runInductionWarmup, runSft, seededPermutation, type MaskedSequence } from './sft.js';
+import { buildWorld, byteTemplate, demonstrationWorlds, promptSettings, trainEnvFactory, trainRunTokenizer, type TrainWorld } from './world.js';
 
 /** A progress event of a run. */
 export type TrainEvent =
-  | { kind: 'phase'; phase: 'tokenizer' | 'demonstrations' | 'sft' | 'validation' | 'grpo' | 'done'; message: string }
+  | { kind: 'phase'; phase: 'model' | 'tokenizer' | 'demonstrations' | 'sft' | 'validation' | 'grpo' | 'done'; message: string }
   | { kind: 'sft'; step: number; total: number; loss: number }
   | { kind: 'grpo'; step: number; total: number; metrics: Record<string, number> }
   | { kind: 'validation'; step: number; meanAt1: number; metrics: Record<string, number> }
@@ -66,6 +73,26 @@ export interface TrainOptions {
    * Without it the servers get full weights (`/update_weights_from_disk`).
    */
   publishAdapter?: PublishAdapter;
+  /**
+   * Called after each change of the policy's weights — after SFT (step 0) and after each GRPO
+   * step's update (step k), before that step's validation and checkpoint; in a resumed run also
+   * once with the checkpoint's step before its first rollout — and awaited (e.g. to publish the
+   * new adapter to serving engines).
+   */
+  onPolicyUpdate?: (update: PolicyUpdate) => void | Promise<void>;
+}
+
+/** What {@link TrainOptions.onPolicyUpdate} is told. */
+export interface PolicyUpdate {
+  /** The GRPO step whose update just happened (0: the end of SFT). */
+  step: number;
+  /**
+   * A LoRA run's adapter writer: writes the current adapter as a PEFT folder (default
+   * `<out>/adapters/step-<k>`; each file atomically) and returns the folder, which vLLM's
+   * `load_lora_adapter` and `loadPretrained(base, { adapter })` load. Null for the built-in
+   * model and full fine-tuning.
+   */
+  saveAdapter: ((dir?: string) => Promise<string>) | null;
 }
 
 /** What {@link train} returns. */
@@ -138,6 +165,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
   let config = configIn;
   let state: TrainerState = { step: 0, sftDone: false, skippedSteps: 0, abortedEpisodes: 0, elapsedS: 0 };
   let policy: TransformerPolicy | null = null;
+  let pretrained: PretrainedModel | null = null;
   let rows: MetricsRow[] = [];
   if (options.steps !== undefined && !options.resume) throw new RunFolderError('steps applies to a resumed run (set grpo.steps in the configuration of a new run)');
   if (options.rolloutEngine !== undefined && !options.resume) throw new RunFolderError('rolloutEngine applies to a resumed run (set rollout.* in the configuration of a new run)');
@@ -168,6 +196,17 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     throw new RunFolderError(`${out} already holds a run (config.json); use --resume or another --out`);
   }
   modelOpsDevice(config.model.device); // model.device 'cuda' without a usable GPU fails here
+  // a pretrained model's base folder: resolved to an absolute path in a new run's config, and
+  // unchanged since the run started when it resumes
+  let base: RunBase | null = null;
+  if (hfSourceDir(config) !== null) {
+    base = await currentRunBase(config);
+    // the checkpoint's own record (a run killed before its first checkpoint may lack base.json)
+    if (options.resume) {
+      if (resumeFrom || existsSync(join(out, BASE_FILE))) checkRunBase(readRunBase(resumeFrom ?? out), base);
+    }
+    else config = { ...config, model: { ...config.model, source: `hf:${base.dir}` } };
+  }
   const source = valSourceName(config.env);
   const tw: TrainWorld = buildWorld(config);
   const prompt = promptSettings(config);
@@ -179,7 +218,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     if (read.tornLastLine !== null) emit({ kind: 'warning', message: `${metricsPath}: dropped a torn last line (a write cut off by a kill; the run resumes from the checkpoint of step ${state.step} and logs it again): ${read.tornLastLine.slice(0, 80)}` });
     // what was logged after the checkpoint is dropped (it will be redone identically)
     metricsToKeep = read.rows.filter((r) => (r.step as number) <= state.step);
-    policy = TransformerPolicy.load(join(resumeFrom, 'policy.safetensors'), { device: config.model.device });
+    if (!base) policy = TransformerPolicy.load(join(resumeFrom, 'policy.safetensors'), { device: config.model.device });
   }
   const limits = { maxTurns: config.rollout.maxTurns, maxTokensPerTurn: config.rollout.maxTokensPerTurn, maxContextTokens: config.rollout.maxContextTokens };
   const log = (row: MetricsRow) => {
@@ -199,14 +238,32 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
   };
   /** Set once this call saved a checkpoint (from then on the run can be resumed). */
   let checkpointed = false;
-  const saveCheckpoint = (p: TransformerPolicy) => {
-    saveRunCheckpoint(out, p, config, { ...state, elapsedS: elapsed() }, config.output.keepCheckpoints);
+  const saveCheckpoint = async (p: TransformerPolicy) => {
+    const st = { ...state, elapsedS: elapsed() };
+    if (pretrained && base) {
+      const [m, b] = [pretrained, base];
+      await writeRunCheckpoint(out, config, st, config.output.keepCheckpoints, (dir) => writeRunPolicy(dir, m, b, st));
+    } else saveRunCheckpoint(out, p, config, st, config.output.keepCheckpoints);
     checkpointed = true;
+  };
+  const notifyUpdate = async (step: number) => {
+    if (!options.onPolicyUpdate) return;
+    const m = pretrained;
+    const saveAdapter =
+      m && m.lora !== null
+        ? async (dir?: string) => {
+            const at = dir ?? join(out, 'adapters', `step-${step}`);
+            await m.saveAdapter(at);
+            return at;
+          }
+        : null;
+    await options.onPolicyUpdate({ step, saveAdapter });
   };
   const createdOut = !existsSync(out);
   /** A new run that fails before its first checkpoint cannot be resumed: it removes what it wrote, so that the same `out` can be used again. */
   const undoFailedStart = () => {
-    for (const name of ['config.json', 'metrics.jsonl', 'reference.safetensors', 'report.html']) rmSync(join(out, name), { force: true });
+    for (const name of ['config.json', 'metrics.jsonl', 'reference.safetensors', 'report.html', BASE_FILE]) rmSync(join(out, name), { force: true });
+    rmSync(join(out, REFERENCE_ADAPTER_DIR), { recursive: true, force: true });
     removeValidationLogsAfter(out, -1);
     removeStaleTemporaries(out);
     for (const dir of [join(out, 'checkpoints'), validationDir(out), ...(createdOut ? [out] : [])]) {
@@ -214,8 +271,20 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     }
   };
 
-  let reference: TransformerPolicy | null = null;
+  let reference: (LogProbSource & { dispose(): void }) | null = null;
   let engine: RolloutEngine | null = null;
+  if (base) {
+    emit({ kind: 'phase', phase: 'model', message: `loading ${base.dir}${config.model.lora ? ' with LoRA adapters' : ' (full fine-tuning)'}${resumeFrom ? ` and the checkpoint of step ${state.step}` : ''}` });
+    pretrained = await loadRunModel(config, base, { checkpoint: resumeFrom, training: true });
+    policy = pretrained.policy;
+    if (pretrained.fallback) emit({ kind: 'warning', message: `model.device auto: running on the CPU (${pretrained.fallback})` });
+    try {
+      void pretrained.chat; // a model without a chat format cannot run episodes
+    } catch (e) {
+      pretrained.dispose();
+      throw e;
+    }
+  }
   try {
     // writing starts here
     const removed = removeStaleTemporaries(out);
@@ -223,8 +292,10 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     if (!options.resume) {
       mkdirSync(out, { recursive: true });
       writeTextAtomic(join(out, 'config.json'), JSON.stringify(config, null, 2));
+      if (base) writeTextAtomic(join(out, BASE_FILE), runBaseJson(base));
     } else {
       if (configChanged) writeTextAtomic(join(out, 'config.json'), JSON.stringify(config, null, 2));
+      if (base && !existsSync(join(out, BASE_FILE))) writeTextAtomic(join(out, BASE_FILE), runBaseJson(base));
       if (resumeFrom) writeTextAtomic(metricsPath, metricsToKeep.map((r) => JSON.stringify(r)).join('\n') + (metricsToKeep.length ? '\n' : ''));
       else rmSync(metricsPath, { force: true });
       rows = metricsToKeep;
@@ -235,11 +306,27 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       const tokenizer = await trainRunTokenizer(config, tw);
       policy = TransformerPolicy.create(runModelConfig(config, tokenizer.vocabSize), { seed: config.seed, tokenizer, device: config.model.device });
     }
-    const tokenizer = policy.tokenizer;
-    if (!tokenizer) throw new RunFolderError('the policy has no tokenizer');
-    const template = new ChatTemplate(tokenizer);
+    let template: ChatFormat;
+    if (pretrained) template = pretrained.chat;
+    else {
+      const tokenizer = policy.tokenizer;
+      if (!tokenizer) throw new RunFolderError('the policy has no tokenizer');
+      template = new ChatTemplate(tokenizer);
+    }
     const refPath = join(out, 'reference.safetensors');
-    const rolloutEngine = createRolloutEngine({ config, policy, template, out, ...(options.publishAdapter ? { publishAdapter: options.publishAdapter } : {}), onWarning: (message) => emit({ kind: 'warning', message }) });
+    const refAdapterPath = join(out, REFERENCE_ADAPTER_DIR);
+    const loraRun = pretrained !== null && pretrained.lora !== null;
+    // a LoRA run publishes its adapter to the rollout servers (a PEFT folder per step) unless the caller does
+    const publishAdapter: PublishAdapter | undefined =
+      options.publishAdapter ??
+      (loraRun && pretrained
+        ? ((m) => async (step: number) => {
+            const at = join(out, 'adapters', `step-${step}`);
+            await m.saveAdapter(at);
+            return at;
+          })(pretrained)
+        : undefined);
+    const rolloutEngine = createRolloutEngine({ config, policy, template, out, ...(publishAdapter ? { publishAdapter } : {}), onWarning: (message) => emit({ kind: 'warning', message }) });
     engine = rolloutEngine;
 
     const validate = async (step: number) => {
@@ -269,7 +356,8 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     };
 
     if (!state.sftDone) {
-      if (config.sft.inductionSteps > 0) {
+      // the induction warm-up teaches the tiny built-in model to copy; a pretrained model can
+      if (config.sft.inductionSteps > 0 && !pretrained) {
         emit({ kind: 'phase', phase: 'sft', message: `induction warm-up (${config.sft.inductionSteps} steps of copy data)` });
         const t0 = performance.now();
         const losses = await runInductionWarmup(policy, config.sft, config.seed, (step, loss) => {
@@ -280,30 +368,42 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       }
       emit({ kind: 'phase', phase: 'demonstrations', message: 'collecting expert demonstrations' });
       const t0 = performance.now();
-      // demonstrations only need to fit the model's context (the expert's turns may be longer than the rollout's per-turn limit)
-      const demoLimits = { maxTurns: Math.max(64, limits.maxTurns), maxTokensPerTurn: limits.maxContextTokens, maxContextTokens: limits.maxContextTokens };
+      // demonstrations only need to fit the model's context (the expert's turns may be longer than
+      // the rollout's per-turn limit); a pretrained model's are collected with a byte-level
+      // template, then rendered in the model's format and kept when they fit
+      const demoTemplate = pretrained ? byteTemplate() : (template as ChatTemplate);
+      const demoLimits = pretrained
+        ? { maxTurns: Math.max(64, limits.maxTurns), maxTokensPerTurn: 1 << 20, maxContextTokens: 1 << 24 }
+        : { maxTurns: Math.max(64, limits.maxTurns), maxTokensPerTurn: limits.maxContextTokens, maxContextTokens: limits.maxContextTokens };
       // the training tasks, then each demonstration world's tasks, sharing the episodes round-robin
       const sources = [{ world: tw.world, taskIds: tw.trainIds, env }, ...demonstrationWorlds(config).map((d) => ({ world: d.world, taskIds: [...d.trainIds, ...d.valIds], env: trainEnvFactory(config, d.world) }))];
       const demos: { kept: EpisodeRecord[]; all: EpisodeRecord[] } = { kept: [], all: [] };
       for (const [k, src] of sources.entries()) {
         const count = Math.floor(config.sft.episodes / sources.length) + (k < config.sft.episodes % sources.length ? 1 : 0);
-        const got = await collectDemonstrations({ ...src, count, template, prompt, limits: demoLimits, seed: k === 0 ? mixSeed(config.seed, 0xde0) : mixSeed(config.seed, 0xde0, k) });
+        const got = await collectDemonstrations({ ...src, count, template: demoTemplate, prompt, limits: demoLimits, seed: k === 0 ? mixSeed(config.seed, 0xde0) : mixSeed(config.seed, 0xde0, k) });
         demos.kept.push(...got.kept);
         demos.all.push(...got.all);
       }
+      let seqs: MaskedSequence[];
+      let dropped = demos.all.length - demos.kept.length;
+      if (pretrained) {
+        const r = renderDemonstrations(template, demos.kept, { renderTools: prompt.renderTools, maxTokens: limits.maxContextTokens });
+        seqs = r.sequences;
+        dropped += r.tooLong;
+      } else seqs = demos.kept.map(episodeSequence);
       const demoS = (performance.now() - t0) / 1000;
-      emit({ kind: 'phase', phase: 'sft', message: `SFT on ${demos.kept.length} demonstrations` });
+      emit({ kind: 'phase', phase: 'sft', message: `SFT on ${seqs.length} demonstrations` });
       const t1 = performance.now();
-      const infos = await runSft(policy, demos.kept, config.sft, config.seed, (i) => {
+      const infos = await runSft(policy, seqs, config.sft, config.seed, (i) => {
         emit({ kind: 'sft', step: i.step, total: config.sft.steps, loss: i.loss });
         if (i.step % 10 === 0 || i.step === config.sft.steps) log({ step: 0, phase: 'sft', 'sft/step': i.step, 'sft/loss': i.loss, 'sft/grad_norm': i.gradNorm, 'sft/lr': i.lr, 'sft/tokens': i.tokens });
       });
-      const tokens = demos.kept.map((r) => r.promptIds.length + r.responseIds.length);
+      const tokens = seqs.map((s) => s.tokens.length);
       log({
         step: 0,
         phase: 'sft-summary',
-        'sft/demonstrations': demos.kept.length,
-        'sft/demonstrations_dropped': demos.all.length - demos.kept.length,
+        'sft/demonstrations': seqs.length,
+        'sft/demonstrations_dropped': dropped,
         'sft/demo_tokens/mean': tokens.length ? tokens.reduce((a, b) => a + b, 0) / tokens.length : 0,
         'sft/steps': infos.length,
         'sft/final_loss': infos.length ? infos[infos.length - 1].loss : 0,
@@ -311,12 +411,18 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
         'timing_s/sft': (performance.now() - t1) / 1000,
       });
       state = { ...state, sftDone: true };
-      if (config.grpo.klCoef > 0) policy.save(refPath, { optimizer: false });
+      if (config.grpo.klCoef > 0) {
+        if (loraRun) await (pretrained as PretrainedModel).saveAdapter(refAdapterPath);
+        else policy.save(refPath, { optimizer: false });
+      }
+      await notifyUpdate(0);
       await validate(0);
-      saveCheckpoint(policy);
+      await saveCheckpoint(policy);
       writeReport();
     }
-    if (config.grpo.klCoef > 0) reference = TransformerPolicy.load(refPath, { device: config.model.device });
+    if (config.grpo.klCoef > 0) reference = loraRun ? await AdapterReference.load(policy, refAdapterPath) : TransformerPolicy.load(refPath, { device: config.model.device });
+    // a resumed run's weights are its checkpoint's: announced before its first rollout
+    if (resumeFrom) await notifyUpdate(state.step);
 
     const loop = new AgentLoop({
       policy: rolloutEngine.policy,
@@ -343,6 +449,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
         const row: MetricsRow = { step, phase: 'grpo', ...r.metrics, 'actor/skipped_steps_total': state.skippedSteps, 'rollout/aborted_total': state.abortedEpisodes };
         log(row);
         emit({ kind: 'grpo', step, total: config.grpo.steps, metrics: r.metrics });
+        await notifyUpdate(step);
         if (config.output.samplesPerStep > 0) {
           mkdirSync(join(out, 'samples'), { recursive: true });
           writeFileSync(join(out, 'samples', `step-${step}.jsonl`), samplesJsonl(r.records.slice(0, config.output.samplesPerStep), step));
@@ -350,7 +457,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
         const end = step === config.grpo.steps;
         if (end || (config.val.every > 0 && step % config.val.every === 0)) await validate(step);
         if (end || step === last || (config.output.saveEvery > 0 && step % config.output.saveEvery === 0)) {
-          saveCheckpoint(policy);
+          await saveCheckpoint(policy);
         }
         writeReport();
       }
@@ -369,7 +476,8 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
   } finally {
     engine?.dispose();
     reference?.dispose();
-    policy?.dispose();
+    if (pretrained) pretrained.dispose();
+    else policy?.dispose();
   }
   const cpu = process.cpuUsage(cpu0);
   const val = rows.filter((r) => r.phase === 'val');

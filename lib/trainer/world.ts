@@ -95,8 +95,11 @@ function parseJson(text: string): unknown {
   }
 }
 
-/** A byte-level template (no merges): enough to run the expert for the tokenizer's corpus. */
-function byteTemplate(): ChatTemplate {
+/**
+ * A byte-level template (no merges): enough to run the expert for the tokenizer's corpus, and
+ * for the demonstrations of a pretrained model (whose messages are then rendered in its format).
+ */
+export function byteTemplate(): ChatTemplate {
   return new ChatTemplate(trainChatTokenizer([''], { vocabSize: 262 }));
 }
 

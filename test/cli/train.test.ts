@@ -28,6 +28,11 @@ t.test('flags resolve the config: preset ← file ← --set ← flags', async (t
   t.throws(() => configFromFlags({ steps: 'x' }), /--steps/);
   t.throws(() => configFromFlags({ set: ['grpo.lr=-1'] }), /grpo\.lr/);
   t.throws(() => configFromFlags({ env: 'nope' }), /env/);
+  const hf = configFromFlags({ preset: 'smoke', modelDir: 'models/Qwen3-0.6B', set: ['model.lora.rank=8'] });
+  t.equal(hf.model.source, 'hf:models/Qwen3-0.6B', '--model-dir sets model.source');
+  t.same(hf.model.lora, { rank: 8, alpha: 32, targets: 'all-linear', rslora: false }, 'LoRA by default');
+  t.equal(configFromFlags({ modelDir: 'm', set: ['model.lora=null'] }).model.lora, null, 'model.lora=null: full fine-tuning');
+  t.throws(() => configFromFlags({ modelDir: '' }), /--model-dir needs/);
   t.match(defaultOut('smoke', new Date(Date.UTC(2026, 0, 2, 3, 4, 5))), /runs[/\\]smoke-20260102-030405$/);
 });
 
@@ -168,6 +173,7 @@ t.test('sinkflex train --resume: flags of a new run are refused, --steps extends
     [{ env: 'sinkflex/TauTelecom-v0' }, '--env'],
     [{ config: 'c.toml' }, '--config'],
     [{ sftSteps: '4' }, '--sft-steps'],
+    [{ modelDir: 'models/x' }, '--model-dir'],
     [{ out: join(tmp, 'elsewhere') }, '--out'],
   ];
   for (const [flags, named] of cases) {

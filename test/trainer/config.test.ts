@@ -80,4 +80,12 @@ t.test('a configuration saved before a field existed loads with the value that r
   t.equal(c.sft.demoWorlds, 0, 'demonstrations over the training tasks only, as before');
   t.same(validateSavedConfig(DEFAULT_CONFIG), DEFAULT_CONFIG, 'a current configuration is unchanged');
   t.throws(() => validateSavedConfig({ ...DEFAULT_CONFIG, seed: -1 }), /seed/);
+  const before = structuredClone(DEFAULT_CONFIG) as unknown as { model: Record<string, unknown> };
+  delete before.model.source;
+  delete before.model.lora;
+  delete before.model.dtype;
+  t.throws(() => validateConfig(before), /model\.source/);
+  t.same(validateSavedConfig(before).model, DEFAULT_CONFIG.model, 'a run saved before pretrained sources reads as the built-in model');
+  t.equal(DEFAULT_CONFIG.model.source, 'builtin');
+  t.same(DEFAULT_CONFIG.model.lora, { rank: 16, alpha: 32, targets: 'all-linear', rslora: false }, 'the default LoRA settings (for hf sources)');
 });

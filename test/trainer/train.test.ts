@@ -78,7 +78,7 @@ t.test('the smoke preset runs every stage and writes the run folder; resume equa
   t.equal((html.match(/<details class="val"/g) ?? []).length, 3, 'the transcripts of each validation');
 
   // the policy as the run trained it
-  const loaded = loadPolicy(a);
+  const loaded = await loadPolicy(a);
   t.equal(loaded.run?.step, 3);
   t.equal(loaded.checkpoint, join(a, 'checkpoints', 'step-3'), 'the newest checkpoint folder');
   t.equal(loaded.run?.env, 'sinkflex/TauRetail-v0');
@@ -86,22 +86,22 @@ t.test('the smoke preset runs every stage and writes the run folder; resume equa
   t.match(loaded.run?.prompt.systemPrompt({}) ?? '', /retail customer service agent/);
   t.equal(loaded.template.tokenizer.vocabSize, loaded.policy.tokenizer?.vocabSize);
   loaded.policy.dispose();
-  const older = loadPolicy(join(a, 'checkpoints', 'step-2'));
+  const older = await loadPolicy(join(a, 'checkpoints', 'step-2'));
   t.equal(older.run?.step, 2);
   older.policy.dispose();
-  const bare = loadPolicy(join(a, 'checkpoints', 'step-2', 'policy.safetensors'));
+  const bare = await loadPolicy(join(a, 'checkpoints', 'step-2', 'policy.safetensors'));
   t.equal(bare.run, null, 'a bare .safetensors file: no run');
   t.equal(bare.template.tokenizer.vocabSize, loaded.template.tokenizer.vocabSize);
   bare.policy.dispose();
   const empty = join(tmp, 'empty');
   mkdirSync(empty);
-  t.throws(() => loadPolicy(empty), /neither a run folder \(config\.json\), a checkpoint folder/);
-  t.throws(() => loadPolicy(join(tmp, 'nothing-here')), /no checkpoint at/);
+  await t.rejects(loadPolicy(empty), /neither a run folder \(config\.json\), a checkpoint folder/);
+  await t.rejects(loadPolicy(join(tmp, 'nothing-here')), /no checkpoint at/);
   const fresh = join(tmp, 'fresh-run');
   mkdirSync(fresh);
   writeFileSync(join(fresh, 'config.json'), readFileSync(join(a, 'config.json')));
   copyFileSync(join(a, 'reference.safetensors'), join(fresh, 'reference.safetensors'));
-  t.throws(() => loadPolicy(fresh), /run folder .* has no checkpoint yet/, 'a run without checkpoints is not loaded from its KL reference');
+  await t.rejects(loadPolicy(fresh), /run folder .* has no checkpoint yet/, 'a run without checkpoints is not loaded from its KL reference');
 
   // stop after step 1, resume, compare
   const b = join(tmp, 'b');
@@ -257,7 +257,7 @@ t.test('sinkflex/TauTelecom-v0 trains (smoke)', async (t) => {
   const val = r.rows.filter((x) => x.phase === 'val');
   t.ok(val.length === 2 && val.every((x) => typeof x['val-core/tau-telecom/reward/mean@1'] === 'number'), 'telecom validation metrics');
   t.ok((r.rows.find((x) => x.phase === 'sft-summary')?.['sft/demonstrations'] as number) > 0, 'telecom demonstrations');
-  const loaded = loadPolicy(join(tmp, 'telecom'));
+  const loaded = await loadPolicy(join(tmp, 'telecom'));
   t.match(loaded.run?.prompt.systemPrompt({}) ?? '', /telecom/);
   loaded.policy.dispose();
 });

@@ -164,11 +164,11 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
   }
   // a training run (or one of its checkpoints) brings its own defaults: environment, the
   // validation tasks, the prompt format, episode limits and the validation temperature
-  const loaded: LoadedPolicy | null = o.checkpoint ? loadPolicy(o.checkpoint) : null;
+  const loaded: LoadedPolicy | null = o.checkpoint ? await loadPolicy(o.checkpoint) : null;
   try {
     return await evalWith(o, loaded);
   } finally {
-    loaded?.policy.dispose();
+    loaded?.dispose();
   }
 }
 
@@ -214,7 +214,8 @@ async function evalWith(o: EvalOptions, loaded: LoadedPolicy | null, pretrained:
     if (!loaded) throw new Error('--policy builtin needs --checkpoint (or --model-dir)');
     policy = new ModelPolicyAdapter(loaded.policy);
     template = loaded.template;
-    name = `builtin ${loaded.checkpoint}${run ? ` (step ${run.step})` : ''}`;
+    const m = loaded.pretrained;
+    name = m ? `pretrained ${m.architecture} ${m.dir}${m.lora ? ' + adapter' : ''} ${loaded.checkpoint}${run ? ` (step ${run.step})` : ''}` : `builtin ${loaded.checkpoint}${run ? ` (step ${run.step})` : ''}`;
     maxContext ??= run?.config.rollout.maxContextTokens ?? loaded.policy.contextLength;
   } else if (o.policy === 'openai') {
     if (!o.model) throw new Error('--policy openai needs --model');

@@ -91,8 +91,8 @@ async function loadServed(options: ServeOptions): Promise<Served> {
     }
   }
   if (options.checkpoint === undefined) throw new Error('serve needs --checkpoint or --model-dir');
-  const b = loadPolicy(options.checkpoint);
-  return { policy: b.policy, template: b.template, checkpoint: b.checkpoint, runRenderTools: b.run ? b.run.prompt.renderTools : null, weights: transformerWeightsHost(b.policy), dispose: () => b.policy.dispose() };
+  const b = await loadPolicy(options.checkpoint);
+  return { policy: b.policy, template: b.template, checkpoint: b.checkpoint, runRenderTools: b.run ? b.run.prompt.renderTools : null, weights: b.pretrained ? null : transformerWeightsHost(b.policy), dispose: () => b.dispose() };
 }
 
 /** Loads the checkpoint (or model folder) and starts the server (the caller disposes it, which also frees the policy). */

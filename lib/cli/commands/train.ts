@@ -1,7 +1,8 @@
 /**
- * `sinkflex train`: trains the built-in policy (SFT warm start, then GRPO) on a generated tau
- * world, with a progress bar and live metrics on a terminal and plain progress lines elsewhere;
- * `npm start` runs it with the defaults.
+ * `sinkflex train`: trains the built-in policy — or a pretrained Hugging Face model with LoRA
+ * (`--model-dir DIR`, i.e. `model.source: 'hf:DIR'`) — (SFT warm start, then GRPO) on a
+ * generated tau world, with a progress bar and live metrics on a terminal and plain progress
+ * lines elsewhere; `npm start` runs it with the defaults.
  * @module
  */
 import { join } from 'node:path';
@@ -22,6 +23,7 @@ export interface TrainCommandOptions {
   seed?: string;
   out?: string;
   env?: string;
+  modelDir?: string;
   resume?: string;
   stopAfter?: string;
   progress?: boolean;
@@ -47,6 +49,10 @@ export function configFromFlags(o: TrainCommandOptions): TrainConfig {
   if (sftSteps !== undefined) patches.push({ sft: { steps: sftSteps } });
   if (seed !== undefined) patches.push({ seed });
   if (o.env !== undefined) patches.push({ env: o.env });
+  if (o.modelDir !== undefined) {
+    if (o.modelDir === '') throw new ConfigError('--model-dir needs a Hugging Face model folder');
+    patches.push({ model: { source: `hf:${o.modelDir}` } });
+  }
   return resolveConfig({ preset: (o.preset ?? 'default') as PresetName, patches });
 }
 
@@ -85,6 +91,7 @@ const NEW_RUN_FLAGS: readonly (readonly [keyof TrainCommandOptions, string])[] =
   ['sftSteps', '--sft-steps'],
   ['seed', '--seed'],
   ['env', '--env'],
+  ['modelDir', '--model-dir'],
   ['out', '--out'],
 ];
 
@@ -135,7 +142,8 @@ export async function runTrainCommand(o: TrainCommandOptions, log: (line: string
   else if (!bar.enabled || !stdout.isTTY) plain = log;
   const onEvent = trainProgress({ bar, plain, warn: bar.enabled ? (l) => bar.log(l) : toStderr, source: valSourceName(config.env) });
   const resumed = o.resume && out !== o.resume ? `resuming ${out} (the run of the checkpoint ${o.resume})` : `resuming ${out}`;
-  log(`sinkflex train: ${o.resume ? `${resumed}${steps !== undefined ? `, GRPO steps → ${steps}` : ''}` : `${config.preset} preset, ${config.env}, seed ${config.seed}, ${config.grpo.steps} GRPO steps → ${out}`}`);
+  const model = config.model.source === 'builtin' ? '' : `, ${config.model.source.slice(3)} (${config.model.lora ? `LoRA rank ${config.model.lora.rank}` : 'full fine-tuning'})`;
+  log(`sinkflex train: ${o.resume ? `${resumed}${steps !== undefined ? `, GRPO steps → ${steps}` : ''}` : `${config.preset} preset, ${config.env}${model}, seed ${config.seed}, ${config.grpo.steps} GRPO steps → ${out}`}`);
   try {
     const r = await train(config, { out, resume: Boolean(o.resume), ...(steps !== undefined ? { steps } : {}), ...(stopAfter !== undefined ? { stopAfter } : {}), ...(rolloutEngine ? { rolloutEngine } : {}), onEvent });
     bar.stop();
@@ -157,7 +165,7 @@ export async function runTrainCommand(o: TrainCommandOptions, log: (line: string
 export function registerTrain(program: Command): void {
   program
     .command('train')
-    .description('train the built-in policy with SFT then GRPO on a generated tau world (the default run learns on a 2-core CPU)')
+    .description('train the built-in policy (or a Hugging Face model with LoRA: --model-dir) with SFT then GRPO on a generated tau world (the default run learns on a 2-core CPU)')
     .option('--config <file>', 'configuration file (.json or .toml), applied over the preset')
     .option('--preset <name>', 'default | smoke (default: default)')
     .option('--set <path=value>', 'override one field, e.g. --set grpo.lr=3e-4 (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
@@ -165,6 +173,7 @@ export function registerTrain(program: Command): void {
     .option('--sft-steps <n>', 'SFT steps (sft.steps)')
     .option('--seed <n>', 'master seed')
     .option('--env <id>', 'sinkflex/TauRetail-v0 | sinkflex/TauTelecom-v0')
+    .option('--model-dir <dir>', "train a Hugging Face model folder (gpt-oss, Qwen3, Qwen2, Llama) instead of the built-in model: model.source 'hf:<dir>', LoRA per model.lora (default rank 16, alpha 32, all-linear; --set model.lora=null: full fine-tuning)")
     .option('--out <dir>', 'run folder (default runs/<preset>-<time>)')
     .option('--resume <run>', 'continue the run in this folder (or of its newest checkpoint folder) from its newest checkpoint; only --steps, --stop-after, --set rollout.<engine field>, --no-progress and --json may be given with it')
     .option('--stop-after <n>', 'stop after this GRPO step (resumable; 0: after SFT)')

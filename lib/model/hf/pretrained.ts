@@ -18,13 +18,24 @@
  * `DeviceUnavailableError` naming the field (before any tensor is read), and runs on the CPU under `'auto'`
  * ({@link PretrainedModel.fallback} says why). On a GPU the parameters are float32 and trainable
  * (the only GPU store there is today); `dtype: 'auto'` then means float32.
+ *
+ * LoRA: `adapter: peftDir` applies a PEFT adapter (the model's log-probs and samples are base +
+ * adapter), `lora: { rank, alpha, targets }` adds fresh adapters to train (B = 0: the outputs
+ * start as the base's); either way the base is frozen in its own dtype and the adapters are
+ * float32 and trainable (lib/model/lora). {@link PretrainedModel.saveAdapter} writes the adapters
+ * as a PEFT folder; {@link PretrainedModel.mergeAdapter} folds them into the base, after which
+ * {@link PretrainedModel.save} writes a full Hugging Face folder (it refuses while adapters are
+ * unmerged). LoRA runs on the CPU only for now.
  * @module
  */
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import { ChatTemplateError } from '../chat-template.js';
-import { type ModelConfig, parameterLayout } from '../config.js';
+import { type ModelConfig, ModelConfigError, parameterLayout, validateModelConfig } from '../config.js';
+import { applyPeftAdapter, readPeftAdapter, savePeftAdapter, type PeftAdapter } from '../lora/peft.js';
+import { addLora, mergeLora } from '../lora/adapters.js';
+import type { LoraConfig, LoraConfigInput } from '../lora/settings.js';
 import type { ParamSpec } from '../native.js';
 import { modelOpsDevice } from '../ops.js';
 import { ParamStore, type StoreDevice } from '../param-store.js';
@@ -48,8 +59,22 @@ export interface LoadPretrainedOptions {
   dtype?: HfDtypeOption;
   /** Cap on the context (positions), e.g. to keep RoPE tables and KV caches of a 128k-context model small. */
   maxPositions?: number;
-  /** Give every parameter a gradient and AdamW moments (full fine-tuning; needs dtype float32). Default false (forced true on a GPU). */
+  /** Give every parameter a gradient and AdamW moments (full fine-tuning; needs dtype float32; not with LoRA). Default false (forced true on a GPU). */
   trainable?: boolean;
+  /**
+   * A PEFT LoRA adapter folder (`adapter_config.json` + `adapter_model.safetensors`) to apply:
+   * the model runs base + adapter, the adapters trainable in float32, the base frozen. One made
+   * for another base model is refused (a {@link PeftAdapterError} naming the tensor). CPU only.
+   */
+  adapter?: string;
+  /**
+   * Fresh LoRA adapters to train: `{ rank, alpha, targets, rslora? }` (targets among q_proj,
+   * k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; errors name `options.lora.<field>`).
+   * A is drawn from `seed`, B is zero. Not with `adapter`. CPU only.
+   */
+  lora?: LoraConfigInput;
+  /** Seed of the store: the initial values of fresh LoRA adapters (default 0). */
+  seed?: number;
   /** The chat format (default: harmony for gpt-oss, else the folder's Jinja template). */
   chat?: ChatFormatOptions;
   /** Options of the sampling policy (its sampler seed and batching). */
@@ -85,6 +110,7 @@ export function cudaRefusal(config: ModelConfig, _dtype: 'float32' | 'bfloat16')
 /** A loaded pretrained model (see the module description). Call {@link PretrainedModel.dispose}. */
 export class PretrainedModel {
   private disposed = false;
+  private currentPolicy: TransformerPolicy;
 
   /** @internal */
   constructor(
@@ -96,17 +122,35 @@ export class PretrainedModel {
     readonly config: Readonly<Record<string, unknown>>,
     /** generation_config.json (null when absent). */
     readonly generationConfig: Readonly<Record<string, unknown>> | null,
-    /** The native model's config. */
-    readonly modelConfig: ModelConfig,
     private readonly tokenizerOrError: HfTokenizer | HfTokenizerError,
     private readonly chatFormat: PretrainedChatFormat | ChatTemplateError,
-    /** The model as a batched-sampling, KV-cache token policy (also what {@link logProbs} runs on). */
-    readonly policy: TransformerPolicy,
+    policy: TransformerPolicy,
     private readonly store: ParamStore,
     private readonly fileDtypes: ReadonlyMap<string, HfFileDtype>,
     /** Why the model runs on the CPU although `device: 'auto'` was asked and a GPU is there (null otherwise). */
     readonly fallback: string | null,
-  ) {}
+    private readonly policyOptions: LoadPretrainedOptions['policy'],
+  ) {
+    this.currentPolicy = policy;
+  }
+
+  /**
+   * The model as a batched-sampling, KV-cache token policy (also what {@link logProbs} runs
+   * on). {@link mergeAdapter} replaces it (the one taken before is then disposed).
+   */
+  get policy(): TransformerPolicy {
+    return this.currentPolicy;
+  }
+
+  /** The native model's config (`lora` set while the model has adapters). */
+  get modelConfig(): ModelConfig {
+    return this.currentPolicy.config;
+  }
+
+  /** The LoRA adapters' settings, or null when the model has none. */
+  get lora(): LoraConfig | null {
+    return this.currentPolicy.config.lora;
+  }
 
   /**
    * The tokenizer (its `vocabSize` is the model's: ids the tokenizer does not name decode to
@@ -222,6 +266,9 @@ export class PretrainedModel {
    */
   async save(dir: string, options: PretrainedSaveOptions = {}): Promise<SaveHfResult> {
     this.alive('save');
+    if (this.lora !== null) {
+      throw new Error(`save: the model has unmerged LoRA adapters (rank ${this.lora.rank}, targets ${this.lora.targets.join(', ')}): call mergeAdapter() first to save base + adapter as a full folder, or saveAdapter(dir) to save the adapter alone`);
+    }
     return saveHf(dir, {
       hfConfig: this.config as Record<string, unknown>,
       generationConfig: this.generationConfig as Record<string, unknown> | null,
@@ -233,11 +280,44 @@ export class PretrainedModel {
     });
   }
 
+  /**
+   * Writes the LoRA adapters as a PEFT folder (`adapter_config.json` with
+   * `base_model_name_or_path` = the folder the model was loaded from, `adapter_model.safetensors`
+   * in float32; each file written atomically, `dir` created when missing), which PEFT, vLLM and
+   * `loadPretrained(base, { adapter: dir })` load. Throws when the model has no adapters.
+   */
+  async saveAdapter(dir: string): Promise<{ dir: string; files: string[] }> {
+    this.alive('saveAdapter');
+    if (this.lora === null) throw new Error('saveAdapter: the model has no LoRA adapters (load it with options.adapter or options.lora)');
+    if (typeof dir !== 'string' || dir === '') throw new TypeError('saveAdapter: dir must be a folder path');
+    return savePeftAdapter(this.currentPolicy.model, dir, { baseModelNameOrPath: this.dir });
+  }
+
+  /**
+   * Merges the LoRA adapters into the base weights (W' = W + scale · B A, see `mergeLora`) and
+   * removes them: the model then has the base's parameters only (as frozen as before) and
+   * {@link save} writes it as a full Hugging Face folder. The policy is rebuilt over the merged
+   * model (its sampler state carried over); a policy taken before is disposed. Refused while
+   * samples or other native work are pending, and when there are no adapters.
+   */
+  mergeAdapter(): void {
+    this.alive('mergeAdapter');
+    if (this.lora === null) throw new Error('mergeAdapter: the model has no LoRA adapters to merge');
+    const old = this.currentPolicy;
+    if (old.pending > 0) throw new Error(`mergeAdapter: ${old.pending} sample(s) of the policy are still running`);
+    const sampler = old.samplerState();
+    const merged = mergeLora(old.model);
+    old.dispose();
+    const policy = TransformerPolicy.fromModel(merged, this.policyOptions ?? {});
+    policy.setSamplerState(sampler);
+    this.currentPolicy = policy;
+  }
+
   /** Frees the model, its KV caches and its parameters (pending samples reject). Idempotent. */
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    this.policy.dispose();
+    this.currentPolicy.dispose();
     this.store.dispose();
   }
 }
@@ -277,12 +357,30 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
   const dtype = options.dtype ?? 'auto';
   const trainable = options.trainable ?? false;
   if (typeof trainable !== 'boolean') throw new TypeError('options.trainable must be a boolean');
+  const seed = options.seed ?? 0;
+  if (!Number.isSafeInteger(seed) || seed < 0) throw new RangeError(`options.seed must be a non-negative safe integer, got ${String(seed)}`);
+  if (options.adapter !== undefined && options.lora !== undefined) throw new RangeError('options.adapter and options.lora: give one (a PEFT adapter to apply, or fresh adapters to train), not both');
+  if (options.adapter !== undefined && (typeof options.adapter !== 'string' || options.adapter === '')) throw new TypeError('options.adapter must be a PEFT adapter folder path');
+  if (trainable && (options.adapter !== undefined || options.lora !== undefined)) {
+    throw new RangeError(`options.trainable: full fine-tuning and LoRA (options.${options.adapter !== undefined ? 'adapter' : 'lora'}) exclude each other (with LoRA the adapters train and the base stays frozen)`);
+  }
+  // a bad adapter folder fails before any weight is read
+  const adapter: PeftAdapter | null = options.adapter !== undefined ? await readPeftAdapter(options.adapter) : null;
   let reader = await HfCheckpointReader.open(dir, { dtype, maxPositions: options.maxPositions });
   let store: ParamStore | null = null;
   let policy = null as TransformerPolicy | null;
   try {
+    let lora: LoraConfig | null = adapter?.lora ?? null;
+    if (options.lora !== undefined) {
+      try {
+        lora = validateModelConfig({ ...reader.config.modelConfig, lora: options.lora }).lora;
+      } catch (e) {
+        if (e instanceof ModelConfigError) throw new RangeError(`options.${e.field} ${e.message.slice(`config.${e.field} `.length)}`);
+        throw e;
+      }
+    }
     const held = reader.tensors.some((t) => t.dtype === 'bfloat16') ? 'bfloat16' : 'float32';
-    const { device, fallback } = chooseDevice(request, reader.config.modelConfig, dtype === 'auto' ? 'float32' : held);
+    const { device, fallback } = chooseDevice(request, { ...reader.config.modelConfig, lora }, dtype === 'auto' ? 'float32' : held);
     if (device === 'cuda' && held === 'bfloat16') {
       // dtype 'auto' on a GPU: float32 (the only GPU storage)
       await reader.dispose();
@@ -315,21 +413,23 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
       chat = new ChatTemplateError(`the model has no chat format: the folder ${dir} has no tokenizer.json`);
     }
 
-    store = ParamStore.fromSpecs(specs, 0, { device });
+    store = ParamStore.fromSpecs(specs, seed, { device });
     for await (const [info, t] of reader.entries()) store.write(info.name, t.data);
     const fileDtypes = new Map(reader.tensors.map((t) => [t.name, t.fileDtype]));
     const { architecture, hfConfig } = reader.config;
     const generationConfig = reader.generationConfig;
     await reader.dispose();
 
-    const model = Transformer.fromStore(config, store);
+    let model = Transformer.fromStore(config, store);
     try {
+      if (adapter !== null) model = await applyPeftAdapter(model, adapter);
+      else if (lora !== null) model = addLora(model, lora);
       policy = TransformerPolicy.fromModel(model, options.policy ?? {});
     } catch (e) {
       model.dispose();
       throw e;
     }
-    return new PretrainedModel(dir, architecture, hfConfig, generationConfig, config, tokenizer, chat, policy, store, fileDtypes, fallback);
+    return new PretrainedModel(dir, architecture, hfConfig, generationConfig, tokenizer, chat, policy, store, fileDtypes, fallback, options.policy);
   } catch (e) {
     policy?.dispose();
     store?.dispose();

@@ -361,6 +361,40 @@ export class HarmonyChatFormat implements ChatFormat {
     return out;
   }
 
+  /**
+   * {@link ChatFormat.renderAssistantBody}: the tokens gpt-oss samples after `<|start|>assistant`
+   * for `message`, stop token included — its reasoning on the analysis channel (`…<|end|>` and a
+   * new `<|start|>assistant`), then a final answer `<|channel|>final<|message|>…<|return|>`, or
+   * a tool call `<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{args}
+   * <|call|>` (after its text as a commentary preamble, when it has one). A sampled turn ends at
+   * its first `<|call|>`, so a message with more than one tool call has no such rendering (a
+   * ChatTemplateError). {@link parseAssistant} reads the result back to the message.
+   */
+  renderAssistantBody(message: ChatAssistantMessage): number[] {
+    if (message === null || typeof message !== 'object' || message.role !== 'assistant') throw new ChatTemplateError('renderAssistantBody expects an assistant message');
+    const reasoning = text(message.reasoning_content, 'message.reasoning_content');
+    const content = text(message.content, 'message.content');
+    const calls = message.tool_calls ?? [];
+    if (!Array.isArray(calls)) throw new ChatTemplateError('message.tool_calls must be an array');
+    if (calls.length > 1) throw new ChatTemplateError(`message.tool_calls holds ${calls.length} calls: a sampled harmony turn ends at its first <|call|>, so it makes one call`);
+    const pieces: HarmonyPiece[] = [];
+    const segment = (channel: string, body: string, end: string, recipient?: string): void => {
+      if (pieces.length > 0) pieces.push({ special: '<|start|>' }, { text: 'assistant' });
+      pieces.push({ special: '<|channel|>' }, { text: channel });
+      if (recipient !== undefined) pieces.push({ text: ` to=${recipient}` }, { text: ' ' }, { special: '<|constrain|>' }, { text: 'json' });
+      pieces.push({ special: '<|message|>' }, { text: body }, { special: end });
+    };
+    if (reasoning !== '') segment('analysis', reasoning, '<|end|>');
+    if (calls.length === 0) segment('final', content, '<|return|>');
+    else {
+      const c = calls[0];
+      if (typeof c?.function?.name !== 'string' || c.function.name === '' || typeof c.function.arguments !== 'string') throw new ChatTemplateError('message.tool_calls[0] needs function.name and function.arguments strings');
+      if (content !== '') segment('commentary', content, '<|end|>');
+      segment('commentary', c.function.arguments, '<|call|>', recipientOf(c.function.name));
+    }
+    return this.idsOf(pieces);
+  }
+
   /** `<|start|>assistant` as ids. */
   generationPrompt(): number[] {
     return this.idsOf(harmonyGenerationPrompt());
