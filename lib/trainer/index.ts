@@ -21,7 +21,7 @@ export {
   type TrainEnvId,
 } from './config.js';
 export { loadPolicy, type LoadedPolicy, type RunInfo } from './load-policy.js';
-export type { MetricsRow } from './report.js';
+export type { KindGain, MetricsRow } from './report.js';
 export type { PublishAdapter } from './rollout-engine.js';
 export { train, type PolicyUpdate, type TrainEvent, type TrainOptions, type TrainResult } from './trainer.js';
 export { REPORT_TRANSCRIPT_CAPS, type TranscriptCaps } from './transcript-html.js';

@@ -172,6 +172,34 @@ export function validationKinds(rows: readonly MetricsRow[], source: string): st
   return [...kinds].sort();
 }
 
+/** One task kind's validation mean@1: after SFT (the first validation), its best, and the last. */
+export interface KindGain {
+  /** The task kind. */
+  kind: string;
+  /** Mean@1 at the first validation (after SFT). */
+  first: number;
+  /** The highest mean@1 of any validation. */
+  best: number;
+  /** Mean@1 at the last validation. */
+  last: number;
+}
+
+/** Each kind's validation mean@1 first → last (and best), from the validation rows of `rows`; kinds sorted. */
+export function kindGains(rows: readonly MetricsRow[], source: string): KindGain[] {
+  const val = rows.filter((r) => r.phase === 'val');
+  return validationKinds(rows, source).map((kind) => {
+    const key = `val-core/${source}/${kind}/reward/mean@1`;
+    const xs = val.map((r) => r[key]).filter((v): v is number => typeof v === 'number');
+    return { kind, first: xs[0], best: Math.max(...xs), last: xs[xs.length - 1] };
+  });
+}
+
+function kindTableHtml(gains: readonly KindGain[]): string {
+  if (gains.length === 0) return '';
+  const row = (g: KindGain) => `<tr><th>${esc(g.kind)}</th><td>${g.first.toFixed(3)}</td><td>${g.last.toFixed(3)}</td><td>${(g.last - g.first >= 0 ? '+' : '') + (g.last - g.first).toFixed(3)}</td><td>${g.best.toFixed(3)}</td></tr>`;
+  return `<table><tr><th>kind</th><th>after SFT</th><th>last</th><th>gain</th><th>best</th></tr>${gains.map(row).join('')}</table>`;
+}
+
 /** One chart per task kind: its validation mean@1 on a 0..1 axis. */
 export function kindCharts(rows: readonly MetricsRow[], source: string): ChartSpec[] {
   return validationKinds(rows, source).map((kind) => ({ title: `${kind}: validation mean@1`, keys: [`val-core/${source}/${kind}/reward/mean@1`], yRange: [0, 1] as const }));
@@ -199,7 +227,7 @@ export interface ReportOptions {
 export function renderReport(rows: readonly MetricsRow[], options: ReportOptions): string {
   const charts = defaultCharts(options.source).map((c) => lineChartSvg(rows, c));
   const kinds = kindCharts(rows, options.source).map((c) => lineChartSvg(rows, c, 300, 180));
-  const kindSection = kinds.length > 0 ? `<h2>Validation by task kind</h2><div class="grid">${kinds.join('\n')}</div>` : '';
+  const kindSection = kinds.length > 0 ? `<h2>Validation by task kind</h2>${kindTableHtml(kindGains(rows, options.source))}<div class="grid">${kinds.join('\n')}</div>` : '';
   const transcripts = options.validations ? validationTranscriptsHtml(options.validations, rows, options.source, options.transcriptCaps ?? REPORT_TRANSCRIPT_CAPS, options.validationsOmitted ?? 0) : '';
   const summary = Object.entries(options.summary ?? {})
     .map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(String(v))}</td></tr>`)

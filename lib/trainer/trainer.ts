@@ -21,7 +21,7 @@ import { checkpointDir, listCheckpoints, readMetricsFile, readRunConfig, readTra
 import { hfSourceDir, validateConfig, valSourceName, type RolloutEnginePatch, type TrainConfig } from './config.js';
 import { grpoStep } from './grpo-step.js';
 import { AdapterReference, BASE_FILE, checkRunBase, currentRunBase, loadRunModel, readRunBase, REFERENCE_ADAPTER_DIR, runBaseJson, writeRunPolicy, type LogProbSource, type RunBase } from './hf-run.js';
-import { renderReport, type MetricsRow } from './report.js';
+import { kindGains, renderReport, type KindGain, type MetricsRow } from './report.js';
 import { REPORT_TRANSCRIPT_CAPS } from './transcript-html.js';
 import { readReportValidations, removeValidationLogsAfter, selectValidationTranscripts, validationDir, writeValidationLog } from './validation-log.js';
 import { createRolloutEngine, type PublishAdapter, type RolloutEngine } from './rollout-engine.js';
@@ -107,6 +107,8 @@ export interface TrainResult {
   firstValMeanAt1: number | null;
   /** The last validation mean@1. */
   lastValMeanAt1: number | null;
+  /** Each task kind's validation mean@1 after SFT, best and last (empty without validations). */
+  kinds: KindGain[];
   /** GRPO steps completed. */
   step: number;
   /** Wall seconds of this call. */
@@ -488,6 +490,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     rows,
     firstValMeanAt1: val.length ? (val[0][key] as number) : null,
     lastValMeanAt1: val.length ? (val[val.length - 1][key] as number) : null,
+    kinds: kindGains(rows, source),
     step: state.step,
     wallS: (performance.now() - wall0) / 1000,
     cpuS: (cpu.user + cpu.system) / 1e6,

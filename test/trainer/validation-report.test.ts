@@ -15,7 +15,7 @@ import type { EpisodeRecord, TaskEvaluation } from '../../lib/rollout/index.js';
 import type { RewardInfo } from '../../lib/tau/index.js';
 import { REPORT_TRANSCRIPT_CAPS, type MetricsRow } from '../../lib/trainer/index.js';
 import { removeStaleTemporaries } from '../../lib/trainer/checkpoint.js';
-import { renderReport, validationKinds } from '../../lib/trainer/report.js';
+import { kindGains, renderReport, validationKinds } from '../../lib/trainer/report.js';
 import {
   cutTurnText,
   listValidationSteps,
@@ -152,6 +152,8 @@ t.test('the report: per-kind charts, readable transcripts with the reward and wh
   }));
   rows.push({ step: 5, phase: 'grpo', 'critic/score/mean': 0.4 });
   t.same(validationKinds(rows, 'tau-retail'), ['cancel', 'refuse'], 'the kinds, not the overall metric');
+  const mid: MetricsRow = { step: 3, phase: 'val', 'val-core/tau-retail/cancel/reward/mean@1': 0.5, 'val-core/tau-retail/refuse/reward/mean@1': 0.125 };
+  t.same(kindGains([rows[0], mid, ...rows.slice(1)], 'tau-retail'), [{ kind: 'cancel', first: 0, best: 0.5, last: 0.25 }, { kind: 'refuse', first: 0.25, best: 0.25, last: 0.25 }], 'each kind: after SFT, best and last validation');
   const evil = '<script>alert("x")</script>';
   const messages: ChatMessage[] = [
     { role: 'assistant', content: 'Hi! How can I help you today?' },
@@ -164,7 +166,7 @@ t.test('the report: per-kind charts, readable transcripts with the reward and wh
   const html = renderReport(rows, { title: 'run', source: 'tau-retail', validations: logs, validationsOmitted: 3 });
   t.match(html, /<title>cancel: validation mean@1<\/title>/, 'a chart per kind');
   t.match(html, /<title>refuse: validation mean@1<\/title>/);
-  t.match(html, /<h2>Validation by task kind<\/h2>/);
+  t.match(html, /<h2>Validation by task kind<\/h2><table><tr><th>kind<\/th><th>after SFT<\/th><th>last<\/th><th>gain<\/th><th>best<\/th><\/tr><tr><th>cancel<\/th><td>0\.000<\/td><td>0\.250<\/td><td>\+0\.250<\/td><td>0\.250<\/td><\/tr>/, 'the before/after table per kind');
   t.match(html, /<h2>Validation conversations<\/h2>/);
   t.notOk(html.includes('<script>'), 'no raw script tag');
   t.notOk(html.includes('<img'), 'no raw img tag');

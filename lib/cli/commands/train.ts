@@ -147,11 +147,12 @@ export async function runTrainCommand(o: TrainCommandOptions, log: (line: string
   try {
     const r = await train(config, { out, resume: Boolean(o.resume), ...(steps !== undefined ? { steps } : {}), ...(stopAfter !== undefined ? { stopAfter } : {}), ...(rolloutEngine ? { rolloutEngine } : {}), onEvent });
     bar.stop();
-    const summary = { out: r.out, steps: r.step, firstValMeanAt1: r.firstValMeanAt1, lastValMeanAt1: r.lastValMeanAt1, wallS: Math.round(r.wallS), cpuS: Math.round(r.cpuS) };
+    const summary = { out: r.out, steps: r.step, firstValMeanAt1: r.firstValMeanAt1, lastValMeanAt1: r.lastValMeanAt1, kinds: r.kinds, wallS: Math.round(r.wallS), cpuS: Math.round(r.cpuS) };
     if (o.json) log(JSON.stringify(summary));
     else {
       log(`done: ${r.step} GRPO steps in ${r.wallS.toFixed(0)} s wall (${r.cpuS.toFixed(0)} s CPU)`);
       log(`validation mean@1: ${r.firstValMeanAt1?.toFixed(3) ?? '-'} after SFT → ${r.lastValMeanAt1?.toFixed(3) ?? '-'} at the end`);
+      if (r.kinds.length > 0) log(`by kind: ${r.kinds.map((k) => `${k.kind} ${k.first.toFixed(3)} → ${k.last.toFixed(3)}`).join(', ')}`);
       log(`report: ${join(r.out, 'report.html')}`);
     }
     return r;
