@@ -195,6 +195,13 @@ const SftSchema = z.strictObject({
    * training world's. 0: demonstrations over the training tasks only.
    */
   demoWorlds: int(0),
+  /**
+   * Loss weight of the observations after the prompt (user messages and tool results) relative
+   * to the assistant's tokens (1). Tool results repeat what the conversation said (an order's
+   * id, a user id, an order after a write), so predicting them trains copying from the context
+   * far more often than the assistant's own tokens do. 0: the assistant's tokens only.
+   */
+  observationWeight: z.number().min(0).max(1e3),
   /** Optimiser steps. */
   steps: int(0),
   /** Tokens per optimiser step (packed sequences; one micro-batch each). */
@@ -323,7 +330,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
   model: { source: 'builtin', lora: { ...DEFAULT_LORA }, dtype: 'auto', preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, context: 2048, device: 'cpu' },
   prompt: { system: 'compact', renderTools: false },
   rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64, engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600 },
-  sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 4096, demoWorlds: 16, steps: 300, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
+  sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 4096, demoWorlds: 16, observationWeight: 0, steps: 300, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
   grpo: {
     steps: 70,
     lr: 2e-4,
@@ -471,7 +478,7 @@ export function validateConfig(value: unknown): TrainConfig {
 const ADDED_FIELDS = {
   tokenizer: { digitGroup: 0 },
   model: { device: 'cpu', source: 'builtin', lora: DEFAULT_LORA, dtype: 'auto' },
-  sft: { demoWorlds: 0 },
+  sft: { demoWorlds: 0, observationWeight: 0 },
   rollout: { engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600 },
 } as const;
 

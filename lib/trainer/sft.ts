@@ -257,6 +257,8 @@ export interface SftStepInfo {
   lr: number;
   /** Assistant tokens in the step. */
   tokens: number;
+  /** Mean cross-entropy over the step's observation tokens (0 when `sft.observationWeight` is 0). */
+  observationLoss: number;
 }
 
 /** Learning rate of SFT step `step` (1-based): linear warm-up, then cosine down to 10% of the peak. */
@@ -268,10 +270,45 @@ export function sftLearningRate(step: number, sft: TrainConfig['sft']): number {
 }
 
 /**
+ * Cross-entropy targets and weights of a packed SFT step: every assistant token weighs 1 and,
+ * with `observationWeight` > 0, every token after the first assistant token that is not the
+ * assistant's (user messages and tool results) weighs `observationWeight`; the prompt before
+ * the first assistant token is never a target. The weights are divided by their sum (a weighted
+ * mean). `assistant` marks the positions whose target is an assistant token.
+ */
+export function observationWeightedStep(seqs: readonly MaskedSequence[], observationWeight: number): { batch: PackedSequences; weights: Float32Array; assistant: Uint8Array } {
+  if (!Number.isFinite(observationWeight) || observationWeight < 0) throw new RangeError(`sft.observationWeight must be a finite number >= 0, got ${observationWeight}`);
+  const widened: MaskedSequence[] = seqs.map((s) => {
+    const first = s.lossMask.indexOf(1);
+    return { tokens: s.tokens, lossMask: s.lossMask.map((m, i) => (m !== 0 || (observationWeight > 0 && first >= 0 && i > first) ? 1 : 0)) };
+  });
+  const batch = packSequences(widened);
+  const total = batch.tokens.length;
+  const weights = new Float32Array(total);
+  const assistant = new Uint8Array(total);
+  let at = 0;
+  let sum = 0;
+  for (const [k, s] of seqs.entries()) {
+    for (let t = 0; t + 1 < s.tokens.length; t++) {
+      if (widened[k].lossMask[t + 1] === 0) continue;
+      const own = s.lossMask[t + 1] !== 0;
+      weights[at + t] = own ? 1 : observationWeight;
+      assistant[at + t] = own ? 1 : 0;
+      sum += weights[at + t];
+    }
+    at += s.tokens.length;
+  }
+  if (sum > 0) for (let t = 0; t < total; t++) weights[t] /= sum;
+  return { batch, weights, assistant };
+}
+
+/**
  * SFT on the demonstrations (episode records, or token sequences with loss masks such as
  * {@link renderDemonstration} makes): `sft.steps` AdamW steps, each on one packed micro-batch of
  * up to `sft.tokensPerStep` tokens taken in a seeded shuffled order (reshuffled every pass),
- * loss the mean cross-entropy of the assistant tokens.
+ * loss the mean cross-entropy of the assistant tokens — or, with `sft.observationWeight` > 0,
+ * the weighted mean that also predicts the observations ({@link observationWeightedStep}). The
+ * reported loss is always the mean over the assistant's tokens.
  */
 export async function runSft(
   policy: TransformerPolicy,
@@ -287,10 +324,26 @@ export async function runSft(
   let pass = 0;
   for (let step = 1; step <= sft.steps; step++) {
     if (queue.length === 0) queue = packInOrder(seqs, seededPermutation(seqs.length, mixSeed(seed, 0x5f7, pass++)), sft.tokensPerStep);
-    const { batch } = queue.shift() as { batch: PackedSequences };
+    const { batch, indices } = queue.shift() as { batch: PackedSequences; indices: number[] };
     const lr = sftLearningRate(step, sft);
-    const r = await policy.trainStep([batch], { kind: 'cross-entropy' }, { optimizer: { lr, weightDecay: sft.weightDecay, maxGradNorm: 1 } });
-    const info = { step, loss: r.loss, gradNorm: r.optimizer.gradNorm, lr, tokens: r.targets };
+    const optimizer = { lr, weightDecay: sft.weightDecay, maxGradNorm: 1 };
+    let info: SftStepInfo;
+    if (sft.observationWeight > 0) {
+      const w = observationWeightedStep(indices.map((i) => seqs[i]), sft.observationWeight);
+      const fb = await policy.forwardBackward(w.batch, { kind: 'cross-entropy', weights: w.weights });
+      const opt = await policy.optimizerStep(optimizer);
+      let own = 0;
+      let count = 0;
+      let other = 0;
+      for (let t = 0; t < w.weights.length; t++) {
+        if (w.assistant[t]) (own -= fb.logProbs[t]), count++;
+        else if (w.weights[t] > 0) other -= fb.logProbs[t];
+      }
+      info = { step, loss: count ? own / count : 0, gradNorm: opt.gradNorm, lr, tokens: count, observationLoss: fb.targets > count ? other / (fb.targets - count) : 0 };
+    } else {
+      const r = await policy.trainStep([batch], { kind: 'cross-entropy' }, { optimizer });
+      info = { step, loss: r.loss, gradNorm: r.optimizer.gradNorm, lr, tokens: r.targets, observationLoss: 0 };
+    }
     infos.push(info);
     onStep?.(info);
   }

@@ -396,7 +396,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       const t1 = performance.now();
       const infos = await runSft(policy, seqs, config.sft, config.seed, (i) => {
         emit({ kind: 'sft', step: i.step, total: config.sft.steps, loss: i.loss });
-        if (i.step % 10 === 0 || i.step === config.sft.steps) log({ step: 0, phase: 'sft', 'sft/step': i.step, 'sft/loss': i.loss, 'sft/grad_norm': i.gradNorm, 'sft/lr': i.lr, 'sft/tokens': i.tokens });
+        if (i.step % 10 === 0 || i.step === config.sft.steps) log({ step: 0, phase: 'sft', 'sft/step': i.step, 'sft/loss': i.loss, 'sft/grad_norm': i.gradNorm, 'sft/lr': i.lr, 'sft/tokens': i.tokens, ...(config.sft.observationWeight > 0 ? { 'sft/observation_loss': i.observationLoss } : {}) });
       });
       const tokens = seqs.map((s) => s.tokens.length);
       log({

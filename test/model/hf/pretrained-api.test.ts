@@ -127,7 +127,7 @@ t.test('devices: every family runs on CUDA where a device is usable (same log-pr
     const before = memory.currentBytes();
     if (gpu) {
       const m = await loadPretrained(dir, { device: 'cuda', dtype: 'float32' });
-      t.equal(m.device, 'cuda', `${spec.family}: on the GPU`);
+      t.equal(m.device, 'cuda:0', `${spec.family}: on the GPU`);
       const got = await m.logProbs(ids);
       let worst = 0;
       got.forEach((row, i) => row.forEach((v, j) => (worst = Math.max(worst, Math.abs(v - want[i][j]) / Math.max(1, Math.abs(want[i][j]))))));
@@ -142,7 +142,7 @@ t.test('devices: every family runs on CUDA where a device is usable (same log-pr
       t.ok(memory.currentBytes() <= before, `${spec.family}: nothing allocated`);
     }
     const m = await loadPretrained(dir, { device: 'auto' });
-    t.equal(m.device, gpu ? 'cuda' : 'cpu', `${spec.family}: auto picks the ${gpu ? 'GPU' : 'CPU'}`);
+    t.equal(m.device, gpu ? 'cuda:0' : 'cpu', `${spec.family}: auto picks the ${gpu ? 'GPU' : 'CPU'}`);
     t.equal(m.fallback, null, 'nothing to fall back from');
     m.dispose();
   }
