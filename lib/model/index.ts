@@ -96,14 +96,20 @@ export {
   type HfTokenizerFiles,
   type HfTokenizerOptions,
 } from './hf/tokenizer.js';
-export { addLora, mergeLora } from './lora/adapters.js';
+export { addLora, mergeLora, removeLora } from './lora/adapters.js';
 export { loraAdapterSlots, type LoraAdapterSlot } from './lora/layout.js';
 export {
   applyPeftAdapter,
+  checkPeftAdapter,
+  describeLora,
+  PEFT_CONFIG_FILE,
+  PEFT_WEIGHTS_FILE,
   PeftAdapterError,
+  peftAdapterValues,
   peftAdapterKey,
   readPeftAdapter,
   savePeftAdapter,
+  sameLoraSettings,
   type PeftAdapter,
   type SavePeftOptions,
 } from './lora/peft.js';

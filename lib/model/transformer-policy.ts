@@ -341,6 +341,15 @@ export class TransformerPolicy implements TrainablePolicy {
     return this.requests.size;
   }
 
+  /**
+   * Runs `task` once the native work queued so far has finished (a batched run whose samples
+   * were all cancelled included) and before any queued after it: e.g. to write parameters in
+   * place between runs. Samples enqueued meanwhile wait for it.
+   */
+  betweenRuns<T>(task: () => T | Promise<T>): Promise<T> {
+    return this.queue.run(task);
+  }
+
   /** @internal Queues a job of `session` for the next batched run. */
   enqueue(session: TransformerPolicySession, job: NativeJob, onTokens: Request['onTokens'] = null): Promise<SampleResult> {
     return new Promise<SampleResult>((resolve, reject) => {

@@ -18,10 +18,12 @@ export {
   type OpenAIErrorKind,
   type RoutingPolicy,
 } from './client.js';
-export { transformerWeightsHost, type AdapterHost, type WeightsHost } from './model-hosts.js';
+export { PretrainedAdapterHost, type AdapterHostStats, type PretrainedAdapterHostOptions } from './lora-host.js';
+export { AdapterNotFoundError, transformerWeightsHost, type AdapterHost, type AdapterLoadResult, type WeightsHost } from './model-hosts.js';
 export { OpenAIChatPolicy, type OpenAIPolicyOptions, type OpenAITurnLog, type SeedMode } from './policy.js';
 export type { ChatRequest } from './server-request.js';
 export { startChatServer, type ChatServer, type ChatServerOptions } from './server.js';
+export type { AdminEvent } from './serving-routes.js';
 export {
   CompletionFormatError,
   OpenAITokenCompletions,

@@ -27,15 +27,36 @@ export interface AdapterHost {
   /**
    * Loads the adapter saved at `path` (a PEFT folder: `adapter_config.json` and
    * `adapter_model.safetensors`) under `name`, replacing one loaded under that name; rejects
-   * with an error naming what is wrong (a missing file, an adapter made for another base model).
+   * with an error naming what is wrong (an adapter made for another base model, a file PEFT's
+   * format does not allow; {@link AdapterNotFoundError} when there is no adapter at `path`).
+   * Resolves with `{ rebuilt: true }` when the served model itself was rebuilt (e.g. given LoRA
+   * slots): every kept session, the base model's included, is then stale.
    */
-  load(name: string, path: string): Promise<void>;
+  load(name: string, path: string): Promise<AdapterLoadResult | void>;
   /** Unloads the adapter `name` (frees what it holds). */
   unload(name: string): Promise<void>;
   /** The names of the loaded adapters. */
   list(): string[];
   /** The model that serves requests naming adapter `name` (the base model plus the adapter), or undefined. */
   model(name: string): GenerativeModel | undefined;
+}
+
+/**
+ * Thrown by {@link AdapterHost.load} when `path` holds no adapter (no such folder, or no
+ * `adapter_config.json` in it): the server answers 404, as vLLM does for "No adapter found".
+ */
+export class AdapterNotFoundError extends Error {
+  /** @param message - what is missing, naming the path. */
+  constructor(message: string) {
+    super(message);
+    this.name = 'AdapterNotFoundError';
+  }
+}
+
+/** What {@link AdapterHost.load} changed beyond the adapter itself. */
+export interface AdapterLoadResult {
+  /** The served model was rebuilt: the kept sessions of every model (their KV caches) belong to the old one. */
+  rebuilt: boolean;
 }
 
 /** A full weight reload of the served model. */

@@ -33,7 +33,7 @@ import { rawActionText } from '../rollout/turns.js';
 import { ChatEngine, type ChatEngineOptions, type EngineResult } from './chat-engine.js';
 import type { AdapterHost, WeightsHost } from './model-hosts.js';
 import { parseChatRequest, RequestError, type ChatRequest } from './server-request.js';
-import { ServingRoutes } from './serving-routes.js';
+import { ServingRoutes, type AdminEvent } from './serving-routes.js';
 import { ReplyStream, SseReply } from './server-stream.js';
 
 /** Options of {@link startChatServer}. */
@@ -54,6 +54,8 @@ export interface ChatServerOptions extends ChatEngineOptions {
   maxBodyBytes?: number;
   /** Called after each completion request (for logs). */
   onRequest?: (info: { status: number; ms: number; promptTokens: number; completionTokens: number; continued: boolean }) => void;
+  /** Called after each adapter load or unload and weight reload, refused ones included (for logs). */
+  onAdmin?: (info: AdminEvent) => void;
   /** Runtime LoRA adapters (`/v1/load_lora_adapter`, `/v1/unload_lora_adapter`); without it those routes answer 404. */
   adapters?: AdapterHost;
   /** Full weight reloads (`/update_weights_from_disk`); without it that route answers 404. */
@@ -227,6 +229,7 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
     maxSessions: options.maxSessions,
     sessionTtlMs: options.sessionTtlMs,
     ...(options.onRequest ? { onRequest: options.onRequest } : {}),
+    ...(options.onAdmin ? { onAdmin: options.onAdmin } : {}),
   });
   const readJson = async (req: IncomingMessage, res: ServerResponse): Promise<unknown> => {
     const text = await readBody(req, res, limit, Math.max(limit, 64 * 2 ** 20), 10000);

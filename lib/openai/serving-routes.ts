@@ -12,9 +12,9 @@
  *   adapter (absent: the base model).
  * - `POST /v1/load_lora_adapter` `{ lora_name, lora_path, load_inplace? }` and
  *   `POST /v1/unload_lora_adapter` `{ lora_name }`: runtime LoRA adapters (vLLM's requests,
- *   answers and errors: 200 with a plain-text `Success: …`; 400 for a missing field or a name
- *   already loaded; 404 for an unknown adapter), through an {@link AdapterHost}; 404 when the
- *   server has none.
+ *   answers and errors: 200 with a plain-text `Success: …`; 400 for a missing field, a name
+ *   already loaded or an adapter the host refuses; 404 for an unknown adapter and for a path
+ *   without an adapter), through an {@link AdapterHost}; 404 when the server has none.
  * - `POST /update_weights_from_disk` `{ model_path }` (SGLang's route and answer, `{ success,
  *   message }`): reloads the served weights through a {@link WeightsHost}; 404 when there is none.
  * - `GET /v1/models`: the base model and the loaded adapters (each with vLLM's `parent`, the
@@ -31,7 +31,7 @@ import type { GenerativeModel } from '../model/policy.js';
 import type { ChatEngine } from './chat-engine.js';
 import { parseCompletionRequest, type CompletionRequestParams } from './completion-request.js';
 import { CompletionEngine, type EngineCompletionResult } from './completion-engine.js';
-import type { AdapterHost, WeightsHost } from './model-hosts.js';
+import { AdapterNotFoundError, type AdapterHost, type WeightsHost } from './model-hosts.js';
 import { RequestError } from './server-request.js';
 
 /** Options of {@link ServingRoutes}. */
@@ -56,6 +56,24 @@ export interface ServingRoutesOptions {
   sessionTtlMs?: number;
   /** Called after each completions request (for logs). */
   onRequest?: (info: { status: number; ms: number; promptTokens: number; completionTokens: number; continued: boolean }) => void;
+  /** Called after each adapter load or unload and weight reload, refused ones included (for logs). */
+  onAdmin?: (info: AdminEvent) => void;
+}
+
+/** One request to change what is served (see {@link ServingRoutesOptions.onAdmin}). */
+export interface AdminEvent {
+  /** The route, without its `/v1` prefix. */
+  action: 'load_lora_adapter' | 'unload_lora_adapter' | 'update_weights_from_disk';
+  /** The adapter's name (`lora_name`; null for weights or when absent). */
+  name: string | null;
+  /** `lora_path` or `model_path` (null for an unload or when absent). */
+  path: string | null;
+  /** The HTTP status answered. */
+  status: number;
+  /** Milliseconds from the request's arrival to the answer (waiting for requests in flight included). */
+  ms: number;
+  /** Why it was refused (null when it succeeded). */
+  error: string | null;
 }
 
 /** Reads and parses the request's JSON body (400 when it is not JSON, 413 when too large). */
@@ -176,19 +194,38 @@ export class ServingRoutes {
         return true;
       case '/v1/load_lora_adapter':
         this.post(req, url);
-        await this.loadAdapter(res, await readJson());
+        await this.logged('load_lora_adapter', res, await readJson(), (body) => this.loadAdapter(res, body));
         return true;
       case '/v1/unload_lora_adapter':
         this.post(req, url);
-        await this.unloadAdapter(res, await readJson());
+        await this.logged('unload_lora_adapter', res, await readJson(), (body) => this.unloadAdapter(res, body));
         return true;
       case '/update_weights_from_disk':
         this.post(req, url);
-        await this.updateWeights(res, await readJson());
+        await this.logged('update_weights_from_disk', res, await readJson(), (body) => this.updateWeights(res, body));
         return true;
       default:
         return false;
     }
+  }
+
+  /** Runs an admin route and reports it to `onAdmin` (its error: thrown, or returned when already answered). */
+  private async logged(action: AdminEvent['action'], res: ServerResponse, body: unknown, run: (body: unknown) => Promise<string | null | void>): Promise<void> {
+    const t0 = performance.now();
+    const text = (k: string): string | null => {
+      const v = field(body, k);
+      return typeof v === 'string' ? v : null;
+    };
+    const report = (status: number, error: string | null): void =>
+      this.options.onAdmin?.({ action, name: text('lora_name'), path: action === 'unload_lora_adapter' ? null : text(action === 'update_weights_from_disk' ? 'model_path' : 'lora_path'), status, ms: performance.now() - t0, error });
+    let answered: string | null | void;
+    try {
+      answered = await run(body);
+    } catch (e) {
+      report(e instanceof RequestError ? e.status : 500, e instanceof Error ? e.message : String(e));
+      throw e;
+    }
+    report(res.statusCode, answered ?? null);
   }
 
   private post(req: IncomingMessage, url: string): void {
@@ -291,6 +328,13 @@ export class ServingRoutes {
     }
   }
 
+  /** Drops every kept session, of every model (called with none sampling). */
+  private dropAllSessions(): void {
+    this.completions.clear();
+    this.options.chat.base.clearSessions();
+    for (const e of this.chatEngines.values()) e.clearSessions();
+  }
+
   private async loadAdapter(res: ServerResponse, body: unknown): Promise<void> {
     const host = this.adapterHost();
     const name = field(body, 'lora_name');
@@ -305,11 +349,15 @@ export class ServingRoutes {
       if (this.adapterPaths.has(name) && inplace !== true) {
         throw new RequestError(400, `The lora adapter '${name}' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.`, 'lora_name', 'adapter_already_loaded');
       }
+      let rebuilt = false;
       try {
-        await host.load(name, path);
+        rebuilt = (await host.load(name, path))?.rebuilt === true;
       } catch (e) {
-        throw new RequestError(400, `could not load the adapter '${name}' from ${path}: ${e instanceof Error ? e.message : String(e)}`, 'lora_path', 'adapter_load_failed');
+        // vLLM answers 404 when there is no adapter at the path, 400 for one it cannot load
+        const missing = e instanceof AdapterNotFoundError;
+        throw new RequestError(missing ? 404 : 400, `could not load the LoRA adapter '${name}' from ${path}: ${e instanceof Error ? e.message : String(e)}`, 'lora_path', missing ? 'adapter_not_found' : 'adapter_load_failed');
       }
+      if (rebuilt) this.dropAllSessions();
       this.dropAdapterSessions(name);
       this.adapterPaths.set(name, path);
     });
@@ -333,27 +381,27 @@ export class ServingRoutes {
     sendText(res, 200, `Success: LoRA adapter '${name}' removed successfully.`);
   }
 
-  private async updateWeights(res: ServerResponse, body: unknown): Promise<void> {
+  /** Answers the route itself; resolves with the error it answered (null on success). */
+  private async updateWeights(res: ServerResponse, body: unknown): Promise<string | null> {
     if (!this.options.weights) throw new RequestError(404, 'reloading weights is not enabled on this server (it was started without a weights host)', null, 'weights_not_enabled');
     const host = this.options.weights;
     const path = field(body, 'model_path');
-    const fail = (status: number, message: string, param: string | null, code: string): void => {
+    const fail = (status: number, message: string, param: string | null, code: string): string => {
       const err = new RequestError(status, message, param, code);
       sendJSON(res, status, { success: false, message, ...err.toJSON() });
+      return message;
     };
     if (typeof path !== 'string' || path === '') return fail(400, 'model_path must be a non-empty string (a checkpoint to load)', 'model_path', 'invalid_value');
     try {
       await this.exclusive(async () => {
         await host.load(path);
-        // every kept context was computed with the old weights
-        this.completions.clear();
-        this.options.chat.base.clearSessions();
-        for (const e of this.chatEngines.values()) e.clearSessions();
+        this.dropAllSessions(); // every kept context was computed with the old weights
       });
     } catch (e) {
       return fail(400, `could not load the weights from ${path}: ${e instanceof Error ? e.message : String(e)}`, 'model_path', 'weights_load_failed');
     }
     sendJSON(res, 200, { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 });
+    return null;
   }
 
   /** Frees the kept sessions and the adapters' chat engines. */

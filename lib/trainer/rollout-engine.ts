@@ -218,7 +218,8 @@ class ServerRolloutEngine implements RolloutEngine {
   private async adminPost(base: string, path: string, body: unknown): Promise<{ ok: boolean; status: number; text: string }> {
     if (!this.rootAdmin.has(base)) {
       const r = await this.client.postTo(base, path, body, { timeoutMs: this.syncTimeoutMs });
-      if (r.status !== 404 || /lora adapter/i.test(r.text)) return r;
+      // a 404 about an adapter (vLLM: "No adapter found", an unknown name) comes from the route itself
+      if (r.status !== 404 || /adapter/i.test(r.text)) return r;
       // no such route under /v1: SGLang keeps it at the server's root
       this.rootAdmin.add(base);
     }
@@ -230,7 +231,7 @@ class ServerRolloutEngine implements RolloutEngine {
     const outcomes = await this.each(async (base) => {
       const r = await this.adminPost(base, '/load_lora_adapter', { lora_name: name, lora_path: path, load_inplace: true });
       if (r.ok) return null;
-      const hint = r.status === 404 && !/lora adapter/i.test(r.text) ? ' (no runtime LoRA route: start vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and --enable-lora)' : '';
+      const hint = r.status === 404 && !/adapter/i.test(r.text) ? ' (no runtime LoRA route: start vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and --enable-lora)' : '';
       return `POST /load_lora_adapter answered ${r.status}: ${r.text.slice(0, 300)}${hint}`;
     });
     const took = this.settle(step, `the adapter ${name}`, outcomes);

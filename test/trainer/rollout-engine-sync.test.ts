@@ -70,6 +70,36 @@ t.test('adapter sync: SGLang’s root routes when /v1 has none, per-step names, 
   engine.dispose();
 });
 
+t.test('adapter sync: a 404 about the adapter (vLLM: "No adapter found") is the route’s answer, not a missing route', async (t) => {
+  const calls: string[] = [];
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      calls.push(`${req.method} ${req.url}`);
+      const send = (status: number, x: unknown) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(x));
+      };
+      if (req.url === '/v1/models') send(200, { object: 'list', data: [{ id: 'qwen', object: 'model' }] });
+      else if (req.url === '/v1/load_lora_adapter') send(404, { error: { message: 'Loading lora run-step-0 failed: No adapter found for /adapters/0', type: 'NotFoundError', param: null, code: 404 } });
+      else send(404, { detail: 'Not Found' });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+  const policy = tinyPolicy(1);
+  t.teardown(() => {
+    server.close();
+    policy.dispose();
+  });
+  const out = join(mkdtempSync(join(tmpdir(), 'sfx-sync-')), 'run');
+  const config = resolveConfig({ patches: [{ rollout: { engine: 'openai', servers: [url], timeoutS: 5, retries: 0 } }] });
+  const engine = createRolloutEngine({ config, policy, template: tpl, out, publishAdapter: async (step) => `/adapters/${step}` });
+  await t.rejects(engine.sync(0), /no server took the adapter run-step-0 of step 0: .*POST \/load_lora_adapter answered 404: .*No adapter found for \/adapters\/0/, 'the server’s reason, without the hint about a missing route');
+  t.same(calls, ['GET /v1/models', 'POST /v1/load_lora_adapter'], 'the root route is not tried');
+  engine.dispose();
+});
+
 t.test('the local engine: the trainer’s own policy, nothing to sync', async (t) => {
   const policy = tinyPolicy(1);
   t.teardown(() => policy.dispose());

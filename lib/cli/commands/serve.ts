@@ -1,7 +1,9 @@
 /**
  * `sinkflex serve --checkpoint <run-or-checkpoint>`: the built-in policy over an
  * OpenAI-compatible HTTP API (see lib/openai/server.ts); `--model-dir <dir>` serves a pretrained
- * Hugging Face model instead, with its own chat format (Jinja template or harmony). A training run (or one of its
+ * Hugging Face model instead, with its own chat format (Jinja template or harmony) and runtime
+ * LoRA adapters (PEFT folders, through a {@link PretrainedAdapterHost}; `--no-adapters` turns
+ * them off). A training run (or one of its
  * checkpoints) is served with the run's prompt format: a run trained without the tools section
  * in its prompt (`prompt.renderTools = false`) gets no tools section from requests either
  * (their `tools` are ignored for the prompt; the tool calls it makes are parsed as always).
@@ -9,18 +11,22 @@
  * Besides chat completions it serves token-in/token-out `/v1/completions`, the models list and
  * `POST /update_weights_from_disk` (the built-in policy reloads a checkpoint of the same run in
  * place), so that a trainer's rollouts run on it (`rollout.engine: 'openai'`); the runtime LoRA
- * routes answer when an adapter host is given.
+ * routes answer for `--model-dir` and for a LoRA run of a pretrained model (adapters of the
+ * run's settings, each replacing the run's own adapter for the requests that name it), or when
+ * an adapter host is given.
  * @module
  */
 import type { Command } from 'commander';
 
 import type { ChatFormat } from '../../model/chat-format.js';
 import type { HfDtypeOption } from '../../model/hf/load.js';
-import { loadPretrained } from '../../model/hf/pretrained.js';
+import { loadPretrained, type PretrainedModel } from '../../model/hf/pretrained.js';
 import type { GenerativeModel } from '../../model/policy.js';
 import type { DeviceRequest } from '../../native/device.js';
+import { PretrainedAdapterHost } from '../../openai/lora-host.js';
 import { transformerWeightsHost, type AdapterHost, type WeightsHost } from '../../openai/model-hosts.js';
 import { startChatServer, type ChatServer } from '../../openai/server.js';
+import type { AdminEvent } from '../../openai/serving-routes.js';
 import { loadPolicy } from '../../trainer/load-policy.js';
 
 /** Options of {@link serve}. */
@@ -50,8 +56,14 @@ export interface ServeOptions {
    * (`prompt.renderTools`; on for a bare checkpoint file), `on` or `off`.
    */
   toolsSection?: 'auto' | 'on' | 'off';
-  /** Runtime LoRA adapters (`/v1/load_lora_adapter`); without it those routes answer 404. */
-  adapters?: AdapterHost;
+  /**
+   * Runtime LoRA adapters (`/v1/load_lora_adapter`): a host of the caller's, `false` for none
+   * (those routes answer 404), or by default a {@link PretrainedAdapterHost} for a pretrained
+   * model (`modelDir`, or a LoRA run of one) and none for the built-in model.
+   */
+  adapters?: AdapterHost | false;
+  /** Most adapters loaded at once by the default host (default 8). */
+  maxAdapters?: number;
 }
 
 /** Whether tools are rendered for `mode` and a run's prompt format (null: not a run). */
@@ -70,13 +82,21 @@ export function resolveToolsSection(mode: ServeOptions['toolsSection'], runRende
 
 /** What is served: a policy, its chat format, where it comes from. */
 interface Served {
-  policy: GenerativeModel & { dispose(): void };
+  policy: GenerativeModel;
   template: ChatFormat;
   checkpoint: string;
   runRenderTools: boolean | null;
   /** In-place full-weight reloads (`/update_weights_from_disk`): built-in checkpoints only. */
   weights: WeightsHost | null;
+  /** Runtime LoRA adapters. */
+  adapters: AdapterHost | null;
   dispose(): void;
+}
+
+/** The default adapter host of a pretrained model (null when `options.adapters` is false). */
+function defaultHost(m: PretrainedModel, options: ServeOptions): PretrainedAdapterHost | null {
+  if (options.adapters === false) return null;
+  return new PretrainedAdapterHost(m, options.maxAdapters !== undefined ? { maxAdapters: options.maxAdapters } : {});
 }
 
 async function loadServed(options: ServeOptions): Promise<Served> {
@@ -84,7 +104,10 @@ async function loadServed(options: ServeOptions): Promise<Served> {
     if (options.checkpoint !== undefined) throw new Error('give --checkpoint or --model-dir, not both');
     const m = await loadPretrained(options.modelDir, { device: options.device ?? 'cpu', dtype: options.dtype ?? 'auto' });
     try {
-      return { policy: m.policy, template: m.chat, checkpoint: options.modelDir, runRenderTools: null, weights: null, dispose: () => m.dispose() };
+      const host = options.adapters ? null : defaultHost(m, options);
+      const adapters = options.adapters || host;
+      // requests for the base model go through the host too: it decides what the LoRA slots hold
+      return { policy: host ? host.base : m.policy, template: m.chat, checkpoint: options.modelDir, runRenderTools: null, weights: null, adapters, dispose: () => m.dispose() };
     } catch (e) {
       m.dispose();
       throw e;
@@ -92,11 +115,36 @@ async function loadServed(options: ServeOptions): Promise<Served> {
   }
   if (options.checkpoint === undefined) throw new Error('serve needs --checkpoint or --model-dir');
   const b = await loadPolicy(options.checkpoint);
-  return { policy: b.policy, template: b.template, checkpoint: b.checkpoint, runRenderTools: b.run ? b.run.prompt.renderTools : null, weights: b.pretrained ? null : transformerWeightsHost(b.policy), dispose: () => b.dispose() };
+  try {
+    const host = !options.adapters && b.pretrained && b.pretrained.lora !== null ? defaultHost(b.pretrained, options) : null;
+    const adapters = options.adapters || host;
+    return {
+      policy: host ? host.base : b.policy,
+      template: b.template,
+      checkpoint: b.checkpoint,
+      runRenderTools: b.run ? b.run.prompt.renderTools : null,
+      weights: b.pretrained ? null : transformerWeightsHost(b.policy),
+      adapters,
+      dispose: () => b.dispose(),
+    };
+  } catch (e) {
+    b.dispose();
+    throw e;
+  }
+}
+
+/**
+ * The log line of an adapter load or unload or a weight reload: the time, the route, the name
+ * and path (quoted as JSON), the status, the milliseconds, and why it was refused, e.g.
+ * `2025-01-01T00:00:00.000Z load_lora_adapter "run-step-3" "/runs/r/adapters/step-3" 200 41 ms`.
+ */
+export function adminLogLine(i: AdminEvent): string {
+  const what = [i.name, i.path].filter((x): x is string => x !== null).map((x) => JSON.stringify(x));
+  return `${new Date().toISOString()} ${i.action} ${[...what, String(i.status)].join(' ')} ${i.ms.toFixed(0)} ms${i.error !== null ? `: ${i.error}` : ''}`;
 }
 
 /** Loads the checkpoint (or model folder) and starts the server (the caller disposes it, which also frees the policy). */
-export async function serve(options: ServeOptions): Promise<ChatServer & { checkpoint: string; renderTools: boolean }> {
+export async function serve(options: ServeOptions): Promise<ChatServer & { checkpoint: string; renderTools: boolean; adapters: AdapterHost | null }> {
   const b = await loadServed(options);
   try {
     const renderTools = resolveToolsSection(options.toolsSection, b.runRenderTools);
@@ -105,19 +153,24 @@ export async function serve(options: ServeOptions): Promise<ChatServer & { check
       template: b.template,
       renderTools,
       ...(b.weights ? { weights: b.weights } : {}),
-      ...(options.adapters ? { adapters: options.adapters } : {}),
+      ...(b.adapters ? { adapters: b.adapters } : {}),
       host: options.host,
       port: options.port,
       modelName: options.modelName,
       apiKey: options.apiKey,
       ...(options.maxTokens !== undefined ? { defaultMaxTokens: options.maxTokens } : {}),
-      ...(options.log ? { onRequest: (i) => process.stderr.write(`${new Date().toISOString()} ${i.status} ${i.ms.toFixed(0)} ms prompt ${i.promptTokens} completion ${i.completionTokens}${i.continued ? ' (session)' : ''}\n`) } : {}),
+      ...(options.log
+        ? {
+            onRequest: (i) => process.stderr.write(`${new Date().toISOString()} ${i.status} ${i.ms.toFixed(0)} ms prompt ${i.promptTokens} completion ${i.completionTokens}${i.continued ? ' (session)' : ''}\n`),
+            onAdmin: (i) => process.stderr.write(`${adminLogLine(i)}\n`),
+          }
+        : {}),
     });
     const dispose = async (): Promise<void> => {
       await server.dispose();
       b.dispose();
     };
-    return { ...server, checkpoint: b.checkpoint, renderTools, dispose, [Symbol.asyncDispose]: dispose };
+    return { ...server, checkpoint: b.checkpoint, renderTools, adapters: b.adapters, dispose, [Symbol.asyncDispose]: dispose };
   } catch (e) {
     b.dispose();
     throw e;
@@ -134,7 +187,7 @@ function int(v: string): number {
 export function registerServe(program: Command): void {
   program
     .command('serve')
-    .description('serve the built-in policy or a pretrained model over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions, /v1/completions, /update_weights_from_disk)')
+    .description('serve the built-in policy or a pretrained model over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions, /v1/completions, /v1/load_lora_adapter, /update_weights_from_disk)')
     .option('--checkpoint <path>', 'checkpoint file (.safetensors) or run folder (its newest checkpoint)')
     .option('--model-dir <dir>', 'a Hugging Face model folder (gpt-oss, Qwen3, Qwen2, Llama) instead, with its chat format')
     .option('--device <device>', 'cpu | cuda | auto (--model-dir)', 'cpu')
@@ -145,10 +198,12 @@ export function registerServe(program: Command): void {
     .option('--api-key <key>', 'require this bearer token')
     .option('--max-tokens <n>', 'default max tokens per reply', int)
     .option('--tools-section <mode>', "render request tools into the prompt: auto (as the run trained), on, off", 'auto')
-    .option('--quiet', 'do not log requests')
-    .action(async (o: { checkpoint?: string; modelDir?: string; device: string; dtype: string; host: string; port: number; modelName: string; apiKey?: string; maxTokens?: number; toolsSection: string; quiet?: boolean }) => {
-      const s = await serve({ checkpoint: o.checkpoint, modelDir: o.modelDir, device: o.device as DeviceRequest, dtype: o.dtype as HfDtypeOption, host: o.host, port: o.port, modelName: o.modelName, apiKey: o.apiKey, maxTokens: o.maxTokens, toolsSection: o.toolsSection as ServeOptions['toolsSection'], log: !o.quiet });
-      console.log(`serving ${s.checkpoint} as '${o.modelName}' at ${s.baseURL}${s.renderTools ? '' : ' (request tools are not rendered into the prompt; tool calls are parsed)'}`);
+    .option('--no-adapters', 'pretrained models: no runtime LoRA adapters (/v1/load_lora_adapter answers 404)')
+    .option('--max-adapters <n>', 'pretrained models: most LoRA adapters loaded at once', int, 8)
+    .option('--quiet', 'do not log requests (completions, adapter loads and unloads, weight reloads)')
+    .action(async (o: { checkpoint?: string; modelDir?: string; device: string; dtype: string; host: string; port: number; modelName: string; apiKey?: string; maxTokens?: number; toolsSection: string; adapters: boolean; maxAdapters: number; quiet?: boolean }) => {
+      const s = await serve({ checkpoint: o.checkpoint, modelDir: o.modelDir, device: o.device as DeviceRequest, dtype: o.dtype as HfDtypeOption, host: o.host, port: o.port, modelName: o.modelName, apiKey: o.apiKey, maxTokens: o.maxTokens, toolsSection: o.toolsSection as ServeOptions['toolsSection'], log: !o.quiet, ...(o.adapters ? { maxAdapters: o.maxAdapters } : { adapters: false }) });
+      console.log(`serving ${s.checkpoint} as '${o.modelName}' at ${s.baseURL}${s.renderTools ? '' : ' (request tools are not rendered into the prompt; tool calls are parsed)'}${s.adapters ? '; runtime LoRA adapters on (POST /v1/load_lora_adapter)' : ''}`);
       const stop = (): void => {
         void s.dispose().then(() => process.exit(0));
       };

@@ -34,7 +34,7 @@ import { join } from 'node:path';
 import { ChatTemplateError } from '../chat-template.js';
 import { type ModelConfig, ModelConfigError, parameterLayout, validateModelConfig } from '../config.js';
 import { applyPeftAdapter, readPeftAdapter, savePeftAdapter, type PeftAdapter } from '../lora/peft.js';
-import { addLora, mergeLora } from '../lora/adapters.js';
+import { addLora, mergeLora, removeLora } from '../lora/adapters.js';
 import type { LoraConfig, LoraConfigInput } from '../lora/settings.js';
 import type { ParamSpec } from '../native.js';
 import { modelOpsDevice } from '../ops.js';
@@ -311,6 +311,36 @@ export class PretrainedModel {
     const policy = TransformerPolicy.fromModel(merged, this.policyOptions ?? {});
     policy.setSamplerState(sampler);
     this.currentPolicy = policy;
+  }
+
+  /**
+   * Replaces the LoRA adapters by fresh ones with the settings `lora` (A drawn from the store's
+   * seed, B = 0: the outputs are the base's) or removes them (`null`), without merging: the values
+   * they had are discarded. A model without adapters gets them (the base is frozen, see
+   * `addLora`). The policy is rebuilt as by {@link mergeAdapter} (its sampler state carried
+   * over; a policy taken before is disposed, and so are its sessions' models). Refused while
+   * samples or other native work are pending. Errors of the settings name `lora.<field>`.
+   */
+  resetAdapters(lora: LoraConfigInput | null): void {
+    this.alive('resetAdapters');
+    const old = this.currentPolicy;
+    if (old.pending > 0) throw new Error(`resetAdapters: ${old.pending} sample(s) of the policy are still running`);
+    if (lora !== null) validateModelConfig({ ...old.config, lora }); // errors before anything changes
+    if (lora === null && old.config.lora === null) return;
+    const sampler = old.samplerState();
+    let model = old.model;
+    try {
+      if (model.config.lora !== null) model = removeLora(model);
+      if (lora !== null) model = addLora(model, lora);
+    } finally {
+      // the policy follows the model as it is now, also when adding failed after the removal
+      if (model !== old.model) {
+        old.dispose();
+        const policy = TransformerPolicy.fromModel(model, this.policyOptions ?? {});
+        policy.setSamplerState(sampler);
+        this.currentPolicy = policy;
+      }
+    }
   }
 
   /** Frees the model, its KV caches and its parameters (pending samples reject). Idempotent. */

@@ -57,3 +57,15 @@ export function mergeLora(model: Transformer): Transformer {
   model.store.truncate(count);
   return model.reconfigure(base);
 }
+
+/**
+ * Removes the adapters without merging them (their values are discarded): the returned model has
+ * `lora: null` and the base's parameters only, exactly as before {@link addLora}. The model passed
+ * in is disposed.
+ */
+export function removeLora(model: Transformer): Transformer {
+  if (model.config.lora === null) throw new ModelConfigError('lora', 'is null: this model has no LoRA adapters to remove');
+  const base = validateModelConfig({ ...model.config, lora: null });
+  model.store.truncate(parameterLayout(base).length);
+  return model.reconfigure(base);
+}

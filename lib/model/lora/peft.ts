@@ -21,7 +21,7 @@
 import { mkdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 
-import { ModelConfigError } from '../config.js';
+import { type ModelConfig, ModelConfigError } from '../config.js';
 import { type SafeTensor, readSafetensorsFile, writeFileAtomic, writeSafetensorsFile } from '../safetensors.js';
 import type { Transformer } from '../transformer.js';
 import { f16ToF32, bf16ToF32 } from '../hf/numeric.js';
@@ -220,16 +220,12 @@ async function exists(path: string): Promise<boolean> {
 }
 
 /**
- * Applies a PEFT adapter (a folder, or one already read) to a model: checks that it was made for
- * this base (layer count, every tensor's shape, no MLP targets on a mixture of experts), then
- * adds the adapters ({@link addLora}: the base is frozen) and writes their values; a model that
- * already has adapters with the same settings gets its values replaced. Returns the model with
- * the adapter (the one passed is disposed, except when a check fails: then nothing changed).
- * Its log-probs and samples are those of base + adapter.
+ * Checks that a PEFT adapter was made for a base model of `config`: the layer count, every
+ * tensor's shape, no MLP targets on a mixture of experts. Throws {@link PeftAdapterError} naming
+ * the tensor and the mismatch ("the adapter was made for another base model").
  */
-export async function applyPeftAdapter(model: Transformer, adapter: string | PeftAdapter): Promise<Transformer> {
-  const a = typeof adapter === 'string' ? await readPeftAdapter(adapter) : adapter;
-  const c = model.config;
+export function checkPeftAdapter(config: ModelConfig, a: PeftAdapter): void {
+  const c = config;
   if (a.layers !== c.layers) {
     throw new PeftAdapterError(PEFT_WEIGHTS_FILE, '', `has adapters for ${a.layers} layers, the model has ${c.layers}: the adapter was made for another base model`);
   }
@@ -251,17 +247,51 @@ export async function applyPeftAdapter(model: Transformer, adapter: string | Pef
       }
     }
   }
-  let next = model;
-  const have = c.lora;
-  if (have === null) {
-    next = addLora(model, a.lora);
-  } else if (have.rank !== a.lora.rank || have.alpha !== a.lora.alpha || have.rslora !== a.lora.rslora || have.targets.join() !== a.lora.targets.join()) {
+}
+
+/** Whether two LoRA settings are the same (rank, alpha, rslora, targets): one's values fit the other's parameters. */
+export function sameLoraSettings(a: LoraConfig, b: LoraConfig): boolean {
+  return a.rank === b.rank && a.alpha === b.alpha && a.rslora === b.rslora && a.targets.join() === b.targets.join();
+}
+
+/**
+ * The values of a checked adapter ({@link checkPeftAdapter}) by our parameter names
+ * (`layers.<i>.attn.q.lora_a`, ...) for a model of `config` whose LoRA settings are the adapter's:
+ * what writing the adapter into such a model writes.
+ */
+export function peftAdapterValues(config: ModelConfig, a: PeftAdapter): Map<string, Float32Array> {
+  if (config.lora === null || !sameLoraSettings(config.lora, a.lora)) {
+    throw new ModelConfigError('lora', `(${config.lora === null ? 'none' : describeLora(config.lora)}) differs from the adapter's (${describeLora(a.lora)})`);
+  }
+  const values = new Map<string, Float32Array>();
+  for (const slot of loraAdapterSlots(config)) {
+    values.set(slot.aName, a.tensors.get(peftAdapterKey(slot.layer, slot.target, 'A'))!.data);
+    values.set(slot.bName, a.tensors.get(peftAdapterKey(slot.layer, slot.target, 'B'))!.data);
+  }
+  return values;
+}
+
+/** LoRA settings in words, as PEFT names them: `r 8, lora_alpha 16, use_rslora false, target_modules q_proj, v_proj`. */
+export function describeLora(l: LoraConfig): string {
+  return `r ${l.rank}, lora_alpha ${l.alpha}, use_rslora ${l.rslora}, target_modules ${l.targets.join(', ')}`;
+}
+
+/**
+ * Applies a PEFT adapter (a folder, or one already read) to a model: checks that it was made for
+ * this base ({@link checkPeftAdapter}), then adds the adapters ({@link addLora}: the base is
+ * frozen) and writes their values; a model that already has adapters with the same settings gets
+ * its values replaced. Returns the model with the adapter (the one passed is disposed, except
+ * when a check fails: then nothing changed). Its log-probs and samples are those of base + adapter.
+ */
+export async function applyPeftAdapter(model: Transformer, adapter: string | PeftAdapter): Promise<Transformer> {
+  const a = typeof adapter === 'string' ? await readPeftAdapter(adapter) : adapter;
+  checkPeftAdapter(model.config, a);
+  const have = model.config.lora;
+  if (have !== null && !sameLoraSettings(have, a.lora)) {
     throw new ModelConfigError('lora', `(rank ${have.rank}, alpha ${have.alpha}, rslora ${have.rslora}, targets ${have.targets.join(', ')}) differs from the adapter's (r ${a.lora.rank}, lora_alpha ${a.lora.alpha}, use_rslora ${a.lora.rslora}, modules ${a.lora.targets.join(', ')})`);
   }
-  for (const slot of loraAdapterSlots(next.config)) {
-    next.store.write(slot.aName, a.tensors.get(peftAdapterKey(slot.layer, slot.target, 'A'))!.data);
-    next.store.write(slot.bName, a.tensors.get(peftAdapterKey(slot.layer, slot.target, 'B'))!.data);
-  }
+  const next = have === null ? addLora(model, a.lora) : model;
+  for (const [name, data] of peftAdapterValues(next.config, a)) next.store.write(name, data);
   return next;
 }
 
