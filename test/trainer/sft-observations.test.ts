@@ -27,7 +27,8 @@ t.test('targets and weights of a packed step', async (t) => {
 });
 
 t.test('the config field: default 0, validated', async (t) => {
-  t.equal(resolveConfig({}).sft.observationWeight, 0, 'the default objective is unchanged');
+  t.equal(resolveConfig({}).sft.observationWeight, 1, 'the default run also predicts the observations');
+  t.equal(resolveConfig({ preset: 'smoke' }).sft.observationWeight, 1);
   t.equal(resolveConfig({ patches: [{ sft: { observationWeight: 0.25 } }] }).sft.observationWeight, 0.25);
   t.throws(() => resolveConfig({ patches: [{ sft: { observationWeight: -1 } }] }), /sft\.observationWeight/);
 });
