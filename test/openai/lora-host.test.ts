@@ -18,6 +18,7 @@ import type { GenerativeModel } from '../../lib/model/policy.js';
 import { PretrainedAdapterHost } from '../../lib/openai/index.js';
 import { uniformValues } from '../model/hf/fixtures/seeded.js';
 import { writeTinyCheckpoint } from '../model/hf/fixtures/tiny-checkpoint.js';
+import { postJson } from './fixtures/setup.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'sinkflex-lora-host-'));
 t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
@@ -81,17 +82,7 @@ async function inProcess(m: GenerativeModel | PretrainedModel, prompt: readonly 
   }
 }
 
-async function post(url: string, body: unknown): Promise<{ status: number; text: string; json: Record<string, unknown> }> {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const text = await res.text();
-  let json: Record<string, unknown> = {};
-  try {
-    json = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    // plain-text successes
-  }
-  return { status: res.status, text, json };
-}
+const post = postJson;
 
 async function complete(v1: string, model: string, prompt: readonly number[], seed: number, extra: Record<string, unknown> = {}): Promise<Sampled> {
   const r = await post(`${v1}/completions`, { model, prompt, max_tokens: 6, temperature: 1, seed, logprobs: 0, return_token_ids: true, ...extra });

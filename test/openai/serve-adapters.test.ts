@@ -3,21 +3,11 @@ import t from 'tap';
 import type { TransformerPolicy } from '../../lib/model/index.js';
 import type { GenerativeModel } from '../../lib/model/policy.js';
 import { startChatServer, type AdapterHost } from '../../lib/openai/index.js';
-import { template, tinyPolicy } from './fixtures/setup.js';
+import { postJson, template, tinyPolicy } from './fixtures/setup.js';
 
 const tpl = template();
 
-async function post(url: string, body: unknown): Promise<{ status: number; json: Record<string, unknown>; text: string; type: string }> {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const text = await res.text();
-  let json: Record<string, unknown> = {};
-  try {
-    json = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    // vLLM answers successes in plain text
-  }
-  return { status: res.status, json, text, type: res.headers.get('content-type') ?? '' };
-}
+const post = postJson;
 
 /**
  * A host whose "adapters" are other tiny policies (one per path), to test the HTTP protocol; a
