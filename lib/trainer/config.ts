@@ -332,7 +332,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
   rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64, engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600 },
   sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 4096, demoWorlds: 16, observationWeight: 1, steps: 1200, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
   grpo: {
-    steps: 70,
+    steps: 50,
     lr: 2e-4,
     estimator: 'grpo',
     normByStd: true,
