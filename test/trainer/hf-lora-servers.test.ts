@@ -20,6 +20,7 @@ import t, { type Test } from 'tap';
 
 import { resolveConfig, train, type MetricsRow, type TrainConfig } from '../../lib/trainer/index.js';
 import { writeTinyCheckpoint } from '../model/hf/fixtures/tiny-checkpoint.js';
+import { sameMetrics } from './fixtures/same-metrics.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'sinkflex-hf-servers-'));
@@ -99,37 +100,6 @@ function readRows(out: string): MetricsRow[] {
     .map((l) => JSON.parse(l) as MetricsRow);
 }
 
-/**
- * Why `rollout/logprob_abs_diff` is compared within 1e-5 and not for equality: it is the mean
- * |sampler's log-prob − recomputed log-prob|, and a sampled token's log-prob depends on which
- * other rows share its forward. A decoding step that runs while another episode's prompt is
- * prefilled in the same batched run takes the many-row matrix-product path and rounds
- * differently (measured in process: up to 2.9e-6 on a token's log-prob). Which prefills meet
- * which decoding steps depends on when requests reach a server, so the servers' log-probs move
- * by ~1e-7 from run to run while their tokens stay those of the in-process run (a token could
- * differ only where a draw falls within that rounding); every other metric is computed from
- * the tokens and the trainer's own recomputed log-probs, so it is equal.
- */
-const LOGPROB_DIFF_TOLERANCE = 1e-5;
-
-/** The rows of `a` (timings aside) must hold in `b`, key by key; `b` may add keys (the remote counters). */
-function sameMetrics(t: Test, a: readonly MetricsRow[], b: readonly MetricsRow[], what: string): void {
-  t.equal(b.length, a.length, `${what}: as many rows`);
-  const diffs: string[] = [];
-  let worst = 0;
-  a.forEach((r, i) => {
-    for (const [k, v] of Object.entries(r)) {
-      if (k.startsWith('timing_s/')) continue;
-      const w = b[i]?.[k];
-      if (k === 'rollout/logprob_abs_diff' && typeof v === 'number' && typeof w === 'number') {
-        worst = Math.max(worst, Math.abs(v - w));
-        if (Math.abs(v - w) <= LOGPROB_DIFF_TOLERANCE) continue;
-      }
-      if (w !== v) diffs.push(`${String(r.phase)}@${String(r.step)} ${k}: ${String(v)} vs ${String(w)}`);
-    }
-  });
-  t.same(diffs, [], `${what}: every metric equal (timings aside; rollout/logprob_abs_diff within ${LOGPROB_DIFF_TOLERANCE}: ${worst.toExponential(2)})`);
-}
 
 /** The smoke preset with LoRA on the tiny checkpoint (short sequences keep the 151,936-entry LM head cheap). */
 function hfConfig(rollout: Partial<TrainConfig['rollout']> = {}): TrainConfig {

@@ -13,6 +13,7 @@ import type { GenerativeModel, ModelSession, SampleOptions } from '../../lib/mod
 import { startChatServer, transformerWeightsHost, type AdapterHost, type ChatServer } from '../../lib/openai/index.js';
 import { validateSavedConfig, DEFAULT_CONFIG } from '../../lib/trainer/config.js';
 import { ConfigError, resolveConfig, train, type MetricsRow, type TrainConfig } from '../../lib/trainer/index.js';
+import { sameMetrics } from './fixtures/same-metrics.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'sinkflex-engine-'));
 const smoke: TrainConfig = resolveConfig({ preset: 'smoke' });
@@ -24,15 +25,6 @@ function readRows(out: string): MetricsRow[] {
     .map((l) => JSON.parse(l) as MetricsRow);
 }
 
-/** The rows of `a` (timings aside) must hold in `b`, key by key; `b` may add keys (the remote counters). */
-function sameMetrics(t: Test, a: readonly MetricsRow[], b: readonly MetricsRow[], what: string): void {
-  t.equal(b.length, a.length, `${what}: as many rows`);
-  const diffs: string[] = [];
-  a.forEach((r, i) => {
-    for (const [k, v] of Object.entries(r)) if (!k.startsWith('timing_s/') && b[i]?.[k] !== v) diffs.push(`${String(r.phase)}@${String(r.step)} ${k}: ${String(v)} vs ${String(b[i]?.[k])}`);
-  });
-  t.same(diffs, [], `${what}: every metric equal (timings aside)`);
-}
 
 /** The in-process run every remote run is compared with. */
 const local = join(tmp, 'local');
