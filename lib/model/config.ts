@@ -110,6 +110,16 @@ export interface ModelConfig {
    * usually frozen ({@link ParamStore.fromSpecs} with `trainable: false`). CPU only for now.
    */
   lora: LoraConfig | null;
+  /**
+   * Token shift (the built-in model only): each position's input also gets
+   * `token_shift.weight` [width, width] times the previous token's embedding (token 0's at a
+   * sequence's first position; a session keeps its last processed token for decoding). Every
+   * position then knows the token before it without an attention layer, so one attention layer
+   * can find "the token after an earlier occurrence of mine" and copy it (an induction head),
+   * which a small model otherwise forms only after a long plateau. Pretrained families have none;
+   * not with `lora`. Default false.
+   */
+  tokenShift: boolean;
 }
 
 /** The fields a config may leave out: {@link validateModelConfig} fills their defaults. */
@@ -125,7 +135,8 @@ export type OptionalModelConfigField =
   | 'experts'
   | 'expertsPerToken'
   | 'ropeScaling'
-  | 'lora';
+  | 'lora'
+  | 'tokenShift';
 
 /** A config as input: the fields of {@link OptionalModelConfigField} may be left out (defaults: the built-in model's). */
 export type ModelConfigInput = Omit<ModelConfig, OptionalModelConfigField | 'lora'> &
@@ -152,6 +163,7 @@ const BUILTIN_ARCHITECTURE: Readonly<Pick<ModelConfig, OptionalModelConfigField>
   expertsPerToken: 0,
   ropeScaling: null,
   lora: null,
+  tokenShift: false,
 });
 
 /**
@@ -235,6 +247,7 @@ const KNOWN_FIELDS: ReadonlySet<string> = new Set([
   'expertsPerToken',
   'ropeScaling',
   'lora',
+  'tokenShift',
 ]);
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -336,7 +349,7 @@ function validateLora(value: unknown, experts: number): LoraConfig | null {
 
 /**
  * Checks every field of a config (types, ranges, heads divisible by kvHeads, even headDim,
- * window <= context, layer types, experts, RoPE scaling, LoRA) and returns a new config with the
+ * window <= context, layer types, experts, RoPE scaling, LoRA, token shift) and returns a new config with the
  * optional fields filled in (the defaults describe the built-in model, so a config without
  * them is the same model as before); throws {@link ModelConfigError} naming the field.
  */
@@ -417,7 +430,9 @@ export function validateModelConfig(value: unknown): ModelConfig {
     expertsPerToken,
     ropeScaling: validateRopeScaling(c.ropeScaling),
     lora: validateLora(c.lora, experts),
+    tokenShift: bool('tokenShift', BUILTIN_ARCHITECTURE.tokenShift),
   };
+  if (cfg.tokenShift && cfg.lora !== null) throw new ModelConfigError('tokenShift', 'cannot be combined with lora (LoRA adapts pretrained models, which have no token shift)');
   if (cfg.kvHeads > cfg.heads || cfg.heads % cfg.kvHeads !== 0) throw new ModelConfigError('kvHeads', `(${cfg.kvHeads}) must divide heads (${cfg.heads})`);
   if (cfg.headDim % 2 !== 0) throw new ModelConfigError('headDim', `must be even (RoPE), got ${cfg.headDim}`);
   if (cfg.window > cfg.context) throw new ModelConfigError('window', `(${cfg.window}) must not exceed context (${cfg.context})`);
@@ -452,7 +467,8 @@ export function isSlidingLayer(config: ModelConfig, layer: number): boolean {
 
 /**
  * The parameters of a model (names, shapes, initialisation, weight decay), as defined natively
- * (native/model/model_config.cc): `embed.weight`; per layer `layers.<i>.attn_norm.weight`,
+ * (native/model/model_config.cc): `embed.weight`; `token_shift.weight` [width, width] (with
+ * `tokenShift`); per layer `layers.<i>.attn_norm.weight`,
  * `layers.<i>.attn.{q,k,v}.weight` (+ `.bias` with qkvBias), `layers.<i>.attn.{q,k}_norm.weight`
  * (qkNorm), `layers.<i>.attn.o.weight` (+ `.bias` with oBias), `layers.<i>.attn.sinks` (sinks),
  * `layers.<i>.mlp_norm.weight`, then the dense `layers.<i>.mlp.gate_up.weight` (gate rows, then

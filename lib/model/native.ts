@@ -178,6 +178,7 @@ export interface NativeModelConfig {
   expertsPerToken?: number;
   ropeScaling?: NativeRopeScaling | null;
   lora?: { rank: number; alpha: number; targets: string[]; rslora?: boolean } | null;
+  tokenShift?: boolean;
 }
 
 /** RoPE scaling as the addon reads it (config.ts documents the fields). */

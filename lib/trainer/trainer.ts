@@ -125,6 +125,7 @@ export function runModelConfig(config: TrainConfig, vocab: number): ModelConfig 
   if (m.layers > 0) over.layers = m.layers;
   if (m.ffn > 0) over.ffn = m.ffn;
   if (m.window >= 0) over.window = m.window;
+  if (m.tokenShift) over.tokenShift = true;
   return modelConfig(m.preset, over);
 }
 

@@ -579,6 +579,7 @@ model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& nam
   c.sinks = OptionalBoolField(o, "sinks", name, true);
   c.qkNorm = OptionalBoolField(o, "qkNorm", name, false);
   c.tieEmbeddings = OptionalBoolField(o, "tieEmbeddings", name, false);
+  c.tokenShift = OptionalBoolField(o, "tokenShift", name, false);
   const Napi::Value lt = Field(o, "layerTypes");
   if (!IsNullish(lt)) {
     if (!lt.IsArray()) throw Napi::TypeError::New(v.Env(), name + ".layerTypes must be null or an array of 'sliding' / 'full'");

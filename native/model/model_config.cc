@@ -88,6 +88,10 @@ void ModelConfig::Validate() const {
     RequireRange("expertsPerToken", expertsPerToken, 1, experts);
   }
   ropeScaling.Validate("config.ropeScaling");
+  if (tokenShift && (lora.rank != 0 || lora.targets != 0)) {
+    throw ArgumentError("config.tokenShift cannot be combined with config.lora (LoRA adapts pretrained models, which have "
+                        "no token shift)");
+  }
   if (lora.rank != 0 || lora.targets != 0) {
     RequireRange("lora.rank", lora.rank, 1, 1 << 16);
     if (!std::isfinite(lora.alpha)) throw ArgumentError("config.lora.alpha must be a finite number");
@@ -122,6 +126,7 @@ std::vector<ParamSpec> ParamLayout(const ModelConfig& c) {
   };
   const std::int64_t q = c.heads * c.headDim, kv = c.kvHeads * c.headDim, E = c.experts, F = c.ffn, D = c.width;
   matrix("embed.weight", c.vocab, D, c.initStd);
+  if (c.tokenShift) matrix("token_shift.weight", D, D, c.initStd);
   for (std::int64_t i = 0; i < c.layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
     vector(p + "attn_norm.weight", {D}, ParamInit::kOnes);

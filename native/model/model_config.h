@@ -71,6 +71,12 @@ struct ModelConfig {
   std::int64_t expertsPerToken = 0;  // top-k, in [1, experts] with experts > 0, else 0
   RopeScaling ropeScaling;           // kNone: plain RoPE
   LoraSettings lora;                 // rank 0: no adapters
+  // Token shift (the built-in model only; pretrained families have none): each position's input
+  // also gets token_shift.weight [width, width] times the previous token's embedding (token 0's
+  // at a sequence's first position). Every position then knows the token before it without an
+  // attention layer, so one attention layer can find "the token after an earlier occurrence of
+  // mine" and copy it (an induction head). Not with LoRA (adapters are for pretrained models).
+  bool tokenShift = false;
 
   /** True when layer l uses the sliding window. */
   bool Sliding(std::int64_t l) const {
@@ -83,7 +89,8 @@ struct ModelConfig {
 };
 
 /**
- * Parameters, in order: embed.weight [vocab, width]; per layer i (p = "layers.i."):
+ * Parameters, in order: embed.weight [vocab, width]; token_shift.weight [width, width] (only with
+ * tokenShift); per layer i (p = "layers.i."):
  * p attn_norm.weight; p attn.{q,k,v}.weight (each followed by its .bias with qkvBias);
  * p attn.q_norm.weight and p attn.k_norm.weight [headDim] (qkNorm); p attn.o.weight (+ .bias
  * with oBias); p attn.sinks [heads] (sinks); p mlp_norm.weight; then the dense MLP

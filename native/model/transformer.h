@@ -7,7 +7,8 @@
 // gpt-oss-style policy and the pretrained families (gpt-oss, Qwen3, Qwen2, Llama) are
 // configurations of it (model_config.h):
 //
-//   x = embed[tokens]
+//   x = embed[tokens]  (+ embed[previous tokens] . token_shift^T with config.tokenShift; the
+//                       previous token at a sequence's first position is token 0)
 //   per layer l:  h = rmsnorm(x) ; q, k, v = h Wq^T, h Wk^T, h Wv^T (+ qkvBias)
 //                 q, k = rmsnorm per head (qkNorm) ; RoPE(q, k, positions) (scaled table, attention factor)
 //                 x = x + Wo . attention(q, k, v, sinks_l?, mask_l) (+ oBias)   (grouped-query, sinks optional)
@@ -129,6 +130,7 @@ class TrainState {
   std::int64_t optimizerStep = 0;  // the store's step at the forward (Backward checks it)
   bool consumed = false;           // Backward ran (a state is used once)
   HostBuffer<std::int32_t> tokens, targets, positions, documentIds;
+  HostBuffer<std::int32_t> prevTokens;  // [T] with config.tokenShift: the previous token, 0 at a sequence start
   attention::MaskProgram slidingMask, fullMask;
   std::unique_ptr<attention::BlockMask> slidingBlocks, fullBlocks;
   std::vector<LayerActivations> layers;
@@ -234,6 +236,7 @@ class Session {
   const Transformer* model_;
   std::vector<LayerCache> layers_;
   std::int64_t processed_ = 0;
+  std::int32_t lastToken_ = 0;  // the last processed token (0 before any): config.tokenShift's input
   std::vector<std::int32_t> pending_;
   HostBuffer<float> logits_;
   bool hasLogits_ = false;
@@ -323,6 +326,7 @@ class Transformer {
 
   RopeTable rope_;
   Parameter* embed_;
+  Parameter* shift_ = nullptr;  // token_shift.weight (config.tokenShift), else null
   std::vector<BlockParams> blocks_;
   Parameter* norm_;
   Parameter* head_;  // embed_ with tieEmbeddings

@@ -91,6 +91,16 @@ void Transformer::DeviceForwardChunk(const std::vector<Session*>& work, const st
       positions[offset[s] + i] = static_cast<std::int32_t>(work[s]->processed_ + i);
     }
   }
+  // config.tokenShift: the token before each row (the session's last processed one for its first)
+  HostBuffer<std::int32_t> prevTokens;
+  if (shift_ != nullptr) {
+    prevTokens = HostBuffer<std::int32_t>(static_cast<std::size_t>(R), "decode previous tokens");
+    for (std::size_t s = 0; s < S; ++s) {
+      for (std::int64_t i = 0; i < counts[s]; ++i) {
+        prevTokens[offset[s] + i] = i == 0 ? work[s]->lastToken_ : work[s]->pending_[i - 1];
+      }
+    }
+  }
   const DeviceBuffer<std::int32_t> dTokens = cx.Upload(tokens.data(), R, "decode tokens (cuda)");
   const DeviceBuffer<std::int32_t> dPositions = cx.Upload(positions.data(), R, "decode positions (cuda)");
   DeviceBuffer<float> x = cx.Floats(R * D, "decode residual (cuda)");
@@ -109,6 +119,12 @@ void Transformer::DeviceForwardChunk(const std::vector<Session*>& work, const st
   DeviceBuffer<float> headRstd = c.qkNorm ? cx.Floats(R * H, "decode q/k norm rstd (cuda)") : DeviceBuffer<float>();
 
   cx.Embed(embed_, dTokens.data(), x.data(), R, V, D);
+  if (shift_ != nullptr) {  // x += embed[prevTokens] . token_shift^T
+    const DeviceBuffer<std::int32_t> dPrev = cx.Upload(prevTokens.data(), R, "decode previous tokens (cuda)");
+    DeviceBuffer<float> e = cx.Floats(R * D, "decode previous-token embedding (cuda)");
+    cx.Embed(embed_, dPrev.data(), e.data(), R, V, D);
+    cx.LinearAdd(e.data(), shift_, nullptr, x.data(), R, D, D);
+  }
   std::vector<DecodeRow> decode;
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const BlockParams& p = blocks_[l];
@@ -193,6 +209,7 @@ void Transformer::DeviceForwardChunk(const std::vector<Session*>& work, const st
   }
   for (std::size_t s = 0; s < S; ++s) {
     Session& ss = *work[s];
+    if (counts[s] > 0) ss.lastToken_ = ss.pending_[counts[s] - 1];
     ss.pending_.erase(ss.pending_.begin(), ss.pending_.begin() + counts[s]);
     ss.processed_ += counts[s];
     ss.hasLogits_ = ss.pending_.empty();

@@ -155,6 +155,12 @@ std::unique_ptr<TrainState> Transformer::DeviceForward(const TokenBatch& b, cons
 
   DeviceBuffer<float> x = cx.Floats(T * D, "transformer residual (cuda)");
   cx.Embed(embed_, ds->tokens.data(), x.data(), T, V, D);
+  if (shift_ != nullptr) {  // x += embed[prevTokens] . token_shift^T
+    const DeviceBuffer<std::int32_t> dPrev = cx.Upload(st->prevTokens.data(), T, "transformer previous tokens (cuda)");
+    DeviceBuffer<float> e = cx.Floats(T * D, "transformer previous-token embedding (cuda)");
+    cx.Embed(embed_, dPrev.data(), e.data(), T, V, D);
+    cx.LinearAdd(e.data(), shift_, nullptr, x.data(), T, D, D);
+  }
   if (o.save) ds->layers.resize(static_cast<std::size_t>(c.layers));
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const BlockParams& p = blocks_[l];
@@ -372,6 +378,16 @@ void Transformer::DeviceBackward(TrainState& st, const float* dlogp, const float
     a = DeviceLayerActivations();
   }
   if (embed_->trainable()) ops.embeddingBackward(ds.tokens.data(), dx.data(), embed_->dGrad.data(), T, V, D);
+  if (shift_ != nullptr && (shift_->trainable() || embed_->trainable())) {
+    // x += e . S^T with e = embed[prevTokens]: dS += dx^T . e, de = dx . S, embed[prevTokens] += de
+    const DeviceBuffer<std::int32_t> dPrev = cx.Upload(st.prevTokens.data(), T, "transformer previous tokens (cuda)");
+    DeviceBuffer<float> e = cx.Floats(T * D, "transformer previous-token embedding (cuda)");
+    cx.Embed(embed_, dPrev.data(), e.data(), T, V, D);
+    DeviceBuffer<float> de = embed_->trainable() ? cx.Floats(T * D, "transformer previous-token embedding gradient (cuda)")
+                                                 : DeviceBuffer<float>();
+    cx.ProjectBackward(e.data(), shift_, nullptr, dx.data(), embed_->trainable() ? de.data() : nullptr, T, D, D, false);
+    if (embed_->trainable()) ops.embeddingBackward(dPrev.data(), de.data(), embed_->dGrad.data(), T, V, D);
+  }
   ds.layers.clear();
   st.device.reset();
 }

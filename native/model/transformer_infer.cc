@@ -333,6 +333,7 @@ std::unique_ptr<Session> Session::Fork(std::uint64_t seed) const {
     to.count = from.count;
   }
   s->processed_ = processed_;
+  s->lastToken_ = lastToken_;
   s->pending_ = pending_;
   s->hasLogits_ = hasLogits_;
   std::memcpy(s->logits_.data(), logits_.data(), logits_.size() * sizeof(float));
@@ -365,6 +366,16 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
     for (std::int64_t i = 0; i < counts[s]; ++i) {
       tokens[offset[s] + i] = work[s]->pending_[i];
       positions[offset[s] + i] = static_cast<std::int32_t>(work[s]->processed_ + i);
+    }
+  }
+  // config.tokenShift: the token before each row (the session's last processed one for its first)
+  HostBuffer<std::int32_t> prevTokens;
+  if (shift_ != nullptr) {
+    prevTokens = HostBuffer<std::int32_t>(static_cast<std::size_t>(R), "decode previous tokens");
+    for (std::size_t s = 0; s < S; ++s) {
+      for (std::int64_t i = 0; i < counts[s]; ++i) {
+        prevTokens[offset[s] + i] = i == 0 ? work[s]->lastToken_ : work[s]->pending_[i - 1];
+      }
     }
   }
   HostBuffer<float> x = Floats(R * D, "decode residual");
@@ -404,6 +415,12 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
 
   if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), tokens.data(), x.data(), R, V, D);
   else EmbeddingForward(embed_->value.data(), tokens.data(), x.data(), R, V, D);
+  if (shift_ != nullptr) {  // x += embed[prevTokens] . token_shift^T
+    HostBuffer<float> e = Floats(R * D, "decode previous-token embedding");
+    if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), prevTokens.data(), e.data(), R, V, D);
+    else EmbeddingForward(embed_->value.data(), prevTokens.data(), e.data(), R, V, D);
+    RowsLinear(e.data(), shift_, nullptr, x.data(), R, D, D, true, &scratch);
+  }
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const BlockParams& p = blocks_[l];
     const bool sliding = Sliding(l);
@@ -487,6 +504,7 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
   }
   for (std::size_t s = 0; s < S; ++s) {
     Session& ss = *work[s];
+    if (counts[s] > 0) ss.lastToken_ = ss.pending_[counts[s] - 1];
     ss.pending_.erase(ss.pending_.begin(), ss.pending_.begin() + counts[s]);
     ss.processed_ += counts[s];
     ss.hasLogits_ = ss.pending_.empty();

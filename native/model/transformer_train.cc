@@ -57,7 +57,7 @@ MaskProgram StandardMask(std::int64_t window) {
 }  // namespace
 
 std::size_t TrainState::Bytes() const {
-  std::size_t n = (tokens.size() + targets.size() + positions.size() + documentIds.size()) * 4;
+  std::size_t n = (tokens.size() + targets.size() + positions.size() + documentIds.size() + prevTokens.size()) * 4;
   n += (xf.size() + nf.size() + rstdf.size() + logits.size() + lse.size() + entropy.size()) * 4;
   for (const LayerActivations& a : layers) {
     n += (a.x.size() + a.n1.size() + a.rstd1.size() + a.q.size() + a.k.size() + a.v.size() + a.qRaw.size() +
@@ -108,6 +108,7 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
   loraScale_ = static_cast<float>(config_.lora.enabled() ? config_.lora.Scale() : 0.0);
   ParamStore& st = *store_;
   embed_ = &st.Get("embed.weight");
+  if (config_.tokenShift) shift_ = &st.Get("token_shift.weight");
   norm_ = &st.Get("norm.weight");
   head_ = config_.tieEmbeddings ? embed_ : &st.Get("lm_head.weight");
   for (std::int64_t l = 0; l < config_.layers; ++l) {
@@ -181,6 +182,16 @@ std::unique_ptr<TrainState> Transformer::NewTrainState(const TokenBatch& b, cons
     st->documentIds = copyIds(b.documentIds, "transformer document ids", 0);
     spec.documentIds = st->documentIds.data();
   }
+  if (c.tokenShift) {
+    // the token before each position in its sequence (the previous row continues it: same
+    // document, next position), else token 0
+    st->prevTokens = HostBuffer<std::int32_t>(static_cast<std::size_t>(T), "transformer previous tokens");
+    for (std::int64_t t = 0; t < T; ++t) {
+      const bool cont = t > 0 && st->positions[t] > 0 && st->positions[t] == st->positions[t - 1] + 1 &&
+                        (!b.documentIds || st->documentIds[t] == st->documentIds[t - 1]);
+      st->prevTokens[t] = cont ? st->tokens[t - 1] : 0;
+    }
+  }
   const Shape shape = Shape::Self(1, T, c.heads, c.kvHeads, c.headDim);
   st->fullMask = MaskProgram::FromStandard(spec, T, 1);
   spec.window = c.window;
@@ -232,6 +243,12 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
   HostBuffer<float> x = Floats(T * D, "transformer residual");
   if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), st->tokens.data(), x.data(), T, V, D);
   else EmbeddingForward(embed_->value.data(), st->tokens.data(), x.data(), T, V, D);
+  if (shift_ != nullptr) {  // x += embed[prevTokens] . token_shift^T
+    HostBuffer<float> e = Floats(T * D, "transformer previous-token embedding");
+    if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), st->prevTokens.data(), e.data(), T, V, D);
+    else EmbeddingForward(embed_->value.data(), st->prevTokens.data(), e.data(), T, V, D);
+    Project(e.data(), shift_, nullptr, x.data(), T, D, D, true);
+  }
   if (o.save) st->layers.resize(static_cast<std::size_t>(c.layers));
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const BlockParams& p = blocks_[l];
@@ -470,6 +487,16 @@ void Transformer::Backward(TrainState& st, const float* dlogp, const float* dent
     a = LayerActivations();
   }
   if (embed_->trainable()) EmbeddingBackward(st.tokens.data(), dx.data(), embed_->grad.data(), T, V, D);
+  if (shift_ != nullptr && (shift_->trainable() || embed_->trainable())) {
+    // x += e . S^T with e = embed[prevTokens]: dS += dx^T . e, de = dx . S, embed[prevTokens] += de
+    HostBuffer<float> e = Floats(T * D, "transformer previous-token embedding");
+    if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), st.prevTokens.data(), e.data(), T, V, D);
+    else EmbeddingForward(embed_->value.data(), st.prevTokens.data(), e.data(), T, V, D);
+    HostBuffer<float> de = embed_->trainable() ? Floats(T * D, "transformer previous-token embedding gradient")
+                                               : HostBuffer<float>();
+    ProjectBackward(e.data(), shift_, nullptr, dx.data(), embed_->trainable() ? de.data() : nullptr, T, D, D, false);
+    if (embed_->trainable()) EmbeddingBackward(st.prevTokens.data(), de.data(), embed_->grad.data(), T, V, D);
+  }
   st.layers.clear();
 }
 

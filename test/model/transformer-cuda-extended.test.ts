@@ -4,7 +4,8 @@
 // embeddings, headDim != width / heads, its weight matrices frozen as bfloat16), gpt-oss (MoE
 // with k = 2 of 5 experts, biases, sinks, yarn without truncation, sliding/full layer types,
 // clamped SwiGLU) and Llama 3 (llama3 RoPE scaling, no sinks), plus split biases with layer
-// types and yarn, and an MoE with q/k norm, tied embeddings and k = 1. For each: log-probs and
+// types and yarn, an MoE with q/k norm, tied embeddings and k = 1, and the built-in model's
+// token shift (float32, and frozen as bfloat16). For each: log-probs and
 // entropies of packed batches of several documents (odd T, fused and eager attention),
 // every parameter gradient relative to its largest value, AdamW steps (values and moments),
 // greedy and seeded sampling with KV caches on the device (decode rows and prefill chunks,
@@ -88,6 +89,20 @@ const CASES: { name: string; c: ModelConfig; bf16: boolean; lengths: number[]; i
     c: modelConfig(base, { experts: 3, expertsPerToken: 1, ffn: 9, qkNorm: true, tieEmbeddings: true, sinks: false, swiglu: 'standard' }),
     bf16: false,
     lengths: [13, 20],
+    impl: 'eager',
+  },
+  {
+    name: 'token shift (built-in model, float32 and trainable: token_shift and embed gradients)',
+    c: modelConfig(base, { tokenShift: true }),
+    bf16: false,
+    lengths: [21, 1, 14],
+    impl: 'fused',
+  },
+  {
+    name: 'token shift with bf16 frozen matrices (embed and token_shift frozen)',
+    c: modelConfig(base, { tokenShift: true, window: 0 }),
+    bf16: true,
+    lengths: [33],
     impl: 'eager',
   },
 ];

@@ -1,6 +1,6 @@
 // The transformer with the extended config (the shapes of Qwen3, Qwen2, Llama 3 and gpt-oss):
 // q/k norm, no sinks, tied embeddings, biases per projection, per-layer types, RoPE scaling
-// (yarn, llama3), mixture of experts; against the float64 reference of the whole model
+// (yarn, llama3), mixture of experts, and the built-in token shift (tied); against the float64 reference of the whole model
 // (fixtures/transformer-reference.ts): log-probs and entropies, gradients of a few entries of
 // every parameter against central finite differences, KV-cache inference equal to the
 // training forward (past the window, per-layer types), bfloat16 weights equal to float32 over
@@ -37,6 +37,7 @@ const CONFIGS: [string, ModelConfig][] = [
     'MoE (E=3, k=1) + q/k norm + tied + yarn + no sinks',
     modelConfig(base, { experts: 3, expertsPerToken: 1, ffn: 9, qkNorm: true, tieEmbeddings: true, sinks: false, ropeScaling: { type: 'yarn', factor: 4, originalContext: 24, betaFast: 8, betaSlow: 1, truncate: true, attentionFactor: null } }),
   ],
+  ['built-in token shift + tied embeddings (the shift and the head both feed embed)', modelConfig(base, { tokenShift: true, tieEmbeddings: true })],
 ];
 
 /** A packed batch of documents with random tokens, targets (some -1) and restarting positions. */

@@ -86,6 +86,58 @@ t.test('cached decoding in uneven chunks matches the reference over the whole se
   m.dispose();
 });
 
+t.test('token shift: chunked, batched and forked decoding see the previous token as the reference does', async (t) => {
+  const c = cfg({ tokenShift: true, layers: 2 });
+  const m = makeModel(c, 9);
+  const params = readParams(m.store);
+  const tokens = Array.from(randint(40, 15, 0, c.vocab));
+  let worst = 0;
+  const s = m.createSession(1);
+  let at = 0;
+  // a chunk's first token takes its previous token from the session (the last one processed)
+  for (const n of [1, 1, 5, 2, 13, 1, 9]) {
+    s.append(tokens.slice(at, at + n));
+    at += n;
+    await m.run([{ session: s, job: { kind: 'prefill' } }], { prefillChunk: 4 });
+    worst = Math.max(worst, closeness(s.logits() as Float32Array, refLastLogits(c, params, tokens.slice(0, at)), 1e-4, 1e-4));
+  }
+  t.ok(worst <= 1, `logits after each chunk match (worst ${worst.toFixed(3)})`);
+  const f = s.fork(2);
+  f.append([tokens[at]]);
+  s.append([tokens[at + 1]]);
+  await m.run([
+    { session: f, job: { kind: 'prefill' } },
+    { session: s, job: { kind: 'prefill' } },
+  ]);
+  t.ok(closeness(f.logits() as Float32Array, refLastLogits(c, params, tokens.slice(0, at + 1)), 1e-4, 1e-4) <= 1, 'a fork continues from its last token');
+  t.ok(closeness(s.logits() as Float32Array, refLastLogits(c, params, [...tokens.slice(0, at), tokens[at + 1]]), 1e-4, 1e-4) <= 1, 'so does the original');
+  const plain = refLastLogits({ ...c, tokenShift: false }, params, [...tokens.slice(0, at), tokens[at + 1]]);
+  t.ok(closeness(s.logits() as Float32Array, plain, 1e-4, 1e-4) > 1, 'without the shift the logits differ');
+  f.dispose();
+  s.dispose();
+  m.dispose();
+});
+
+t.test('token shift: greedy decoding follows the reference argmax over prompt and sampled tokens', async (t) => {
+  const c = cfg({ tokenShift: true, layers: 2 });
+  const m = makeModel(c, 10);
+  const params = readParams(m.store);
+  const prompt = Array.from(randint(11, 16, 0, c.vocab));
+  const { tokens } = await sampleAlone(m, prompt, 3, greedy(8));
+  t.equal(tokens.length, 8, '8 tokens');
+  const seq = [...prompt];
+  let agree = 0;
+  for (const tok of tokens) {
+    const ref = refLastLogits(c, params, seq);
+    let best = 0;
+    for (let v = 1; v < c.vocab; v++) if (ref[v] > ref[best]) best = v;
+    if (best === tok) agree++;
+    seq.push(tok);
+  }
+  t.equal(agree, tokens.length, 'every sampled token is the reference argmax (the sampled ones feed the shift as they are processed)');
+  m.dispose();
+});
+
 t.test('greedy decoding follows the reference argmax; batched runs equal single runs', async (t) => {
   const c = cfg({ layers: 2, window: 5 });
   const m = makeModel(c, 2);

@@ -97,6 +97,7 @@ t.test('forward matches the float64 reference (documents, GQA, sinks, window, te
     ['3 layers, clamped SwiGLU', small(), 1],
     ['bias, standard SwiGLU, temperature 0.7', small({ bias: true, swiglu: 'standard', layers: 2, window: 2 }), 0.7],
     ['no window, heads = kvHeads', small({ window: 0, heads: 3, kvHeads: 3, layers: 2 }), 1.3],
+    ['token shift', small({ tokenShift: true }), 1],
   ] as const) {
     const model = Transformer.create(c, 7);
     randomizeStore(model.store, 11);
@@ -136,6 +137,52 @@ t.test('whole model (3 layers, sliding/full/sliding, 3 documents): gradients mat
   const f = model.forward(batch, { temperature: 0.8 });
   await f.backwardAsync({ dLogProbs: a, dEntropy: b });
   checkGradients(t, c, model, batch, a, b, 3, 0.8);
+  model.dispose();
+});
+
+t.test('token shift: the previous token is seen at every position, gradients match finite differences', async (t) => {
+  const c = small({ tokenShift: true, layers: 2 });
+  const model = Transformer.create(c, 6);
+  t.ok(model.store.names().includes('token_shift.weight'), 'a token_shift.weight parameter');
+  randomizeStore(model.store, 41);
+  const batch = randomBatch([6, 9, 3], c.vocab, 12);
+  // token 0 only as the previous token of each document's first position: its embedding row
+  // gets a gradient through the shift alone
+  for (let i = 0; i < batch.tokens.length; i++) if (batch.tokens[i] === 0) batch.tokens[i] = 1;
+  const { a, b } = coefficients(batch.tokens.length, 13);
+  const f = model.forward(batch);
+  await f.backwardAsync({ dLogProbs: a, dEntropy: b });
+  checkGradients(t, c, model, batch, a, b, 4);
+  const params = readParams(model.store);
+  const row0 = Array.from({ length: c.width }, (_, i) => i);
+  const numeric = numericGrad(
+    (v) => {
+      const p = new Map(params);
+      p.set('embed.weight', v);
+      return objective(c, p, batch, a, b);
+    },
+    params.get('embed.weight') as Float64Array,
+    row0,
+    1e-6,
+  );
+  const g = readGrads(model.store).get('embed.weight') as Float32Array;
+  const native = Float64Array.from(row0, (i) => g[i]);
+  t.ok(Math.max(...native.map(Math.abs)) > 1e-4, 'token 0 (never an input) gets an embedding gradient through the shift');
+  t.ok(closeness(native, numeric, 2e-3, 1e-6) <= 1, 'which matches finite differences');
+  // the reference without the shift differs: the term is there
+  const plain = refTransformer({ ...c, tokenShift: false }, params, batch);
+  t.ok(closeness(f.logProbs, plain.logp, 1e-4, 1e-5) > 1, 'the shift changes the log-probs');
+  model.dispose();
+});
+
+t.test('token shift: a packed batch gives each sequence what it gets alone (no previous token across documents)', async (t) => {
+  const c = small({ tokenShift: true, layers: 2 });
+  const model = Transformer.create(c, 8);
+  randomizeStore(model.store, 43);
+  const batch = randomBatch([5, 7], c.vocab, 14);
+  const packed = model.logProbs(batch).logProbs;
+  const second = model.logProbs({ tokens: batch.tokens.slice(5), targets: batch.targets.slice(5), positions: batch.positions.slice(5) }).logProbs;
+  t.ok(closeness(packed.slice(5), second, 1e-5, 1e-6) <= 1, "the second document's first position sees token 0, not the first document's last token");
   model.dispose();
 });
 

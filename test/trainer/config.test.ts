@@ -6,6 +6,7 @@ import t from 'tap';
 
 import { ConfigError, parseOverride, readConfigFile, resolveConfig } from '../../lib/trainer/index.js';
 import { DEFAULT_CONFIG, deepMerge, PRESETS, validateConfig, validateSavedConfig } from '../../lib/trainer/config.js';
+import { runModelConfig } from '../../lib/trainer/trainer.js';
 
 t.test('defaults and presets validate; patches apply in order', async (t) => {
   const d = resolveConfig();
@@ -88,4 +89,19 @@ t.test('a configuration saved before a field existed loads with the value that r
   t.same(validateSavedConfig(before).model, DEFAULT_CONFIG.model, 'a run saved before pretrained sources reads as the built-in model');
   t.equal(DEFAULT_CONFIG.model.source, 'builtin');
   t.same(DEFAULT_CONFIG.model.lora, { rank: 16, alpha: 32, targets: 'all-linear', rslora: false }, 'the default LoRA settings (for hf sources)');
+  const noShift = structuredClone(DEFAULT_CONFIG) as unknown as { model: Record<string, unknown> };
+  delete noShift.model.tokenShift;
+  t.throws(() => validateConfig(noShift), /model\.tokenShift/);
+  t.equal(validateSavedConfig(noShift).model.tokenShift, false, 'no token shift, as before');
+});
+
+t.test('model.tokenShift: off by default, passed on to the built-in model, refused for hf sources', async (t) => {
+  t.equal(DEFAULT_CONFIG.model.tokenShift, false);
+  t.equal(resolveConfig({ preset: 'smoke' }).model.tokenShift, false, 'smoke: off');
+  const on = resolveConfig({ patches: [parseOverride('model.tokenShift=true')] });
+  t.equal(on.model.tokenShift, true, '--set model.tokenShift=true');
+  t.equal(runModelConfig(on, 300).tokenShift, true, 'the run model has the shift');
+  t.equal(runModelConfig(DEFAULT_CONFIG, 300).tokenShift, false, 'the default run model has none');
+  t.throws(() => validateConfig({ ...on, model: { ...on.model, tokenShift: 'yes' } }), /model\.tokenShift/);
+  t.throws(() => validateConfig({ ...on, model: { ...on.model, source: 'hf:/models/x' } }), /model\.tokenShift: the token shift belongs to the built-in model/);
 });

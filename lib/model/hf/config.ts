@@ -84,6 +84,7 @@ export function parseHfConfig(json: unknown, options: HfConfigOptions = {}): HfC
     tieEmbeddings: c.tie_word_embeddings,
     layerTypes,
     ropeScaling: rope.ropeScaling,
+    tokenShift: false, // the built-in model's alone: no HF architecture has one
   };
 
   let modelConfig: Omit<ModelConfig, 'bias' | 'lora'>;

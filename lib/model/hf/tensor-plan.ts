@@ -16,7 +16,7 @@
  * @module
  */
 import type { HfArchitecture } from './config-schema.js';
-import type { ModelConfig } from '../config.js';
+import { type ModelConfig, ModelConfigError } from '../config.js';
 
 /** One source tensor in the checkpoint: its HF name, the shape the config implies and its element kind. */
 export interface HfSource {
@@ -77,6 +77,7 @@ export function isIgnorableHfTensor(name: string): boolean {
  * the bf16 form (saving passes `() => false`: always the bf16 form).
  */
 export function planTensors(arch: HfArchitecture, config: ModelConfig, hasTensor: (hfName: string) => boolean): PlannedTensor[] {
+  if (config.tokenShift) throw new ModelConfigError('tokenShift', `is true, but ${arch} has no token shift (it belongs to the built-in model only)`);
   const { width: D, vocab: V, heads: H, kvHeads: KV, headDim: hd, ffn: F, experts: E } = config;
   const plan: PlannedTensor[] = [];
   const src = (hf: string, shape: number[], kind: 'float' | 'u8' = 'float'): HfSource => ({ hf, shape, kind });
