@@ -120,7 +120,7 @@ const ModelSchema = z.strictObject({
    * Token shift of the built-in model (`tokenShift` of the model config): each position's input
    * also gets a learned [width, width] projection of the previous token's embedding, so copying
    * ids from the conversation needs one attention layer, not a circuit of two that a small model
-   * forms late. Absent in older runs: false. Not for hf sources (no pretrained model has one).
+   * forms late. Absent in older runs: false. Does not apply to hf sources (no pretrained model has one).
    */
   tokenShift: z.boolean(),
   /** Context length in tokens (hf sources: a cap on the model's own context). */
@@ -334,7 +334,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     maxErrors: 10,
   },
   tokenizer: { vocabSize: 2048, corpusEpisodes: 64, digitGroup: 2 },
-  model: { source: 'builtin', lora: { ...DEFAULT_LORA }, dtype: 'auto', preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, tokenShift: false, context: 2048, device: 'cpu' },
+  model: { source: 'builtin', lora: { ...DEFAULT_LORA }, dtype: 'auto', preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, tokenShift: true, context: 2048, device: 'cpu' },
   prompt: { system: 'compact', renderTools: false },
   rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64, engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600 },
   sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 4096, demoWorlds: 16, observationWeight: 1, steps: 1200, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
@@ -469,7 +469,6 @@ export function validateConfig(value: unknown): TrainConfig {
       if (m.dtype === 'bfloat16') throw new ConfigError("model.dtype: the built-in model trains in float32 ('auto' or 'float32'); bfloat16 applies to hf sources");
       if (m.lora !== null && JSON.stringify(m.lora) !== JSON.stringify(DEFAULT_LORA)) throw new ConfigError("model.lora: the built-in model trains all its parameters; LoRA applies to hf sources (model.source 'hf:<dir>')");
     } else {
-      if (m.tokenShift) throw new ConfigError("model.tokenShift: the token shift belongs to the built-in model; no hf source (model.source 'hf:<dir>') has one");
       if (m.lora === null && m.dtype === 'bfloat16') throw new ConfigError('model.dtype bfloat16: full fine-tuning (model.lora null) trains float32 parameters; use LoRA to keep a bfloat16 base');
       if (m.lora !== null && m.device === 'cuda') throw new ConfigError("model.device cuda: LoRA adapters run on the CPU only for now (model.device 'cpu', or model.lora null for full fine-tuning on the GPU)");
     }

@@ -95,13 +95,14 @@ t.test('a configuration saved before a field existed loads with the value that r
   t.equal(validateSavedConfig(noShift).model.tokenShift, false, 'no token shift, as before');
 });
 
-t.test('model.tokenShift: off by default, passed on to the built-in model, refused for hf sources', async (t) => {
-  t.equal(DEFAULT_CONFIG.model.tokenShift, false);
+t.test('model.tokenShift: on by default (off in smoke), passed on to the built-in model, not applied to hf sources', async (t) => {
+  t.equal(DEFAULT_CONFIG.model.tokenShift, true);
   t.equal(resolveConfig({ preset: 'smoke' }).model.tokenShift, false, 'smoke: off');
   const on = resolveConfig({ patches: [parseOverride('model.tokenShift=true')] });
   t.equal(on.model.tokenShift, true, '--set model.tokenShift=true');
   t.equal(runModelConfig(on, 300).tokenShift, true, 'the run model has the shift');
-  t.equal(runModelConfig(DEFAULT_CONFIG, 300).tokenShift, false, 'the default run model has none');
+  t.equal(runModelConfig(DEFAULT_CONFIG, 300).tokenShift, true, 'the default run model has it');
+  t.equal(runModelConfig(resolveConfig({ preset: 'smoke' }), 300).tokenShift, false, 'the smoke run model has none');
   t.throws(() => validateConfig({ ...on, model: { ...on.model, tokenShift: 'yes' } }), /model\.tokenShift/);
-  t.throws(() => validateConfig({ ...on, model: { ...on.model, source: 'hf:/models/x' } }), /model\.tokenShift: the token shift belongs to the built-in model/);
+  t.equal(validateConfig({ ...on, model: { ...on.model, source: 'hf:/models/x' } }).model.source, 'hf:/models/x', 'an hf source with the default tokenShift validates (it does not apply)');
 });
