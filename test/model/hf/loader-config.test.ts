@@ -151,6 +151,7 @@ t.test('gpt-oss-20b', async (t) => {
     mlpBias: true,
     sinks: true,
     qkNorm: false,
+    tokenShift: false,
     experts: 32,
     expertsPerToken: 4,
   });
@@ -209,6 +210,7 @@ t.test('Qwen3-0.6B', async (t) => {
     mlpBias: false,
     sinks: false,
     qkNorm: true,
+    tokenShift: false,
     experts: 0,
     expertsPerToken: 0,
   });
