@@ -337,9 +337,9 @@ export const DEFAULT_CONFIG: TrainConfig = {
   model: { source: 'builtin', lora: { ...DEFAULT_LORA }, dtype: 'auto', preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, tokenShift: true, context: 2048, device: 'cpu' },
   prompt: { system: 'compact', renderTools: false },
   rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64, engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600 },
-  sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 4096, demoWorlds: 16, observationWeight: 1, steps: 1200, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
+  sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 4096, demoWorlds: 16, observationWeight: 1, steps: 2400, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
   grpo: {
-    steps: 50,
+    steps: 40,
     lr: 2e-4,
     estimator: 'grpo',
     normByStd: true,
