@@ -10,10 +10,10 @@
 // and a GPU (the CUDA emulator, `npm run build:cuda-emulator`, counts).
 import t from 'tap';
 
-import { moeBackward, moeForward, type MoeWeights, type SwiGluVariant } from '../../lib/model/index.js';
+import { moeBackward, moeForward } from '../../lib/model/index.js';
 import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
 import { modelAddon } from '../../lib/model/native.js';
-import { type RefWeights, type Sizes, refMoe } from './fixtures/moe-reference.js';
+import { type RefWeights, type Sizes, refMoe, shape, weightsFor } from './fixtures/moe-reference.js';
 import { bf16Bits, bf16Values, closeness, dot, numericGrad, pick, randn, sameBits, sampleIndices } from './fixtures/reference.js';
 
 const noGpu = !cudaAvailable()
@@ -22,21 +22,9 @@ const noGpu = !cudaAvailable()
     ? 'no CUDA device: this build has no CUDA model kernels'
     : false;
 
-type Weights = MoeWeights & { routerBias: Float32Array | null; gateUpBias: Float32Array | null; downBias: Float32Array | null };
+type Weights = ReturnType<typeof weightsFor>;
 
-function weightsFor(s: Sizes, seed: number, biases: boolean): Weights {
-  const { D, F, E } = s;
-  return {
-    router: randn(E * D, seed, -1, 1),
-    routerBias: biases ? randn(E, seed + 1, -0.5, 0.5) : null,
-    gateUp: randn(E * 2 * F * D, seed + 2, -0.4, 0.4),
-    gateUpBias: biases ? randn(E * 2 * F, seed + 3, -0.5, 0.5) : null,
-    down: randn(E * D * F, seed + 4, -0.4, 0.4),
-    downBias: biases ? randn(E * D, seed + 5, -0.5, 0.5) : null,
-  };
-}
 
-const shape = (s: Sizes): { rows: number; width: number; ffn: number; experts: number; topK: number; variant: SwiGluVariant } => ({ rows: s.T, width: s.D, ffn: s.F, experts: s.E, topK: s.K, variant: s.variant });
 
 /** max |a - b| / max |b| over a whole tensor (0 when equal). */
 function scaled(a: ArrayLike<number>, b: ArrayLike<number>): number {

@@ -6,24 +6,12 @@
 // bfloat16 weights equal to float32 over the widened weights.
 import t from 'tap';
 
-import { type MoeWeights, moeBackward, moeForward, type SwiGluVariant } from '../../lib/model/index.js';
-import { type RefWeights, type Sizes, refMoe } from './fixtures/moe-reference.js';
+import { moeBackward, moeForward } from '../../lib/model/index.js';
+import { type RefWeights, type Sizes, refMoe, shape, weightsFor } from './fixtures/moe-reference.js';
 import { bf16Bits, bf16Values, closeness, dot, numericGrad, pick, randn, sameBits, sampleIndices } from './fixtures/reference.js';
 
 
-function weightsFor(s: Sizes, seed: number, biases: boolean): MoeWeights & { routerBias: Float32Array | null; gateUpBias: Float32Array | null; downBias: Float32Array | null } {
-  const { D, F, E } = s;
-  return {
-    router: randn(E * D, seed, -1, 1),
-    routerBias: biases ? randn(E, seed + 1, -0.5, 0.5) : null,
-    gateUp: randn(E * 2 * F * D, seed + 2, -0.4, 0.4),
-    gateUpBias: biases ? randn(E * 2 * F, seed + 3, -0.5, 0.5) : null,
-    down: randn(E * D * F, seed + 4, -0.4, 0.4),
-    downBias: biases ? randn(E * D, seed + 5, -0.5, 0.5) : null,
-  };
-}
 
-const shape = (s: Sizes): { rows: number; width: number; ffn: number; experts: number; topK: number; variant: SwiGluVariant } => ({ rows: s.T, width: s.D, ffn: s.F, experts: s.E, topK: s.K, variant: s.variant });
 
 t.test('forward matches the float64 reference (odd sizes, variants, biases, k = 1 and k = E, many and few tokens per expert)', async (t) => {
   const cases: [string, Sizes, boolean][] = [
