@@ -93,6 +93,27 @@ struct BlockParams {
   Parameter *loraA[kLoraTargets] = {}, *loraB[kLoraTargets] = {};
 };
 
+/**
+ * The MoE layer's view of block `p`'s router and experts, with the pointers `weights` and `value`
+ * give for a parameter: the host ones (Transformer::Moe) or the device ones (DeviceMoeParams).
+ */
+template <class WeightsOf, class ValueOf>
+MoeParams BlockMoeParams(const ModelConfig& c, const BlockParams& p, WeightsOf weights, ValueOf value) {
+  MoeParams m;
+  m.width = c.width;
+  m.ffn = c.ffn;
+  m.experts = c.experts;
+  m.topK = c.expertsPerToken;
+  m.swiglu = c.swiglu;
+  m.router = weights(p.router);
+  m.routerBias = value(p.routerBias);
+  m.gateUp = weights(p.expertsGateUp);
+  m.gateUpBias = value(p.expertsGateUpBias);
+  m.down = weights(p.expertsDown);
+  m.downBias = value(p.expertsDownBias);
+  return m;
+}
+
 /** Activations one layer keeps for its backward. */
 struct LayerActivations {
   HostBuffer<float> x;       // [T, D] layer input (residual stream)

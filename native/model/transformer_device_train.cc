@@ -99,21 +99,7 @@ const DeviceMoe& DeviceContext::Moe() const {
 }
 
 /** The CUDA MoE's view of a block's router and experts (device pointers). */
-MoeParams DeviceMoeParams(const ModelConfig& c, const BlockParams& p) {
-  MoeParams m;
-  m.width = c.width;
-  m.ffn = c.ffn;
-  m.experts = c.experts;
-  m.topK = c.expertsPerToken;
-  m.swiglu = c.swiglu;
-  m.router = DWeights(p.router);
-  m.routerBias = DVal(p.routerBias);
-  m.gateUp = DWeights(p.expertsGateUp);
-  m.gateUpBias = DVal(p.expertsGateUpBias);
-  m.down = DWeights(p.expertsDown);
-  m.downBias = DVal(p.expertsDownBias);
-  return m;
-}
+MoeParams DeviceMoeParams(const ModelConfig& c, const BlockParams& p) { return BlockMoeParams(c, p, DWeights, DVal); }
 
 std::size_t DeviceTrainStateBytes(const DeviceTrainState& s) {
   std::size_t n = s.tokens.bytes() + s.targets.bytes() + s.positions.bytes();

@@ -337,21 +337,7 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
   return st;
 }
 
-MoeParams Transformer::Moe(const BlockParams& p) const {
-  MoeParams m;
-  m.width = config_.width;
-  m.ffn = config_.ffn;
-  m.experts = config_.experts;
-  m.topK = config_.expertsPerToken;
-  m.swiglu = config_.swiglu;
-  m.router = Weights(p.router);
-  m.routerBias = Val(p.routerBias);
-  m.gateUp = Weights(p.expertsGateUp);
-  m.gateUpBias = Val(p.expertsGateUpBias);
-  m.down = Weights(p.expertsDown);
-  m.downBias = Val(p.expertsDownBias);
-  return m;
-}
+MoeParams Transformer::Moe(const BlockParams& p) const { return BlockMoeParams(config_, p, Weights, Val); }
 
 void Transformer::CheckStoreLayout() const {
   if (store_->layoutVersion() != storeLayout_) {
