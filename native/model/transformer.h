@@ -114,6 +114,15 @@ MoeParams BlockMoeParams(const ModelConfig& c, const BlockParams& p, WeightsOf w
   return m;
 }
 
+/** The rows of a batched decoding chunk: each session's pending tokens, end to end. */
+struct ChunkRows {
+  std::vector<std::int64_t> offset;       // session s's rows are [offset[s], offset[s + 1])
+  std::int64_t rows = 0;                  // offset.back()
+  HostBuffer<std::int32_t> tokens;        // [rows]
+  HostBuffer<std::int32_t> positions;     // [rows] the session's positions
+  HostBuffer<std::int32_t> prevTokens;    // [rows] config.tokenShift only: the token before each row
+};
+
 /** Activations one layer keeps for its backward. */
 struct LayerActivations {
   HostBuffer<float> x;       // [T, D] layer input (residual stream)
@@ -330,6 +339,8 @@ class Transformer {
   /** A train state with the batch's ids (host copies), its masks and, for the fused attention, block masks. */
   std::unique_ptr<TrainState> NewTrainState(const TokenBatch& b, const TrainForwardOptions& o, bool deviceTiles) const;
   void ForwardChunk(const std::vector<Session*>& work, const std::vector<std::int64_t>& counts) const;
+  /** The rows of a chunk of `counts[s]` pending tokens of each `work[s]` (both decoding paths). */
+  ChunkRows GatherChunk(const std::vector<Session*>& work, const std::vector<std::int64_t>& counts) const;
   // The CUDA path (transformer_device_train.cc, transformer_device_infer.cc).
   void InitDevice();
   std::unique_ptr<TrainState> DeviceForward(const TokenBatch& batch, const TrainForwardOptions& opts, float* logp,

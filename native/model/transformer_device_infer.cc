@@ -79,28 +79,12 @@ void Transformer::DeviceForwardChunk(const std::vector<Session*>& work, const st
   const std::int64_t qDim = H * Dh, kvDim = KV * Dh;
   const float eps = static_cast<float>(c.normEps);
   const std::size_t S = work.size();
-  std::vector<std::int64_t> offset(S + 1, 0);
-  for (std::size_t s = 0; s < S; ++s) offset[s + 1] = offset[s] + counts[s];
-  const std::int64_t R = offset[S];
-
-  HostBuffer<std::int32_t> tokens(static_cast<std::size_t>(R), "decode tokens");
-  HostBuffer<std::int32_t> positions(static_cast<std::size_t>(R), "decode positions");
-  for (std::size_t s = 0; s < S; ++s) {
-    for (std::int64_t i = 0; i < counts[s]; ++i) {
-      tokens[offset[s] + i] = work[s]->pending_[i];
-      positions[offset[s] + i] = static_cast<std::int32_t>(work[s]->processed_ + i);
-    }
-  }
-  // config.tokenShift: the token before each row (the session's last processed one for its first)
-  HostBuffer<std::int32_t> prevTokens;
-  if (shift_ != nullptr) {
-    prevTokens = HostBuffer<std::int32_t>(static_cast<std::size_t>(R), "decode previous tokens");
-    for (std::size_t s = 0; s < S; ++s) {
-      for (std::int64_t i = 0; i < counts[s]; ++i) {
-        prevTokens[offset[s] + i] = i == 0 ? work[s]->lastToken_ : work[s]->pending_[i - 1];
-      }
-    }
-  }
+  const ChunkRows rows = GatherChunk(work, counts);
+  const std::vector<std::int64_t>& offset = rows.offset;
+  const std::int64_t R = rows.rows;
+  const HostBuffer<std::int32_t>& tokens = rows.tokens;
+  const HostBuffer<std::int32_t>& positions = rows.positions;
+  const HostBuffer<std::int32_t>& prevTokens = rows.prevTokens;
   const DeviceBuffer<std::int32_t> dTokens = cx.Upload(tokens.data(), R, "decode tokens (cuda)");
   const DeviceBuffer<std::int32_t> dPositions = cx.Upload(positions.data(), R, "decode positions (cuda)");
   DeviceBuffer<float> x = cx.Floats(R * D, "decode residual (cuda)");

@@ -349,6 +349,30 @@ std::size_t Session::Bytes() const {
 
 // ---- batched steps ------------------------------------------------------------------------------
 
+ChunkRows Transformer::GatherChunk(const std::vector<Session*>& work, const std::vector<std::int64_t>& counts) const {
+  const std::size_t S = work.size();
+  ChunkRows r;
+  r.offset.assign(S + 1, 0);
+  for (std::size_t s = 0; s < S; ++s) r.offset[s + 1] = r.offset[s] + counts[s];
+  r.rows = r.offset[S];
+  r.tokens = HostBuffer<std::int32_t>(static_cast<std::size_t>(r.rows), "decode tokens");
+  r.positions = HostBuffer<std::int32_t>(static_cast<std::size_t>(r.rows), "decode positions");
+  for (std::size_t s = 0; s < S; ++s) {
+    for (std::int64_t i = 0; i < counts[s]; ++i) {
+      r.tokens[r.offset[s] + i] = work[s]->pending_[i];
+      r.positions[r.offset[s] + i] = static_cast<std::int32_t>(work[s]->processed_ + i);
+    }
+  }
+  // config.tokenShift: the token before each row (the session's last processed one for its first)
+  if (shift_ != nullptr) {
+    r.prevTokens = HostBuffer<std::int32_t>(static_cast<std::size_t>(r.rows), "decode previous tokens");
+    for (std::size_t s = 0; s < S; ++s) {
+      for (std::int64_t i = 0; i < counts[s]; ++i) r.prevTokens[r.offset[s] + i] = i == 0 ? work[s]->lastToken_ : work[s]->pending_[i - 1];
+    }
+  }
+  return r;
+}
+
 void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vector<std::int64_t>& counts) const {
   if (device_ >= 0) return DeviceForwardChunk(work, counts);
   const ModelConfig& c = config_;
@@ -356,28 +380,12 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
   const std::int64_t qDim = H * Dh, kvDim = KV * Dh;
   const float eps = static_cast<float>(c.normEps);
   const std::size_t S = work.size();
-  std::vector<std::int64_t> offset(S + 1, 0);
-  for (std::size_t s = 0; s < S; ++s) offset[s + 1] = offset[s] + counts[s];
-  const std::int64_t R = offset[S];
-
-  HostBuffer<std::int32_t> tokens(static_cast<std::size_t>(R), "decode tokens");
-  HostBuffer<std::int32_t> positions(static_cast<std::size_t>(R), "decode positions");
-  for (std::size_t s = 0; s < S; ++s) {
-    for (std::int64_t i = 0; i < counts[s]; ++i) {
-      tokens[offset[s] + i] = work[s]->pending_[i];
-      positions[offset[s] + i] = static_cast<std::int32_t>(work[s]->processed_ + i);
-    }
-  }
-  // config.tokenShift: the token before each row (the session's last processed one for its first)
-  HostBuffer<std::int32_t> prevTokens;
-  if (shift_ != nullptr) {
-    prevTokens = HostBuffer<std::int32_t>(static_cast<std::size_t>(R), "decode previous tokens");
-    for (std::size_t s = 0; s < S; ++s) {
-      for (std::int64_t i = 0; i < counts[s]; ++i) {
-        prevTokens[offset[s] + i] = i == 0 ? work[s]->lastToken_ : work[s]->pending_[i - 1];
-      }
-    }
-  }
+  const ChunkRows rows = GatherChunk(work, counts);
+  const std::vector<std::int64_t>& offset = rows.offset;
+  const std::int64_t R = rows.rows;
+  const HostBuffer<std::int32_t>& tokens = rows.tokens;
+  const HostBuffer<std::int32_t>& positions = rows.positions;
+  const HostBuffer<std::int32_t>& prevTokens = rows.prevTokens;
   HostBuffer<float> x = Floats(R * D, "decode residual");
   HostBuffer<float> n = Floats(R * D, "decode norm");
   HostBuffer<float> rstd = Floats(R, "decode rstd");
