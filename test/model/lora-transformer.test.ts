@@ -19,7 +19,7 @@ import {
 } from '../../lib/model/index.js';
 import { isLoraParameter } from '../../lib/model/lora/layout.js';
 import { closeness, numericGrad, randint, rng, sampleIndices } from './fixtures/reference.js';
-import { randomizeStore, readParams, refTransformer, type RefBatch } from './fixtures/transformer-reference.js';
+import { randomBatch, randomizeStore, readParams, type RefBatch, refTransformer } from './fixtures/transformer-reference.js';
 
 const base: ModelConfigInput = { layers: 2, width: 19, heads: 3, kvHeads: 1, headDim: 6, window: 0, vocab: 23, context: 64, ffn: 11, ropeTheta: 500, normEps: 1e-5, initStd: 0.1, swiglu: 'standard' };
 const ALL = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
@@ -83,22 +83,6 @@ function makeModel(k: Case, seed: number): Transformer {
   return m;
 }
 
-function randomBatch(lengths: number[], vocab: number, seed: number): RefBatch & { tokens: Int32Array; targets: Int32Array; positions: Int32Array; documentIds: Int32Array } {
-  const T = lengths.reduce((a, b) => a + b, 0);
-  const tokens = randint(T, seed, 0, vocab);
-  const targets = randint(T, seed + 1, -1, vocab);
-  const positions = new Int32Array(T);
-  const documentIds = new Int32Array(T);
-  let at = 0;
-  lengths.forEach((n, d) => {
-    for (let i = 0; i < n; i++) {
-      positions[at + i] = i;
-      documentIds[at + i] = d;
-    }
-    at += n;
-  });
-  return { tokens, targets, positions, documentIds };
-}
 
 const disposeAll = (m: Transformer): void => {
   const store = m.store;

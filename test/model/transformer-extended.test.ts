@@ -12,7 +12,7 @@ import t, { type Test } from 'tap';
 
 import { ParamStore, Transformer, type ModelConfig, type ModelConfigInput, modelConfig, parameterLayout } from '../../lib/model/index.js';
 import { bf16Bits, bf16Values, closeness, numericGrad, randint, rng, sameBits, sampleIndices } from './fixtures/reference.js';
-import { randomizeStore, readGrads, readParams, refTransformer, type RefBatch } from './fixtures/transformer-reference.js';
+import { randomBatch, randomizeStore, readGrads, readParams, type RefBatch, refTransformer } from './fixtures/transformer-reference.js';
 
 const base: ModelConfigInput = { layers: 2, width: 20, heads: 4, kvHeads: 2, headDim: 6, window: 3, vocab: 29, context: 96, ffn: 14, ropeTheta: 500, normEps: 1e-5, initStd: 0.1, swiglu: 'standard' };
 
@@ -40,23 +40,6 @@ const CONFIGS: [string, ModelConfig][] = [
   ['built-in token shift + tied embeddings (the shift and the head both feed embed)', modelConfig(base, { tokenShift: true, tieEmbeddings: true })],
 ];
 
-/** A packed batch of documents with random tokens, targets (some -1) and restarting positions. */
-function randomBatch(lengths: number[], vocab: number, seed: number): RefBatch & { tokens: Int32Array; targets: Int32Array; positions: Int32Array; documentIds: Int32Array } {
-  const T = lengths.reduce((a, b) => a + b, 0);
-  const tokens = randint(T, seed, 0, vocab);
-  const targets = randint(T, seed + 1, -1, vocab);
-  const positions = new Int32Array(T);
-  const documentIds = new Int32Array(T);
-  let at = 0;
-  lengths.forEach((n, d) => {
-    for (let i = 0; i < n; i++) {
-      positions[at + i] = i;
-      documentIds[at + i] = d;
-    }
-    at += n;
-  });
-  return { tokens, targets, positions, documentIds };
-}
 
 function coefficients(T: number, seed: number): { a: Float32Array; b: Float32Array } {
   const r = rng(seed);
