@@ -8,7 +8,7 @@ import t, { type Test } from 'tap';
 
 import { ParamStore, Transformer, type ModelConfig, modelConfig, packSequences } from '../../lib/model/index.js';
 import { closeness, numericGrad, randint, rng, sampleIndices } from './fixtures/reference.js';
-import { randomizeStore, readGrads, readParams, refTransformer, type RefBatch } from './fixtures/transformer-reference.js';
+import { randomizeStore, readGrads, readParams, refTransformer, type RefBatch, randomBatch as packedBatch } from './fixtures/transformer-reference.js';
 
 const small = (over: Partial<ModelConfig> = {}): ModelConfig =>
   modelConfig({
@@ -29,23 +29,8 @@ const small = (over: Partial<ModelConfig> = {}): ModelConfig =>
     ...over,
   });
 
-/** A packed batch of documents of the given lengths with random tokens, targets (some -1) and restarting positions. */
-function randomBatch(lengths: number[], vocab: number, seed: number): RefBatch & { tokens: Int32Array; targets: Int32Array; positions: Int32Array; documentIds: Int32Array } {
-  const T = lengths.reduce((a, b) => a + b, 0);
-  const tokens = randint(T, seed, 0, vocab);
-  const targets = randint(T, seed + 1, -1, vocab);
-  const positions = new Int32Array(T);
-  const documentIds = new Int32Array(T);
-  let at = 0;
-  lengths.forEach((n, d) => {
-    for (let i = 0; i < n; i++) {
-      positions[at + i] = i;
-      documentIds[at + i] = 10 + d * 3; // any ids: only equality matters
-    }
-    at += n;
-  });
-  return { tokens, targets, positions, documentIds };
-}
+/** Packed batches whose document ids are not 0, 1, …: only their equality matters. */
+const randomBatch = (lengths: number[], vocab: number, seed: number) => packedBatch(lengths, vocab, seed, (d) => 10 + d * 3);
 
 /** Per-token coefficients of the objective sum a·logp + b·H. */
 function coefficients(T: number, seed: number): { a: Float32Array; b: Float32Array } {
