@@ -7,6 +7,7 @@
  * frozen plain objects that tools replace rather than mutate.
  * @module
  */
+import { compareCodePoints, pyJsonString } from './pyjson.js';
 
 /** Recursively freezes a JSON-like value in place and returns it. */
 export function deepFreeze<T>(value: T): T {
@@ -91,4 +92,46 @@ export class CowMap<V> {
     for (const [k, v] of this.entries()) out[k] = v;
     return out;
   }
+}
+
+/**
+ * A per-object cache of an entity's canonical JSON (entities are frozen, so the text never goes
+ * stale): `serialize` runs once per entity object.
+ */
+export function canonicalCache<V extends object>(serialize: (entity: V) => string): (entity: V) => string {
+  const cache = new WeakMap<V, string>();
+  return (entity) => {
+    let s = cache.get(entity);
+    if (s === undefined) {
+      s = serialize(entity);
+      cache.set(entity, s);
+    }
+    return s;
+  };
+}
+
+/**
+ * One table of a `json.dumps(..., sort_keys=True)` dump: `{"id": <entity>, ...}` with ids in
+ * code-point order and each entity's canonical JSON from `entityJSON`.
+ */
+export function sortedTableJSON<V>(map: CowMap<V>, entityJSON: (entity: V) => string): string {
+  const keys = map.keys().sort(compareCodePoints);
+  return `{${keys.map((k) => `${pyJsonString(k)}: ${entityJSON(map.get(k) as V)}`).join(', ')}}`;
+}
+
+/**
+ * Whether two copies of the same base table hold the same entities, comparing only the entries
+ * either replaced (by reference first, then by canonical JSON). `undefined` when the tables
+ * do not share a base (the caller compares whole dumps then).
+ */
+export function cowMapsEqual<V>(a: CowMap<V>, b: CowMap<V>, entityJSON: (entity: V) => string): boolean | undefined {
+  if (a.base !== b.base) return undefined;
+  if (a.size !== b.size) return false;
+  for (const k of new Set([...a.changedKeys(), ...b.changedKeys()])) {
+    const x = a.get(k);
+    const y = b.get(k);
+    if (x === y) continue;
+    if (x === undefined || y === undefined || entityJSON(x) !== entityJSON(y)) return false;
+  }
+  return true;
 }

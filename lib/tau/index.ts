@@ -1,7 +1,7 @@
 /**
  * `sinkflex-rl/tau`: the dual-control tau world: messages, tools, tasks, the episode driver
  * (tau2's orchestrator), tau2-compatible grading and pass^k, user simulators, agents, and the
- * retail and telecom domains (schemas, loaders for tau2's files, seeded generators, scripted
+ * airline, retail and telecom domains (schemas, loaders for tau2's files, seeded generators, scripted
  * users and expert agents).
  * @packageDocumentation
  */
@@ -9,6 +9,37 @@ export { normalizeAction, parseActionText, type AssistantAction, type Normalized
 export { RandomAgent, runEpisode, runEpisodeSync, type AgentContext, type EpisodeResult, type TauAgent } from './agents.js';
 export { CowMap } from './cow.js';
 export type { StateAssertion, TauDomain, WorldState } from './domain.js';
+export { createAirlineDomain, type AirlineDomain, type AirlineDomainOptions } from './domains/airline/domain.js';
+export { ExpertAirlineAgent } from './domains/airline/expert.js';
+export { loadTau2Airline, type Tau2AirlineData } from './domains/airline/loader.js';
+export {
+  AirlineDb,
+  type AirlineAddress,
+  type AirlineCreditCard,
+  type AirlineData,
+  type AirlineGiftCard,
+  type AirlinePayment,
+  type AirlinePaymentMethod,
+  type AirlineTable,
+  type AirlineUser,
+  type CabinClass,
+  type CabinNumbers,
+  type Certificate,
+  type Flight,
+  type FlightDateAvailable,
+  type FlightDateCancelled,
+  type FlightDateDelayed,
+  type FlightDateFlying,
+  type FlightDateLanded,
+  type FlightDateOnTime,
+  type FlightDateStatus,
+  type FlightType,
+  type Insurance,
+  type MembershipLevel,
+  type Passenger,
+  type Reservation,
+  type ReservationFlight,
+} from './domains/airline/schema.js';
 export { createRetailDomain, type RetailDomain, type RetailDomainOptions } from './domains/retail/domain.js';
 export { ExpertRetailAgent } from './domains/retail/expert.js';
 export { generateRetailDb, type GenerateDbOptions } from './domains/retail/generate-db.js';

@@ -5,9 +5,10 @@
  */
 import { createHash } from 'node:crypto';
 
-import { CowMap, deepFreeze } from '../../cow.js';
+import { canonicalCache, CowMap, cowMapsEqual, deepFreeze, sortedTableJSON } from '../../cow.js';
 import type { WorldState } from '../../domain.js';
-import { compareCodePoints, pyJsonDumps, pyJsonString } from '../../pyjson.js';
+import { jsonReaders, type JsonReaders } from '../../json-check.js';
+import { pyJsonDumps, pyJsonString } from '../../pyjson.js';
 
 /** One variant (item) of a product. */
 export interface Variant {
@@ -176,36 +177,9 @@ export interface RetailData {
   orders: Record<string, Order>;
 }
 
-function fail(where: string, what: string): never {
-  throw new TypeError(`retail db: ${where}: ${what}`);
-}
-function str(v: unknown, where: string): string {
-  return typeof v === 'string' ? v : fail(where, 'expected a string');
-}
-function num(v: unknown, where: string): number {
-  return typeof v === 'number' && Number.isFinite(v) ? v : fail(where, 'expected a number');
-}
-function obj(v: unknown, where: string): Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : fail(where, 'expected an object');
-}
-function arr(v: unknown, where: string): unknown[] {
-  return Array.isArray(v) ? v : fail(where, 'expected an array');
-}
-function strMap(v: unknown, where: string): Record<string, string> {
-  const o = obj(v, where);
-  const out: Record<string, string> = {};
-  for (const [k, x] of Object.entries(o)) out[k] = str(x, `${where}.${k}`);
-  return out;
-}
-function strList(v: unknown, where: string): string[] {
-  return arr(v, where).map((x, i) => str(x, `${where}[${i}]`));
-}
-function optStrList(v: unknown, where: string): string[] | null {
-  return v === null || v === undefined ? null : strList(v, where);
-}
-function optStr(v: unknown, where: string): string | null {
-  return v === null || v === undefined ? null : str(v, where);
-}
+const readers = jsonReaders('retail db');
+const fail: JsonReaders['fail'] = readers.fail; // explicitly typed so that TypeScript narrows after it
+const { str, num, obj, arr, strMap, strList, optStrList, optStr } = readers;
 
 /** Normalizes an address (tau2 field order). */
 export function toAddress(v: unknown, where = 'address'): Address {
@@ -303,17 +277,8 @@ export function normalizeEntity(table: 'products' | 'users' | 'orders', value: u
   return deepFreeze(table === 'products' ? toProduct(value, where) : table === 'users' ? toUser(value, where) : toOrder(value, where));
 }
 
-const canonCache = new WeakMap<object, string>();
-
 /** Canonical (sorted-key, Python-style) JSON of a frozen entity, cached per object. */
-export function canonicalEntity(entity: object): string {
-  let s = canonCache.get(entity);
-  if (s === undefined) {
-    s = pyJsonDumps(entity, { sortKeys: true });
-    canonCache.set(entity, s);
-  }
-  return s;
-}
+export const canonicalEntity: (entity: object) => string = canonicalCache((entity: object) => pyJsonDumps(entity, { sortKeys: true }));
 
 type Table = 'products' | 'users' | 'orders';
 const TABLES: readonly Table[] = ['orders', 'products', 'users']; // sorted, as sort_keys orders them
@@ -374,13 +339,7 @@ export class RetailDb implements WorldState {
 
   /** The canonical JSON tau2 hashes: `json.dumps(model_dump(), sort_keys=True)`. */
   canonicalJSON(): string {
-    const parts = TABLES.map((t) => {
-      const m = this.table(t);
-      const keys = m.keys().sort(compareCodePoints);
-      const body = keys.map((k) => `${pyJsonString(k)}: ${canonicalEntity(m.get(k) as object)}`).join(', ');
-      return `${pyJsonString(t)}: {${body}}`;
-    });
-    return `{${parts.join(', ')}}`;
+    return `{${TABLES.map((t) => `${pyJsonString(t)}: ${sortedTableJSON(this.table(t), canonicalEntity)}`).join(', ')}}`;
   }
 
   /** SHA-256 (hex) of {@link canonicalJSON}: tau2's `get_db_hash()`. */
@@ -391,16 +350,9 @@ export class RetailDb implements WorldState {
   /** Whether the canonical JSON equals `other`'s (fast: unchanged entities are compared by reference). */
   equals(other: this): boolean {
     for (const t of TABLES) {
-      const a = this.table(t);
-      const b = other.table(t);
-      if (a.base !== b.base) return this.canonicalJSON() === other.canonicalJSON();
-      if (a.size !== b.size) return false;
-      for (const k of new Set([...a.changedKeys(), ...b.changedKeys()])) {
-        const x = a.get(k);
-        const y = b.get(k);
-        if (x === y) continue;
-        if (x === undefined || y === undefined || canonicalEntity(x) !== canonicalEntity(y)) return false;
-      }
+      const same = cowMapsEqual(this.table(t), other.table(t), canonicalEntity);
+      if (same === undefined) return this.canonicalJSON() === other.canonicalJSON();
+      if (!same) return false;
     }
     return true;
   }
