@@ -3,7 +3,7 @@
  * 'sinkflex-rl/gym'`): environments and wrappers (sync and async), spaces, the registry with
  * `make`, the environment checker, vector environments (sync and worker threads), a seeded
  * generator, the built-in `sinkflex/CartPole-v1`, and the tau worlds as environments
- * (`sinkflex/TauRetail-v0`, `sinkflex/TauTelecom-v0`).
+ * (`sinkflex/TauRetail-v0`, `sinkflex/TauTelecom-v0`, `sinkflex/TauAirline-v0`).
  * @packageDocumentation
  */
 import './envs/builtin.js';

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
+
 import { loadTau2Airline } from '../../lib/tau/index.js';
 
 const DIR = process.env.SINKFLEX_TAU2_DIR ? join(process.env.SINKFLEX_TAU2_DIR, 'airline') : join(process.cwd(), '..', 'shared', 'tau2', 'airline');
@@ -29,7 +30,7 @@ interface Reference {
 }
 const REF = JSON.parse(readFileSync(join(import.meta.dirname, 'fixtures', 'airline-tau2-reference.json'), 'utf8')) as Reference;
 
-function sameOutput(t: Tap.Test, out: string, exp: Expected, what: string): void {
+function sameOutput(t: { equal(a: unknown, b: unknown, m?: string): unknown; same(a: unknown, b: unknown, m?: string): unknown }, out: string, exp: Expected, what: string): void {
   if (exp.text !== undefined) t.equal(out, exp.text, what);
   else t.same({ sha256: createHash('sha256').update(out, 'utf8').digest('hex'), length: out.length }, { sha256: exp.sha256, length: exp.length }, `${what} (${out.slice(0, 80)}…)`);
 }

@@ -25,6 +25,13 @@ import { taskKind } from '../../tau/task-kind.js';
 import { loadPolicy, type LoadedPolicy } from '../../trainer/load-policy.js';
 import { buildWorld, trainEnvFactory } from '../../trainer/world.js';
 
+/** The environments `sinkflex eval --env` runs, with their tau domains. */
+const EVAL_DOMAINS: Readonly<Record<string, 'retail' | 'telecom' | 'airline'>> = {
+  'sinkflex/TauRetail-v0': 'retail',
+  'sinkflex/TauTelecom-v0': 'telecom',
+  'sinkflex/TauAirline-v0': 'airline',
+};
+
 /** Options of {@link runEval} (the CLI flags). */
 export interface EvalOptions {
   /** `builtin` (a checkpoint in process) or `openai` (a server). */
@@ -175,8 +182,9 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
 async function evalWith(o: EvalOptions, loaded: LoadedPolicy | null, pretrained: PretrainedModel | null = null): Promise<EvalReport> {
   const run = loaded?.run ?? null;
   const envId = o.env ?? run?.env ?? 'sinkflex/TauRetail-v0';
-  const domain = envId === 'sinkflex/TauRetail-v0' ? 'retail' : envId === 'sinkflex/TauTelecom-v0' ? 'telecom' : null;
-  if (!domain) throw new Error(`unknown env ${envId} (sinkflex/TauRetail-v0 or sinkflex/TauTelecom-v0)`);
+  const domain = EVAL_DOMAINS[envId];
+  if (!domain) throw new Error(`unknown env ${envId} (${Object.keys(EVAL_DOMAINS).join(', ')})`);
+  if (domain === 'airline' && o.user !== 'llm') throw new Error(`${envId} needs --user llm: tau2's airline tasks have no scripted user`);
   const user = o.user === 'llm' ? { kind: 'llm' as const, baseURL: o.userBaseURL, model: o.userModel, apiKey: o.userApiKey, timeoutMs: o.timeoutMs } : { kind: 'scripted' as const };
   if (o.user === 'llm' && !o.userModel) throw new Error('--user llm needs --user-model');
   const tasksArg = o.tasks ?? (run ? 'run' : 'generated');
@@ -191,7 +199,12 @@ async function evalWith(o: EvalOptions, loaded: LoadedPolicy | null, pretrained:
     world = tw.world;
     makeEnv = o.user === 'llm' ? () => createTauEnv({ world: tw.world, user }) : trainEnvFactory(run.config, tw.world);
   } else {
-    const source: TauTaskSource = tasksArg === 'generated' ? { kind: 'generated', seed: o.taskSeed ?? 0, count: o.taskCount ?? 20 } : { kind: 'tau2', path: tasksArg, ...(o.split ? { split: o.split } : {}) };
+    const split = o.split ? { split: o.split } : {};
+    let source: TauTaskSource;
+    if (tasksArg !== 'generated') source = { kind: 'tau2', path: tasksArg, ...split };
+    else if (domain !== 'airline') source = { kind: 'generated', seed: o.taskSeed ?? 0, count: o.taskCount ?? 20 };
+    else if (o.tasks === undefined) source = { kind: 'tau2', ...split }; // airline has no generator: $SINKFLEX_TAU2_DIR/airline
+    else throw new Error(`${envId} has no generated tasks: give --tasks <tau2 airline folder> (and --split)`);
     const loadedWorld = loadTauWorld(domain, source);
     world = loadedWorld;
     allIds = loadedWorld.taskIds;
@@ -342,8 +355,8 @@ export function registerEval(program: Command): void {
     .option('--user-base-url <url>', 'LLM user endpoint')
     .option('--user-model <name>', 'LLM user model')
     .option('--user-api-key <key>', 'LLM user API key')
-    .option('--env <id>', 'sinkflex/TauRetail-v0 | sinkflex/TauTelecom-v0 (default: the run\'s, else sinkflex/TauRetail-v0)')
-    .option('--tasks <source>', "'generated', a tau2 domain folder, or 'run' (the validation tasks of the --checkpoint's training run; the default for a run)")
+    .option('--env <id>', 'sinkflex/TauRetail-v0 | sinkflex/TauTelecom-v0 | sinkflex/TauAirline-v0 (default: the run\'s, else sinkflex/TauRetail-v0)')
+    .option('--tasks <source>', "'generated', a tau2 domain folder, or 'run' (the validation tasks of the --checkpoint's training run; the default for a run; airline: default $SINKFLEX_TAU2_DIR/airline)")
     .option('--split <name>', 'tau2 task split')
     .option('--task-count <n>', 'generated tasks', num, 20)
     .option('--task-seed <n>', 'seed of the generated tasks', num, 0)

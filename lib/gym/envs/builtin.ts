@@ -1,8 +1,9 @@
 /**
  * Built-in environments, registered on import: `sinkflex/CartPole-v1` (500 steps, reward
  * threshold 475) and `sinkflex/CartPole-v0` (200 steps, threshold 195), as Gymnasium registers
- * CartPole; `sinkflex/TauRetail-v0` and `sinkflex/TauTelecom-v0`, the tau world's domains
- * (step limits are the episode's own `maxSteps`: 100 and 200 tau2 steps). Their entry points
+ * CartPole; `sinkflex/TauRetail-v0`, `sinkflex/TauTelecom-v0` and `sinkflex/TauAirline-v0`, the
+ * tau world's domains (step limits are the episode's own `maxSteps`: 100, 200 and 100 tau2
+ * steps; airline runs tau2's own airline files, `tasks: { kind: 'tau2', path, split }`). Their entry points
  * are module specifiers (`<this package>/…/cartpole.js#CartPoleEnv`), so the specs serialise
  * to JSON and worker threads can load them.
  * @module
@@ -25,6 +26,7 @@ function registerBuiltinEnvs(): void {
   provideEntryPoint(TAU_ENTRY_POINT, createTauEnv);
   if (!registry.has('sinkflex/TauRetail-v0')) register({ id: 'sinkflex/TauRetail-v0', entryPoint: TAU_ENTRY_POINT, kwargs: { domain: 'retail' }, rewardThreshold: 1.0 });
   if (!registry.has('sinkflex/TauTelecom-v0')) register({ id: 'sinkflex/TauTelecom-v0', entryPoint: TAU_ENTRY_POINT, kwargs: { domain: 'telecom' }, rewardThreshold: 1.0 });
+  if (!registry.has('sinkflex/TauAirline-v0')) register({ id: 'sinkflex/TauAirline-v0', entryPoint: TAU_ENTRY_POINT, kwargs: { domain: 'airline' }, rewardThreshold: 1.0 });
 }
 
 registerBuiltinEnvs();

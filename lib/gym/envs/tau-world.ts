@@ -15,6 +15,7 @@ import {
   generateRetailTasks,
   generateTelecomDb,
   generateTelecomTasks,
+  loadTau2Airline,
   loadTau2Retail,
   loadTau2Telecom,
   type RetailTaskKind,
@@ -24,7 +25,7 @@ import {
 } from '../../tau/index.js';
 
 /** The domains with Gym environments. */
-export type TauDomainName = 'retail' | 'telecom';
+export type TauDomainName = 'retail' | 'telecom' | 'airline';
 
 /** Tasks from the embedded, seeded generators (no external data). */
 export interface GeneratedTaskSource {
@@ -65,7 +66,7 @@ export interface Tau2TaskSource {
   /** Discriminator. */
   kind: 'tau2';
   /**
-   * The domain folder (holding `db.json` + `policy.md` + tasks for retail, `db.toml` +
+   * The domain folder (holding `db.json` + `policy.md` + tasks for retail and airline, `db.toml` +
    * `user_db.toml` + policies + tasks for telecom). Default: `$SINKFLEX_TAU2_DIR/<domain>`.
    */
   path?: string;
@@ -176,6 +177,7 @@ function buildGenerated(domain: TauDomainName, source: GeneratedTaskSource): Tau
   if (source.distinct !== undefined && typeof source.distinct !== 'boolean') throw new TypeError(`tasks.distinct must be a boolean, got ${typeof source.distinct}`);
   const generate = source.distinct === true ? 4 * count : count;
   const pick = <T extends TauTask>(tasks: T[]): T[] => (source.distinct === true ? distinctTasks(tasks, count) : tasks);
+  if (domain === 'airline') throw new RangeError("the airline domain has no task generator: use tau2's airline files (tasks: { kind: 'tau2', path, split })");
   if (domain === 'retail') {
     const db = generateRetailDb({ seed: dbSeed, users: intOption(source.users, 'tasks.users', 1), orders: intOption(source.orders, 'tasks.orders', 1) });
     const options = {
@@ -200,19 +202,25 @@ function build(domain: TauDomainName, source: TauTaskSource): TauWorld {
     const dir = tau2Dir(domain, source);
     if (!existsSync(dir)) throw new RangeError(`tau2 ${domain} folder not found: ${dir}`);
     const opts = { ...(source.split !== undefined ? { split: source.split } : {}), ...(source.ids !== undefined ? { ids: source.ids } : {}) };
-    const data = domain === 'retail' ? loadTau2Retail(dir, opts) : loadTau2Telecom(dir, opts);
+    const data = domain === 'retail' ? loadTau2Retail(dir, opts) : domain === 'airline' ? loadTau2Airline(dir, opts) : loadTau2Telecom(dir, opts);
     return new TauWorld(domain, data.domain, data.tasks, false);
   }
   throw new TypeError(`tasks.kind must be 'generated' or 'tau2', got ${JSON.stringify((source as { kind?: unknown }).kind)}`);
 }
 
+/** The task source of a domain when none is given: tau2's files for airline (no generator), else 100 generated tasks. */
+export function defaultTaskSource(domain: TauDomainName): TauTaskSource {
+  return domain === 'airline' ? { kind: 'tau2' } : { kind: 'generated' };
+}
+
 /**
- * The world of `domain` with tasks from `source` (default: 100 generated tasks, seed 0).
+ * The world of `domain` with tasks from `source` (default {@link defaultTaskSource}: 100
+ * generated tasks, seed 0; tau2's files under `$SINKFLEX_TAU2_DIR/airline` for airline).
  * Worlds are cached by configuration: the second call with the same arguments returns the
  * same object (generation of a retail world takes ~1 s; a tau2 DB load ~0.3 s).
  */
-export function loadTauWorld(domain: TauDomainName, source: TauTaskSource = { kind: 'generated' }): TauWorld {
-  if (domain !== 'retail' && domain !== 'telecom') throw new TypeError(`domain must be 'retail' or 'telecom', got ${JSON.stringify(domain)}`);
+export function loadTauWorld(domain: TauDomainName, source: TauTaskSource = defaultTaskSource(domain)): TauWorld {
+  if (domain !== 'retail' && domain !== 'telecom' && domain !== 'airline') throw new TypeError(`domain must be 'retail', 'telecom' or 'airline', got ${JSON.stringify(domain)}`);
   if (source === null || typeof source !== 'object') throw new TypeError('tasks must be a task source object ({ kind: "generated" | "tau2", ... })');
   const key =
     source.kind === 'tau2'

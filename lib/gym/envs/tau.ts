@@ -1,5 +1,6 @@
 /**
- * Gym environments over the tau world (`sinkflex/TauRetail-v0`, `sinkflex/TauTelecom-v0`): a
+ * Gym environments over the tau world (`sinkflex/TauRetail-v0`, `sinkflex/TauTelecom-v0`,
+ * `sinkflex/TauAirline-v0`): a
  * thin wrapper of the episode driver {@link TauEpisode}, tau2's orchestrator seen from the
  * agent. One environment runs one conversation at a time.
  *
@@ -54,7 +55,7 @@ import type { RandomGenerator } from '../random.js';
 import { Message as MessageSpace, type ChatMessage } from '../spaces/message.js';
 import { Sequence } from '../spaces/sequence.js';
 import type { EnvMetadata, Info, RenderFrame, ResetArgs, ResetResult, StepResult } from '../types.js';
-import { loadTauWorld, TauWorld, type TauDomainName, type TauTaskSource } from './tau-world.js';
+import { defaultTaskSource, loadTauWorld, TauWorld, type TauDomainName, type TauTaskSource } from './tau-world.js';
 
 /** The user simulator of a tau environment. */
 export type TauUserOptions =
@@ -75,7 +76,7 @@ export type TauUserOptions =
 export interface TauEnvOptions {
   /** The domain. Default `retail` (set by the registered id). */
   domain?: TauDomainName;
-  /** Where tasks come from: generated (default: 100 tasks, seed 0) or tau2's files. */
+  /** Where tasks come from: generated (default: 100 tasks, seed 0) or tau2's files (airline's default: `{ kind: 'tau2' }`, it has no generator). */
   tasks?: TauTaskSource;
   /** A prepared world (domain + tasks); overrides `domain` and `tasks`. */
   world?: TauWorld;
@@ -87,7 +88,7 @@ export interface TauEnvOptions {
   user?: TauUserOptions | UserSimulator;
   /** With a user simulator instance: whether its `respond` returns Promises (makes an {@link AsyncTauEnv}). */
   asyncUser?: boolean;
-  /** Step limit (tau2's steps). Default 100 for retail, 200 for telecom (its user actions cost steps). */
+  /** Step limit (tau2's steps). Default 100 for retail and airline, 200 for telecom (its user actions cost steps). */
   maxSteps?: number;
   /** Tool-error budget. Default 10. */
   maxErrors?: number;
@@ -172,7 +173,7 @@ class TauEnvCore {
   constructor(options: TauEnvOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('tau env options must be an object');
     const domain = options.world?.name ?? options.domain ?? 'retail';
-    this.world = options.world ?? loadTauWorld(domain, options.tasks ?? { kind: 'generated' });
+    this.world = options.world ?? loadTauWorld(domain, options.tasks ?? defaultTaskSource(domain));
     if (!(this.world instanceof TauWorld)) throw new TypeError('world must be a TauWorld (see loadTauWorld)');
     const maxSteps = positiveInt(options.maxSteps ?? (this.world.name === 'telecom' ? 200 : 100), 'maxSteps');
     const maxErrors = positiveInt(options.maxErrors ?? 10, 'maxErrors');
@@ -207,6 +208,9 @@ class TauEnvCore {
       return new LlmUserSimulator(llm);
     }
     if (opts.kind !== 'scripted') throw new TypeError(`user.kind must be 'scripted' or 'llm', got ${JSON.stringify((opts as { kind?: unknown }).kind)}`);
+    if (this.world.name === 'airline') {
+      throw new TypeError("the airline domain has no scripted user: tau2's airline tasks need an LLM user (user: { kind: 'llm', baseURL, model }) or a UserSimulator instance");
+    }
     if (this.world.name === 'retail') {
       if (!this.world.generated) {
         throw new TypeError("the scripted retail user follows generated tasks only: tau2's retail tasks need an LLM user (user: { kind: 'llm', baseURL, model })");
