@@ -1,13 +1,14 @@
 /**
  * tau world benchmark: episode reset and grading on tau2's retail DB (or a generated one when
- * the tau2 folder is missing), and steps per second of the expert agent with the scripted user.
+ * the tau2 folder is missing) and on tau2's airline DB (when present), and steps per second of
+ * the expert agent with the scripted user.
  * Run: `node dist/bench/tau.js [--json]`.
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
-import type { RetailDb, SimulationRun, TauDomain } from '../lib/tau/index.js';
-import { createRetailDomain, ExpertRetailAgent, generateRetailDb, generateRetailTasks, loadTau2Retail, runEpisodeSync, ScriptedRetailUser, TauEpisode, TauEvaluator } from '../lib/tau/index.js';
+import type { RetailDb, SimulationRun, TauDomain, TauTask, WorldState } from '../lib/tau/index.js';
+import { createRetailDomain, ExpertRetailAgent, generateRetailDb, generateRetailTasks, loadTau2Airline, loadTau2Retail, runEpisodeSync, ScriptedRetailUser, TauEpisode, TauEvaluator } from '../lib/tau/index.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings } from './common/cli.js';
 
 /** Options of {@link runTauBench}. */
@@ -20,10 +21,8 @@ export interface TauBenchOptions {
   episodes?: number;
 }
 
-/** Measured numbers. */
-export interface TauBenchResult {
-  /** Which DB was used for reset/grading. */
-  db: 'tau2' | 'generated';
+/** Reset, grading and hashing times of one domain. */
+export interface DomainTimings {
   /** Median reset (initial state) time in ms. */
   resetMedianMs: number;
   /** Median grading time in ms (gold cached after the first call per task). */
@@ -32,6 +31,14 @@ export interface TauBenchResult {
   gradeFirstMedianMs: number;
   /** Full canonical-JSON SHA-256 of the DB in ms (cached entity strings). */
   hashMs: number;
+}
+
+/** Measured numbers (the top-level timings are retail's). */
+export interface TauBenchResult extends DomainTimings {
+  /** Which DB was used for retail's reset/grading. */
+  db: 'tau2' | 'generated';
+  /** The same timings on tau2's airline DB and train tasks; null without the airline folder. */
+  airline: DomainTimings | null;
   /** Episode steps per second, expert agent + scripted user (reset and grading included). */
   stepsPerSecond: number;
   /** Episodes per second. */
@@ -45,36 +52,22 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)];
 }
 
-/** Runs the benchmark. */
-export function runTauBench(options: TauBenchOptions = {}): TauBenchResult {
-  const dir = join(options.tau2Dir ?? process.env.SINKFLEX_TAU2_DIR ?? join(process.cwd(), '..', 'shared', 'tau2'), 'retail');
-  let domain: TauDomain<RetailDb>;
-  let runs: { task: Parameters<TauEvaluator<RetailDb>['evaluate']>[0]; run: SimulationRun }[] = [];
-  let which: 'tau2' | 'generated';
-  if (existsSync(dir)) {
-    const data = loadTau2Retail(dir, { split: 'train' });
-    domain = data.domain;
-    which = 'tau2';
-    runs = data.tasks.map((task) => {
-      const state = domain.initialState(task);
-      const messages: SimulationRun['messages'] = [];
-      for (const [i, a] of (task.evaluation_criteria?.actions ?? []).entries()) {
-        const call = { id: `c${i}`, name: a.name, arguments: a.arguments, requestor: 'assistant' as const };
-        messages.push({ role: 'assistant', content: null, toolCalls: [call] }, domain.tools.call(state, call));
-      }
-      return { task, run: { taskId: task.id, messages, terminationReason: 'user_stop' as const } };
-    });
-  } else {
-    const db = generateRetailDb({ seed: 0 });
-    domain = createRetailDomain({ db });
-    which = 'generated';
-  }
-  const resets: number[] = [];
-  const n = options.resets ?? 2000;
-  for (let i = 0; i < n; i++) {
+/** Times `resets` resets of `domain`, and grading and hashing over the gold calls of `tasks`. */
+function timeDomain<S extends WorldState>(domain: TauDomain<S>, tasks: readonly TauTask[], resets: number): DomainTimings {
+  const runs = tasks.map((task) => {
+    const state = domain.initialState(task);
+    const messages: SimulationRun['messages'] = [];
+    for (const [i, a] of (task.evaluation_criteria?.actions ?? []).entries()) {
+      const call = { id: `c${i}`, name: a.name, arguments: a.arguments, requestor: 'assistant' as const };
+      messages.push({ role: 'assistant', content: null, toolCalls: [call] }, domain.tools.call(state, call));
+    }
+    return { task, run: { taskId: task.id, messages, terminationReason: 'user_stop' as const } };
+  });
+  const times: number[] = [];
+  for (let i = 0; i < resets; i++) {
     const t0 = performance.now();
     domain.initialState();
-    resets.push(performance.now() - t0);
+    times.push(performance.now() - t0);
   }
   const evaluator = new TauEvaluator(domain);
   const first: number[] = [];
@@ -89,9 +82,33 @@ export function runTauBench(options: TauBenchOptions = {}): TauBenchResult {
   }
   const s = domain.initialState();
   s.hash();
-  let t0 = performance.now();
+  const t0 = performance.now();
   s.hash();
   const hashMs = performance.now() - t0;
+  return { resetMedianMs: median(times), gradeMedianMs: again.length ? median(again) : NaN, gradeFirstMedianMs: first.length ? median(first) : NaN, hashMs };
+}
+
+/** Runs the benchmark. */
+export function runTauBench(options: TauBenchOptions = {}): TauBenchResult {
+  const root = options.tau2Dir ?? process.env.SINKFLEX_TAU2_DIR ?? join(process.cwd(), '..', 'shared', 'tau2');
+  const dir = join(root, 'retail');
+  const n = options.resets ?? 2000;
+  let retail: DomainTimings;
+  let which: 'tau2' | 'generated';
+  if (existsSync(dir)) {
+    const data = loadTau2Retail(dir, { split: 'train' });
+    retail = timeDomain(data.domain, data.tasks, n);
+    which = 'tau2';
+  } else {
+    retail = timeDomain(createRetailDomain({ db: generateRetailDb({ seed: 0 }) }), [], n);
+    which = 'generated';
+  }
+  const airlineDir = join(root, 'airline');
+  let airline: DomainTimings | null = null;
+  if (existsSync(airlineDir)) {
+    const data = loadTau2Airline(airlineDir, { split: 'train' });
+    airline = timeDomain(data.domain, data.tasks, n);
+  }
 
   const gdb = generateRetailDb({ seed: 1 });
   const gdomain = createRetailDomain({ db: gdb });
@@ -99,7 +116,7 @@ export function runTauBench(options: TauBenchOptions = {}): TauBenchResult {
   const ep = new TauEpisode(gdomain, { user: new ScriptedRetailUser() });
   let steps = 0;
   let ok = 0;
-  t0 = performance.now();
+  const t0 = performance.now();
   for (const task of tasks) {
     const r = runEpisodeSync(ep, new ExpertRetailAgent(), task, 0);
     steps += ep.counters.steps;
@@ -108,10 +125,8 @@ export function runTauBench(options: TauBenchOptions = {}): TauBenchResult {
   const secs = (performance.now() - t0) / 1000;
   return {
     db: which,
-    resetMedianMs: median(resets),
-    gradeMedianMs: again.length ? median(again) : NaN,
-    gradeFirstMedianMs: first.length ? median(first) : NaN,
-    hashMs,
+    ...retail,
+    airline,
     stepsPerSecond: steps / secs,
     episodesPerSecond: tasks.length / secs,
     expertSuccess: ok / tasks.length,
@@ -120,7 +135,7 @@ export function runTauBench(options: TauBenchOptions = {}): TauBenchResult {
 
 /** The command line (the arguments after the script): `[--quick] [--json [file]]`. */
 export function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): TauBenchResult {
-  const program = benchProgram('tau', "tau retail world: reset, grading and expert episodes (tau2's retail DB when present)", cli);
+  const program = benchProgram('tau', "tau retail and airline worlds: reset, grading and expert episodes (tau2's DBs when present)", cli);
   const o = parseBench(program, argv);
   const r = runTauBench(o.quick ? { resets: 200, episodes: 20 } : {});
   const log = tableLog(o.json);
@@ -128,6 +143,12 @@ export function main(argv: readonly string[] = process.argv.slice(2), cli: Bench
   log(`  reset (initial state)  median ${r.resetMedianMs.toFixed(4)} ms`);
   log(`  grade                  median ${r.gradeMedianMs.toFixed(3)} ms (first per task ${r.gradeFirstMedianMs.toFixed(3)} ms)`);
   log(`  full DB SHA-256        ${r.hashMs.toFixed(2)} ms`);
+  if (r.airline) {
+    log(`tau world (tau2 airline DB)`);
+    log(`  reset (initial state)  median ${r.airline.resetMedianMs.toFixed(4)} ms`);
+    log(`  grade                  median ${r.airline.gradeMedianMs.toFixed(3)} ms (first per task ${r.airline.gradeFirstMedianMs.toFixed(3)} ms)`);
+    log(`  full DB SHA-256        ${r.airline.hashMs.toFixed(2)} ms`);
+  }
   log(`  expert + scripted user ${r.stepsPerSecond.toFixed(0)} steps/s, ${r.episodesPerSecond.toFixed(1)} episodes/s, success ${(r.expertSuccess * 100).toFixed(1)}%`);
   writeJson(o.json, r);
   return r;

@@ -29,9 +29,9 @@ interface Reference {
 }
 const REF = JSON.parse(readFileSync(join(import.meta.dirname, 'fixtures', 'airline-tau2-reference.json'), 'utf8')) as Reference;
 
-function sameOutput(t: { equal(a: unknown, b: unknown, m?: string): unknown; same(a: unknown, b: unknown, m?: string): unknown }, out: string, exp: Expected, what: string): void {
-  if (exp.text !== undefined) t.equal(out, exp.text, what);
-  else t.same({ sha256: createHash('sha256').update(out, 'utf8').digest('hex'), length: out.length }, { sha256: exp.sha256, length: exp.length }, `${what} (${out.slice(0, 80)}…)`);
+/** An output in the reference's form: its text when the reference keeps the text, else its SHA-256 and length. */
+function asStored(out: string, exp: Expected): Expected {
+  return exp.text !== undefined ? { text: out } : { sha256: createHash('sha256').update(out, 'utf8').digest('hex'), length: out.length };
 }
 
 t.test("tau2's initial database hash and every gold call's output and resulting hash, byte for byte", { skip }, async (t) => {
@@ -44,7 +44,7 @@ t.test("tau2's initial database hash and every gold call's output and resulting 
     const ref = REF.tasks[task.id];
     for (const [i, a] of (task.evaluation_criteria?.actions ?? []).entries()) {
       const m = domain.tools.call(state, { id: `g${i}`, name: a.name, arguments: a.arguments, requestor: 'assistant' });
-      sameOutput(t, m.content ?? '', ref.outputs[i], `task ${task.id} ${a.name}`);
+      t.same(asStored(m.content ?? '', ref.outputs[i]), ref.outputs[i], `task ${task.id} ${a.name}`);
     }
     t.equal(state.hash(), ref.hash, `task ${task.id}: hash after the gold calls = tau2's`);
   }
@@ -56,7 +56,7 @@ t.test("tool error cases and writes give tau2's outputs and hashes", { skip }, a
     const state = domain.initialState();
     for (const [i, c] of script.calls.entries()) {
       const m = domain.tools.call(state, { id: `s${i}`, name: c.name, arguments: c.arguments, requestor: 'assistant' });
-      sameOutput(t, m.content ?? '', script.outputs[i], `${name}[${i}] ${c.name} ${JSON.stringify(c.arguments).slice(0, 120)}`);
+      t.same(asStored(m.content ?? '', script.outputs[i]), script.outputs[i], `${name}[${i}] ${c.name} ${JSON.stringify(c.arguments).slice(0, 120)}`);
       t.equal(m.error, (script.outputs[i].text ?? '').startsWith('Error: '), `${name}[${i}]: error flag`);
     }
     t.equal(state.hash(), script.hash, `${name}: final hash = tau2's`);
@@ -109,7 +109,7 @@ t.test('policy-only rules stay the agent\'s; bad arguments and bad data are erro
   const init = domain.initialState(task as never);
   const u1 = init.users.get(u0.user_id)!;
   t.equal(u1.membership, 'silver');
-  if (gift) t.equal(u1.payment_methods[gift.id].amount, 12.5);
+  if (gift) t.equal((u1.payment_methods[gift.id] as { amount: number }).amount, 12.5);
   t.same(u1.payment_methods.certificate_3221322, { source: 'certificate', id: 'certificate_3221322', amount: 40 });
   t.same(u1.reservations, u0.reservations, 'unpatched fields kept');
   t.throws(() => domain.initialState({ ...task, initial_state: { initialization_data: { agent_data: { planes: {} } } } } as never), /unknown airline table 'planes'/);
