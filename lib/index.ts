@@ -41,8 +41,10 @@ export {
   type MaskSpec,
 } from './attention/index.js';
 export {
+  createAirlineDomain,
   createRetailDomain,
   createTelecomDomain,
+  ExpertAirlineAgent,
   ExpertRetailAgent,
   ExpertTelecomAgent,
   generateRetailDb,
@@ -50,6 +52,7 @@ export {
   generateTelecomDb,
   generateTelecomTasks,
   LlmUserSimulator,
+  loadTau2Airline,
   loadTau2Retail,
   loadTau2Telecom,
   passHatK,
