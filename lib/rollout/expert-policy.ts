@@ -8,7 +8,7 @@
  * @module
  */
 import type { ChatAssistantMessage, ChatMessage, ChatTemplate } from '../model/chat-template.js';
-import { ExpertRetailAgent, ExpertTelecomAgent, normalizeAction, type Message, type OpenAIToolSchema, type TauAgent, type TauTask } from '../tau/index.js';
+import { ExpertAirlineAgent, ExpertRetailAgent, ExpertTelecomAgent, normalizeAction, type Message, type OpenAIToolSchema, type TauAgent, type TauTask } from '../tau/index.js';
 import { ChatTokenPolicy } from './chat-token-policy.js';
 import type { ChatConversation, ChatPolicy, ChatPolicyRequest, SessionContext } from './policy.js';
 
@@ -21,7 +21,7 @@ export interface ExpertPolicyOptions {
   tasks: TaskLookup;
   /**
    * Makes the agent for a task; default by the environment's domain (`envInfo.domain`):
-   * `ExpertRetailAgent` for retail, `ExpertTelecomAgent` for telecom.
+   * `ExpertRetailAgent` for retail, `ExpertTelecomAgent` for telecom, `ExpertAirlineAgent` for airline.
    */
   createAgent?: (task: TauTask, context: SessionContext) => TauAgent;
 }
@@ -43,6 +43,7 @@ function lookup(tasks: TaskLookup): (id: string) => TauTask {
 function defaultAgent(_task: TauTask, context: SessionContext): TauAgent {
   const domain = context.envInfo.domain;
   if (domain === 'telecom') return new ExpertTelecomAgent();
+  if (domain === 'airline') return new ExpertAirlineAgent();
   if (domain === 'retail' || domain === undefined) return new ExpertRetailAgent();
   throw new RangeError(`expert policy: no expert agent for domain ${JSON.stringify(domain)} (give createAgent)`);
 }

@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+
 import t from 'tap';
 
 import type { ChatAssistantMessage, ChatMessage } from '../../lib/model/index.js';
@@ -26,6 +28,8 @@ import { chatMessageOfAction } from '../../lib/rollout/expert-policy.js';
 import { parseTurn } from '../../lib/rollout/turns.js';
 import type { TauTask } from '../../lib/tau/index.js';
 import { Rng } from '../../lib/tau/rng.js';
+import { loadTau2Airline } from '../../lib/tau/index.js';
+import { AIRLINE_DIR } from '../tau/fixtures/airline.js';
 import { envFactory, NoisyExpertPolicy, retailWorld, template } from './fixtures/world.js';
 
 const tpl = template();
@@ -177,7 +181,16 @@ t.test('expert policies: tau messages from chat messages, actions as chat messag
   t.throws(() => byList.startConversation({ ...ctx, taskId: 'nope' }), /unknown task id 'nope'/);
   t.throws(() => new ExpertChatPolicy({ tasks: 5 as never }), TypeError);
   const odd = new ExpertChatPolicy({ tasks: world });
-  await t.rejects(odd.startConversation({ ...ctx, envInfo: { domain: 'airline' } }).respond({ messages: [], tools: [], params: {} }), /no expert agent for domain "airline"/);
+  await t.rejects(odd.startConversation({ ...ctx, envInfo: { domain: 'flights' } }).respond({ messages: [], tools: [], params: {} }), /no expert agent for domain "flights"/);
+  if (existsSync(AIRLINE_DIR)) {
+    // The airline domain gets tau2 airline's expert: its first move on a task with gold calls is a tool call or a request to confirm, never an error.
+    const airline = loadTau2Airline(AIRLINE_DIR, { split: 'train' });
+    const task = airline.tasks.find((x) => (x.evaluation_criteria?.actions ?? []).length > 0) as TauTask;
+    const conv = new ExpertChatPolicy({ tasks: airline.tasks }).startConversation({ taskId: task.id, seed: 1, envInfo: { domain: 'airline', policy: 'p' } });
+    const reply = await conv.respond({ messages: [{ role: 'user', content: 'Hello, I need help.' }], tools: [], params: {} });
+    const message = 'message' in reply ? reply.message : reply;
+    t.ok((message.tool_calls?.length ?? 0) > 0 || (message.content ?? '').length > 0, 'the airline expert answers');
+  }
   let made = 0;
   const custom = new ExpertTokenPolicy(tpl, {
     tasks: world,
