@@ -10,6 +10,7 @@
 
 #include "../model/gemm.h"
 #include "../model/kernel_table.h"
+#include "../model/matmul_precision.h"
 #include "../model/model_config.h"
 #include "../model/ops.h"
 #include "../model/ops_table.h"
@@ -97,6 +98,20 @@ Napi::Value GemmInfoJs(const Napi::CallbackInfo& info) {
   o.Set("nr", kt.gemmNr);
   o.Set("vectorWidth", kt.vectorWidth);
   return o;
+}
+
+Napi::Value MatmulPrecisionJs(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), MatmulPrecisionName(GetMatmulPrecision()));
+}
+
+Napi::Value SetMatmulPrecisionJs(const Napi::CallbackInfo& info) {
+  const std::string name = RequireString(info[0], "precision");
+  MatmulPrecision p;
+  if (!ParseMatmulPrecision(name, &p)) {
+    throw Napi::RangeError::New(info.Env(), "precision must be 'highest' or 'medium' (got '" + name + "')");
+  }
+  SetMatmulPrecision(p);
+  return info.Env().Undefined();
 }
 
 Napi::Value FmaPeakJs(const Napi::CallbackInfo& info) {
@@ -603,6 +618,8 @@ void RegisterModel(Napi::Env env, Napi::Object exports) {
   Export(env, exports, "gemmNaive", GemmNaiveJs);
   Export(env, exports, "gemmAsync", GemmAsyncJs);
   Export(env, exports, "gemmInfo", GemmInfoJs);
+  Export(env, exports, "matmulPrecision", MatmulPrecisionJs);
+  Export(env, exports, "setMatmulPrecision", SetMatmulPrecisionJs);
   Export(env, exports, "fmaPeakGflops", FmaPeakJs);
   Export(env, exports, "opsIsa", OpsIsaJs);
   Export(env, exports, "linearForward", LinearForwardJs);
