@@ -47,28 +47,46 @@ __device__ __forceinline__ std::uint16_t Bf16Operand(const std::uint16_t* p) { r
 
 /**
  * Reads this thread's share of a rows x kBlockK slice of an operand (rows of the slice: A's rows
- * or B's columns) into `regs`: element (i, kk) of the slice is X[(r0 + i) * ld + k0 + kk] when
- * `kContiguous`, else X[(k0 + kk) * ld + r0 + i]; outside (rows, K) it is 0.
+ * or B's columns) as bfloat16 bits, two to a register: element (i, kk) of the slice is
+ * X[(r0 + i) * ld + k0 + kk] when `kContiguous`, else X[(k0 + kk) * ld + r0 + i]; outside
+ * (rows, K) it is 0. With k contiguous a thread reads column kk = tid % 32 of rows tid / 32 + 8 s,
+ * else row i = tid % 128 at kk = tid / 128 + 2 s (s = 0..15): a warp reads 32 consecutive
+ * elements either way.
  */
 template <typename T>
 __device__ __forceinline__ void LoadSlice(const T* X, long long ld, bool kContiguous, long long rows, long long K,
-                                          long long r0, long long k0, std::uint16_t regs[kPerThread]) {
+                                          long long r0, long long k0, unsigned regs[kPerThread / 2]) {
+  const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
-  for (int s = 0; s < kPerThread; ++s) {
-    const int e = static_cast<int>(threadIdx.x) + kThreads * s;
-    const int i = kContiguous ? e / kBlockK : e % kBlockM, kk = kContiguous ? e % kBlockK : e / kBlockM;
-    const long long r = r0 + i, p = k0 + kk;
-    regs[s] = (r < rows && p < K) ? Bf16Operand(kContiguous ? X + r * ld + p : X + p * ld + r) : std::uint16_t{0};
+  for (int s = 0; s < kPerThread / 2; ++s) regs[s] = 0u;
+  if (kContiguous) {
+    const long long p = k0 + tid % kBlockK, r = r0 + tid / kBlockK;
+    if (p >= K) return;
+    const T* base = X + p;
+#pragma unroll
+    for (int s = 0; s < kPerThread; ++s) {
+      if (r + 8 * s < rows) regs[s / 2] |= static_cast<unsigned>(Bf16Operand(base + (r + 8 * s) * ld)) << (16 * (s % 2));
+    }
+  } else {
+    const long long r = r0 + tid % kBlockM, p = k0 + tid / kBlockM;
+    if (r >= rows) return;
+    const T* base = X + r;
+#pragma unroll
+    for (int s = 0; s < kPerThread; ++s) {
+      if (p + 2 * s < K) regs[s / 2] |= static_cast<unsigned>(Bf16Operand(base + (p + 2 * s) * ld)) << (16 * (s % 2));
+    }
   }
 }
 
 /** Stores what LoadSlice read into a shared stage laid out [row][k] (rows of kRowPad elements). */
-__device__ __forceinline__ void StoreSlice(bool kContiguous, const std::uint16_t regs[kPerThread], std::uint16_t* stage) {
+__device__ __forceinline__ void StoreSlice(bool kContiguous, const unsigned regs[kPerThread / 2], std::uint16_t* stage) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int i = kContiguous ? tid / kBlockK : tid % kBlockM, kk = kContiguous ? tid % kBlockK : tid / kBlockM;
 #pragma unroll
   for (int s = 0; s < kPerThread; ++s) {
-    const int e = static_cast<int>(threadIdx.x) + kThreads * s;
-    const int i = kContiguous ? e / kBlockK : e % kBlockM, kk = kContiguous ? e % kBlockK : e / kBlockM;
-    stage[i * kRowPad + kk] = regs[s];
+    const std::uint16_t v = static_cast<std::uint16_t>(regs[s / 2] >> (16 * (s % 2)));
+    if (kContiguous) stage[(i + 8 * s) * kRowPad + kk] = v;
+    else stage[i * kRowPad + kk + 2 * s] = v;
   }
 }
 
@@ -94,7 +112,7 @@ __device__ __forceinline__ void GemmTileTc(int transA, int transB, long long M, 
     for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mi][ni][i] = 0.0f;
-  std::uint16_t ra[kPerThread], rb[kPerThread];
+  unsigned ra[kPerThread / 2], rb[kPerThread / 2];
   const long long tiles = (K + kBlockK - 1) / kBlockK;
   if (tiles > 0) {
     LoadSlice(A, lda, aK, M, K, row0, 0, ra);

@@ -46,6 +46,26 @@ t.test('the matmul precision setting', async (t) => {
   t.equal(matmulPrecision(), 'highest');
 });
 
+interface TimerAddon {
+  gemmTimeCuda(o: Record<string, unknown>): number;
+}
+
+t.test('gemmTimeCuda (the GEMM benchmark timer): argument checks, and a timing where CUDA runs', async (t) => {
+  const a = loadAddon<TimerAddon>();
+  t.throws(() => a.gemmTimeCuda({ m: 0, n: 4, k: 4 }), { name: 'RangeError', message: /options\.m/ });
+  t.throws(() => a.gemmTimeCuda({ m: 4, n: 4, k: 4, precision: 'low' }), { name: 'RangeError', message: /options\.precision/ });
+  t.throws(() => a.gemmTimeCuda({ m: 4, n: 4, k: 4, bDtype: 'float16' }), { name: 'RangeError', message: /options\.bDtype/ });
+  t.throws(() => a.gemmTimeCuda({ m: 4, n: 4, k: 4, transA: 1 }), { name: 'TypeError', message: /options\.transA must be a boolean/ });
+  t.throws(() => a.gemmTimeCuda({ m: 4, n: 4, k: 4, iteration: 2 }), { name: 'RangeError', message: /iteration/ });
+  if (!cudaAvailable() || !modelAddon().modelOpsDevices().includes('cuda')) {
+    t.throws(() => a.gemmTimeCuda({ m: 4, n: 4, k: 4 }), { message: /no CUDA GEMM kernels|is not available/ });
+    return;
+  }
+  const s = a.gemmTimeCuda({ m: 33, n: 17, k: 40, transB: true, bDtype: 'bfloat16', precision: 'medium', iterations: 1 });
+  t.ok(s > 0 && Number.isFinite(s), `seconds per GEMM (${s})`);
+  t.equal(matmulPrecision(), 'highest', 'the setting is restored after the timing');
+});
+
 const noGpu = !cudaAvailable()
   ? `no CUDA device: ${loadAddon().cudaStatus().reason}`
   : !modelAddon().modelOpsDevices().includes('cuda')
