@@ -90,12 +90,9 @@ export function main(argv: readonly string[] = process.argv.slice(2), cli: Bench
   const peak = bf16Peak();
   const dev = backends().find((b) => b.name === 'cuda');
   const result: GemmGpuResult = { device: dev ? `${dev.deviceName} (${dev.computeCapability})` : 'none', peakTflops: peak.tflops, peakNote: peak.note, rows: [], attention: [] };
-  if (!cudaAvailable()) {
-    log('gemm gpu: no usable CUDA device, nothing to time');
-    writeJson(values.json, result);
-    return result;
-  }
-  log(`gemm gpu: ${result.device}, dense bf16 peak ${peak.tflops === null ? 'unknown' : `${peak.tflops.toFixed(0)} TFLOP/s`} (${peak.note})`);
+  const gpu = cudaAvailable();
+  if (!gpu) log('gemm gpu: no usable CUDA device, no GEMM to time');
+  else log(`gemm gpu: ${result.device}, dense bf16 peak ${peak.tflops === null ? 'unknown' : `${peak.tflops.toFixed(0)} TFLOP/s`} (${peak.note})`);
   const addon = loadAddon<TimerAddon>();
   const D = 2880, Q = 64 * 64, KV = 8 * 64, F = 2880, E = 32, TOPK = 4, V = 201088;
   const perExpert = Math.max(1, Math.round((T * TOPK) / E));
@@ -115,7 +112,7 @@ export function main(argv: readonly string[] = process.argv.slice(2), cli: Bench
     ['tc fp32 operands', 'medium', 'float32'],
     ['tc bf16 weight', 'medium', 'bfloat16'],
   ];
-  for (const [shape, m, n, k, transB] of values.onlyAttention ? [] : shapes) {
+  for (const [shape, m, n, k, transB] of values.onlyAttention || !gpu ? [] : shapes) {
     for (const [kernel, precision, bDtype] of kernels) {
       if (kernel === 'fp32' && m * n * k > 2 ** 37) continue;  // the float32 kernel on the LM head: minutes
       const s = addon.gemmTimeCuda({ m, n, k, transB, bDtype, precision, iterations });
