@@ -12,9 +12,10 @@
 // warps multiply the current one, then converts it to bfloat16 bits and stores it into the other
 // stage, laid out [row][k] for A and [column][k] for B with rows padded to 40 elements (80 bytes:
 // ldmatrix reads 8 rows of 16 bytes without bank conflicts). The conversion is the operand
-// decoder: float32 is rounded to nearest even, bfloat16 bits pass as they are; another weight
-// format (packed MXFP4: a 4-bit code times its block's power of two, exact in bfloat16) is one
-// more Bf16Operand overload. Included by .cu files only (an anonymous namespace: each file its
+// decoder: float32 is rounded to nearest even, bfloat16 bits pass as they are. The tile code
+// takes operands as pointer-like types (`p + n`, Bf16Operand(p)), so another weight format
+// (packed MXFP4: a 4-bit code times its block's power of two, exact in bfloat16, addressed like
+// an array of elements) is one more Bf16Operand overload and launch. Included by .cu files only (an anonymous namespace: each file its
 // own copy).
 #pragma once
 
@@ -53,8 +54,8 @@ __device__ __forceinline__ std::uint16_t Bf16Operand(const std::uint16_t* p) { r
  * else row i = tid % 128 at kk = tid / 128 + 2 s (s = 0..15): a warp reads 32 consecutive
  * elements either way.
  */
-template <typename T>
-__device__ __forceinline__ void LoadSlice(const T* X, long long ld, bool kContiguous, long long rows, long long K,
+template <typename P>
+__device__ __forceinline__ void LoadSlice(P X, long long ld, bool kContiguous, long long rows, long long K,
                                           long long r0, long long k0, unsigned regs[kPerThread / 2]) {
   const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
@@ -62,7 +63,7 @@ __device__ __forceinline__ void LoadSlice(const T* X, long long ld, bool kContig
   if (kContiguous) {
     const long long p = k0 + tid % kBlockK, r = r0 + tid / kBlockK;
     if (p >= K) return;
-    const T* base = X + p;
+    const P base = X + p;
 #pragma unroll
     for (int s = 0; s < kPerThread; ++s) {
       if (r + 8 * s < rows) regs[s / 2] |= static_cast<unsigned>(Bf16Operand(base + (r + 8 * s) * ld)) << (16 * (s % 2));
@@ -70,7 +71,7 @@ __device__ __forceinline__ void LoadSlice(const T* X, long long ld, bool kContig
   } else {
     const long long r = r0 + tid % kBlockM, p = k0 + tid / kBlockM;
     if (r >= rows) return;
-    const T* base = X + r;
+    const P base = X + r;
 #pragma unroll
     for (int s = 0; s < kPerThread; ++s) {
       if (p + 2 * s < K) regs[s / 2] |= static_cast<unsigned>(Bf16Operand(base + (p + 2 * s) * ld)) << (16 * (s % 2));
@@ -94,9 +95,9 @@ __device__ __forceinline__ void StoreSlice(bool kContiguous, const unsigned regs
  * One 128 x 128 tile, at (row0, col0), of C = alpha op(A) op(B) + beta C (row-major, leading
  * dimensions; beta == 0 writes C without reading it), computed by the 256 threads of a block.
  */
-template <typename TA, typename TB>
+template <typename PA, typename PB>
 __device__ __forceinline__ void GemmTileTc(int transA, int transB, long long M, long long N, long long K, float alpha,
-                                           const TA* A, long long lda, const TB* B, long long ldb, float beta, float* C,
+                                           PA A, long long lda, PB B, long long ldb, float beta, float* C,
                                            long long ldc, long long row0, long long col0) {
   alignas(16) __shared__ std::uint16_t As[2][kBlockM * kRowPad];
   alignas(16) __shared__ std::uint16_t Bs[2][kBlockN * kRowPad];
@@ -177,11 +178,11 @@ __device__ __forceinline__ void GemmTileTc(int transA, int transB, long long M, 
   }
 }
 
-template <typename TA, typename TB>
+template <typename PA, typename PB>
 __global__ void __launch_bounds__(kThreads) GemmTcKernel(int transA, int transB, long long M, long long N, long long K,
-                                                         float alpha, const TA* A, long long lda, const TB* B,
+                                                         float alpha, PA A, long long lda, PB B,
                                                          long long ldb, float beta, float* C, long long ldc) {
-  GemmTileTc<TA, TB>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+  GemmTileTc<PA, PB>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                      static_cast<long long>(blockIdx.y) * kBlockM, static_cast<long long>(blockIdx.x) * kBlockN);
 }
 
@@ -190,14 +191,14 @@ struct GroupTile {
   long long m, n, k, a, b, c, row0;
 };
 
-template <typename TA, typename TB>
+template <typename PA, typename PB>
 __global__ void __launch_bounds__(kThreads) GroupedGemmTcKernel(const GroupTile* tiles, int transA, int transB,
-                                                                float alpha, const TA* A, long long lda, const TB* B,
+                                                                float alpha, PA A, long long lda, PB B,
                                                                 long long ldb, float beta, float* C, long long ldc) {
   const GroupTile t = tiles[blockIdx.y];
   const long long col0 = static_cast<long long>(blockIdx.x) * kBlockN;
   if (col0 >= t.n) return;  // the whole block leaves: a narrower group than the grid
-  GemmTileTc<TA, TB>(transA, transB, t.m, t.n, t.k, alpha, A + t.a, lda, B + t.b, ldb, beta, C + t.c, ldc, t.row0, col0);
+  GemmTileTc<PA, PB>(transA, transB, t.m, t.n, t.k, alpha, A + t.a, lda, B + t.b, ldb, beta, C + t.c, ldc, t.row0, col0);
 }
 
 }  // namespace tc
@@ -228,7 +229,7 @@ void LaunchGemmTc(cudaStream_t s, bool transA, bool transB, std::int64_t m, std:
   if (m == 0 || n == 0) return;
   if (CeilDiv<std::int64_t>(m, tc::kBlockM) >= 65536) throw ArgumentError("gemm: m is too large for the CUDA kernel (>= 8388608 rows)");
   const dim3 grid(static_cast<unsigned>(CeilDiv<std::int64_t>(n, tc::kBlockN)), static_cast<unsigned>(CeilDiv<std::int64_t>(m, tc::kBlockM)));
-  auto* kernel = tc::GemmTcKernel<TA, TB>;  // (a template-id with a comma cannot be a macro argument)
+  auto* kernel = tc::GemmTcKernel<const TA*, const TB*>;  // (a template-id with a comma cannot be a macro argument)
   SFX_LAUNCH(kernel, grid, dim3(tc::kThreads), 0, s)(transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   SFX_CUDA_LAUNCH_CHECK("GemmTcKernel");
 }
@@ -256,7 +257,7 @@ void GroupedGemmTc(int device, const std::vector<Group>& groups, bool transA, bo
   for (std::size_t t0 = 0; t0 < tiles.size(); t0 += kMaxRows) {
     const std::size_t count = tiles.size() - t0 < kMaxRows ? tiles.size() - t0 : kMaxRows;
     const dim3 grid(static_cast<unsigned>(CeilDiv<long long>(maxN, tc::kBlockN)), static_cast<unsigned>(count));
-    auto* kernel = tc::GroupedGemmTcKernel<TA, TB>;
+    auto* kernel = tc::GroupedGemmTcKernel<const TA*, const TB*>;
     SFX_LAUNCH(kernel, grid, dim3(tc::kThreads), 0, stream)
     (list.data() + t0, transA ? 1 : 0, transB ? 1 : 0, alpha, a, lda, b, ldb, beta, c, ldc);
     SFX_CUDA_LAUNCH_CHECK("GroupedGemmTcKernel");

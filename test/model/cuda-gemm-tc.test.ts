@@ -5,9 +5,13 @@
 // four transposes, alpha and beta, float32 and bfloat16 operands; a product whose float32 operands
 // are not bfloat16 numbers shows the rounding; linear forward and backward (dx accumulated, dweight
 // accumulated, bias), and the MoE layer (grouped expert GEMMs) close to the CPU's float32 result.
-// 'highest' gives back the float32 kernel bit for bit. The setting's argument checks run
+// 'highest' gives back the float32 kernel bit for bit; on a GPU below compute capability 8.0 (the
+// emulator pretending 7.5) 'medium' runs the float32 kernel and says so once. The setting's argument checks run
 // everywhere; the rest needs a CUDA device (the CUDA emulator counts: npm run test:cuda-emulator
 // runs it in both thread orders).
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
 import t from 'tap';
 
 import { gemm, linearBackward, linearForward, matmulPrecision, moeForward, setMatmulPrecision } from '../../lib/model/index.js';
@@ -178,4 +182,30 @@ t.test("CUDA linear layers and the MoE experts with matmul precision 'medium'", 
   }
   t.ok(e / m <= 2 ** -6, `MoE output within 2^-6 of the CPU's scale (${(e / m).toExponential(2)})`);
   t.notOk(sameBits(gpu.out, exact.out), "MoE output differs from 'highest' (the tensor-core path ran)");
+});
+
+t.test("a GPU without bf16 tensor cores: 'medium' runs the float32 kernel and says so once", { skip: noGpu || !/emulator/.test(loadAddon().backends().find((b) => b.name === 'cuda')?.deviceName ?? '') ? 'needs the CUDA emulator (SFX_EMU_CC pretends compute capability 7.5)' : false }, async (t) => {
+  const script = `
+    const m = await import(${JSON.stringify(new URL('../../lib/model/index.ts', import.meta.url).href)});
+    const a = Float32Array.from({ length: 6 }, (_, i) => 1 + 2 ** -10 * (i + 1)), b = Float32Array.from({ length: 6 }, (_, i) => i - 2.5);
+    const out = [];
+    for (const p of ['highest', 'medium', 'medium']) {
+      m.setMatmulPrecision(p);
+      const c = new Float32Array(4);
+      m.gemm({ a, b, c, m: 2, n: 2, k: 3, device: 'cuda' });
+      out.push(Array.from(c));
+    }
+    console.log(JSON.stringify(out));`;
+  const r = spawnSync(process.execPath, [...process.execArgv, '--input-type=module', '-e', script], {
+    env: { ...process.env, SFX_EMU_CC: '7.5' },
+    cwd: fileURLToPath(new URL('../..', import.meta.url)),
+    encoding: 'utf8',
+  });
+  t.equal(r.status, 0, r.stderr);
+  const [highest, medium, again] = JSON.parse(r.stdout.trim().split('\n').pop()!) as number[][];
+  t.same(medium, highest, "'medium' gave the float32 kernel's values");
+  t.same(again, highest, 'and again');
+  const notes = r.stderr.split('\n').filter((l) => l.includes("matmul precision 'medium'"));
+  t.equal(notes.length, 1, 'said once');
+  t.match(notes[0], /compute capability 7\.5.*8\.0 or newer/, 'with the reason');
 });
