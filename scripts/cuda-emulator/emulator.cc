@@ -5,7 +5,10 @@
 // in index order, or in reverse with SFX_EMU_ORDER=reverse — so a missing barrier shows up as
 // a wrong result in one of the two orders; threads waiting at different barriers (divergent
 // __syncthreads) are reported as an error. x86-64 only (the context switch is a few lines of
-// assembly).
+// assembly). The warp-level matrix instructions (mma.m16n8k16, ldmatrix) are warp-collective
+// operations over the lanes' fragments, like the shuffles: every lane deposits its operands,
+// the warp meets at a barrier, and each lane computes its own part of the result from all of them.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -53,6 +56,14 @@ struct Fiber {
   State state = kReady;
 };
 
+/** What a lane gives to a warp-collective matrix operation. */
+struct LaneOperands {
+  int op = 0;  // 1 + kind for mma, 10 + count (+ 100 when .trans) for ldmatrix
+  unsigned a[4] = {}, b[2] = {};
+  float c[4] = {};
+  const void* row = nullptr;
+};
+
 struct Run {
   dim3 grid, block, index;
   std::vector<Fiber> fibers;
@@ -60,7 +71,9 @@ struct Run {
   int current = 0;
   const std::function<void()>* body = nullptr;
   std::vector<float> shuffle;
+  std::vector<LaneOperands> lanes;
   std::vector<unsigned char> shared;
+  std::string error;  // a misuse seen inside a kernel (thrown when the block ends)
 };
 
 Run g_run;
@@ -125,7 +138,10 @@ void RunBlock(bool reverse) {
       live = true;
       allAtBlock = allAtBlock && f.state == kBlockBarrier;
     }
-    if (!live) return;
+    if (!live) {
+      if (!g_run.error.empty()) throw std::runtime_error("CUDA emulator: " + g_run.error);
+      return;
+    }
     if (!allAtBlock) {
       throw std::runtime_error("CUDA emulator: the threads of block (" + std::to_string(g_run.index.x) + ", " +
                                std::to_string(g_run.index.y) + ", " + std::to_string(g_run.index.z) +
@@ -156,6 +172,103 @@ float ShflXor(float v, int laneMask) {
   return r;
 }
 
+namespace {
+
+/**
+ * Deposits this lane's operands, waits for the warp and returns the warp's first thread; records
+ * an error (and returns -1) unless all 32 lanes of the warp are running and made the same call.
+ */
+int GatherWarp(const LaneOperands& mine) {
+  const int t = g_run.current, w = t & ~31, n = static_cast<int>(g_run.fibers.size());
+  g_run.lanes[t] = mine;
+  Yield(kWarpBarrier);
+  bool ok = w + 32 <= n;
+  for (int l = w; ok && l < w + 32; ++l) ok = g_run.fibers[l].state != kDone && g_run.lanes[l].op == mine.op;
+  if (!ok && g_run.error.empty()) {
+    g_run.error = "a warp-level matrix instruction (mma/ldmatrix) was not executed by all 32 lanes of warp " +
+                  std::to_string(t / 32) + " together (block size " + std::to_string(n) + ")";
+  }
+  return ok ? w : -1;
+}
+
+float Half16(unsigned bits, int kind) {
+  bits &= 0xffffu;
+  if (kind == 0) {
+    const std::uint32_t u = bits << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  const int e = static_cast<int>((bits >> 10) & 0x1fu), m = static_cast<int>(bits & 0x3ffu);
+  const float sign = (bits & 0x8000u) ? -1.0f : 1.0f;
+  if (e == 0) return sign * std::ldexp(static_cast<float>(m), -24);
+  if (e == 31) return m ? NAN : sign * INFINITY;
+  return sign * std::ldexp(static_cast<float>(m | 0x400), e - 25);
+}
+
+}  // namespace
+
+void MmaM16N8K16(int kind, float d[4], const unsigned a[4], const unsigned b[2]) {
+  LaneOperands mine;
+  mine.op = 1 + kind;
+  for (int i = 0; i < 4; ++i) mine.a[i] = a[i], mine.c[i] = d[i];
+  mine.b[0] = b[0];
+  mine.b[1] = b[1];
+  const int w = GatherWarp(mine);
+  const int lane = g_run.current & 31, g = lane / 4, t = lane % 4;
+  if (w < 0) {
+    for (int i = 0; i < 4; ++i) d[i] = NAN;
+  } else {
+    // A[r][k] and B[k][c] from the lanes that hold them (the PTX ISA's m16n8k16 fragment tables).
+    auto A = [&](int r, int k) {
+      const LaneOperands& o = g_run.lanes[w + (r % 8) * 4 + (k % 8) / 2];
+      return Half16(o.a[(r / 8) + 2 * (k / 8)] >> (16 * (k % 2)), kind);
+    };
+    auto B = [&](int k, int c) {
+      const LaneOperands& o = g_run.lanes[w + c * 4 + (k % 8) / 2];
+      return Half16(o.b[k / 8] >> (16 * (k % 2)), kind);
+    };
+    for (int i = 0; i < 4; ++i) {
+      const int r = g + 8 * (i / 2), c = 2 * t + (i % 2);
+      double s = g_run.lanes[w + lane].c[i];
+      for (int k = 0; k < 16; ++k) s += static_cast<double>(A(r, k)) * static_cast<double>(B(k, c));
+      d[i] = static_cast<float>(s);
+    }
+  }
+  Yield(kWarpBarrier);  // nobody overwrites its operands before everyone has read
+}
+
+void LdMatrix(int count, bool trans, const void* row, unsigned* r) {
+  LaneOperands mine;
+  mine.op = 10 + count + (trans ? 100 : 0);
+  mine.row = row;
+  int w = GatherWarp(mine);
+  const int lane = g_run.current & 31;
+  for (int l = 0; w >= 0 && l < 8 * count; ++l) {
+    if (reinterpret_cast<std::uintptr_t>(g_run.lanes[w + l].row) % 16 != 0) {
+      if (g_run.error.empty()) g_run.error = "ldmatrix: lane " + std::to_string(l) + " gave a row address that is not 16-byte aligned";
+      w = -1;
+    }
+  }
+  for (int j = 0; j < count; ++j) {
+    if (w < 0) {
+      r[j] = 0xffffffffu;
+      continue;
+    }
+    std::uint16_t lo, hi;
+    if (!trans) {
+      const auto* p = static_cast<const std::uint16_t*>(g_run.lanes[w + 8 * j + lane / 4].row);
+      lo = p[2 * (lane % 4)];
+      hi = p[2 * (lane % 4) + 1];
+    } else {
+      lo = static_cast<const std::uint16_t*>(g_run.lanes[w + 8 * j + 2 * (lane % 4)].row)[lane / 4];
+      hi = static_cast<const std::uint16_t*>(g_run.lanes[w + 8 * j + 2 * (lane % 4) + 1].row)[lane / 4];
+    }
+    r[j] = static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);
+  }
+  Yield(kWarpBarrier);
+}
+
 void Launch(dim3 grid, dim3 block, std::size_t sharedBytes, std::function<void()> body) {
   std::lock_guard<std::mutex> lock(g_launch);
   const unsigned n = block.x * block.y * block.z;
@@ -173,6 +286,8 @@ void Launch(dim3 grid, dim3 block, std::size_t sharedBytes, std::function<void()
     for (Fiber& f : g_run.fibers) f.stack.resize(kStackBytes);
   }
   g_run.shuffle.assign(n, 0.0f);
+  g_run.lanes.assign(n, LaneOperands{});
+  g_run.error.clear();
   g_run.shared.assign(sharedBytes, 0);
   for (unsigned z = 0; z < grid.z; ++z) {
     for (unsigned y = 0; y < grid.y; ++y) {

@@ -75,6 +75,14 @@ const dim3& BlockDim();
 const dim3& GridDim();
 void SyncThreads();
 float ShflXor(float v, int laneMask);
+/**
+ * mma.sync.aligned.m16n8k16.row.col.f32.{bf16 (kind 0), f16 (kind 1)}.f32 over the fragments of the
+ * 32 lanes of the calling warp (native/core/cuda_mma.cuh has the layout): d += A B, each output
+ * the float64 sum of its exact products and its d, rounded once to float32.
+ */
+void MmaM16N8K16(int kind, float d[4], const unsigned a[4], const unsigned b[2]);
+/** ldmatrix.sync.aligned.m8n8.x`count`[.trans].shared.b16: `row` is this lane's row address. */
+void LdMatrix(int count, bool trans, const void* row, unsigned* r);
 void* DynamicShared();
 /** Runs `body` once per thread of every block of `grid` (blocks one after another). */
 void Launch(dim3 grid, dim3 block, std::size_t sharedBytes, std::function<void()> body);
