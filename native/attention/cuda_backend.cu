@@ -60,11 +60,8 @@ void NoteNoTensorCores(std::once_flag& once, const std::string& why) {
 /** Whether a fused call takes the tensor-core kernels (the current device is `device`). */
 bool UseTensorCores(int device, const Shape& s, DType dtype) {
   if (dtype != DType::kBF16) return false;
-  static const bool disabled = [] {
-    const char* e = std::getenv("SINKFLEX_ATTENTION_TENSOR_CORES");
-    return e != nullptr && std::strcmp(e, "0") == 0;
-  }();
-  if (disabled) return false;
+  const char* env = std::getenv("SINKFLEX_ATTENTION_TENSOR_CORES");  // read per call: tests switch it
+  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
   if (s.headDim > kMaxTensorCoreHeadDim) {
     static std::once_flag once;
     NoteNoTensorCores(once, "headDim " + std::to_string(s.headDim) + " > " + std::to_string(kMaxTensorCoreHeadDim));
