@@ -15,8 +15,9 @@
 //   3. TcQueryGradKernel: one block of 4 warps per (64 query rows, batch, head): for every
 //      non-empty key tile, in BN-key steps, S = Q Kᵀ and dP = dO Vᵀ, the same P and dS, then
 //      dQ += dS K on the tensor cores; dq = c dQ.
-// headDim is padded with zeros to DB = 64 or 128; B operands that the mma needs k-major (Q and dO
-// for the key side, K for the query side) get a transposed copy in shared memory.
+// headDim is padded with zeros to DB = 64 or 128. Tiles are row-major in shared memory; ldmatrix
+// .trans gives the operands that the mma needs in the other orientation (Q and dO for dK and dV,
+// K for dQ).
 #include <cmath>
 
 #include "cuda_tc.cuh"
@@ -45,10 +46,8 @@ __device__ __forceinline__ void ProbAndGrad(const AttnParams& p, long long b, lo
 
 template <int DB, int QS>
 struct TcKeyCfg {
-  static constexpr int RP = DB + 8;  // row stride of the row-major tiles (K, V, Q, dO)
-  static constexpr int TP = QS + 8;  // row stride of the transposed Q and dO tiles
-  static constexpr std::size_t kSmem =
-      (2 * std::size_t(kTile) * RP + 2 * std::size_t(QS) * RP + 2 * std::size_t(DB) * TP) * 2 + 2 * QS * sizeof(float);
+  static constexpr int RP = DB + 8;  // row stride of the tiles (K, V, Q, dO)
+  static constexpr std::size_t kSmem = (2 * std::size_t(kTile) + 2 * std::size_t(QS)) * RP * 2 + 2 * QS * sizeof(float);
 };
 
 template <int DB, int QS>
@@ -60,15 +59,13 @@ __global__ void __launch_bounds__(kThreads) TcKeyGradKernel(AttnParams p, const 
                                                             const float* __restrict__ delta,
                                                             std::uint16_t* __restrict__ dk, std::uint16_t* __restrict__ dv) {
   using C = TcKeyCfg<DB, QS>;
-  constexpr int RP = C::RP, TP = C::TP, NT = QS / 8, ON = DB / 8;
+  constexpr int RP = C::RP, NT = QS / 8, ON = DB / 8;
   SFX_DYNAMIC_SHARED(TcChunk, raw);
   std::uint16_t* Ks = reinterpret_cast<std::uint16_t*>(raw);
   std::uint16_t* Vs = Ks + kTile * RP;
   std::uint16_t* Qs = Vs + kTile * RP;
   std::uint16_t* dOs = Qs + QS * RP;
-  std::uint16_t* Qt = dOs + QS * RP;
-  std::uint16_t* dOt = Qt + DB * TP;
-  float* Ls = reinterpret_cast<float*>(dOt + DB * TP);
+  float* Ls = reinterpret_cast<float*>(dOs + QS * RP);
   float* Ds = Ls + QS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
   const int r0 = warp * 16;
@@ -80,8 +77,8 @@ __global__ void __launch_bounds__(kThreads) TcKeyGradKernel(AttnParams p, const 
   const long long kt = t / p.B, j0 = kt * kTile;
   const long long entry = p.tiles.entries == 1 ? 0 : b;
   const long long kvOff = ((b * p.Tk + j0) * p.Hkv + kvh) * p.D;
-  LoadTileBf16<DB, kTile, RP, false, kThreads>(Ks, k + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
-  LoadTileBf16<DB, kTile, RP, false, kThreads>(Vs, v + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
+  LoadTileBf16<DB, kTile, RP, kThreads>(Ks, k + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
+  LoadTileBf16<DB, kTile, RP, kThreads>(Vs, v + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
 
   float dK[ON][4], dV[ON][4];
 #pragma unroll
@@ -101,10 +98,8 @@ __global__ void __launch_bounds__(kThreads) TcKeyGradKernel(AttnParams p, const 
         if (i0 >= p.T) break;
         __syncthreads();  // the previous step is done with the query-side tiles
         const long long off = ((b * p.T + i0) * p.Hq + h) * p.D;
-        LoadTileBf16<DB, QS, RP, false, kThreads>(Qs, q + off, p.Hq * p.D, p.T - i0, p.D);
-        LoadTileBf16<DB, QS, RP, false, kThreads>(dOs, dOut + off, p.Hq * p.D, p.T - i0, p.D);
-        LoadTileBf16<DB, QS, TP, true, kThreads>(Qt, q + off, p.Hq * p.D, p.T - i0, p.D);
-        LoadTileBf16<DB, QS, TP, true, kThreads>(dOt, dOut + off, p.Hq * p.D, p.T - i0, p.D);
+        LoadTileBf16<DB, QS, RP, kThreads>(Qs, q + off, p.Hq * p.D, p.T - i0, p.D);
+        LoadTileBf16<DB, QS, RP, kThreads>(dOs, dOut + off, p.Hq * p.D, p.T - i0, p.D);
         for (int r = threadIdx.x; r < QS; r += kThreads) {
           const long long i = i0 + r, at = (b * p.Hq + h) * p.T + i;
           Ls[r] = i < p.T ? lse[at] : -INFINITY;  // rows past the end get P = 0
@@ -123,12 +118,14 @@ __global__ void __launch_bounds__(kThreads) TcKeyGradKernel(AttnParams p, const 
           LoadA<RP>(ak, Ks, r0, kk * 16);
           LoadA<RP>(av, Vs, r0, kk * 16);
 #pragma unroll
-          for (int n = 0; n < NT; ++n) {
-            std::uint32_t bq[2], bo[2];
-            LoadB<RP>(bq, Qs, n * 8, kk * 16);
-            LoadB<RP>(bo, dOs, n * 8, kk * 16);
-            Mma(s[n], ak, bq);
-            Mma(dp[n], av, bo);
+          for (int n = 0; n < NT; n += 2) {
+            std::uint32_t bq[2][2], bo[2][2];
+            LoadB2<RP>(bq, Qs, n * 8, kk * 16);
+            LoadB2<RP>(bo, dOs, n * 8, kk * 16);
+            Mma(s[n], ak, bq[0]);
+            Mma(s[n + 1], ak, bq[1]);
+            Mma(dp[n], av, bo[0]);
+            Mma(dp[n + 1], av, bo[1]);
           }
         }
         // Rows are keys (r0 + g + 8 hr), columns queries (n * 8 + 2 tg + e).
@@ -143,19 +140,18 @@ __global__ void __launch_bounds__(kThreads) TcKeyGradKernel(AttnParams p, const 
         // dV += Pᵀ dO and dK += dSᵀ Q, P and dS as bf16 A fragments (16 keys x 16 queries per step).
 #pragma unroll
         for (int kk = 0; kk < QS / 16; ++kk) {
-          const std::uint32_t ap[4] = {PackBf16(s[2 * kk][0], s[2 * kk][1]), PackBf16(s[2 * kk][2], s[2 * kk][3]),
-                                       PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                       PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-          const std::uint32_t ad[4] = {PackBf16(dp[2 * kk][0], dp[2 * kk][1]), PackBf16(dp[2 * kk][2], dp[2 * kk][3]),
-                                       PackBf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
-                                       PackBf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+          std::uint32_t ap[4], ad[4];
+          CToA(ap, s[2 * kk], s[2 * kk + 1]);
+          CToA(ad, dp[2 * kk], dp[2 * kk + 1]);
 #pragma unroll
-          for (int o = 0; o < ON; ++o) {
-            std::uint32_t bo[2], bq[2];
-            LoadB<TP>(bo, dOt, o * 8, kk * 16);
-            LoadB<TP>(bq, Qt, o * 8, kk * 16);
-            Mma(dV[o], ap, bo);
-            Mma(dK[o], ad, bq);
+          for (int o = 0; o < ON; o += 2) {
+            std::uint32_t bo[2][2], bq[2][2];
+            LoadBT2<RP>(bo, dOs, kk * 16, o * 8);
+            LoadBT2<RP>(bq, Qs, kk * 16, o * 8);
+            Mma(dV[o], ap, bo[0]);
+            Mma(dV[o + 1], ap, bo[1]);
+            Mma(dK[o], ad, bq[0]);
+            Mma(dK[o + 1], ad, bq[1]);
           }
         }
       }
@@ -184,10 +180,8 @@ __global__ void __launch_bounds__(kThreads) TcKeyGradKernel(AttnParams p, const 
 
 template <int DB, int BN>
 struct TcQueryCfg {
-  static constexpr int RP = DB + 8;  // row stride of the row-major tiles (Q, dO, K, V)
-  static constexpr int TP = BN + 8;  // row stride of the transposed K tile
-  static constexpr std::size_t kSmem =
-      (2 * std::size_t(kTile) * RP + 2 * std::size_t(BN) * RP + std::size_t(DB) * TP) * 2;
+  static constexpr int RP = DB + 8;  // row stride of the tiles (Q, dO, K, V)
+  static constexpr std::size_t kSmem = (2 * std::size_t(kTile) + 2 * std::size_t(BN)) * RP * 2;
 };
 
 template <int DB, int BN>
@@ -199,13 +193,12 @@ __global__ void __launch_bounds__(kThreads) TcQueryGradKernel(AttnParams p, cons
                                                               const float* __restrict__ delta,
                                                               std::uint16_t* __restrict__ dq) {
   using C = TcQueryCfg<DB, BN>;
-  constexpr int RP = C::RP, TP = C::TP, NT = BN / 8, ON = DB / 8;
+  constexpr int RP = C::RP, NT = BN / 8, ON = DB / 8;
   SFX_DYNAMIC_SHARED(TcChunk, raw);
   std::uint16_t* Qs = reinterpret_cast<std::uint16_t*>(raw);
   std::uint16_t* dOs = Qs + kTile * RP;
   std::uint16_t* Ks = dOs + kTile * RP;
   std::uint16_t* Vs = Ks + BN * RP;
-  std::uint16_t* Kt = Vs + BN * RP;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
   const int r0 = warp * 16;
 
@@ -218,8 +211,8 @@ __global__ void __launch_bounds__(kThreads) TcQueryGradKernel(AttnParams p, cons
   const long long i0 = qt * kTile;
   const long long kvh = h / p.G, entry = p.tiles.entries == 1 ? 0 : b;
   const long long off = ((b * p.T + i0) * p.Hq + h) * p.D;
-  LoadTileBf16<DB, kTile, RP, false, kThreads>(Qs, q + off, p.Hq * p.D, p.T - i0, p.D);
-  LoadTileBf16<DB, kTile, RP, false, kThreads>(dOs, dOut + off, p.Hq * p.D, p.T - i0, p.D);
+  LoadTileBf16<DB, kTile, RP, kThreads>(Qs, q + off, p.Hq * p.D, p.T - i0, p.D);
+  LoadTileBf16<DB, kTile, RP, kThreads>(dOs, dOut + off, p.Hq * p.D, p.T - i0, p.D);
   float L[2], Di[2];
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
@@ -244,9 +237,8 @@ __global__ void __launch_bounds__(kThreads) TcQueryGradKernel(AttnParams p, cons
       if (j0 >= p.Tk) break;
       __syncthreads();  // the previous step is done with the key-side tiles
       const long long kvOff = ((b * p.Tk + j0) * p.Hkv + kvh) * p.D;
-      LoadTileBf16<DB, BN, RP, false, kThreads>(Ks, k + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
-      LoadTileBf16<DB, BN, RP, false, kThreads>(Vs, v + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
-      LoadTileBf16<DB, BN, TP, true, kThreads>(Kt, k + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
+      LoadTileBf16<DB, BN, RP, kThreads>(Ks, k + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
+      LoadTileBf16<DB, BN, RP, kThreads>(Vs, v + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
       __syncthreads();
 
       float s[NT][4], dp[NT][4];
@@ -260,12 +252,14 @@ __global__ void __launch_bounds__(kThreads) TcQueryGradKernel(AttnParams p, cons
         LoadA<RP>(aq, Qs, r0, kk * 16);
         LoadA<RP>(ao, dOs, r0, kk * 16);
 #pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          std::uint32_t bk[2], bv[2];
-          LoadB<RP>(bk, Ks, n * 8, kk * 16);
-          LoadB<RP>(bv, Vs, n * 8, kk * 16);
-          Mma(s[n], aq, bk);
-          Mma(dp[n], ao, bv);
+        for (int n = 0; n < NT; n += 2) {
+          std::uint32_t bk[2][2], bv[2][2];
+          LoadB2<RP>(bk, Ks, n * 8, kk * 16);
+          LoadB2<RP>(bv, Vs, n * 8, kk * 16);
+          Mma(s[n], aq, bk[0]);
+          Mma(s[n + 1], aq, bk[1]);
+          Mma(dp[n], ao, bv[0]);
+          Mma(dp[n + 1], ao, bv[1]);
         }
       }
       // Rows are queries (r0 + g + 8 hr), columns keys (n * 8 + 2 tg + e).
@@ -278,17 +272,17 @@ __global__ void __launch_bounds__(kThreads) TcQueryGradKernel(AttnParams p, cons
           float P;
           ProbAndGrad(p, b, i, j, partial, s[n][e], dp[n][e], L[hr], Di[hr], P, dp[n][e]);
         }
-      // dQ += dS K (dS as bf16 A fragments, K from the transposed tile).
+      // dQ += dS K (dS as bf16 A fragments, K through ldmatrix.trans).
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
-        const std::uint32_t ad[4] = {PackBf16(dp[2 * kk][0], dp[2 * kk][1]), PackBf16(dp[2 * kk][2], dp[2 * kk][3]),
-                                     PackBf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
-                                     PackBf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+        std::uint32_t ad[4];
+        CToA(ad, dp[2 * kk], dp[2 * kk + 1]);
 #pragma unroll
-        for (int o = 0; o < ON; ++o) {
-          std::uint32_t bk[2];
-          LoadB<TP>(bk, Kt, o * 8, kk * 16);
-          Mma(dQ[o], ad, bk);
+        for (int o = 0; o < ON; o += 2) {
+          std::uint32_t bk[2][2];
+          LoadBT2<RP>(bk, Ks, kk * 16, o * 8);
+          Mma(dQ[o], ad, bk[0]);
+          Mma(dQ[o + 1], ad, bk[1]);
         }
       }
     }

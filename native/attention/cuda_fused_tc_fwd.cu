@@ -5,9 +5,10 @@
 // and accumulators; bf16 mma.m16n8k16 for S = Q Kᵀ and O += P V.
 //
 // One block of 4 warps per (64 query rows, batch, query head); warp w owns rows 16w..16w+15.
-// The block keeps its query tile in shared memory (bf16, headDim padded with zeros to DB = 64 or
-// 128) and walks the non-empty 64-key tiles of its row tile: K into shared memory row-major (the
-// B operand of Q Kᵀ), V transposed (the B operand of P V). Each warp computes its 16 x 64 scores
+// The block loads its query tile (bf16, headDim padded with zeros to DB = 64 or 128) once, each
+// warp keeping its Q fragments in registers, and walks the non-empty 64-key tiles of its row tile
+// through shared memory (K and V row-major; ldmatrix gives K as the B operand of Q Kᵀ and, with
+// .trans, V as the B operand of P V). Each warp computes its 16 x 64 scores
 // in mma C fragments, scales them (c q.k in fp32; softcap in fp32), masks partial tiles per
 // element, updates the online softmax seeded by the sink (m = s_h, l = 1; row max and sum over the
 // 4 lanes of a row), rounds P to bf16 in registers (the C fragments of two neighbouring 8-key
@@ -25,9 +26,8 @@ constexpr int kBM = 64, kBN = 64;
 
 template <int DB>
 struct TcFwdCfg {
-  static constexpr int QP = DB + 8;   // row stride of the Q and K tiles (bf16): 16-byte rows, no bank conflicts
-  static constexpr int VP = kBN + 8;  // row stride of the transposed V tile
-  static constexpr std::size_t kSmem = (std::size_t(kBM) * QP + std::size_t(kBN) * QP + std::size_t(DB) * VP) * 2;
+  static constexpr int QP = DB + 8;  // row stride of the Q, K and V tiles (bf16): 16-byte rows, no bank conflicts
+  static constexpr std::size_t kSmem = (std::size_t(kBM) + 2 * std::size_t(kBN)) * QP * 2;
 };
 
 template <int DB>
@@ -37,11 +37,11 @@ __global__ void __launch_bounds__(kThreads) TcForwardKernel(AttnParams p, const 
                                                             const float* __restrict__ sinks,
                                                             std::uint16_t* __restrict__ out, float* __restrict__ lse) {
   using C = TcFwdCfg<DB>;
-  constexpr int QP = C::QP, VP = C::VP, NT = kBN / 8, ON = DB / 8;
+  constexpr int QP = C::QP, NT = kBN / 8, ON = DB / 8, KD = DB / 16;
   SFX_DYNAMIC_SHARED(TcChunk, raw);
   std::uint16_t* Qs = reinterpret_cast<std::uint16_t*>(raw);
   std::uint16_t* Ks = Qs + kBM * QP;
-  std::uint16_t* Vt = Ks + kBN * QP;
+  std::uint16_t* Vs = Ks + kBN * QP;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
 
   long long t = blockIdx.x;
@@ -54,7 +54,12 @@ __global__ void __launch_bounds__(kThreads) TcForwardKernel(AttnParams p, const 
   const long long kvh = h / p.G, entry = p.tiles.entries == 1 ? 0 : b;
   const long long rowStride = p.Hq * p.D, kvStride = p.Hkv * p.D;
 
-  LoadTileBf16<DB, kBM, QP, false, kThreads>(Qs, q + ((b * p.T + i0) * p.Hq + h) * p.D, rowStride, p.T - i0, p.D);
+  LoadTileBf16<DB, kBM, QP, kThreads>(Qs, q + ((b * p.T + i0) * p.Hq + h) * p.D, rowStride, p.T - i0, p.D);
+  __syncthreads();
+  const int r0 = warp * 16;
+  std::uint32_t qa[KD][4];
+#pragma unroll
+  for (int kk = 0; kk < KD; ++kk) LoadA<QP>(qa[kk], Qs, r0, kk * 16);
 
   const float sink = sinks != nullptr ? sinks[h] : -INFINITY;
   const bool hasSink = sink > -INFINITY;
@@ -72,15 +77,14 @@ __global__ void __launch_bounds__(kThreads) TcForwardKernel(AttnParams p, const 
   const long long row = entry * p.tiles.qTiles + qt;
   const int first = p.tiles.kvPtr[row], last = p.tiles.kvPtr[row + 1];
   const float cap = p.softcap, invCap = cap > 0.0f ? 1.0f / cap : 0.0f;
-  const int r0 = warp * 16;
   for (int x = first; x < last; ++x) {
     const long long kt = p.tiles.kvIdx[x];
     const bool partial = p.tiles.states[row * p.tiles.kTiles + kt] == kBlockPartial;
     const long long j0 = kt * kTile;
-    __syncthreads();  // the previous tile is done with Ks and Vt
+    __syncthreads();  // the previous tile is done with Ks and Vs
     const long long kvOff = ((b * p.Tk + j0) * p.Hkv + kvh) * p.D;
-    LoadTileBf16<DB, kBN, QP, false, kThreads>(Ks, k + kvOff, kvStride, p.Tk - j0, p.D);
-    LoadTileBf16<DB, kBN, VP, true, kThreads>(Vt, v + kvOff, kvStride, p.Tk - j0, p.D);
+    LoadTileBf16<DB, kBN, QP, kThreads>(Ks, k + kvOff, kvStride, p.Tk - j0, p.D);
+    LoadTileBf16<DB, kBN, QP, kThreads>(Vs, v + kvOff, kvStride, p.Tk - j0, p.D);
     __syncthreads();
 
     float s[NT][4];
@@ -89,16 +93,14 @@ __global__ void __launch_bounds__(kThreads) TcForwardKernel(AttnParams p, const 
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
 #pragma unroll
-    for (int kk = 0; kk < DB / 16; ++kk) {
-      std::uint32_t a[4];
-      LoadA<QP>(a, Qs, r0, kk * 16);
+    for (int kk = 0; kk < KD; ++kk)
 #pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        std::uint32_t bb[2];
-        LoadB<QP>(bb, Ks, n * 8, kk * 16);
-        Mma(s[n], a, bb);
+      for (int n = 0; n < NT; n += 2) {
+        std::uint32_t bb[2][2];
+        LoadB2<QP>(bb, Ks, n * 8, kk * 16);
+        Mma(s[n], qa[kk], bb[0]);
+        Mma(s[n + 1], qa[kk], bb[1]);
       }
-    }
 
     // Scores -> probabilities, row by row (this lane holds rows g and g + 8 of the warp's 16).
     float alpha[2];
@@ -146,17 +148,17 @@ __global__ void __launch_bounds__(kThreads) TcForwardKernel(AttnParams p, const 
       acc[o][3] *= alpha[1];
     }
 
-    // O += P V: P (bf16) from the score fragments, V from the transposed tile.
+    // O += P V: P (bf16) from the score fragments, V through ldmatrix.trans.
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
-      const std::uint32_t a[4] = {PackBf16(s[2 * kk][0], s[2 * kk][1]), PackBf16(s[2 * kk][2], s[2 * kk][3]),
-                                  PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                  PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      std::uint32_t a[4];
+      CToA(a, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
-      for (int o = 0; o < ON; ++o) {
-        std::uint32_t bb[2];
-        LoadB<VP>(bb, Vt, o * 8, kk * 16);
-        Mma(acc[o], a, bb);
+      for (int o = 0; o < ON; o += 2) {
+        std::uint32_t bb[2][2];
+        LoadBT2<QP>(bb, Vs, kk * 16, o * 8);
+        Mma(acc[o], a, bb[0]);
+        Mma(acc[o + 1], a, bb[1]);
       }
     }
   }

@@ -2,8 +2,10 @@
 //   A/B/C fragment layouts used below); docs/design.md, "Sink attention — semantics".
 // Tests: test/attention/cuda-tensor-cores.test.ts (on a GPU, or on the CUDA emulator without one).
 // Pieces of the tensor-core sink-attention kernels (cuda_fused_tc_fwd.cu, cuda_fused_tc_bwd.cu):
-// bf16 bits in shared memory, the warp-level m16n8k16 bf16 mma with fp32 accumulators, and
-// tile loaders from the [batch, row, heads, headDim] tensors (row-major or transposed).
+// bf16 bits in shared memory (row-major tiles, rows padded by 8 elements: 16-byte aligned for
+// ldmatrix, conflict-free), fragments loaded with ldmatrix (.trans where the mma wants the tile's
+// other orientation), the warp-level m16n8k16 bf16 mma with fp32 accumulators, and the tile
+// loader from the [batch, row, heads, headDim] tensors.
 //
 // Fragments of one warp (lane = 4 g + t, g = lane / 4, t = lane % 4; PTX ISA layouts):
 //   A (16 x 16, row-major): a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)
@@ -46,38 +48,50 @@ __device__ __forceinline__ std::uint32_t PackBf16(float lo, float hi) {
   return ::sinkflex::mma::Pack2(::sinkflex::mma::Bf16Bits(lo), ::sinkflex::mma::Bf16Bits(hi));
 }
 
-/** Two neighbouring bf16 of shared memory (4-byte aligned) as one register. */
-__device__ __forceinline__ std::uint32_t Pair(const std::uint16_t* p) {
-#ifdef SINKFLEX_CUDA_EMULATOR
-  std::uint32_t x;
-  std::memcpy(&x, p, 4);
-  return x;
-#else
-  return *reinterpret_cast<const std::uint32_t*>(p);
-#endif
-}
-
-/** The A fragment of rows r0..r0+15, columns k0..k0+15 of a row-major bf16 tile (row stride SP). */
+/** The A fragment of rows r0..r0+15, columns k0..k0+15 of a row-major bf16 tile (row stride SP) (ldmatrix.x4). */
 template <int SP>
 __device__ __forceinline__ void LoadA(std::uint32_t (&a)[4], const std::uint16_t* S, int r0, int k0) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const std::uint16_t* p = S + (r0 + g) * SP + k0 + 2 * t;
-  a[0] = Pair(p);
-  a[1] = Pair(p + 8 * SP);
-  a[2] = Pair(p + 8);
-  a[3] = Pair(p + 8 * SP + 8);
+  const int lane = threadIdx.x & 31, j = lane >> 3, r = lane & 7;
+  ::sinkflex::mma::LdMatrixX4<false>(a, S + (r0 + r + 8 * (j & 1)) * SP + k0 + 8 * (j >> 1));
 }
 
 /**
- * The B fragment (k0..k0+15 x n0..n0+7) of B[k][n] = S[n * SP + k], i.e. a tile stored with n
- * as its row (K for Q Kᵀ, a transposed V for P V).
+ * The B fragments (k0..k0+15 x n0..n0+7 and x n0+8..n0+15) of B[k][n] = S[n * SP + k], a tile
+ * stored with n as its row (K for Q Kᵀ, Q and dO for K Qᵀ and V dOᵀ, V for dO Vᵀ) (ldmatrix.x4).
  */
 template <int SP>
-__device__ __forceinline__ void LoadB(std::uint32_t (&b)[2], const std::uint16_t* S, int n0, int k0) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const std::uint16_t* p = S + (n0 + g) * SP + k0 + 2 * t;
-  b[0] = Pair(p);
-  b[1] = Pair(p + 8);
+__device__ __forceinline__ void LoadB2(std::uint32_t (&b)[2][2], const std::uint16_t* S, int n0, int k0) {
+  const int lane = threadIdx.x & 31, j = lane >> 3, r = lane & 7;
+  std::uint32_t x[4];
+  ::sinkflex::mma::LdMatrixX4<false>(x, S + (n0 + r + 8 * (j >> 1)) * SP + k0 + 8 * (j & 1));
+  b[0][0] = x[0];
+  b[0][1] = x[1];
+  b[1][0] = x[2];
+  b[1][1] = x[3];
+}
+
+/**
+ * The B fragments (k0..k0+15 x n0..n0+7 and x n0+8..n0+15) of B[k][n] = S[k * SP + n], a tile
+ * stored with k as its row (V for P V, dO and Q for Pᵀ dO and dSᵀ Q, K for dS K)
+ * (ldmatrix.x4.trans).
+ */
+template <int SP>
+__device__ __forceinline__ void LoadBT2(std::uint32_t (&b)[2][2], const std::uint16_t* S, int k0, int n0) {
+  const int lane = threadIdx.x & 31, j = lane >> 3, r = lane & 7;
+  std::uint32_t x[4];
+  ::sinkflex::mma::LdMatrixX4<true>(x, S + (k0 + r + 8 * (j & 1)) * SP + n0 + 8 * (j >> 1));
+  b[0][0] = x[0];
+  b[0][1] = x[1];
+  b[1][0] = x[2];
+  b[1][1] = x[3];
+}
+
+/** The A fragment of 16 rows x 16 columns from the C fragments of two neighbouring 8-column tiles, rounded to bf16. */
+__device__ __forceinline__ void CToA(std::uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
+  a[0] = PackBf16(c0[0], c0[1]);
+  a[1] = PackBf16(c0[2], c0[3]);
+  a[2] = PackBf16(c1[0], c1[1]);
+  a[3] = PackBf16(c1[2], c1[3]);
 }
 
 /** d += a b on the tensor cores (m16n8k16, bf16 in, fp32 accumulate). */
@@ -91,11 +105,11 @@ __device__ __forceinline__ void Mma(float (&d)[4], const std::uint32_t (&a)[4], 
 
 /**
  * Copies ROWS rows of a bf16 tensor [.., row, heads, D] starting at `base` (row stride `stride`
- * elements) into shared memory: S[r * SP + d] (or S[d * SP + r] when TRANS), DB columns, zeros
- * past `valid` rows and past D. 16-byte loads when D is a multiple of 8 (rows are then 16-byte
- * aligned), element loads otherwise.
+ * elements) into shared memory S[r * SP + d], DB columns, zeros past `valid` rows and past D.
+ * 16-byte loads and stores when D is a multiple of 8 (rows are then 16-byte aligned), element
+ * loads otherwise.
  */
-template <int DB, int ROWS, int SP, bool TRANS, int THREADS>
+template <int DB, int ROWS, int SP, int THREADS>
 __device__ __forceinline__ void LoadTileBf16(std::uint16_t* S, const std::uint16_t* base, long long stride,
                                              long long valid, long long D) {
   if (D % 8 == 0) {
@@ -111,25 +125,17 @@ __device__ __forceinline__ void LoadTileBf16(std::uint16_t* S, const std::uint16
         x = TcChunk{{u.x, u.y, u.z, u.w}};
 #endif
       }
-      if (!TRANS) {
 #ifdef SINKFLEX_CUDA_EMULATOR
-        std::memcpy(S + r * SP + d0, &x, 16);
+      std::memcpy(S + r * SP + d0, &x, 16);
 #else
-        *reinterpret_cast<uint4*>(S + r * SP + d0) = make_uint4(x.w[0], x.w[1], x.w[2], x.w[3]);
+      *reinterpret_cast<uint4*>(S + r * SP + d0) = make_uint4(x.w[0], x.w[1], x.w[2], x.w[3]);
 #endif
-      } else {
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          S[(d0 + 2 * u) * SP + r] = static_cast<std::uint16_t>(x.w[u] & 0xffffu);
-          S[(d0 + 2 * u + 1) * SP + r] = static_cast<std::uint16_t>(x.w[u] >> 16);
-        }
-      }
     }
   } else {
     for (int e = threadIdx.x; e < ROWS * DB; e += THREADS) {
       const int r = e / DB, d = e % DB;
       const std::uint16_t x = r < valid && d < D ? base[r * stride + d] : std::uint16_t{0};
-      S[TRANS ? d * SP + r : r * SP + d] = x;
+      S[r * SP + d] = x;
     }
   }
 }

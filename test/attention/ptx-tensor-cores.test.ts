@@ -1,7 +1,7 @@
 // The sm_90 PTX of the fused sink-attention kernels holds tensor-core instructions: every kernel
 // entry of native/attention/cuda_fused_tc_fwd.cu and cuda_fused_tc_bwd.cu (forward, dk/dv, dq;
 // headDim 64 and 128) contains mma.sync.aligned.m16n8k16 with bf16 operands and fp32
-// accumulators, and the sm_75 build of the same files still compiles (the instruction needs
+// accumulators (fragments loaded with ldmatrix), and the sm_75 build of the same files still compiles (the instruction needs
 // sm_80; the host never launches these kernels there). Compiles with nvcc (--ptx, no GPU needed);
 // skipped with a visible reason where nvcc is not installed.
 import { execFileSync } from 'node:child_process';
@@ -54,6 +54,7 @@ t.test('the tensor-core attention kernels compile to mma instructions (sm_90 PTX
       const body = name === undefined ? '' : ptx.get(name)!;
       const count = body.split(MMA).length - 1;
       t.ok(count >= 8, `${k}: ${count} bf16 mma.m16n8k16 instructions`);
+      t.ok(body.includes('ldmatrix.sync.aligned.m8n8.x4'), `${k}: fragments loaded with ldmatrix`);
     }
     t.doesNotThrow(() => entries(src, 'sm_75', dir), `${src} compiles for sm_75 too`);
   }
