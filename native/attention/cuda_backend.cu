@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "../core/cuda_device.h"
 #include "../core/errors.h"
 #include "cuda_common.cuh"
 #include "cuda_tc.cuh"
@@ -126,16 +127,17 @@ const CudaBackend kBackend = {FusedForward, FusedBackward, EagerForward, EagerBa
 }  // namespace
 
 bool DeviceHasBf16TensorCores(int device) {
-  static std::mutex mu;
-  static int known[64] = {};  // 0 unknown, 1 no, 2 yes
-  if (device < 0 || device >= 64) return false;
-  std::lock_guard<std::mutex> lock(mu);
-  if (known[device] == 0) {
-    cudaDeviceProp prop{};
-    SFX_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    known[device] = prop.major >= 8 ? 2 : 1;
+  for (const CudaDeviceInfo& d : CudaDevices()) {
+    if (d.index == device) return d.major >= 8;
   }
-  return known[device] == 2;
+  return false;
+}
+
+int MultiProcessors(int device) {
+  for (const CudaDeviceInfo& d : CudaDevices()) {
+    if (d.index == device) return d.multiProcessors > 0 ? d.multiProcessors : 1;
+  }
+  return 1;
 }
 
 }  // namespace sinkflex::attention::cuda

@@ -7,8 +7,11 @@
 //
 //   1. D_i = dO_i . o_i - dLse_i and dsink_h = -sum_{b,i} exp(s_h - L_i) D_i (in double): the
 //      kernels of cuda_fused_bwd.cu (LaunchBackwardPrologue).
-//   2. TcKeyGradKernel: one block of 4 warps per (64 keys, batch, kv head), warp w owning keys
-//      16w..16w+15. For every query head of the group and every non-empty query tile, in QS-row
+//   2. TcKeyGradKernel: one block of 4 warps per (64 keys, batch, kv head, head split), warp w
+//      owning keys 16w..16w+15. For every query head of its part of the group (all of it unless
+//      the grid would be too small for the GPU: then the group's heads are split over `split`
+//      blocks that write fp32 partials, summed in a fixed order by SumSplitsKernel) and every
+//      non-empty query tile, in QS-row
 //      steps: Sᵀ = K Qᵀ and dPᵀ = V dOᵀ on the tensor cores, P = exp(c Sᵀ - L) and
 //      dS = P (dPᵀ - D) (times tanh' under softcap) in fp32 registers, then dV += Pᵀ dO and
 //      dK += dSᵀ Q with P and dS rounded to bf16 as A fragments in registers; dk = c dK.
@@ -57,7 +60,8 @@ __global__ void __launch_bounds__(kThreads) TcKeyGradKernel(AttnParams p, const 
                                                             const std::uint16_t* __restrict__ dOut,
                                                             const float* __restrict__ lse,
                                                             const float* __restrict__ delta,
-                                                            std::uint16_t* __restrict__ dk, std::uint16_t* __restrict__ dv) {
+                                                            std::uint16_t* __restrict__ dk, std::uint16_t* __restrict__ dv,
+                                                            int split, float* __restrict__ partial) {
   using C = TcKeyCfg<DB, QS>;
   constexpr int RP = C::RP, NT = QS / 8, ON = DB / 8;
   SFX_DYNAMIC_SHARED(TcChunk, raw);
@@ -74,7 +78,8 @@ __global__ void __launch_bounds__(kThreads) TcKeyGradKernel(AttnParams p, const 
   const long long kvh = t % p.Hkv;
   t /= p.Hkv;
   const long long b = t % p.B;
-  const long long kt = t / p.B, j0 = kt * kTile;
+  t /= p.B;
+  const long long part = t % split, kt = t / split, j0 = kt * kTile;
   const long long entry = p.tiles.entries == 1 ? 0 : b;
   const long long kvOff = ((b * p.Tk + j0) * p.Hkv + kvh) * p.D;
   LoadTileBf16<DB, kTile, RP, kThreads>(Ks, k + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
@@ -88,7 +93,8 @@ __global__ void __launch_bounds__(kThreads) TcKeyGradKernel(AttnParams p, const 
 
   const long long col = entry * p.tiles.kTiles + kt;
   const int first = p.tiles.qPtr[col], last = p.tiles.qPtr[col + 1];
-  for (long long gq = 0; gq < p.G; ++gq) {
+  const long long perPart = p.G / split;
+  for (long long gq = part * perPart; gq < (part + 1) * perPart; ++gq) {
     const long long h = kvh * p.G + gq;
     for (int x = first; x < last; ++x) {
       const long long qt = p.tiles.qIdx[x];
@@ -168,12 +174,31 @@ __global__ void __launch_bounds__(kThreads) TcKeyGradKernel(AttnParams p, const 
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int d = o * 8 + 2 * tg + e;
-        if (d < p.D) {
+        if (d >= p.D) continue;
+        if (split == 1) {
           dk[at + d] = ::sinkflex::mma::Bf16Bits(dK[o][2 * hr + e] * p.scale);
           dv[at + d] = ::sinkflex::mma::Bf16Bits(dV[o][2 * hr + e]);
+        } else {  // planes [part][dk, dv][B * Tk * Hkv * D]
+          const long long n = p.B * p.Tk * p.Hkv * p.D;
+          partial[(2 * part) * n + at + d] = dK[o][2 * hr + e] * p.scale;
+          partial[(2 * part + 1) * n + at + d] = dV[o][2 * hr + e];
         }
       }
   }
+}
+
+/** dk and dv = the sums over the `split` partial planes (in order), rounded to bf16. */
+__global__ void SumSplitsKernel(long long n, int split, const float* __restrict__ partial, std::uint16_t* __restrict__ dk,
+                                std::uint16_t* __restrict__ dv) {
+  const long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  float sk = 0.0f, sv = 0.0f;
+  for (int s = 0; s < split; ++s) {
+    sk += partial[(2 * s) * n + e];
+    sv += partial[(2 * s + 1) * n + e];
+  }
+  dk[e] = ::sinkflex::mma::Bf16Bits(sk);
+  dv[e] = ::sinkflex::mma::Bf16Bits(sv);
 }
 
 // ---- dq ----------------------------------------------------------------------------------------
@@ -304,7 +329,7 @@ __global__ void __launch_bounds__(kThreads) TcQueryGradKernel(AttnParams p, cons
 }
 
 template <int DB, int QS, int BN>
-void LaunchGrads(const AttnParams& p, const DeviceBackwardArgs& a, const float* delta, cudaStream_t stream) {
+void LaunchGrads(int device, const AttnParams& p, const DeviceBackwardArgs& a, const float* delta, cudaStream_t stream) {
   using KC = TcKeyCfg<DB, QS>;
   using QC = TcQueryCfg<DB, BN>;
   const auto* q = static_cast<const std::uint16_t*>(a.q);
@@ -316,15 +341,37 @@ void LaunchGrads(const AttnParams& p, const DeviceBackwardArgs& a, const float* 
   auto qKernel = TcQueryGradKernel<DB, BN>;
   SFX_CUDA_CHECK(cudaFuncSetAttribute(kvKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(KC::kSmem)));
   SFX_CUDA_CHECK(cudaFuncSetAttribute(qKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(QC::kSmem)));
-  const long long kvBlocks = static_cast<long long>(p.tiles.kTiles) * p.B * p.Hkv;
+  // Split the group's query heads over blocks when (key tile, batch, kv head) blocks alone would
+  // not fill the GPU: the smallest divisor of G that gives 4 blocks per multiprocessor, else G.
+  const long long kvBase = static_cast<long long>(p.tiles.kTiles) * p.B * p.Hkv;
+  const long long target = 4LL * MultiProcessors(device);
+  int split = 1;
+  for (long long d = 1; d <= p.G; ++d) {
+    if (p.G % d != 0) continue;
+    split = static_cast<int>(d);
+    if (kvBase * d >= target) break;
+  }
+  const long long kvBlocks = kvBase * split;
   const long long qBlocks = static_cast<long long>(p.tiles.qTiles) * p.B * p.Hq;
   if (kvBlocks > 2147483647LL || qBlocks > 2147483647LL) throw ArgumentError("too many tiles for one launch");
+  const long long n = p.B * p.Tk * p.Hkv * p.D;
+  DeviceBuffer<float> partial(device, split > 1 ? static_cast<std::size_t>(2 * split * n) : 1,
+                              "tensor-core attention backward dk/dv partials");
   SFX_LAUNCH(kvKernel, static_cast<unsigned>(kvBlocks), kThreads, KC::kSmem, stream)(
-      p, q, k, v, dOut, a.lse, delta, static_cast<std::uint16_t*>(a.dk), static_cast<std::uint16_t*>(a.dv));
+      p, q, k, v, dOut, a.lse, delta, static_cast<std::uint16_t*>(a.dk), static_cast<std::uint16_t*>(a.dv), split,
+      partial.data());
   SFX_CUDA_LAUNCH_CHECK("TcKeyGradKernel");
+  if (split > 1) {
+    const long long blocks = (n + 255) / 256;
+    if (blocks > 2147483647LL) throw ArgumentError("too many dk/dv elements for one launch");
+    SFX_LAUNCH(SumSplitsKernel, static_cast<unsigned>(blocks), 256, 0, stream)(
+        n, split, partial.data(), static_cast<std::uint16_t*>(a.dk), static_cast<std::uint16_t*>(a.dv));
+    SFX_CUDA_LAUNCH_CHECK("SumSplitsKernel");
+  }
   SFX_LAUNCH(qKernel, static_cast<unsigned>(qBlocks), kThreads, QC::kSmem, stream)(
       p, q, k, v, dOut, a.lse, delta, static_cast<std::uint16_t*>(a.dq));
   SFX_CUDA_LAUNCH_CHECK("TcQueryGradKernel");
+  SFX_CUDA_CHECK(cudaStreamSynchronize(stream));  // partial is freed on return
 }
 
 }  // namespace
@@ -334,9 +381,9 @@ void LaunchTensorCoreBackward(int device, const AttnParams& p, const DeviceBackw
   DeviceBuffer<float> delta(device, static_cast<std::size_t>(rows), "fused attention backward D");
   LaunchBackwardPrologue(p, a, delta.data(), stream);
   if (p.D <= 64) {
-    LaunchGrads<64, 64, 64>(p, a, delta.data(), stream);
+    LaunchGrads<64, 64, 64>(device, p, a, delta.data(), stream);
   } else {
-    LaunchGrads<128, 32, 32>(p, a, delta.data(), stream);
+    LaunchGrads<128, 32, 32>(device, p, a, delta.data(), stream);
   }
   SFX_CUDA_CHECK(cudaStreamSynchronize(stream));  // delta is freed on return
 }

@@ -140,7 +140,9 @@ __device__ __forceinline__ void LoadTileBf16(std::uint16_t* S, const std::uint16
   }
 }
 
-/** Whether the current device has bf16 tensor cores (compute capability 8.0 or later); cached per device. */
+/** Whether CUDA device `device` has bf16 tensor cores (compute capability 8.0 or later). */
 bool DeviceHasBf16TensorCores(int device);
+/** The number of multiprocessors of CUDA device `device` (at least 1). */
+int MultiProcessors(int device);
 
 }  // namespace sinkflex::attention::cuda

@@ -7,7 +7,9 @@
 // scale, dLse, odd lengths, queries after a cache, fully masked rows, headDim 64, 128 and padded
 // ones (a multiple of 8 and not); the dispatch (SINKFLEX_ATTENTION_TENSOR_CORES=0 gives the
 // fp32-arithmetic kernels' different bits; headDim > 128 falls back to those kernels); a
-// deterministic backward. Runs on a GPU or on the CUDA emulator (npm run test:cuda-emulator, both
+// deterministic backward. The GQA cases cover both dk/dv schedules: whole groups per block, and
+// (where the grid would be smaller than 4 blocks per multiprocessor — the emulator reports one)
+// the group's heads split over blocks with fp32 partials summed in order. Runs on a GPU or on the CUDA emulator (npm run test:cuda-emulator, both
 // thread orders); skipped with a visible reason otherwise.
 import t from 'tap';
 
