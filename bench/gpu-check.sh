@@ -9,14 +9,18 @@
 # Qwen3-0.6B-shaped checkpoint with --device auto: on the GPU where the CUDA transformer runs
 # its architecture, else on this machine's CPU with the reason printed), run the GPU attention
 # benchmark at the gpt-oss-20b layer shape (eager vs fused peak memory and time, PyTorch
-# FlexAttention/SDPA when `python3 -c 'import torch'` works) and print its Markdown table.
+# FlexAttention/SDPA when `python3 -c 'import torch'` works) and print its Markdown table; print
+# TFLOP/s against the device's dense bf16 peak (worked out at run time: SMs x max SM clock x the
+# per-SM rate) of the GEMMs at 4096^3 and the gpt-oss-20b layer shapes (the float32 kernel and the
+# bf16 tensor-core kernel of matmulPrecision 'medium', bench/gemm-gpu.ts) and of the attention
+# benchmark's forward and backward rows, ours and PyTorch's.
 # Results and logs go to $OUT when it is set (else bench/results/). Without a GPU it says so
 # and exits 0.
 #
 #   bench/gpu-check.sh                  # everything
 #   SEQS=1024,4096 bench/gpu-check.sh   # fewer sequence lengths
 # Environment: SEQS (benchmark lengths), BUDGET (seconds for our timed points, default 90),
-# TORCH_BUDGET (seconds for PyTorch, default 75), NODE (node binary), SKIP_BUILD=1, SKIP_TESTS=1.
+# TORCH_BUDGET (seconds for PyTorch, default 75), GEMM_TOKENS (tokens of the layer shapes, default 4096), NODE (node binary), SKIP_BUILD=1, SKIP_TESTS=1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-bench/results}"
@@ -84,9 +88,17 @@ timeout 240 "$node" dist/bench/transformer-gpu.js --json "$out/transformer-gpu.j
 say "pretrained model benchmark (--device auto)"
 timeout 300 "$node" dist/bench/pretrained.js --device auto --json "$out/pretrained.json" 2>&1 | tee "$out/pretrained.log" || status=1
 
+say "GEMM TFLOP/s against the dense bf16 peak (4096^3 and the gpt-oss-20b layer shapes; float32 and tensor-core kernels)"
+timeout 240 "$node" dist/bench/gemm-gpu.js --tokens "${GEMM_TOKENS:-4096}" --json "$out/gemm-gpu.json" 2>&1 | tee "$out/gemm-gpu.log" || status=1
+
 say "GPU attention benchmark"
 "$node" dist/bench/attention-gpu.js --seqs "${SEQS:-1024,2048,4096,8192,16384,32768}" --budget "${BUDGET:-90}" \
   --torch-budget "${TORCH_BUDGET:-75}" --json "$out/attention-gpu.json" --markdown "$out/attention-gpu.md" \
   2>&1 | tee "$out/attention-gpu.log" || status=1
+if [ -s "$out/attention-gpu.json" ]; then
+  say "attention TFLOP/s against the dense bf16 peak (ours and PyTorch's, from the benchmark above)"
+  timeout 60 "$node" dist/bench/gemm-gpu.js --only-attention --attention "$out/attention-gpu.json" \
+    --json "$out/attention-tflops.json" 2>&1 | grep -E "peak|attention gpu" | tee "$out/attention-tflops.log" || status=1
+fi
 say "done in $(( $(date +%s) - start )) s (exit $status); results in $out"
 exit $status

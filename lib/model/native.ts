@@ -345,6 +345,8 @@ export interface ModelAddon extends NativeOps {
   gemmNaive(args: GemmArgs): void;
   gemmAsync(args: GemmArgs): Promise<void>;
   gemmInfo(): GemmInfo;
+  matmulPrecision(): 'highest' | 'medium';
+  setMatmulPrecision(precision: string): void;
   fmaPeakGflops(seconds: number): number;
   opsIsa(): string;
   modelParamLayout(config: NativeModelConfig): LayoutParamSpec[];

@@ -102,6 +102,32 @@ export function gemmInfo(): GemmInfo {
   return modelAddon().gemmInfo();
 }
 
+/**
+ * The operand precision of the CUDA GEMMs (linear layers forward and backward, LoRA, the MoE
+ * experts and router), like PyTorch's `torch.set_float32_matmul_precision`:
+ * - `'highest'` (the default): float32 arithmetic on float32 operands (bfloat16 weights widened
+ *   exactly): the CUDA results equal the CPU kernels' up to summation order.
+ * - `'medium'`: the bfloat16 tensor cores: both operands rounded to bfloat16 (bfloat16 weights
+ *   as they are), products summed in float32; each output within 2^-12 of the sum of its terms'
+ *   magnitudes of the float64 product of the rounded operands. What transformers' bfloat16 forward
+ *   computes, at tensor-core speed.
+ * The CPU kernels are float32 either way. docs/cuda.md, "Numerics of the GEMMs".
+ */
+export type MatmulPrecision = 'highest' | 'medium';
+
+/** The current {@link MatmulPrecision} of the CUDA GEMMs (process-wide). */
+export function matmulPrecision(): MatmulPrecision {
+  return modelAddon().matmulPrecision();
+}
+
+/**
+ * Sets the {@link MatmulPrecision} of the CUDA GEMMs for the whole process (GEMMs launched after
+ * the call); a RangeError names any other value.
+ */
+export function setMatmulPrecision(precision: MatmulPrecision): void {
+  modelAddon().setMatmulPrecision(precision);
+}
+
 /** The instruction set of the model ops: `'avx512'`, `'avx2'` or `'generic'` (SINKFLEX_CPU_FEATURES can force a lower one). */
 export function opsIsa(): string {
   return modelAddon().opsIsa();

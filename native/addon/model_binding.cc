@@ -10,6 +10,8 @@
 
 #include "../model/gemm.h"
 #include "../model/kernel_table.h"
+#include "../model/gemm_bench.h"
+#include "../model/matmul_precision.h"
 #include "../model/model_config.h"
 #include "../model/ops.h"
 #include "../model/ops_table.h"
@@ -97,6 +99,59 @@ Napi::Value GemmInfoJs(const Napi::CallbackInfo& info) {
   o.Set("nr", kt.gemmNr);
   o.Set("vectorWidth", kt.vectorWidth);
   return o;
+}
+
+Napi::Value MatmulPrecisionJs(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), MatmulPrecisionName(GetMatmulPrecision()));
+}
+
+Napi::Value SetMatmulPrecisionJs(const Napi::CallbackInfo& info) {
+  const std::string name = RequireString(info[0], "precision");
+  MatmulPrecision p;
+  if (!ParseMatmulPrecision(name, &p)) {
+    throw Napi::RangeError::New(info.Env(), "precision must be 'highest' or 'medium' (got '" + name + "')");
+  }
+  SetMatmulPrecision(p);
+  return info.Env().Undefined();
+}
+
+/**
+ * gemmTimeCuda({ m, n, k, transA?, transB?, aDtype?, bDtype?, precision?, iterations?, device? }):
+ * seconds per CUDA GEMM on device-resident random operands (bench/gemm-gpu.ts).
+ */
+Napi::Value GemmTimeCudaJs(const Napi::CallbackInfo& info) {
+  const Napi::Object o = RequireObject(info[0], "options");
+  OnlyFields(o, "options", {"m", "n", "k", "transA", "transB", "aDtype", "bDtype", "precision", "iterations", "device"});
+  GemmTimingArgs g;
+  g.m = RequireInt(Field(o, "m"), "options.m", 1, kMaxDim);
+  g.n = RequireInt(Field(o, "n"), "options.n", 1, kMaxDim);
+  g.k = RequireInt(Field(o, "k"), "options.k", 1, kMaxDim);
+  auto flag = [&](const char* key) {
+    const Napi::Value v = Field(o, key);
+    if (IsNullish(v)) return false;
+    if (!v.IsBoolean()) throw Napi::TypeError::New(o.Env(), std::string("options.") + key + " must be a boolean");
+    return v.As<Napi::Boolean>().Value();
+  };
+  g.transA = flag("transA");
+  g.transB = flag("transB");
+  auto dtype = [&](const char* key) {
+    const Napi::Value v = Field(o, key);
+    return !IsNullish(v) && RequireEnum(v, std::string("options.") + key, {"float32", "bfloat16"}) == "bfloat16";
+  };
+  g.aBf16 = dtype("aDtype");
+  g.bBf16 = dtype("bDtype");
+  const Napi::Value p = Field(o, "precision");
+  g.tensorCores = !IsNullish(p) && RequireEnum(p, "options.precision", {"highest", "medium"}) == "medium";
+  const Napi::Value it = Field(o, "iterations");
+  g.iterations = IsNullish(it) ? 10 : static_cast<int>(RequireInt(it, "options.iterations", 1, 10000));
+  const Napi::Value d = Field(o, "device");
+  g.device = IsNullish(d) ? 0 : static_cast<int>(RequireInt(d, "options.device", 0, 63));
+  const GemmTimer timer = GetGemmTimer();
+  if (timer == nullptr) throw DeviceError("gemmTimeCuda: this build has no CUDA GEMM kernels");
+  if (g.device >= static_cast<int>(CudaDevices().size())) {
+    throw DeviceError("gemmTimeCuda: cuda:" + std::to_string(g.device) + " is not available: " + CudaUnavailableReason());
+  }
+  return Napi::Number::New(info.Env(), timer(g));
 }
 
 Napi::Value FmaPeakJs(const Napi::CallbackInfo& info) {
@@ -603,6 +658,9 @@ void RegisterModel(Napi::Env env, Napi::Object exports) {
   Export(env, exports, "gemmNaive", GemmNaiveJs);
   Export(env, exports, "gemmAsync", GemmAsyncJs);
   Export(env, exports, "gemmInfo", GemmInfoJs);
+  Export(env, exports, "matmulPrecision", MatmulPrecisionJs);
+  Export(env, exports, "gemmTimeCuda", GemmTimeCudaJs);
+  Export(env, exports, "setMatmulPrecision", SetMatmulPrecisionJs);
   Export(env, exports, "fmaPeakGflops", FmaPeakJs);
   Export(env, exports, "opsIsa", OpsIsaJs);
   Export(env, exports, "linearForward", LinearForwardJs);

@@ -35,12 +35,14 @@ enum class Operand { kBf16 = 0, kF16 = 1 };
 
 /** d += A B for one m16n8k16 tile with bfloat16 operands and float32 accumulation (fragments above). */
 __device__ __forceinline__ void MmaBf16(float d[4], const unsigned a[4], const unsigned b[2]) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(__CUDA_ARCH__)
+  __trap();  // below sm_80: the launches check the device first (TensorCoreArch) and never get here
 #elif defined(SINKFLEX_CUDA_EMULATOR)
   ::emu::MmaM16N8K16(0, d, a, b);
 #endif
@@ -48,12 +50,14 @@ __device__ __forceinline__ void MmaBf16(float d[4], const unsigned a[4], const u
 
 /** d += A B for one m16n8k16 tile with float16 operands and float32 accumulation (fragments above). */
 __device__ __forceinline__ void MmaF16(float d[4], const unsigned a[4], const unsigned b[2]) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(__CUDA_ARCH__)
+  __trap();  // below sm_80: the launches check the device first (TensorCoreArch) and never get here
 #elif defined(SINKFLEX_CUDA_EMULATOR)
   ::emu::MmaM16N8K16(1, d, a, b);
 #endif
@@ -92,6 +96,9 @@ __device__ __forceinline__ void LdMatrixX2(unsigned r[2], const void* row) {
   ::emu::LdMatrix(2, Trans, row, r);
 #endif
 }
+
+/** Whether a device of compute capability `major`.x has the bfloat16/float16 mma.m16n8k16 used here. */
+inline bool TensorCoreArch(int major) { return major >= 8; }
 
 /** float32 -> bfloat16 bits, round to nearest even (NaN stays NaN). */
 __device__ __forceinline__ unsigned short Bf16Bits(float f) {

@@ -10,7 +10,8 @@
 // transposes and leading dimensions (the experts of an MoE layer: each group its own row range
 // and weight matrix) as one grid over a list of (group, row tile) entries, so only the tiles that
 // exist are launched. Shared by cuda_ops.cu and cuda_moe.cu (an anonymous namespace: each file
-// its own copy). Included by .cu files only.
+// its own copy). With the matmul precision 'medium' (matmul_precision.h) both launches run the
+// bfloat16 tensor-core GEMM of cuda_gemm_tc.cuh instead. Included by .cu files only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,6 +24,7 @@
 #include "../core/cuda_check.cuh"
 #include "../core/device_buffer.h"
 #include "../core/errors.h"
+#include "cuda_gemm_tc.cuh"
 
 namespace sinkflex::model::cuda {
 namespace {
@@ -97,6 +99,10 @@ template <typename TA, typename TB>
 void LaunchGemmT(cudaStream_t s, bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
                  const TA* a, std::int64_t lda, const TB* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (UseTensorCoreGemm()) {  // matmul precision 'medium': bfloat16 tensor cores (cuda_gemm_tc.cuh)
+    LaunchGemmTc(s, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   if (CeilDiv<std::int64_t>(m, kTileM) >= 65536) throw ArgumentError("gemm: m is too large for the CUDA kernel (>= 4194304 rows)");
   const dim3 grid(static_cast<unsigned>(CeilDiv<std::int64_t>(n, kTileN)), static_cast<unsigned>(CeilDiv<std::int64_t>(m, kTileM)));
   auto* kernel = GemmKernel<TA, TB>;  // (a template-id with a comma cannot be a macro argument)
@@ -133,6 +139,10 @@ __global__ void __launch_bounds__(256) GroupedGemmKernel(const GemmGroupTile* ti
 template <typename TA, typename TB>
 void GroupedGemm(int device, const std::vector<GemmGroup>& groups, bool transA, bool transB, float alpha, const TA* a,
                  std::int64_t lda, const TB* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  if (UseTensorCoreGemm()) {  // matmul precision 'medium': bfloat16 tensor cores (cuda_gemm_tc.cuh)
+    GroupedGemmTc(device, groups, transA, transB, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   std::vector<GemmGroupTile> tiles;
   long long maxN = 0;
   for (const GemmGroup& g : groups) {

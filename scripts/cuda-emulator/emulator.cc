@@ -320,8 +320,12 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   std::memset(prop, 0, sizeof(*prop));
   std::snprintf(prop->name, sizeof(prop->name), "sinkflex CUDA emulator (CPU)");
   prop->totalGlobalMem = std::size_t{16} << 30;
-  prop->major = 9;
+  prop->major = 9;  // an H100/H200; SFX_EMU_CC=<major>.<minor> pretends another (e.g. 7.5: no bf16 mma)
   prop->minor = 0;
+  if (const char* cc = std::getenv("SFX_EMU_CC")) {
+    int major = 0, minor = 0;
+    if (std::sscanf(cc, "%d.%d", &major, &minor) == 2 && major > 0) prop->major = major, prop->minor = minor;
+  }
   prop->multiProcessorCount = 1;
   return cudaSuccess;
 }

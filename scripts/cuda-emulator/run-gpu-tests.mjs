@@ -21,6 +21,7 @@ export const TESTS = [
   'test/grpo/bench-gpu.test.ts',
   'test/model/cuda-ops.test.ts',
   'test/model/cuda-moe.test.ts',
+  'test/model/cuda-gemm-tc.test.ts',
   'test/model/transformer-cuda.test.ts',
   'test/model/transformer-cuda-extended.test.ts',
   'test/model/lora-cuda.test.ts',

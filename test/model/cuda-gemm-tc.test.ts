@@ -1,0 +1,211 @@
+// The bfloat16 tensor-core GEMM of the CUDA model ops (native/model/cuda_gemm_tc.cuh), selected by
+// setMatmulPrecision('medium'): every output within 2^-12 of the sum of its terms' magnitudes
+// (|alpha| sum_k |a_k b_k| + |beta c|) of the float64 product of the bfloat16-rounded operands,
+// on random odd sizes (M, N, K not multiples of the 128 x 128 x 32 tiles, one row, K = 0), all
+// four transposes, alpha and beta, float32 and bfloat16 operands; a product whose float32 operands
+// are not bfloat16 numbers shows the rounding; linear forward and backward (dx accumulated, dweight
+// accumulated, bias), and the MoE layer (grouped expert GEMMs) close to the CPU's float32 result.
+// 'highest' gives back the float32 kernel bit for bit; on a GPU below compute capability 8.0 (the
+// emulator pretending 7.5) 'medium' runs the float32 kernel and says so once. The setting's argument checks run
+// everywhere; the rest needs a CUDA device (the CUDA emulator counts: npm run test:cuda-emulator
+// runs it in both thread orders).
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+import t from 'tap';
+
+import { gemm, linearBackward, linearForward, matmulPrecision, moeForward, setMatmulPrecision } from '../../lib/model/index.js';
+import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
+import { modelAddon } from '../../lib/model/native.js';
+import { shape, weightsFor } from './fixtures/moe-reference.js';
+import { bf16Bits, bf16Values, randn, refGemm, sameBits } from './fixtures/reference.js';
+
+const BOUND = 2 ** -12;
+const copy = (x: Float32Array): Float32Array => Float32Array.from(x);
+const rounded = (x: Float32Array): Float32Array => bf16Values(bf16Bits(x));
+
+/** |alpha| sum_k |op(A)_ik op(B)_kj| + |beta C_ij|: the scale the bound is relative to. */
+function termScale(transA: boolean, transB: boolean, m: number, n: number, k: number, alpha: number, A: ArrayLike<number>, B: ArrayLike<number>, beta: number, C: ArrayLike<number>): Float64Array {
+  const absA = Float64Array.from(A, Math.abs), absB = Float64Array.from(B, Math.abs), absC = Float64Array.from(C, Math.abs);
+  return refGemm(transA, transB, m, n, k, Math.abs(alpha), absA, absB, Math.abs(beta), absC);
+}
+
+/** max_i |got_i - ref_i| / (scale_i + 1e-30). */
+function worstRelative(got: ArrayLike<number>, ref: ArrayLike<number>, scale: ArrayLike<number>): number {
+  let w = 0;
+  for (let i = 0; i < ref.length; i++) {
+    const e = Math.abs(got[i] - ref[i]) / (scale[i] + 1e-30);
+    w = Number.isNaN(e) ? Infinity : Math.max(w, e);
+  }
+  return w;
+}
+
+t.test('the matmul precision setting', async (t) => {
+  t.equal(matmulPrecision(), 'highest', "'highest' by default");
+  t.throws(() => setMatmulPrecision('high' as never), { name: 'RangeError', message: /precision must be 'highest' or 'medium'/ });
+  t.throws(() => modelAddon().setMatmulPrecision(3 as never), { name: 'TypeError', message: /precision/ });
+  setMatmulPrecision('medium');
+  t.equal(matmulPrecision(), 'medium');
+  setMatmulPrecision('highest');
+  t.equal(matmulPrecision(), 'highest');
+});
+
+interface TimerAddon {
+  gemmTimeCuda(o: Record<string, unknown>): number;
+}
+
+t.test('gemmTimeCuda (the GEMM benchmark timer): argument checks, and a timing where CUDA runs', async (t) => {
+  const a = loadAddon<TimerAddon>();
+  t.throws(() => a.gemmTimeCuda({ m: 0, n: 4, k: 4 }), { name: 'RangeError', message: /options\.m/ });
+  t.throws(() => a.gemmTimeCuda({ m: 4, n: 4, k: 4, precision: 'low' }), { name: 'RangeError', message: /options\.precision/ });
+  t.throws(() => a.gemmTimeCuda({ m: 4, n: 4, k: 4, bDtype: 'float16' }), { name: 'RangeError', message: /options\.bDtype/ });
+  t.throws(() => a.gemmTimeCuda({ m: 4, n: 4, k: 4, transA: 1 }), { name: 'TypeError', message: /options\.transA must be a boolean/ });
+  t.throws(() => a.gemmTimeCuda({ m: 4, n: 4, k: 4, iteration: 2 }), { name: 'RangeError', message: /iteration/ });
+  if (!cudaAvailable() || !modelAddon().modelOpsDevices().includes('cuda')) {
+    t.throws(() => a.gemmTimeCuda({ m: 4, n: 4, k: 4 }), { message: /no CUDA GEMM kernels|is not available/ });
+    return;
+  }
+  const s = a.gemmTimeCuda({ m: 33, n: 17, k: 40, transB: true, bDtype: 'bfloat16', precision: 'medium', iterations: 1 });
+  t.ok(s > 0 && Number.isFinite(s), `seconds per GEMM (${s})`);
+  t.equal(matmulPrecision(), 'highest', 'the setting is restored after the timing');
+});
+
+const noGpu = !cudaAvailable()
+  ? `no CUDA device: ${loadAddon().cudaStatus().reason}`
+  : !modelAddon().modelOpsDevices().includes('cuda')
+    ? 'no CUDA device: this build has no CUDA model kernels'
+    : false;
+
+t.test("CUDA GEMMs on the bfloat16 tensor cores ('medium') against float64 on the rounded operands", { skip: noGpu }, async (t) => {
+  t.teardown(() => setMatmulPrecision('highest'));
+  let worst = 0;
+  let seed = 3000;
+  for (const [m, n, k] of [
+    [131, 45, 77],
+    [1, 137, 40],
+    [70, 3, 161],
+    [5, 9, 0],
+  ] as const) {
+    for (const [ta, tb] of [
+      [false, true],
+      [false, false],
+      [true, false],
+      [true, true],
+    ] as const) {
+      const a = randn(m * k, seed++, -2, 2), b = randn(k * n, seed++, -2, 2), c0 = randn(m * n, seed++);
+      const ar = rounded(a), br = rounded(b);
+      for (const [which, A, B, alpha, beta] of [
+        ['float32', a, b, 0.75, -0.5],
+        ['b bfloat16', a, bf16Bits(b), 1, 0],
+        ['a and b bfloat16', bf16Bits(a), bf16Bits(b), -1.25, 1],
+      ] as const) {
+        const label = `gemm ${m}x${n}x${k} ${ta ? 'T' : 'N'}${tb ? 'T' : 'N'}, ${which}, alpha ${alpha} beta ${beta}`;
+        const c = copy(c0);
+        setMatmulPrecision('medium');
+        gemm({ a: A, b: B, c, m, n, k, transA: ta, transB: tb, alpha, beta, device: 'cuda' });
+        setMatmulPrecision('highest');
+        const ref = refGemm(ta, tb, m, n, k, alpha, ar, br, beta, c0);
+        const e = worstRelative(c, ref, termScale(ta, tb, m, n, k, alpha, ar, br, beta, c0));
+        worst = Math.max(worst, e);
+        t.ok(e <= BOUND, `${label}: within 2^-12 of its terms (${e.toExponential(2)})`);
+      }
+    }
+  }
+  t.comment(`tensor-core GEMM vs float64 on bfloat16-rounded operands: worst ${worst.toExponential(2)} of the terms' magnitudes`);
+
+  // float32 operands that are not bfloat16 numbers: 1 + 2^-10 rounds to 1 on the tensor cores.
+  const a = new Float32Array(3).fill(1 + 2 ** -10), b = new Float32Array(3).fill(1);
+  const medium = new Float32Array(1), highest = new Float32Array(1);
+  setMatmulPrecision('medium');
+  gemm({ a, b, c: medium, m: 1, n: 1, k: 3, device: 'cuda' });
+  setMatmulPrecision('highest');
+  gemm({ a, b, c: highest, m: 1, n: 1, k: 3, device: 'cuda' });
+  t.equal(medium[0], 3, "'medium' rounds float32 operands to bfloat16");
+  t.equal(highest[0], 3 * (1 + 2 ** -10), "'highest' keeps them");
+
+  // 'highest' after 'medium': the float32 kernel again, bit for bit.
+  const x = randn(37 * 29, 1), y = randn(29 * 41, 2);
+  const c1 = new Float32Array(37 * 41), c2 = new Float32Array(37 * 41);
+  gemm({ a: x, b: y, c: c1, m: 37, n: 41, k: 29, device: 'cuda' });
+  setMatmulPrecision('medium');
+  gemm({ a: x, b: y, c: new Float32Array(37 * 41), m: 37, n: 41, k: 29, device: 'cuda' });
+  setMatmulPrecision('highest');
+  gemm({ a: x, b: y, c: c2, m: 37, n: 41, k: 29, device: 'cuda' });
+  t.ok(sameBits(c1, c2), "'highest' again: the float32 kernel's bits");
+});
+
+t.test("CUDA linear layers and the MoE experts with matmul precision 'medium'", { skip: noGpu }, async (t) => {
+  t.teardown(() => setMatmulPrecision('highest'));
+  const T = 45, inF = 39, outF = 133;
+  const x = randn(T * inF, 11, -2, 2), w = randn(outF * inF, 12, -2, 2), bias = randn(outF, 13), dy = randn(T * outF, 14);
+  const xr = rounded(x), wr = rounded(w), dyr = rounded(dy);
+  for (const [label, weight] of [
+    ['float32 weight', w],
+    ['bfloat16 weight', bf16Bits(w)],
+  ] as const) {
+    setMatmulPrecision('medium');
+    const y = linearForward({ x, weight, bias, rows: T, inFeatures: inF, outFeatures: outF, device: 'cuda' });
+    setMatmulPrecision('highest');
+    const bias2 = new Float32Array(T * outF);
+    for (let i = 0; i < T * outF; i++) bias2[i] = bias[i % outF];
+    // y = x W^T + bias: a GEMM with A = x, B = W (transposed), beta 1 over the broadcast bias.
+    const ref = refGemm(false, true, T, outF, inF, 1, xr, wr, 1, bias2);
+    const e = worstRelative(y, ref, termScale(false, true, T, outF, inF, 1, xr, wr, 1, bias2));
+    t.ok(e <= BOUND, `linear forward, ${label}, bias: within 2^-12 of its terms (${e.toExponential(2)})`);
+  }
+  const dx0 = randn(T * inF, 15), dw0 = randn(outF * inF, 16);
+  setMatmulPrecision('medium');
+  const g = linearBackward({ x, weight: w, dy, rows: T, inFeatures: inF, outFeatures: outF, accumulate: true, dx: copy(dx0), dweight: copy(dw0), dbias: new Float32Array(outF), device: 'cuda' });
+  setMatmulPrecision('highest');
+  const refDx = refGemm(false, false, T, inF, outF, 1, dyr, wr, 1, dx0);
+  const eDx = worstRelative(g.dx!, refDx, termScale(false, false, T, inF, outF, 1, dyr, wr, 1, dx0));
+  t.ok(eDx <= BOUND, `linear dx (accumulated): within 2^-12 of its terms (${eDx.toExponential(2)})`);
+  const refDw = refGemm(true, false, outF, inF, T, 1, dyr, xr, 1, dw0);
+  const eDw = worstRelative(g.dweight!, refDw, termScale(true, false, outF, inF, T, 1, dyr, xr, 1, dw0));
+  t.ok(eDw <= BOUND, `linear dweight (accumulated): within 2^-12 of its terms (${eDw.toExponential(2)})`);
+
+  // The MoE layer: the router and the grouped expert GEMMs on the tensor cores, close to the
+  // CPU's float32 layer (bfloat16 operands: about 2^-8 relative per product) and not its bits.
+  const s = { T: 150, D: 33, F: 21, E: 3, K: 2, variant: 'clamped' as const };
+  const mw = weightsFor(s, 77, true);
+  const mx = randn(s.T * s.D, 78, -1.5, 1.5);
+  const cpu = moeForward({ ...shape(s), ...mw, x: mx });
+  setMatmulPrecision('medium');
+  const gpu = moeForward({ ...shape(s), ...mw, x: mx, device: 'cuda' });
+  setMatmulPrecision('highest');
+  const exact = moeForward({ ...shape(s), ...mw, x: mx, device: 'cuda' });
+  t.same(Array.from(gpu.experts), Array.from(cpu.experts), 'MoE: the same experts chosen');
+  let e = 0, m = 0;
+  for (let i = 0; i < cpu.out.length; i++) {
+    e = Math.max(e, Math.abs(gpu.out[i] - cpu.out[i]));
+    m = Math.max(m, Math.abs(cpu.out[i]));
+  }
+  t.ok(e / m <= 2 ** -6, `MoE output within 2^-6 of the CPU's scale (${(e / m).toExponential(2)})`);
+  t.notOk(sameBits(gpu.out, exact.out), "MoE output differs from 'highest' (the tensor-core path ran)");
+});
+
+t.test("a GPU without bf16 tensor cores: 'medium' runs the float32 kernel and says so once", { skip: noGpu || !/emulator/.test(loadAddon().backends().find((b) => b.name === 'cuda')?.deviceName ?? '') ? 'needs the CUDA emulator (SFX_EMU_CC pretends compute capability 7.5)' : false }, async (t) => {
+  const script = `
+    const m = await import(${JSON.stringify(new URL('../../lib/model/index.ts', import.meta.url).href)});
+    const a = Float32Array.from({ length: 6 }, (_, i) => 1 + 2 ** -10 * (i + 1)), b = Float32Array.from({ length: 6 }, (_, i) => i - 2.5);
+    const out = [];
+    for (const p of ['highest', 'medium', 'medium']) {
+      m.setMatmulPrecision(p);
+      const c = new Float32Array(4);
+      m.gemm({ a, b, c, m: 2, n: 2, k: 3, device: 'cuda' });
+      out.push(Array.from(c));
+    }
+    console.log(JSON.stringify(out));`;
+  const r = spawnSync(process.execPath, [...process.execArgv, '--input-type=module', '-e', script], {
+    env: { ...process.env, SFX_EMU_CC: '7.5' },
+    cwd: fileURLToPath(new URL('../..', import.meta.url)),
+    encoding: 'utf8',
+  });
+  t.equal(r.status, 0, r.stderr);
+  const [highest, medium, again] = JSON.parse(r.stdout.trim().split('\n').pop()!) as number[][];
+  t.same(medium, highest, "'medium' gave the float32 kernel's values");
+  t.same(again, highest, 'and again');
+  const notes = r.stderr.split('\n').filter((l) => l.includes("matmul precision 'medium'"));
+  t.equal(notes.length, 1, 'said once');
+  t.match(notes[0], /compute capability 7\.5.*8\.0 or newer/, 'with the reason');
+});
