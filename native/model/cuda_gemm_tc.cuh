@@ -1,7 +1,8 @@
 // Reference: the float64 refGemm in test/model/fixtures/reference.ts on bfloat16-rounded operands;
 //   PTX ISA mma.m16n8k16 / ldmatrix (native/core/cuda_mma.cuh).
-// Tests: test/model/cuda-gemm-tc.test.ts (GEMM, linear, LoRA-shaped and MoE products with
-//   matmulPrecision 'medium', on a GPU or on the CUDA emulator in both thread orders).
+// Tests: test/model/cuda-gemm-tc.test.ts (GEMM, linear layers, the MoE layer and a whole
+//   transformer with matmulPrecision 'medium', on a GPU or on the CUDA emulator in both thread
+//   orders); scripts/check-tensor-core-ptx.mjs (the kernels' sm_90 PTX holds mma).
 // The tensor-core GEMM of the CUDA model ops: C = alpha op(A) op(B) + beta C with bfloat16
 // operands and float32 accumulation (mma.sync m16n8k16), used instead of the float32 GEMM of
 // cuda_gemm.cuh when the matmul precision is 'medium' (matmul_precision.h). A block of 256
@@ -15,8 +16,8 @@
 // decoder: float32 is rounded to nearest even, bfloat16 bits pass as they are. The tile code
 // takes operands as pointer-like types (`p + n`, Bf16Operand(p)), so another weight format
 // (packed MXFP4: a 4-bit code times its block's power of two, exact in bfloat16, addressed like
-// an array of elements) is one more Bf16Operand overload and launch. Included by .cu files only (an anonymous namespace: each file its
-// own copy).
+// an array of elements) is one more Bf16Operand overload and launch. Included by .cu files only
+// (an anonymous namespace: each file its own copy).
 #pragma once
 
 #include <cuda_runtime.h>

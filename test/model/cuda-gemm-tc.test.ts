@@ -4,7 +4,8 @@
 // on random odd sizes (M, N, K not multiples of the 128 x 128 x 32 tiles, one row, K = 0), all
 // four transposes, alpha and beta, float32 and bfloat16 operands; a product whose float32 operands
 // are not bfloat16 numbers shows the rounding; linear forward and backward (dx accumulated, dweight
-// accumulated, bias), and the MoE layer (grouped expert GEMMs) close to the CPU's float32 result.
+// accumulated, bias), the MoE layer (grouped expert GEMMs) and a whole transformer forward and
+// backward close to the CPU's float32 result.
 // 'highest' gives back the float32 kernel bit for bit; on a GPU below compute capability 8.0 (the
 // emulator pretending 7.5) 'medium' runs the float32 kernel and says so once. The setting's argument checks run
 // everywhere; the rest needs a CUDA device (the CUDA emulator counts: npm run test:cuda-emulator
@@ -14,11 +15,12 @@ import { fileURLToPath } from 'node:url';
 
 import t from 'tap';
 
-import { gemm, linearBackward, linearForward, matmulPrecision, moeForward, setMatmulPrecision } from '../../lib/model/index.js';
+import { Transformer, gemm, linearBackward, linearForward, matmulPrecision, modelConfig, moeForward, setMatmulPrecision } from '../../lib/model/index.js';
 import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
 import { modelAddon } from '../../lib/model/native.js';
 import { shape, weightsFor } from './fixtures/moe-reference.js';
-import { bf16Bits, bf16Values, randn, refGemm, sameBits } from './fixtures/reference.js';
+import { bf16Bits, bf16Values, randint, randn, refGemm, sameBits } from './fixtures/reference.js';
+import { randomizeStore } from './fixtures/transformer-reference.js';
 
 const BOUND = 2 ** -12;
 const copy = (x: Float32Array): Float32Array => Float32Array.from(x);
@@ -208,4 +210,42 @@ t.test("a GPU without bf16 tensor cores: 'medium' runs the float32 kernel and sa
   const notes = r.stderr.split('\n').filter((l) => l.includes("matmul precision 'medium'"));
   t.equal(notes.length, 1, 'said once');
   t.match(notes[0], /compute capability 7\.5.*8\.0 or newer/, 'with the reason');
+});
+
+t.test("the CUDA transformer with matmul precision 'medium': forward and backward close to the CPU's float32", { skip: noGpu }, async (t) => {
+  t.teardown(() => setMatmulPrecision('highest'));
+  const c = modelConfig({ layers: 2, width: 40, heads: 4, kvHeads: 2, headDim: 10, window: 0, vocab: 61, context: 64, ffn: 36, ropeTheta: 1000, normEps: 1e-5, initStd: 0.1, swiglu: 'clamped', bias: true });
+  const cpu = Transformer.create(c, 5);
+  const gpu = Transformer.create(c, 5, { device: 'cuda' });
+  randomizeStore(cpu.store, 105);
+  randomizeStore(gpu.store, 105);
+  const T = 37;
+  const batch = { tokens: randint(T, 9, 0, c.vocab), targets: randint(T, 10, 0, c.vocab), positions: Int32Array.from({ length: T }, (_, i) => i), documentIds: new Int32Array(T) };
+  const exact = gpu.logProbs(batch);
+  setMatmulPrecision('medium');
+  const f2 = gpu.forward(batch);
+  const f1 = cpu.forward(batch);
+  let e = 0;
+  for (let i = 0; i < T; i++) e = Math.max(e, Math.abs(f2.logProbs[i] - f1.logProbs[i]));
+  // A whole-model check that every GEMM of the forward and backward runs on the tensor cores and
+  // stays close (each GEMM's own bound is checked above): bfloat16 operands move each product by
+  // up to 2^-8 relative, compounded over 2 layers, the norms and the softmax.
+  t.ok(e <= 0.1, `log-probs within 0.1 of the CPU's (${e.toExponential(2)}; bfloat16 operands in every GEMM)`);
+  t.notOk(sameBits(f2.logProbs, exact.logProbs), "not the 'highest' bits (the tensor cores ran)");
+  const dLogProbs = Float32Array.from({ length: T }, (_, i) => Math.sin(i) * 0.5);
+  f1.backward({ dLogProbs });
+  await f2.backwardAsync({ dLogProbs });
+  let worst = 0, where = '';
+  for (const n of cpu.store.names()) {
+    const a = gpu.store.read(n, 'grad'), b = cpu.store.read(n, 'grad');
+    let d = 0, m = 0;
+    for (let i = 0; i < b.length; i++) {
+      d = Math.max(d, Math.abs(a[i] - b[i]));
+      m = Math.max(m, Math.abs(b[i]));
+    }
+    if (d / Math.max(m, 1e-30) > worst) [worst, where] = [d / Math.max(m, 1e-30), n];
+  }
+  t.ok(worst <= 0.1, `every parameter gradient within 10% of its largest value (worst ${worst.toExponential(2)}, ${where})`);
+  cpu.dispose();
+  gpu.dispose();
 });
