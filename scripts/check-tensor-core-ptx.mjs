@@ -14,6 +14,8 @@ import { fileURLToPath } from 'node:url';
 export const KERNELS = [
   ['native/model/cuda_ops.cu', ['GemmTcKernel']],
   ['native/model/cuda_moe.cu', ['GemmTcKernel', 'GroupedGemmTcKernel']],
+  ['native/attention/cuda_fused_tc_fwd.cu', ['TcForwardKernel']],
+  ['native/attention/cuda_fused_tc_bwd.cu', ['TcKeyGradKernel', 'TcQueryGradKernel']],
 ];
 
 const root = fileURLToPath(new URL('..', import.meta.url));

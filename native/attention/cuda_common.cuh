@@ -151,6 +151,11 @@ inline __nv_bfloat16* AsBf16(void* p) { return static_cast<__nv_bfloat16*>(p); }
 // Launchers (cuda_fused_fwd.cu, cuda_fused_bwd.cu, cuda_eager.cu); the caller holds a DeviceGuard.
 void LaunchFusedForward(const AttnParams& p, const DeviceForwardArgs& a, cudaStream_t stream);
 void LaunchFusedBackward(int device, const AttnParams& p, const DeviceBackwardArgs& a, cudaStream_t stream);
+/** The backward's first steps (cuda_fused_bwd.cu): delta = dO.o - dLse per row into `delta`, and dSinks. */
+void LaunchBackwardPrologue(const AttnParams& p, const DeviceBackwardArgs& a, float* delta, cudaStream_t stream);
+// The tensor-core kernels (cuda_fused_tc_fwd.cu, cuda_fused_tc_bwd.cu): bf16 inputs, headDim <= 128, sm_80+.
+void LaunchTensorCoreForward(const AttnParams& p, const DeviceForwardArgs& a, cudaStream_t stream);
+void LaunchTensorCoreBackward(int device, const AttnParams& p, const DeviceBackwardArgs& a, cudaStream_t stream);
 void RunEagerForward(int device, const Shape& shape, const Options& opts, const DeviceForwardArgs& a,
                      std::unique_ptr<DeviceSaved>* save);
 void RunEagerBackward(int device, const Shape& shape, const Options& opts, const DeviceBackwardArgs& a,

@@ -6,6 +6,8 @@
 //
 //   1. DeltaKernel: D_i = dO_i . o_i - dLse_i (one warp per row).
 //   2. SinkGradKernel: dsink_h = -sum_{b,i} exp(s_h - L_i) D_i (one block per head, in double).
+//      Steps 1 and 2 are LaunchBackwardPrologue, also the first steps of the tensor-core
+//      backward (cuda_fused_tc_bwd.cu).
 //   3. KeyGradKernel: dk and dv of BN keys (block per key sub-tile, batch, kv head): for every
 //      query head of the group and every non-empty query tile, in BM-row steps, recompute
 //      P = exp(S - L) and dS = P (dO V^T - D) (times tanh' under softcap) in registers, then
@@ -366,18 +368,24 @@ void LaunchGrads(const AttnParams& p, const DeviceBackwardArgs& a, const float* 
 }
 
 template <typename T>
-void LaunchTyped(int device, const AttnParams& p, const DeviceBackwardArgs& a, cudaStream_t stream) {
+void LaunchPrologueTyped(const AttnParams& p, const DeviceBackwardArgs& a, float* delta, cudaStream_t stream) {
   const long long rows = p.B * p.Hq * p.T;
-  DeviceBuffer<float> delta(device, static_cast<std::size_t>(rows), "fused attention backward D");
   const long long deltaBlocks = (rows * 32 + kThreads - 1) / kThreads;
   if (deltaBlocks > 2147483647LL) throw ArgumentError("too many rows for one launch");
   SFX_LAUNCH(DeltaKernel<T>, static_cast<unsigned>(deltaBlocks), kThreads, 0, stream)(
-      p, static_cast<const T*>(a.out), static_cast<const T*>(a.dOut), a.dLse, delta.data());
+      p, static_cast<const T*>(a.out), static_cast<const T*>(a.dOut), a.dLse, delta);
   SFX_CUDA_LAUNCH_CHECK("DeltaKernel");
   if (a.sinks != nullptr && a.dSinks != nullptr) {
-    SFX_LAUNCH(SinkGradKernel, static_cast<unsigned>(p.Hq), kThreads, 0, stream)(p, a.sinks, a.lse, delta.data(), a.dSinks);
+    SFX_LAUNCH(SinkGradKernel, static_cast<unsigned>(p.Hq), kThreads, 0, stream)(p, a.sinks, a.lse, delta, a.dSinks);
     SFX_CUDA_LAUNCH_CHECK("SinkGradKernel");
   }
+}
+
+template <typename T>
+void LaunchTyped(int device, const AttnParams& p, const DeviceBackwardArgs& a, cudaStream_t stream) {
+  const long long rows = p.B * p.Hq * p.T;
+  DeviceBuffer<float> delta(device, static_cast<std::size_t>(rows), "fused attention backward D");
+  LaunchPrologueTyped<T>(p, a, delta.data(), stream);
   if (p.D <= 64) {
     LaunchGrads<T, 64, 32, 64>(p, a, delta.data(), stream);
   } else if (p.D <= 128) {
@@ -389,6 +397,14 @@ void LaunchTyped(int device, const AttnParams& p, const DeviceBackwardArgs& a, c
 }
 
 }  // namespace
+
+void LaunchBackwardPrologue(const AttnParams& p, const DeviceBackwardArgs& a, float* delta, cudaStream_t stream) {
+  if (a.dtype == DType::kBF16) {
+    LaunchPrologueTyped<__nv_bfloat16>(p, a, delta, stream);
+  } else {
+    LaunchPrologueTyped<float>(p, a, delta, stream);
+  }
+}
 
 void LaunchFusedBackward(int device, const AttnParams& p, const DeviceBackwardArgs& a, cudaStream_t stream) {
   if (a.dtype == DType::kBF16) {

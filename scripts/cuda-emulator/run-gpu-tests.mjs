@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 /** Every test file with parts that run only on a CUDA device (they skip them without one). */
 export const TESTS = [
   'test/attention/cuda.test.ts',
+  'test/attention/cuda-tensor-cores.test.ts',
   'test/attention/bench-gpu.test.ts',
   'test/grpo/cuda.test.ts',
   'test/grpo/bench-gpu.test.ts',
