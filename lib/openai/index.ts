@@ -28,6 +28,8 @@ export {
   CompletionFormatError,
   OpenAITokenCompletions,
   readTokenCompletion,
+  SAMPLING_FIELDS,
+  type AnsweredCompletion,
   type OpenAITokenCompletionsOptions,
   type TokenCompletionsStats,
 } from './token-completions.js';
