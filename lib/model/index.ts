@@ -185,6 +185,7 @@ export {
   type GenerativeModel,
   type LogProbOptions,
   type LogProbResult,
+  type LogprobsMode,
   type ModelSession,
   type OptimizerStepOptions,
   type PackedBatch,
