@@ -329,11 +329,12 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
             return at;
           })(pretrained)
         : undefined);
-    // a full fine-tuning run of a Hugging Face model on SGLang publishes a model folder per step
+    // a full fine-tuning run of a Hugging Face model on SGLang publishes a model folder per step,
+    // in float32: the trained weights exactly (the server holds them in its own --dtype)
     const publishWeights: PublishWeights | undefined =
       !loraRun && pretrained && config.rollout.engine === 'sglang'
         ? ((m) => async (_step: number, dir: string) => {
-            await m.save(dir);
+            await m.save(dir, { dtype: 'float32' });
             return dir;
           })(pretrained)
         : undefined;
