@@ -179,7 +179,7 @@ t.test('loading: the first adapter gives the slots their settings; mismatched an
 
   const mismatch = await load('r4', a1);
   t.equal(mismatch.status, 400);
-  t.match(mismatch.json, { error: { param: 'lora_path', code: 'adapter_load_failed', type: 'invalid_request_error' } }, 'the field is named');
+  t.match(mismatch.json, { error: { param: 'lora_path', code: 400, type: 'BadRequestError' } }, 'the field is named');
   t.match(mismatch.text, /the adapter's LoRA settings \(r 4, lora_alpha 8, use_rslora false, target_modules q_proj, v_proj, o_proj, down_proj\) differ from those of the adapters loaded now \(r 2, lora_alpha 4, use_rslora false, target_modules q_proj, k_proj: r2\)/);
   const alien = await load('x', foreign);
   t.equal(alien.status, 400);
@@ -190,10 +190,10 @@ t.test('loading: the first adapter gives the slots their settings; mismatched an
   t.match(shaped.json, { error: { param: 'lora_path', message: /adapter_model\.safetensors base_model\.model\.model\.layers\.0\.mlp\.down_proj\.lora_A\.weight: has shape \[4, 56\], the model's down_proj needs \[4, 40\] \(in 40, out 48\): the adapter was made for another base model/ } }, 'names the tensor and both shapes');
   const missing = await load('y', join(tmp, 'nowhere'));
   t.equal(missing.status, 404, 'no adapter at the path: 404, as vLLM answers "No adapter found"');
-  t.match(missing.json, { error: { param: 'lora_path', code: 'adapter_not_found', type: 'not_found_error', message: /no adapter found at .*nowhere \(no adapter_config\.json there\)/ } });
+  t.match(missing.json, { error: { param: 'lora_path', code: 404, type: 'NotFoundError', message: /no adapter found at .*nowhere \(no adapter_config\.json there\)/ } });
   const unknown = await post(`${v1}/completions`, { model: 'nope', prompt: prompts[0], max_tokens: 2 });
   t.equal(unknown.status, 404, 'a completion naming an unknown adapter: 404');
-  t.match(unknown.json, { error: { param: 'model', code: 'model_not_found', type: 'not_found_error', message: /the model 'nope' does not exist/ } });
+  t.match(unknown.json, { error: { param: 'model', code: 404, type: 'NotFoundError', message: /the model 'nope' does not exist/ } });
   const gone = await post(`${v1}/unload_lora_adapter`, { lora_name: 'nope' });
   t.equal(gone.status, 404);
   t.match(gone.json, { error: { param: 'lora_name', message: "The lora adapter 'nope' cannot be found." } });
