@@ -85,7 +85,7 @@ async function inProcess(m: GenerativeModel | PretrainedModel, prompt: readonly 
 const post = postJson;
 
 async function complete(v1: string, model: string, prompt: readonly number[], seed: number, extra: Record<string, unknown> = {}): Promise<Sampled> {
-  const r = await post(`${v1}/completions`, { model, prompt, max_tokens: 6, temperature: 1, seed, logprobs: 0, return_token_ids: true, ...extra });
+  const r = await post(`${v1}/completions`, { model, prompt, max_tokens: 6, temperature: 1, top_p: 1, top_k: -1, seed, logprobs: 0, return_token_ids: true, ...extra });
   if (r.status !== 200) throw new Error(`completion for ${model}: ${r.status} ${r.text}`);
   const c = (r.json.choices as { token_ids: number[]; logprobs: { token_logprobs: number[] } }[])[0];
   return { tokens: c.token_ids, logProbs: c.logprobs.token_logprobs };

@@ -100,12 +100,27 @@ t.test('completions: generation-config defaults for left-out fields, the request
     return { token: c.token_ids[0], lp: c.logprobs.token_logprobs[0] };
   };
   let worst = 0;
+  let truncated = 0;
   for (let seed = 0; seed < 12; seed++) {
     const a = await one(auto.baseURL, {}, seed);
     t.ok(Number.isFinite(qwen[a.token]), `defaults: token ${a.token} within Qwen3's top_k 20 / top_p 0.95`);
     worst = Math.max(worst, Math.abs(a.lp - qwen[a.token]));
+    truncated = Math.max(truncated, Math.abs(a.lp - tempered[a.token]));
   }
   t.ok(worst < 1e-4, `defaults: processed log-probs at temperature 0.6, top_k 20, top_p 0.95 (worst ${worst.toExponential(2)})`);
+  t.ok(truncated > 1e-3, `not the untruncated tempered log-probs the trainer computes (${truncated.toExponential(2)} apart)`);
+  // the request's own truncation, wide enough to sample several tokens: renormalised over the kept ones
+  const wide = processed(logits, 1.5, 5, 1);
+  const seen = new Set<number>();
+  worst = 0;
+  for (let seed = 0; seed < 16; seed++) {
+    const a = await one(auto.baseURL, { temperature: 1.5, top_k: 5, top_p: 1 }, seed);
+    t.ok(Number.isFinite(wide[a.token]), `top_k 5: token ${a.token} among the 5 most likely`);
+    worst = Math.max(worst, Math.abs(a.lp - wide[a.token]));
+    seen.add(a.token);
+  }
+  t.ok(seen.size >= 2, `several tokens sampled (${seen.size})`);
+  t.ok(worst < 1e-4, `top_k 5 at temperature 1.5: processed log-probs renormalised over the 5 (worst ${worst.toExponential(2)})`);
   const every = { temperature: 1, top_p: 1, top_k: -1, min_p: 0, repetition_penalty: 1, presence_penalty: 0, frequency_penalty: 0 };
   worst = 0;
   for (let seed = 0; seed < 6; seed++) {
