@@ -221,7 +221,7 @@ t.test('limits: --no-adapters, --max-adapters', async (t) => {
   t.equal(off.adapters, null);
   const r = await post(`${off.baseURL}/load_lora_adapter`, { lora_name: 'a', lora_path: a1 });
   t.equal(r.status, 404);
-  t.match(r.text, /lora_not_enabled/);
+  t.match(r.text, /runtime LoRA adapters are not enabled.*"type":"NotFoundError".*"code":404/);
   const one = await serve({ modelDir: base, port: 0, maxAdapters: 1, log: false });
   t.teardown(() => one.dispose());
   t.equal((await post(`${one.baseURL}/load_lora_adapter`, { lora_name: 'a', lora_path: a1 })).status, 200);
