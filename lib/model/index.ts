@@ -188,6 +188,7 @@ export {
   type GenerativeModel,
   type LogProbOptions,
   type LogProbResult,
+  type LogprobsMode,
   type ModelSession,
   type OptimizerStepOptions,
   type PackedBatch,

@@ -34,6 +34,9 @@ export type FinishReason =
   /** The context is full. */
   | 'context';
 
+/** Which log-probs a generation returns (see {@link SampleOptions.logprobsMode}). */
+export type LogprobsMode = 'tempered' | 'raw' | 'processed';
+
 /** Sampling parameters of one generation. */
 export interface SampleOptions {
   /** Tokens to sample at most (>= 0). */
@@ -44,6 +47,21 @@ export interface SampleOptions {
   topP?: number;
   /** Keep only the topK most likely tokens, applied before topP (default 0: off). */
   topK?: number;
+  /** vLLM's min_p: after the temperature, drop the tokens less likely than minP times the most likely one (default 0: off). */
+  minP?: number;
+  /** vLLM's repetition_penalty over the whole context, before the temperature (default 1: off). */
+  repetitionPenalty?: number;
+  /** vLLM's presence_penalty over this generation's tokens, in [-2, 2] (default 0: off). */
+  presencePenalty?: number;
+  /** vLLM's frequency_penalty over this generation's tokens, in [-2, 2] (default 0: off). */
+  frequencyPenalty?: number;
+  /**
+   * Which log-probs the result holds: `tempered` (default: under softmax(penalised logits / T),
+   * before min_p/top-k/top-p; T = 0: softmax(penalised logits)), `raw` (vLLM's raw_logprobs:
+   * log_softmax of the model's logits) or `processed` (vLLM's processed_logprobs: after the
+   * penalties, the temperature and min_p/top-k/top-p, renormalised over the kept tokens).
+   */
+  logprobsMode?: LogprobsMode;
   /** Token ids that end the generation; the stop token is included in the result. */
   stop?: readonly number[];
   /**

@@ -33,7 +33,19 @@ export interface NativeForwardResult {
 
 /** A job given to a session in a run. */
 export type NativeJob =
-  | { kind: 'sample'; maxTokens: number; temperature?: number; topP?: number; topK?: number; stop?: Int32Array }
+  | {
+      kind: 'sample';
+      maxTokens: number;
+      temperature?: number;
+      topP?: number;
+      topK?: number;
+      minP?: number;
+      repetitionPenalty?: number;
+      presencePenalty?: number;
+      frequencyPenalty?: number;
+      logprobsMode?: 'tempered' | 'raw' | 'processed';
+      stop?: Int32Array;
+    }
   | { kind: 'prefill' };
 
 /** One session's progress in a run. */

@@ -152,6 +152,16 @@ export class TransformerPolicySession implements ModelSession {
     if (typeof temperature !== 'number' || !(temperature >= 0) || !Number.isFinite(temperature)) throw new RangeError(`options.temperature must be a finite number >= 0, got ${String(temperature)}`);
     if (typeof topP !== 'number' || !(topP > 0 && topP <= 1)) throw new RangeError(`options.topP must be in (0, 1], got ${String(topP)}`);
     if (!Number.isSafeInteger(topK) || topK < 0) throw new RangeError(`options.topK must be an integer >= 0, got ${String(topK)}`);
+    const minP = o.minP ?? 0;
+    const repetitionPenalty = o.repetitionPenalty ?? 1;
+    const presencePenalty = o.presencePenalty ?? 0;
+    const frequencyPenalty = o.frequencyPenalty ?? 0;
+    const logprobsMode = o.logprobsMode ?? 'tempered';
+    if (typeof minP !== 'number' || !(minP >= 0 && minP <= 1)) throw new RangeError(`options.minP must be in [0, 1], got ${String(minP)}`);
+    if (typeof repetitionPenalty !== 'number' || !(repetitionPenalty > 0) || !Number.isFinite(repetitionPenalty)) throw new RangeError(`options.repetitionPenalty must be a finite number > 0, got ${String(repetitionPenalty)}`);
+    if (typeof presencePenalty !== 'number' || !(presencePenalty >= -2 && presencePenalty <= 2)) throw new RangeError(`options.presencePenalty must be in [-2, 2], got ${String(presencePenalty)}`);
+    if (typeof frequencyPenalty !== 'number' || !(frequencyPenalty >= -2 && frequencyPenalty <= 2)) throw new RangeError(`options.frequencyPenalty must be in [-2, 2], got ${String(frequencyPenalty)}`);
+    if (logprobsMode !== 'tempered' && logprobsMode !== 'raw' && logprobsMode !== 'processed') throw new RangeError(`options.logprobsMode must be 'tempered', 'raw' or 'processed', got ${String(logprobsMode)}`);
     const stop = o.stop ?? [];
     const V = this.policy.vocabSize;
     for (const t of stop) if (!Number.isInteger(t) || t < 0 || t >= V) throw new RangeError(`options.stop holds ${String(t)}, not a token id in [0, ${V})`);
@@ -165,6 +175,11 @@ export class TransformerPolicySession implements ModelSession {
         temperature,
         topP,
         topK,
+        minP,
+        repetitionPenalty,
+        presencePenalty,
+        frequencyPenalty,
+        logprobsMode,
         stop: Int32Array.from(stop),
       },
       o.onTokens ?? null,

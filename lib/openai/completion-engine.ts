@@ -15,7 +15,7 @@
  * used evicted) and `sessionTtlMs`, and are dropped when the weights change ({@link clear}).
  * @module
  */
-import type { GenerativeModel, ModelSession } from '../model/policy.js';
+import type { GenerativeModel, LogprobsMode, ModelSession } from '../model/policy.js';
 import { untilAborted } from './abort.js';
 import { RequestError } from './server-request.js';
 
@@ -43,6 +43,16 @@ export interface EngineCompletion {
   topP: number;
   /** Top-k (0: off). */
   topK: number;
+  /** vLLM's min_p (default 0: off). */
+  minP?: number;
+  /** vLLM's repetition_penalty (default 1: off). */
+  repetitionPenalty?: number;
+  /** vLLM's presence_penalty (default 0). */
+  presencePenalty?: number;
+  /** vLLM's frequency_penalty (default 0). */
+  frequencyPenalty?: number;
+  /** The log-probs returned (default `processed`: see `SampleOptions.logprobsMode`). */
+  logprobsMode?: LogprobsMode;
   /** Stop token ids. */
   stop: readonly number[];
   /** Seed of a fresh session's random stream. */
@@ -55,7 +65,7 @@ export interface EngineCompletion {
 export interface EngineCompletionResult {
   /** The sampled tokens (a stop token included when one ended the completion). */
   tokens: number[];
-  /** Their log-probs (under the tempered distribution). */
+  /** Their log-probs (as `logprobsMode` says). */
   logProbs: number[];
   /** `stop` (a stop token) or `length` (max tokens, or the context is full). */
   finishReason: 'stop' | 'length';
@@ -159,7 +169,18 @@ export class CompletionEngine {
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
       k.session.append(append);
-      const sampling = k.session.sample({ maxTokens: Math.min(c.maxTokens, limit - c.prompt.length), temperature: c.temperature, topP: c.topP, topK: c.topK, stop: c.stop });
+      const sampling = k.session.sample({
+        maxTokens: Math.min(c.maxTokens, limit - c.prompt.length),
+        temperature: c.temperature,
+        topP: c.topP,
+        topK: c.topK,
+        minP: c.minP ?? 0,
+        repetitionPenalty: c.repetitionPenalty ?? 1,
+        presencePenalty: c.presencePenalty ?? 0,
+        frequencyPenalty: c.frequencyPenalty ?? 0,
+        logprobsMode: c.logprobsMode ?? 'processed',
+        stop: c.stop,
+      });
       const r = await (signal ? untilAborted(sampling, signal) : sampling);
       const tokens = Array.from(r.tokens);
       k.context = [...c.prompt, ...tokens];

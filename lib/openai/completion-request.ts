@@ -14,18 +14,28 @@ export interface CompletionRequestParams {
   model: string | null;
   /** The prompt: token ids, or text to tokenize. */
   prompt: number[] | string;
-  /** Most tokens to generate (`max_tokens`, default 16 as in OpenAI's and vLLM's API). */
-  maxTokens: number;
-  /** Temperature (default 1; 0 is greedy). */
-  temperature: number;
-  /** Nucleus mass (default 1). */
-  topP: number;
-  /** Top-k (0: off; vLLM's -1 is read as 0). */
-  topK: number;
+  /** Most tokens to generate (`max_tokens`; null: left out, 16 as in OpenAI's and vLLM's API, capped by the generation config). */
+  maxTokens: number | null;
+  /** Temperature (0 is greedy; null: left out, the server's default). */
+  temperature: number | null;
+  /** Nucleus mass (null: left out). */
+  topP: number | null;
+  /** Top-k as sent (-1 and 0: off; null: left out). */
+  topK: number | null;
+  /** vLLM's `min_p` (null: left out). */
+  minP: number | null;
+  /** vLLM's `repetition_penalty` (null: left out). */
+  repetitionPenalty: number | null;
+  /** `presence_penalty` (null: left out, 0). */
+  presencePenalty: number | null;
+  /** `frequency_penalty` (null: left out, 0). */
+  frequencyPenalty: number | null;
   /** Seed of the request's random stream, when given. */
   seed?: number;
   /** Token ids that end the completion (`stop_token_ids`); the stop token is part of the output. */
   stopTokenIds: number[];
+  /** Do not stop at the tokenizer's end-of-sequence token (vLLM's `ignore_eos`). */
+  ignoreEos: boolean;
   /** Return the sampled tokens' log-probs (`logprobs: 0`). */
   logprobs: boolean;
   /** Write the log-probs' tokens as `token_id:<id>` (vLLM's `return_tokens_as_token_ids`). */
@@ -53,10 +63,10 @@ function tokenIds(v: unknown, param: string, allowEmpty: boolean): number[] {
   return v as number[];
 }
 
-function number(body: Record<string, unknown>, key: string, lo: number, hi: number, fallback: number): number {
+function number(body: Record<string, unknown>, key: string, lo: number, hi: number, loOpen = false): number | null {
   const v = body[key];
-  if (!given(v)) return fallback;
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi) throw bad(`${key} must be a number in [${lo}, ${hi}], got ${JSON.stringify(v)}`, key);
+  if (!given(v)) return null;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || (loOpen && v === lo) || v > hi) throw bad(`${key} must be a number in ${loOpen ? '(' : '['}${lo}, ${hi}], got ${JSON.stringify(v)}`, key);
   return v;
 }
 
@@ -78,17 +88,17 @@ export function parseCompletionRequest(body: unknown): CompletionRequestParams {
   } else if (Array.isArray(p)) {
     prompt = tokenIds(p, 'prompt', false).slice();
   } else throw bad('prompt is required: a string or a list of token ids', 'prompt');
-  let maxTokens = 16;
+  let maxTokens: number | null = null;
   if (given(body.max_tokens)) {
     const v = body.max_tokens;
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw bad(`max_tokens must be a positive integer, got ${JSON.stringify(v)}`, 'max_tokens');
     maxTokens = v;
   }
-  let topK = 0;
+  let topK: number | null = null;
   if (given(body.top_k)) {
     const v = body.top_k;
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < -1) throw bad(`top_k must be an integer >= -1 (-1 or 0: off), got ${JSON.stringify(v)}`, 'top_k');
-    topK = Math.max(0, v);
+    topK = v;
   }
   const seed = body.seed;
   if (given(seed) && (typeof seed !== 'number' || !Number.isSafeInteger(seed) || seed < 0)) throw bad(`seed must be a non-negative integer, got ${JSON.stringify(seed)}`, 'seed');
@@ -102,7 +112,7 @@ export function parseCompletionRequest(body: unknown): CompletionRequestParams {
     if (v !== 0) throw bad(`logprobs ${v} is not supported: only the sampled tokens' log-probs are returned (logprobs: 0)`, 'logprobs');
     logprobs = true;
   }
-  for (const key of ['return_tokens_as_token_ids', 'return_token_ids', 'echo', 'stream']) {
+  for (const key of ['return_tokens_as_token_ids', 'return_token_ids', 'echo', 'stream', 'ignore_eos']) {
     if (given(body[key]) && typeof body[key] !== 'boolean') throw bad(`${key} must be a boolean`, key);
   }
   if (body.echo === true) throw bad('echo is not supported', 'echo');
@@ -115,10 +125,15 @@ export function parseCompletionRequest(body: unknown): CompletionRequestParams {
     model,
     prompt,
     maxTokens,
-    temperature: number(body, 'temperature', 0, 2, 1),
-    topP: number(body, 'top_p', Number.MIN_VALUE, 1, 1),
+    temperature: number(body, 'temperature', 0, 2),
+    topP: number(body, 'top_p', 0, 1, true),
     topK,
+    minP: number(body, 'min_p', 0, 1),
+    repetitionPenalty: number(body, 'repetition_penalty', 0, Number.MAX_VALUE, true),
+    presencePenalty: number(body, 'presence_penalty', -2, 2),
+    frequencyPenalty: number(body, 'frequency_penalty', -2, 2),
     stopTokenIds,
+    ignoreEos: body.ignore_eos === true,
     logprobs,
     tokensAsIds: body.return_tokens_as_token_ids === true,
     returnTokenIds: body.return_token_ids === true,

@@ -22,12 +22,15 @@ export { PretrainedAdapterHost, type AdapterHostStats, type PretrainedAdapterHos
 export { AdapterNotFoundError, transformerWeightsHost, type AdapterHost, type AdapterLoadResult, type WeightsHost } from './model-hosts.js';
 export { OpenAIChatPolicy, type OpenAIPolicyOptions, type OpenAITurnLog, type SeedMode } from './policy.js';
 export type { ChatRequest } from './server-request.js';
+export { generationConfigDefaults, resolveSampling, type RequestedSampling, type ResolvedSampling, type SamplingDefaults } from './sampling-defaults.js';
 export { startChatServer, type ChatServer, type ChatServerOptions } from './server.js';
 export type { AdminEvent } from './serving-routes.js';
 export {
   CompletionFormatError,
   OpenAITokenCompletions,
   readTokenCompletion,
+  SAMPLING_FIELDS,
+  type AnsweredCompletion,
   type OpenAITokenCompletionsOptions,
   type TokenCompletionsStats,
 } from './token-completions.js';

@@ -6,6 +6,23 @@
  */
 import type { ChatMessage, ChatToolCall, ToolSchema } from '../model/chat-template.js';
 
+/** vLLM's error type names by status (vLLM's own where it has them, else the status's name + `Error`). */
+const ERROR_TYPES: Readonly<Record<number, string>> = {
+  400: 'BadRequestError',
+  401: 'UnauthorizedError',
+  404: 'NotFoundError',
+  405: 'MethodNotAllowedError',
+  413: 'RequestEntityTooLargeError',
+  499: 'ClientClosedRequestError',
+  500: 'InternalServerError',
+  501: 'NotImplementedError',
+  503: 'ServiceUnavailableError',
+};
+
+function errorType(status: number): string {
+  return ERROR_TYPES[status] ?? (status >= 500 ? 'InternalServerError' : 'BadRequestError');
+}
+
 /** A request the server refuses (sent as `{ error: { message, type, param, code } }`). */
 export class RequestError extends Error {
   /**
@@ -24,10 +41,14 @@ export class RequestError extends Error {
     this.name = 'RequestError';
   }
 
-  /** The OpenAI-style error body. */
-  toJSON(): { error: { message: string; type: string; param: string | null; code: string | null } } {
-    const type = this.status === 401 ? 'authentication_error' : this.status === 404 ? 'not_found_error' : this.status >= 500 ? 'server_error' : 'invalid_request_error';
-    return { error: { message: this.message, type, param: this.param, code: this.code } };
+  /**
+   * The error body as vLLM sends it (`ErrorResponse { error: ErrorInfo }`): `type` the status's
+   * error name (`BadRequestError`, `NotFoundError`, `InternalServerError`, … as vLLM's
+   * `create_error_response` names them), `code` the HTTP status; this server's own
+   * machine-readable reason ({@link RequestError.code}) stays in the logs.
+   */
+  toJSON(): { error: { message: string; type: string; param: string | null; code: number } } {
+    return { error: { message: this.message, type: errorType(this.status), param: this.param, code: this.status } };
   }
 }
 

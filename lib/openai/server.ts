@@ -33,6 +33,7 @@ import { rawActionText } from '../rollout/turns.js';
 import { ChatEngine, type ChatEngineOptions, type EngineResult } from './chat-engine.js';
 import type { AdapterHost, WeightsHost } from './model-hosts.js';
 import { parseChatRequest, RequestError, type ChatRequest } from './server-request.js';
+import type { SamplingDefaults } from './sampling-defaults.js';
 import { ServingRoutes, type AdminEvent } from './serving-routes.js';
 import { ReplyStream, SseReply } from './server-stream.js';
 
@@ -60,6 +61,10 @@ export interface ChatServerOptions extends ChatEngineOptions {
   adapters?: AdapterHost;
   /** Full weight reloads (`/update_weights_from_disk`); without it that route answers 404. */
   weights?: WeightsHost;
+  /** Completions: defaults of the sampling fields a request leaves out (see lib/openai/sampling-defaults.ts). */
+  samplingDefaults?: SamplingDefaults;
+  /** Completions: vLLM's `--logprobs-mode` (default `processed_logprobs`). */
+  logprobsMode?: 'raw_logprobs' | 'processed_logprobs';
 }
 
 /** A running server. */
@@ -225,6 +230,8 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
     created,
     ...(options.adapters ? { adapters: options.adapters } : {}),
     ...(options.weights ? { weights: options.weights } : {}),
+    ...(options.samplingDefaults ? { samplingDefaults: options.samplingDefaults } : {}),
+    ...(options.logprobsMode ? { logprobsMode: options.logprobsMode } : {}),
     chat: { base: engine, create: (m) => new ChatEngine(m, template, options) },
     maxSessions: options.maxSessions,
     sessionTtlMs: options.sessionTtlMs,

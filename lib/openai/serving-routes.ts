@@ -3,10 +3,12 @@
  * a trainer drives it as it drives those engines:
  *
  * - `POST /v1/completions`: token-in/token-out completions (vLLM's subset): `prompt` as token
- *   ids (or text, tokenized), `max_tokens`, `temperature`, `top_p`, `top_k`, `seed`,
- *   `stop_token_ids`, `logprobs: 0` (the sampled tokens' log-probs, under the tempered
- *   distribution, in `choices[0].logprobs.{tokens, token_logprobs, text_offset,
- *   top_logprobs}`), `return_tokens_as_token_ids` (those tokens as `token_id:<id>`),
+ *   ids (or text, tokenized), `max_tokens`, `temperature`, `top_p`, `top_k`, `min_p`,
+ *   `repetition_penalty`, `presence_penalty`, `frequency_penalty` (a field left out takes the
+ *   model's generation-config default as vLLM's does: lib/openai/sampling-defaults.ts), `seed`,
+ *   `stop_token_ids`, `logprobs: 0` (the sampled tokens' log-probs as vLLM's `--logprobs-mode`
+ *   says: {@link ServingRoutesOptions.logprobsMode}, in `choices[0].logprobs.{tokens,
+ *   token_logprobs, text_offset, top_logprobs}`), `return_tokens_as_token_ids` (those tokens as `token_id:<id>`),
  *   `return_token_ids` (`choices[0].token_ids` and `prompt_token_ids`), `session_id` (this
  *   server's extension: see {@link CompletionEngine}); `model` names the base model or a loaded
  *   adapter (absent: the base model).
@@ -32,6 +34,7 @@ import type { ChatEngine } from './chat-engine.js';
 import { parseCompletionRequest, type CompletionRequestParams } from './completion-request.js';
 import { CompletionEngine, type EngineCompletionResult } from './completion-engine.js';
 import { AdapterNotFoundError, type AdapterHost, type WeightsHost } from './model-hosts.js';
+import { resolveSampling, type SamplingDefaults } from './sampling-defaults.js';
 import { RequestError } from './server-request.js';
 
 /** Options of {@link ServingRoutes}. */
@@ -50,6 +53,14 @@ export interface ServingRoutesOptions {
   weights?: WeightsHost;
   /** The base model's chat engine, and how to make one for an adapter (chat completions naming an adapter). */
   chat: { base: ChatEngine; create: (model: GenerativeModel) => ChatEngine };
+  /** Defaults of the sampling fields a completions request leaves out (the model's generation config; default none). */
+  samplingDefaults?: SamplingDefaults;
+  /**
+   * vLLM's `--logprobs-mode` for completions: `processed_logprobs` (default: after the penalties,
+   * the temperature and min_p/top-k/top-p, renormalised) or `raw_logprobs` (vLLM's default: the
+   * model's own log-softmax, before the temperature).
+   */
+  logprobsMode?: 'raw_logprobs' | 'processed_logprobs';
   /** Completion sessions kept (`session_id`). Default 256. */
   maxSessions?: number;
   /** A kept completion session idle this long (ms) is dropped. Default 600000. */
@@ -99,6 +110,18 @@ function field(body: unknown, key: string): unknown {
   return body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>)[key] : undefined;
 }
 
+/**
+ * The tokenizer's own end-of-sequence id (a Hugging Face tokenizer's `eos_token`), or null: vLLM
+ * answers `stop_reason: null` when a completion ends with it (its EOS check comes before the
+ * `stop_token_ids` one, which answers the stop token's id).
+ */
+function tokenizerEos(tokenizer: ChatFormatTokenizer): number | null {
+  const t = tokenizer as ChatFormatTokenizer & { specialTokensMap?: { eos_token?: unknown }; tokenToId?: (token: string) => number | undefined };
+  const eos = t.specialTokensMap?.eos_token;
+  if (typeof eos !== 'string' || typeof t.tokenToId !== 'function') return null;
+  return t.tokenToId(eos) ?? null;
+}
+
 /** The routes (see the module description). */
 export class ServingRoutes {
   /** The completions engine (its stats count requests and kept sessions). */
@@ -110,9 +133,12 @@ export class ServingRoutes {
   private drained: (() => void) | null = null;
   private adminQueue: Promise<unknown> = Promise.resolve();
 
+  private readonly eos: number | null;
+
   /** @param options - the served model, hosts, chat engines, limits. */
   constructor(private readonly options: ServingRoutesOptions) {
     this.completions = new CompletionEngine({ maxSessions: options.maxSessions, sessionTtlMs: options.sessionTtlMs });
+    this.eos = tokenizerEos(options.tokenizer);
   }
 
   /**
@@ -250,6 +276,7 @@ export class ServingRoutes {
     res.on('close', () => {
       if (!res.writableFinished) gone.abort(new Error('the client closed the connection'));
     });
+    const sampling = resolveSampling(r, this.options.samplingDefaults ?? {});
     const release = await this.admit();
     let out: EngineCompletionResult;
     try {
@@ -260,11 +287,10 @@ export class ServingRoutes {
           model: live,
           modelName: name,
           prompt,
-          maxTokens: r.maxTokens,
-          temperature: r.temperature,
-          topP: r.topP,
-          topK: r.topK,
-          stop: r.stopTokenIds,
+          ...sampling,
+          logprobsMode: this.options.logprobsMode === 'raw_logprobs' ? 'raw' : 'processed',
+          // vLLM stops at the tokenizer's EOS unless ignore_eos
+          stop: this.eos !== null && !r.ignoreEos && !r.stopTokenIds.includes(this.eos) ? [...r.stopTokenIds, this.eos] : r.stopTokenIds,
           ...(r.seed !== undefined ? { seed: r.seed } : {}),
           ...(r.sessionId !== undefined ? { sessionId: r.sessionId } : {}),
         },
@@ -286,7 +312,9 @@ export class ServingRoutes {
       text: tok.decode(out.tokens),
       logprobs: null,
       finish_reason: out.finishReason,
-      stop_reason: out.finishReason === 'stop' && r.stopTokenIds.includes(last) ? last : null,
+      // vLLM: null at the tokenizer's EOS, else the stop token id that ended it
+      stop_reason: out.finishReason === 'stop' && last !== this.eos && r.stopTokenIds.includes(last) ? last : null,
+      prompt_logprobs: null,
     };
     if (r.logprobs) {
       const tokens = out.tokens.map((t) => (r.tokensAsIds ? `token_id:${t}` : tok.decode([t])));

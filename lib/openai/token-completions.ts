@@ -4,11 +4,19 @@
  * serve`), with the client's retries, timeouts, least-busy routing over base URLs and
  * failure counting.
  *
- * Each request is vLLM's `POST /v1/completions` with the context as `prompt` token ids,
- * `logprobs: 0` (the sampled tokens' log-probs), `return_tokens_as_token_ids: true` (the sampled
+ * Each request is vLLM's `POST /v1/completions` with the context as `prompt` token ids, every
+ * sampling field the trainer's distribution depends on set explicitly ({@link SAMPLING_FIELDS}:
+ * `top_k` off, `min_p: 0`, `repetition_penalty: 1`, no presence or frequency penalty, besides
+ * `temperature`, `top_p` and `max_tokens`), so that no server default — vLLM applies the model's
+ * `generation_config.json` to every field a request leaves out, SGLang its own — changes the
+ * distribution the tokens are drawn from; `logprobs: 0` (the sampled tokens' log-probs), `return_tokens_as_token_ids: true` (the sampled
  * tokens as `token_id:<id>`, parsed back into ids: nothing is re-tokenized), `return_token_ids:
  * true` (the ids again, as a cross-check where the server supports it), `stop_token_ids`, `seed`
- * and, for `sinkflex serve`, `session_id`. An answer without token ids or log-probs fails with a
+ * and, for `sinkflex serve`, `session_id`. With an adapter ({@link OpenAITokenCompletions.loraPath})
+ * the request also carries `lora_path: <adapter name>`: SGLang picks the adapter from `model` only
+ * in the form `<base>:<adapter>` and otherwise from `lora_path` (a plain adapter name as `model`
+ * gives its base model), while vLLM and `sinkflex serve` pick it from `model` and ignore
+ * `lora_path`. An answer without token ids or log-probs fails with a
  * {@link CompletionFormatError} naming what is missing (not retried: the server does not support it).
  * @module
  */
@@ -25,6 +33,13 @@ export class CompletionFormatError extends Error {
 }
 
 const TOKEN_ID = /^token_id:(\d+)$/;
+
+/**
+ * The sampling fields every completion request sets besides `temperature`, `top_p` and
+ * `max_tokens`: the values that leave the distribution softmax(logits / temperature) untouched.
+ * `top_k: -1` is "off" for vLLM (which also takes 0) and SGLang (which refuses 0).
+ */
+export const SAMPLING_FIELDS: Readonly<Record<string, number>> = Object.freeze({ top_k: -1, min_p: 0, repetition_penalty: 1, presence_penalty: 0, frequency_penalty: 0 });
 
 /**
  * The sampled ids, log-probs and finish reason of a completion (vLLM's shape), or a
@@ -67,6 +82,18 @@ export interface OpenAITokenCompletionsOptions {
   model?: string;
   /** Extra body fields of every request. */
   extraBody?: Record<string, unknown>;
+  /** Called after each completion that answered well, with the server that answered it (for on-policy checks). */
+  onCompletion?: (done: AnsweredCompletion) => void;
+}
+
+/** A completion and the server that answered it. */
+export interface AnsweredCompletion {
+  /** The server's base URL. */
+  baseURL: string;
+  /** The request. */
+  request: TokenCompletionRequest;
+  /** What it returned. */
+  result: TokenCompletion;
 }
 
 /** Counters of {@link OpenAITokenCompletions}. */
@@ -83,6 +110,9 @@ export interface TokenCompletionsStats {
 export class OpenAITokenCompletions implements TokenCompletions {
   /** The model requests name now. */
   model: string;
+  /** The adapter requests name in `lora_path` (SGLang's field), or null for none. */
+  loraPath: string | null = null;
+  private readonly onCompletion: ((done: AnsweredCompletion) => void) | undefined;
   private readonly extraBody: Record<string, unknown>;
   private readonly counters: TokenCompletionsStats = { requests: 0, failures: 0, retries: 0 };
 
@@ -93,6 +123,7 @@ export class OpenAITokenCompletions implements TokenCompletions {
   ) {
     this.model = options.model ?? client.model;
     this.extraBody = { ...(options.extraBody ?? {}) };
+    this.onCompletion = options.onCompletion;
   }
 
   /** The counters so far (a copy). */
@@ -108,10 +139,12 @@ export class OpenAITokenCompletions implements TokenCompletions {
         {
           ...this.extraBody,
           model: this.model,
+          ...(this.loraPath !== null ? { lora_path: this.loraPath } : {}),
           prompt: request.prompt,
           max_tokens: request.maxTokens,
           temperature: request.temperature,
           top_p: request.topP,
+          ...SAMPLING_FIELDS,
           stop_token_ids: request.stop,
           logprobs: 0,
           return_tokens_as_token_ids: true,
@@ -122,7 +155,9 @@ export class OpenAITokenCompletions implements TokenCompletions {
         { affinity: request.affinity },
       );
       this.counters.retries += r.attempts - 1;
-      return readTokenCompletion(r.response, `${r.baseURL}/completions`);
+      const result = readTokenCompletion(r.response, `${r.baseURL}/completions`);
+      this.onCompletion?.({ baseURL: r.baseURL, request, result });
+      return result;
     } catch (e) {
       this.counters.failures++;
       if (e instanceof OpenAIError) this.counters.retries += Math.max(0, e.attempts - 1);

@@ -16,7 +16,12 @@
 import { checkSampleParams } from './chat-token-policy.js';
 import type { SessionContext, TokenPolicy, TokenSampleParams, TokenSampleResult, TokenSession } from './policy.js';
 
-/** One token-in/token-out completion request. */
+/**
+ * One token-in/token-out completion request. The distribution is softmax(logits / temperature)
+ * within the nucleus `topP`: an implementation must set every other sampling field of its
+ * service to the value that leaves it untouched (lib/openai: `top_k` off, `min_p` 0, no
+ * penalties), so that no server default changes what the trainer assumes was sampled.
+ */
 export interface TokenCompletionRequest {
   /** The whole context so far (token ids). */
   prompt: readonly number[];

@@ -157,11 +157,14 @@ const RolloutSchema = z.strictObject({
   /** Episodes in flight at once. */
   concurrency: int(1),
   /**
-   * Where episodes are sampled: `local` (the trainer's own policy, in process) or `openai`
-   * (vLLM-compatible servers at `servers`: vLLM, SGLang, `sinkflex serve`, token-in/token-out
-   * through `/v1/completions`, kept on-policy after every optimizer step). Absent in older runs: local.
+   * Where episodes are sampled: `local` (the trainer's own policy, in process), or servers at
+   * `servers`, token-in/token-out through `/v1/completions`, kept on-policy after every
+   * optimizer step: `openai` (`sinkflex serve`, or any vLLM-compatible server for LoRA runs),
+   * `vllm` (LoRA runs only: vLLM has no route that loads full weights from disk) or `sglang`
+   * (adapters named as SGLang reads them; full fine-tuning of a Hugging Face model through a
+   * model folder per step and `/update_weights_from_disk`). Absent in older runs: local.
    */
-  engine: z.enum(['local', 'openai']),
+  engine: z.enum(['local', 'openai', 'vllm', 'sglang']),
   /** Base URLs of the servers (`http://host:port/v1`) for engine `openai`; episodes go to the least loaded. */
   servers: z.array(z.string().regex(/^https?:\/\/\S+$/, 'must be an http(s) base URL such as http://127.0.0.1:8000/v1')),
   /**
@@ -178,6 +181,12 @@ const RolloutSchema = z.strictObject({
   retries: int(0),
   /** Engine `openai`: timeout in seconds of loading new weights or an adapter into one server. */
   syncTimeoutS: z.number().gt(0),
+  /**
+   * Servers: the bound on the mean |server log-prob − trainer log-prob| over the sampled tokens
+   * of each server's first rollout batch (the on-policy check); above it the run stops. Absent
+   * in older runs: 1e-2.
+   */
+  maxLogprobDiff: z.number().gt(0),
 });
 
 const SftSchema = z.strictObject({
@@ -336,7 +345,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
   tokenizer: { vocabSize: 2048, corpusEpisodes: 64, digitGroup: 2 },
   model: { source: 'builtin', lora: { ...DEFAULT_LORA }, dtype: 'auto', preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, tokenShift: true, context: 2048, device: 'cpu' },
   prompt: { system: 'compact', renderTools: false },
-  rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64, engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600 },
+  rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64, engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600, maxLogprobDiff: 1e-2 },
   sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 4096, demoWorlds: 16, observationWeight: 1, steps: 2400, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
   grpo: {
     steps: 40,
@@ -460,7 +469,16 @@ export function validateConfig(value: unknown): TrainConfig {
     const c = r.data;
     if (c.rollout.maxContextTokens > c.model.context) throw new ConfigError(`rollout.maxContextTokens (${c.rollout.maxContextTokens}) exceeds model.context (${c.model.context})`);
     if (c.grpo.estimator === 'grpo_passk' && c.rollout.n < 2) throw new ConfigError('grpo.estimator grpo_passk needs rollout.n >= 2');
-    if (c.rollout.engine === 'openai' && c.rollout.servers.length === 0) throw new ConfigError("rollout.servers: give at least one server base URL (http://host:port/v1) for rollout.engine 'openai'");
+    if (c.rollout.engine !== 'local' && c.rollout.servers.length === 0) throw new ConfigError(`rollout.servers: give at least one server base URL (http://host:port/v1) for rollout.engine '${c.rollout.engine}'`);
+    const fullWeights = c.model.source === 'builtin' || c.model.lora === null;
+    if (c.rollout.engine === 'vllm' && fullWeights) {
+      throw new ConfigError(
+        "rollout.engine 'vllm': full fine-tuning (model.source 'builtin', or model.lora null) needs the servers to load new full weights after every step, and vLLM's OpenAI server has no route that loads them from disk; train LoRA adapters on a Hugging Face model (model.lora), or use rollout.engine 'sglang' (a Hugging Face model) or 'openai' with sinkflex serve",
+      );
+    }
+    if (c.rollout.engine === 'sglang' && c.model.source === 'builtin') {
+      throw new ConfigError("rollout.engine 'sglang' with model.source 'builtin': SGLang loads Hugging Face model folders, and the built-in model has no Hugging Face architecture it could be written as; serve it with sinkflex serve (rollout.engine 'openai')");
+    }
     // every demonstration and episode (up to rollout.maxContextTokens) must fit one packed batch
     if (c.sft.tokensPerStep < c.rollout.maxContextTokens) throw new ConfigError(`sft.tokensPerStep (${c.sft.tokensPerStep}) is less than rollout.maxContextTokens (${c.rollout.maxContextTokens}): a demonstration of that length would not fit one SFT step`);
     if (c.grpo.microBatchTokens < c.rollout.maxContextTokens) throw new ConfigError(`grpo.microBatchTokens (${c.grpo.microBatchTokens}) is less than rollout.maxContextTokens (${c.rollout.maxContextTokens}): an episode of that length would not fit one micro-batch`);
@@ -486,11 +504,11 @@ const ADDED_FIELDS = {
   tokenizer: { digitGroup: 0 },
   model: { device: 'cpu', source: 'builtin', lora: DEFAULT_LORA, dtype: 'auto', tokenShift: false },
   sft: { demoWorlds: 0, observationWeight: 0 },
-  rollout: { engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600 },
+  rollout: { engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600, maxLogprobDiff: 1e-2 },
 } as const;
 
 /** The rollout fields a resumed run may change (where and how episodes are sampled, not what is sampled). */
-export const ROLLOUT_ENGINE_FIELDS = ['engine', 'servers', 'sessions', 'model', 'timeoutS', 'retries', 'syncTimeoutS'] as const;
+export const ROLLOUT_ENGINE_FIELDS = ['engine', 'servers', 'sessions', 'model', 'timeoutS', 'retries', 'syncTimeoutS', 'maxLogprobDiff'] as const;
 
 /** A change of {@link ROLLOUT_ENGINE_FIELDS}. */
 export type RolloutEnginePatch = Partial<Pick<TrainConfig['rollout'], (typeof ROLLOUT_ENGINE_FIELDS)[number]>>;

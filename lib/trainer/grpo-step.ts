@@ -25,6 +25,12 @@ export interface GrpoStepContext {
   reference?: LogProbSource | null;
   /** The configuration (rollout, grpo, seed). */
   config: TrainConfig;
+  /**
+   * Called after the rollout, before any update (the policy still holds the weights the episodes
+   * were sampled with): the rollout engine's on-policy check; its metrics join the step's, and a
+   * rejection stops the step.
+   */
+  afterRollout?: () => Promise<Record<string, number>>;
 }
 
 /** What a GRPO step returns. */
@@ -103,6 +109,7 @@ export async function grpoStep(ctx: GrpoStepContext, step: number, taskIds: read
   const kept = records.filter((r) => !r.aborted);
   lap('gen');
   const metrics: Record<string, number> = rolloutMetrics(records, kept, timing['timing_s/gen']);
+  if (ctx.afterRollout) Object.assign(metrics, await ctx.afterRollout());
   const seqs = kept.map(episodeSequence);
   const budget = g.microBatchTokens;
   let skipped = 0;

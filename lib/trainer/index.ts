@@ -22,7 +22,8 @@ export {
 } from './config.js';
 export { loadPolicy, type LoadedPolicy, type RunInfo } from './load-policy.js';
 export type { KindGain, MetricsRow } from './report.js';
-export type { PublishAdapter } from './rollout-engine.js';
+export type { PublishAdapter, PublishWeights } from './rollout-engine.js';
+export { OffPolicyError } from './on-policy-check.js';
 export { train, type PolicyUpdate, type TrainEvent, type TrainOptions, type TrainResult } from './trainer.js';
 export { REPORT_TRANSCRIPT_CAPS, type TranscriptCaps } from './transcript-html.js';
 export { buildWorld, trainEnvFactory, type PromptSettings, type TrainWorld } from './world.js';

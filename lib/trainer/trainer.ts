@@ -24,7 +24,7 @@ import { AdapterReference, BASE_FILE, checkRunBase, currentRunBase, loadRunModel
 import { kindGains, renderReport, type KindGain, type MetricsRow } from './report.js';
 import { REPORT_TRANSCRIPT_CAPS } from './transcript-html.js';
 import { readReportValidations, removeValidationLogsAfter, selectValidationTranscripts, validationDir, writeValidationLog } from './validation-log.js';
-import { createRolloutEngine, type PublishAdapter, type RolloutEngine } from './rollout-engine.js';
+import { createRolloutEngine, type PublishAdapter, type PublishWeights, type RolloutEngine } from './rollout-engine.js';
 import { collectDemonstrations, episodeSequence, renderDemonstrations, runInductionWarmup, runSft, seededPermutation, type MaskedSequence } from './sft.js';
 import { buildWorld, byteTemplate, demonstrationWorlds, promptSettings, trainEnvFactory, trainRunTokenizer, type TrainWorld } from './world.js';
 
@@ -329,7 +329,16 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
             return at;
           })(pretrained)
         : undefined);
-    const rolloutEngine = createRolloutEngine({ config, policy, template, out, ...(publishAdapter ? { publishAdapter } : {}), onWarning: (message) => emit({ kind: 'warning', message }) });
+    // a full fine-tuning run of a Hugging Face model on SGLang publishes a model folder per step,
+    // in float32: the trained weights exactly (the server holds them in its own --dtype)
+    const publishWeights: PublishWeights | undefined =
+      !loraRun && pretrained && config.rollout.engine === 'sglang'
+        ? ((m) => async (_step: number, dir: string) => {
+            await m.save(dir, { dtype: 'float32' });
+            return dir;
+          })(pretrained)
+        : undefined;
+    const rolloutEngine = createRolloutEngine({ config, policy, template, out, ...(publishAdapter ? { publishAdapter } : {}), ...(publishWeights ? { publishWeights } : {}), onWarning: (message) => emit({ kind: 'warning', message }) });
     engine = rolloutEngine;
 
     const validate = async (step: number) => {
@@ -446,7 +455,8 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
         const t0 = performance.now();
         await rolloutEngine.sync(state.step); // the servers sample with the policy of the last step
         const syncS = (performance.now() - t0) / 1000;
-        const r = await grpoStep({ policy, loop, reference, config }, step, stepTasks(config, tw.trainIds, step));
+        const trained = policy;
+        const r = await grpoStep({ policy, loop, reference, config, afterRollout: () => rolloutEngine.checkOnPolicy(trained) }, step, stepTasks(config, tw.trainIds, step));
         if (rolloutEngine.kind !== 'local') Object.assign(r.metrics, rolloutEngine.takeMetrics(), { 'timing_s/sync_weights': syncS });
         state = { ...state, step, skippedSteps: state.skippedSteps + r.skipped, abortedEpisodes: state.abortedEpisodes + (r.metrics['rollout/aborted'] ?? 0) };
         const row: MetricsRow = { step, phase: 'grpo', ...r.metrics, 'actor/skipped_steps_total': state.skippedSteps, 'rollout/aborted_total': state.abortedEpisodes };

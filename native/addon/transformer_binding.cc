@@ -3,6 +3,7 @@
 // sequence's KV cache) and train states as tagged externals. Every array and option is
 // validated (TypeError / RangeError naming it); long work runs off the main thread through
 // AsyncTask and is serialised per model by its mutex.
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -405,7 +406,7 @@ class SessionWrap : public Napi::ObjectWrap<SessionWrap> {
 };
 
 model::SampleParams ParseSampleParams(const Napi::Object& o, const std::string& name) {
-  OnlyFields(o, name, {"kind", "temperature", "topP", "topK", "maxTokens", "stop"});
+  OnlyFields(o, name, {"kind", "temperature", "topP", "topK", "minP", "repetitionPenalty", "presencePenalty", "frequencyPenalty", "logprobsMode", "maxTokens", "stop"});
   model::SampleParams p;
   auto num = [&](const char* key, double def) {
     const Napi::Value f = Field(o, key);
@@ -417,6 +418,22 @@ model::SampleParams ParseSampleParams(const Napi::Object& o, const std::string& 
   if (!(p.topP > 0.0 && p.topP <= 1.0)) ThrowRange(o.Env(), name + ".topP must be in (0, 1]");
   const Napi::Value k = Field(o, "topK");
   p.topK = IsNullish(k) ? 0 : RequireInt(k, name + ".topK", 0, std::int64_t{1} << 31);
+  p.minP = num("minP", 0.0);
+  if (!(p.minP >= 0.0 && p.minP <= 1.0)) ThrowRange(o.Env(), name + ".minP must be in [0, 1]");
+  p.repetitionPenalty = num("repetitionPenalty", 1.0);
+  if (!(p.repetitionPenalty > 0.0) || !std::isfinite(p.repetitionPenalty)) ThrowRange(o.Env(), name + ".repetitionPenalty must be a finite number > 0");
+  p.presencePenalty = num("presencePenalty", 0.0);
+  if (!(p.presencePenalty >= -2.0 && p.presencePenalty <= 2.0)) ThrowRange(o.Env(), name + ".presencePenalty must be in [-2, 2]");
+  p.frequencyPenalty = num("frequencyPenalty", 0.0);
+  if (!(p.frequencyPenalty >= -2.0 && p.frequencyPenalty <= 2.0)) ThrowRange(o.Env(), name + ".frequencyPenalty must be in [-2, 2]");
+  const Napi::Value mode = Field(o, "logprobsMode");
+  if (!IsNullish(mode)) {
+    const std::string m = RequireString(mode, name + ".logprobsMode");
+    if (m == "tempered") p.logprobsMode = model::LogprobsMode::kTempered;
+    else if (m == "raw") p.logprobsMode = model::LogprobsMode::kRaw;
+    else if (m == "processed") p.logprobsMode = model::LogprobsMode::kProcessed;
+    else ThrowRange(o.Env(), name + ".logprobsMode must be 'tempered', 'raw' or 'processed'");
+  }
   p.maxTokens = RequireInt(Field(o, "maxTokens"), name + ".maxTokens", 0, std::int64_t{1} << 31);
   const Napi::Value stop = Field(o, "stop");
   if (!IsNullish(stop)) {

@@ -184,6 +184,19 @@ struct LayerCache {
   std::int64_t count = 0;
 };
 
+/** The log-probability SampleToken returns for the sampled token. */
+enum class LogprobsMode {
+  /** softmax((penalised logits) / T): after the penalties and the temperature, before min_p/top-k/top-p (T = 0: no temperature). */
+  kTempered,
+  /** vLLM's raw_logprobs: log_softmax of the model's logits, before penalties and temperature. */
+  kRaw,
+  /**
+   * vLLM's processed_logprobs: after the penalties, the temperature, min_p, top-k and top-p,
+   * renormalised over the tokens they keep (T = 0: after the penalties only, nothing truncated).
+   */
+  kProcessed,
+};
+
 /** Sampling parameters of a generation job. */
 struct SampleParams {
   /** 0: greedy (argmax, lowest id on ties); > 0: sample from softmax(logits / temperature). */
@@ -192,6 +205,23 @@ struct SampleParams {
   double topP = 1.0;
   /** Keep only the topK most likely tokens (0: off); applied before topP. */
   std::int64_t topK = 0;
+  /**
+   * vLLM's min_p (0: off): after the temperature, drop the tokens whose probability is below
+   * minP times the most likely token's; applied before topK and topP.
+   */
+  double minP = 0.0;
+  /**
+   * vLLM's repetition_penalty (1: off), applied to the logits before the temperature: a token
+   * already in the context (prompt or output) has a positive logit divided by it, a negative one
+   * multiplied by it.
+   */
+  double repetitionPenalty = 1.0;
+  /** vLLM's presence_penalty (0: off): subtracted from the logit of each token the job has sampled. */
+  double presencePenalty = 0.0;
+  /** vLLM's frequency_penalty (0: off): subtracted from a token's logit once per time the job sampled it. */
+  double frequencyPenalty = 0.0;
+  /** Which log-probs the job returns (see LogprobsMode). */
+  LogprobsMode logprobsMode = LogprobsMode::kTempered;
   /** Tokens to generate at most. */
   std::int64_t maxTokens = 0;
   /** Generation ends after any of these tokens (the token is included). */
@@ -208,15 +238,26 @@ const char* FinishReasonName(FinishReason r);
 struct SampleScratch {
   std::vector<float> weights;
   std::vector<std::pair<float, std::int32_t>> order;
+  std::vector<float> penalised;
+  std::vector<std::int32_t> counts;
+  std::vector<std::uint8_t> seen;
+};
+
+/** The tokens the penalties look at: `tokens[0, total)`, of which `tokens[promptLen, total)` are the job's output. */
+struct SampleHistory {
+  const std::int32_t* tokens = nullptr;
+  std::int64_t promptLen = 0;
+  std::int64_t total = 0;
 };
 
 /**
- * Picks a token from logits[V] with `params` and `rng`. Returns the token and its
- * log-probability under softmax(logits / T) for T > 0, softmax(logits) for T = 0 (the full
- * distribution, before top-k/top-p truncation). Throws std::runtime_error on non-finite logits.
+ * Picks a token from logits[V] with `params` and `rng`, vLLM's order: repetition, frequency
+ * and presence penalties (over `history`, which may be null when they are off), temperature,
+ * min_p, top-k, top-p. Returns the token and its log-probability as `params.logprobsMode`
+ * says. Throws std::runtime_error on non-finite logits.
  */
 std::pair<std::int32_t, float> SampleToken(const float* logits, std::int64_t V, const SampleParams& params, Rng& rng,
-                                           SampleScratch* scratch);
+                                           SampleScratch* scratch, const SampleHistory* history = nullptr);
 
 class Transformer;
 
@@ -268,6 +309,8 @@ class Session {
   std::int64_t processed_ = 0;
   std::int32_t lastToken_ = 0;  // the last processed token (0 before any): config.tokenShift's input
   std::vector<std::int32_t> pending_;
+  std::vector<std::int32_t> tokens_;  // every token of the context, in order (the penalties' history)
+  std::int64_t jobStart_ = 0;         // tokens_ before the current sampling job (its prompt)
   HostBuffer<float> logits_;
   bool hasLogits_ = false;
   Rng rng_;

@@ -174,31 +174,85 @@ const char* FinishReasonName(FinishReason r) {
   }
 }
 
-std::pair<std::int32_t, float> SampleToken(const float* logits, std::int64_t V, const SampleParams& params, Rng& rng,
-                                           SampleScratch* scratch) {
-  float m = -INFINITY;
-  std::int32_t arg = 0;
-  for (std::int64_t i = 0; i < V; ++i) {
-    const float x = logits[i];
-    if (!std::isfinite(x)) throw std::runtime_error("sampling: logits[" + std::to_string(i) + "] is not finite");
-    if (x > m) {
-      m = x;
-      arg = static_cast<std::int32_t>(i);
+namespace {
+
+/** The logits after vLLM's penalties (repetition over the whole history, frequency and presence over the job's output). */
+const float* PenalisedLogits(const float* logits, std::int64_t V, const SampleParams& params, SampleScratch* scratch,
+                             const SampleHistory* history) {
+  const bool repetition = params.repetitionPenalty != 1.0;
+  const bool output = params.presencePenalty != 0.0 || params.frequencyPenalty != 0.0;
+  if ((!repetition && !output) || history == nullptr || history->total == 0) return logits;
+  std::vector<float>& x = scratch->penalised;
+  x.assign(logits, logits + V);
+  if (repetition) {
+    std::vector<std::uint8_t>& seen = scratch->seen;
+    seen.assign(static_cast<std::size_t>(V), 0);
+    for (std::int64_t i = 0; i < history->total; ++i) seen[static_cast<std::size_t>(history->tokens[i])] = 1;
+    const float p = static_cast<float>(params.repetitionPenalty);
+    for (std::int64_t i = 0; i < V; ++i) {
+      if (seen[static_cast<std::size_t>(i)] != 0) x[i] = x[i] > 0.0f ? x[i] / p : x[i] * p;
     }
+  }
+  if (output && history->total > history->promptLen) {
+    std::vector<std::int32_t>& counts = scratch->counts;
+    counts.assign(static_cast<std::size_t>(V), 0);
+    for (std::int64_t i = history->promptLen; i < history->total; ++i) ++counts[static_cast<std::size_t>(history->tokens[i])];
+    const float fp = static_cast<float>(params.frequencyPenalty);
+    const float pp = static_cast<float>(params.presencePenalty);
+    for (std::int64_t i = 0; i < V; ++i) {
+      const std::int32_t n = counts[static_cast<std::size_t>(i)];
+      if (n > 0) x[i] = x[i] - fp * static_cast<float>(n) - pp;
+    }
+  }
+  return x.data();
+}
+
+}  // namespace
+
+std::pair<std::int32_t, float> SampleToken(const float* rawLogits, std::int64_t V, const SampleParams& params, Rng& rng,
+                                           SampleScratch* scratch, const SampleHistory* history) {
+  float rawMax = -INFINITY;
+  for (std::int64_t i = 0; i < V; ++i) {
+    const float x = rawLogits[i];
+    if (!std::isfinite(x)) throw std::runtime_error("sampling: logits[" + std::to_string(i) + "] is not finite");
+    if (x > rawMax) rawMax = x;
   }
   const attention::KernelTable& kt = attention::KernelsFor(attention::CpuIsa::kAuto);
   std::vector<float>& w = scratch->weights;
   w.resize(static_cast<std::size_t>(V));
+  // vLLM's raw_logprobs: log_softmax of the model's own logits
+  const double rawLogZ = params.logprobsMode == LogprobsMode::kRaw ? std::log(kt.expSubSum(rawLogits, w.data(), V, rawMax)) : 0.0;
+  auto rawLogp = [&](std::int32_t token) { return static_cast<float>(static_cast<double>(rawLogits[token] - rawMax) - rawLogZ); };
+  const float* logits = PenalisedLogits(rawLogits, V, params, scratch, history);
+  float m = -INFINITY;
+  std::int32_t arg = 0;
+  for (std::int64_t i = 0; i < V; ++i) {
+    if (logits[i] > m) {
+      m = logits[i];
+      arg = static_cast<std::int32_t>(i);
+    }
+  }
   if (params.temperature == 0.0) {
+    if (params.logprobsMode == LogprobsMode::kRaw) return {arg, rawLogp(arg)};
     const double z = kt.expSubSum(logits, w.data(), V, m);
     return {arg, static_cast<float>(-std::log(z))};
   }
-  // w_i = exp((x_i - m) / T), unnormalised
+  // w_i = exp((x_i - m) / T), unnormalised (the most likely token's is 1)
   const float invT = static_cast<float>(1.0 / params.temperature);
   for (std::int64_t i = 0; i < V; ++i) w[i] = (logits[i] - m) * invT;
   const double z = kt.expSubSum(w.data(), w.data(), V, 0.0f);
+  // min_p: keep the tokens whose probability is at least minP times the largest (weight >= minP)
+  const bool minP = params.minP > 0.0;
+  if (minP) {
+    const float floor = static_cast<float>(params.minP);
+    for (std::int64_t i = 0; i < V; ++i) {
+      if (w[i] < floor) w[i] = 0.0f;
+    }
+    w[arg] = 1.0f;
+  }
   std::int32_t token = -1;
-  const bool truncate = (params.topK > 0 && params.topK < V) || params.topP < 1.0;
+  double mass = z;
+  const bool truncate = minP || (params.topK > 0 && params.topK < V) || params.topP < 1.0;
   if (!truncate) {
     const double u = rng.Uniform() * z;
     double acc = 0.0;
@@ -225,7 +279,9 @@ std::pair<std::int32_t, float> SampleToken(const float* logits, std::int64_t V, 
     } else {
       std::sort(order.begin(), order.end(), before);
     }
-    double mass = 0.0;
+    // tokens min_p dropped (weight 0) are never kept
+    while (kept > 1 && order[kept - 1].first <= 0.0f) --kept;
+    mass = 0.0;
     for (std::int64_t i = 0; i < kept; ++i) mass += order[i].first;
     if (params.topP < 1.0) {
       const double target = params.topP * mass;
@@ -250,7 +306,10 @@ std::pair<std::int32_t, float> SampleToken(const float* logits, std::int64_t V, 
       }
     }
   }
-  const double logp = static_cast<double>((logits[token] - m) * invT) - std::log(z);
+  if (params.logprobsMode == LogprobsMode::kRaw) return {token, rawLogp(token)};
+  // tempered: normalised over every token; processed: over the tokens min_p, top-k and top-p kept
+  const double norm = params.logprobsMode == LogprobsMode::kProcessed ? mass : z;
+  const double logp = static_cast<double>((logits[token] - m) * invT) - std::log(norm);
   return {token, static_cast<float>(logp)};
 }
 
@@ -276,6 +335,7 @@ void Session::Append(const std::int32_t* tokens, std::int64_t n) {
                         " would exceed the context (" + std::to_string(c.context) + ")");
   }
   pending_.insert(pending_.end(), tokens, tokens + n);
+  tokens_.insert(tokens_.end(), tokens, tokens + n);
 }
 
 void Session::StartSample(const SampleParams& p) {
@@ -284,11 +344,16 @@ void Session::StartSample(const SampleParams& p) {
   if (!(p.temperature >= 0.0) || !std::isfinite(p.temperature)) throw ArgumentError("temperature must be >= 0");
   if (!(p.topP > 0.0 && p.topP <= 1.0)) throw ArgumentError("topP must be in (0, 1]");
   if (p.topK < 0) throw ArgumentError("topK must be >= 0");
+  if (!(p.minP >= 0.0 && p.minP <= 1.0)) throw ArgumentError("minP must be in [0, 1]");
+  if (!(p.repetitionPenalty > 0.0) || !std::isfinite(p.repetitionPenalty)) throw ArgumentError("repetitionPenalty must be > 0");
+  if (!(p.presencePenalty >= -2.0 && p.presencePenalty <= 2.0)) throw ArgumentError("presencePenalty must be in [-2, 2]");
+  if (!(p.frequencyPenalty >= -2.0 && p.frequencyPenalty <= 2.0)) throw ArgumentError("frequencyPenalty must be in [-2, 2]");
   if (p.maxTokens < 0) throw ArgumentError("maxTokens must be >= 0");
   for (std::int32_t s : p.stop) {
     if (s < 0 || s >= model_->config().vocab) throw ArgumentError("stop token " + std::to_string(s) + " is out of range");
   }
   params_ = p;
+  jobStart_ = static_cast<std::int64_t>(tokens_.size());
   jobActive_ = true;
   jobSamples_ = true;
   generated_ = 0;
@@ -335,6 +400,7 @@ std::unique_ptr<Session> Session::Fork(std::uint64_t seed) const {
   s->processed_ = processed_;
   s->lastToken_ = lastToken_;
   s->pending_ = pending_;
+  s->tokens_ = tokens_;
   s->hasLogits_ = hasLogits_;
   std::memcpy(s->logits_.data(), logits_.data(), logits_.size() * sizeof(float));
   return s;
@@ -545,7 +611,9 @@ void Transformer::Run(const std::vector<Session*>& sessions, const RunOptions& o
     };
     if (s.generated_ >= s.params_.maxTokens) return finish(FinishReason::kLength);
     if (s.length() >= c.context) return finish(FinishReason::kContext);
-    const auto [tok, logp] = SampleToken(s.logits_.data(), c.vocab, s.params_, s.rng_, &scratch[thread]);
+    const SampleHistory history{s.tokens_.data(), s.jobStart_, static_cast<std::int64_t>(s.tokens_.size())};
+    const auto [tok, logp] = SampleToken(s.logits_.data(), c.vocab, s.params_, s.rng_, &scratch[thread], &history);
+    s.tokens_.push_back(tok);
     s.outTokens_.push_back(tok);
     s.outLogps_.push_back(logp);
     ++s.generated_;

@@ -135,7 +135,7 @@ t.test('a server without an adapter host answers the adapter routes 404', async 
   for (const route of ['load_lora_adapter', 'unload_lora_adapter']) {
     const r = await post(`${server.baseURL}/${route}`, { lora_name: 'a', lora_path: '/x' });
     t.equal(r.status, 404, route);
-    t.equal((r.json.error as { code: string }).code, 'lora_not_enabled');
+    t.match(r.json.error, { code: 404, type: 'NotFoundError', message: /runtime LoRA adapters are not enabled/ });
   }
 });
 

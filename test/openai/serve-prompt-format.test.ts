@@ -48,7 +48,7 @@ t.test('renderTools: false leaves request tools out of the prompt and still pars
   const req = { model: 'sinkflex', messages, tools: manyTools, max_tokens: 8, seed: 1, return_token_ids: true };
   const a = await post(`${withTools.baseURL}/chat/completions`, req);
   t.equal(a.status, 400);
-  t.equal((a.json.error as { code: string }).code, 'context_length_exceeded', 'rendered, the tools do not fit');
+  t.match(a.json.error, { code: 400, message: /context/ }, 'rendered, the tools do not fit');
   const b = await post(`${without.baseURL}/chat/completions`, req);
   t.equal(b.status, 200, 'not rendered, the request is served');
   t.same(b.json.prompt_token_ids, tpl.render(messages as never, { addGenerationPrompt: true }), 'the prompt has no tools section');

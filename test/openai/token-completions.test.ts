@@ -73,10 +73,16 @@ t.test('OpenAITokenCompletions: the request it sends, answers read, a server wit
   t.same(r, { tokens: [10, 11, 12], logProbs: [-0.1, -0.2, -0.3], finishReason: 'stop' });
   const { path, ...body } = good.bodies[0];
   t.equal(path, '/v1/completions');
-  t.same(body, { model: 'base', prompt: [1, 2, 3], max_tokens: 8, temperature: 0.7, top_p: 0.9, stop_token_ids: [4], logprobs: 0, return_tokens_as_token_ids: true, return_token_ids: true, seed: 99, session_id: 'ep-1' }, "vLLM's documented parameters, the prompt as token ids");
+  t.same(
+    body,
+    { model: 'base', prompt: [1, 2, 3], max_tokens: 8, temperature: 0.7, top_p: 0.9, top_k: -1, min_p: 0, repetition_penalty: 1, presence_penalty: 0, frequency_penalty: 0, stop_token_ids: [4], logprobs: 0, return_tokens_as_token_ids: true, return_token_ids: true, seed: 99, session_id: 'ep-1' },
+    "vLLM's documented parameters, the prompt as token ids, every sampling field set (no server default can change the distribution)",
+  );
   tc.model = 'run-step-3';
+  tc.loraPath = 'run-step-3';
   await tc.complete({ prompt: [1], maxTokens: 1, temperature: 1, topP: 1, stop: [], affinity: 'x' });
   t.equal(good.bodies[1].model, 'run-step-3', 'requests name the current model (an adapter)');
+  t.equal(good.bodies[1].lora_path, 'run-step-3', "and the adapter in SGLang's lora_path");
   t.notOk('seed' in good.bodies[1] || 'session_id' in good.bodies[1], 'no seed or session id unless given');
 
   const noLogprobs = await fakeServer((_b, _req, res) => json(res, 200, { choices: [{ text: 'hi', finish_reason: 'stop', token_ids: [1, 2] }] }));

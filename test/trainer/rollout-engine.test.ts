@@ -271,15 +271,17 @@ t.test('a server that answers without log-probs stops the run with a clear error
 
 t.test('rollout.engine in the configuration: errors name the field; saved runs without it read as local', async (t) => {
   t.throws(() => resolveConfig({ preset: 'smoke', patches: [{ rollout: { engine: 'openai' } }] }), { name: 'ConfigError', message: /rollout\.servers: give at least one server base URL/ });
-  t.throws(() => resolveConfig({ patches: [{ rollout: { engine: 'vllm' } }] }), /rollout\.engine/);
+  t.throws(() => resolveConfig({ patches: [{ rollout: { engine: 'tgi' } }] }), /rollout\.engine/);
+  t.throws(() => resolveConfig({ preset: 'smoke', patches: [{ rollout: { engine: 'sglang' } }] }), /rollout\.servers: .* for rollout\.engine 'sglang'/);
   t.throws(() => resolveConfig({ patches: [{ rollout: { engine: 'openai', servers: ['localhost:8000'] } }] }), /rollout\.servers\.0: must be an http\(s\) base URL/);
   t.throws(() => resolveConfig({ patches: [{ rollout: { timeoutS: 0 } }] }), /rollout\.timeoutS/);
   t.throws(() => resolveConfig({ patches: [{ rollout: { sessions: 'yes' } }] }), /rollout\.sessions/);
   t.ok(new ConfigError('x') instanceof Error);
   const saved = JSON.parse(JSON.stringify(DEFAULT_CONFIG)) as { rollout: Record<string, unknown> };
-  for (const k of ['engine', 'servers', 'sessions', 'model', 'timeoutS', 'retries', 'syncTimeoutS']) delete saved.rollout[k];
+  for (const k of ['engine', 'servers', 'sessions', 'model', 'timeoutS', 'retries', 'syncTimeoutS', 'maxLogprobDiff']) delete saved.rollout[k];
   const c = validateSavedConfig(saved);
   t.equal(c.rollout.engine, 'local', 'a config.json from before the engine reads as local');
+  t.equal(c.rollout.maxLogprobDiff, 1e-2, 'and one from before the on-policy check gets its default bound');
   t.same(c.rollout.servers, []);
   t.same(validateSavedConfig(DEFAULT_CONFIG), DEFAULT_CONFIG);
 });

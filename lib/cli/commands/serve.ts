@@ -25,6 +25,7 @@ import type { GenerativeModel } from '../../model/policy.js';
 import type { DeviceRequest } from '../../native/device.js';
 import { PretrainedAdapterHost } from '../../openai/lora-host.js';
 import { transformerWeightsHost, type AdapterHost, type WeightsHost } from '../../openai/model-hosts.js';
+import { generationConfigDefaults, type SamplingDefaults } from '../../openai/sampling-defaults.js';
 import { startChatServer, type ChatServer } from '../../openai/server.js';
 import type { AdminEvent } from '../../openai/serving-routes.js';
 import { loadPolicy } from '../../trainer/load-policy.js';
@@ -64,6 +65,13 @@ export interface ServeOptions {
   adapters?: AdapterHost | false;
   /** Most adapters loaded at once by the default host (default 8). */
   maxAdapters?: number;
+  /**
+   * vLLM's `--generation-config`: `auto` (default) gives the completion fields a request leaves
+   * out the model's `generation_config.json` defaults, as vLLM does; `vllm` gives neutral defaults.
+   */
+  generationConfig?: 'auto' | 'vllm';
+  /** vLLM's `--logprobs-mode` for completions (default `processed_logprobs`; vLLM's own default is `raw_logprobs`). */
+  logprobsMode?: 'raw_logprobs' | 'processed_logprobs';
 }
 
 /** Whether tools are rendered for `mode` and a run's prompt format (null: not a run). */
@@ -90,6 +98,8 @@ interface Served {
   weights: WeightsHost | null;
   /** Runtime LoRA adapters. */
   adapters: AdapterHost | null;
+  /** The model's `generation_config.json` (null: none, e.g. the built-in model). */
+  generationConfig: Readonly<Record<string, unknown>> | null;
   dispose(): void;
 }
 
@@ -107,7 +117,7 @@ async function loadServed(options: ServeOptions): Promise<Served> {
       const host = options.adapters ? null : defaultHost(m, options);
       const adapters = options.adapters || host;
       // requests for the base model go through the host too: it decides what the LoRA slots hold
-      return { policy: host ? host.base : m.policy, template: m.chat, checkpoint: options.modelDir, runRenderTools: null, weights: null, adapters, dispose: () => m.dispose() };
+      return { policy: host ? host.base : m.policy, template: m.chat, checkpoint: options.modelDir, runRenderTools: null, weights: null, adapters, generationConfig: m.generationConfig, dispose: () => m.dispose() };
     } catch (e) {
       m.dispose();
       throw e;
@@ -125,6 +135,7 @@ async function loadServed(options: ServeOptions): Promise<Served> {
       runRenderTools: b.run ? b.run.prompt.renderTools : null,
       weights: b.pretrained ? null : transformerWeightsHost(b.policy),
       adapters,
+      generationConfig: b.pretrained ? b.pretrained.generationConfig : null,
       dispose: () => b.dispose(),
     };
   } catch (e) {
@@ -143,6 +154,12 @@ export function adminLogLine(i: AdminEvent): string {
   return `${new Date().toISOString()} ${i.action} ${[...what, String(i.status)].join(' ')} ${i.ms.toFixed(0)} ms${i.error !== null ? `: ${i.error}` : ''}`;
 }
 
+/** The completion defaults of `--generation-config` (`auto`: the model's, as vLLM takes them; `vllm`: none). */
+function generationDefaults(mode: 'auto' | 'vllm', generationConfig: Readonly<Record<string, unknown>> | null): SamplingDefaults {
+  if (mode !== 'auto' && mode !== 'vllm') throw new Error(`--generation-config must be auto or vllm, got ${JSON.stringify(mode)}`);
+  return mode === 'auto' ? generationConfigDefaults(generationConfig) : {};
+}
+
 /** Loads the checkpoint (or model folder) and starts the server (the caller disposes it, which also frees the policy). */
 export async function serve(options: ServeOptions): Promise<ChatServer & { checkpoint: string; renderTools: boolean; adapters: AdapterHost | null }> {
   const b = await loadServed(options);
@@ -154,6 +171,8 @@ export async function serve(options: ServeOptions): Promise<ChatServer & { check
       renderTools,
       ...(b.weights ? { weights: b.weights } : {}),
       ...(b.adapters ? { adapters: b.adapters } : {}),
+      samplingDefaults: generationDefaults(options.generationConfig ?? 'auto', b.generationConfig),
+      ...(options.logprobsMode ? { logprobsMode: options.logprobsMode } : {}),
       host: options.host,
       port: options.port,
       modelName: options.modelName,
@@ -200,9 +219,12 @@ export function registerServe(program: Command): void {
     .option('--tools-section <mode>', "render request tools into the prompt: auto (as the run trained), on, off", 'auto')
     .option('--no-adapters', 'pretrained models: no runtime LoRA adapters (/v1/load_lora_adapter answers 404)')
     .option('--max-adapters <n>', 'pretrained models: most LoRA adapters loaded at once', int, 8)
+    .option('--generation-config <mode>', "completions: auto (a field a request leaves out takes the model's generation_config.json default, as vLLM's --generation-config auto) or vllm (neutral defaults)", 'auto')
+    .option('--logprobs-mode <mode>', "completions' log-probs, as vLLM's --logprobs-mode: processed_logprobs (after the penalties, temperature and truncation) or raw_logprobs (the model's own, before the temperature; vLLM's default)", 'processed_logprobs')
     .option('--quiet', 'do not log requests (completions, adapter loads and unloads, weight reloads)')
-    .action(async (o: { checkpoint?: string; modelDir?: string; device: string; dtype: string; host: string; port: number; modelName: string; apiKey?: string; maxTokens?: number; toolsSection: string; adapters: boolean; maxAdapters: number; quiet?: boolean }) => {
-      const s = await serve({ checkpoint: o.checkpoint, modelDir: o.modelDir, device: o.device as DeviceRequest, dtype: o.dtype as HfDtypeOption, host: o.host, port: o.port, modelName: o.modelName, apiKey: o.apiKey, maxTokens: o.maxTokens, toolsSection: o.toolsSection as ServeOptions['toolsSection'], log: !o.quiet, ...(o.adapters ? { maxAdapters: o.maxAdapters } : { adapters: false }) });
+    .action(async (o: { checkpoint?: string; modelDir?: string; device: string; dtype: string; host: string; port: number; modelName: string; apiKey?: string; maxTokens?: number; toolsSection: string; adapters: boolean; maxAdapters: number; generationConfig: string; logprobsMode: string; quiet?: boolean }) => {
+      if (o.logprobsMode !== 'raw_logprobs' && o.logprobsMode !== 'processed_logprobs') throw new Error(`--logprobs-mode must be raw_logprobs or processed_logprobs, got ${JSON.stringify(o.logprobsMode)}`);
+      const s = await serve({ checkpoint: o.checkpoint, modelDir: o.modelDir, device: o.device as DeviceRequest, dtype: o.dtype as HfDtypeOption, host: o.host, port: o.port, modelName: o.modelName, apiKey: o.apiKey, maxTokens: o.maxTokens, toolsSection: o.toolsSection as ServeOptions['toolsSection'], log: !o.quiet, generationConfig: o.generationConfig as 'auto' | 'vllm', logprobsMode: o.logprobsMode, ...(o.adapters ? { maxAdapters: o.maxAdapters } : { adapters: false }) });
       console.log(`serving ${s.checkpoint} as '${o.modelName}' at ${s.baseURL}${s.renderTools ? '' : ' (request tools are not rendered into the prompt; tool calls are parsed)'}${s.adapters ? '; runtime LoRA adapters on (POST /v1/load_lora_adapter)' : ''}`);
       const stop = (): void => {
         void s.dispose().then(() => process.exit(0));
