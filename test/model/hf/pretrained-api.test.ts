@@ -146,6 +146,27 @@ t.test('devices: every family runs on CUDA where a device is usable (same log-pr
     t.equal(m.fallback, null, 'nothing to fall back from');
     m.dispose();
   }
+  if (gpu) {
+    // LoRA on the GPU: the bf16 base stays bf16 and frozen on the device, the adapters train there
+    const dir = folder(t, { family: 'qwen3', dtype: 'BF16' });
+    const lora = { rank: 2, alpha: 4, targets: ['q_proj', 'down_proj'] as ('q_proj' | 'down_proj')[] };
+    const cpu = await loadPretrained(dir, { device: 'cpu', lora, seed: 3 });
+    const m = await loadPretrained(dir, { device: 'cuda', lora, seed: 3, activationCheckpointing: 'layers' });
+    t.equal(m.device, 'cuda:0', 'LoRA: on the GPU');
+    const info = m.params.info();
+    t.ok(info.filter((p) => p.decay && !/lora_[ab]$/.test(p.name)).every((p) => p.dtype === 'bfloat16' && !p.trainable), 'LoRA: the base matrices stay bfloat16 and frozen');
+    t.ok(info.filter((p) => /lora_[ab]$/.test(p.name)).every((p) => p.dtype === 'float32' && p.trainable), 'LoRA: the adapters are float32 and trainable');
+    const batch = { tokens: Int32Array.of(3, 9, 27, 81, 5, 17), targets: Int32Array.of(9, 27, 81, 5, 17, -1) };
+    const loss = { kind: 'cross-entropy' as const };
+    const [a, b] = [await cpu.policy.forwardBackward(batch, loss), await m.policy.forwardBackward(batch, loss)];
+    t.ok(Math.abs(a.loss - b.loss) <= 1e-5 * Math.max(1, Math.abs(a.loss)), `LoRA: the GPU loss is the CPU's (${b.loss} vs ${a.loss})`);
+    const name = 'layers.0.mlp.down.lora_b';
+    const [ga, gb] = [cpu.params.read(name, 'grad'), m.params.read(name, 'grad')];
+    const worst = ga.reduce((w, v, i) => Math.max(w, Math.abs(v - gb[i])), 0) / Math.max(...ga.map(Math.abs));
+    t.ok(worst <= 1e-4, `LoRA: the GPU's adapter gradient is the CPU's (${worst})`);
+    cpu.dispose();
+    m.dispose();
+  }
   const tiny = validateModelConfig(MODEL_PRESETS.tiny);
   t.equal(cudaRefusal(tiny, 'float32'), null, 'the built-in architecture runs on CUDA');
   t.equal(cudaRefusal(tiny, 'bfloat16'), null, 'bf16 frozen matrices too');
