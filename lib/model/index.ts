@@ -178,6 +178,7 @@ export {
 export { ParamStore, type ParamStoreOptions, type StoreDevice } from './param-store.js';
 export {
   TemplateChatModel,
+  type ActivationCheckpointing,
   type ChatCompletion,
   type ChatModel,
   type ChatOptions,

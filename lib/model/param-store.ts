@@ -73,7 +73,7 @@ export class ParamStore {
 
   /**
    * Makes the named parameters non-trainable and frees their gradients and AdamW moments
-   * (views of those are detached); frozen ones stay frozen. CPU stores only. Throws, changing
+   * (views of those are detached); frozen ones stay frozen. CPU and GPU stores. Throws, changing
    * nothing, for an unknown name or while a forward, backward or generation is running.
    */
   freeze(names: string[]): void {

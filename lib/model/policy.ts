@@ -179,7 +179,23 @@ export interface LogProbOptions {
   temperature?: number;
   /** Attention implementation: `'fused'` (default, memory linear in length) or `'eager'`. */
   impl?: 'fused' | 'eager';
+  /**
+   * What a training forward keeps for its backward: `'none'` (default) every layer's
+   * activations, `'layers'` only each layer's input, the backward recomputing the layer
+   * (activation checkpointing: gradients bit-identical, one more forward of the layers).
+   */
+  activationCheckpointing?: ActivationCheckpointing;
+  /**
+   * Rows of logits the LM head computes at a time (default: automatic, at most 256 MiB of
+   * logits per chunk). The forward keeps per-token log-probs, entropies and log-sum-exps; a
+   * backward over more than one chunk recomputes each chunk's logits, so no [T, vocab] buffer
+   * exists for a long batch. On the CPU a multiple of 384 gives results bit-identical to one chunk.
+   */
+  lmHeadChunk?: number;
 }
+
+/** `'none'`: keep every layer's activations for the backward; `'layers'`: keep each layer's input and recompute the layer. */
+export type ActivationCheckpointing = 'none' | 'layers';
 
 /** Per-token log-probabilities of the targets and entropies of the predicted distributions. */
 export interface LogProbResult {

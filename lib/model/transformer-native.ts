@@ -22,6 +22,10 @@ export interface NativeForwardOptions {
   impl?: 'fused' | 'eager';
   temperature?: number;
   save?: boolean;
+  /** `'layers'`: keep only each layer's input and recompute the layer in the backward (default `'none'`). */
+  checkpoint?: 'none' | 'layers';
+  /** Rows of logits per LM-head chunk (default 0: automatic, at most 256 MiB of logits per chunk). */
+  headChunk?: number;
 }
 
 /** What a native training forward returns. */

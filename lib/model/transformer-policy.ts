@@ -19,6 +19,7 @@ import type {
   FinishReason,
   ForwardBackwardResult,
   ForwardPass,
+  ActivationCheckpointing,
   GenerateRequest,
   LogProbOptions,
   LogProbResult,
@@ -87,6 +88,12 @@ export interface TransformerPolicyOptions {
    * when usable, else the CPU).
    */
   device?: DeviceRequest;
+  /**
+   * Activation checkpointing of the training forwards (forward, forwardBackward, trainStep)
+   * that do not set their own: `'none'` (default) or `'layers'` (keep each layer's input and
+   * recompute the layer in the backward; gradients bit-identical, less memory, more compute).
+   */
+  activationCheckpointing?: ActivationCheckpointing;
 }
 
 /** Options of {@link TransformerPolicy.save}. */
@@ -227,6 +234,8 @@ export class TransformerPolicy implements TrainablePolicy {
   private readonly maxForwardsPerRun: number;
   private readonly streamForwardsPerRun: number;
   private readonly prefillChunk: number;
+  /** Activation checkpointing of the training forwards that do not set their own. */
+  readonly activationCheckpointing: ActivationCheckpointing;
 
   private constructor(
     /** The model (parameters in `model.store`). */
@@ -239,6 +248,10 @@ export class TransformerPolicy implements TrainablePolicy {
     this.maxForwardsPerRun = options.maxForwardsPerRun ?? 16;
     this.prefillChunk = options.prefillChunk ?? 512;
     this.streamForwardsPerRun = options.streamForwardsPerRun ?? 1;
+    this.activationCheckpointing = options.activationCheckpointing ?? 'none';
+    if (this.activationCheckpointing !== 'none' && this.activationCheckpointing !== 'layers') {
+      throw new RangeError(`options.activationCheckpointing must be 'none' or 'layers', got ${JSON.stringify(this.activationCheckpointing)}`);
+    }
     if (!Number.isSafeInteger(this.streamForwardsPerRun) || this.streamForwardsPerRun < 1) throw new RangeError('options.streamForwardsPerRun must be an integer >= 1');
     if (!Number.isSafeInteger(this.maxForwardsPerRun) || this.maxForwardsPerRun < 1) throw new RangeError('options.maxForwardsPerRun must be an integer >= 1');
     if (!Number.isSafeInteger(this.prefillChunk) || this.prefillChunk < 1) throw new RangeError('options.prefillChunk must be an integer >= 1');
@@ -434,7 +447,7 @@ export class TransformerPolicy implements TrainablePolicy {
 
   /** A forward that keeps its activations for one backward (both queued). */
   async forward(batch: PackedBatch, options: LogProbOptions = {}): Promise<ForwardPass> {
-    const f = await this.queue.run(() => this.model.forwardAsync(batch, options));
+    const f = await this.queue.run(() => this.model.forwardAsync(batch, { activationCheckpointing: this.activationCheckpointing, ...options }));
     return {
       logProbs: f.logProbs,
       entropy: f.entropy,

@@ -26,6 +26,7 @@ import { ParamStore, type StoreDevice } from './param-store.js';
 import type { LogProbOptions, LogProbResult, PackedBatch, TokenGradients } from './policy.js';
 import {
   type NativeBatch,
+  type NativeForwardOptions,
   type NativeJob,
   type NativeRunResult,
   type NativeSession,
@@ -115,6 +116,18 @@ export function packSequences(sequences: readonly SequenceToPack[]): PackedSeque
   });
   offsets[sequences.length] = at;
   return { tokens, targets, positions, documentIds, offsets };
+}
+
+/** The addon's forward options for `options` (unknown keys pass through: the addon refuses them by name). */
+function nativeForwardOptions(options: LogProbOptions, save: boolean): NativeForwardOptions {
+  const { activationCheckpointing, lmHeadChunk, ...rest } = options;
+  if (activationCheckpointing !== undefined && activationCheckpointing !== 'none' && activationCheckpointing !== 'layers') {
+    throw new RangeError(`options.activationCheckpointing must be 'none' or 'layers', got ${JSON.stringify(activationCheckpointing)}`);
+  }
+  if (lmHeadChunk !== undefined && (!Number.isSafeInteger(lmHeadChunk) || lmHeadChunk < 0)) {
+    throw new RangeError(`options.lmHeadChunk must be a non-negative integer (0: automatic), got ${String(lmHeadChunk)}`);
+  }
+  return { ...rest, save, ...(activationCheckpointing !== undefined ? { checkpoint: activationCheckpointing } : {}), ...(lmHeadChunk !== undefined ? { headChunk: lmHeadChunk } : {}) };
 }
 
 /** A training forward that kept its activations (natively, in the tracked allocator). */
@@ -292,25 +305,25 @@ export class Transformer {
 
   /** Log-probs and entropies of a packed batch (no activations kept). */
   logProbs(batch: PackedBatch, options: LogProbOptions = {}): LogProbResult {
-    const r = this.native.forward(resolveBatch(batch), { ...options, save: false });
+    const r = this.native.forward(resolveBatch(batch), nativeForwardOptions(options, false));
     return { logProbs: r.logProbs, entropy: r.entropy };
   }
 
   /** {@link logProbs} off the main thread. */
   async logProbsAsync(batch: PackedBatch, options: LogProbOptions = {}): Promise<LogProbResult> {
-    const r = await this.native.forwardAsync(resolveBatch(batch), { ...options, save: false });
+    const r = await this.native.forwardAsync(resolveBatch(batch), nativeForwardOptions(options, false));
     return { logProbs: r.logProbs, entropy: r.entropy };
   }
 
   /** A forward that keeps its activations for one backward. */
   forward(batch: PackedBatch, options: LogProbOptions = {}): TrainForward {
-    const r = this.native.forward(resolveBatch(batch), { ...options, save: true });
+    const r = this.native.forward(resolveBatch(batch), nativeForwardOptions(options, true));
     return new TrainForward(this.native, r.state as NativeTrainState, r.logProbs, r.entropy);
   }
 
   /** {@link forward} off the main thread. */
   async forwardAsync(batch: PackedBatch, options: LogProbOptions = {}): Promise<TrainForward> {
-    const r = await this.native.forwardAsync(resolveBatch(batch), { ...options, save: true });
+    const r = await this.native.forwardAsync(resolveBatch(batch), nativeForwardOptions(options, true));
     return new TrainForward(this.native, r.state as NativeTrainState, r.logProbs, r.entropy);
   }
 

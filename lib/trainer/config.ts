@@ -130,6 +130,13 @@ const ModelSchema = z.strictObject({
    * clear error where there is none) or `auto` (the GPU when usable). Absent in older runs: cpu.
    */
   device: z.enum(['cpu', 'cuda', 'auto']),
+  /**
+   * What a training step keeps for its backward: `none` (default) every layer's activations,
+   * `layers` only each layer's input, the backward recomputing the layer (activation
+   * checkpointing: the same gradients bit for bit, less memory, about one more forward of the
+   * layers). Built-in and hf models. Absent in older runs: none.
+   */
+  activationCheckpointing: z.enum(['none', 'layers']),
 });
 
 const PromptSchema = z.strictObject({
@@ -343,7 +350,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     maxErrors: 10,
   },
   tokenizer: { vocabSize: 2048, corpusEpisodes: 64, digitGroup: 2 },
-  model: { source: 'builtin', lora: { ...DEFAULT_LORA }, dtype: 'auto', preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, tokenShift: true, context: 2048, device: 'cpu' },
+  model: { source: 'builtin', lora: { ...DEFAULT_LORA }, dtype: 'auto', preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, tokenShift: true, context: 2048, device: 'cpu', activationCheckpointing: 'none' },
   prompt: { system: 'compact', renderTools: false },
   rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64, engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600, maxLogprobDiff: 1e-2 },
   sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 4096, demoWorlds: 16, observationWeight: 1, steps: 2400, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
@@ -488,7 +495,6 @@ export function validateConfig(value: unknown): TrainConfig {
       if (m.lora !== null && JSON.stringify(m.lora) !== JSON.stringify(DEFAULT_LORA)) throw new ConfigError("model.lora: the built-in model trains all its parameters; LoRA applies to hf sources (model.source 'hf:<dir>')");
     } else {
       if (m.lora === null && m.dtype === 'bfloat16') throw new ConfigError('model.dtype bfloat16: full fine-tuning (model.lora null) trains float32 parameters; use LoRA to keep a bfloat16 base');
-      if (m.lora !== null && m.device === 'cuda') throw new ConfigError("model.device cuda: LoRA adapters run on the CPU only for now (model.device 'cpu', or model.lora null for full fine-tuning on the GPU)");
     }
     return c;
   }
@@ -502,7 +508,7 @@ export function validateConfig(value: unknown): TrainConfig {
  */
 const ADDED_FIELDS = {
   tokenizer: { digitGroup: 0 },
-  model: { device: 'cpu', source: 'builtin', lora: DEFAULT_LORA, dtype: 'auto', tokenShift: false },
+  model: { device: 'cpu', source: 'builtin', lora: DEFAULT_LORA, dtype: 'auto', tokenShift: false, activationCheckpointing: 'none' },
   sft: { demoWorlds: 0, observationWeight: 0 },
   rollout: { engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600, maxLogprobDiff: 1e-2 },
 } as const;

@@ -146,7 +146,7 @@ export async function loadRunModel(config: TrainConfig, base: RunBase, options: 
   const mc = await baseModelConfig(config, base.dir);
   const lora = runLora(config, mc);
   const ck = options.checkpoint;
-  const common = { device: config.model.device, maxPositions: config.model.context, seed: config.seed, policy: { samplerSeed: config.seed } };
+  const common = { device: config.model.device, maxPositions: config.model.context, seed: config.seed, policy: { samplerSeed: config.seed }, activationCheckpointing: config.model.activationCheckpointing };
   let m: PretrainedModel | null = null;
   try {
     if (lora !== null) {

@@ -221,7 +221,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     if (read.tornLastLine !== null) emit({ kind: 'warning', message: `${metricsPath}: dropped a torn last line (a write cut off by a kill; the run resumes from the checkpoint of step ${state.step} and logs it again): ${read.tornLastLine.slice(0, 80)}` });
     // what was logged after the checkpoint is dropped (it will be redone identically)
     metricsToKeep = read.rows.filter((r) => (r.step as number) <= state.step);
-    if (!base) policy = TransformerPolicy.load(join(resumeFrom, 'policy.safetensors'), { device: config.model.device });
+    if (!base) policy = TransformerPolicy.load(join(resumeFrom, 'policy.safetensors'), { device: config.model.device, activationCheckpointing: config.model.activationCheckpointing });
   }
   const limits = { maxTurns: config.rollout.maxTurns, maxTokensPerTurn: config.rollout.maxTokensPerTurn, maxContextTokens: config.rollout.maxContextTokens };
   const log = (row: MetricsRow) => {
@@ -307,7 +307,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
     if (!policy) {
       emit({ kind: 'phase', phase: 'tokenizer', message: 'training the tokenizer on expert demonstrations' });
       const tokenizer = await trainRunTokenizer(config, tw);
-      policy = TransformerPolicy.create(runModelConfig(config, tokenizer.vocabSize), { seed: config.seed, tokenizer, device: config.model.device });
+      policy = TransformerPolicy.create(runModelConfig(config, tokenizer.vocabSize), { seed: config.seed, tokenizer, device: config.model.device, activationCheckpointing: config.model.activationCheckpointing });
     }
     let template: ChatFormat;
     if (pretrained) template = pretrained.chat;

@@ -97,7 +97,7 @@ model::TrainForwardOptions ParseForwardOptions(const Napi::Value& v) {
   model::TrainForwardOptions o;
   if (IsNullish(v)) return o;
   const Napi::Object obj = RequireObject(v, "options");
-  OnlyFields(obj, "options", {"impl", "temperature", "save"});
+  OnlyFields(obj, "options", {"impl", "temperature", "save", "checkpoint", "headChunk"});
   const Napi::Value impl = Field(obj, "impl");
   if (!IsNullish(impl)) {
     o.impl = RequireEnum(impl, "options.impl", {"fused", "eager"}) == "eager" ? model::AttentionImpl::kEager
@@ -110,6 +110,10 @@ model::TrainForwardOptions ParseForwardOptions(const Napi::Value& v) {
     o.temperature = static_cast<float>(t);
   }
   o.save = OptionalBool(obj, "save", "options.save", false);
+  const Napi::Value checkpoint = Field(obj, "checkpoint");
+  if (!IsNullish(checkpoint)) o.checkpointLayers = RequireEnum(checkpoint, "options.checkpoint", {"none", "layers"}) == "layers";
+  const Napi::Value chunk = Field(obj, "headChunk");
+  if (!IsNullish(chunk)) o.headChunk = RequireInt(chunk, "options.headChunk", 0, std::int64_t{1} << 40);
   return o;
 }
 

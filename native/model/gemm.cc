@@ -18,9 +18,9 @@
 namespace sinkflex::model {
 namespace {
 
-constexpr std::int64_t kKc = 384;            // depth of one packed block (A and B panels stay in L1/L2)
+constexpr std::int64_t kKc = kGemmDepthBlock;  // depth of one packed block (A and B panels stay in L1/L2)
 constexpr std::int64_t kSerialFlops = 1 << 21;  // below this, no threads
-constexpr std::int64_t kSmallM = 8;          // M up to this streams B without packing
+constexpr std::int64_t kSmallM = kGemmSmallRows;  // M up to this streams B without packing
 
 inline float Elem(const float* p) { return *p; }
 inline float Elem(const std::uint16_t* p) { return Bf16ToFloat(*p); }

@@ -13,6 +13,16 @@
 namespace sinkflex::model {
 
 /**
+ * Depth of one packed block: the K dimension is summed in blocks of this many, each block's
+ * partial sum added onto C in order. A product over K split into calls at multiples of it (each
+ * with beta = 1 after the first) is therefore bit-identical to the product over all of K (the
+ * chunked LM head's weight gradient relies on it).
+ */
+constexpr std::int64_t kGemmDepthBlock = 384;
+/** Products with at most this many rows of op(A) (A not transposed) stream B without packing (another summation order). */
+constexpr std::int64_t kGemmSmallRows = 8;
+
+/**
  * C = alpha * op(A) * op(B) + beta * C, all row-major with leading dimensions (elements
  * between consecutive rows). op(A) is M x K: A itself when !transA (stored M x K, lda >= K),
  * its transpose when transA (stored K x M, lda >= M). op(B) is K x N likewise (stored K x N

@@ -209,7 +209,6 @@ void ParamStore::Append(std::vector<ParamSpec> specs) {
 }
 
 void ParamStore::Freeze(const std::vector<std::string>& names) {
-  if (device_ >= 0) throw ArgumentError("freezing parameters is supported on CPU stores only");
   std::vector<Parameter*> ps;
   for (const std::string& n : names) ps.push_back(&Get(n));
   std::unique_lock<std::shared_mutex> lock(layoutMutex_, std::try_to_lock);
@@ -221,6 +220,9 @@ void ParamStore::Freeze(const std::vector<std::string>& names) {
     p->grad.reset();
     p->m.reset();
     p->v.reset();
+    p->dGrad.reset();
+    p->dM.reset();
+    p->dV.reset();
     p->spec.trainable = false;
   }
 }

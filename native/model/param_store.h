@@ -135,7 +135,7 @@ class ParamStore {
   void Truncate(std::size_t count);
   /**
    * Makes the named parameters non-trainable, freeing their gradients and AdamW moments (already
-   * frozen ones are left as they are). CPU stores only. Throws ArgumentError (nothing changed)
+   * frozen ones are left as they are), on the host or the device. Throws ArgumentError (nothing changed)
    * for an unknown name or while a model operation holds layoutMutex().
    */
   void Freeze(const std::vector<std::string>& names);

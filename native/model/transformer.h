@@ -50,6 +50,7 @@
 #include "../attention/sink_attention.h"
 #include "../core/allocator.h"
 #include "../core/device_buffer.h"
+#include "gemm.h"
 #include "model_config.h"
 #include "moe.h"
 #include "ops.h"
@@ -77,7 +78,28 @@ struct TrainForwardOptions {
   float temperature = 1.0f;
   /** Keep the activations for Backward. */
   bool save = false;
+  /**
+   * Activation checkpointing (with save): keep only each layer's input and recompute the layer
+   * in the backward (the same ops on the same inputs: gradients bit-identical to keeping them).
+   */
+  bool checkpointLayers = false;
+  /** Rows of logits per LM-head chunk (0: automatic, HeadChunkRows). */
+  std::int64_t headChunk = 0;
 };
+
+/**
+ * Rows of logits one LM-head chunk holds: `requested` when > 0, else the largest multiple of
+ * kGemmDepthBlock whose [rows, V] float32 logits fit kHeadChunkBytes (at least one block).
+ */
+std::int64_t HeadChunkRows(std::int64_t V, std::int64_t requested);
+/** Bytes of logits an automatic LM-head chunk holds at most (one block of rows may exceed it). */
+constexpr std::int64_t kHeadChunkBytes = std::int64_t{256} << 20;
+/**
+ * The boundaries 0 = r_0 < r_1 < ... < r_n = T of the LM-head chunks of `rows` rows; a last
+ * chunk of at most kGemmSmallRows rows joins the one before (so every chunk's GEMM sums in the
+ * order of the GEMM over all T rows when `rows` is a multiple of kGemmDepthBlock).
+ */
+std::vector<std::int64_t> HeadChunks(std::int64_t T, std::int64_t rows);
 
 /**
  * Parameters of one transformer block (pointers into the ParamStore): biases, qNorm/kNorm and
@@ -144,6 +166,10 @@ struct LayerActivations {
 
 /** The device activations of a training forward over a CUDA store (transformer_device_train.cc). */
 struct DeviceTrainState;
+/** One layer's device activations (transformer_device.h). */
+struct DeviceLayerActivations;
+/** The CUDA kernel tables a device model runs over (transformer_device.h). */
+struct DeviceContext;
 /** Device bytes a DeviceTrainState holds. */
 std::size_t DeviceTrainStateBytes(const DeviceTrainState& s);
 
@@ -164,8 +190,10 @@ class TrainState {
   attention::MaskProgram slidingMask, fullMask;
   std::unique_ptr<attention::BlockMask> slidingBlocks, fullBlocks;
   std::vector<LayerActivations> layers;
+  bool checkpointLayers = false;    // layers[l] keeps only x; the backward recomputes the rest
+  std::int64_t headChunk = 0;       // rows of logits per LM-head chunk
   HostBuffer<float> xf, nf, rstdf;  // final residual, its norm and rstd
-  HostBuffer<float> logits;         // [T, V]
+  HostBuffer<float> logits;         // [T, V] only when the whole batch is one LM-head chunk (else recomputed per chunk)
   HostBuffer<float> lse, entropy;   // [T]
   std::shared_ptr<DeviceTrainState> device;  // the activations of a CUDA model (the host ids above stay)
 
@@ -389,6 +417,24 @@ class Transformer {
   std::unique_ptr<TrainState> DeviceForward(const TokenBatch& batch, const TrainForwardOptions& opts, float* logp,
                                             float* entropy) const;
   void DeviceBackward(TrainState& state, const float* dlogp, const float* dentropy) const;
+  /**
+   * Layer l of the training forward: a.x takes the input `x`, `x` becomes the layer's output; the
+   * activations stay in `a` (a.eager and a.moe only with `save`).
+   */
+  void LayerForward(std::int64_t l, const TrainState& st, LayerActivations& a, HostBuffer<float>& x, bool save) const;
+  /** Layer l of the backward: dx (the output's gradient) becomes the input's; frees a's activations. */
+  void LayerBackward(std::int64_t l, TrainState& st, LayerActivations& a, HostBuffer<float>& dx, HostBuffer<float>& dn,
+                     float* dsinks, float* dt) const;
+  /** The LM head's backward over the kept (or recomputed) logits: dn[T, D] = d loss / d nf, head gradient +=. */
+  void HeadBackward(TrainState& st, const float* dlogp, const float* dentropy, float* dn) const;
+  // The CUDA twins of LayerForward / LayerBackward / HeadBackward (transformer_device_train.cc).
+  void DeviceLayerForward(const DeviceContext& cx, std::int64_t l, const TrainState& st, DeviceTrainState& ds,
+                          DeviceLayerActivations& a, DeviceBuffer<float>& x, bool save) const;
+  void DeviceLayerBackward(const DeviceContext& cx, std::int64_t l, TrainState& st, DeviceTrainState& ds,
+                           DeviceLayerActivations& a, DeviceBuffer<float>& dx, DeviceBuffer<float>& dn,
+                           float* dsinks, float* dt) const;
+  void DeviceHeadBackward(const DeviceContext& cx, TrainState& st, const float* dlogp, const float* dentropy,
+                          float* dn) const;
   void DeviceForwardChunk(const std::vector<Session*>& work, const std::vector<std::int64_t>& counts) const;
   void DeviceCopyCache(const LayerCache& from, LayerCache& to) const;
 

@@ -74,12 +74,29 @@ inline WeightData DWeights(const Parameter* p) {
 /** The CUDA MoE's view of a block's router and experts (device pointers). */
 MoeParams DeviceMoeParams(const ModelConfig& c, const BlockParams& p);
 
+/**
+ * lora.h's LoraForward on the device: t[T, r] = x[T, in] A^T, then y (row stride ldy) +=
+ * scale t B^T, for the adapter (A [r, in], B [out, r], float32 device values) of a projection.
+ */
+void DeviceLoraForward(const DeviceContext& cx, const Parameter* A, const Parameter* B, float scale, const float* x,
+                       float* t, float* y, std::int64_t ldy, std::int64_t T, std::int64_t in, std::int64_t out,
+                       std::int64_t r);
+/**
+ * lora.h's LoraBackward on the device for the output gradient dy (row stride ldy): dB += scale
+ * dy^T t, dt = scale dy B (scratch [T, r]), dA += dt^T x, dx += dt A (the gradients of frozen
+ * adapters and a null dx are skipped).
+ */
+void DeviceLoraBackward(const DeviceContext& cx, const Parameter* A, const Parameter* B, float scale, const float* x,
+                        const float* t, const float* dy, std::int64_t ldy, float* dx, float* dt, std::int64_t T,
+                        std::int64_t in, std::int64_t out, std::int64_t r);
+
 /** Activations one layer keeps for its backward, in device memory (LayerActivations' twin). */
 struct DeviceLayerActivations {
   DeviceBuffer<float> x, n1, rstd1, q, k, v, ao, lse, xmid, n2, rstd2, h, act;
   DeviceBuffer<float> qRaw, kRaw, rstdQ, rstdK;   // qkNorm: q, k before their norm; rstd per head row
   std::unique_ptr<attention::DeviceSaved> eager;  // probabilities (eager only)
   DeviceMoeSaved moe;                             // the experts' activations (MoE)
+  DeviceBuffer<float> loraT[kLoraTargets];        // [T, rank] x A^T of each adapted projection (LoRA)
 };
 
 /** What a forward on the GPU keeps for its backward (TrainState::device; TrainState keeps the host ids and masks). */

@@ -102,6 +102,15 @@ void Transformer::DeviceForwardChunk(const std::vector<Session*>& work, const st
   DeviceBuffer<float> mlpOut = moe ? cx.Floats(R * D, "decode moe output (cuda)") : DeviceBuffer<float>();
   DeviceBuffer<float> headRstd = c.qkNorm ? cx.Floats(R * H, "decode q/k norm rstd (cuda)") : DeviceBuffer<float>();
 
+  // LoRA: y (row stride ldy) += scale (x A^T) B^T for the adapted projections.
+  DeviceBuffer<float> loraT = c.lora.enabled() ? cx.Floats(R * c.lora.rank, "decode lora x A^T (cuda)") : DeviceBuffer<float>();
+  auto lora = [&](const BlockParams& p, LoraTarget target, const float* in, std::int64_t nIn, float* y, std::int64_t ldy,
+                  std::int64_t nOut) {
+    const int t = static_cast<int>(target);
+    if (p.loraA[t] == nullptr) return;
+    DeviceLoraForward(cx, p.loraA[t], p.loraB[t], loraScale_, in, loraT.data(), y, ldy, R, nIn, nOut, c.lora.rank);
+  };
+
   cx.Embed(embed_, dTokens.data(), x.data(), R, V, D);
   if (shift_ != nullptr) {  // x += embed[prevTokens] . token_shift^T
     const DeviceBuffer<std::int32_t> dPrev = cx.Upload(prevTokens.data(), R, "decode previous tokens (cuda)");
@@ -117,6 +126,9 @@ void Transformer::DeviceForwardChunk(const std::vector<Session*>& work, const st
     cx.Project(n.data(), p.q, p.qBias, q.data(), R, D, qDim, false);
     cx.Project(n.data(), p.k, p.kBias, k.data(), R, D, kvDim, false);
     cx.Project(n.data(), p.v, p.vBias, v.data(), R, D, kvDim, false);
+    lora(p, LoraTarget::kQ, n.data(), D, q.data(), qDim, qDim);
+    lora(p, LoraTarget::kK, n.data(), D, k.data(), kvDim, kvDim);
+    lora(p, LoraTarget::kV, n.data(), D, v.data(), kvDim, kvDim);
     if (p.qNorm) {
       ops.rmsNormForward(q.data(), p.qNorm->dValue.data(), q.data(), headRstd.data(), R * H, Dh, eps);
       ops.rmsNormForward(k.data(), p.kNorm->dValue.data(), k.data(), headRstd.data(), R * KV, Dh, eps);
@@ -157,14 +169,18 @@ void Transformer::DeviceForwardChunk(const std::vector<Session*>& work, const st
     cx.kernels.decodeAttention(decode.data(), static_cast<std::int64_t>(decode.size()), q.data(), DVal(p.sinks),
                                ao.data(), H, KV, Dh);
     cx.LinearAdd(ao.data(), p.o, p.oBias, x.data(), R, qDim, D);
+    lora(p, LoraTarget::kO, ao.data(), qDim, x.data(), D, D);
     ops.rmsNormForward(x.data(), p.mlpNorm->dValue.data(), n.data(), rstd.data(), R, D, eps);
     if (moe) {
       moeOps->forward(DeviceMoeParams(c, p), n.data(), mlpOut.data(), R, nullptr, nullptr);
       cx.kernels.add(x.data(), mlpOut.data(), R * D);
     } else {
       cx.Project(n.data(), p.gateUp, p.gateUpBias, h.data(), R, D, 2 * F, false);
+      lora(p, LoraTarget::kGate, n.data(), D, h.data(), 2 * F, F);
+      lora(p, LoraTarget::kUp, n.data(), D, h.data() + F, 2 * F, F);
       ops.swiGluForward(h.data(), act.data(), R, F, c.swiglu);
       cx.LinearAdd(act.data(), p.down, p.downBias, x.data(), R, F, D);
+      lora(p, LoraTarget::kDown, act.data(), F, x.data(), D, D);
     }
   }
 

@@ -24,8 +24,6 @@ using attention::BlockMask;
 using attention::MaskProgram;
 using attention::Shape;
 
-constexpr std::int64_t kHeadChunk = 1024;  // rows of logits at a time when they are not kept
-
 HostBuffer<float> Floats(std::int64_t n, const char* what) { return HostBuffer<float>(static_cast<std::size_t>(n), what); }
 
 HostBuffer<float> Copy(const float* src, std::int64_t n, const char* what) {
@@ -78,10 +76,6 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
       causal_(StandardMask(0)),
       window_(StandardMask(config.window)) {
   if (!store_) throw ArgumentError("store is required");
-  if (store_->device() >= 0 && config_.lora.enabled()) {
-    throw ArgumentError("config.lora (LoRA adapters) is not supported by the CUDA transformer yet: run the model on the "
-                        "CPU (device 'cpu')");
-  }
   const std::vector<ParamSpec> layout = ParamLayout(config_);
   if (store_->size() != layout.size()) {
     throw ArgumentError("store holds " + std::to_string(store_->size()) + " parameters, the config has " +
@@ -212,6 +206,98 @@ std::unique_ptr<TrainState> Transformer::NewTrainState(const TokenBatch& b, cons
   return st;
 }
 
+std::int64_t HeadChunkRows(std::int64_t V, std::int64_t requested) {
+  if (requested > 0) return requested;
+  const std::int64_t blocks = kHeadChunkBytes / (kGemmDepthBlock * std::max<std::int64_t>(V, 1) * 4);
+  return std::max<std::int64_t>(1, blocks) * kGemmDepthBlock;
+}
+
+std::vector<std::int64_t> HeadChunks(std::int64_t T, std::int64_t rows) {
+  std::vector<std::int64_t> bounds{0};
+  for (std::int64_t r = rows; r < T; r += rows) bounds.push_back(r);
+  if (bounds.size() > 1 && T - bounds.back() <= kGemmSmallRows) bounds.pop_back();
+  bounds.push_back(T);
+  return bounds;
+}
+
+void Transformer::LayerForward(std::int64_t l, const TrainState& st, LayerActivations& a, HostBuffer<float>& x,
+                               bool save) const {
+  const ModelConfig& c = config_;
+  const std::int64_t T = st.T, D = c.width, H = c.heads, KV = c.kvHeads, Dh = c.headDim, F = c.ffn;
+  const std::int64_t qDim = H * Dh, kvDim = KV * Dh;
+  const float eps = static_cast<float>(c.normEps);
+  const Shape shape = Shape::Self(1, T, H, KV, Dh);
+  const BlockParams& p = blocks_[l];
+
+  // LoRA: y (row stride ldy) += scale (x A^T) B^T for target t, keeping x A^T in a.loraT[t].
+  const std::int64_t R = c.lora.rank;
+  auto lora = [&](LoraTarget target, const float* in, std::int64_t nIn, float* y, std::int64_t ldy, std::int64_t nOut) {
+    const int t = static_cast<int>(target);
+    if (p.loraA[t] == nullptr) return;
+    a.loraT[t] = Floats(T * R, "transformer lora x A^T");
+    LoraForward(in, p.loraA[t]->value.data(), p.loraB[t]->value.data(), loraScale_, a.loraT[t].data(), y, ldy, T, nIn,
+                nOut, R);
+  };
+
+  a.x = std::move(x);
+  a.n1 = Floats(T * D, "transformer attention norm");
+  a.rstd1 = Floats(T, "transformer rstd");
+  RmsNormForward(a.x.data(), p.attnNorm->value.data(), a.n1.data(), a.rstd1.data(), T, D, eps);
+  a.q = Floats(T * qDim, "transformer q");
+  a.k = Floats(T * kvDim, "transformer k");
+  a.v = Floats(T * kvDim, "transformer v");
+  Project(a.n1.data(), p.q, p.qBias, a.q.data(), T, D, qDim, false);
+  Project(a.n1.data(), p.k, p.kBias, a.k.data(), T, D, kvDim, false);
+  Project(a.n1.data(), p.v, p.vBias, a.v.data(), T, D, kvDim, false);
+  lora(LoraTarget::kQ, a.n1.data(), D, a.q.data(), qDim, qDim);
+  lora(LoraTarget::kK, a.n1.data(), D, a.k.data(), kvDim, kvDim);
+  lora(LoraTarget::kV, a.n1.data(), D, a.v.data(), kvDim, kvDim);
+  if (p.qNorm) {  // RMSNorm over every head of q and k (rows of headDim), before RoPE
+    a.qRaw = std::move(a.q);
+    a.kRaw = std::move(a.k);
+    a.q = Floats(T * qDim, "transformer q");
+    a.k = Floats(T * kvDim, "transformer k");
+    a.rstdQ = Floats(T * H, "transformer q norm rstd");
+    a.rstdK = Floats(T * KV, "transformer k norm rstd");
+    RmsNormForward(a.qRaw.data(), p.qNorm->value.data(), a.q.data(), a.rstdQ.data(), T * H, Dh, eps);
+    RmsNormForward(a.kRaw.data(), p.kNorm->value.data(), a.k.data(), a.rstdK.data(), T * KV, Dh, eps);
+  }
+  RopeForward(rope_, a.q.data(), a.q.data(), st.positions.data(), T, H);
+  RopeForward(rope_, a.k.data(), a.k.data(), st.positions.data(), T, KV);
+  a.ao = Floats(T * qDim, "transformer attention out");
+  a.lse = Floats(H * T, "transformer attention lse");
+  attention::Options ao;
+  ao.mask = Sliding(l) ? &st.slidingMask : &st.fullMask;
+  const attention::ForwardArgs args{a.q.data(), a.k.data(), a.v.data(), Val(p.sinks), a.ao.data(), a.lse.data()};
+  if (st.impl == AttentionImpl::kFused) {
+    ao.blockMask = Sliding(l) ? st.slidingBlocks.get() : st.fullBlocks.get();
+    attention::FusedForward(shape, ao, args);
+  } else {
+    attention::EagerForward(shape, ao, args, save ? &a.eager : nullptr);
+  }
+  a.xmid = Copy(a.x.data(), T * D, "transformer residual");
+  Project(a.ao.data(), p.o, p.oBias, a.xmid.data(), T, qDim, D, true);
+  lora(LoraTarget::kO, a.ao.data(), qDim, a.xmid.data(), D, D);
+  a.n2 = Floats(T * D, "transformer mlp norm");
+  a.rstd2 = Floats(T, "transformer rstd");
+  RmsNormForward(a.xmid.data(), p.mlpNorm->value.data(), a.n2.data(), a.rstd2.data(), T, D, eps);
+  x = Copy(a.xmid.data(), T * D, "transformer residual");
+  if (c.experts > 0) {
+    HostBuffer<float> y = Floats(T * D, "transformer moe output");
+    MoeForward(Moe(p), a.n2.data(), y.data(), T, save ? &a.moe : nullptr, nullptr);
+    ActiveKernels().add(x.data(), y.data(), T * D);
+  } else {
+    a.h = Floats(T * 2 * F, "transformer mlp gate_up");
+    Project(a.n2.data(), p.gateUp, p.gateUpBias, a.h.data(), T, D, 2 * F, false);
+    lora(LoraTarget::kGate, a.n2.data(), D, a.h.data(), 2 * F, F);
+    lora(LoraTarget::kUp, a.n2.data(), D, a.h.data() + F, 2 * F, F);
+    a.act = Floats(T * F, "transformer mlp activation");
+    SwiGluForward(a.h.data(), a.act.data(), T, F, c.swiglu);
+    Project(a.act.data(), p.down, p.downBias, x.data(), T, F, D, true);
+    lora(LoraTarget::kDown, a.act.data(), F, x.data(), D, D);
+  }
+}
+
 std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const TrainForwardOptions& o, float* logp,
                                                  float* entropy) const {
   const std::shared_lock<std::shared_mutex> layoutLock(store_->layoutMutex());
@@ -220,25 +306,13 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
   if (!(o.temperature > 0.0f) || !std::isfinite(o.temperature)) {
     throw ArgumentError("temperature must be a positive finite number, got " + std::to_string(o.temperature));
   }
+  if (o.headChunk < 0) throw ArgumentError("headChunk must be >= 0, got " + std::to_string(o.headChunk));
   if (device_ >= 0) return DeviceForward(b, o, logp, entropy);
   const ModelConfig& c = config_;
-  const std::int64_t T = b.T, D = c.width, H = c.heads, KV = c.kvHeads, Dh = c.headDim, F = c.ffn, V = c.vocab;
-  const std::int64_t qDim = H * Dh, kvDim = KV * Dh;
+  const std::int64_t T = b.T, D = c.width, V = c.vocab;
   const float eps = static_cast<float>(c.normEps);
   const float scale = 1.0f / o.temperature;
-  const Shape shape = Shape::Self(1, T, H, KV, Dh);
   std::unique_ptr<TrainState> st = NewTrainState(b, o, false);
-
-  // LoRA: y (row stride ldy) += scale (x A^T) B^T for target t, keeping x A^T in a.loraT[t].
-  const std::int64_t R = c.lora.rank;
-  auto lora = [&](const BlockParams& p, LoraTarget target, LayerActivations& a, const float* in, std::int64_t nIn,
-                  float* y, std::int64_t ldy, std::int64_t nOut) {
-    const int t = static_cast<int>(target);
-    if (p.loraA[t] == nullptr) return;
-    a.loraT[t] = Floats(T * R, "transformer lora x A^T");
-    LoraForward(in, p.loraA[t]->value.data(), p.loraB[t]->value.data(), loraScale_, a.loraT[t].data(), y, ldy, T, nIn,
-                nOut, R);
-  };
 
   HostBuffer<float> x = Floats(T * D, "transformer residual");
   if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), st->tokens.data(), x.data(), T, V, D);
@@ -249,68 +323,12 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
     else EmbeddingForward(embed_->value.data(), st->prevTokens.data(), e.data(), T, V, D);
     Project(e.data(), shift_, nullptr, x.data(), T, D, D, true);
   }
+  const bool keepAll = o.save && !o.checkpointLayers;
   if (o.save) st->layers.resize(static_cast<std::size_t>(c.layers));
   for (std::int64_t l = 0; l < c.layers; ++l) {
-    const BlockParams& p = blocks_[l];
     LayerActivations local;
-    LayerActivations& a = o.save ? st->layers[l] : local;
-    a.x = std::move(x);
-    a.n1 = Floats(T * D, "transformer attention norm");
-    a.rstd1 = Floats(T, "transformer rstd");
-    RmsNormForward(a.x.data(), p.attnNorm->value.data(), a.n1.data(), a.rstd1.data(), T, D, eps);
-    a.q = Floats(T * qDim, "transformer q");
-    a.k = Floats(T * kvDim, "transformer k");
-    a.v = Floats(T * kvDim, "transformer v");
-    Project(a.n1.data(), p.q, p.qBias, a.q.data(), T, D, qDim, false);
-    Project(a.n1.data(), p.k, p.kBias, a.k.data(), T, D, kvDim, false);
-    Project(a.n1.data(), p.v, p.vBias, a.v.data(), T, D, kvDim, false);
-    lora(p, LoraTarget::kQ, a, a.n1.data(), D, a.q.data(), qDim, qDim);
-    lora(p, LoraTarget::kK, a, a.n1.data(), D, a.k.data(), kvDim, kvDim);
-    lora(p, LoraTarget::kV, a, a.n1.data(), D, a.v.data(), kvDim, kvDim);
-    if (p.qNorm) {  // RMSNorm over every head of q and k (rows of headDim), before RoPE
-      a.qRaw = std::move(a.q);
-      a.kRaw = std::move(a.k);
-      a.q = Floats(T * qDim, "transformer q");
-      a.k = Floats(T * kvDim, "transformer k");
-      a.rstdQ = Floats(T * H, "transformer q norm rstd");
-      a.rstdK = Floats(T * KV, "transformer k norm rstd");
-      RmsNormForward(a.qRaw.data(), p.qNorm->value.data(), a.q.data(), a.rstdQ.data(), T * H, Dh, eps);
-      RmsNormForward(a.kRaw.data(), p.kNorm->value.data(), a.k.data(), a.rstdK.data(), T * KV, Dh, eps);
-    }
-    RopeForward(rope_, a.q.data(), a.q.data(), st->positions.data(), T, H);
-    RopeForward(rope_, a.k.data(), a.k.data(), st->positions.data(), T, KV);
-    a.ao = Floats(T * qDim, "transformer attention out");
-    a.lse = Floats(H * T, "transformer attention lse");
-    attention::Options ao;
-    ao.mask = Sliding(l) ? &st->slidingMask : &st->fullMask;
-    const attention::ForwardArgs args{a.q.data(), a.k.data(), a.v.data(), Val(p.sinks), a.ao.data(), a.lse.data()};
-    if (o.impl == AttentionImpl::kFused) {
-      ao.blockMask = Sliding(l) ? st->slidingBlocks.get() : st->fullBlocks.get();
-      attention::FusedForward(shape, ao, args);
-    } else {
-      attention::EagerForward(shape, ao, args, o.save ? &a.eager : nullptr);
-    }
-    a.xmid = Copy(a.x.data(), T * D, "transformer residual");
-    Project(a.ao.data(), p.o, p.oBias, a.xmid.data(), T, qDim, D, true);
-    lora(p, LoraTarget::kO, a, a.ao.data(), qDim, a.xmid.data(), D, D);
-    a.n2 = Floats(T * D, "transformer mlp norm");
-    a.rstd2 = Floats(T, "transformer rstd");
-    RmsNormForward(a.xmid.data(), p.mlpNorm->value.data(), a.n2.data(), a.rstd2.data(), T, D, eps);
-    x = Copy(a.xmid.data(), T * D, "transformer residual");
-    if (c.experts > 0) {
-      HostBuffer<float> y = Floats(T * D, "transformer moe output");
-      MoeForward(Moe(p), a.n2.data(), y.data(), T, o.save ? &a.moe : nullptr, nullptr);
-      ActiveKernels().add(x.data(), y.data(), T * D);
-    } else {
-      a.h = Floats(T * 2 * F, "transformer mlp gate_up");
-      Project(a.n2.data(), p.gateUp, p.gateUpBias, a.h.data(), T, D, 2 * F, false);
-      lora(p, LoraTarget::kGate, a, a.n2.data(), D, a.h.data(), 2 * F, F);
-      lora(p, LoraTarget::kUp, a, a.n2.data(), D, a.h.data() + F, 2 * F, F);
-      a.act = Floats(T * F, "transformer mlp activation");
-      SwiGluForward(a.h.data(), a.act.data(), T, F, c.swiglu);
-      Project(a.act.data(), p.down, p.downBias, x.data(), T, F, D, true);
-      lora(p, LoraTarget::kDown, a, a.act.data(), F, x.data(), D, D);
-    }
+    LayerForward(l, *st, keepAll ? st->layers[l] : local, x, keepAll);
+    if (o.save && !keepAll) st->layers[l].x = std::move(local.x);  // checkpointing: the input only
   }
 
   st->xf = std::move(x);
@@ -319,21 +337,23 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
   RmsNormForward(st->xf.data(), norm_->value.data(), st->nf.data(), st->rstdf.data(), T, D, eps);
   st->lse = Floats(T, "transformer logits lse");
   st->entropy = Floats(T, "transformer entropy");
-  if (o.save) {
-    st->logits = Floats(T * V, "transformer logits");
-    Project(st->nf.data(), head_, nullptr, st->logits.data(), T, D, V, false);
-    LogSoftmaxForward(st->logits.data(), st->targets.data(), T, V, scale, logp, st->entropy.data(), st->lse.data());
-  } else {
-    HostBuffer<float> chunk = Floats(std::min(T, kHeadChunk) * V, "transformer logits chunk");
-    for (std::int64_t r0 = 0; r0 < T; r0 += kHeadChunk) {
-      const std::int64_t n = std::min(kHeadChunk, T - r0);
-      Project(st->nf.data() + r0 * D, head_, nullptr, chunk.data(), n, D, V, false);
-      LogSoftmaxForward(chunk.data(), st->targets.data() + r0, n, V, scale, logp ? logp + r0 : nullptr,
-                        st->entropy.data() + r0, st->lse.data() + r0);
-    }
+  // The LM head a chunk of rows at a time; a batch that is one chunk keeps its logits for the
+  // backward, else the backward recomputes each chunk's.
+  const std::vector<std::int64_t> chunks = HeadChunks(T, HeadChunkRows(V, o.headChunk));
+  std::int64_t widest = 0;
+  for (std::size_t i = 0; i + 1 < chunks.size(); ++i) widest = std::max(widest, chunks[i + 1] - chunks[i]);
+  HostBuffer<float> chunk = Floats(widest * V, "transformer logits chunk");
+  for (std::size_t i = 0; i + 1 < chunks.size(); ++i) {
+    const std::int64_t r0 = chunks[i], n = chunks[i + 1] - r0;
+    Project(st->nf.data() + r0 * D, head_, nullptr, chunk.data(), n, D, V, false);
+    LogSoftmaxForward(chunk.data(), st->targets.data() + r0, n, V, scale, logp ? logp + r0 : nullptr,
+                      st->entropy.data() + r0, st->lse.data() + r0);
   }
   if (entropy) std::memcpy(entropy, st->entropy.data(), static_cast<std::size_t>(T) * sizeof(float));
   if (!o.save) return nullptr;
+  st->checkpointLayers = o.checkpointLayers;
+  st->headChunk = HeadChunkRows(V, o.headChunk);
+  if (chunks.size() == 2) st->logits = std::move(chunk);
   return st;
 }
 
@@ -346,12 +366,136 @@ void Transformer::CheckStoreLayout() const {
   }
 }
 
+void Transformer::HeadBackward(TrainState& st, const float* dlogp, const float* dentropy, float* dn) const {
+  const std::int64_t T = st.T, D = config_.width, V = config_.vocab;
+  const float scale = 1.0f / st.temperature;
+  const std::vector<std::int64_t> chunks = HeadChunks(T, st.headChunk);
+  HostBuffer<float> own;
+  if (st.logits.size() == 0) {
+    std::int64_t widest = 0;
+    for (std::size_t i = 0; i + 1 < chunks.size(); ++i) widest = std::max(widest, chunks[i + 1] - chunks[i]);
+    own = Floats(widest * V, "transformer backward logits chunk");
+  }
+  // Row chunks at multiples of kGemmDepthBlock: the head's weight gradient (a sum over rows)
+  // adds up in the order of one GEMM over all rows; each row's dn is its own product.
+  for (std::size_t i = 0; i + 1 < chunks.size(); ++i) {
+    const std::int64_t r0 = chunks[i], n = chunks[i + 1] - r0;
+    float* z = st.logits.size() != 0 ? st.logits.data() + r0 * V : own.data();
+    if (st.logits.size() == 0) Project(st.nf.data() + r0 * D, head_, nullptr, z, n, D, V, false);
+    LogSoftmaxBackward(z, st.targets.data() + r0, st.lse.data() + r0, st.entropy.data() + r0,
+                       dlogp ? dlogp + r0 : nullptr, dentropy ? dentropy + r0 : nullptr, z, n, V, scale, false);
+    ProjectBackward(st.nf.data() + r0 * D, head_, nullptr, z, dn + r0 * D, n, D, V, false);
+  }
+  st.logits.reset();
+}
+
+void Transformer::LayerBackward(std::int64_t l, TrainState& st, LayerActivations& a, HostBuffer<float>& dx,
+                                HostBuffer<float>& dn, float* dsinks, float* dt) const {
+  const ModelConfig& c = config_;
+  const std::int64_t T = st.T, D = c.width, H = c.heads, KV = c.kvHeads, Dh = c.headDim, F = c.ffn;
+  const std::int64_t qDim = H * Dh, kvDim = KV * Dh;
+  const Shape shape = Shape::Self(1, T, H, KV, Dh);
+  const BlockParams& p = blocks_[l];
+  // LoRA: the adapter's part of the backward of a projection whose output gradient is dy (row
+  // stride ldy) and whose input gradient dIn (+=) was just computed through the frozen weight.
+  const std::int64_t R = c.lora.rank;
+  auto lora = [&](LoraTarget target, const float* in, std::int64_t nIn, const float* dy, std::int64_t ldy,
+                  std::int64_t nOut, float* dIn) {
+    const int t = static_cast<int>(target);
+    if (p.loraA[t] == nullptr) return;
+    LoraBackward(in, p.loraA[t]->value.data(), p.loraB[t]->value.data(), loraScale_, a.loraT[t].data(), dy, ldy, dIn,
+                 Grad(p.loraA[t]), Grad(p.loraB[t]), dt, T, nIn, nOut, R);
+    a.loraT[t].reset();
+  };
+
+  if (c.experts > 0) {  // MoE: x_out = xmid + moe(norm(xmid))
+    MoeGrads g;
+    g.router = Grad(p.router);
+    g.routerBias = Grad(p.routerBias);
+    g.gateUp = Grad(p.expertsGateUp);
+    g.gateUpBias = Grad(p.expertsGateUpBias);
+    g.down = Grad(p.expertsDown);
+    g.downBias = Grad(p.expertsDownBias);
+    MoeBackward(Moe(p), a.n2.data(), dx.data(), a.moe, dn.data(), g, false);
+    a.moe = MoeSaved();
+    a.n2.reset();
+    RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(), Grad(p.mlpNorm), T,
+                    D, true);
+    a.xmid.reset();
+  } else {  // dense MLP: x_out = xmid + down(swiglu(gate_up(norm(xmid))))
+    HostBuffer<float> dact = Floats(T * F, "transformer backward d activation");
+    ProjectBackward(a.act.data(), p.down, p.downBias, dx.data(), dact.data(), T, F, D, false);
+    lora(LoraTarget::kDown, a.act.data(), F, dx.data(), D, D, dact.data());
+    a.act.reset();
+    HostBuffer<float> dh = Floats(T * 2 * F, "transformer backward d gate_up");
+    SwiGluBackward(a.h.data(), dact.data(), dh.data(), T, F, c.swiglu, false);
+    dact.reset();
+    a.h.reset();
+    ProjectBackward(a.n2.data(), p.gateUp, p.gateUpBias, dh.data(), dn.data(), T, D, 2 * F, false);
+    lora(LoraTarget::kGate, a.n2.data(), D, dh.data(), 2 * F, F, dn.data());
+    lora(LoraTarget::kUp, a.n2.data(), D, dh.data() + F, 2 * F, F, dn.data());
+    dh.reset();
+    a.n2.reset();
+    RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(), Grad(p.mlpNorm), T,
+                    D, true);
+    a.xmid.reset();
+  }
+  {  // attention: xmid = x + o(attention(rope(norm?(q)), rope(norm?(k)), v))
+    HostBuffer<float> dao = Floats(T * qDim, "transformer backward d attention out");
+    ProjectBackward(a.ao.data(), p.o, p.oBias, dx.data(), dao.data(), T, qDim, D, false);
+    lora(LoraTarget::kO, a.ao.data(), qDim, dx.data(), D, D, dao.data());
+    HostBuffer<float> dq = Floats(T * qDim, "transformer backward dq");
+    HostBuffer<float> dk = Floats(T * kvDim, "transformer backward dk");
+    HostBuffer<float> dv = Floats(T * kvDim, "transformer backward dv");
+    attention::Options ao;
+    ao.mask = Sliding(l) ? &st.slidingMask : &st.fullMask;
+    float* sinkGrad = p.sinks && p.sinks->trainable() ? dsinks : nullptr;
+    const attention::BackwardArgs args{a.q.data(), a.k.data(), a.v.data(), Val(p.sinks), a.ao.data(),
+                                       a.lse.data(), dao.data(), nullptr, dq.data(), dk.data(), dv.data(),
+                                       sinkGrad};
+    if (st.impl == AttentionImpl::kFused) {
+      ao.blockMask = Sliding(l) ? st.slidingBlocks.get() : st.fullBlocks.get();
+      attention::FusedBackward(shape, ao, args);
+    } else {
+      attention::EagerBackward(shape, ao, args, &a.eager);
+      a.eager.probs.reset();
+    }
+    if (sinkGrad) for (std::int64_t h = 0; h < H; ++h) p.sinks->grad[h] += dsinks[h];
+    dao.reset();
+    a.ao.reset();
+    a.lse.reset();
+    a.q.reset();
+    a.k.reset();
+    a.v.reset();
+    RopeBackward(rope_, dq.data(), dq.data(), st.positions.data(), T, H);
+    RopeBackward(rope_, dk.data(), dk.data(), st.positions.data(), T, KV);
+    if (p.qNorm) {
+      RmsNormBackward(a.qRaw.data(), p.qNorm->value.data(), a.rstdQ.data(), dq.data(), dq.data(), Grad(p.qNorm), T * H,
+                      Dh, false);
+      RmsNormBackward(a.kRaw.data(), p.kNorm->value.data(), a.rstdK.data(), dk.data(), dk.data(), Grad(p.kNorm),
+                      T * KV, Dh, false);
+      a.qRaw.reset();
+      a.kRaw.reset();
+    }
+    ProjectBackward(a.n1.data(), p.q, p.qBias, dq.data(), dn.data(), T, D, qDim, false);
+    ProjectBackward(a.n1.data(), p.k, p.kBias, dk.data(), dn.data(), T, D, kvDim, true);
+    ProjectBackward(a.n1.data(), p.v, p.vBias, dv.data(), dn.data(), T, D, kvDim, true);
+    lora(LoraTarget::kQ, a.n1.data(), D, dq.data(), qDim, qDim, dn.data());
+    lora(LoraTarget::kK, a.n1.data(), D, dk.data(), kvDim, kvDim, dn.data());
+    lora(LoraTarget::kV, a.n1.data(), D, dv.data(), kvDim, kvDim, dn.data());
+    a.n1.reset();
+    RmsNormBackward(a.x.data(), p.attnNorm->value.data(), a.rstd1.data(), dn.data(), dx.data(), Grad(p.attnNorm), T, D,
+                    true);
+  }
+  a = LayerActivations();
+}
+
 void Transformer::Backward(TrainState& st, const float* dlogp, const float* dentropy) const {
   const std::shared_lock<std::shared_mutex> layoutLock(store_->layoutMutex());
   CheckStoreLayout();
   if (device_ >= 0) return DeviceBackward(st, dlogp, dentropy);
   if (st.consumed) throw ArgumentError("this forward's activations were already used by a backward");
-  if (st.layers.size() != static_cast<std::size_t>(config_.layers) || st.logits.size() == 0) {
+  if (st.layers.size() != static_cast<std::size_t>(config_.layers) || st.nf.size() == 0) {
     throw ArgumentError("the forward did not keep its activations (save was false)");
   }
   if (store_->step() != st.optimizerStep) {
@@ -360,117 +504,26 @@ void Transformer::Backward(TrainState& st, const float* dlogp, const float* dent
   }
   st.consumed = true;
   const ModelConfig& c = config_;
-  const std::int64_t T = st.T, D = c.width, H = c.heads, KV = c.kvHeads, Dh = c.headDim, F = c.ffn, V = c.vocab;
-  const std::int64_t qDim = H * Dh, kvDim = KV * Dh;
-  const Shape shape = Shape::Self(1, T, H, KV, Dh);
+  const std::int64_t T = st.T, D = c.width, H = c.heads, V = c.vocab;
 
-  // log-softmax (in place over the logits), LM head (into embed's gradient when tied), final norm
-  LogSoftmaxBackward(st.logits.data(), st.targets.data(), st.lse.data(), st.entropy.data(), dlogp, dentropy,
-                     st.logits.data(), T, V, 1.0f / st.temperature, false);
+  // log-softmax and LM head per chunk (into embed's gradient when tied), final norm
   HostBuffer<float> dn = Floats(T * D, "transformer backward d norm");
-  ProjectBackward(st.nf.data(), head_, nullptr, st.logits.data(), dn.data(), T, D, V, false);
-  st.logits.reset();
+  HeadBackward(st, dlogp, dentropy, dn.data());
   st.nf.reset();
   HostBuffer<float> dx = Floats(T * D, "transformer backward d residual");
   RmsNormBackward(st.xf.data(), norm_->value.data(), st.rstdf.data(), dn.data(), dx.data(), Grad(norm_), T, D, false);
   st.xf.reset();
   HostBuffer<float> dsinks = Floats(H, "transformer backward d sinks");
-  // LoRA: the adapter's part of the backward of a projection whose output gradient is dy (row
-  // stride ldy) and whose input gradient dx (+=) was just computed through the frozen weight.
   const std::int64_t R = c.lora.rank;
   HostBuffer<float> dt = R > 0 ? Floats(T * R, "transformer backward lora dt") : HostBuffer<float>();
-  auto lora = [&](const BlockParams& p, LoraTarget target, LayerActivations& a, const float* in, std::int64_t nIn,
-                  const float* dy, std::int64_t ldy, std::int64_t nOut, float* dIn) {
-    const int t = static_cast<int>(target);
-    if (p.loraA[t] == nullptr) return;
-    LoraBackward(in, p.loraA[t]->value.data(), p.loraB[t]->value.data(), loraScale_, a.loraT[t].data(), dy, ldy, dIn,
-                 Grad(p.loraA[t]), Grad(p.loraB[t]), dt.data(), T, nIn, nOut, R);
-    a.loraT[t].reset();
-  };
 
   for (std::int64_t l = c.layers - 1; l >= 0; --l) {
-    const BlockParams& p = blocks_[l];
     LayerActivations& a = st.layers[l];
-    if (c.experts > 0) {  // MoE: x_out = xmid + moe(norm(xmid))
-      MoeGrads g;
-      g.router = Grad(p.router);
-      g.routerBias = Grad(p.routerBias);
-      g.gateUp = Grad(p.expertsGateUp);
-      g.gateUpBias = Grad(p.expertsGateUpBias);
-      g.down = Grad(p.expertsDown);
-      g.downBias = Grad(p.expertsDownBias);
-      MoeBackward(Moe(p), a.n2.data(), dx.data(), a.moe, dn.data(), g, false);
-      a.moe = MoeSaved();
-      a.n2.reset();
-      RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(), Grad(p.mlpNorm), T,
-                      D, true);
-      a.xmid.reset();
-    } else {  // dense MLP: x_out = xmid + down(swiglu(gate_up(norm(xmid))))
-      HostBuffer<float> dact = Floats(T * F, "transformer backward d activation");
-      ProjectBackward(a.act.data(), p.down, p.downBias, dx.data(), dact.data(), T, F, D, false);
-      lora(p, LoraTarget::kDown, a, a.act.data(), F, dx.data(), D, D, dact.data());
-      a.act.reset();
-      HostBuffer<float> dh = Floats(T * 2 * F, "transformer backward d gate_up");
-      SwiGluBackward(a.h.data(), dact.data(), dh.data(), T, F, c.swiglu, false);
-      dact.reset();
-      a.h.reset();
-      ProjectBackward(a.n2.data(), p.gateUp, p.gateUpBias, dh.data(), dn.data(), T, D, 2 * F, false);
-      lora(p, LoraTarget::kGate, a, a.n2.data(), D, dh.data(), 2 * F, F, dn.data());
-      lora(p, LoraTarget::kUp, a, a.n2.data(), D, dh.data() + F, 2 * F, F, dn.data());
-      dh.reset();
-      a.n2.reset();
-      RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(), Grad(p.mlpNorm), T,
-                      D, true);
-      a.xmid.reset();
+    if (st.checkpointLayers) {  // recompute the layer from its input (the same ops: the same activations)
+      HostBuffer<float> x = std::move(a.x);
+      LayerForward(l, st, a, x, true);
     }
-    {  // attention: xmid = x + o(attention(rope(norm?(q)), rope(norm?(k)), v))
-      HostBuffer<float> dao = Floats(T * qDim, "transformer backward d attention out");
-      ProjectBackward(a.ao.data(), p.o, p.oBias, dx.data(), dao.data(), T, qDim, D, false);
-      lora(p, LoraTarget::kO, a, a.ao.data(), qDim, dx.data(), D, D, dao.data());
-      HostBuffer<float> dq = Floats(T * qDim, "transformer backward dq");
-      HostBuffer<float> dk = Floats(T * kvDim, "transformer backward dk");
-      HostBuffer<float> dv = Floats(T * kvDim, "transformer backward dv");
-      attention::Options ao;
-      ao.mask = Sliding(l) ? &st.slidingMask : &st.fullMask;
-      float* sinkGrad = p.sinks && p.sinks->trainable() ? dsinks.data() : nullptr;
-      const attention::BackwardArgs args{a.q.data(), a.k.data(), a.v.data(), Val(p.sinks), a.ao.data(),
-                                         a.lse.data(), dao.data(), nullptr, dq.data(), dk.data(), dv.data(),
-                                         sinkGrad};
-      if (st.impl == AttentionImpl::kFused) {
-        ao.blockMask = Sliding(l) ? st.slidingBlocks.get() : st.fullBlocks.get();
-        attention::FusedBackward(shape, ao, args);
-      } else {
-        attention::EagerBackward(shape, ao, args, &a.eager);
-        a.eager.probs.reset();
-      }
-      if (sinkGrad) for (std::int64_t h = 0; h < H; ++h) p.sinks->grad[h] += dsinks[h];
-      dao.reset();
-      a.ao.reset();
-      a.lse.reset();
-      a.q.reset();
-      a.k.reset();
-      a.v.reset();
-      RopeBackward(rope_, dq.data(), dq.data(), st.positions.data(), T, H);
-      RopeBackward(rope_, dk.data(), dk.data(), st.positions.data(), T, KV);
-      if (p.qNorm) {
-        RmsNormBackward(a.qRaw.data(), p.qNorm->value.data(), a.rstdQ.data(), dq.data(), dq.data(), Grad(p.qNorm),
-                        T * H, Dh, false);
-        RmsNormBackward(a.kRaw.data(), p.kNorm->value.data(), a.rstdK.data(), dk.data(), dk.data(), Grad(p.kNorm),
-                        T * KV, Dh, false);
-        a.qRaw.reset();
-        a.kRaw.reset();
-      }
-      ProjectBackward(a.n1.data(), p.q, p.qBias, dq.data(), dn.data(), T, D, qDim, false);
-      ProjectBackward(a.n1.data(), p.k, p.kBias, dk.data(), dn.data(), T, D, kvDim, true);
-      ProjectBackward(a.n1.data(), p.v, p.vBias, dv.data(), dn.data(), T, D, kvDim, true);
-      lora(p, LoraTarget::kQ, a, a.n1.data(), D, dq.data(), qDim, qDim, dn.data());
-      lora(p, LoraTarget::kK, a, a.n1.data(), D, dk.data(), kvDim, kvDim, dn.data());
-      lora(p, LoraTarget::kV, a, a.n1.data(), D, dv.data(), kvDim, kvDim, dn.data());
-      a.n1.reset();
-      RmsNormBackward(a.x.data(), p.attnNorm->value.data(), a.rstd1.data(), dn.data(), dx.data(), Grad(p.attnNorm), T,
-                      D, true);
-    }
-    a = LayerActivations();
+    LayerBackward(l, st, a, dx, dn, dsinks.data(), dt.data());
   }
   if (embed_->trainable()) EmbeddingBackward(st.tokens.data(), dx.data(), embed_->grad.data(), T, V, D);
   if (shift_ != nullptr && (shift_->trainable() || embed_->trainable())) {

@@ -6,6 +6,7 @@ import t from 'tap';
 
 import { opsIsa } from '../../lib/model/index.js';
 import { backends } from '../../lib/native/index.js';
+import { checkMemorySavers } from './fixtures/memory-savers.js';
 import { checkAllOps } from './fixtures/op-checks.js';
 
 const cpu = backends()[0];
@@ -14,4 +15,9 @@ const supported = cpu?.name === 'cpu' && cpu.features.includes('avx2') && cpu.fe
 t.test('avx2 kernels match the float64 references', { skip: supported ? false : 'this CPU has no avx2' }, async (t) => {
   t.equal(opsIsa(), 'avx2');
   checkAllOps(t);
+});
+
+t.test('avx2 kernels: chunked LM head and activation checkpointing = the plain step', { skip: supported ? false : 'this CPU has no avx2' }, async (t) => {
+  t.equal(opsIsa(), 'avx2');
+  checkMemorySavers(t, 'cpu');
 });

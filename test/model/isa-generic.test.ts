@@ -5,9 +5,15 @@ process.env.SINKFLEX_CPU_FEATURES = 'generic';
 import t from 'tap';
 
 import { opsIsa } from '../../lib/model/index.js';
+import { checkMemorySavers } from './fixtures/memory-savers.js';
 import { checkAllOps } from './fixtures/op-checks.js';
 
 t.test('generic kernels match the float64 references', async (t) => {
   t.equal(opsIsa(), 'generic');
   checkAllOps(t);
+});
+
+t.test('generic kernels: chunked LM head and activation checkpointing = the plain step', async (t) => {
+  t.equal(opsIsa(), 'generic');
+  checkMemorySavers(t, 'cpu');
 });

@@ -106,3 +106,12 @@ t.test('model.tokenShift: on by default (off in smoke), passed on to the built-i
   t.throws(() => validateConfig({ ...on, model: { ...on.model, tokenShift: 'yes' } }), /model\.tokenShift/);
   t.equal(validateConfig({ ...on, model: { ...on.model, source: 'hf:/models/x' } }).model.source, 'hf:/models/x', 'an hf source with the default tokenShift validates (it does not apply)');
 });
+
+t.test('model.activationCheckpointing: none by default and for runs saved without it, layers on request', async (t) => {
+  t.equal(DEFAULT_CONFIG.model.activationCheckpointing, 'none');
+  t.equal(resolveConfig({ patches: [parseOverride('model.activationCheckpointing=layers')] }).model.activationCheckpointing, 'layers');
+  const saved = structuredClone(DEFAULT_CONFIG) as { model: Partial<typeof DEFAULT_CONFIG.model> };
+  delete saved.model.activationCheckpointing;
+  t.equal(validateSavedConfig(saved).model.activationCheckpointing, 'none', 'a config.json from before the knob reads as none');
+  t.throws(() => resolveConfig({ patches: [{ model: { activationCheckpointing: 'all' as never } }] }), { name: 'ConfigError', message: /model\.activationCheckpointing/ });
+});

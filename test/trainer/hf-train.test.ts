@@ -249,7 +249,7 @@ t.test('bad configurations of a pretrained source name the field and write nothi
   t.throws(() => hfConfig({ model: { lora: { targets: [] } } }), /model\.lora\.targets: Too small/);
   t.throws(() => hfConfig({ model: { lora: { targets: 'all' } } }), /model\.lora\.targets: must be/);
   t.throws(() => hfConfig({ model: { lora: null, dtype: 'bfloat16' } }), /model\.dtype bfloat16: full fine-tuning \(model\.lora null\) trains float32 parameters/);
-  t.throws(() => hfConfig({ model: { device: 'cuda' } }), /model\.device cuda: LoRA adapters run on the CPU only/);
+  t.equal(hfConfig({ model: { device: 'cuda' } }).model.device, 'cuda', 'LoRA on a GPU validates');
   t.equal(hfConfig({ model: { lora: null } }).model.lora, null, 'null: full fine-tuning');
   t.throws(() => hfConfig({ sft: { tokensPerStep: 256 } }), /sft\.tokensPerStep \(256\) is less than rollout\.maxContextTokens \(512\)/);
   t.throws(() => hfConfig({ grpo: { microBatchTokens: 256 } }), /grpo\.microBatchTokens \(256\) is less than rollout\.maxContextTokens \(512\)/);

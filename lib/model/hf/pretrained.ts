@@ -25,7 +25,7 @@
  * float32 and trainable (lib/model/lora). {@link PretrainedModel.saveAdapter} writes the adapters
  * as a PEFT folder; {@link PretrainedModel.mergeAdapter} folds them into the base, after which
  * {@link PretrainedModel.save} writes a full Hugging Face folder (it refuses while adapters are
- * unmerged). LoRA runs on the CPU only for now.
+ * unmerged; merging runs on CPU models). LoRA runs on the CPU and on a GPU.
  * @module
  */
 import { access } from 'node:fs/promises';
@@ -40,6 +40,7 @@ import type { ParamSpec } from '../native.js';
 import { modelOpsDevice } from '../ops.js';
 import { ParamStore, type StoreDevice } from '../param-store.js';
 import { Transformer, packSequences } from '../transformer.js';
+import type { ActivationCheckpointing } from '../policy.js';
 import { TransformerPolicy, type TransformerPolicyOptions } from '../transformer-policy.js';
 import type { DeviceRequest } from '../../native/device.js';
 import { DeviceUnavailableError } from '../../native/errors.js';
@@ -64,13 +65,14 @@ export interface LoadPretrainedOptions {
   /**
    * A PEFT LoRA adapter folder (`adapter_config.json` + `adapter_model.safetensors`) to apply:
    * the model runs base + adapter, the adapters trainable in float32, the base frozen. One made
-   * for another base model is refused (a {@link PeftAdapterError} naming the tensor). CPU only.
+   * for another base model is refused (a {@link PeftAdapterError} naming the tensor). CPU or GPU.
    */
   adapter?: string;
   /**
    * Fresh LoRA adapters to train: `{ rank, alpha, targets, rslora? }` (targets among q_proj,
    * k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; errors name `options.lora.<field>`).
-   * A is drawn from `seed`, B is zero. Not with `adapter`. CPU only.
+   * A is drawn from `seed`, B is zero. Not with `adapter`. CPU or GPU (the base stays as the
+   * files hold it, frozen; the adapters float32).
    */
   lora?: LoraConfigInput;
   /** Seed of the store: the initial values of fresh LoRA adapters (default 0). */
@@ -79,7 +81,16 @@ export interface LoadPretrainedOptions {
   chat?: ChatFormatOptions;
   /** Options of the sampling policy (its sampler seed and batching). */
   policy?: Pick<TransformerPolicyOptions, 'samplerSeed' | 'maxForwardsPerRun' | 'prefillChunk' | 'streamForwardsPerRun'>;
+  /**
+   * What the policy's training forwards keep for the backward: `'none'` (default) every layer's
+   * activations, `'layers'` only each layer's input, the backward recomputing the layer
+   * (activation checkpointing: gradients bit-identical, less memory, one more forward).
+   */
+  activationCheckpointing?: ActivationCheckpointing;
 }
+
+/** The keys {@link loadPretrained} reads (any other is refused, naming it). */
+const LOAD_PRETRAINED_KEYS: ReadonlySet<string> = new Set(['device', 'dtype', 'maxPositions', 'trainable', 'adapter', 'lora', 'seed', 'chat', 'policy', 'activationCheckpointing']);
 
 /** Options of {@link PretrainedModel.logProbs}. */
 export interface PretrainedLogProbOptions {
@@ -100,10 +111,9 @@ export interface PretrainedSaveOptions {
 /**
  * Why the CUDA transformer cannot run a model held in `dtype` (null: it can). It runs every
  * architecture the loader maps (q/k norm, optional sinks, tied embeddings, MoE, bf16 frozen
- * matrices); LoRA adapters are CPU-only for now.
+ * matrices, LoRA adapters), so this is null today; `device: 'auto'` consults it.
  */
-export function cudaRefusal(config: ModelConfig, _dtype: 'float32' | 'bfloat16'): string | null {
-  if (config.lora !== null) return 'config.lora (LoRA adapters) is not supported by the CUDA transformer yet (run it on the CPU)';
+export function cudaRefusal(_config: ModelConfig, _dtype: 'float32' | 'bfloat16'): string | null {
   return null;
 }
 
@@ -129,7 +139,7 @@ export class PretrainedModel {
     private readonly fileDtypes: ReadonlyMap<string, HfFileDtype>,
     /** Why the model runs on the CPU although `device: 'auto'` was asked and a GPU is there (null otherwise). */
     readonly fallback: string | null,
-    private readonly policyOptions: LoadPretrainedOptions['policy'],
+    private readonly policyOptions: LoadPretrainedOptions['policy'] & Pick<TransformerPolicyOptions, 'activationCheckpointing'>,
   ) {
     this.currentPolicy = policy;
   }
@@ -382,6 +392,11 @@ function chooseDevice(request: DeviceRequest, config: ModelConfig, dtype: 'float
  */
 export async function loadPretrained(dir: string, options: LoadPretrainedOptions = {}): Promise<PretrainedModel> {
   if (typeof dir !== 'string' || dir === '') throw new TypeError('dir must be a model folder path');
+  if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
+  for (const key of Object.keys(options)) if (!LOAD_PRETRAINED_KEYS.has(key)) throw new RangeError(`options.${key} is not an option of loadPretrained (known: ${[...LOAD_PRETRAINED_KEYS].join(', ')})`);
+  const checkpointing = options.activationCheckpointing ?? 'none';
+  if (checkpointing !== 'none' && checkpointing !== 'layers') throw new RangeError(`options.activationCheckpointing must be 'none' or 'layers', got ${JSON.stringify(checkpointing)}`);
+  const policyOptions = { ...options.policy, activationCheckpointing: checkpointing };
   const request = options.device ?? 'cpu';
   if (request !== 'cpu' && request !== 'cuda' && request !== 'auto') throw new RangeError(`device must be 'cpu', 'cuda' or 'auto', got ${JSON.stringify(request)}`);
   const dtype = options.dtype ?? 'auto';
@@ -411,8 +426,9 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
     }
     const held = reader.tensors.some((t) => t.dtype === 'bfloat16') ? 'bfloat16' : 'float32';
     const { device, fallback } = chooseDevice(request, { ...reader.config.modelConfig, lora }, dtype === 'auto' ? 'float32' : held);
-    if (device === 'cuda' && held === 'bfloat16') {
-      // dtype 'auto' on a GPU: float32 (the only GPU storage)
+    const loraRun = adapter !== null || lora !== null;
+    if (device === 'cuda' && held === 'bfloat16' && !loraRun) {
+      // dtype 'auto' on a GPU without LoRA: float32 (every parameter trains there)
       await reader.dispose();
       reader = await HfCheckpointReader.open(dir, { dtype: 'float32', maxPositions: options.maxPositions });
     }
@@ -423,7 +439,8 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
     const specs: ParamSpec[] = parameterLayout(config).map((p) => {
       const t = plan.get(p.name);
       if (t === undefined) throw new HfConfigError('architectures', `internal: the checkpoint plan has no tensor for parameter ${p.name}`);
-      return { ...p, init: 'zeros', dtype: t.dtype, trainable: device === 'cuda' || trainable };
+      // a GPU model trains every parameter, except under LoRA (a frozen base, adapters added below)
+      return { ...p, init: 'zeros', dtype: t.dtype, trainable: (device === 'cuda' && !loraRun) || trainable };
     });
     if (specs.length !== reader.tensors.length) throw new HfConfigError('architectures', `internal: the checkpoint plan has ${reader.tensors.length} tensors, the model ${specs.length} parameters`);
 
@@ -454,12 +471,12 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
     try {
       if (adapter !== null) model = await applyPeftAdapter(model, adapter);
       else if (lora !== null) model = addLora(model, lora);
-      policy = TransformerPolicy.fromModel(model, options.policy ?? {});
+      policy = TransformerPolicy.fromModel(model, policyOptions);
     } catch (e) {
       model.dispose();
       throw e;
     }
-    return new PretrainedModel(dir, architecture, hfConfig, generationConfig, tokenizer, chat, policy, store, fileDtypes, fallback, options.policy);
+    return new PretrainedModel(dir, architecture, hfConfig, generationConfig, tokenizer, chat, policy, store, fileDtypes, fallback, policyOptions);
   } catch (e) {
     policy?.dispose();
     store?.dispose();

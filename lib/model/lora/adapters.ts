@@ -15,16 +15,13 @@ import { type LoraConfigInput, loraScale } from './settings.js';
  * zeros (PEFT's default initialisation, so the model's outputs are unchanged until it trains),
  * drawn from the store's seed. Every base parameter is frozen (its gradient and AdamW moments
  * are freed), so training updates — and keeps optimizer state for — the adapters only. CPU
- * models only. Errors name the setting (`config.lora.rank`, `config.lora.targets[i]`, ...).
+ * and GPU models (the adapters live where the store does). Errors name the setting (`config.lora.rank`, `config.lora.targets[i]`, ...).
  */
 export function addLora(model: Transformer, lora: LoraConfigInput): Transformer {
   if (model.config.lora !== null) {
     throw new ModelConfigError('lora', `is already set on this model (rank ${model.config.lora.rank}, targets ${model.config.lora.targets.join(', ')}): merge it (mergeLora) first`);
   }
   const config = validateModelConfig({ ...model.config, lora });
-  if (model.device !== 'cpu') {
-    throw new ModelConfigError('lora', `(LoRA adapters) is not supported on ${model.device} models yet: load or create the model with device 'cpu'`);
-  }
   const store = model.store;
   const base = store.names().length;
   const layout = parameterLayout(config);

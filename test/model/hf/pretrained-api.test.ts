@@ -146,10 +146,31 @@ t.test('devices: every family runs on CUDA where a device is usable (same log-pr
     t.equal(m.fallback, null, 'nothing to fall back from');
     m.dispose();
   }
+  if (gpu) {
+    // LoRA on the GPU: the bf16 base stays bf16 and frozen on the device, the adapters train there
+    const dir = folder(t, { family: 'qwen3', dtype: 'BF16' });
+    const lora = { rank: 2, alpha: 4, targets: ['q_proj', 'down_proj'] as ('q_proj' | 'down_proj')[] };
+    const cpu = await loadPretrained(dir, { device: 'cpu', lora, seed: 3 });
+    const m = await loadPretrained(dir, { device: 'cuda', lora, seed: 3, activationCheckpointing: 'layers' });
+    t.equal(m.device, 'cuda:0', 'LoRA: on the GPU');
+    const info = m.params.info();
+    t.ok(info.filter((p) => p.decay && !/lora_[ab]$/.test(p.name)).every((p) => p.dtype === 'bfloat16' && !p.trainable), 'LoRA: the base matrices stay bfloat16 and frozen');
+    t.ok(info.filter((p) => /lora_[ab]$/.test(p.name)).every((p) => p.dtype === 'float32' && p.trainable), 'LoRA: the adapters are float32 and trainable');
+    const batch = { tokens: Int32Array.of(3, 9, 27, 81, 5, 17), targets: Int32Array.of(9, 27, 81, 5, 17, -1) };
+    const loss = { kind: 'cross-entropy' as const };
+    const [a, b] = [await cpu.policy.forwardBackward(batch, loss), await m.policy.forwardBackward(batch, loss)];
+    t.ok(Math.abs(a.loss - b.loss) <= 1e-5 * Math.max(1, Math.abs(a.loss)), `LoRA: the GPU loss is the CPU's (${b.loss} vs ${a.loss})`);
+    const name = 'layers.0.mlp.down.lora_b';
+    const [ga, gb] = [cpu.params.read(name, 'grad'), m.params.read(name, 'grad')];
+    const worst = ga.reduce((w, v, i) => Math.max(w, Math.abs(v - gb[i])), 0) / Math.max(...ga.map(Math.abs));
+    t.ok(worst <= 1e-4, `LoRA: the GPU's adapter gradient is the CPU's (${worst})`);
+    cpu.dispose();
+    m.dispose();
+  }
   const tiny = validateModelConfig(MODEL_PRESETS.tiny);
   t.equal(cudaRefusal(tiny, 'float32'), null, 'the built-in architecture runs on CUDA');
   t.equal(cudaRefusal(tiny, 'bfloat16'), null, 'bf16 frozen matrices too');
-  t.match(cudaRefusal(validateModelConfig({ ...MODEL_PRESETS.tiny, lora: { rank: 4, alpha: 8, targets: ['q_proj'] } }), 'float32'), /config\.lora/, 'LoRA is CPU-only');
+  t.equal(cudaRefusal(validateModelConfig({ ...MODEL_PRESETS.tiny, lora: { rank: 4, alpha: 8, targets: ['q_proj'] } }), 'float32'), null, 'LoRA runs on CUDA too');
   await t.rejects(loadPretrained(folder(t, { family: 'qwen2' }), { device: 'gpu' as never }), /device must be 'cpu', 'cuda' or 'auto'/);
 });
 
@@ -177,6 +198,27 @@ t.test('options and inputs are checked and named', async (t) => {
   trainable.dispose();
   await t.rejects(loadPretrained(dir, { dtype: 'bfloat16', trainable: true }), /trainable needs dtype 'float32'/);
   await t.rejects(loadPretrained(dir, { dtype: 'half' as never }), /dtype must be/);
+  await t.rejects(loadPretrained(dir, { activationCheckpointing: 'all' as never }), /options\.activationCheckpointing must be 'none' or 'layers'/);
+  await t.rejects(loadPretrained(dir, { checkpointing: 'layers' } as never), /options\.checkpointing is not an option of loadPretrained/);
+  // activation checkpointing: the policy's training forwards keep only each layer's input
+  const ck = await loadPretrained(dir, { dtype: 'float32', trainable: true, activationCheckpointing: 'layers' });
+  t.equal(ck.policy.activationCheckpointing, 'layers');
+  const full = await loadPretrained(dir, { dtype: 'float32', trainable: true });
+  t.equal(full.policy.activationCheckpointing, 'none', 'none by default');
+  const batch = { tokens: Int32Array.from({ length: 40 }, (_, i) => (i * 7) % V), targets: Int32Array.from({ length: 40 }, (_, i) => (i * 7 + 7) % V) };
+  const held = async (p: typeof ck): Promise<[number, Awaited<ReturnType<typeof ck.policy.forward>>]> => {
+    const before = memory.currentBytes();
+    const f = await p.policy.forward(batch);
+    return [memory.currentBytes() - before, f];
+  };
+  const [bytesA, a] = await held(ck);
+  const [bytesB, b] = await held(full);
+  t.ok(bytesA < bytesB, `checkpointing keeps fewer bytes (${bytesA} < ${bytesB})`);
+  t.same(a.logProbs, b.logProbs, 'the same log-probs');
+  a.release();
+  b.release();
+  ck.dispose();
+  full.dispose();
   m.dispose();
   await t.rejects(m.logProbs([[1, 2]]), /disposed/);
   t.doesNotThrow(() => m.dispose(), 'dispose is idempotent');
