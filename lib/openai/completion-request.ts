@@ -6,16 +6,19 @@
  * model's vocabulary by the route, which knows it.
  * @module
  */
+import { checkCommonFields, type CommonRequestFields } from './request-fields.js';
 import { RequestError } from './server-request.js';
 
 /** A validated completions request. */
-export interface CompletionRequestParams {
+export interface CompletionRequestParams extends CommonRequestFields {
   /** The model asked for (the base model or a loaded LoRA adapter), or null for the base model. */
   model: string | null;
   /** The prompt: token ids, or text to tokenize. */
   prompt: number[] | string;
   /** Most tokens to generate (`max_tokens`, default 16 as in OpenAI's and vLLM's API). */
   maxTokens: number;
+  /** Whether `max_tokens` was given (a given one must fit the context after the prompt; the default is cut to it). */
+  maxTokensGiven: boolean;
   /** Temperature (default 1; 0 is greedy). */
   temperature: number;
   /** Nucleus mass (default 1). */
@@ -112,9 +115,11 @@ export function parseCompletionRequest(body: unknown): CompletionRequestParams {
   const sessionId = body.session_id;
   if (given(sessionId) && (typeof sessionId !== 'string' || sessionId === '' || sessionId.length > 256)) throw bad('session_id must be a non-empty string of at most 256 characters', 'session_id');
   const req: CompletionRequestParams = {
+    ...checkCommonFields(body),
     model,
     prompt,
     maxTokens,
+    maxTokensGiven: given(body.max_tokens),
     temperature: number(body, 'temperature', 0, 2, 1),
     topP: number(body, 'top_p', Number.MIN_VALUE, 1, 1),
     topK,

@@ -30,6 +30,7 @@ import type { AddressInfo } from 'node:net';
 import type { ChatFormat } from '../model/chat-format.js';
 import type { GenerativeModel } from '../model/policy.js';
 import { rawActionText } from '../rollout/turns.js';
+import { ClientGone } from './abort.js';
 import { ChatEngine, type ChatEngineOptions, type EngineResult } from './chat-engine.js';
 import type { AdapterHost, WeightsHost } from './model-hosts.js';
 import { parseChatRequest, RequestError, type ChatRequest } from './server-request.js';
@@ -154,10 +155,14 @@ function newCompletionId(): { id: string; callPrefix: string } {
  * The log-probs entries of some sampled tokens (OpenAI's `logprobs.content`): each token's text
  * and its bytes (the tokenizer's `tokenBytes` where it has one, else the UTF-8 of its text).
  */
-function logprobEntries(template: ChatFormat, tokens: readonly number[], logProbs: readonly number[]): Record<string, unknown>[] {
+function logprobEntries(template: ChatFormat, tokens: readonly number[], logProbs: readonly number[], skipSpecialTokens: boolean): Record<string, unknown>[] {
   const tok = template.tokenizer;
-  const bytes = (t: number): number[] => Array.from(tok.tokenBytes ? tok.tokenBytes(t) : new TextEncoder().encode(tok.decode([t])));
-  return tokens.map((t, i) => ({ token: tok.decode([t]), logprob: logProbs[i], bytes: bytes(t), top_logprobs: [] }));
+  return tokens.map((t, i) => {
+    const text = tok.decode([t], { skipSpecialTokens });
+    // a special token left out of the text has no bytes either
+    const bytes = text === '' ? [] : Array.from(tok.tokenBytes ? tok.tokenBytes(t) : new TextEncoder().encode(text));
+    return { token: text, logprob: logProbs[i], bytes, top_logprobs: [] };
+  });
 }
 
 /** The OpenAI-style completion for an engine result. */
@@ -166,15 +171,20 @@ function completionBody(template: ChatFormat, model: string, req: ChatRequest, r
   const parsed = r.finishReason === 'stop' ? template.parseAssistant(r.tokens, callPrefix) : null;
   let message: Record<string, unknown>;
   let finish: string = r.finishReason;
-  if (parsed && parsed.ok) {
+  const calls = parsed && parsed.ok ? (parsed.message.tool_calls ?? []) : [];
+  if (parsed && parsed.ok && (calls.length === 0 || req.toolCallsAllowed)) {
     message = { role: 'assistant', content: parsed.message.content ?? null };
-    if (parsed.message.tool_calls && parsed.message.tool_calls.length > 0) {
-      message.tool_calls = parsed.message.tool_calls;
+    if (calls.length > 0) {
+      // parallel_tool_calls: false keeps the first call only
+      message.tool_calls = req.parallelToolCalls ? calls : calls.slice(0, 1);
       finish = 'tool_calls';
     }
-  } else message = { role: 'assistant', content: rawActionText(template, r.tokens) };
+  } else {
+    // unparsable, or tool calls without tools offered (no tools, tool_choice 'none'): the text as is
+    message = { role: 'assistant', content: rawActionText(template, r.tokens) };
+  }
   const choice: Record<string, unknown> = { index: 0, message, finish_reason: finish };
-  if (req.logprobs) choice.logprobs = { content: logprobEntries(template, r.tokens, r.logProbs) };
+  if (req.logprobs) choice.logprobs = { content: logprobEntries(template, r.tokens, r.logProbs, req.skipSpecialTokens) };
   if (req.returnTokenIds) choice.token_ids = r.tokens;
   const body: Record<string, unknown> = {
     id,
@@ -189,13 +199,6 @@ function completionBody(template: ChatFormat, model: string, req: ChatRequest, r
   return { id, message, finish, body };
 }
 
-/** Why a generation stopped early: the client went away. */
-class ClientGone extends Error {
-  constructor() {
-    super('the client closed the connection');
-    this.name = 'ClientGone';
-  }
-}
 
 /** The error as the server answers it (499 when the client went away, 500 for a failure of ours). */
 function asRequestError(e: unknown): RequestError {
@@ -280,7 +283,7 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
         signal: gone.signal,
         onTokens: (tokens, logProbs) => {
           sse.begin(); // the stream begins with the first sampled token, whatever it is
-          sse.content(reply.push(tokens), chat.logprobs ? logprobEntries(template, tokens, logProbs) : undefined);
+          sse.content(reply.push(tokens), chat.logprobs ? logprobEntries(template, tokens, logProbs, chat.skipSpecialTokens) : undefined);
         },
       });
       const c = completionBody(template, chat.model, chat, r, ids);
@@ -302,7 +305,7 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
         // the 413 is already on its way (readBody); nobody is left to answer
       } else if (!res.headersSent) sendJSON(res, err.status, err.toJSON());
       else if (!res.writableEnded) res.end();
-      options.onRequest?.({ status: err.status, ms: 0, promptTokens: 0, completionTokens: 0, continued: false });
+      if (!routes.reported(e)) options.onRequest?.({ status: err.status, ms: 0, promptTokens: 0, completionTokens: 0, continued: false });
     });
   });
   await new Promise<void>((resolve, reject) => {
