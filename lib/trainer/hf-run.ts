@@ -111,7 +111,9 @@ async function baseModelConfig(config: TrainConfig, dir: string): Promise<ModelC
   try {
     return parseHfConfig(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')), { maxPositions: config.model.context }).modelConfig;
   } catch (e) {
-    throw new ConfigError(`model.source ${config.model.source}: config.json: ${(e as Error).message}`);
+    const message = (e as Error).message;
+    // an HfConfigError already names the file (`config.json: <field>: …`)
+    throw new ConfigError(`model.source ${config.model.source}: ${message.startsWith('config.json: ') ? message : `config.json: ${message}`}`);
   }
 }
 
