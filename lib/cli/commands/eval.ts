@@ -230,6 +230,8 @@ async function evalWith(o: EvalOptions, loaded: LoadedPolicy | null, pretrained:
       }
     }
     if (loaded) {
+      const problem = openaiCheckpointProblem(loaded);
+      if (problem) throw new Error(problem);
       template = loaded.template;
       maxContext ??= run?.config.rollout.maxContextTokens ?? loaded.policy.contextLength;
     } else {
@@ -295,10 +297,25 @@ export function formatKindTable(perKind: EvaluationResult['perKind']): string {
   return [line(head), ...body.map(line)].join('\n');
 }
 
+/**
+ * Why `--policy openai --checkpoint <path>` cannot use that checkpoint's chat format, or null.
+ * With a checkpoint, the client renders the conversation with the checkpoint's own chat format
+ * and reads the server's replies back through it (token ids in and out), which only the
+ * built-in chat template can do; a pretrained model's run (a Jinja template or harmony) cannot.
+ */
+export function openaiCheckpointProblem(loaded: Pick<LoadedPolicy, 'template' | 'checkpoint'>): string | null {
+  const t = loaded.template as Partial<Pick<ChatTemplate, 'createReader' | 'renderAssistantBody'>>;
+  if (typeof t.createReader === 'function' && typeof t.renderAssistantBody === 'function') return null;
+  return `--policy openai --checkpoint ${loaded.checkpoint}: the checkpoint is a run of a pretrained model, whose chat format (its Jinja template or harmony) the client cannot use to read the server's replies token for token; evaluate it in process (--policy builtin --checkpoint ${loaded.checkpoint}), or against its server without --checkpoint (--policy openai --model <name> --base-url <url>)`;
+}
+
 /** A one-line progress bar on stderr (redrawn on a TTY, every 10% otherwise). */
-export function progressBar(stream: NodeJS.WriteStream = process.stderr): (done: number, total: number) => void {
+export function progressBar(stream: Pick<NodeJS.WriteStream, 'write' | 'isTTY'> = process.stderr): (done: number, total: number) => void {
   let lastPct = -1;
+  let last = -1;
   return (done, total) => {
+    if (done === last) return; // the evaluation reports its end again once all episodes are in
+    last = done;
     const pct = Math.floor((100 * done) / total);
     const bar = '#'.repeat(Math.round((30 * done) / total)).padEnd(30, '.');
     if (stream.isTTY) stream.write(`\r[${bar}] ${done}/${total} episodes${done === total ? '\n' : ''}`);
