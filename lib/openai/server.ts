@@ -28,6 +28,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 
 import type { ChatFormat } from '../model/chat-format.js';
+import type { ChatToolCall } from '../model/chat-template.js';
 import type { GenerativeModel } from '../model/policy.js';
 import { rawActionText } from '../rollout/turns.js';
 import { ClientGone } from './abort.js';
@@ -36,6 +37,8 @@ import type { AdapterHost, WeightsHost } from './model-hosts.js';
 import { parseChatRequest, RequestError, type ChatRequest } from './server-request.js';
 import { ServingRoutes, type AdminEvent } from './serving-routes.js';
 import { ReplyStream, SseReply } from './server-stream.js';
+import { HermesReplyStream, type ReplyDelta } from './stream-hermes.js';
+import { JinjaChatFormat } from '../model/hf/chat/jinja-format.js';
 
 /** Options of {@link startChatServer}. */
 export interface ChatServerOptions extends ChatEngineOptions {
@@ -172,8 +175,10 @@ function completionBody(template: ChatFormat, model: string, req: ChatRequest, r
   let message: Record<string, unknown>;
   let finish: string = r.finishReason;
   const calls = parsed && parsed.ok ? (parsed.message.tool_calls ?? []) : [];
+  const reasoning = parsed && parsed.ok ? parsed.message.reasoning_content : undefined;
   if (parsed && parsed.ok && (calls.length === 0 || req.toolCallsAllowed)) {
     message = { role: 'assistant', content: parsed.message.content ?? null };
+    if (reasoning) message.reasoning_content = reasoning;
     if (calls.length > 0) {
       // parallel_tool_calls: false keeps the first call only
       message.tool_calls = req.parallelToolCalls ? calls : calls.slice(0, 1);
@@ -182,6 +187,7 @@ function completionBody(template: ChatFormat, model: string, req: ChatRequest, r
   } else {
     // unparsable, or tool calls without tools offered (no tools, tool_choice 'none'): the text as is
     message = { role: 'assistant', content: rawActionText(template, r.tokens) };
+    if (reasoning) message.reasoning_content = reasoning;
   }
   const choice: Record<string, unknown> = { index: 0, message, finish_reason: finish };
   if (req.logprobs) choice.logprobs = { content: logprobEntries(template, r.tokens, r.logProbs, req.skipSpecialTokens) };
@@ -271,6 +277,16 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
     const ids = newCompletionId();
     const sse = chat.stream ? new SseReply(res, ids.id, chat.model) : null;
     const reply = chat.stream ? new ReplyStream(template) : null;
+    // a Jinja template's replies (<think>, Hermes calls) stream reasoning, content and calls
+    const hermes = chat.stream && template instanceof JinjaChatFormat ? new HermesReplyStream(template.tokenizer, template.stopTokens, chat.toolCallsAllowed, ids.callPrefix) : null;
+    let callsSent = 0;
+    const send = (d: ReplyDelta, logprobs?: unknown[]): void => {
+      sse?.reasoning(d.reasoning);
+      sse?.content(d.content, logprobs);
+      const calls = chat.parallelToolCalls ? d.toolCalls : d.toolCalls.slice(0, Math.max(0, 1 - callsSent));
+      sse?.toolCalls(calls, callsSent);
+      callsSent += calls.length;
+    };
     if (!sse || !reply) {
       const r = await engine.complete(chat, { signal: gone.signal });
       sendJSON(res, 200, completionBody(template, chat.model, chat, r, ids).body);
@@ -283,12 +299,19 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
         signal: gone.signal,
         onTokens: (tokens, logProbs) => {
           sse.begin(); // the stream begins with the first sampled token, whatever it is
-          sse.content(reply.push(tokens), chat.logprobs ? logprobEntries(template, tokens, logProbs, chat.skipSpecialTokens) : undefined);
+          const lps = chat.logprobs ? logprobEntries(template, tokens, logProbs, chat.skipSpecialTokens) : undefined;
+          if (hermes) send(hermes.push(tokens), lps);
+          else sse.content(reply.push(tokens), lps);
         },
       });
       const c = completionBody(template, chat.model, chat, r, ids);
-      sse.content(reply.finish(typeof c.message.content === 'string' ? c.message.content : null));
-      sse.toolCalls((c.message.tool_calls ?? []) as { id?: string; function: { name: string; arguments: string } }[]);
+      const content = typeof c.message.content === 'string' ? c.message.content : null;
+      const calls = (c.message.tool_calls ?? []) as ChatToolCall[];
+      if (hermes) send(hermes.finish({ content, reasoning: typeof c.message.reasoning_content === 'string' ? c.message.reasoning_content : null, toolCalls: calls }));
+      else {
+        sse.content(reply.finish(content));
+        sse.toolCalls(calls);
+      }
       sse.end(c.finish, chat.returnTokenIds ? r.tokens : undefined, chat.streamUsage ? (c.body.usage as Record<string, unknown>) : undefined);
     } catch (e) {
       // once the stream has begun, an error goes as an error event (the status is sent)
