@@ -20,7 +20,7 @@ export {
   type TrainConfig,
   type TrainEnvId,
 } from './config.js';
-export { loadPolicy, type LoadedPolicy, type RunInfo } from './load-policy.js';
+export { loadPolicy, type LoadedPolicy, type LoadPolicyOptions, type RunInfo } from './load-policy.js';
 export type { KindGain, MetricsRow } from './report.js';
 export type { PublishAdapter } from './rollout-engine.js';
 export { train, type PolicyUpdate, type TrainEvent, type TrainOptions, type TrainResult } from './trainer.js';

@@ -151,8 +151,7 @@ export function abortReasons(episodes: readonly { aborted: boolean; error: strin
 
 /** Runs an evaluation as the CLI does. */
 export async function runEval(o: EvalOptions): Promise<EvalReport> {
-  if (o.modelDir !== undefined) {
-    if (o.checkpoint !== undefined) throw new Error('give --checkpoint or --model-dir, not both');
+  if (o.modelDir !== undefined && o.checkpoint === undefined) {
     if (o.policy !== 'builtin') throw new Error('--model-dir runs the model in process: use it with --policy builtin (the default)');
     if (o.tasks === 'run') throw new Error('--tasks run needs --checkpoint <training run or checkpoint folder>');
     const m = await loadPretrained(o.modelDir, { device: o.device ?? 'cpu', dtype: o.dtype ?? 'auto' });
@@ -164,7 +163,8 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
   }
   // a training run (or one of its checkpoints) brings its own defaults: environment, the
   // validation tasks, the prompt format, episode limits and the validation temperature
-  const loaded: LoadedPolicy | null = o.checkpoint ? await loadPolicy(o.checkpoint) : null;
+  // with --model-dir: the base folder of a pretrained model's run, moved (its fingerprint must match)
+  const loaded: LoadedPolicy | null = o.checkpoint ? await loadPolicy(o.checkpoint, o.modelDir !== undefined ? { modelDir: o.modelDir } : {}) : null;
   try {
     return await evalWith(o, loaded);
   } finally {
@@ -339,7 +339,7 @@ export function registerEval(program: Command): void {
     .description('evaluate a policy (built-in checkpoint or OpenAI-compatible server) on tau tasks: mean reward and pass^k')
     .option('--policy <kind>', 'builtin | openai', 'builtin')
     .option('--checkpoint <path>', 'checkpoint file or run folder (builtin; with openai: the chat template of a sinkflex serve server)')
-    .option('--model-dir <dir>', 'a Hugging Face model folder (gpt-oss, Qwen3, Qwen2, Llama) run in process with its chat format')
+    .option('--model-dir <dir>', 'a Hugging Face model folder (gpt-oss, Qwen3, Qwen2, Llama) run in process with its chat format; with --checkpoint of a pretrained model\'s run: its base folder at a new place')
     .option('--device <device>', 'cpu | cuda | auto (--model-dir)', 'cpu')
     .option('--dtype <dtype>', 'auto | float32 | bfloat16: how --model-dir weights are held', 'auto')
     .addOption(
