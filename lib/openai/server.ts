@@ -4,7 +4,9 @@
  *
  * - `GET /v1/models`: the served model (`owned_by: "sinkflex"`).
  * - `POST /v1/chat/completions`: messages + tools in, an assistant message out (`tool_calls`
- *   and `finish_reason: "tool_calls"` when it calls tools); `stream: true` streams the reply
+ *   and `finish_reason: "tool_calls"` when it calls tools offered by the request, and not with
+ *   `tool_choice: "none"`; `reasoning_content` when the format splits reasoning off; the other
+ *   OpenAI fields checked in request-fields.ts); `stream: true` streams the reply
  *   as it is sampled (`chat.completion.chunk` server-sent events, see server-stream.ts);
  *   `seed`, `temperature`, `top_p`, `max_tokens`; `logprobs: true` gives each sampled
  *   token's log-prob; `return_token_ids: true` (vLLM's extension) gives `prompt_token_ids`
