@@ -109,9 +109,12 @@ void GemmSmallKT(bool transB, std::int64_t M, std::int64_t n0, std::int64_t n1, 
     for (std::int64_t k0 = 0; k0 < K; k0 += kGemmKc) {
       const std::int64_t kc = K - k0 < kGemmKc ? K - k0 : kGemmKc;
       if (transB) {
-        for (int j = 0; j < cols; ++j) {
-          const TB* src = B + (c0 + j) * ldb + k0;
-          for (std::int64_t p = 0; p < kc; ++p) panel[p * NR + j] = WidenOne(src[p]);
+        // panel rows written whole (the 48 KB panel would thrash L1 column by column); the
+        // cols source rows (cols x kc elements) stay in L1 meanwhile
+        const TB* src = B + c0 * ldb + k0;
+        for (std::int64_t p = 0; p < kc; ++p) {
+          float* d = panel + p * NR;
+          for (int j = 0; j < cols; ++j) d[j] = WidenOne(src[j * ldb + p]);
         }
       } else {
         for (std::int64_t p = 0; p < kc; ++p) {
