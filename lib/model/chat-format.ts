@@ -20,8 +20,8 @@ export interface ChatFormatTokenizer {
   readonly vocabSize: number;
   /** Token ids of plain text (no special tokens added around it). */
   encode(text: string): number[];
-  /** Text of token ids (special tokens written by name). */
-  decode(ids: ArrayLike<number>): string;
+  /** Text of token ids (special tokens written by name, or left out with `skipSpecialTokens`). */
+  decode(ids: ArrayLike<number>, options?: { skipSpecialTokens?: boolean }): string;
   /** The bytes one token stands for (optional; e.g. for OpenAI's `logprobs[].bytes`). */
   tokenBytes?(id: number): Uint8Array;
 }
@@ -32,12 +32,19 @@ export interface ChatFormatRenderOptions {
   tools?: readonly ToolSchema[];
   /** End with the prompt the assistant's reply follows. */
   addGenerationPrompt?: boolean;
+  /**
+   * Extra template variables (vLLM's `chat_template_kwargs`, e.g. Qwen3's `enable_thinking`);
+   * only for a format with {@link ChatFormat.templateVariables}.
+   */
+  kwargs?: Readonly<Record<string, unknown>>;
 }
 
 /** Options of {@link ChatFormat.renderAppend}. */
 export interface ChatFormatAppendOptions {
   /** The tool schemas the conversation was rendered with. */
   tools?: readonly ToolSchema[];
+  /** The template variables it was rendered with (see {@link ChatFormatRenderOptions.kwargs}). */
+  kwargs?: Readonly<Record<string, unknown>>;
 }
 
 /** What a completion says: text for the user, tool calls, reasoning; or why it cannot be read. */
@@ -78,6 +85,8 @@ export interface ChatFormat {
   readonly pad: number;
   /** Tokens that end an assistant turn when sampling. */
   readonly stopTokens: number[];
+  /** Whether rendering takes template variables (`options.kwargs`: a Jinja chat template does). */
+  readonly templateVariables?: boolean;
   /** The tokens of a conversation. */
   renderTokens(messages: readonly ChatMessage[], options?: ChatFormatRenderOptions): number[];
   /**

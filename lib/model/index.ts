@@ -113,7 +113,7 @@ export {
   type PeftAdapter,
   type SavePeftOptions,
 } from './lora/peft.js';
-export { LORA_MLP_TARGETS, LORA_TARGETS, type LoraConfig, type LoraConfigInput, type LoraTarget } from './lora/settings.js';
+export { LORA_MLP_TARGETS, LORA_TARGETS, resolveLoraTargets, type LoraConfig, type LoraConfigInput, type LoraOptionInput, type LoraTarget } from './lora/settings.js';
 export {
   modelAddon,
   type AdamWStepOptions,

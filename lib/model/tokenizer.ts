@@ -62,6 +62,8 @@ export class TokenizerError extends Error {
 export interface DecodeOptions {
   /** Leave special tokens out of the text (default false: they appear as their names). */
   skipSpecial?: boolean;
+  /** The same under Hugging Face's name (what a chat format's tokenizer is asked with). */
+  skipSpecialTokens?: boolean;
 }
 
 /** Byte-level BPE tokenizer with special tokens. */
@@ -237,7 +239,7 @@ export class Tokenizer {
       if (!Number.isInteger(id) || id < 0 || id >= this.bytesOf.length) {
         throw new RangeError(`token id ${id} at index ${i} is out of range [0, ${this.bytesOf.length})`);
       }
-      if (options.skipSpecial && this.isSpecial(id)) continue;
+      if ((options.skipSpecial || options.skipSpecialTokens) && this.isSpecial(id)) continue;
       parts.push(this.bytesOf[id]);
       n += this.bytesOf[id].length;
     }

@@ -21,3 +21,11 @@ export function untilAborted<T>(p: Promise<T>, signal: AbortSignal): Promise<T> 
     );
   });
 }
+
+/** Why a generation stopped early: the client went away (answered as 499 in the log). */
+export class ClientGone extends Error {
+  constructor() {
+    super('the client closed the connection');
+    this.name = 'ClientGone';
+  }
+}

@@ -18,10 +18,15 @@
  * ({@link ChatFormat.minTokens}) already exceeds the context, so a huge request costs
  * neither time nor memory. With `renderTools: false` (a model trained without the tools
  * section in its prompt) the request's tools are not rendered; its tool calls are still parsed.
+ *
+ * As in vLLM: a conversation the chat template refuses (its `raise_exception`, a message it
+ * cannot render) is the client's error (400, not 500); `chat_template_kwargs` are passed to the
+ * template (a format without template variables refuses them); a `max_tokens` that does not fit
+ * the context after the prompt is refused (400) instead of being cut.
  * @module
  */
 import type { ChatFormat } from '../model/chat-format.js';
-import type { ChatMessage, ToolSchema } from '../model/chat-template.js';
+import { ChatTemplateError, type ChatMessage, type ToolSchema } from '../model/chat-template.js';
 import type { GenerativeModel, ModelSession } from '../model/policy.js';
 import { untilAborted } from './abort.js';
 import { RequestError, type ChatRequest } from './server-request.js';
@@ -158,7 +163,18 @@ export class ChatEngine {
     const now = Date.now();
     this.sweep(now);
     const toolList: readonly ToolSchema[] = this.renderTools ? req.tools : [];
-    const tools = JSON.stringify(toolList);
+    const kwargs = req.templateKwargs;
+    if (kwargs && !this.template.templateVariables) throw new RequestError(400, "chat_template_kwargs: this model's chat format takes no template variables (only a Jinja chat template does)", 'chat_template_kwargs', 'invalid_value');
+    const tools = JSON.stringify([toolList, kwargs ?? null]);
+    const render = <T>(f: () => T): T => {
+      try {
+        return f();
+      } catch (e) {
+        if (e instanceof ChatTemplateError) throw new RequestError(400, `the chat template cannot render these messages: ${e.message}`, 'messages', 'invalid_value');
+        throw e;
+      }
+    };
+    const opts = kwargs ? { kwargs } : {};
     const id = req.sessionId;
     const kept = id !== undefined ? this.conversations.get(id) : undefined;
     const delta = this.continuation(kept, req, tools);
@@ -166,16 +182,16 @@ export class ChatEngine {
     let conv: Conversation;
     let append: number[];
     if (kept && delta) {
-      const least = kept.context.length + (this.template.minTokens?.(delta, { addGenerationPrompt: true }) ?? 0);
+      const least = kept.context.length + (this.template.minTokens?.(delta, { ...opts, addGenerationPrompt: true }) ?? 0);
       if (least >= limit) throw this.tooLong(least, true);
       conv = kept;
-      append = this.template.renderAppend(req.messages.slice(0, req.messages.length - delta.length), delta, { tools: toolList });
+      append = render(() => this.template.renderAppend(req.messages.slice(0, req.messages.length - delta.length), delta, { ...opts, tools: toolList }));
       this.stats.continued++;
     } else {
-      const least = (this.template.minTokens?.(req.messages, { tools: toolList, addGenerationPrompt: true }) ?? 0);
+      const least = (this.template.minTokens?.(req.messages, { ...opts, tools: toolList, addGenerationPrompt: true }) ?? 0);
       if (least >= limit) throw this.tooLong(least, true);
+      append = render(() => this.template.renderTokens(req.messages, { ...opts, tools: toolList, addGenerationPrompt: true }));
       if (id !== undefined && kept && !kept.busy) this.drop(id);
-      append = this.template.renderTokens(req.messages, { tools: toolList, addGenerationPrompt: true });
       conv = { session: this.policy.createSession(req.seed !== undefined ? { seed: req.seed } : {}), seed: req.seed, tools, fingerprints: [], context: [], busy: false, lastUsed: now };
       this.stats.fresh++;
     }
@@ -183,6 +199,11 @@ export class ChatEngine {
     if (room < 1) {
       if (conv !== kept) conv.session.dispose();
       throw this.tooLong(conv.context.length + append.length, false);
+    }
+    if (req.maxTokens !== undefined && req.maxTokens > room) {
+      if (conv !== kept) conv.session.dispose();
+      const prompt = conv.context.length + append.length;
+      throw new RequestError(400, `max_tokens is too large: ${req.maxTokens}. The model's context is ${limit} tokens and the conversation has ${prompt} (${req.maxTokens} > ${limit} - ${prompt})`, 'max_tokens', 'context_length_exceeded');
     }
     const maxTokens = Math.min(req.maxTokens ?? this.defaultMaxTokens, room);
     conv.busy = true;

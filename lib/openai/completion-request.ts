@@ -7,9 +7,10 @@
  * @module
  */
 import { RequestError } from './server-request.js';
+import { checkCommonFields, type CommonRequestFields } from './request-fields.js';
 
 /** A validated completions request. */
-export interface CompletionRequestParams {
+export interface CompletionRequestParams extends CommonRequestFields {
   /** The model asked for (the base model or a loaded LoRA adapter), or null for the base model. */
   model: string | null;
   /** The prompt: token ids, or text to tokenize. */
@@ -122,6 +123,7 @@ export function parseCompletionRequest(body: unknown): CompletionRequestParams {
   const sessionId = body.session_id;
   if (given(sessionId) && (typeof sessionId !== 'string' || sessionId === '' || sessionId.length > 256)) throw bad('session_id must be a non-empty string of at most 256 characters', 'session_id');
   const req: CompletionRequestParams = {
+    ...checkCommonFields(body, { penalties: true }),
     model,
     prompt,
     maxTokens,

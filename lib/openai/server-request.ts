@@ -5,6 +5,7 @@
  * @module
  */
 import type { ChatMessage, ChatToolCall, ToolSchema } from '../model/chat-template.js';
+import { checkChatFields, type ChatRequestFields } from './request-fields.js';
 
 /** vLLM's error type names by status (vLLM's own where it has them, else the status's name + `Error`). */
 const ERROR_TYPES: Readonly<Record<number, string>> = {
@@ -53,13 +54,15 @@ export class RequestError extends Error {
 }
 
 /** A validated chat-completions request. */
-export interface ChatRequest {
+export interface ChatRequest extends ChatRequestFields {
   /** The model name asked for. */
   model: string;
   /** The conversation (`developer` messages become `system`; text parts joined). */
   messages: ChatMessage[];
   /** The tools offered (empty with `tool_choice: 'none'`). */
   tools: ToolSchema[];
+  /** Whether the reply's tool calls are read (tools offered and `tool_choice` not `'none'`); else they stay text. */
+  toolCallsAllowed: boolean;
   /** `max_tokens` / `max_completion_tokens`, when given. */
   maxTokens?: number;
   /** Temperature (default 1). */
@@ -164,6 +167,7 @@ export function parseChatRequest(body: unknown): ChatRequest {
   }
   const choice = body.tool_choice;
   if (choice !== undefined && choice !== null && choice !== 'auto' && choice !== 'none') throw bad(`tool_choice ${JSON.stringify(choice)} is not supported (use 'auto' or 'none')`, 'tool_choice');
+  const toolCallsAllowed = tools.length > 0 && choice !== 'none';
   if (choice === 'none') tools = [];
   const n = body.n;
   if (n !== undefined && n !== null && n !== 1) throw bad('n must be 1', 'n');
@@ -187,9 +191,11 @@ export function parseChatRequest(body: unknown): ChatRequest {
   if (sessionId !== undefined && sessionId !== null && (typeof sessionId !== 'string' || sessionId === '' || sessionId.length > 256)) throw bad('session_id must be a non-empty string of at most 256 characters', 'session_id');
   const streamOptions = body.stream_options;
   const req: ChatRequest = {
+    ...checkChatFields(body),
     model: body.model,
     messages,
     tools,
+    toolCallsAllowed,
     temperature: number(body, 'temperature', 0, 2, 1),
     topP: number(body, 'top_p', Number.MIN_VALUE, 1, 1),
     stream: body.stream === true,

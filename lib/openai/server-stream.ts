@@ -6,10 +6,10 @@
  * With the built-in chat template, text streams live while the reply is plain `<|message|>`
  * sections. From a `<|call|>` (or anything the chat template would not parse) on, tokens are
  * held until the reply ends; then the rest of the final content and the parsed tool calls are
- * sent. Other chat formats (a pretrained model's Jinja template or harmony) hold every token
- * until the reply ends and then send its content in one delta: their replies are read (e.g.
- * reasoning split off, tool calls cut out of the text, content trimmed) only once complete. The
- * deltas always add up to the `content` of the same reply without streaming.
+ * sent. A pretrained model's Jinja template (`<think>` reasoning, Hermes tool calls) streams
+ * through stream-hermes.ts: reasoning and content deltas as tokens arrive, each tool call once
+ * it is complete. Harmony (gpt-oss) holds every token until the reply ends and then sends its
+ * content in one delta. The deltas add up to the same reply without streaming.
  * @module
  */
 import type { ServerResponse } from 'node:http';
@@ -160,9 +160,14 @@ export class SseReply {
     this.chunk({ delta: text === '' ? {} : { content: text }, ...(logprobs ? { logprobs: { content: logprobs } } : {}), finish_reason: null });
   }
 
-  /** The tool calls of the finished reply, one chunk each. */
-  toolCalls(calls: readonly StreamToolCall[]): void {
-    calls.forEach((call, i) => this.chunk({ delta: { tool_calls: [{ index: i, id: call.id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } }] }, finish_reason: null }));
+  /** A reasoning delta (`delta.reasoning_content`, as vLLM's reasoning parsers send it). */
+  reasoning(text: string): void {
+    if (text !== '') this.chunk({ delta: { reasoning_content: text }, finish_reason: null });
+  }
+
+  /** Tool calls, one chunk each, indexed from `first` (the calls of the reply sent before them). */
+  toolCalls(calls: readonly StreamToolCall[], first = 0): void {
+    calls.forEach((call, i) => this.chunk({ delta: { tool_calls: [{ index: first + i, id: call.id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } }] }, finish_reason: null }));
   }
 
   /** The last chunk (finish reason, token ids when asked), the usage chunk when asked, and `[DONE]`. */

@@ -4,7 +4,9 @@
  *
  * - `GET /v1/models`: the served model (`owned_by: "sinkflex"`).
  * - `POST /v1/chat/completions`: messages + tools in, an assistant message out (`tool_calls`
- *   and `finish_reason: "tool_calls"` when it calls tools); `stream: true` streams the reply
+ *   and `finish_reason: "tool_calls"` when it calls tools offered by the request, and not with
+ *   `tool_choice: "none"`; `reasoning_content` when the format splits reasoning off; the other
+ *   OpenAI fields checked in request-fields.ts); `stream: true` streams the reply
  *   as it is sampled (`chat.completion.chunk` server-sent events, see server-stream.ts);
  *   `seed`, `temperature`, `top_p`, `max_tokens`; `logprobs: true` gives each sampled
  *   token's log-prob; `return_token_ids: true` (vLLM's extension) gives `prompt_token_ids`
@@ -28,14 +30,18 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 
 import type { ChatFormat } from '../model/chat-format.js';
+import type { ChatToolCall } from '../model/chat-template.js';
 import type { GenerativeModel } from '../model/policy.js';
 import { rawActionText } from '../rollout/turns.js';
+import { ClientGone } from './abort.js';
 import { ChatEngine, type ChatEngineOptions, type EngineResult } from './chat-engine.js';
 import type { AdapterHost, WeightsHost } from './model-hosts.js';
 import { parseChatRequest, RequestError, type ChatRequest } from './server-request.js';
 import type { SamplingDefaults } from './sampling-defaults.js';
 import { ServingRoutes, type AdminEvent } from './serving-routes.js';
 import { ReplyStream, SseReply } from './server-stream.js';
+import { HermesReplyStream, type ReplyDelta } from './stream-hermes.js';
+import { JinjaChatFormat } from '../model/hf/chat/jinja-format.js';
 
 /** Options of {@link startChatServer}. */
 export interface ChatServerOptions extends ChatEngineOptions {
@@ -159,10 +165,14 @@ function newCompletionId(): { id: string; callPrefix: string } {
  * The log-probs entries of some sampled tokens (OpenAI's `logprobs.content`): each token's text
  * and its bytes (the tokenizer's `tokenBytes` where it has one, else the UTF-8 of its text).
  */
-function logprobEntries(template: ChatFormat, tokens: readonly number[], logProbs: readonly number[]): Record<string, unknown>[] {
+function logprobEntries(template: ChatFormat, tokens: readonly number[], logProbs: readonly number[], skipSpecialTokens: boolean): Record<string, unknown>[] {
   const tok = template.tokenizer;
-  const bytes = (t: number): number[] => Array.from(tok.tokenBytes ? tok.tokenBytes(t) : new TextEncoder().encode(tok.decode([t])));
-  return tokens.map((t, i) => ({ token: tok.decode([t]), logprob: logProbs[i], bytes: bytes(t), top_logprobs: [] }));
+  return tokens.map((t, i) => {
+    const text = tok.decode([t], { skipSpecialTokens });
+    // a special token left out of the text has no bytes either
+    const bytes = text === '' ? [] : Array.from(tok.tokenBytes ? tok.tokenBytes(t) : new TextEncoder().encode(text));
+    return { token: text, logprob: logProbs[i], bytes, top_logprobs: [] };
+  });
 }
 
 /** The OpenAI-style completion for an engine result. */
@@ -171,15 +181,23 @@ function completionBody(template: ChatFormat, model: string, req: ChatRequest, r
   const parsed = r.finishReason === 'stop' ? template.parseAssistant(r.tokens, callPrefix) : null;
   let message: Record<string, unknown>;
   let finish: string = r.finishReason;
-  if (parsed && parsed.ok) {
+  const calls = parsed && parsed.ok ? (parsed.message.tool_calls ?? []) : [];
+  const reasoning = parsed && parsed.ok ? parsed.message.reasoning_content : undefined;
+  if (parsed && parsed.ok && (calls.length === 0 || req.toolCallsAllowed)) {
     message = { role: 'assistant', content: parsed.message.content ?? null };
-    if (parsed.message.tool_calls && parsed.message.tool_calls.length > 0) {
-      message.tool_calls = parsed.message.tool_calls;
+    if (reasoning) message.reasoning_content = reasoning;
+    if (calls.length > 0) {
+      // parallel_tool_calls: false keeps the first call only
+      message.tool_calls = req.parallelToolCalls ? calls : calls.slice(0, 1);
       finish = 'tool_calls';
     }
-  } else message = { role: 'assistant', content: rawActionText(template, r.tokens) };
+  } else {
+    // unparsable, or tool calls without tools offered (no tools, tool_choice 'none'): the text as is
+    message = { role: 'assistant', content: rawActionText(template, r.tokens) };
+    if (reasoning) message.reasoning_content = reasoning;
+  }
   const choice: Record<string, unknown> = { index: 0, message, finish_reason: finish };
-  if (req.logprobs) choice.logprobs = { content: logprobEntries(template, r.tokens, r.logProbs) };
+  if (req.logprobs) choice.logprobs = { content: logprobEntries(template, r.tokens, r.logProbs, req.skipSpecialTokens) };
   if (req.returnTokenIds) choice.token_ids = r.tokens;
   const body: Record<string, unknown> = {
     id,
@@ -194,13 +212,6 @@ function completionBody(template: ChatFormat, model: string, req: ChatRequest, r
   return { id, message, finish, body };
 }
 
-/** Why a generation stopped early: the client went away. */
-class ClientGone extends Error {
-  constructor() {
-    super('the client closed the connection');
-    this.name = 'ClientGone';
-  }
-}
 
 /** The error as the server answers it (499 when the client went away, 500 for a failure of ours). */
 function asRequestError(e: unknown): RequestError {
@@ -275,6 +286,16 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
     const ids = newCompletionId();
     const sse = chat.stream ? new SseReply(res, ids.id, chat.model) : null;
     const reply = chat.stream ? new ReplyStream(template) : null;
+    // a Jinja template's replies (<think>, Hermes calls) stream reasoning, content and calls
+    const hermes = chat.stream && template instanceof JinjaChatFormat ? new HermesReplyStream(template.tokenizer, template.stopTokens, chat.toolCallsAllowed, ids.callPrefix) : null;
+    let callsSent = 0;
+    const send = (d: ReplyDelta, logprobs?: unknown[]): void => {
+      sse?.reasoning(d.reasoning);
+      sse?.content(d.content, logprobs);
+      const calls = chat.parallelToolCalls ? d.toolCalls : d.toolCalls.slice(0, Math.max(0, 1 - callsSent));
+      sse?.toolCalls(calls, callsSent);
+      callsSent += calls.length;
+    };
     if (!sse || !reply) {
       const r = await engine.complete(chat, { signal: gone.signal });
       sendJSON(res, 200, completionBody(template, chat.model, chat, r, ids).body);
@@ -287,12 +308,19 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
         signal: gone.signal,
         onTokens: (tokens, logProbs) => {
           sse.begin(); // the stream begins with the first sampled token, whatever it is
-          sse.content(reply.push(tokens), chat.logprobs ? logprobEntries(template, tokens, logProbs) : undefined);
+          const lps = chat.logprobs ? logprobEntries(template, tokens, logProbs, chat.skipSpecialTokens) : undefined;
+          if (hermes) send(hermes.push(tokens), lps);
+          else sse.content(reply.push(tokens), lps);
         },
       });
       const c = completionBody(template, chat.model, chat, r, ids);
-      sse.content(reply.finish(typeof c.message.content === 'string' ? c.message.content : null));
-      sse.toolCalls((c.message.tool_calls ?? []) as { id?: string; function: { name: string; arguments: string } }[]);
+      const content = typeof c.message.content === 'string' ? c.message.content : null;
+      const calls = (c.message.tool_calls ?? []) as ChatToolCall[];
+      if (hermes) send(hermes.finish({ content, reasoning: typeof c.message.reasoning_content === 'string' ? c.message.reasoning_content : null, toolCalls: calls }));
+      else {
+        sse.content(reply.finish(content));
+        sse.toolCalls(calls);
+      }
       sse.end(c.finish, chat.returnTokenIds ? r.tokens : undefined, chat.streamUsage ? (c.body.usage as Record<string, unknown>) : undefined);
     } catch (e) {
       // once the stream has begun, an error goes as an error event (the status is sent)
@@ -309,7 +337,7 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
         // the 413 is already on its way (readBody); nobody is left to answer
       } else if (!res.headersSent) sendJSON(res, err.status, err.toJSON());
       else if (!res.writableEnded) res.end();
-      options.onRequest?.({ status: err.status, ms: 0, promptTokens: 0, completionTokens: 0, continued: false });
+      if (!routes.reported(e)) options.onRequest?.({ status: err.status, ms: 0, promptTokens: 0, completionTokens: 0, continued: false });
     });
   });
   await new Promise<void>((resolve, reject) => {

@@ -30,6 +30,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 
 import type { ChatFormatTokenizer } from '../model/chat-format.js';
 import type { GenerativeModel } from '../model/policy.js';
+import { ClientGone } from './abort.js';
 import type { ChatEngine } from './chat-engine.js';
 import { parseCompletionRequest, type CompletionRequestParams } from './completion-request.js';
 import { CompletionEngine, type EngineCompletionResult } from './completion-engine.js';
@@ -132,6 +133,7 @@ export class ServingRoutes {
   private gate: Promise<void> | null = null;
   private drained: (() => void) | null = null;
   private adminQueue: Promise<unknown> = Promise.resolve();
+  private readonly reportedErrors = new WeakSet<object>();
 
   private readonly eos: number | null;
 
@@ -231,8 +233,20 @@ export class ServingRoutes {
         await this.logged('update_weights_from_disk', res, await readJson(), (body) => this.updateWeights(res, body));
         return true;
       default:
+        if (url.startsWith('/v1/models/')) {
+          if (req.method !== 'GET') throw new RequestError(405, `${req.method} is not allowed on ${url}`);
+          sendJSON(res, 200, this.model(decodeURIComponent(url.slice('/v1/models/'.length))));
+          return true;
+        }
         return false;
     }
+  }
+
+  /** The `GET /v1/models/{id}` body: one entry of {@link models} (404 for an unknown id). */
+  model(id: string): Record<string, unknown> {
+    const m = (this.models().data as Record<string, unknown>[]).find((e) => e.id === id);
+    if (!m) throw new RequestError(404, `The model '${id}' does not exist.`, 'model', 'model_not_found');
+    return m;
   }
 
   /** Runs an admin route and reports it to `onAdmin` (its error: thrown, or returned when already answered). */
@@ -249,9 +263,15 @@ export class ServingRoutes {
       answered = await run(body);
     } catch (e) {
       report(e instanceof RequestError ? e.status : 500, e instanceof Error ? e.message : String(e));
+      if (e !== null && typeof e === 'object') this.reportedErrors.add(e);
       throw e;
     }
     report(res.statusCode, answered ?? null);
+  }
+
+  /** Whether `error` was already reported (to `onAdmin`): the caller does not log it again. */
+  reported(error: unknown): boolean {
+    return error !== null && typeof error === 'object' && this.reportedErrors.has(error);
   }
 
   private post(req: IncomingMessage, url: string): void {
@@ -270,11 +290,15 @@ export class ServingRoutes {
     const badAt = (ids: readonly number[]): number => ids.findIndex((t) => t >= vocab);
     let i = badAt(prompt);
     if (i >= 0) throw new RequestError(400, `prompt[${i}] is ${prompt[i]}, not a token id of the model (vocabulary ${vocab})`, `prompt[${i}]`, 'invalid_value');
+    const room = model.contextLength - prompt.length;
+    if (r.maxTokens !== null && r.maxTokens > room && room >= 1) {
+      throw new RequestError(400, `max_tokens is too large: ${r.maxTokens}. The model's context is ${model.contextLength} tokens and the prompt has ${prompt.length} (${r.maxTokens} > ${model.contextLength} - ${prompt.length})`, 'max_tokens', 'context_length_exceeded');
+    }
     i = badAt(r.stopTokenIds);
     if (i >= 0) throw new RequestError(400, `stop_token_ids[${i}] is ${r.stopTokenIds[i]}, not a token id of the model (vocabulary ${vocab})`, `stop_token_ids[${i}]`, 'invalid_value');
     const gone = new AbortController();
     res.on('close', () => {
-      if (!res.writableFinished) gone.abort(new Error('the client closed the connection'));
+      if (!res.writableFinished) gone.abort(new ClientGone());
     });
     const sampling = resolveSampling(r, this.options.samplingDefaults ?? {});
     const release = await this.admit();
@@ -309,7 +333,7 @@ export class ServingRoutes {
     const last = out.tokens[out.tokens.length - 1];
     const choice: Record<string, unknown> = {
       index: 0,
-      text: tok.decode(out.tokens),
+      text: tok.decode(out.tokens, { skipSpecialTokens: r.skipSpecialTokens }),
       logprobs: null,
       finish_reason: out.finishReason,
       // vLLM: null at the tokenizer's EOS, else the stop token id that ended it
@@ -317,7 +341,7 @@ export class ServingRoutes {
       prompt_logprobs: null,
     };
     if (r.logprobs) {
-      const tokens = out.tokens.map((t) => (r.tokensAsIds ? `token_id:${t}` : tok.decode([t])));
+      const tokens = out.tokens.map((t) => (r.tokensAsIds ? `token_id:${t}` : tok.decode([t], { skipSpecialTokens: r.skipSpecialTokens })));
       const offsets: number[] = [];
       let at = 0;
       for (const s of tokens) {

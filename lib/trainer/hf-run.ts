@@ -23,8 +23,6 @@ import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 
 import {
-  LORA_MLP_TARGETS,
-  LORA_TARGETS,
   fingerprintDifference,
   hfFolderFingerprint,
   loadCheckpoint,
@@ -33,6 +31,7 @@ import {
   loraAdapterSlots,
   peftAdapterKey,
   readPeftAdapter,
+  resolveLoraTargets,
   restoreOptimizerState,
   restoreParamStore,
   saveOptimizerState,
@@ -112,7 +111,9 @@ async function baseModelConfig(config: TrainConfig, dir: string): Promise<ModelC
   try {
     return parseHfConfig(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')), { maxPositions: config.model.context }).modelConfig;
   } catch (e) {
-    throw new ConfigError(`model.source ${config.model.source}: config.json: ${(e as Error).message}`);
+    const message = (e as Error).message;
+    // an HfConfigError already names the file (`config.json: <field>: …`)
+    throw new ConfigError(`model.source ${config.model.source}: ${message.startsWith('config.json: ') ? message : `config.json: ${message}`}`);
   }
 }
 
@@ -123,7 +124,7 @@ async function baseModelConfig(config: TrainConfig, dir: string): Promise<ModelC
 export function runLora(config: Pick<TrainConfig, 'model'>, modelConfig: Pick<ModelConfig, 'experts'>): LoraConfigInput | null {
   const l = config.model.lora;
   if (l === null) return null;
-  const targets = l.targets === 'all-linear' ? LORA_TARGETS.filter((t) => modelConfig.experts === 0 || !LORA_MLP_TARGETS.includes(t)) : [...l.targets];
+  const targets = resolveLoraTargets(l.targets === 'all-linear' ? 'all-linear' : [...l.targets], modelConfig);
   return { rank: l.rank, alpha: l.alpha, targets, rslora: l.rslora };
 }
 

@@ -20,7 +20,7 @@ export {
   type TrainConfig,
   type TrainEnvId,
 } from './config.js';
-export { loadPolicy, type LoadedPolicy, type RunInfo } from './load-policy.js';
+export { loadPolicy, type LoadedPolicy, type LoadPolicyOptions, type RunInfo } from './load-policy.js';
 export type { KindGain, MetricsRow } from './report.js';
 export type { PublishAdapter, PublishWeights } from './rollout-engine.js';
 export { OffPolicyError } from './on-policy-check.js';

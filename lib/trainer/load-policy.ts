@@ -94,6 +94,15 @@ export function locateCheckpoint(path: string): CheckpointLocation {
   return { kind: 'file', file };
 }
 
+/** Options of {@link loadPolicy}. */
+export interface LoadPolicyOptions {
+  /**
+   * For a checkpoint of a pretrained model's run: its base model folder at a new place (the
+   * folder moved since the run). Used when its fingerprint is the run's (base.json).
+   */
+  modelDir?: string;
+}
+
 /**
  * Loads the policy at `path` (see the module description), on the CPU; a built-in policy must
  * hold a tokenizer. With a run's checkpoint the run's prompt format comes along:
@@ -103,15 +112,21 @@ export function locateCheckpoint(path: string): CheckpointLocation {
  * new AgentLoop({ policy: new ModelPolicyAdapter(policy), template, systemPrompt: run?.prompt.systemPrompt, renderTools: run?.prompt.renderTools, ... });
  * ```
  */
-export async function loadPolicy(path: string): Promise<LoadedPolicy> {
+export async function loadPolicy(path: string, options: LoadPolicyOptions = {}): Promise<LoadedPolicy> {
   const where = locateCheckpoint(path);
+  if (options.modelDir !== undefined && where.kind === 'file') throw new RunFolderError(`--model-dir: ${where.file} is a checkpoint file of the built-in model, which has no base model folder`);
   let run: RunInfo | null = null;
   let file: string;
   if (where.kind === 'run') {
     const state = readTrainerState(where.dir);
     const cfgPath = join(where.dir, 'config.json');
-    const config = existsSync(cfgPath) ? validateSavedConfig(JSON.parse(readFileSync(cfgPath, 'utf8'))) : readRunConfig(dirname(dirname(where.dir)));
+    let config = existsSync(cfgPath) ? validateSavedConfig(JSON.parse(readFileSync(cfgPath, 'utf8'))) : readRunConfig(dirname(dirname(where.dir)));
     run = { prompt: promptSettings(config), env: config.env, config, step: state.step };
+    if (options.modelDir !== undefined) {
+      if (hfSourceDir(config) === null) throw new RunFolderError(`--model-dir: ${where.dir} is a checkpoint of the built-in model, which has no base model folder`);
+      config = { ...config, model: { ...config.model, source: `hf:${resolve(options.modelDir)}` } };
+      run = { ...run, config };
+    }
     if (hfSourceDir(config) !== null) {
       const base = await currentRunBase(config);
       checkRunBase(readRunBase(where.dir), base);

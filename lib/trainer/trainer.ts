@@ -55,6 +55,12 @@ export interface TrainOptions {
    * checkpoint) the shorter run made at its end, step N, when `val.every` does not divide N.
    */
   steps?: number;
+  /**
+   * With `resume`, for a run of a pretrained model: its base model folder at a new place (the
+   * folder moved). Used when its fingerprint is the run's (base.json); saved to the run's
+   * config.json as `model.source`.
+   */
+  modelDir?: string;
   /** Stop after this GRPO step (a checkpoint is written there); the run can be resumed. */
   stopAfter?: number;
   /** Progress events. */
@@ -171,6 +177,7 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
   let pretrained: PretrainedModel | null = null;
   let rows: MetricsRow[] = [];
   if (options.steps !== undefined && !options.resume) throw new RunFolderError('steps applies to a resumed run (set grpo.steps in the configuration of a new run)');
+  if (options.modelDir !== undefined && !options.resume) throw new RunFolderError('modelDir applies to a resumed run (a new run names its base in model.source)');
   if (options.rolloutEngine !== undefined && !options.resume) throw new RunFolderError('rolloutEngine applies to a resumed run (set rollout.* in the configuration of a new run)');
   if (options.steps !== undefined && (!Number.isSafeInteger(options.steps) || options.steps < 0)) throw new RunFolderError(`steps must be an integer >= 0, got ${options.steps}`);
 
@@ -189,6 +196,12 @@ export async function train(configIn: TrainConfig, options: TrainOptions): Promi
       const next = validateConfig({ ...config, rollout: { ...config.rollout, ...options.rolloutEngine } });
       if (JSON.stringify(next) !== JSON.stringify(config)) configChanged = true;
       config = next;
+    }
+    if (options.modelDir !== undefined) {
+      if (hfSourceDir(config) === null) throw new RunFolderError(`modelDir: ${out} is a run of the built-in model, which has no base model folder`);
+      const source = `hf:${resolve(options.modelDir)}`;
+      if (source !== config.model.source) configChanged = true;
+      config = { ...config, model: { ...config.model, source } };
     }
     if (options.steps !== undefined && options.steps !== config.grpo.steps) {
       configChanged = true;

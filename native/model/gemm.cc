@@ -20,7 +20,7 @@ namespace {
 
 constexpr std::int64_t kKc = kGemmDepthBlock;  // depth of one packed block (A and B panels stay in L1/L2)
 constexpr std::int64_t kSerialFlops = 1 << 21;  // below this, no threads
-constexpr std::int64_t kSmallM = kGemmSmallRows;  // M up to this streams B without packing
+constexpr std::int64_t kSmallM = kGemmSmallRows;  // M up to this: the small-M path (B packed a panel at a time, read once)
 
 inline float Elem(const float* p) { return *p; }
 inline float Elem(const std::uint16_t* p) { return Bf16ToFloat(*p); }
@@ -106,7 +106,10 @@ void Run(bool parallel, std::int64_t n, Fn&& fn) {
 void GemmSmallM(const KernelTable& kt, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
                 const float* A, std::int64_t lda, const void* B, bool bBf16, std::int64_t ldb, float beta, float* C,
                 std::int64_t ldc, bool parallel) {
-  const std::int64_t chunk = transB ? 16 : 4 * kt.vectorWidth;
+  // Tasks of whole 2W-column panels: up to 4 each, fewer when that leaves threads idle.
+  const std::int64_t panel = kt.gemmNr, panels = (N + panel - 1) / panel;
+  const std::int64_t threads = parallel ? ThreadPool::Global().size() : 1;
+  const std::int64_t chunk = panel * std::clamp<std::int64_t>(panels / (4 * threads), 1, 4);
   const std::int64_t tasks = (N + chunk - 1) / chunk;
   const float* bf = static_cast<const float*>(B);
   const std::uint16_t* bh = static_cast<const std::uint16_t*>(B);

@@ -19,8 +19,12 @@ namespace sinkflex::model {
  * chunked LM head's weight gradient relies on it).
  */
 constexpr std::int64_t kGemmDepthBlock = 384;
-/** Products with at most this many rows of op(A) (A not transposed) stream B without packing (another summation order). */
-constexpr std::int64_t kGemmSmallRows = 8;
+/**
+ * Products with at most this many rows of op(A) (A not transposed) take the small-M path (B
+ * widened and packed one panel at a time, read once); it sums each element in the same order as
+ * the packed path, so a row's result does not depend on M.
+ */
+constexpr std::int64_t kGemmSmallRows = 128;
 
 /**
  * C = alpha * op(A) * op(B) + beta * C, all row-major with leading dimensions (elements

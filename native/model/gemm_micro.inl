@@ -2,8 +2,9 @@
 // Tests: test/model/gemm.test.ts (and every op test that goes through the GEMM).
 // GEMM inner kernels over `Vec` (simd_vec.inl), compiled per instruction set by
 // kernels_<isa>.cc: the register-tiled micro-kernel of the packed path, small-M kernels that
-// stream B without packing (decode-time matrix-vector work), and an FMA burn loop used to
-// estimate the machine's peak.
+// pack one B panel at a time and run the same micro-kernel (decode-time work: a row's result
+// is bit for bit the packed path's, whatever M), and an FMA burn loop used to estimate the
+// machine's peak.
 
 namespace sinkflex::model {
 namespace {
@@ -62,67 +63,6 @@ void GemmMicroT(std::int64_t kc, const float* a, std::int64_t lda, const float* 
   }
 }
 
-/**
- * C[0:M, n0:n1] with B stored [N x K] (C = A B^T): MM rows share each streamed row of B. B holds
- * float32 or bfloat16 bits (TB = std::uint16_t: widened exactly as it is loaded).
- */
-template <int MM, typename TB = float>
-void GemmSmallTransBT(std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
-                      std::int64_t lda, const TB* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
-  for (std::int64_t nn = n0; nn < n1; ++nn) {
-    const TB* brow = B + nn * ldb;
-    Vec acc[MM];
-#pragma GCC unroll 8
-    for (int i = 0; i < MM; ++i) acc[i] = Vec::Zero();
-    for (std::int64_t k = 0; k < K; k += W) {
-      const std::int64_t cnt = K - k;
-      const Vec bv = LoadN(brow + k, cnt);
-#pragma GCC unroll 8
-      for (int i = 0; i < MM; ++i) acc[i] = Fma(LoadN(A + i * lda + k, cnt), bv, acc[i]);
-    }
-    for (int i = 0; i < MM; ++i) {
-      float* cp = C + i * ldc + nn;
-      const float v = alpha * acc[i].Sum();
-      *cp = beta != 0.0f ? v + beta * *cp : v;
-    }
-  }
-}
-
-/** C[0:M, n0:n1] with B stored [K x N] (float32 or bfloat16 bits): rank-1 updates of 2W-column strips. */
-template <int MM, typename TB = float>
-void GemmSmallNoTransT(std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
-                       std::int64_t lda, const TB* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
-  const Vec alphaV = Vec::Set1(alpha), betaV = Vec::Set1(beta);
-  for (std::int64_t c0 = n0; c0 < n1; c0 += 2 * W) {
-    const std::int64_t cnt0 = n1 - c0, cnt1 = n1 - c0 - W;
-    Vec acc0[MM], acc1[MM];
-#pragma GCC unroll 8
-    for (int i = 0; i < MM; ++i) acc0[i] = acc1[i] = Vec::Zero();
-    for (std::int64_t k = 0; k < K; ++k) {
-      const TB* brow = B + k * ldb + c0;
-      const Vec b0 = LoadN(brow, cnt0);
-      const Vec b1 = cnt1 > 0 ? LoadN(brow + W, cnt1) : Vec::Zero();
-#pragma GCC unroll 8
-      for (int i = 0; i < MM; ++i) {
-        const Vec av = Vec::Set1(A[i * lda + k]);
-        acc0[i] = Fma(av, b0, acc0[i]);
-        acc1[i] = Fma(av, b1, acc1[i]);
-      }
-    }
-    for (int i = 0; i < MM; ++i) {
-      float* cr = C + i * ldc + c0;
-      Vec r0 = acc0[i] * alphaV;
-      if (beta != 0.0f) r0 = Fma(LoadN(cr, cnt0), betaV, r0);
-      StoreN(r0, cr, cnt0);
-      if (cnt1 > 0) {
-        Vec r1 = acc1[i] * alphaV;
-        if (beta != 0.0f) r1 = Fma(LoadN(cr + W, cnt1), betaV, r1);
-        StoreN(r1, cr + W, cnt1);
-      }
-    }
-  }
-}
-
 template <int MR, int NV>
 void GemmMicroPacked(std::int64_t kc, const float* a, const float* b, float* c, std::int64_t ldc, float alpha,
                      float beta, int m, int n) {
@@ -135,51 +75,83 @@ void GemmMicroDirect(std::int64_t kc, const float* a, std::int64_t lda, const fl
   GemmMicroT<MR, NV, true>(kc, a, lda, b, c, ldc, alpha, beta, MR, n);
 }
 
-template <typename TB>
-using SmallGemmFnT = void (*)(std::int64_t, std::int64_t, std::int64_t, float, const float*, std::int64_t, const TB*,
-                              std::int64_t, float, float*, std::int64_t);
-
-template <typename TB>
-void GemmSmallTransBKT(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
-                       std::int64_t lda, const TB* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
-  static const SmallGemmFnT<TB> kFns[8] = {GemmSmallTransBT<1, TB>, GemmSmallTransBT<2, TB>, GemmSmallTransBT<3, TB>,
-                                           GemmSmallTransBT<4, TB>, GemmSmallTransBT<5, TB>, GemmSmallTransBT<6, TB>,
-                                           GemmSmallTransBT<7, TB>, GemmSmallTransBT<8, TB>};
-  for (std::int64_t i0 = 0; i0 < M; i0 += 8) {
-    const std::int64_t mm = M - i0 < 8 ? M - i0 : 8;
-    kFns[mm - 1](n0, n1, K, alpha, A + i0 * lda, lda, B, ldb, beta, C + i0 * ldc, ldc);
-  }
+/** Bits of one B element widened to float32 (exact for bfloat16). */
+inline float WidenOne(float x) { return x; }
+inline float WidenOne(std::uint16_t x) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(x) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
 }
 
+/**
+ * Columns [n0, n1) of C[M x N] = alpha * A[M x K] . op(B) + beta * C for small M, computed
+ * element by element exactly as the packed path computes it (so a row's result does not depend
+ * on how many other rows share the call, nor on which path the call takes): B is packed into a
+ * 2W-column panel per depth block of kGemmKc (widened exactly when bfloat16), the rows run
+ * through the packed path's micro-kernel (read in place, up to 8 at a time), each block's sum
+ * is scaled by alpha and added to C (beta for the first block, 1 after) as the packed path does.
+ * B is stored [N x K] (transB) or [K x N]; it is read once whatever M.
+ */
 template <typename TB>
-void GemmSmallNoTransKT(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
-                        std::int64_t lda, const TB* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
-  static const SmallGemmFnT<TB> kFns[8] = {GemmSmallNoTransT<1, TB>, GemmSmallNoTransT<2, TB>, GemmSmallNoTransT<3, TB>,
-                                           GemmSmallNoTransT<4, TB>, GemmSmallNoTransT<5, TB>, GemmSmallNoTransT<6, TB>,
-                                           GemmSmallNoTransT<7, TB>, GemmSmallNoTransT<8, TB>};
-  for (std::int64_t i0 = 0; i0 < M; i0 += 8) {
-    const std::int64_t mm = M - i0 < 8 ? M - i0 : 8;
-    kFns[mm - 1](n0, n1, K, alpha, A + i0 * lda, lda, B, ldb, beta, C + i0 * ldc, ldc);
+void GemmSmallKT(bool transB, std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha,
+                 const float* A, std::int64_t lda, const TB* B, std::int64_t ldb, float beta, float* C,
+                 std::int64_t ldc) {
+  constexpr int NR = 2 * W;
+  using RowsFn = void (*)(std::int64_t, const float*, std::int64_t, const float*, float*, std::int64_t, float, float, int,
+                          int);
+  static const RowsFn kRows[8] = {GemmMicroT<1, 2, true>, GemmMicroT<2, 2, true>, GemmMicroT<3, 2, true>,
+                                  GemmMicroT<4, 2, true>, GemmMicroT<5, 2, true>, GemmMicroT<6, 2, true>,
+                                  GemmMicroT<7, 2, true>, GemmMicroT<8, 2, true>};
+  alignas(64) float panel[kGemmKc * NR];
+  for (std::int64_t c0 = n0; c0 < n1; c0 += NR) {
+    const int cols = static_cast<int>(n1 - c0 < NR ? n1 - c0 : NR);
+    for (std::int64_t k0 = 0; k0 < K; k0 += kGemmKc) {
+      const std::int64_t kc = K - k0 < kGemmKc ? K - k0 : kGemmKc;
+      if (transB) {
+        // panel rows written whole (the 48 KB panel would thrash L1 column by column); the
+        // cols source rows (cols x kc elements) stay in L1 meanwhile
+        const TB* src = B + c0 * ldb + k0;
+        for (std::int64_t p = 0; p < kc; ++p) {
+          float* d = panel + p * NR;
+          for (int j = 0; j < cols; ++j) d[j] = WidenOne(src[j * ldb + p]);
+        }
+      } else {
+        for (std::int64_t p = 0; p < kc; ++p) {
+          const TB* src = B + (k0 + p) * ldb + c0;
+          for (int j = 0; j < cols; ++j) panel[p * NR + j] = WidenOne(src[j]);
+        }
+      }
+      if (cols < NR) {
+        for (std::int64_t p = 0; p < kc; ++p)
+          for (int j = cols; j < NR; ++j) panel[p * NR + j] = 0.0f;
+      }
+      const float blockBeta = k0 == 0 ? beta : 1.0f;
+      for (std::int64_t i0 = 0; i0 < M; i0 += 8) {
+        const int mm = static_cast<int>(M - i0 < 8 ? M - i0 : 8);
+        kRows[mm - 1](kc, A + i0 * lda + k0, lda, panel, C + i0 * ldc + c0, ldc, alpha, blockBeta, mm, cols);
+      }
+    }
   }
 }
 
 void GemmSmallTransBK(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
                       std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
-  GemmSmallTransBKT<float>(M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  GemmSmallKT<float>(true, M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 void GemmSmallNoTransK(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
                        std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
-  GemmSmallNoTransKT<float>(M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  GemmSmallKT<float>(false, M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 void GemmSmallTransBBf16K(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha,
                           const float* A, std::int64_t lda, const std::uint16_t* B, std::int64_t ldb, float beta,
                           float* C, std::int64_t ldc) {
-  GemmSmallTransBKT<std::uint16_t>(M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  GemmSmallKT<std::uint16_t>(true, M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 void GemmSmallNoTransBf16K(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha,
                            const float* A, std::int64_t lda, const std::uint16_t* B, std::int64_t ldb, float beta,
                            float* C, std::int64_t ldc) {
-  GemmSmallNoTransKT<std::uint16_t>(M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  GemmSmallKT<std::uint16_t>(false, M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /** 12 independent FMA chains per iteration (enough to cover FMA latency on two ports). */

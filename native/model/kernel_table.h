@@ -14,8 +14,16 @@
 #include <cstdint>
 
 #include "swiglu_params.h"
+#include "gemm.h"
 
 namespace sinkflex::model {
+
+/**
+ * Depth of one block of the GEMM (packed path and small-M kernels alike): each element of C is
+ * the block sums added in order, each block summed over its depth in order, so the result of a
+ * row does not depend on M or on the path taken.
+ */
+constexpr std::int64_t kGemmKc = kGemmDepthBlock;
 
 /** Scalars of one AdamW update (bias corrections precomputed). */
 struct AdamWScalars {
@@ -43,7 +51,10 @@ struct KernelTable {
   /** The same for a full-height tile reading A unpacked from row-major storage: a[i * lda + p]. */
   void (*gemmMicroDirectA)(std::int64_t kc, const float* a, std::int64_t lda, const float* b, float* c,
                            std::int64_t ldc, float alpha, float beta, int n);
-  /** Columns [n0, n1) of C[M x N] = alpha * A[M x K] . B^T + beta C with B stored [N x K]; small M. */
+  /**
+   * Columns [n0, n1) of C[M x N] = alpha * A[M x K] . B^T + beta C with B stored [N x K]; small M
+   * (B read once whatever M; each element computed as gemmMicro computes it).
+   */
   void (*gemmSmallTransB)(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha,
                           const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
                           std::int64_t ldc);

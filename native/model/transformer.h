@@ -96,8 +96,9 @@ std::int64_t HeadChunkRows(std::int64_t V, std::int64_t requested);
 constexpr std::int64_t kHeadChunkBytes = std::int64_t{256} << 20;
 /**
  * The boundaries 0 = r_0 < r_1 < ... < r_n = T of the LM-head chunks of `rows` rows; a last
- * chunk of at most kGemmSmallRows rows joins the one before (so every chunk's GEMM sums in the
- * order of the GEMM over all T rows when `rows` is a multiple of kGemmDepthBlock).
+ * chunk of at most kGemmSmallRows rows joins the one before (one GEMM fewer; a row's logits do
+ * not depend on the rows beside it, and the weight gradient sums in the order of the GEMM over
+ * all T rows when `rows` is a multiple of kGemmDepthBlock).
  */
 std::vector<std::int64_t> HeadChunks(std::int64_t T, std::int64_t rows);
 

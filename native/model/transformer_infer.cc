@@ -134,33 +134,17 @@ void DecodeAttention(const attention::KernelTable& kt, const float* q, const flo
 }
 
 /**
- * y[R, out] = x[R, in] W^T (+ b), or y += that with `accumulate`, for the few rows of a decoding
- * step. Between kSmallRows and kTransposedRows rows it computes y^T = W x^T, so that the
- * weight matrix is read in place by the GEMM micro-kernel instead of being repacked for every
- * call (the packed path packs B = W^T, the largest operand here); fewer rows use the GEMM's
- * small-M path, more rows the plain packed GEMM.
+ * y[R, out] = x[R, in] W^T (+ b), or y += that with `accumulate`, for the rows of a decoding
+ * step. The GEMM computes each row the same way whatever R (up to 128 rows it packs W one
+ * panel at a time and reads it once, so a bfloat16 head is never widened whole), so a session's
+ * logits do not depend on the sessions batched with it.
  */
 void RowsLinear(const float* x, const Parameter* w, const Parameter* b, float* y, std::int64_t R, std::int64_t in,
-                std::int64_t out, bool accumulate, HostBuffer<float>* scratch) {
-  constexpr std::int64_t kSmallRows = 8, kTransposedRows = 128;
+                std::int64_t out, bool accumulate) {
   const KernelTable& kt = ActiveKernels();
   const WeightData wd = Weights(w);
-  if (R <= kSmallRows || R > kTransposedRows) {
-    GemmMixed(false, true, R, out, in, 1.0f, x, false, in, wd.data, wd.bf16, in, accumulate ? 1.0f : 0.0f, y, out);
-    if (b) for (std::int64_t r = 0; r < R; ++r) kt.add(y + r * out, b->value.data(), out);
-    return;
-  }
-  if (scratch->size() < static_cast<std::size_t>(R * out)) *scratch = Floats(R * out, "decode transposed product");
-  float* yt = scratch->data();
-  GemmMixed(false, true, out, R, in, 1.0f, wd.data, wd.bf16, in, x, false, in, 0.0f, yt, R);
-  const float* bias = b ? b->value.data() : nullptr;
-  for (std::int64_t r = 0; r < R; ++r) {
-    float* yr = y + r * out;
-    for (std::int64_t o = 0; o < out; ++o) {
-      const float v = yt[o * R + r] + (bias ? bias[o] : 0.0f);
-      yr[o] = accumulate ? yr[o] + v : v;
-    }
-  }
+  GemmMixed(false, true, R, out, in, 1.0f, x, false, in, wd.data, wd.bf16, in, accumulate ? 1.0f : 0.0f, y, out);
+  if (b) for (std::int64_t r = 0; r < R; ++r) kt.add(y + r * out, b->value.data(), out);
 }
 
 }  // namespace
@@ -465,7 +449,6 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
   HostBuffer<float> act = moe ? HostBuffer<float>() : Floats(R * F, "decode mlp activation");
   HostBuffer<float> mlpOut = moe ? Floats(R * D, "decode moe output") : HostBuffer<float>();
   HostBuffer<float> headRstd = c.qkNorm ? Floats(R * H, "decode q/k norm rstd") : HostBuffer<float>();
-  HostBuffer<float> scratch;
   // LoRA: y (row stride ldy) += scale (x A^T) B^T for the adapted projections.
   HostBuffer<float> loraT = c.lora.enabled() ? Floats(R * c.lora.rank, "decode lora x A^T") : HostBuffer<float>();
   auto lora = [&](const BlockParams& p, LoraTarget target, const float* in, std::int64_t nIn, float* y, std::int64_t ldy,
@@ -493,15 +476,15 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
     HostBuffer<float> e = Floats(R * D, "decode previous-token embedding");
     if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), prevTokens.data(), e.data(), R, V, D);
     else EmbeddingForward(embed_->value.data(), prevTokens.data(), e.data(), R, V, D);
-    RowsLinear(e.data(), shift_, nullptr, x.data(), R, D, D, true, &scratch);
+    RowsLinear(e.data(), shift_, nullptr, x.data(), R, D, D, true);
   }
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const BlockParams& p = blocks_[l];
     const bool sliding = Sliding(l);
     RmsNormForward(x.data(), p.attnNorm->value.data(), n.data(), rstd.data(), R, D, eps);
-    RowsLinear(n.data(), p.q, p.qBias, q.data(), R, D, qDim, false, &scratch);
-    RowsLinear(n.data(), p.k, p.kBias, k.data(), R, D, kvDim, false, &scratch);
-    RowsLinear(n.data(), p.v, p.vBias, v.data(), R, D, kvDim, false, &scratch);
+    RowsLinear(n.data(), p.q, p.qBias, q.data(), R, D, qDim, false);
+    RowsLinear(n.data(), p.k, p.kBias, k.data(), R, D, kvDim, false);
+    RowsLinear(n.data(), p.v, p.vBias, v.data(), R, D, kvDim, false);
     lora(p, LoraTarget::kQ, n.data(), D, q.data(), qDim, qDim);
     lora(p, LoraTarget::kK, n.data(), D, k.data(), kvDim, kvDim);
     lora(p, LoraTarget::kV, n.data(), D, v.data(), kvDim, kvDim);
@@ -542,18 +525,18 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
       ThreadPool::Global().ParallelFor(static_cast<std::int64_t>(small.size()),
                                        [&](std::int64_t i, int thread) { attend(small[static_cast<std::size_t>(i)], thread); });
     }
-    RowsLinear(ao.data(), p.o, p.oBias, x.data(), R, qDim, D, true, &scratch);
+    RowsLinear(ao.data(), p.o, p.oBias, x.data(), R, qDim, D, true);
     lora(p, LoraTarget::kO, ao.data(), qDim, x.data(), D, D);
     RmsNormForward(x.data(), p.mlpNorm->value.data(), n.data(), rstd.data(), R, D, eps);
     if (moe) {
       MoeForward(Moe(p), n.data(), mlpOut.data(), R, nullptr, nullptr);
       ActiveKernels().add(x.data(), mlpOut.data(), R * D);
     } else {
-      RowsLinear(n.data(), p.gateUp, p.gateUpBias, h.data(), R, D, 2 * F, false, &scratch);
+      RowsLinear(n.data(), p.gateUp, p.gateUpBias, h.data(), R, D, 2 * F, false);
       lora(p, LoraTarget::kGate, n.data(), D, h.data(), 2 * F, F);
       lora(p, LoraTarget::kUp, n.data(), D, h.data() + F, 2 * F, F);
       SwiGluForward(h.data(), act.data(), R, F, c.swiglu);
-      RowsLinear(act.data(), p.down, p.downBias, x.data(), R, F, D, true, &scratch);
+      RowsLinear(act.data(), p.down, p.downBias, x.data(), R, F, D, true);
       lora(p, LoraTarget::kDown, act.data(), F, x.data(), D, D);
     }
   }
@@ -571,7 +554,7 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
     }
     RmsNormForward(last.data(), norm_->value.data(), last.data(), rstd.data(), L, D, eps);
     HostBuffer<float> logits = Floats(L * V, "decode logits");
-    RowsLinear(last.data(), head_, nullptr, logits.data(), L, D, V, false, &scratch);
+    RowsLinear(last.data(), head_, nullptr, logits.data(), L, D, V, false);
     for (std::int64_t i = 0; i < L; ++i) {
       std::memcpy(work[needs[i]]->logits_.data(), logits.data() + i * V, static_cast<std::size_t>(V) * sizeof(float));
     }

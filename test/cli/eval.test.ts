@@ -8,7 +8,10 @@ import type { AddressInfo } from 'node:net';
 
 import t from 'tap';
 
-import { abortReasons, evalProblem } from '../../lib/cli/commands/eval.js';
+import { abortReasons, evalProblem, openaiCheckpointProblem, progressBar } from '../../lib/cli/commands/eval.js';
+import { ChatTemplate, trainChatTokenizer } from '../../lib/model/index.js';
+import { JinjaChatFormat } from '../../lib/model/hf/chat/jinja-format.js';
+import { qwen3Tokenizer } from '../model/hf/fixtures/tokenizers.js';
 import { buildProgram } from '../../lib/cli/main.js';
 
 /** Runs the CLI, capturing stdout and stderr lines and the exit status it sets. */
@@ -107,4 +110,23 @@ t.test('--base-url shows its real default', async (t) => {
   const help = evalCmd?.helpInformation() ?? '';
   t.notMatch(help, /\(default: \[\]\)/);
   t.match(help.replace(/\s+/g, ' '), /--base-url <url> OpenAI-compatible base URL \(repeatable\) \(default: env OPENAI_BASE_URL, else https:\/\/api\.openai\.com\/v1\)/);
+});
+
+t.test('the progress bar prints its last line once (the evaluation reports its end again)', async (t) => {
+  for (const isTTY of [false, true]) {
+    const written: string[] = [];
+    const bar = progressBar({ isTTY, write: (s: string) => void written.push(s) } as unknown as Parameters<typeof progressBar>[0]);
+    for (let i = 1; i <= 4; i++) bar(i, 4);
+    bar(4, 4);
+    t.equal(written.filter((s) => s.includes('4/4 episodes')).length, 1, `one final line (TTY ${isTTY})`);
+  }
+});
+
+t.test('--policy openai with the checkpoint of a pretrained run: refused saying why and what to do', async (t) => {
+  const jinja = new JinjaChatFormat(await qwen3Tokenizer(), '{% for m in messages %}{{ m.content }}{% endfor %}');
+  const problem = openaiCheckpointProblem({ template: jinja, checkpoint: 'runs/qwen/checkpoints/step-4' });
+  t.match(problem, /--policy openai --checkpoint runs\/qwen\/checkpoints\/step-4: the checkpoint is a run of a pretrained model/);
+  t.match(problem, /--policy builtin --checkpoint runs\/qwen\/checkpoints\/step-4/);
+  t.notMatch(problem, /createReader|renderAssistantBody|ChatTokenPolicy/, 'no internal names');
+  t.equal(openaiCheckpointProblem({ template: new ChatTemplate(trainChatTokenizer(' ', { vocabSize: 262 })), checkpoint: 'x' }), null, 'the built-in template works');
 });

@@ -173,13 +173,13 @@ t.test('sinkflex train --resume: flags of a new run are refused, --steps extends
     [{ env: 'sinkflex/TauTelecom-v0' }, '--env'],
     [{ config: 'c.toml' }, '--config'],
     [{ sftSteps: '4' }, '--sft-steps'],
-    [{ modelDir: 'models/x' }, '--model-dir'],
     [{ out: join(tmp, 'elsewhere') }, '--out'],
   ];
   for (const [flags, named] of cases) {
     await t.rejects(runTrainCommand({ resume: out, ...flags }, () => undefined, quiet), { name: 'ConfigError', message: new RegExp(`^${named} cannot be used with --resume: .*What can change on resume: --steps`) }, `${named} is refused`);
   }
   await t.rejects(runTrainCommand({ resume: out, seed: '1', env: 'x' }, () => undefined, quiet), /^--seed, --env cannot be used with --resume/, 'every refused flag is named');
+  await t.rejects(runTrainCommand({ resume: out, modelDir: 'models/x' }, () => undefined, quiet), /modelDir: .* is a run of the built-in model, which has no base model folder/, '--model-dir: only for a run of a pretrained model');
   await t.rejects(runTrainCommand({ resume: out, steps: '-1' }, () => undefined, quiet), /--steps must be an integer >= 0/);
   await t.rejects(runTrainCommand({ resume: out, steps: '1' }, () => undefined, quiet), /newest checkpoint is at GRPO step 2/);
   t.equal(JSON.parse(readFileSync(join(out, 'config.json'), 'utf8')).grpo.steps, 2, 'a refused resume changes nothing');

@@ -112,3 +112,42 @@ t.test('gemm argument errors name the argument', async (t) => {
   t.throws(() => gemm(null as unknown as Parameters<typeof gemm>[0]), { name: 'TypeError', message: /^options must be an object/ });
   await t.rejects(gemmAsync({ a, b, c: new Float32Array(1), m: 2, n: 2, k: 3 }), { name: 'RangeError', message: /^c has length 1/ });
 });
+
+t.test("a row's result does not depend on how many rows share the call (small-M and packed paths agree bit for bit)", async (t) => {
+  // What batched decoding relies on: a session's logits must be the same whatever other
+  // sessions are batched with it, so every M (1 … 300: the small-M path up to 128 rows, the
+  // packed path above) must compute each row of C identically. K = 800 spans three depth blocks.
+  let seed = 900;
+  for (const [n, k] of [
+    [37, 800],
+    [70, 129],
+  ]) {
+    for (const transB of [false, true]) {
+      const full = 300;
+      const a = randn(full * k, seed++);
+      const b = randn(k * n, seed++);
+      const c0 = randn(full * n, seed++);
+      for (const [alpha, beta] of [
+        [1, 0],
+        [0.7, 1],
+      ]) {
+        const whole = c0.slice();
+        gemm({ a, b, c: whole, m: full, n, k, transB, alpha, beta });
+        for (const [start, m] of [
+          [0, 1],
+          [3, 5],
+          [11, 9],
+          [40, 77],
+          [150, 128],
+          [0, 129],
+        ]) {
+          const c = c0.slice(start * n, (start + m) * n);
+          gemm({ a: a.slice(start * k, (start + m) * k), b, c, m, n, k, transB, alpha, beta });
+          const same = sameBits(c, whole.subarray(start * n, (start + m) * n));
+          if (!same) t.fail(`rows ${start}..${start + m} of ${full} (n=${n} k=${k} transB=${transB} alpha=${alpha} beta=${beta}) differ from the full call`);
+        }
+      }
+    }
+  }
+  t.pass(`rows agree (${gemmInfo().kernel})`);
+});

@@ -188,7 +188,7 @@ t.test('the server streams text while the reply is being sampled, then the tool 
   const server = await startChatServer({ policy, template: tpl, port: 0 });
   t.teardown(() => server.dispose());
   const timer = setTimeout(() => open(), 10000); // never needed when the server streams
-  const res = await fetch(`${server.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sinkflex', messages: [{ role: 'user', content: 'a@b.c' }], stream: true, logprobs: true, stream_options: { include_usage: true }, return_token_ids: true }) });
+  const res = await fetch(`${server.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sinkflex', messages: [{ role: 'user', content: 'a@b.c' }], tools: [{ type: 'function', function: { name: 'find_user_id_by_email', parameters: { type: 'object', properties: { email: { type: 'string' } } } } }], stream: true, logprobs: true, stream_options: { include_usage: true }, return_token_ids: true }) });
   t.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
   let beforeEnd = 0;
   const events = await readEvents(res, (e) => {

@@ -167,6 +167,21 @@ t.test('the smoke preset with LoRA on a tiny Qwen3 checkpoint: SFT, GRPO, valida
     writeFileSync(cfgPath, original);
   }
   t.same(listCheckpoints(c), [2, 3], 'the refused resume changed nothing');
+
+  // the base folder moved: --model-dir names its new place; the fingerprint must be the run's
+  const moved = join(tmp, 'moved-base');
+  cpSync(base, moved, { recursive: true });
+  const viaMoved = await loadPolicy(c, { modelDir: moved });
+  t.equal(viaMoved.pretrained?.dir, moved, 'loaded over the moved folder');
+  viaMoved.dispose();
+  const other = join(tmp, 'other-base');
+  cpSync(base, other, { recursive: true });
+  writeFileSync(join(other, 'config.json'), JSON.stringify({ ...JSON.parse(original), initializer_range: 0.03 }));
+  await t.rejects(loadPolicy(c, { modelDir: other }), /changed since the run started/, 'another model at the new place is refused');
+  await t.rejects(train(resolveConfig(), { out: c, resume: true, modelDir: other }), /changed since the run started/);
+  await train(resolveConfig(), { out: c, resume: true, modelDir: moved });
+  t.equal(JSON.parse(readFileSync(join(c, 'config.json'), 'utf8')).model.source, `hf:${moved}`, 'the run now names the new place');
+  await t.rejects(train(resolveConfig(), { out: join(tmp, 'new-run'), modelDir: moved }), /modelDir applies to a resumed run/);
 });
 
 t.test('sinkflex eval and serve load the run: base + adapter, its prompt format; eval reproduces the last validation', async (t) => {

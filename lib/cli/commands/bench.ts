@@ -31,6 +31,7 @@ const ENTRIES: readonly (BenchEntry & { load: () => Promise<{ main: BenchMain }>
   { name: 'attention-gpu', description: 'sink attention CUDA kernels (and PyTorch when present) (bench/attention-gpu.ts)', load: () => import('../../../bench/attention-gpu.js') },
   { name: 'model-train', description: 'built-in transformer: training and sampling tokens/s, step memory (bench/model-train.ts)', load: () => import('../../../bench/model-train.js') },
   { name: 'pretrained', description: 'a Hugging Face-shaped model (Qwen3-0.6B shape): memory after load vs checkpoint bytes, forward and sampling tokens/s (bench/pretrained.ts)', load: () => import('../../../bench/pretrained.js') },
+  { name: 'concurrency', description: 'batched sampling of N seeded sessions vs the same N one by one: wall and CPU time, ratio, same tokens (bench/concurrency.ts)', load: () => import('../../../bench/concurrency.js') },
   { name: 'model-ops', description: 'model ops: GEMM GFLOP/s vs a naive loop and the FMA peak, a tiny training step (bench/model-ops.ts)', load: () => import('../../../bench/model-ops.js') },
   { name: 'transformer-gpu', description: 'built-in transformer on the GPU vs the CPU: train step and sampling (bench/transformer-gpu.ts)', load: () => import('../../../bench/transformer-gpu.js') },
   { name: 'grpo', description: 'GRPO advantages and policy loss kernels (bench/grpo.ts)', load: () => import('../../../bench/grpo.js') },

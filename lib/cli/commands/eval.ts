@@ -158,8 +158,7 @@ export function abortReasons(episodes: readonly { aborted: boolean; error: strin
 
 /** Runs an evaluation as the CLI does. */
 export async function runEval(o: EvalOptions): Promise<EvalReport> {
-  if (o.modelDir !== undefined) {
-    if (o.checkpoint !== undefined) throw new Error('give --checkpoint or --model-dir, not both');
+  if (o.modelDir !== undefined && o.checkpoint === undefined) {
     if (o.policy !== 'builtin') throw new Error('--model-dir runs the model in process: use it with --policy builtin (the default)');
     if (o.tasks === 'run') throw new Error('--tasks run needs --checkpoint <training run or checkpoint folder>');
     const m = await loadPretrained(o.modelDir, { device: o.device ?? 'cpu', dtype: o.dtype ?? 'auto' });
@@ -171,7 +170,8 @@ export async function runEval(o: EvalOptions): Promise<EvalReport> {
   }
   // a training run (or one of its checkpoints) brings its own defaults: environment, the
   // validation tasks, the prompt format, episode limits and the validation temperature
-  const loaded: LoadedPolicy | null = o.checkpoint ? await loadPolicy(o.checkpoint) : null;
+  // with --model-dir: the base folder of a pretrained model's run, moved (its fingerprint must match)
+  const loaded: LoadedPolicy | null = o.checkpoint ? await loadPolicy(o.checkpoint, o.modelDir !== undefined ? { modelDir: o.modelDir } : {}) : null;
   try {
     return await evalWith(o, loaded);
   } finally {
@@ -243,6 +243,8 @@ async function evalWith(o: EvalOptions, loaded: LoadedPolicy | null, pretrained:
       }
     }
     if (loaded) {
+      const problem = openaiCheckpointProblem(loaded);
+      if (problem) throw new Error(problem);
       template = loaded.template;
       maxContext ??= run?.config.rollout.maxContextTokens ?? loaded.policy.contextLength;
     } else {
@@ -308,10 +310,25 @@ export function formatKindTable(perKind: EvaluationResult['perKind']): string {
   return [line(head), ...body.map(line)].join('\n');
 }
 
+/**
+ * Why `--policy openai --checkpoint <path>` cannot use that checkpoint's chat format, or null.
+ * With a checkpoint, the client renders the conversation with the checkpoint's own chat format
+ * and reads the server's replies back through it (token ids in and out), which only the
+ * built-in chat template can do; a pretrained model's run (a Jinja template or harmony) cannot.
+ */
+export function openaiCheckpointProblem(loaded: Pick<LoadedPolicy, 'template' | 'checkpoint'>): string | null {
+  const t = loaded.template as Partial<Pick<ChatTemplate, 'createReader' | 'renderAssistantBody'>>;
+  if (typeof t.createReader === 'function' && typeof t.renderAssistantBody === 'function') return null;
+  return `--policy openai --checkpoint ${loaded.checkpoint}: the checkpoint is a run of a pretrained model, whose chat format (its Jinja template or harmony) the client cannot use to read the server's replies token for token; evaluate it in process (--policy builtin --checkpoint ${loaded.checkpoint}), or against its server without --checkpoint (--policy openai --model <name> --base-url <url>)`;
+}
+
 /** A one-line progress bar on stderr (redrawn on a TTY, every 10% otherwise). */
-export function progressBar(stream: NodeJS.WriteStream = process.stderr): (done: number, total: number) => void {
+export function progressBar(stream: Pick<NodeJS.WriteStream, 'write' | 'isTTY'> = process.stderr): (done: number, total: number) => void {
   let lastPct = -1;
+  let last = -1;
   return (done, total) => {
+    if (done === last) return; // the evaluation reports its end again once all episodes are in
+    last = done;
     const pct = Math.floor((100 * done) / total);
     const bar = '#'.repeat(Math.round((30 * done) / total)).padEnd(30, '.');
     if (stream.isTTY) stream.write(`\r[${bar}] ${done}/${total} episodes${done === total ? '\n' : ''}`);
@@ -335,7 +352,7 @@ export function registerEval(program: Command): void {
     .description('evaluate a policy (built-in checkpoint or OpenAI-compatible server) on tau tasks: mean reward and pass^k')
     .option('--policy <kind>', 'builtin | openai', 'builtin')
     .option('--checkpoint <path>', 'checkpoint file or run folder (builtin; with openai: the chat template of a sinkflex serve server)')
-    .option('--model-dir <dir>', 'a Hugging Face model folder (gpt-oss, Qwen3, Qwen2, Llama) run in process with its chat format')
+    .option('--model-dir <dir>', 'a Hugging Face model folder (gpt-oss, Qwen3, Qwen2, Llama) run in process with its chat format; with --checkpoint of a pretrained model\'s run: its base folder at a new place')
     .option('--device <device>', 'cpu | cuda | auto (--model-dir)', 'cpu')
     .option('--dtype <dtype>', 'auto | float32 | bfloat16: how --model-dir weights are held', 'auto')
     .addOption(

@@ -110,8 +110,7 @@ function defaultHost(m: PretrainedModel, options: ServeOptions): PretrainedAdapt
 }
 
 async function loadServed(options: ServeOptions): Promise<Served> {
-  if (options.modelDir !== undefined) {
-    if (options.checkpoint !== undefined) throw new Error('give --checkpoint or --model-dir, not both');
+  if (options.modelDir !== undefined && options.checkpoint === undefined) {
     const m = await loadPretrained(options.modelDir, { device: options.device ?? 'cpu', dtype: options.dtype ?? 'auto' });
     try {
       const host = options.adapters ? null : defaultHost(m, options);
@@ -124,7 +123,8 @@ async function loadServed(options: ServeOptions): Promise<Served> {
     }
   }
   if (options.checkpoint === undefined) throw new Error('serve needs --checkpoint or --model-dir');
-  const b = await loadPolicy(options.checkpoint);
+  // with --model-dir: the base folder of a pretrained model's run, moved (its fingerprint must match)
+  const b = await loadPolicy(options.checkpoint, options.modelDir !== undefined ? { modelDir: options.modelDir } : {});
   try {
     const host = !options.adapters && b.pretrained && b.pretrained.lora !== null ? defaultHost(b.pretrained, options) : null;
     const adapters = options.adapters || host;
@@ -208,7 +208,7 @@ export function registerServe(program: Command): void {
     .command('serve')
     .description('serve the built-in policy or a pretrained model over an OpenAI-compatible HTTP API (/v1/models, /v1/chat/completions, /v1/completions, /v1/load_lora_adapter, /update_weights_from_disk)')
     .option('--checkpoint <path>', 'checkpoint file (.safetensors) or run folder (its newest checkpoint)')
-    .option('--model-dir <dir>', 'a Hugging Face model folder (gpt-oss, Qwen3, Qwen2, Llama) instead, with its chat format')
+    .option('--model-dir <dir>', 'a Hugging Face model folder (gpt-oss, Qwen3, Qwen2, Llama) instead, with its chat format; with --checkpoint of a pretrained model\'s run: its base folder at a new place')
     .option('--device <device>', 'cpu | cuda | auto (--model-dir)', 'cpu')
     .option('--dtype <dtype>', 'auto | float32 | bfloat16: how --model-dir weights are held', 'auto')
     .option('--host <host>', 'host to listen on', '127.0.0.1')

@@ -62,7 +62,7 @@ export function defaultOut(preset: string, now = new Date()): string {
 }
 
 /** What a resumed run may change (the tail of the refusals' messages). */
-const RESUME_CHANGES = `a resumed run keeps the configuration in its config.json. What can change on resume: --steps <n> (the new number of GRPO steps: more extends the run, also a finished one), --stop-after, --set of where episodes are sampled (${ROLLOUT_ENGINE_FIELDS.map((f) => `rollout.${f}`).join(', ')}), --no-progress and --json. To train with another configuration, start a new run (--out).`;
+const RESUME_CHANGES = `a resumed run keeps the configuration in its config.json. What can change on resume: --steps <n> (the new number of GRPO steps: more extends the run, also a finished one), --model-dir <dir> (a pretrained model's base folder at a new place, when its fingerprint is the run's), --stop-after, --set of where episodes are sampled (${ROLLOUT_ENGINE_FIELDS.map((f) => `rollout.${f}`).join(', ')}), --no-progress and --json. To train with another configuration, start a new run (--out).`;
 
 /**
  * The `--set` overrides a resumed run takes: the rollout engine's fields (where episodes are
@@ -91,7 +91,6 @@ const NEW_RUN_FLAGS: readonly (readonly [keyof TrainCommandOptions, string])[] =
   ['sftSteps', '--sft-steps'],
   ['seed', '--seed'],
   ['env', '--env'],
-  ['modelDir', '--model-dir'],
   ['out', '--out'],
 ];
 
@@ -145,7 +144,7 @@ export async function runTrainCommand(o: TrainCommandOptions, log: (line: string
   const model = config.model.source === 'builtin' ? '' : `, ${config.model.source.slice(3)} (${config.model.lora ? `LoRA rank ${config.model.lora.rank}` : 'full fine-tuning'})`;
   log(`sinkflex train: ${o.resume ? `${resumed}${steps !== undefined ? `, GRPO steps → ${steps}` : ''}` : `${config.preset} preset, ${config.env}${model}, seed ${config.seed}, ${config.grpo.steps} GRPO steps → ${out}`}`);
   try {
-    const r = await train(config, { out, resume: Boolean(o.resume), ...(steps !== undefined ? { steps } : {}), ...(stopAfter !== undefined ? { stopAfter } : {}), ...(rolloutEngine ? { rolloutEngine } : {}), onEvent });
+    const r = await train(config, { out, resume: Boolean(o.resume), ...(o.resume && o.modelDir !== undefined ? { modelDir: o.modelDir } : {}), ...(steps !== undefined ? { steps } : {}), ...(stopAfter !== undefined ? { stopAfter } : {}), ...(rolloutEngine ? { rolloutEngine } : {}), onEvent });
     bar.stop();
     const summary = { out: r.out, steps: r.step, firstValMeanAt1: r.firstValMeanAt1, lastValMeanAt1: r.lastValMeanAt1, kinds: r.kinds, wallS: Math.round(r.wallS), cpuS: Math.round(r.cpuS) };
     if (o.json) log(JSON.stringify(summary));

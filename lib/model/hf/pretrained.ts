@@ -35,7 +35,7 @@ import { ChatTemplateError } from '../chat-template.js';
 import { type ModelConfig, ModelConfigError, parameterLayout, validateModelConfig } from '../config.js';
 import { applyPeftAdapter, readPeftAdapter, savePeftAdapter, type PeftAdapter } from '../lora/peft.js';
 import { addLora, mergeLora, removeLora } from '../lora/adapters.js';
-import type { LoraConfig, LoraConfigInput } from '../lora/settings.js';
+import { resolveLoraTargets, type LoraConfig, type LoraConfigInput, type LoraOptionInput } from '../lora/settings.js';
 import type { ParamSpec } from '../native.js';
 import { modelOpsDevice } from '../ops.js';
 import { ParamStore, type StoreDevice } from '../param-store.js';
@@ -70,11 +70,12 @@ export interface LoadPretrainedOptions {
   adapter?: string;
   /**
    * Fresh LoRA adapters to train: `{ rank, alpha, targets, rslora? }` (targets among q_proj,
-   * k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; errors name `options.lora.<field>`).
-   * A is drawn from `seed`, B is zero. Not with `adapter`. CPU or GPU (the base stays as the
-   * files hold it, frozen; the adapters float32).
+   * k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, or `'all-linear'`: every projection
+   * the model can adapt, the attention's four on a mixture of experts; errors name
+   * `options.lora.<field>`). A is drawn from `seed`, B is zero. Not with `adapter`. CPU or GPU
+   * (the base stays as the files hold it, frozen; the adapters float32).
    */
-  lora?: LoraConfigInput;
+  lora?: LoraOptionInput;
   /** Seed of the store: the initial values of fresh LoRA adapters (default 0). */
   seed?: number;
   /** The chat format (default: harmony for gpt-oss, else the folder's Jinja template). */
@@ -418,7 +419,9 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
     let lora: LoraConfig | null = adapter?.lora ?? null;
     if (options.lora !== undefined) {
       try {
-        lora = validateModelConfig({ ...reader.config.modelConfig, lora: options.lora }).lora;
+        const given = options.lora;
+        const input = given !== null && typeof given === 'object' && given.targets === 'all-linear' ? { ...given, targets: resolveLoraTargets('all-linear', reader.config.modelConfig) } : given;
+        lora = validateModelConfig({ ...reader.config.modelConfig, lora: input as LoraConfigInput }).lora;
       } catch (e) {
         if (e instanceof ModelConfigError) throw new RangeError(`options.${e.field} ${e.message.slice(`config.${e.field} `.length)}`);
         throw e;

@@ -16,7 +16,7 @@
  *   (an existing `dir` must be empty or a model folder with a config.json; it is replaced whole).
  * @module
  */
-import { copyFile, mkdtemp, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
 import { littleEndianBytes, safetensorsByteLength } from '../safetensors.js';
@@ -192,6 +192,7 @@ export async function saveHf(dir: string, options: SaveHfOptions): Promise<SaveH
     if ('dtype' in config) config.dtype = dtype;
   }
 
+  await mkdir(dirname(dir), { recursive: true }); // the folder's parents are created as needed
   const tmp = await mkdtemp(join(dirname(dir), `.${basename(dir)}.tmp-`));
   try {
     const files: string[] = [];

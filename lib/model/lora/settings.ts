@@ -36,3 +36,19 @@ export type LoraConfigInput = Omit<LoraConfig, 'rslora'> & { rslora?: boolean };
 export function loraScale(lora: Pick<LoraConfig, 'rank' | 'alpha' | 'rslora'>): number {
   return lora.rslora ? lora.alpha / Math.sqrt(lora.rank) : lora.alpha / lora.rank;
 }
+
+/**
+ * LoRA settings as {@link loadPretrained}'s `lora` option takes them: `targets` may also be
+ * `'all-linear'` (PEFT's spelling, as the trainer's `model.lora.targets` takes it).
+ */
+export type LoraOptionInput = Omit<LoraConfigInput, 'targets'> & { targets: LoraTarget[] | 'all-linear' };
+
+/**
+ * The targets `'all-linear'` stands for on a model: every projection it can adapt (the
+ * attention's four on a mixture of experts, whose experts take no adapters); a list is returned
+ * as is (checked later with the rest of the settings).
+ */
+export function resolveLoraTargets(targets: LoraTarget[] | 'all-linear', model: { experts: number }): LoraTarget[] {
+  if (targets !== 'all-linear') return targets;
+  return LORA_TARGETS.filter((t) => model.experts === 0 || !LORA_MLP_TARGETS.includes(t));
+}

@@ -204,3 +204,23 @@ t.test('bad LoRA options are refused naming the field, leaving nothing allocated
   t.teardown(() => m.dispose());
   t.same(m.lora?.targets, ['q_proj', 'k_proj', 'v_proj', 'o_proj'], 'gpt-oss: adapters on the attention');
 });
+
+t.test("lora targets 'all-linear' (PEFT's spelling, as the trainer takes it): every projection the model can adapt", async (t) => {
+  const dense = await loadPretrained(folder(t, { family: 'qwen3', dtype: 'F32' }), { lora: { rank: 2, alpha: 4, targets: 'all-linear' } });
+  t.teardown(() => dense.dispose());
+  t.same(dense.lora?.targets, ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'], 'a dense model: the attention and the MLP');
+  const moe = await loadPretrained(folder(t, { family: 'gpt_oss', layers: 2, mxfp4: false }), { lora: { rank: 2, alpha: 4, targets: 'all-linear' } });
+  t.teardown(() => moe.dispose());
+  t.same(moe.lora?.targets, ['q_proj', 'k_proj', 'v_proj', 'o_proj'], 'a mixture of experts: the attention only');
+});
+
+t.test('save creates the missing parent folders of its destination', async (t) => {
+  const base = folder(t, { family: 'qwen3', dtype: 'F32' });
+  const m = await loadPretrained(base);
+  t.teardown(() => m.dispose());
+  const out = join(tmp(t, 'hf-save-'), 'runs', 'exported', 'model');
+  await m.save(out);
+  const again = await loadPretrained(out);
+  t.teardown(() => again.dispose());
+  t.equal(again.architecture, m.architecture, 'saved and loaded again');
+});

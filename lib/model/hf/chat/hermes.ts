@@ -52,8 +52,8 @@ export function withoutThinking(text: string): string {
   return text.trimStart().startsWith(OPEN_THINK) ? '' : text;
 }
 
-/** Reads one call's JSON body (the built-in template's rules and error wording). */
-function readCall(body: string, index: number, id: string): ChatToolCall | string {
+/** Reads one call's JSON body (the built-in template's rules and error wording): the call, or why it is not one. */
+export function readHermesCall(body: string, index: number, id: string): ChatToolCall | string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body);
@@ -93,7 +93,7 @@ export function parseHermes(text: string, idPrefix = 'call_'): HermesParse {
     outside.push(rest.slice(at, open));
     const close = rest.indexOf(CLOSE_CALL, open + OPEN_CALL.length);
     if (close < 0) return { ok: false, error: `tool call ${calls.length} has no ${CLOSE_CALL} (truncated generation?)` };
-    const call = readCall(rest.slice(open + OPEN_CALL.length, close).trim(), calls.length, `${idPrefix}${calls.length}`);
+    const call = readHermesCall(rest.slice(open + OPEN_CALL.length, close).trim(), calls.length, `${idPrefix}${calls.length}`);
     if (typeof call === 'string') return { ok: false, error: call };
     calls.push(call);
     at = close + CLOSE_CALL.length;

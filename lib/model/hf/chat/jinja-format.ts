@@ -96,6 +96,8 @@ export function templateMessages(messages: readonly ChatMessage[]): Record<strin
 
 /** A pretrained model's Jinja chat template as a {@link ChatFormat} (see the module description). */
 export class JinjaChatFormat implements ChatFormat {
+  /** Renders take template variables (`options.kwargs`, vLLM's `chat_template_kwargs`). */
+  readonly templateVariables = true;
   /** Tokens that end an assistant turn. */
   readonly stopTokens: number[];
   /** Padding id. */
@@ -234,13 +236,13 @@ export class JinjaChatFormat implements ChatFormat {
 
   /** The text {@link renderAppend} tokenizes (see the module description). */
   appendText(history: readonly ChatMessage[], next: readonly ChatMessage[], options: ChatFormatAppendOptions = {}): string {
-    const tools = options.tools;
-    const before = this.renderText(history, { tools });
-    const after = this.renderText([...history, ...next], { tools, addGenerationPrompt: true });
+    const { tools, kwargs } = options;
+    const before = this.renderText(history, { tools, kwargs });
+    const after = this.renderText([...history, ...next], { tools, kwargs, addGenerationPrompt: true });
     let delta: string;
     if (after.startsWith(before)) delta = after.slice(before.length);
     else {
-      const alone = this.renderText(next, { addGenerationPrompt: true });
+      const alone = this.renderText(next, { kwargs, addGenerationPrompt: true });
       const empty = this.emptyConversation();
       if (!alone.startsWith(empty)) throw new ChatTemplateError('the template renders the new messages neither after the conversation nor on their own after an empty conversation');
       delta = alone.slice(empty.length);
@@ -248,7 +250,7 @@ export class JinjaChatFormat implements ChatFormat {
     const last = history[history.length - 1];
     if (last?.role !== 'assistant') return delta;
     // The text after the stop token, looked for in the last turn's own rendering where it has one.
-    const earlier = this.renderText(history.slice(0, -1), { tools });
+    const earlier = this.renderText(history.slice(0, -1), { tools, kwargs });
     return this.tailAfterStop(before.startsWith(earlier) ? before.slice(earlier.length) : before) + delta;
   }
 
