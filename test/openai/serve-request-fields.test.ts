@@ -84,12 +84,15 @@ t.test('wrongly typed and unsupported fields: 400 naming the field (chat and com
   const ok = await post(chat, { ...base, user: 'u-1', presence_penalty: 0, frequency_penalty: 0, logit_bias: {}, response_format: { type: 'text' }, parallel_tool_calls: true, stream: false });
   t.equal(ok.status, 200, ok.text);
   const completions = `${server.baseURL}/completions`;
-  // (completions refuse stream: true before its options)
-  for (const [extra, param] of cases.filter(([e]) => !('tools' in e) && !('parallel_tool_calls' in e) && !('chat_template_kwargs' in e) && !('stream' in e))) {
+  // (completions refuse stream: true before its options; they apply a non-zero penalty)
+  const applied = (e: Record<string, unknown>): boolean => e.presence_penalty === 0.5;
+  for (const [extra, param] of cases.filter(([e]) => !('tools' in e) && !('parallel_tool_calls' in e) && !('chat_template_kwargs' in e) && !('stream' in e) && !applied(e))) {
     const r = await post(completions, { model: 'sinkflex', prompt: [1, 2, 3], ...extra });
     t.equal(r.status, 400, `completions ${JSON.stringify(extra)}: 400`);
     t.equal(r.json.error?.param, param);
   }
+  const penalised = await post(completions, { model: 'sinkflex', prompt: [1, 2, 3], presence_penalty: 0.5, frequency_penalty: -0.5 });
+  t.equal(penalised.status, 200, `completions apply penalties: ${penalised.text}`);
 });
 
 t.test('tool calls are read only when tools are offered; parallel_tool_calls: false keeps the first', async (t) => {
@@ -134,7 +137,7 @@ t.test('max_tokens past the context is refused (chat and completions); GET /v1/m
   t.match(await m.json(), { id: 'm1', object: 'model', owned_by: 'sinkflex' });
   const missing = await fetch(`${server.baseURL}/models/nope`);
   t.equal(missing.status, 404);
-  t.match(await missing.json(), { error: { param: 'model', code: 'model_not_found' } });
+  t.match(await missing.json(), { error: { param: 'model', type: 'NotFoundError', code: 404 } });
 });
 
 t.test('special tokens stay out of returned text and log-prob tokens unless skip_special_tokens is false', async (t) => {
