@@ -6,6 +6,7 @@ import t from 'tap';
 
 import { opsIsa } from '../../lib/model/index.js';
 import { backends } from '../../lib/native/index.js';
+import { checkMxfp4Moe } from './fixtures/mxfp4-checks.js';
 import { checkAllOps } from './fixtures/op-checks.js';
 
 const cpu = backends()[0];
@@ -14,4 +15,8 @@ const supported = cpu?.name === 'cpu' && cpu.features.includes('avx2') && cpu.fe
 t.test('avx2 kernels match the float64 references', { skip: supported ? false : 'this CPU has no avx2' }, async (t) => {
   t.equal(opsIsa(), 'avx2');
   checkAllOps(t);
+});
+
+t.test('avx2: MXFP4 packed experts = dequantized experts, bit for bit', async (t) => {
+  checkMxfp4Moe(t);
 });

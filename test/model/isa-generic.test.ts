@@ -5,9 +5,14 @@ process.env.SINKFLEX_CPU_FEATURES = 'generic';
 import t from 'tap';
 
 import { opsIsa } from '../../lib/model/index.js';
+import { checkMxfp4Moe } from './fixtures/mxfp4-checks.js';
 import { checkAllOps } from './fixtures/op-checks.js';
 
 t.test('generic kernels match the float64 references', async (t) => {
   t.equal(opsIsa(), 'generic');
   checkAllOps(t);
+});
+
+t.test('generic: MXFP4 packed experts = dequantized experts, bit for bit', async (t) => {
+  checkMxfp4Moe(t);
 });
