@@ -4,7 +4,8 @@
  * 1. Writes a random checkpoint with gpt-oss-20b's config.json and tensor layout (24 layers,
  *    hidden 2880, 64/8 heads of 64, 32 experts top-4 of 2880, vocabulary 201,088, alternating
  *    128-token window, YaRN; MXFP4 experts: about 13.8 GB) to a temporary folder, streamed one
- *    tensor at a time (removed afterwards unless `--keep`).
+ *    tensor at a time (removed afterwards unless `--keep`); each tensor repeats a random chunk of
+ *    2^20 elements, as the values do not change what is measured.
  * 2. Loads it (`loadPretrained`, MXFP4 experts kept packed, fresh LoRA adapters of rank 16 on
  *    the attention projections): load time, resident growth (VmRSS) ÷ checkpoint bytes, tracked
  *    bytes.
@@ -120,6 +121,10 @@ export interface PhasePoint {
   status: 'ok' | 'oom';
   seconds: number | null;
   tokensPerSecond: number | null;
+  /** Process CPU seconds (user + system) of the phase: on a shared machine, tokens / (cpuSeconds / threads) is the rate its own cores would give. */
+  cpuSeconds: number | null;
+  /** tokens / (cpuSeconds / threads). */
+  cpuTokensPerSecond: number | null;
   /** Tracked peak above what the loaded model holds (activations, logits, workspaces). */
   trackedPeakAboveModelBytes: number | null;
   /** Tracked peak in all (model included). */
@@ -284,8 +289,9 @@ function markdown(r: Omit<GptOss20bBenchResult, 'markdown'>): string {
     md.push(markdownTable(['checkpoint', 'write s', 'load s', 'resident growth', 'growth ÷ checkpoint', 'store', 'peak RSS after load'], [[gb(l.checkpointBytes), l.writeSeconds.toFixed(0), l.loadSeconds.toFixed(0), gb(l.residentGrowthBytes), l.residentRatio.toFixed(3), gb(l.storeBytes), gb(l.vmHwmBytes)]]), '');
   }
   if (r.phases.length) {
-    md.push(markdownTable(['phase', 'tokens', 'time s', 'tokens/s', 'tracked peak above model', 'tracked peak', 'peak RSS (VmHWM)'], r.phases.map((p) => [
+    md.push(markdownTable(['phase', 'tokens', 'time s', 'tokens/s', 'CPU s', `tokens/s on ${r.machine.threads} own cores`, 'tracked peak above model', 'tracked peak', 'peak RSS (VmHWM)'], r.phases.map((p) => [
       p.phase, String(p.tokens), p.seconds === null ? (p.status === 'oom' ? 'OOM' : '—') : p.seconds.toFixed(1), fmtRate(p),
+      p.cpuSeconds === null ? '—' : p.cpuSeconds.toFixed(0), p.cpuTokensPerSecond === null ? '—' : p.cpuTokensPerSecond.toFixed(1),
       p.trackedPeakAboveModelBytes === null ? '—' : gb(p.trackedPeakAboveModelBytes), p.trackedPeakBytes === null ? '—' : gb(p.trackedPeakBytes), `${gb(p.vmHwmBytes)}${p.vmHwmReset ? '' : ' (since start)'}`,
     ])), '');
   }
@@ -353,7 +359,7 @@ export async function runGptOss20bBench(options: GptOss20bBenchOptions = {}): Pr
   let model: PretrainedModel | null = null;
   try {
     let t0 = performance.now();
-    const ck = await writeRandomHfCheckpoint(dir, config, { mxfp4: true, seed: 20 });
+    const ck = await writeRandomHfCheckpoint(dir, config, { mxfp4: true, seed: 20, tile: true });
     const writeSeconds = (performance.now() - t0) / 1000;
     const checkpointBytes = statSync(join(dir, 'model.safetensors')).size;
     log(`checkpoint written: ${gb(checkpointBytes)} (${gb(ck.mxfp4Bytes)} MXFP4 experts) in ${writeSeconds.toFixed(0)} s`);
@@ -390,12 +396,16 @@ export async function runGptOss20bBench(options: GptOss20bBenchOptions = {}): Pr
         const base = memory.currentBytes();
         memory.resetPeak();
         const reset = resetHwm();
-        const p: PhasePoint = { phase, tokens: n, status: 'ok', seconds: null, tokensPerSecond: null, trackedPeakAboveModelBytes: null, trackedPeakBytes: null, vmHwmBytes: 0, vmHwmReset: reset };
+        const p: PhasePoint = { phase, tokens: n, status: 'ok', seconds: null, tokensPerSecond: null, cpuSeconds: null, cpuTokensPerSecond: null, trackedPeakAboveModelBytes: null, trackedPeakBytes: null, vmHwmBytes: 0, vmHwmReset: reset };
         const start = performance.now();
+        const cpu0 = process.cpuUsage();
         try {
           memory.withLimit(limitBytes, () => runPhase(phase, transformer, n, vocab, n + PHASES.indexOf(phase)));
           p.seconds = (performance.now() - start) / 1000;
           p.tokensPerSecond = n / p.seconds;
+          const cpu = process.cpuUsage(cpu0);
+          p.cpuSeconds = (cpu.user + cpu.system) / 1e6;
+          p.cpuTokensPerSecond = n / (p.cpuSeconds / machine.threads);
           p.trackedPeakBytes = memory.peakBytes();
           p.trackedPeakAboveModelBytes = p.trackedPeakBytes - base;
         } catch (e) {
@@ -406,7 +416,7 @@ export async function runGptOss20bBench(options: GptOss20bBenchOptions = {}): Pr
         }
         p.vmHwmBytes = procStatus().hwm;
         measured.push(p);
-        log(`${phase.padEnd(8)} ${String(n).padStart(6)} tokens: ${p.status === 'ok' ? `${p.seconds!.toFixed(1)} s, ${fmtRate(p)} tokens/s, tracked peak ${gb(p.trackedPeakBytes!)} (+${gb(p.trackedPeakAboveModelBytes!)} above the model)` : `out of memory: ${p.note}`}, VmHWM ${gb(p.vmHwmBytes)}`);
+        log(`${phase.padEnd(8)} ${String(n).padStart(6)} tokens: ${p.status === 'ok' ? `${p.seconds!.toFixed(1)} s (CPU ${p.cpuSeconds!.toFixed(0)} s), ${fmtRate(p)} tokens/s, tracked peak ${gb(p.trackedPeakBytes!)} (+${gb(p.trackedPeakAboveModelBytes!)} above the model)` : `out of memory: ${p.note}`}, VmHWM ${gb(p.vmHwmBytes)}`);
         save();
       }
     }

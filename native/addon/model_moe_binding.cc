@@ -139,8 +139,8 @@ Napi::Value MoeBackwardJs(const Napi::CallbackInfo& info) {
   }
   a.DisjointAll("dx", {"drouter", "drouterBias", "dgateUp", "dgateUpBias", "ddown", "ddownBias"});
   if (p.router.bf16 && g.router) throw Napi::TypeError::New(info.Env(), "drouter must be null for a bfloat16 router (frozen)");
-  if (p.gateUp.frozen() && g.gateUp) throw Napi::TypeError::New(info.Env(), "dgateUp must be null for bfloat16 or MXFP4 experts (frozen)");
-  if (p.down.frozen() && g.down) throw Napi::TypeError::New(info.Env(), "ddown must be null for bfloat16 or MXFP4 experts (frozen)");
+  if (p.gateUp.frozen() && g.gateUp) throw Napi::TypeError::New(info.Env(), "dgateUp must be null for bfloat16 experts (frozen; MXFP4 experts too)");
+  if (p.down.frozen() && g.down) throw Napi::TypeError::New(info.Env(), "ddown must be null for bfloat16 experts (frozen; MXFP4 experts too)");
   if (box.device) {
     const int device = box.device->index.device();
     if (box.device->T > 0 && a.Device() != device) {
