@@ -10,8 +10,8 @@
  * - sampling: tokens/s through the KV cache (the policy's batched sessions) at batch 1 and a few
  *   sessions;
  * - MXFP4 (`--mxfp4`, on by default): a random gpt-oss checkpoint with MXFP4 experts (gpt-oss-20b's
- *   layer shape, fewer experts and layers): bytes of the experts in the file vs in memory
- *   (they are dequantized to bf16 at load).
+ *   layer shape, fewer experts and layers): bytes of the experts in the file vs in memory,
+ *   dequantized to bf16 at load (`mxfp4: 'bf16'`) and kept packed (`mxfp4: 'packed'`, the default).
  *
  * The machine may be shared: rates come with the process CPU time (`cpu tok/s` = tokens / (CPU
  * seconds / threads): what the pool's threads would reach on dedicated cores) and the 1-minute
@@ -172,10 +172,16 @@ export interface Mxfp4Point {
   fileExpertBytes: number;
   storeBytes: number;
   storeExpertBytes: number;
-  /** Expert weights in memory / in the file. */
+  /** Expert weights in memory / in the file, dequantized to bf16. */
   expertFactor: number;
-  /** Whole store / whole file. */
+  /** Whole store / whole file, dequantized to bf16. */
   totalFactor: number;
+  /** Expert weights in memory, kept packed (the loader's default). */
+  packedStoreExpertBytes: number;
+  /** Packed expert weights in memory / in the file. */
+  packedExpertFactor: number;
+  /** Whole store / whole file, experts packed. */
+  packedTotalFactor: number;
 }
 
 /** Everything one run measured. */
@@ -272,10 +278,16 @@ async function measureMxfp4(quick: boolean, gc: () => void, log: (l: string) => 
   try {
     const ck = await writeRandomHfCheckpoint(dir, gptOssConfig(shape), { mxfp4: true, seed: 3 });
     gc();
-    const m = await loadPretrained(dir, { dtype: 'auto', maxPositions: 4096 });
+    const expertBytes = (m: Awaited<ReturnType<typeof loadPretrained>>): number =>
+      m.params.info().filter((p) => /mlp\.experts\.(gate_up|down)\.weight$/.test(p.name)).reduce((n, p) => n + p.numel * (p.dtype === 'mxfp4' ? 17 / 32 : p.dtype === 'bfloat16' ? 2 : 4), 0);
+    const packed = await loadPretrained(dir, { dtype: 'auto', maxPositions: 4096 });
+    const packedStoreExpertBytes = expertBytes(packed);
+    const packedBytes = packed.bytes;
+    packed.dispose();
+    gc();
+    const m = await loadPretrained(dir, { dtype: 'auto', maxPositions: 4096, mxfp4: 'bf16' });
     try {
-      const experts = m.params.info().filter((p) => /mlp\.experts\.(gate_up|down)\.weight$/.test(p.name));
-      const storeExpertBytes = experts.reduce((n, p) => n + p.shape.reduce((a, b) => a * b, 1) * (p.dtype === 'bfloat16' ? 2 : 4), 0);
+      const storeExpertBytes = expertBytes(m);
       const point: Mxfp4Point = {
         shape,
         fileBytes: ck.tensorBytes,
@@ -284,8 +296,11 @@ async function measureMxfp4(quick: boolean, gc: () => void, log: (l: string) => 
         storeExpertBytes,
         expertFactor: storeExpertBytes / ck.mxfp4Bytes,
         totalFactor: m.bytes / ck.tensorBytes,
+        packedStoreExpertBytes,
+        packedExpertFactor: packedStoreExpertBytes / ck.mxfp4Bytes,
+        packedTotalFactor: packedBytes / ck.tensorBytes,
       };
-      log(`\nMXFP4 experts (gpt-oss, ${JSON.stringify(shape)}): file ${mib(ck.mxfp4Bytes)} → bf16 in memory ${mib(storeExpertBytes)} (x${point.expertFactor.toFixed(3)}); whole model ${mib(ck.tensorBytes)} → ${mib(m.bytes)} (x${point.totalFactor.toFixed(2)})`);
+      log(`\nMXFP4 experts (gpt-oss, ${JSON.stringify(shape)}): file ${mib(ck.mxfp4Bytes)} → bf16 in memory ${mib(storeExpertBytes)} (x${point.expertFactor.toFixed(3)}); whole model ${mib(ck.tensorBytes)} → ${mib(m.bytes)} (x${point.totalFactor.toFixed(2)}); kept packed: experts ${mib(packedStoreExpertBytes)} (x${point.packedExpertFactor.toFixed(3)}), whole model ${mib(packedBytes)} (x${point.packedTotalFactor.toFixed(2)})`);
       return point;
     } finally {
       m.dispose();

@@ -42,24 +42,39 @@ function uniform(seed: number): () => number {
 
 const CHUNK = 1 << 20;
 
-/** BF16 bytes of n values `offset + scale * U[-1, 1)`, made in chunks. */
-function bf16Values(n: number, offset: number, scale: number, seed: number): Uint8Array {
+/**
+ * BF16 bytes of n values `offset + scale * U[-1, 1)`, made in chunks; `tile`: the first chunk
+ * repeated (shifted by a seeded offset), for checkpoints of many GB where drawing every value
+ * would take longer than the measurement.
+ */
+function bf16Values(n: number, offset: number, scale: number, seed: number, tile = false): Uint8Array {
   const out = new Uint16Array(n);
   const next = uniform(seed);
   const f = new Float32Array(Math.min(n, CHUNK));
   for (let at = 0; at < n; at += CHUNK) {
     const m = Math.min(CHUNK, n - at);
+    if (tile && at > 0) {
+      const shift = Math.floor((next() + 1) * 0.5 * (CHUNK - m));
+      out.copyWithin(at, shift, shift + m);
+      continue;
+    }
     for (let i = 0; i < m; i++) f[i] = offset + scale * next();
     f32ToBf16(f.subarray(0, m), out.subarray(at, at + m));
   }
   return new Uint8Array(out.buffer);
 }
 
-/** Random bytes (MXFP4 blocks: any nibble) or scales `127 + U{-2..2}` (powers of two near 1). */
-function u8Values(n: number, scales: boolean, seed: number): Uint8Array {
+/** Random bytes (MXFP4 blocks: any nibble) or scales `127 + U{-2..2}` (powers of two near 1); `tile` as for bf16Values. */
+function u8Values(n: number, scales: boolean, seed: number, tile = false): Uint8Array {
   const out = new Uint8Array(n);
   const next = uniform(seed);
-  for (let i = 0; i < n; i++) out[i] = scales ? 127 + Math.round(2 * next()) : Math.floor((next() + 1) * 128) & 255;
+  const first = tile ? Math.min(n, CHUNK) : n;
+  for (let i = 0; i < first; i++) out[i] = scales ? 127 + Math.round(2 * next()) : Math.floor((next() + 1) * 128) & 255;
+  for (let at = first; at < n; at += CHUNK) {
+    const m = Math.min(CHUNK, n - at);
+    const shift = Math.floor((next() + 1) * 0.5 * (CHUNK - m));
+    out.copyWithin(at, shift, shift + m);
+  }
   return out;
 }
 
@@ -67,9 +82,10 @@ const numel = (shape: readonly number[]): number => shape.reduce((a, b) => a * b
 
 /**
  * Writes `config` (a config.json object; `architectures[0]` one the loader supports) with random
- * BF16 weights (MXFP4 experts when `mxfp4`) into `dir`.
+ * BF16 weights (MXFP4 experts when `mxfp4`) into `dir`. `tile`: each tensor repeats its first
+ * random chunk of 2^20 elements (shifted), which keeps a checkpoint of many GB fast to write.
  */
-export async function writeRandomHfCheckpoint(dir: string, config: Record<string, unknown>, options: { mxfp4?: boolean; seed?: number } = {}): Promise<RandomCheckpoint> {
+export async function writeRandomHfCheckpoint(dir: string, config: Record<string, unknown>, options: { mxfp4?: boolean; seed?: number; tile?: boolean } = {}): Promise<RandomCheckpoint> {
   mkdirSync(dir, { recursive: true });
   const mxfp4 = options.mxfp4 ?? false;
   const cfg = mxfp4 ? { ...config, quantization_config: { quant_method: 'mxfp4', modules_to_not_convert: ['model.layers.*.self_attn', 'model.layers.*.mlp.router', 'model.embed_tokens', 'lm_head'] } } : config;
@@ -92,7 +108,7 @@ export async function writeRandomHfCheckpoint(dir: string, config: Record<string
       name: s.hf,
       dtype: s.kind === 'u8' ? 'U8' : 'BF16',
       shape: s.shape,
-      bytes: () => (s.kind === 'u8' ? u8Values(n, /_scales$/.test(s.hf), mySeed) : bf16Values(n, isNorm ? 1 : 0, isNorm ? 0.1 : vector ? std : std * Math.sqrt(3), mySeed)),
+      bytes: () => (s.kind === 'u8' ? u8Values(n, /_scales$/.test(s.hf), mySeed, options.tile) : bf16Values(n, isNorm ? 1 : 0, isNorm ? 0.1 : vector ? std : std * Math.sqrt(3), mySeed, options.tile)),
     };
   });
   writeFileSync(join(dir, 'config.json'), `${JSON.stringify(cfg, null, 2)}\n`);

@@ -67,13 +67,14 @@ export {
 } from './hf/chat/jinja-format.js';
 export type { HfArchitecture } from './hf/config-schema.js';
 export { parseHfConfig, type HfConfigInfo, type HfConfigOptions } from './hf/config.js';
-export type { HfFileDtype, HfTensor, TensorDtype } from './hf/convert.js';
+export type { HfFileDtype, HfLoadedTensor, HfMxfp4Tensor, HfTensor, TensorDtype } from './hf/convert.js';
 export { HfConfigError, HfTensorError } from './hf/errors.js';
 export {
   HfCheckpointReader,
   loadHfCheckpoint,
   type HfCheckpoint,
   type HfDtypeOption,
+  type HfMxfp4Option,
   type HfLoadOptions,
   type HfTensorInfo,
 } from './hf/load.js';
@@ -124,6 +125,7 @@ export {
   type ModelAddon,
   type NativeParamStore,
   type ParamBufferName,
+  type Mxfp4Data,
   type ParamDtype,
   type ParamInfo,
   type ParamInit,

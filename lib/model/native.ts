@@ -59,6 +59,10 @@ export interface ParamSpec {
   /**
    * Storage of the values (default `'float32'`). `'bfloat16'` keeps the values as bf16 bits
    * (half the memory; the kernels widen them exactly) and requires `trainable: false`.
+   * `'mxfp4'` keeps them packed as MXFP4 (4-bit E2M1 codes plus one E8M0 scale byte per 32
+   * elements of the last dimension, which must be a multiple of 32: 4.25 bits an element); it
+   * requires `trainable: false` and init `'zeros'` or `'ones'` (then write its blocks and scales
+   * with `writeMxfp4`); only the MoE experts' matrices of a model may be MXFP4.
    */
   dtype?: ParamDtype;
   /**
@@ -69,7 +73,7 @@ export interface ParamSpec {
 }
 
 /** Storage dtype of a parameter's values. */
-export type ParamDtype = 'float32' | 'bfloat16';
+export type ParamDtype = 'float32' | 'bfloat16' | 'mxfp4';
 
 /** One parameter of a model's layout ({@link parameterLayout}): a spec with every field but the store's dtype and trainability. */
 export type LayoutParamSpec = Required<Pick<ParamSpec, 'name' | 'shape' | 'init' | 'std' | 'decay'>>;
@@ -121,6 +125,16 @@ export interface AdamWStepResult {
   step: number;
 }
 
+/**
+ * An MXFP4 tensor's packed form: `blocks` holds two 4-bit E2M1 codes a byte (the low nibble is
+ * the even element), numel / 2 bytes; `scales` one E8M0 scale byte (2^(s − 127)) per 32
+ * consecutive elements, numel / 32 bytes — the layout of Hugging Face's `*_blocks` / `*_scales`.
+ */
+export interface Mxfp4Data {
+  blocks: Uint8Array;
+  scales: Uint8Array;
+}
+
 /** The native ParamStore handle. */
 export interface NativeParamStore {
   names(): string[];
@@ -128,6 +142,8 @@ export interface NativeParamStore {
   read(name: string, which?: ParamBufferName): Float32Array;
   write(name: string, data: Float32Array | Uint16Array, which?: ParamBufferName): void;
   readBf16(name: string): Uint16Array;
+  readMxfp4(name: string): Mxfp4Data;
+  writeMxfp4(name: string, blocks: Uint8Array, scales: Uint8Array): void;
   bytes(): number;
   trainableNumel(): number;
   view(name: string, which?: ParamBufferName): Float32Array;
@@ -211,9 +227,13 @@ export interface NativeMoeArgs {
   upBias?: number;
   router: Float32Array | Uint16Array;
   routerBias?: Float32Array | null;
-  gateUp: Float32Array | Uint16Array;
+  /** Float32, bfloat16 bits, or MXFP4 blocks (Uint8Array) with `gateUpScales`. */
+  gateUp: Float32Array | Uint16Array | Uint8Array;
+  gateUpScales?: Uint8Array;
   gateUpBias?: Float32Array | null;
-  down: Float32Array | Uint16Array;
+  /** Float32, bfloat16 bits, or MXFP4 blocks (Uint8Array) with `downScales`. */
+  down: Float32Array | Uint16Array | Uint8Array;
+  downScales?: Uint8Array;
   downBias?: Float32Array | null;
 }
 

@@ -10,7 +10,7 @@
 import { resolveDevice, type DeviceRequest } from '../native/device.js';
 import { DeviceUnavailableError } from '../native/errors.js';
 import type { RopeScaling } from './config.js';
-import { type GemmArgs, type GemmInfo, type NativeMoeState, modelAddon } from './native.js';
+import { type GemmArgs, type GemmInfo, type Mxfp4Data, type NativeMoeArgs, type NativeMoeState, modelAddon } from './native.js';
 
 /**
  * Where an op runs: `device` of its options. Unlike the attention and GRPO functions the ops
@@ -472,18 +472,22 @@ export interface MoeShape {
   variant?: SwiGluVariant | SwiGluParams;
 }
 
-/** The weights of an MoE layer (float32, or bfloat16 bits, frozen, widened exactly in the GEMMs). */
+/**
+ * The weights of an MoE layer (float32, or bfloat16 bits, frozen, widened exactly in the GEMMs;
+ * the experts' matrices may also be MXFP4 blocks and scales, frozen, decoded exactly in the
+ * GEMMs: the same results as their bfloat16 dequantization, bit for bit).
+ */
 export interface MoeWeights {
   /** [E, D]. */
   router: WeightArray;
   /** [E] or absent. */
   routerBias?: Float32Array | null;
-  /** [E, 2F, D]: per expert F gate rows, then F up rows. */
-  gateUp: WeightArray;
+  /** [E, 2F, D]: per expert F gate rows, then F up rows (MXFP4: D a multiple of 32). */
+  gateUp: WeightArray | Mxfp4Data;
   /** [E, 2F] or absent. */
   gateUpBias?: Float32Array | null;
-  /** [E, D, F]. */
-  down: WeightArray;
+  /** [E, D, F] (MXFP4: F a multiple of 32). */
+  down: WeightArray | Mxfp4Data;
   /** [E, D] or absent. */
   downBias?: Float32Array | null;
 }
@@ -505,9 +509,19 @@ export interface MoeForwardResult {
   state: MoeState;
 }
 
-function moeArgs(o: MoeShape & MoeWeights): Omit<MoeShape, 'variant'> & MoeWeights & SwiGluParams {
-  const { variant, ...rest } = o;
-  return { ...rest, ...swigluParams(variant) };
+/** The native arguments of an MoE call: an MXFP4 weight passes its blocks as the weight and its scales beside. */
+function moeArgs(o: MoeShape & MoeWeights): NativeMoeArgs {
+  const { variant, gateUp, down, ...rest } = o;
+  return {
+    ...rest,
+    ...(isMxfp4(gateUp) ? { gateUp: gateUp.blocks, gateUpScales: gateUp.scales } : { gateUp }),
+    ...(isMxfp4(down) ? { down: down.blocks, downScales: down.scales } : { down }),
+    ...swigluParams(variant),
+  };
+}
+
+function isMxfp4(w: WeightArray | Mxfp4Data): w is Mxfp4Data {
+  return !(w instanceof Float32Array) && !(w instanceof Uint16Array);
 }
 
 /**
@@ -563,8 +577,8 @@ export function moeBackward(
     },
 ): MoeGradients {
   const { width: D, ffn: F, experts: E } = o;
-  const weightGrad = (w: WeightArray, given: Float32Array | null | undefined, n: number): Float32Array | null =>
-    w instanceof Uint16Array && given === undefined ? null : grad(given, n);
+  const weightGrad = (w: WeightArray | Mxfp4Data, given: Float32Array | null | undefined, n: number): Float32Array | null =>
+    (w instanceof Uint16Array || isMxfp4(w)) && given === undefined ? null : grad(given, n);
   const biasGrad = (b: Float32Array | null | undefined, given: Float32Array | null | undefined, n: number): Float32Array | null =>
     (b === undefined || b === null) && given === undefined ? null : grad(given, n);
   const g: MoeGradients = {

@@ -9,7 +9,7 @@
  */
 import type { DeviceRequest } from '../native/device.js';
 import { type ModelConfigInput, validateModelConfig } from './config.js';
-import { type AdamWStepOptions, type AdamWStepResult, type NativeParamStore, type ParamBufferName, type ParamInfo, type ParamSpec, modelAddon } from './native.js';
+import { type AdamWStepOptions, type AdamWStepResult, type Mxfp4Data, type NativeParamStore, type ParamBufferName, type ParamInfo, type ParamSpec, modelAddon } from './native.js';
 import { modelOpsDevice } from './ops.js';
 
 export type { AdamWStepOptions, AdamWStepResult, LayoutParamSpec, ParamBufferName, ParamDtype, ParamInfo, ParamSpec } from './native.js';
@@ -136,12 +136,28 @@ export class ParamStore {
     this.native.write(name, data, which);
   }
 
-  /** The raw bits of a bfloat16 parameter's values (TypeError for a float32 one): lossless export. */
+  /**
+   * The raw bits of a bfloat16 parameter's values, or an MXFP4 parameter's exact bfloat16
+   * dequantization (TypeError for a float32 one): lossless export.
+   */
   readBf16(name: string): Uint16Array {
     return this.native.readBf16(name);
   }
 
-  /** Bytes the store holds natively: values (4 or 2 per element) plus gradient and moments (12 per trainable element). */
+  /** A copy of an MXFP4 parameter's blocks and scales (TypeError for another dtype). */
+  readMxfp4(name: string): Mxfp4Data {
+    return this.native.readMxfp4(name);
+  }
+
+  /**
+   * Sets an MXFP4 parameter's blocks (numel / 2 bytes) and scales (numel / 32 bytes), copied as
+   * they are (TypeError for another dtype, RangeError for a wrong length).
+   */
+  writeMxfp4(name: string, data: Mxfp4Data): void {
+    this.native.writeMxfp4(name, data.blocks, data.scales);
+  }
+
+  /** Bytes the store holds natively: values (4, 2 or 17/32 (MXFP4) per element) plus gradient and moments (12 per trainable element). */
   get bytes(): number {
     return this.native.bytes();
   }

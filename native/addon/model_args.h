@@ -84,6 +84,7 @@ class Args {
   struct Weight {
     const void* ptr = nullptr;
     bool bf16 = false;
+    const std::uint8_t* scales = nullptr;  // MXFP4 (ptr: the blocks)
     const float* f32() const { return static_cast<const float*>(ptr); }
     const std::uint16_t* bits() const { return static_cast<const std::uint16_t*>(ptr); }
   };
@@ -101,6 +102,33 @@ class Args {
     return {F32(key, len), false};  // its TypeError names the Float32Array form
   }
   Weight OptWeightArray(const char* key, std::int64_t len) const { return Has(key) ? WeightArray(key, len) : Weight{}; }
+  /**
+   * A weight of `len` elements given as MXFP4 when `scalesKey` is present (`key` a Uint8Array of
+   * len / 2 block bytes, `scalesKey` one of len / 32 scale bytes, both staged like the others),
+   * else as WeightArray.
+   */
+  Weight WeightOrMxfp4(const char* key, const char* scalesKey, std::int64_t len) const {
+    if (!Has(scalesKey)) return WeightArray(key, len);
+    if (len % 32 != 0) throw Napi::RangeError::New(env_, std::string(key) + ": MXFP4 needs a multiple of 32 elements");
+    Weight w;
+    w.ptr = U8(key, len / 2);
+    w.scales = U8(scalesKey, len / 32);
+    return w;
+  }
+  /** A Uint8Array of exactly len bytes (staged like the others on a GPU). */
+  std::uint8_t* U8(const char* key, std::int64_t len) const {
+    const Napi::Value v = Get(key);
+    if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+      throw Napi::TypeError::New(env_, std::string(key) + " must be a Uint8Array");
+    }
+    Napi::Uint8Array a = v.As<Napi::Uint8Array>();
+    if (a.ElementLength() != static_cast<std::size_t>(len)) {
+      throw Napi::RangeError::New(env_, std::string(key) + " must have " + std::to_string(len) + " bytes, got " +
+                                            std::to_string(a.ElementLength()));
+    }
+    Track(key, a.Data(), a.ByteLength());
+    return static_cast<std::uint8_t*>(Stage(a.Data(), a.ByteLength(), false));
+  }
   std::int32_t* I32(const char* key, std::int64_t len) const {
     Napi::Int32Array a = RequireI32(Get(key), key, static_cast<std::size_t>(len));
     Track(key, a.Data(), a.ByteLength());

@@ -1,6 +1,7 @@
 // Bindings of the MoE layer op (native/model/moe.h): moeForward returns the output, the router
 // logits, the chosen experts and their weights, and a state (a tagged external holding what the
-// backward needs) that moeBackward takes. Weights may be bfloat16 bits (Uint16Array). With
+// backward needs) that moeBackward takes. Weights may be bfloat16 bits (Uint16Array); the experts'
+// may be MXFP4 (gateUp / down: Uint8Array blocks with gateUpScales / downScales). With
 // `device` 'cuda' the arrays are staged in device memory (model_args.h), the CUDA MoE
 // (moe_device.h) runs on them and the state keeps its activations in device memory.
 #include <memory>
@@ -49,11 +50,11 @@ MoeParams ParseParams(const Args& a, std::int64_t* rows) {
   p.swiglu.upBias = static_cast<float>(a.Num("upBias", 0.0));
   const std::int64_t D = p.width, F = p.ffn, E = p.experts;
   const Args::Weight r = a.WeightArray("router", E * D);
-  const Args::Weight gu = a.WeightArray("gateUp", E * 2 * F * D);
-  const Args::Weight dn = a.WeightArray("down", E * D * F);
+  const Args::Weight gu = a.WeightOrMxfp4("gateUp", "gateUpScales", E * 2 * F * D);
+  const Args::Weight dn = a.WeightOrMxfp4("down", "downScales", E * D * F);
   p.router = {r.ptr, r.bf16};
-  p.gateUp = {gu.ptr, gu.bf16};
-  p.down = {dn.ptr, dn.bf16};
+  p.gateUp = {gu.ptr, gu.bf16, gu.scales};
+  p.down = {dn.ptr, dn.bf16, dn.scales};
   p.routerBias = a.OptF32("routerBias", E);
   p.gateUpBias = a.OptF32("gateUpBias", E * 2 * F);
   p.downBias = a.OptF32("downBias", E * D);
@@ -67,8 +68,8 @@ Napi::Value MoeForwardJs(const Napi::CallbackInfo& info) {
   const float* x = a.F32("x", T * p.width);
   float* out = a.F32("out", T * p.width);
   float* logits = a.F32("logits", T * p.experts);
-  a.DisjointAll("out", {"x", "router", "gateUp", "down", "routerBias", "gateUpBias", "downBias", "logits"});
-  a.DisjointAll("logits", {"x", "router", "gateUp", "down", "routerBias", "gateUpBias", "downBias"});
+  a.DisjointAll("out", {"x", "router", "gateUp", "down", "gateUpScales", "downScales", "routerBias", "gateUpBias", "downBias", "logits"});
+  a.DisjointAll("logits", {"x", "router", "gateUp", "down", "gateUpScales", "downScales", "routerBias", "gateUpBias", "downBias"});
   auto box = std::make_unique<MoeStateBox>();
   box->D = p.width;
   box->F = p.ffn;
@@ -138,8 +139,8 @@ Napi::Value MoeBackwardJs(const Napi::CallbackInfo& info) {
   }
   a.DisjointAll("dx", {"drouter", "drouterBias", "dgateUp", "dgateUpBias", "ddown", "ddownBias"});
   if (p.router.bf16 && g.router) throw Napi::TypeError::New(info.Env(), "drouter must be null for a bfloat16 router (frozen)");
-  if (p.gateUp.bf16 && g.gateUp) throw Napi::TypeError::New(info.Env(), "dgateUp must be null for bfloat16 experts (frozen)");
-  if (p.down.bf16 && g.down) throw Napi::TypeError::New(info.Env(), "ddown must be null for bfloat16 experts (frozen)");
+  if (p.gateUp.frozen() && g.gateUp) throw Napi::TypeError::New(info.Env(), "dgateUp must be null for bfloat16 experts (frozen; MXFP4 experts too)");
+  if (p.down.frozen() && g.down) throw Napi::TypeError::New(info.Env(), "ddown must be null for bfloat16 experts (frozen; MXFP4 experts too)");
   if (box.device) {
     const int device = box.device->index.device();
     if (box.device->T > 0 && a.Device() != device) {

@@ -57,15 +57,17 @@ std::vector<model::ParamSpec> ParseSpecs(const Napi::Value& v, const std::string
     s.init = ParseInit(Field(o, "init"), where + ".init");
     const Napi::Value dtype = Field(o, "dtype");
     if (!IsNullish(dtype)) {
-      s.dtype = RequireEnum(dtype, where + ".dtype", {"float32", "bfloat16"}) == "bfloat16" ? model::ParamDtype::kBFloat16
-                                                                                            : model::ParamDtype::kFloat32;
+      const std::string d = RequireEnum(dtype, where + ".dtype", {"float32", "bfloat16", "mxfp4"});
+      s.dtype = d == "bfloat16" ? model::ParamDtype::kBFloat16
+                : d == "mxfp4"  ? model::ParamDtype::kMxfp4
+                                : model::ParamDtype::kFloat32;
     }
     const Napi::Value trainable = Field(o, "trainable");
     if (!IsNullish(trainable)) {
       if (!trainable.IsBoolean()) throw Napi::TypeError::New(v.Env(), where + ".trainable must be a boolean");
       s.trainable = trainable.As<Napi::Boolean>().Value();
     } else {
-      s.trainable = s.dtype == model::ParamDtype::kFloat32;  // bfloat16 parameters are frozen
+      s.trainable = s.dtype == model::ParamDtype::kFloat32;  // bfloat16 and MXFP4 parameters are frozen
     }
     const Napi::Value std = Field(o, "std");
     s.std = IsNullish(std) ? 0.02 : RequireNumber(std, where + ".std");
@@ -97,6 +99,8 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
                            InstanceMethod<&ParamStoreWrap::Read>("read"),
                            InstanceMethod<&ParamStoreWrap::Write>("write"),
                            InstanceMethod<&ParamStoreWrap::ReadBf16>("readBf16"),
+                           InstanceMethod<&ParamStoreWrap::ReadMxfp4>("readMxfp4"),
+                           InstanceMethod<&ParamStoreWrap::WriteMxfp4>("writeMxfp4"),
                            InstanceMethod<&ParamStoreWrap::Bytes>("bytes"),
                            InstanceMethod<&ParamStoreWrap::TrainableNumel>("trainableNumel"),
                            InstanceMethod<&ParamStoreWrap::View>("view"),
@@ -179,7 +183,7 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
                                                                   : "zeros");
         o.Set("std", p.spec.std);
         o.Set("decay", p.spec.decay);
-        o.Set("dtype", p.bf16() ? "bfloat16" : "float32");
+        o.Set("dtype", p.mxfp4() ? "mxfp4" : p.bf16() ? "bfloat16" : "float32");
         o.Set("trainable", p.trainable());
         a.Set(static_cast<std::uint32_t>(i), o);
       }
@@ -208,7 +212,7 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
         if (!p.bf16() || which != ParamBuffer::kValue) {
           throw Napi::TypeError::New(info.Env(), "data: a Uint16Array (bfloat16 bits) is accepted only for the value of a "
                                                  "bfloat16 parameter; '" + p.spec.name + "' is " +
-                                                     (p.bf16() ? "bfloat16 (write its value)" : "float32"));
+                                                     (p.bf16() ? "bfloat16 (write its value)" : p.mxfp4() ? "MXFP4 (use writeMxfp4)" : "float32"));
         }
         if (bits.ElementLength() != static_cast<std::size_t>(p.numel)) {
           throw Napi::RangeError::New(info.Env(), "data must have " + std::to_string(p.numel) + " elements, got " +
@@ -226,10 +230,51 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
   Napi::Value ReadBf16(const Napi::CallbackInfo& info) {
     return Guarded(info, [&] {
       model::Parameter& p = Param(info);
-      if (!p.bf16()) throw Napi::TypeError::New(info.Env(), "readBf16: parameter '" + p.spec.name + "' is float32 (use read)");
+      if (!p.bf16() && !p.mxfp4()) throw Napi::TypeError::New(info.Env(), "readBf16: parameter '" + p.spec.name + "' is float32 (use read)");
       Napi::Uint16Array out = Napi::Uint16Array::New(info.Env(), static_cast<std::size_t>(p.numel));
       store_->ReadBf16(p, out.Data());
       return Napi::Value(out);
+    });
+  }
+
+  /** readMxfp4(name) -> { blocks: Uint8Array (numel / 2), scales: Uint8Array (numel / 32) }. */
+  Napi::Value ReadMxfp4(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      model::Parameter& p = Param(info);
+      if (!p.mxfp4()) throw Napi::TypeError::New(info.Env(), "readMxfp4: parameter '" + p.spec.name + "' is not MXFP4");
+      const std::size_t n = static_cast<std::size_t>(p.numel);
+      Napi::Uint8Array blocks = Napi::Uint8Array::New(info.Env(), n / 2);
+      Napi::Uint8Array scales = Napi::Uint8Array::New(info.Env(), n / 32);
+      store_->ReadMxfp4(p, blocks.Data(), scales.Data());
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("blocks", blocks);
+      o.Set("scales", scales);
+      return Napi::Value(o);
+    });
+  }
+
+  /** writeMxfp4(name, blocks: Uint8Array (numel / 2), scales: Uint8Array (numel / 32)). */
+  Napi::Value WriteMxfp4(const Napi::CallbackInfo& info) {
+    return Guarded(info, [&] {
+      Napi::Env env = info.Env();
+      model::Parameter& p = Param(info);
+      if (!p.mxfp4()) throw Napi::TypeError::New(env, "writeMxfp4: parameter '" + p.spec.name + "' is not MXFP4");
+      const std::size_t n = static_cast<std::size_t>(p.numel);
+      auto bytes = [&](const Napi::Value& v, const char* what, std::size_t len) {
+        if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+          throw Napi::TypeError::New(env, std::string("writeMxfp4: ") + what + " of '" + p.spec.name + "' must be a Uint8Array");
+        }
+        const Napi::Uint8Array a = v.As<Napi::Uint8Array>();
+        if (a.ElementLength() != len) {
+          throw Napi::RangeError::New(env, std::string("writeMxfp4: ") + what + " of '" + p.spec.name + "' must have " +
+                                               std::to_string(len) + " bytes, got " + std::to_string(a.ElementLength()));
+        }
+        return a.Data();
+      };
+      const std::uint8_t* b = bytes(info[1], "blocks", n / 2);
+      const std::uint8_t* sc = bytes(info[2], "scales", n / 32);
+      store_->WriteMxfp4(p, b, sc);
+      return env.Undefined();
     });
   }
 
@@ -257,7 +302,7 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
       float* ptr = ParamStore::Buffer(p, which);
       if (ptr == nullptr) {
         throw Napi::Error::New(env, "view: parameter '" + p.spec.name + "' has no float32 " +
-                                        (which == ParamBuffer::kValue ? "values (it is bfloat16; use read() and readBf16())"
+                                        (which == ParamBuffer::kValue ? "values (it is bfloat16 or MXFP4; use read() and readBf16())"
                                                                       : "gradient or moments (it is not trainable)"));
       }
       // Drop references to views that were collected, then hand out a new aliasing view that

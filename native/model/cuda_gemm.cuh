@@ -6,7 +6,8 @@
 // 4 x 4 outputs per thread of 256, fp32 accumulation with fmaf in k order) over operands stored
 // as float32 or as bfloat16 bits: a bfloat16 element is widened exactly to float32 as it is
 // loaded into shared memory, so the result is the float32 GEMM of the widened matrix bit for
-// bit. Besides the plain launch, a grouped launch runs many independent GEMMs with the same
+// bit; an MXFP4 B (the experts kept packed) is decoded exactly as it is loaded, so the result is the
+// GEMM of its bfloat16 dequantization bit for bit. Besides the plain launch, a grouped launch runs many independent GEMMs with the same
 // transposes and leading dimensions (the experts of an MoE layer: each group its own row range
 // and weight matrix) as one grid over a list of (group, row tile) entries, so only the tiles that
 // exist are launched. Shared by cuda_ops.cu and cuda_moe.cu (an anonymous namespace: each file
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../core/cuda_check.cuh"
@@ -42,12 +44,47 @@ __device__ __forceinline__ float LoadElement(const std::uint16_t* p) {
 }
 
 /**
+ * An MXFP4 operand (mxfp4.h: 4-bit E2M1 codes two to a byte, low nibble first, one E8M0 scale
+ * byte per 32 elements; rows of whole blocks) addressed like a pointer to its elements.
+ */
+struct Mxfp4Operand {
+  const std::uint8_t* blocks;
+  const std::uint8_t* scales;
+  long long offset;
+  __host__ __device__ Mxfp4Operand operator+(long long n) const { return Mxfp4Operand{blocks, scales, offset + n}; }
+};
+
+/**
+ * An MXFP4 element as float32: FP4[code] * float32(2^(scale - 127)) — exact, so equal to its
+ * bfloat16 dequantization (scale 0 gives the subnormal 2^-127, scale 255 infinity; a NaN is the
+ * canonical 0x7FC00000 the CPU decoder writes).
+ */
+__device__ __forceinline__ float LoadElement(const Mxfp4Operand& p) {
+  const unsigned byte = p.blocks[p.offset >> 1];
+  const unsigned code = (p.offset & 1) ? (byte >> 4) : (byte & 15u);
+  const unsigned scale = p.scales[p.offset >> 5];
+  const unsigned e = (code >> 1) & 3u, m = code & 1u;
+  const float mag = e == 0 ? 0.5f * static_cast<float>(m) : (1.0f + 0.5f * static_cast<float>(m)) * static_cast<float>(1u << (e - 1));
+  const unsigned powerBits = scale == 0 ? 0x00400000u : scale << 23;  // 2^(scale - 127); 255 -> infinity
+  float power;
+  memcpy(&power, &powerBits, sizeof(power));
+  float v = mag * power;
+  if (code & 8u) v = -v;
+  if (v != v) {
+    const unsigned nan = 0x7fc00000u;
+    memcpy(&v, &nan, sizeof(v));
+  }
+  return v;
+}
+
+/**
  * One 64 x 64 tile, at (row0, col0), of C = alpha op(A) op(B) + beta C (row-major, leading
  * dimensions; beta == 0 writes C without reading it), computed by the 256 threads of a block.
+ * A and B are pointers to float32 or bfloat16 bits, or (B) an Mxfp4Operand.
  */
-template <typename TA, typename TB>
+template <typename PA, typename PB>
 __device__ __forceinline__ void GemmTile(int transA, int transB, long long M, long long N, long long K, float alpha,
-                                         const TA* A, long long lda, const TB* B, long long ldb, float beta, float* C,
+                                         PA A, long long lda, PB B, long long ldb, float beta, float* C,
                                          long long ldc, long long row0, long long col0) {
   __shared__ float As[kTileK][kTileM + 1];
   __shared__ float Bs[kTileK][kTileN + 1];
@@ -90,8 +127,8 @@ template <typename TA, typename TB>
 __global__ void __launch_bounds__(256) GemmKernel(int transA, int transB, long long M, long long N, long long K,
                                                   float alpha, const TA* A, long long lda, const TB* B, long long ldb,
                                                   float beta, float* C, long long ldc) {
-  GemmTile<TA, TB>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                   static_cast<long long>(blockIdx.y) * kTileM, static_cast<long long>(blockIdx.x) * kTileN);
+  GemmTile(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, static_cast<long long>(blockIdx.y) * kTileM,
+           static_cast<long long>(blockIdx.x) * kTileN);
 }
 
 /** C = alpha op(A) op(B) + beta C on `s` (A and B float32 or bfloat16 bits). */
@@ -121,27 +158,33 @@ struct GemmGroupTile {
   long long m, n, k, a, b, c, row0;
 };
 
-template <typename TA, typename TB>
+/** PA, PB: pointers to float32 or bfloat16 bits, or (PB) an Mxfp4Operand. */
+template <typename PA, typename PB>
 __global__ void __launch_bounds__(256) GroupedGemmKernel(const GemmGroupTile* tiles, int transA, int transB, float alpha,
-                                                         const TA* A, long long lda, const TB* B, long long ldb,
-                                                         float beta, float* C, long long ldc) {
+                                                         PA A, long long lda, PB B, long long ldb, float beta, float* C,
+                                                         long long ldc) {
   const GemmGroupTile t = tiles[blockIdx.y];
   const long long col0 = static_cast<long long>(blockIdx.x) * kTileN;
   if (col0 >= t.n) return;  // the whole block leaves: a narrower group than the grid
-  GemmTile<TA, TB>(transA, transB, t.m, t.n, t.k, alpha, A + t.a, lda, B + t.b, ldb, beta, C + t.c, ldc, t.row0, col0);
+  GemmTile(transA, transB, t.m, t.n, t.k, alpha, A + t.a, lda, B + t.b, ldb, beta, C + t.c, ldc, t.row0, col0);
 }
 
 /**
  * For every group g: C_g = alpha op(A_g) op(B_g) + beta C_g, where X_g starts at X + group.x
  * (the same transposes and leading dimensions for all); groups with m or n = 0 are skipped
  * (k = 0 gives beta C). Synchronous (the tile list lives in device memory until the kernels end).
+ * a and b are pointers to float32 or bfloat16 bits, or (b) an Mxfp4Operand (offsets in elements).
  */
-template <typename TA, typename TB>
-void GroupedGemm(int device, const std::vector<GemmGroup>& groups, bool transA, bool transB, float alpha, const TA* a,
-                 std::int64_t lda, const TB* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  if (UseTensorCoreGemm()) {  // matmul precision 'medium': bfloat16 tensor cores (cuda_gemm_tc.cuh)
-    GroupedGemmTc(device, groups, transA, transB, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
+template <typename PA, typename PB>
+void GroupedGemm(int device, const std::vector<GemmGroup>& groups, bool transA, bool transB, float alpha, PA a,
+                 std::int64_t lda, PB b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  // matmul precision 'medium': bfloat16 tensor cores (cuda_gemm_tc.cuh) for float32/bfloat16
+  // operands; packed MXFP4 weights stay on the exact float32 kernel below (no tensor-core decoder yet).
+  if constexpr (std::is_pointer_v<PA> && std::is_pointer_v<PB>) {
+    if (UseTensorCoreGemm()) {
+      GroupedGemmTc(device, groups, transA, transB, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
+    }
   }
   std::vector<GemmGroupTile> tiles;
   long long maxN = 0;
@@ -158,7 +201,7 @@ void GroupedGemm(int device, const std::vector<GemmGroup>& groups, bool transA, 
   for (std::size_t t0 = 0; t0 < tiles.size(); t0 += kMaxRows) {
     const std::size_t count = tiles.size() - t0 < kMaxRows ? tiles.size() - t0 : kMaxRows;
     const dim3 grid(static_cast<unsigned>(CeilDiv<long long>(maxN, kTileN)), static_cast<unsigned>(count));
-    auto* kernel = GroupedGemmKernel<TA, TB>;
+    auto* kernel = GroupedGemmKernel<PA, PB>;
     SFX_LAUNCH(kernel, grid, dim3(256), 0, stream)
     (list.data() + t0, transA ? 1 : 0, transB ? 1 : 0, alpha, a, lda, b, ldb, beta, c, ldc);
     SFX_CUDA_LAUNCH_CHECK("GroupedGemmKernel");

@@ -201,7 +201,8 @@ std::vector<ExpertRows> Active(const std::vector<std::int64_t>& offsets) {
 }
 
 /**
- * GroupedGemm over the active experts with B a [E, ...] weight tensor of float32 or bfloat16 bits:
+ * GroupedGemm over the active experts with B a [E, ...] weight tensor of float32 or bfloat16 bits or
+ * MXFP4 (decoded exactly as the tiles load it):
  * `group(e, r0, n)` gives each expert's GemmGroup (offsets into A, B and C).
  */
 template <typename Fn>
@@ -211,7 +212,10 @@ void ExpertGemm(int device, const std::vector<ExpertRows>& active, Fn&& group, b
   std::vector<GemmGroup> groups;
   groups.reserve(active.size());
   for (const ExpertRows& x : active) groups.push_back(group(x.e, x.r0, x.n));
-  if (b.bf16) {
+  if (b.mxfp4()) {
+    const Mxfp4Operand w{static_cast<const std::uint8_t*>(b.data), b.scales, 0};
+    GroupedGemm(device, groups, transA, transB, 1.0f, a, lda, w, ldb, beta, c, ldc);
+  } else if (b.bf16) {
     GroupedGemm(device, groups, transA, transB, 1.0f, a, lda, static_cast<const std::uint16_t*>(b.data), ldb, beta, c, ldc);
   } else {
     GroupedGemm(device, groups, transA, transB, 1.0f, a, lda, static_cast<const float*>(b.data), ldb, beta, c, ldc);
@@ -371,8 +375,8 @@ void Backward(const MoeParams& p, const float* x, const float* dout, const Devic
   Require(s.index.size() == static_cast<std::size_t>(A) && s.y.size() == static_cast<std::size_t>(A * D) &&
               s.offsets.size() == static_cast<std::size_t>(E + 1),
           "the saved MoE state does not match these shapes (or the forward did not save it)");
-  Require(!((p.router.bf16 && g.router) || (p.gateUp.bf16 && g.gateUp) || (p.down.bf16 && g.down)),
-          "a bfloat16 MoE weight is frozen: its gradient must be null");
+  Require(!((p.router.frozen() && g.router) || (p.gateUp.frozen() && g.gateUp) || (p.down.frozen() && g.down)),
+          "a bfloat16 or MXFP4 MoE weight is frozen: its gradient must be null");
   Require(K < 65536, "moe: topK must be below 65536 on CUDA");
   const ModelOps& ops = *GetCudaOps();
   const int dev = CurrentDevice();

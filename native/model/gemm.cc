@@ -14,6 +14,7 @@
 #include "../core/thread_pool.h"
 #include "bf16.h"
 #include "kernel_table.h"
+#include "mxfp4.h"
 
 namespace sinkflex::model {
 namespace {
@@ -93,6 +94,31 @@ void PackB(bool transB, const T* B, std::int64_t ldb, std::int64_t N, std::int64
   }
 }
 
+/**
+ * PackB for an MXFP4 B (decoded exactly, element by element, to the float32 values its bfloat16
+ * dequantization widens to: the same packed panel as the bfloat16 path gets).
+ */
+void PackB(bool transB, Mxfp4Ptr B, std::int64_t ldb, std::int64_t N, std::int64_t c0, std::int64_t k0,
+           std::int64_t kc, int nr, float* dst) {
+  const float* table = Mxfp4Table();
+  const std::int64_t cols = std::min<std::int64_t>(nr, N - c0);
+  if (!transB) {
+    for (std::int64_t p = 0; p < kc; ++p) {
+      const Mxfp4Ptr src = B + ((k0 + p) * ldb + c0);
+      float* d = dst + p * nr;
+      for (std::int64_t j = 0; j < cols; ++j) d[j] = (src + j).Value(table);
+      for (std::int64_t j = cols; j < nr; ++j) d[j] = 0.0f;
+    }
+  } else {
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const Mxfp4Ptr src = B + ((c0 + j) * ldb + k0);
+      for (std::int64_t p = 0; p < kc; ++p) dst[p * nr + j] = (src + p).Value(table);
+    }
+    for (std::int64_t p = 0; p < kc; ++p)
+      for (std::int64_t j = cols; j < nr; ++j) dst[p * nr + j] = 0.0f;
+  }
+}
+
 /** Runs fn(task) for tasks in [0, n): on the pool when `parallel`, else inline. */
 template <typename Fn>
 void Run(bool parallel, std::int64_t n, Fn&& fn) {
@@ -125,9 +151,10 @@ void GemmSmallM(const KernelTable& kt, bool transB, std::int64_t M, std::int64_t
   });
 }
 
-template <typename TA, typename TB>
+/** B is a pointer to float32 or bfloat16 elements, or an Mxfp4Ptr (PackB decodes each kind). */
+template <typename TA, typename PB>
 void GemmPacked(const KernelTable& kt, bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K,
-                float alpha, const TA* A, std::int64_t lda, const TB* B, std::int64_t ldb, float beta, float* C,
+                float alpha, const TA* A, std::int64_t lda, PB B, std::int64_t ldb, float beta, float* C,
                 std::int64_t ldc, bool parallel) {
   constexpr bool kPlainA = std::is_same_v<TA, float>;
   const int mr = kt.gemmMr, nr = kt.gemmNr;
@@ -187,7 +214,51 @@ void GemmPacked(const KernelTable& kt, bool transA, bool transB, std::int64_t M,
   }
 }
 
+/**
+ * The small-M path with an MXFP4 B: each task decodes the part of B it streams (16 rows of a
+ * transposed B, or a strip of columns of every row) to bfloat16 bits and runs the bfloat16
+ * kernel on it, so every element of C is summed exactly as the bfloat16 path sums it.
+ */
+void GemmSmallMMxfp4(const KernelTable& kt, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                     const float* A, std::int64_t lda, Mxfp4Ptr B, std::int64_t ldb, float beta, float* C,
+                     std::int64_t ldc, bool parallel) {
+  const std::int64_t chunk = transB ? 16 : 4 * kt.vectorWidth;
+  const std::int64_t tasks = (N + chunk - 1) / chunk;
+  Run(parallel, tasks, [&](std::int64_t t) {
+    const std::int64_t n0 = t * chunk, n1 = std::min(N, n0 + chunk), w = n1 - n0;
+    HostBuffer<std::uint16_t> part(static_cast<std::size_t>(w * K), "gemm decoded MXFP4 strip");
+    if (transB) {
+      for (std::int64_t r = 0; r < w; ++r) Mxfp4DecodeBf16(B + (n0 + r) * ldb, K, part.data() + r * K);
+      kt.gemmSmallTransBBf16(M, 0, w, K, alpha, A, lda, part.data(), K, beta, C + n0, ldc);
+    } else {
+      for (std::int64_t k = 0; k < K; ++k) Mxfp4DecodeBf16(B + (k * ldb + n0), w, part.data() + k * w);
+      kt.gemmSmallNoTransBf16(M, 0, w, K, alpha, A, lda, part.data(), w, beta, C + n0, ldc);
+    }
+  });
+}
+
 }  // namespace
+
+void GemmMxfp4B(bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A,
+                std::int64_t lda, Mxfp4Ptr B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+  CheckArgs(false, transB, M, N, K, A, lda, B.blocks, ldb, C, ldc);
+  if (M > 0 && N > 0 && K > 0 && B.scales == nullptr) throw ArgumentError("gemm: the MXFP4 scales of B are null");
+  if (ldb % kMxfp4Block != 0) {
+    throw ArgumentError("gemm: an MXFP4 B needs rows of whole 32-element blocks (ldb " + std::to_string(ldb) + ")");
+  }
+  if (M == 0 || N == 0) return;
+  if (K == 0 || alpha == 0.0f) {
+    ScaleC(M, N, beta, C, ldc);
+    return;
+  }
+  const KernelTable& kt = ActiveKernels();
+  const bool parallel = 2 * M * N * K >= kSerialFlops;
+  if (M <= kSmallM) {
+    GemmSmallMMxfp4(kt, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, parallel);
+    return;
+  }
+  GemmPacked(kt, false, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, parallel);
+}
 
 void GemmMixed(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const void* A,
                bool aBf16, std::int64_t lda, const void* B, bool bBf16, std::int64_t ldb, float beta, float* C,

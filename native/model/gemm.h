@@ -4,11 +4,14 @@
 // loops), register-tiled micro-kernels for AVX-512 / AVX2+FMA / portable code chosen at run
 // time, multi-threaded over the global thread pool, deterministic (each element of C is
 // computed by one task in a fixed order, whatever the thread count). Either operand may be
-// stored as bfloat16 (GemmMixed: widened exactly while packing, products in float32).
+// stored as bfloat16 (GemmMixed: widened exactly while packing, products in float32), and B as
+// MXFP4 (GemmMxfp4B: decoded exactly while packing).
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "mxfp4.h"
 
 namespace sinkflex::model {
 
@@ -45,6 +48,15 @@ void Gemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t
 void GemmMixed(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const void* A,
                bool aBf16, std::int64_t lda, const void* B, bool bBf16, std::int64_t ldb, float beta, float* C,
                std::int64_t ldc);
+
+/**
+ * Gemm with a float32 A (not transposed) and B stored packed as MXFP4 (mxfp4.h; ldb, the stored
+ * row length, a multiple of 32). B's elements are decoded exactly as they are packed (or, on the
+ * small-M path, as each task's strip is streamed), so the result equals GemmMixed over B's
+ * bfloat16 dequantization bit for bit. Throws ArgumentError on bad sizes.
+ */
+void GemmMxfp4B(bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A,
+                std::int64_t lda, Mxfp4Ptr B, std::int64_t ldb, float beta, float* C, std::int64_t ldc);
 
 /** The same contract computed by a plain scalar triple loop (the benchmark's baseline). */
 void GemmNaive(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,

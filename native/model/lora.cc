@@ -45,6 +45,7 @@ void LoraMerge(Parameter& w, std::int64_t rowOffset, const Parameter& a, const P
                         ") are outside '" + w.spec.name + "' (" + std::to_string(rows) + " rows)");
   }
   if (a.bf16() || b.bf16()) throw ArgumentError("LoRA merge: the adapter matrices must be float32");
+  if (w.mxfp4()) throw ArgumentError("LoRA merge: '" + w.spec.name + "' is MXFP4 (load the base with mxfp4: 'bf16' to merge into it)");
   if (a.value.data() == nullptr || b.value.data() == nullptr || (w.value.data() == nullptr && w.value16.data() == nullptr)) {
     throw ArgumentError("LoRA merge runs on CPU stores only");
   }

@@ -9,6 +9,7 @@
 #include "../core/errors.h"
 #include "../core/thread_pool.h"
 #include "gemm.h"
+#include "mxfp4.h"
 #include "kernel_table.h"
 #include "ops.h"
 #include "ops_table.h"
@@ -21,11 +22,23 @@ constexpr std::int64_t kTokenChunk = 64;          // tokens per task of the per-
 
 HostBuffer<float> Floats(std::int64_t n, const char* what) { return HostBuffer<float>(static_cast<std::size_t>(n), what); }
 
-/** The matrix of expert e inside a [E, rows, cols] tensor (float32 or bfloat16 elements). */
-const void* ExpertMatrix(const WeightData& w, std::int64_t e, std::int64_t rows, std::int64_t cols) {
+/**
+ * C[n, N] = A[n, K] op(W_e) + beta C with W_e the matrix of expert e inside a [E, rows, cols]
+ * tensor (float32, bfloat16 or MXFP4 elements); op transposes when transB (N = rows, K = cols),
+ * else N = cols, K = rows.
+ */
+void ExpertGemm(bool transB, std::int64_t n, std::int64_t N, std::int64_t K, const float* A, std::int64_t lda,
+                const WeightData& w, std::int64_t e, std::int64_t rows, std::int64_t cols, float beta, float* C,
+                std::int64_t ldc) {
   const std::int64_t off = e * rows * cols;
-  return w.bf16 ? static_cast<const void*>(static_cast<const std::uint16_t*>(w.data) + off)
-                : static_cast<const void*>(static_cast<const float*>(w.data) + off);
+  if (w.mxfp4()) {
+    const Mxfp4Ptr b{static_cast<const std::uint8_t*>(w.data), w.scales, off};
+    GemmMxfp4B(transB, n, N, K, 1.0f, A, lda, b, cols, beta, C, ldc);
+    return;
+  }
+  const void* b = w.bf16 ? static_cast<const void*>(static_cast<const std::uint16_t*>(w.data) + off)
+                         : static_cast<const void*>(static_cast<const float*>(w.data) + off);
+  GemmMixed(false, transB, n, N, K, 1.0f, A, false, lda, b, w.bf16, cols, beta, C, ldc);
 }
 
 /** Runs fn(i) for i in [0, n): on the pool when `parallel`, else in order. */
@@ -123,6 +136,10 @@ void CheckMoeParams(const MoeParams& p) {
   if (p.router.data == nullptr) throw ArgumentError("router weight is null");
   if (p.gateUp.data == nullptr) throw ArgumentError("gateUp weight is null");
   if (p.down.data == nullptr) throw ArgumentError("down weight is null");
+  if (p.router.mxfp4()) throw ArgumentError("the router weight cannot be MXFP4 (float32 or bfloat16 only)");
+  if ((p.gateUp.mxfp4() && p.width % kMxfp4Block != 0) || (p.down.mxfp4() && p.ffn % kMxfp4Block != 0)) {
+    throw ArgumentError("an MXFP4 expert weight needs its input size (width for gateUp, ffn for down) to be a multiple of 32");
+  }
 }
 
 void MoeForward(const MoeParams& p, const float* x, float* out, std::int64_t T, MoeSaved* saved, float* logitsOut) {
@@ -180,12 +197,10 @@ void MoeForward(const MoeParams& p, const float* x, float* out, std::int64_t T, 
     float* act = s.act.data() + r0 * F;
     float* y = s.y.data() + r0 * D;
     if (p.gateUpBias) FillRows(h, p.gateUpBias + e * 2 * F, n, 2 * F);
-    GemmMixed(false, true, n, 2 * F, D, 1.0f, xg.data() + r0 * D, false, D, ExpertMatrix(p.gateUp, e, 2 * F, D),
-              p.gateUp.bf16, D, p.gateUpBias ? 1.0f : 0.0f, h, 2 * F);
+    ExpertGemm(true, n, 2 * F, D, xg.data() + r0 * D, D, p.gateUp, e, 2 * F, D, p.gateUpBias ? 1.0f : 0.0f, h, 2 * F);
     SwiGluForward(h, act, n, F, p.swiglu);
     if (p.downBias) FillRows(y, p.downBias + e * D, n, D);
-    GemmMixed(false, true, n, D, F, 1.0f, act, false, F, ExpertMatrix(p.down, e, D, F), p.down.bf16, F,
-              p.downBias ? 1.0f : 0.0f, y, D);
+    ExpertGemm(true, n, D, F, act, F, p.down, e, D, F, p.downBias ? 1.0f : 0.0f, y, D);
   });
 
   // out[t] = sum over slots, in slot order
@@ -215,9 +230,9 @@ void MoeBackward(const MoeParams& p, const float* x, const float* dout, const Mo
       s.offsets.size() != static_cast<std::size_t>(E + 1)) {
     throw ArgumentError("the saved MoE state does not match these shapes (or the forward did not save it)");
   }
-  if ((p.router.bf16 && (g.router != nullptr)) || (p.gateUp.bf16 && g.gateUp != nullptr) ||
-      (p.down.bf16 && g.down != nullptr)) {
-    throw ArgumentError("a bfloat16 MoE weight is frozen: its gradient must be null");
+  if ((p.router.frozen() && (g.router != nullptr)) || (p.gateUp.frozen() && g.gateUp != nullptr) ||
+      (p.down.frozen() && g.down != nullptr)) {
+    throw ArgumentError("a bfloat16 or MXFP4 MoE weight is frozen: its gradient must be null");
   }
   const KernelTable& kt = ActiveKernels();
 
@@ -270,12 +285,11 @@ void MoeBackward(const MoeParams& p, const float* x, const float* dout, const Mo
     float* dhe = dh.data() + r0 * 2 * F;
     if (g.downBias) kt.addRows(dy, n, D, D, g.downBias + e * D);
     if (g.down) Gemm(true, false, D, F, n, 1.0f, dy, D, act, F, 1.0f, g.down + e * D * F, F);
-    GemmMixed(false, false, n, F, D, 1.0f, dy, false, D, ExpertMatrix(p.down, e, D, F), p.down.bf16, F, 0.0f, da, F);
+    ExpertGemm(false, n, F, D, dy, D, p.down, e, D, F, 0.0f, da, F);
     SwiGluBackward(h, da, dhe, n, F, p.swiglu, false);
     if (g.gateUpBias) kt.addRows(dhe, n, 2 * F, 2 * F, g.gateUpBias + e * 2 * F);
     if (g.gateUp) Gemm(true, false, 2 * F, D, n, 1.0f, dhe, 2 * F, xe, D, 1.0f, g.gateUp + e * 2 * F * D, D);
-    GemmMixed(false, false, n, D, 2 * F, 1.0f, dhe, false, 2 * F, ExpertMatrix(p.gateUp, e, 2 * F, D), p.gateUp.bf16, D,
-              0.0f, dXa.data() + r0 * D, D);
+    ExpertGemm(false, n, D, 2 * F, dhe, 2 * F, p.gateUp, e, 2 * F, D, 0.0f, dXa.data() + r0 * D, D);
   });
 
   // dx[t] (+)= router part + the experts' parts in slot order

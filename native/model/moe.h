@@ -12,7 +12,8 @@
 //
 // The backward gives dx, the expert weight and bias gradients and the router's through the
 // softmax over the chosen k (the selection itself has no gradient). Weights may be float32 or
-// bfloat16 bits (frozen: no weight gradient), widened exactly inside the GEMMs; biases,
+// bfloat16 bits, and the experts' MXFP4 (both frozen: no weight gradient), widened or decoded
+// exactly inside the GEMMs (MXFP4 gives the same results as its bfloat16 dequantization); biases,
 // activations and gradients are float32.
 #pragma once
 
@@ -23,10 +24,18 @@
 
 namespace sinkflex::model {
 
-/** A read-only weight tensor stored as float32 or as bfloat16 bits. */
+/**
+ * A read-only weight tensor stored as float32, as bfloat16 bits, or (the experts' matrices only)
+ * as MXFP4: `scales` non-null, `data` the 4-bit blocks (mxfp4.h).
+ */
 struct WeightData {
   const void* data = nullptr;
   bool bf16 = false;
+  const std::uint8_t* scales = nullptr;
+
+  bool mxfp4() const { return scales != nullptr; }
+  /** True when the weight has no gradient (bfloat16 and MXFP4 weights are frozen). */
+  bool frozen() const { return bf16 || mxfp4(); }
 };
 
 /** The shapes and parameters of an MoE layer (pointers owned by the caller). */
@@ -44,7 +53,7 @@ struct MoeParams {
   const float* downBias = nullptr;    // [E, D] or null
 };
 
-/** Gradients an MoE backward accumulates (+=); any may be null (skipped; required null for a bfloat16 weight). */
+/** Gradients an MoE backward accumulates (+=); any may be null (skipped; required null for a frozen weight). */
 struct MoeGrads {
   float* router = nullptr;
   float* routerBias = nullptr;

@@ -15,6 +15,7 @@
 #include "../core/thread_pool.h"
 #include "bf16.h"
 #include "device_kernels.h"
+#include "mxfp4.h"
 #include "ops_table.h"
 
 namespace sinkflex::model {
@@ -62,7 +63,19 @@ void FillUniform(T* dst, std::int64_t n, double std, std::uint64_t seed, std::ui
   else if (chunks == 1) body(0);
 }
 
+/** Blocks and scales of an MXFP4 tensor of numel elements all equal to 0 (ones: 1.0 = code 2, scale 127). */
+void FillMxfp4(std::uint8_t* blocks, std::uint8_t* scales, std::int64_t n, bool ones) {
+  std::fill(blocks, blocks + n / 2, ones ? std::uint8_t{0x22} : std::uint8_t{0});
+  std::fill(scales, scales + n / kMxfp4Block, ones ? std::uint8_t{127} : std::uint8_t{0});
+}
+
 }  // namespace
+
+std::size_t Parameter::ValueBytes() const {
+  const std::size_t n = static_cast<std::size_t>(numel);
+  if (mxfp4()) return n / 2 + n / kMxfp4Block;
+  return bf16() ? n * sizeof(std::uint16_t) : n * sizeof(float);
+}
 
 ParamStore::ParamStore(std::vector<ParamSpec> specs, std::uint64_t seed, int device)
     : device_(device < 0 ? -1 : device), seed_(seed), rng_(seed) {
@@ -99,6 +112,18 @@ void ParamStore::CheckSpecs(const std::vector<ParamSpec>& specs) const {
       throw ArgumentError("parameter '" + s.name +
                           "': a bfloat16 parameter must be non-trainable (trainable parameters are float32)");
     }
+    if (s.dtype == ParamDtype::kMxfp4) {
+      if (s.trainable) {
+        throw ArgumentError("parameter '" + s.name + "': an MXFP4 parameter must be non-trainable (trainable parameters are float32)");
+      }
+      if (s.shape.back() % kMxfp4Block != 0) {
+        throw ArgumentError("parameter '" + s.name + "': an MXFP4 parameter's last dimension must be a multiple of 32, got " +
+                            std::to_string(s.shape.back()));
+      }
+      if (s.init != ParamInit::kZeros && s.init != ParamInit::kOnes) {
+        throw ArgumentError("parameter '" + s.name + "': an MXFP4 parameter starts as zeros or ones (then write its blocks and scales)");
+      }
+    }
   }
 }
 
@@ -129,7 +154,22 @@ void ParamStore::Add(std::vector<ParamSpec> specs) {
         }
       };
       std::size_t bytes = 0;
-      if (device_ < 0) {
+      const bool mxfp4 = s.dtype == ParamDtype::kMxfp4;
+      if (mxfp4) {
+        const std::size_t nb = count / 2, ns = count / kMxfp4Block;
+        HostBuffer<std::uint8_t> hb(nb, "parameter values (MXFP4 blocks)"), hs(ns, "parameter values (MXFP4 scales)");
+        FillMxfp4(hb.data(), hs.data(), n, s.init == ParamInit::kOnes);
+        if (device_ < 0) {
+          p.blocks = std::move(hb);
+          p.scales = std::move(hs);
+        } else {
+          p.dBlocks = DeviceBuffer<std::uint8_t>(device_, nb, "parameter values (MXFP4 blocks, cuda)");
+          p.dScales = DeviceBuffer<std::uint8_t>(device_, ns, "parameter values (MXFP4 scales, cuda)");
+          p.dBlocks.Upload(hb.data());
+          p.dScales.Upload(hs.data());
+        }
+        bytes += nb + ns;
+      } else if (device_ < 0) {
         if (bf16) {
           p.value16 = HostBuffer<std::uint16_t>(count, "parameter values (bfloat16)");
           init(p.value16.data());
@@ -191,7 +231,7 @@ void ParamStore::Drop(std::size_t count) {
   while (params_.size() > count) {
     Parameter& p = params_.back();
     const std::size_t n = static_cast<std::size_t>(p.numel);
-    bytes_ -= p.bf16() ? n * sizeof(std::uint16_t) : n * sizeof(float);
+    bytes_ -= p.ValueBytes();
     if (p.trainable()) bytes_ -= 3 * n * sizeof(float);
     numel_ -= p.numel;
     if (p.trainable()) trainableNumel_ -= p.numel;
@@ -284,6 +324,12 @@ void RequireBuffer(const Parameter& p, ParamBuffer which) {
 void ParamStore::Read(Parameter& p, ParamBuffer which, float* host) const {
   RequireBuffer(p, which);
   const std::size_t n = static_cast<std::size_t>(p.numel);
+  if (which == ParamBuffer::kValue && p.mxfp4()) {
+    HostBuffer<std::uint16_t> bits(n, "parameter values (MXFP4 decoded)");
+    ReadBf16(p, bits.data());
+    for (std::size_t i = 0; i < n; ++i) host[i] = Bf16ToFloat(bits[i]);
+    return;
+  }
   if (which == ParamBuffer::kValue && p.bf16()) {
     if (device_ >= 0) {
       HostBuffer<std::uint16_t> bits(n, "parameter values (bfloat16, from the device)");
@@ -306,6 +352,9 @@ void ParamStore::Read(Parameter& p, ParamBuffer which, float* host) const {
 void ParamStore::Write(Parameter& p, ParamBuffer which, const float* host) {
   RequireBuffer(p, which);
   const std::size_t n = static_cast<std::size_t>(p.numel);
+  if (p.mxfp4()) {
+    throw ArgumentError("parameter '" + p.spec.name + "' is MXFP4: write its blocks and scales (float values are not re-quantized)");
+  }
   if (which == ParamBuffer::kValue && p.bf16()) {
     if (device_ >= 0) {
       HostBuffer<std::uint16_t> bits(n, "parameter values (bfloat16, for the device)");
@@ -326,12 +375,52 @@ void ParamStore::Write(Parameter& p, ParamBuffer which, const float* host) {
 }
 
 void ParamStore::ReadBf16(const Parameter& p, std::uint16_t* host) const {
+  if (p.mxfp4()) {
+    const std::size_t n = static_cast<std::size_t>(p.numel);
+    HostBuffer<std::uint8_t> hb, hs;
+    const std::uint8_t* b = p.blocks.data();
+    const std::uint8_t* sc = p.scales.data();
+    if (device_ >= 0) {
+      hb = HostBuffer<std::uint8_t>(n / 2, "parameter values (MXFP4 blocks, from the device)");
+      hs = HostBuffer<std::uint8_t>(n / kMxfp4Block, "parameter values (MXFP4 scales, from the device)");
+      p.dBlocks.Download(hb.data());
+      p.dScales.Download(hs.data());
+      b = hb.data();
+      sc = hs.data();
+    }
+    Mxfp4DecodeBf16(Mxfp4Ptr{b, sc, 0}, p.numel, host);
+    return;
+  }
   if (!p.bf16()) throw ArgumentError("parameter '" + p.spec.name + "' is float32, not bfloat16");
   if (device_ >= 0) {
     p.dValue16.Download(host);
     return;
   }
   std::copy(p.value16.data(), p.value16.data() + p.numel, host);
+}
+
+void ParamStore::ReadMxfp4(const Parameter& p, std::uint8_t* blocks, std::uint8_t* scales) const {
+  if (!p.mxfp4()) throw ArgumentError("parameter '" + p.spec.name + "' is not MXFP4");
+  const std::size_t n = static_cast<std::size_t>(p.numel);
+  if (device_ >= 0) {
+    p.dBlocks.Download(blocks);
+    p.dScales.Download(scales);
+    return;
+  }
+  std::copy(p.blocks.data(), p.blocks.data() + n / 2, blocks);
+  std::copy(p.scales.data(), p.scales.data() + n / kMxfp4Block, scales);
+}
+
+void ParamStore::WriteMxfp4(Parameter& p, const std::uint8_t* blocks, const std::uint8_t* scales) {
+  if (!p.mxfp4()) throw ArgumentError("parameter '" + p.spec.name + "' is not MXFP4");
+  const std::size_t n = static_cast<std::size_t>(p.numel);
+  if (device_ >= 0) {
+    p.dBlocks.Upload(blocks);
+    p.dScales.Upload(scales);
+    return;
+  }
+  std::copy(blocks, blocks + n / 2, p.blocks.data());
+  std::copy(scales, scales + n / kMxfp4Block, p.scales.data());
 }
 
 void ParamStore::WriteBf16(Parameter& p, const std::uint16_t* host) {

@@ -31,8 +31,11 @@ namespace sinkflex::model {
 /** How a parameter is initialised: normal(0, std), uniform with standard deviation std (U(-b, b), b = std sqrt 3), ones or zeros. */
 enum class ParamInit { kNormal, kOnes, kZeros, kUniform };
 
-/** How a parameter's values are stored. */
-enum class ParamDtype { kFloat32, kBFloat16 };
+/**
+ * How a parameter's values are stored: float32, bfloat16 bits, or MXFP4 (mxfp4.h: 4-bit blocks
+ * and E8M0 scales, the last dimension a multiple of 32; gpt-oss's expert matrices kept packed).
+ */
+enum class ParamDtype { kFloat32, kBFloat16, kMxfp4 };
 
 /** Description of one parameter. */
 struct ParamSpec {
@@ -41,7 +44,7 @@ struct ParamSpec {
   ParamInit init = ParamInit::kNormal;
   double std = 0.02;   // for kNormal and kUniform: the standard deviation
   bool decay = true;   // AdamW weight decay applies
-  ParamDtype dtype = ParamDtype::kFloat32;  // bfloat16 requires trainable = false
+  ParamDtype dtype = ParamDtype::kFloat32;  // bfloat16 and MXFP4 require trainable = false (MXFP4: init zeros or ones)
   bool trainable = true;                    // false: no gradient, no AdamW moments
 };
 
@@ -57,8 +60,13 @@ struct Parameter {
   HostBuffer<std::uint16_t> value16;                 // a CPU store's bfloat16 values (bits)
   DeviceBuffer<float> dValue, dGrad, dM, dV;         // a CUDA store
   DeviceBuffer<std::uint16_t> dValue16;              // a CUDA store's bfloat16 values (bits)
+  HostBuffer<std::uint8_t> blocks, scales;           // a CPU store's MXFP4 values (numel / 2, numel / 32 bytes)
+  DeviceBuffer<std::uint8_t> dBlocks, dScales;       // a CUDA store's MXFP4 values
 
   bool bf16() const { return spec.dtype == ParamDtype::kBFloat16; }
+  bool mxfp4() const { return spec.dtype == ParamDtype::kMxfp4; }
+  /** Bytes of the values as stored. */
+  std::size_t ValueBytes() const;
   bool trainable() const { return spec.trainable; }
 };
 
@@ -114,8 +122,15 @@ class ParamStore {
    * bfloat16 value). ArgumentError for grad/m/v of a frozen parameter.
    */
   void Write(Parameter& p, ParamBuffer which, const float* host);
-  /** Copies the raw bits of a bfloat16 parameter's values (ArgumentError for a float32 one). */
+  /**
+   * Copies the raw bits of a bfloat16 parameter's values, or an MXFP4 parameter's exact bfloat16
+   * dequantization (ArgumentError for a float32 one).
+   */
   void ReadBf16(const Parameter& p, std::uint16_t* host) const;
+  /** Copies an MXFP4 parameter's blocks (numel / 2 bytes) and scales (numel / 32 bytes) (ArgumentError for another dtype). */
+  void ReadMxfp4(const Parameter& p, std::uint8_t* blocks, std::uint8_t* scales) const;
+  /** Sets an MXFP4 parameter's blocks and scales (ArgumentError for another dtype). */
+  void WriteMxfp4(Parameter& p, const std::uint8_t* blocks, const std::uint8_t* scales);
   /** Sets a bfloat16 parameter's values from raw bits, without rounding (ArgumentError for a float32 one). */
   void WriteBf16(Parameter& p, const std::uint16_t* host);
 

@@ -66,8 +66,9 @@ struct DeviceContext {
 inline float* DVal(const Parameter* p) { return p ? p->dValue.data() : nullptr; }
 /** The device gradient of an optional parameter: null when absent or frozen (no gradient accumulates). */
 inline float* DGrad(const Parameter* p) { return p && p->trainable() ? p->dGrad.data() : nullptr; }
-/** A device weight matrix as the kernels take it: float32 values or bfloat16 bits. */
+/** A device weight matrix as the kernels take it: float32 values, bfloat16 bits or MXFP4 blocks and scales (experts only). */
 inline WeightData DWeights(const Parameter* p) {
+  if (p->mxfp4()) return WeightData{p->dBlocks.data(), false, p->dScales.data()};
   return p->bf16() ? WeightData{p->dValue16.data(), true} : WeightData{p->dValue.data(), false};
 }
 

@@ -17,8 +17,9 @@ namespace sinkflex::model {
 inline float* Val(const Parameter* p) { return p ? const_cast<float*>(p->value.data()) : nullptr; }
 /** The gradient of an optional parameter: null when absent or frozen (no gradient accumulates). */
 inline float* Grad(const Parameter* p) { return p && p->trainable() ? const_cast<float*>(p->grad.data()) : nullptr; }
-/** A weight matrix as the kernels take it: float32 values or bfloat16 bits. */
+/** A weight matrix as the kernels take it: float32 values, bfloat16 bits or MXFP4 blocks and scales (experts only). */
 inline WeightData Weights(const Parameter* p) {
+  if (p->mxfp4()) return WeightData{p->blocks.data(), false, p->scales.data()};
   return p->bf16() ? WeightData{p->value16.data(), true} : WeightData{p->value.data(), false};
 }
 

@@ -94,6 +94,15 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
     }
     const bool adapter = s.name.size() > 7 && (s.name.compare(s.name.size() - 7, 7, ".lora_a") == 0 ||
                                                s.name.compare(s.name.size() - 7, 7, ".lora_b") == 0);
+    if (p.mxfp4()) {
+      auto endsWith = [&](const std::string& tail) {
+        return s.name.size() >= tail.size() && s.name.compare(s.name.size() - tail.size(), tail.size(), tail) == 0;
+      };
+      const bool expert = endsWith(".mlp.experts.gate_up.weight") || endsWith(".mlp.experts.down.weight");
+      if (!expert) {
+        throw ArgumentError("parameter '" + s.name + "' cannot be MXFP4 (only the experts' gate_up and down weights can)");
+      }
+    }
     if (p.bf16() && adapter) {
       throw ArgumentError("parameter '" + s.name + "' must be float32 (LoRA adapters are float32)");
     }

@@ -15,6 +15,7 @@ import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
 import { modelAddon } from '../../lib/model/native.js';
 import { type RefWeights, type Sizes, refMoe, shape, weightsFor } from './fixtures/moe-reference.js';
 import { bf16Bits, bf16Values, closeness, dot, numericGrad, pick, randn, sameBits, sampleIndices } from './fixtures/reference.js';
+import { checkMxfp4Moe, dequantize, randomMxfp4 } from './fixtures/mxfp4-checks.js';
 
 const noGpu = !cudaAvailable()
   ? `no CUDA device: ${loadAddon().cudaStatus().reason}`
@@ -172,4 +173,21 @@ t.test('CUDA MoE: a state belongs to the device of its forward', { skip: noGpu }
   t.throws(() => moeForward({ ...shape(s), topK: 4, ...w, x, device: 'cuda' }), { name: 'RangeError', message: /topK must be in \[1, 3\], got 4/ });
   const empty = moeForward({ ...shape(s), rows: 0, ...w, x: new Float32Array(0), device: 'cuda' });
   t.equal(empty.out.length, 0, 'zero rows');
+});
+
+t.test('MXFP4 experts on CUDA: packed = dequantized, bit for bit (forward and input gradient)', { skip: noGpu }, async (t) => {
+  checkMxfp4Moe(t, 'cuda');
+});
+
+t.test('a CUDA ParamStore keeps MXFP4 blocks and scales in device memory', { skip: noGpu }, async (t) => {
+  const { ParamStore } = await import('../../lib/model/index.js');
+  const s = ParamStore.fromSpecs([{ name: 'w', shape: [3, 64], dtype: 'mxfp4', init: 'zeros' }], 1, { device: 'cuda' });
+  t.teardown(() => s.dispose());
+  const data = randomMxfp4(3 * 64, 12);
+  s.writeMxfp4('w', data);
+  const back = s.readMxfp4('w');
+  t.same(Array.from(back.blocks), Array.from(data.blocks), 'blocks round-trip through the device');
+  t.same(Array.from(back.scales), Array.from(data.scales), 'scales round-trip through the device');
+  t.same(Array.from(s.readBf16('w')), Array.from(dequantize(data, 64)), 'readBf16 gives the dequantization');
+  t.equal(s.bytes, 3 * 64 * 17 / 32, '17/32 bytes a value');
 });

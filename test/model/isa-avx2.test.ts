@@ -7,6 +7,7 @@ import t from 'tap';
 import { opsIsa } from '../../lib/model/index.js';
 import { backends } from '../../lib/native/index.js';
 import { checkMemorySavers } from './fixtures/memory-savers.js';
+import { checkMxfp4Moe } from './fixtures/mxfp4-checks.js';
 import { checkAllOps } from './fixtures/op-checks.js';
 
 const cpu = backends()[0];
@@ -20,4 +21,8 @@ t.test('avx2 kernels match the float64 references', { skip: supported ? false : 
 t.test('avx2 kernels: chunked LM head and activation checkpointing = the plain step', { skip: supported ? false : 'this CPU has no avx2' }, async (t) => {
   t.equal(opsIsa(), 'avx2');
   checkMemorySavers(t, 'cpu');
+});
+
+t.test('avx2: MXFP4 packed experts = dequantized experts, bit for bit', { skip: supported ? false : 'this CPU has no avx2' }, async (t) => {
+  checkMxfp4Moe(t);
 });

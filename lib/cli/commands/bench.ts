@@ -30,6 +30,11 @@ const ENTRIES: readonly (BenchEntry & { load: () => Promise<{ main: BenchMain }>
   { name: 'attention', description: 'sink attention CPU kernels: memory and speed at the gpt-oss-20b shape (bench/attention.ts)', load: () => import('../../../bench/attention.js') },
   { name: 'attention-gpu', description: 'sink attention CUDA kernels (and PyTorch when present) (bench/attention-gpu.ts)', load: () => import('../../../bench/attention-gpu.js') },
   { name: 'model-train', description: 'built-in transformer: training and sampling tokens/s, step memory (bench/model-train.ts)', load: () => import('../../../bench/model-train.js') },
+  {
+    name: 'gpt-oss-20b',
+    description: 'gpt-oss-20b at its real shape (random MXFP4 checkpoint, ~13.8 GB): load, log-probs, LoRA SFT and GRPO steps on the CPU, memory plan for the CPU and one GPU (bench/gpt-oss-20b.ts)',
+    load: () => import('../../../bench/gpt-oss-20b.js'),
+  },
   { name: 'pretrained', description: 'a Hugging Face-shaped model (Qwen3-0.6B shape): memory after load vs checkpoint bytes, forward and sampling tokens/s (bench/pretrained.ts)', load: () => import('../../../bench/pretrained.js') },
   { name: 'concurrency', description: 'batched sampling of N seeded sessions vs the same N one by one: wall and CPU time, ratio, same tokens (bench/concurrency.ts)', load: () => import('../../../bench/concurrency.js') },
   { name: 'model-ops', description: 'model ops: GEMM GFLOP/s vs a naive loop and the FMA peak, a tiny training step (bench/model-ops.ts)', load: () => import('../../../bench/model-ops.js') },

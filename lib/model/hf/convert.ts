@@ -1,7 +1,8 @@
 /**
  * Reading one of our parameters from a checkpoint: each source tensor is read from disk (expert
  * tensors one expert at a time), its elements converted to the target dtype (float32 values or
- * bfloat16 bits), then moved into our layout (see tensor-plan.ts).
+ * bfloat16 bits, or MXFP4 experts kept packed: their blocks and scales rows moved as they are),
+ * then moved into our layout (see tensor-plan.ts).
  * @module
  */
 import type { SafetensorsArray } from '../safetensors.js';
@@ -11,6 +12,7 @@ import { decodeMxfp4Rows } from './mxfp4.js';
 import { bf16ToF32, f16ToBf16, f16ToF32, f32ToBf16 } from './numeric.js';
 import type { CheckpointFiles } from './shards.js';
 import type { HfSource, PlannedTensor } from './tensor-plan.js';
+import type { Mxfp4Data } from '../native.js';
 
 /** Element type of a loaded tensor. */
 export type TensorDtype = 'float32' | 'bfloat16';
@@ -21,6 +23,17 @@ export interface HfTensor {
   shape: number[];
   data: Float32Array | Uint16Array;
 }
+
+/** An MXFP4 expert tensor kept packed, in our layout (rows de-interleaved; see mxfp4.ts). */
+export interface HfMxfp4Tensor {
+  dtype: 'mxfp4';
+  /** The logical shape ([E, 2F, D] or [E, D, F]). */
+  shape: number[];
+  data: Mxfp4Data;
+}
+
+/** What the checkpoint reader delivers: a float tensor, or (asked with `mxfp4: 'packed'`) a packed MXFP4 one. */
+export type HfLoadedTensor = HfTensor | HfMxfp4Tensor;
 
 /** Float dtypes a checkpoint may store weights in. */
 export type HfFileDtype = 'F32' | 'BF16' | 'F16';
@@ -47,8 +60,43 @@ async function readFloat(files: CheckpointFiles, s: HfSource, dtype: TensorDtype
   return convertElements(await f.read(s.hf, from, to), f.entry(s.hf).dtype as HfFileDtype, dtype);
 }
 
-/** Builds tensor `t` (validated beforehand: names, shapes, dtypes) as `dtype`. */
-export async function readPlanned(files: CheckpointFiles, t: PlannedTensor, dtype: TensorDtype): Promise<HfTensor> {
+/**
+ * Reads an MXFP4 recipe's blocks and scales (one expert at a time) into our row order: row r of
+ * an expert goes to row rowMap[r] (the gate/up de-interleave), blocks and scales alike.
+ */
+async function readPackedMxfp4(files: CheckpointFiles, t: PlannedTensor): Promise<HfMxfp4Tensor> {
+  const r = t.recipe;
+  if (r.op !== 'mxfp4GateUp' && r.op !== 'mxfp4Down') throw new HfTensorError(t.name, `internal: recipe ${r.op} is not MXFP4`);
+  const [E, rows, groups] = r.scales.shape;
+  const rowBytes = groups * 16;
+  const blocks = new Uint8Array(E * rows * rowBytes);
+  const scales = new Uint8Array(E * rows * groups);
+  const rowMap = r.op === 'mxfp4GateUp' ? deinterleaveMap(rows) : undefined;
+  const bf = files.file(r.blocks.hf);
+  const sf = files.file(r.scales.hf);
+  for (let e = 0; e < E; e++) {
+    const b = await bf.readBytes(r.blocks.hf, e * rows * rowBytes, (e + 1) * rows * rowBytes);
+    const s = await sf.readBytes(r.scales.hf, e * rows * groups, (e + 1) * rows * groups);
+    if (rowMap === undefined) {
+      blocks.set(b, e * rows * rowBytes);
+      scales.set(s, e * rows * groups);
+      continue;
+    }
+    for (let row = 0; row < rows; row++) {
+      const to = e * rows + rowMap[row];
+      blocks.set(b.subarray(row * rowBytes, (row + 1) * rowBytes), to * rowBytes);
+      scales.set(s.subarray(row * groups, (row + 1) * groups), to * groups);
+    }
+  }
+  return { dtype: 'mxfp4', shape: [...t.shape], data: { blocks, scales } };
+}
+
+/**
+ * Builds tensor `t` (validated beforehand: names, shapes, dtypes) as `dtype`; `'mxfp4'` (MXFP4
+ * recipes only) keeps the experts packed.
+ */
+export async function readPlanned(files: CheckpointFiles, t: PlannedTensor, dtype: TensorDtype | 'mxfp4'): Promise<HfLoadedTensor> {
+  if (dtype === 'mxfp4') return readPackedMxfp4(files, t);
   const r = t.recipe;
   const out = (data: ElementArray): HfTensor => ({ dtype, shape: [...t.shape], data });
   switch (r.op) {

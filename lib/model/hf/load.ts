@@ -15,27 +15,39 @@
  * bfloat16, F32 stays float32, and F16 is widened to float32 (exact; bfloat16 would drop three
  * mantissa bits — ask for `'bfloat16'` to halve its memory). Norms, biases, sinks and the gpt-oss
  * router are always float32 (widening is exact).
+ *
+ * MXFP4 experts (`mxfp4` option): `'bf16'` (the reader's default) dequantizes them as above;
+ * `'packed'` delivers them as they are stored — 4-bit blocks and E8M0 scales, rows moved into our
+ * layout — wherever they would otherwise be delivered as bfloat16 (dtype `'auto'` or
+ * `'bfloat16'`; `'float32'` still dequantizes to float32). The native kernels decode them exactly
+ * inside their GEMMs, so a packed model computes what the dequantized one does, bit for bit, in
+ * 4.25 bits a weight instead of 16.
  * @module
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import { type HfArchitecture, type HfConfigInfo, type HfConfigOptions, type ParsedHfConfig, parseHfConfig } from './config.js';
-import { type HfFileDtype, type HfTensor, type TensorDtype, readPlanned } from './convert.js';
+import { type HfFileDtype, type HfLoadedTensor, type HfTensor, type TensorDtype, readPlanned } from './convert.js';
 import { HfConfigError, HfTensorError } from './errors.js';
 import type { ModelConfig } from '../config.js';
 import { CheckpointFiles } from './shards.js';
 import { type PlannedTensor, isIgnorableHfTensor, planTensors, recipeSources } from './tensor-plan.js';
 
-export type { HfFileDtype, HfTensor, TensorDtype } from './convert.js';
+export type { HfFileDtype, HfLoadedTensor, HfMxfp4Tensor, HfTensor, TensorDtype } from './convert.js';
 
 /** How to hold the matrices (see the module notes). */
 export type HfDtypeOption = 'auto' | 'float32' | 'bfloat16';
+
+/** How to deliver MXFP4 experts: kept packed, or dequantized to bfloat16 (see the module notes). */
+export type HfMxfp4Option = 'packed' | 'bf16';
 
 /** Options of {@link loadHfCheckpoint} and {@link HfCheckpointReader.open}. */
 export interface HfLoadOptions extends HfConfigOptions {
   /** Default `'auto'`. */
   dtype?: HfDtypeOption;
+  /** MXFP4 experts: `'bf16'` (default here; {@link loadPretrained} defaults to `'packed'`) or `'packed'`. */
+  mxfp4?: HfMxfp4Option;
 }
 
 /** One of our parameters as it will be read. */
@@ -43,8 +55,8 @@ export interface HfTensorInfo {
   /** Our name. */
   name: string;
   shape: number[];
-  /** The dtype it is delivered in. */
-  dtype: TensorDtype;
+  /** The dtype it is delivered in (`'mxfp4'`: packed blocks and scales, asked with `mxfp4: 'packed'`). */
+  dtype: TensorDtype | 'mxfp4';
   /** The dtype its sources are stored in (MXFP4 counts as BF16, its dequantized form); save writes it back so. */
   fileDtype: HfFileDtype;
   /** The HF tensors it is made of. */
@@ -111,13 +123,15 @@ export class HfCheckpointReader {
   static async open(dir: string, options: HfLoadOptions = {}): Promise<HfCheckpointReader> {
     const dtype = options.dtype ?? 'auto';
     if (dtype !== 'auto' && dtype !== 'float32' && dtype !== 'bfloat16') throw new RangeError(`dtype must be 'auto', 'float32' or 'bfloat16', got ${JSON.stringify(dtype)}`);
+    const mxfp4 = options.mxfp4 ?? 'bf16';
+    if (mxfp4 !== 'packed' && mxfp4 !== 'bf16') throw new RangeError(`mxfp4 must be 'packed' or 'bf16', got ${JSON.stringify(mxfp4)}`);
     const json = await readJson(join(dir, 'config.json'), 'config.json', true);
     const config = parseHfConfig(json, options);
     const generationConfig = await readJson(join(dir, 'generation_config.json'), 'generation_config.json', false);
     const files = await CheckpointFiles.open(dir);
     try {
       const plan = planTensors(config.architecture, config.modelConfig, (n) => files.has(n));
-      const infos = validate(files, plan, dtype);
+      const infos = validate(files, plan, dtype, mxfp4);
       await checkTiedHead(files, config.modelConfig);
       return new HfCheckpointReader(dir, config, generationConfig, infos, new Map(plan.map((p) => [p.name, p])), files);
     } catch (e) {
@@ -127,7 +141,7 @@ export class HfCheckpointReader {
   }
 
   /** Reads one parameter (our name) in its delivered dtype and our layout. */
-  async read(name: string): Promise<HfTensor> {
+  async read(name: string): Promise<HfLoadedTensor> {
     const p = this.plan.get(name);
     if (p === undefined) throw new RangeError(`'${name}' is not a parameter of this checkpoint`);
     const info = this.tensors.find((t) => t.name === name)!;
@@ -135,7 +149,7 @@ export class HfCheckpointReader {
   }
 
   /** Every parameter in layout order, read one at a time. */
-  async *entries(): AsyncGenerator<[HfTensorInfo, HfTensor]> {
+  async *entries(): AsyncGenerator<[HfTensorInfo, HfLoadedTensor]> {
     for (const info of this.tensors) yield [info, await readPlanned(this.files, this.plan.get(info.name)!, info.dtype)];
   }
 
@@ -151,7 +165,7 @@ export class HfCheckpointReader {
 }
 
 /** Checks names, shapes and dtypes of every source; returns what each parameter will be. */
-function validate(files: CheckpointFiles, plan: PlannedTensor[], option: HfDtypeOption): HfTensorInfo[] {
+function validate(files: CheckpointFiles, plan: PlannedTensor[], option: HfDtypeOption, mxfp4Option: HfMxfp4Option): HfTensorInfo[] {
   const used = new Set<string>();
   const infos: HfTensorInfo[] = [];
   for (const p of plan) {
@@ -172,8 +186,9 @@ function validate(files: CheckpointFiles, plan: PlannedTensor[], option: HfDtype
     }
     const mxfp4 = dtypes.includes('U8');
     const fileDtype: HfFileDtype = mxfp4 ? 'BF16' : dtypes.every((d) => d === dtypes[0]) ? (dtypes[0] as HfFileDtype) : 'F32';
-    let dtype: TensorDtype = 'float32';
+    let dtype: TensorDtype | 'mxfp4' = 'float32';
     if (p.role === 'matrix') dtype = option === 'auto' ? (fileDtype === 'BF16' ? 'bfloat16' : 'float32') : option;
+    if (mxfp4 && mxfp4Option === 'packed' && dtype === 'bfloat16') dtype = 'mxfp4';
     infos.push({ name: p.name, shape: [...p.shape], dtype, fileDtype, sources: recipeSources(p.recipe).map((s) => s.hf) });
   }
   // A tied checkpoint's lm_head.weight is left to checkTiedHead.
@@ -200,14 +215,16 @@ async function checkTiedHead(files: CheckpointFiles, config: ModelConfig): Promi
 
 /**
  * Loads a model folder: config, generation config and every parameter in our names and
- * layouts, in memory. For checkpoints too large to hold twice, use {@link HfCheckpointReader}.
+ * layouts, in memory (MXFP4 experts dequantized). For checkpoints too large to hold twice, use
+ * {@link HfCheckpointReader}.
  */
-export async function loadHfCheckpoint(dir: string, options: HfLoadOptions = {}): Promise<HfCheckpoint> {
-  const reader = await HfCheckpointReader.open(dir, options);
+export async function loadHfCheckpoint(dir: string, options: Omit<HfLoadOptions, 'mxfp4'> = {}): Promise<HfCheckpoint> {
+  const reader = await HfCheckpointReader.open(dir, { ...options, mxfp4: 'bf16' });
   try {
     const tensors = new Map<string, HfTensor>();
     const fileDtypes = new Map<string, HfFileDtype>();
     for await (const [info, t] of reader.entries()) {
+      if (t.dtype === 'mxfp4') throw new HfTensorError(info.name, 'internal: delivered packed to loadHfCheckpoint');
       tensors.set(info.name, t);
       fileDtypes.set(info.name, info.fileDtype);
     }

@@ -9,8 +9,11 @@
  * peak is about the model's resident size plus its largest tensor. Every parameter is frozen
  * (no gradient, no AdamW moments) unless `trainable: true` (float32 only). Matrices are held in
  * the dtype `dtype` asks for (see {@link HfDtypeOption}: `'auto'` keeps BF16 files as bfloat16,
- * so a bf16 model's resident size is about its file size; MXFP4 experts are dequantized to
- * bfloat16 at load).
+ * so a bf16 model's resident size is about its file size). MXFP4 experts (gpt-oss) stay packed
+ * by default (`mxfp4: 'packed'`: 4-bit blocks and E8M0 scales in the store, decoded exactly
+ * inside the GEMMs — the same log-probs, bit for bit, as their bfloat16 dequantization, which
+ * `mxfp4: 'bf16'` loads instead; `dtype: 'float32'` dequantizes to float32). gpt-oss-20b then
+ * holds about its 13.8 GB checkpoint size instead of 41.8 GB.
  *
  * Devices: `'cpu'` (default), `'cuda'` or `'auto'`. The CUDA transformer runs the built-in
  * architecture only for now: a model that needs q/k norm, plain softmax attention (no sinks),
@@ -48,7 +51,7 @@ import { type ChatFormatOptions, type PretrainedChatFormat, loadChatFormat } fro
 import type { HfArchitecture } from './config-schema.js';
 import type { HfFileDtype, HfTensor } from './convert.js';
 import { HfConfigError } from './errors.js';
-import { HfCheckpointReader, type HfDtypeOption } from './load.js';
+import { HfCheckpointReader, type HfDtypeOption, type HfMxfp4Option } from './load.js';
 import { type SaveHfResult, saveHf } from './save.js';
 import { HfTokenizer, HfTokenizerError } from './tokenizer.js';
 
@@ -58,6 +61,11 @@ export interface LoadPretrainedOptions {
   device?: DeviceRequest;
   /** How to hold the weight matrices (default `'auto'`: as the file stores them; see {@link HfDtypeOption}). */
   dtype?: HfDtypeOption;
+  /**
+   * MXFP4 experts: `'packed'` (default; kept as 4-bit blocks + scales, decoded exactly in the
+   * GEMMs) or `'bf16'` (dequantized to bfloat16 at load). See {@link HfMxfp4Option}.
+   */
+  mxfp4?: HfMxfp4Option;
   /** Cap on the context (positions), e.g. to keep RoPE tables and KV caches of a 128k-context model small. */
   maxPositions?: number;
   /** Give every parameter a gradient and AdamW moments (full fine-tuning; needs dtype float32; not with LoRA). Default false (forced true on a GPU). */
@@ -265,7 +273,8 @@ export class PretrainedModel {
   private tensor(name: string): HfTensor {
     const info = this.store.info().find((p) => p.name === name);
     if (info === undefined) throw new RangeError(`'${name}' is not a parameter of this model`);
-    return info.dtype === 'bfloat16'
+    // an MXFP4 parameter reads back as its exact bfloat16 dequantization (what save writes)
+    return info.dtype === 'bfloat16' || info.dtype === 'mxfp4'
       ? { dtype: 'bfloat16', shape: [...info.shape], data: this.store.readBf16(name) }
       : { dtype: 'float32', shape: [...info.shape], data: this.store.read(name) };
   }
@@ -412,7 +421,9 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
   }
   // a bad adapter folder fails before any weight is read
   const adapter: PeftAdapter | null = options.adapter !== undefined ? await readPeftAdapter(options.adapter) : null;
-  let reader = await HfCheckpointReader.open(dir, { dtype, maxPositions: options.maxPositions });
+  const mxfp4 = options.mxfp4 ?? 'packed';
+  if (mxfp4 !== 'packed' && mxfp4 !== 'bf16') throw new RangeError(`options.mxfp4 must be 'packed' or 'bf16', got ${JSON.stringify(mxfp4)}`);
+  let reader = await HfCheckpointReader.open(dir, { dtype, mxfp4, maxPositions: options.maxPositions });
   let store: ParamStore | null = null;
   let policy = null as TransformerPolicy | null;
   try {
@@ -427,7 +438,7 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
         throw e;
       }
     }
-    const held = reader.tensors.some((t) => t.dtype === 'bfloat16') ? 'bfloat16' : 'float32';
+    const held = reader.tensors.some((t) => t.dtype === 'bfloat16' || t.dtype === 'mxfp4') ? 'bfloat16' : 'float32';
     const { device, fallback } = chooseDevice(request, { ...reader.config.modelConfig, lora }, dtype === 'auto' ? 'float32' : held);
     const loraRun = adapter !== null || lora !== null;
     if (device === 'cuda' && held === 'bfloat16' && !loraRun) {
@@ -437,8 +448,8 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
     }
     const config = reader.config.modelConfig;
     const plan = new Map(reader.tensors.map((t) => [t.name, t]));
-    const bf16 = reader.tensors.some((t) => t.dtype === 'bfloat16');
-    if (trainable && bf16) throw new RangeError("options.trainable needs dtype 'float32' (bfloat16 parameters are frozen)");
+    const bf16 = reader.tensors.some((t) => t.dtype === 'bfloat16' || t.dtype === 'mxfp4');
+    if (trainable && bf16) throw new RangeError("options.trainable needs dtype 'float32' (bfloat16 and MXFP4 parameters are frozen)");
     const specs: ParamSpec[] = parameterLayout(config).map((p) => {
       const t = plan.get(p.name);
       if (t === undefined) throw new HfConfigError('architectures', `internal: the checkpoint plan has no tensor for parameter ${p.name}`);
@@ -464,7 +475,10 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
     }
 
     store = ParamStore.fromSpecs(specs, seed, { device });
-    for await (const [info, t] of reader.entries()) store.write(info.name, t.data);
+    for await (const [info, t] of reader.entries()) {
+      if (t.dtype === 'mxfp4') store.writeMxfp4(info.name, t.data);
+      else store.write(info.name, t.data);
+    }
     const fileDtypes = new Map(reader.tensors.map((t) => [t.name, t.fileDtype]));
     const { architecture, hfConfig } = reader.config;
     const generationConfig = reader.generationConfig;

@@ -147,7 +147,7 @@ t.test('the reader streams one parameter at a time', async (t) => {
     t.same(reader.tensors[0], { name: 'embed.weight', shape: [DIMS.V, DIMS.D], dtype: 'bfloat16', fileDtype: 'F32', sources: ['model.embed_tokens.weight'] });
     t.same(reader.tensors.find((x) => x.name === 'layers.1.mlp.gate_up.weight')?.sources, ['model.layers.1.mlp.gate_proj.weight', 'model.layers.1.mlp.up_proj.weight']);
     const norm = await reader.read('norm.weight');
-    t.same(Array.from(norm.data), Array.from(Float32Array.from(values.get('model.norm.weight')!)));
+    t.same(Array.from(norm.data as Float32Array), Array.from(Float32Array.from(values.get('model.norm.weight')!)));
     await t.rejects(reader.read('nope'), RangeError);
     let n = 0;
     for await (const [info, tensor] of reader.entries()) {

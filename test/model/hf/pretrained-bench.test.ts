@@ -1,7 +1,8 @@
 // The pretrained benchmark (bench/pretrained.ts) in its --quick form through its command-line
 // entry: the random checkpoint loads in both dtypes with the expected store sizes (bf16 about the
 // file, float32 twice it), forward and sampling rates are measured, the MXFP4 experts take
-// 16 / 4.25 times their file bytes once dequantized to bf16, and the JSON is written.
+// 16 / 4.25 times their file bytes once dequantized to bf16 and their file bytes kept packed, and
+// the JSON is written.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,6 +35,7 @@ t.test('bench/pretrained.ts --quick', async (t) => {
   t.ok(r.forward.every((p) => p.tokensPerSecond > 0 && p.cpuTokensPerSecond > 0));
   t.same(r.sampling.map((p) => [p.sessions, p.sampledTokens]), [[1, 4], [3, 12], [1, 4], [3, 12]]);
   t.ok(r.sampling.every((p) => p.tokensPerSecond > 0));
-  t.ok(r.mxfp4 !== null && Math.abs(r.mxfp4.expertFactor - 16 / 4.25) < 1e-9, `MXFP4 experts x${r.mxfp4?.expertFactor}`);
+  t.ok(r.mxfp4 !== null && Math.abs(r.mxfp4.expertFactor - 16 / 4.25) < 1e-9, `MXFP4 experts dequantized x${r.mxfp4?.expertFactor}`);
+  t.ok(r.mxfp4 !== null && Math.abs(r.mxfp4.packedExpertFactor - 1) < 1e-9, `MXFP4 experts kept packed x${r.mxfp4?.packedExpertFactor}`);
   t.ok(lines.some((l) => /load average/.test(l)) && lines.some((l) => /MXFP4 experts/.test(l)));
 });
