@@ -99,7 +99,7 @@ export interface LoadPretrainedOptions {
 }
 
 /** The keys {@link loadPretrained} reads (any other is refused, naming it). */
-const LOAD_PRETRAINED_KEYS: ReadonlySet<string> = new Set(['device', 'dtype', 'maxPositions', 'trainable', 'adapter', 'lora', 'seed', 'chat', 'policy', 'activationCheckpointing']);
+const LOAD_PRETRAINED_KEYS: ReadonlySet<string> = new Set(['device', 'dtype', 'maxPositions', 'trainable', 'adapter', 'lora', 'seed', 'chat', 'policy', 'activationCheckpointing', 'mxfp4']);
 
 /** Options of {@link PretrainedModel.logProbs}. */
 export interface PretrainedLogProbOptions {
