@@ -37,7 +37,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 
 import { policyLoss } from '../lib/grpo/index.js';
-import { type LoraTarget, type PretrainedModel, type Transformer, loadPretrained, packSequences } from '../lib/model/index.js';
+import { type ActivationCheckpointing, type LoraTarget, type PretrainedModel, type Transformer, loadPretrained, packSequences } from '../lib/model/index.js';
 import { isOutOfMemoryError, memory } from '../lib/native/index.js';
 import { benchProgram, commandLine, parseBench, runWhenInvoked, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 import { memoryChart, type ChartPoint } from './common/chart.js';
@@ -81,6 +81,8 @@ export interface GptOss20bBenchOptions {
   planLengths?: number[];
   /** LoRA rank on q/k/v/o (default 16). */
   loraRank?: number;
+  /** Activation checkpointing of the loaded model (default 'layers'; the LM head is chunked either way). */
+  activationCheckpointing?: ActivationCheckpointing;
   /** Folder for the temporary checkpoint (default the OS temporary folder). */
   dir?: string;
   /** Keep the checkpoint (default false). */
@@ -284,6 +286,7 @@ const gb = (b: number): string => (Math.abs(b) >= 0.1 * GB ? `${(b / GB).toFixed
 
 function markdown(r: Omit<GptOss20bBenchResult, 'markdown'>): string {
   const md: string[] = [];
+  if (r.features.length) md.push(`Memory savers: ${r.features.join(', ')}.`, '');
   if (r.load) {
     const l = r.load;
     md.push(markdownTable(['checkpoint', 'write s', 'load s', 'resident growth', 'growth ÷ checkpoint', 'store', 'peak RSS after load'], [[gb(l.checkpointBytes), l.writeSeconds.toFixed(0), l.loadSeconds.toFixed(0), gb(l.residentGrowthBytes), l.residentRatio.toFixed(3), gb(l.storeBytes), gb(l.vmHwmBytes)]]), '');
@@ -336,7 +339,8 @@ export async function runGptOss20bBench(options: GptOss20bBenchOptions = {}): Pr
   const lora: { rank: number; alpha: number; targets: LoraTarget[] } = { rank, alpha: 2 * rank, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] };
   const config = gptOssConfig(shape);
   const machine = machineInfo();
-  const features: string[] = [];
+  const checkpointing = options.activationCheckpointing ?? 'layers';
+  const features: string[] = ['chunked LM head', `activation checkpointing: ${checkpointing}`];
   const notMeasured: string[] = [];
   const measured: PhasePoint[] = [];
   let load: LoadPoint | null = null;
@@ -367,7 +371,7 @@ export async function runGptOss20bBench(options: GptOss20bBenchOptions = {}): Pr
     const before = procStatus();
     const trackedBefore = memory.currentBytes();
     t0 = performance.now();
-    model = await loadPretrained(dir, { lora, maxPositions: Math.max(...lengths, checkLength, 256), mxfp4: 'packed' });
+    model = await loadPretrained(dir, { lora, maxPositions: Math.max(...lengths, checkLength, 256), mxfp4: 'packed', activationCheckpointing: checkpointing });
     const loadSeconds = (performance.now() - t0) / 1000;
     await collectGarbage();
     const after = procStatus();
@@ -439,19 +443,22 @@ export async function main(argv: readonly string[] = process.argv.slice(2), cli:
     .option('--phases <list>', 'phases: logprobs, sft, grpo', 'logprobs,sft,grpo')
     .option('--plan <list>', 'lengths of the memory plan', '4096,8192,16384,32768,65536')
     .option('--rank <n>', 'LoRA rank on q/k/v/o', '16')
+    .option('--checkpointing <mode>', 'activation checkpointing: none or layers', 'layers')
     .option('--dir <folder>', 'where to write the temporary checkpoint (default: the OS temporary folder)')
     .option('--keep', 'keep the checkpoint')
     .option('--min-available <GiB>', 'refuse to start below this MemAvailable (quick: 0)', '18')
     .option('--limit <GiB>', 'tracked memory limit of the phases (default: MemAvailable − 1 GiB)');
-  const o = parseBench<CommonBenchOptions & { lengths: string; checkLength: string; phases: string; plan: string; rank: string; dir?: string; keep?: boolean; minAvailable: string; limit?: string }>(program, argv, { lengths: '32,64', checkLength: '16', minAvailable: '0' });
+  const o = parseBench<CommonBenchOptions & { lengths: string; checkLength: string; phases: string; plan: string; rank: string; checkpointing: string; dir?: string; keep?: boolean; minAvailable: string; limit?: string }>(program, argv, { lengths: '32,64', checkLength: '16', minAvailable: '0' });
   const phases = o.phases.split(',').map((s) => s.trim());
   for (const p of phases) if (!PHASES.includes(p as Phase)) throw new RangeError(`--phases: unknown phase '${p}' (known: ${PHASES.join(', ')})`);
   const checkLength = Number(o.checkLength);
   if (!Number.isInteger(checkLength) || checkLength < 0) throw new RangeError(`--check-length must be a non-negative integer, got '${o.checkLength}'`);
   const rank = Number(o.rank);
   if (!Number.isInteger(rank) || rank < 1) throw new RangeError(`--rank must be a positive integer, got '${o.rank}'`);
+  if (o.checkpointing !== 'none' && o.checkpointing !== 'layers') throw new RangeError(`--checkpointing must be none or layers, got '${o.checkpointing}'`);
   const jsonPath = typeof o.json === 'string' ? o.json : undefined;
   const result = await runGptOss20bBench({
+    activationCheckpointing: o.checkpointing,
     shape: o.quick ? GPT_OSS_QUICK : GPT_OSS_20B,
     lengths: parseIntList('--lengths', o.lengths),
     checkLength,
