@@ -29,6 +29,7 @@ const ENTRIES: readonly (BenchEntry & { load: () => Promise<{ main: BenchMain }>
   },
   { name: 'attention', description: 'sink attention CPU kernels: memory and speed at the gpt-oss-20b shape (bench/attention.ts)', load: () => import('../../../bench/attention.js') },
   { name: 'attention-gpu', description: 'sink attention CUDA kernels (and PyTorch when present) (bench/attention-gpu.ts)', load: () => import('../../../bench/attention-gpu.js') },
+  { name: 'gemm-gpu', description: 'CUDA GEMM TFLOP/s against the device peak: 4096^3 and the gpt-oss-20b layer shapes, float32 and tensor-core kernels (bench/gemm-gpu.ts)', load: () => import('../../../bench/gemm-gpu.js') },
   { name: 'model-train', description: 'built-in transformer: training and sampling tokens/s, step memory (bench/model-train.ts)', load: () => import('../../../bench/model-train.js') },
   {
     name: 'gpt-oss-20b',
