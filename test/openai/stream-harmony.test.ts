@@ -178,6 +178,7 @@ t.test('a reply the reading refuses: nothing more is sent from there', async (t)
     '<|channel|>analysis<|message|>ok<|end|><|start|>user<|message|>hi<|end|><|start|>assistant<|channel|>final<|message|>late<|return|>',
     '<|channel|>analysis<|message|>ok<|end|><|start|>assistant<|channel|>weird<|message|>late<|return|>',
     '<|channel|>analysis<|message|>ok<|end|>late<|return|>',
+    '<|channel|>analysis<|message|>ok<|end|><|start|>assistant<|channel|> <|message|>late<|return|>',
   ]) {
     const tokens = ids(tok, bad);
     t.notOk(format.parseAssistant(tokens).ok, 'the reading refuses it');

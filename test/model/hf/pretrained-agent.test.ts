@@ -177,7 +177,7 @@ t.test('sinkflex serve --model-dir serves chat completions with tools in the mod
     tokenIds.map((id) => Array.from(m.tokenizer.tokenBytes(id))),
     "each token's bytes",
   );
-  // the same request streamed: the content arrives whole, with the same tokens
+  // the same request streamed (harmony stream; a truncated reply is raw text, sent at the end): the same content and tokens
   const s = await post({ model: 'tiny-oss', messages, tools, max_tokens: 6, seed: 3, stream: true, return_token_ids: true });
   t.equal(s.status, 200);
   const events = s.text
