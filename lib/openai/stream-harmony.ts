@@ -142,6 +142,11 @@ export class HarmonyReplyStream {
     return now.startsWith(sent) ? now.slice(sent.length) : '';
   }
 
+  /** Whether the reading refuses the reply (read through a method: step() changes the state). */
+  private refused(): boolean {
+    return this.state === 'refused';
+  }
+
   /** Whether a call message (complete or begun) comes before the first content message. */
   private callBeforeContent(): boolean {
     const all: Header[] = this.fields !== null && this.state === 'content' ? [...this.messages, this.fields] : this.messages;
@@ -152,9 +157,9 @@ export class HarmonyReplyStream {
   /** Takes the next sampled tokens; returns what they add for sure. */
   push(tokens: ArrayLike<number>): ReplyDelta {
     const none: ReplyDelta = { reasoning: '', content: '', toolCalls: [] };
-    if (this.done || this.state === 'refused') return none;
-    for (let i = 0; i < tokens.length && this.state !== 'ended' && this.state !== 'refused'; i++) this.step(tokens[i]);
-    if (this.state === 'refused') return none;
+    if (this.done || this.refused()) return none;
+    for (let i = 0; i < tokens.length && this.state !== 'ended' && !this.refused(); i++) this.step(tokens[i]);
+    if (this.refused()) return none;
     const reasoning = [...this.reading.reasoning];
     const content = [...this.reading.content];
     if (this.state === 'content' && this.fields !== null && !isCall(this.fields)) {
