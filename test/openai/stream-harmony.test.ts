@@ -132,6 +132,43 @@ t.test('random replies: the deltas add up to the reply read without streaming', 
   t.ok(early.calls > 5, `a call followed by more messages sent once it ended (${early.calls})`);
 });
 
+t.test('mutated replies (a token dropped, a special token or a recipient added): when the reading accepts one, the deltas add up to it', async (t) => {
+  const tok = await gptOssTokenizer();
+  const format = new HarmonyChatFormat(tok);
+  const specials = ['<|start|>', '<|end|>', '<|message|>', '<|channel|>', '<|constrain|>', '<|return|>', '<|call|>'].map((s) => tok.requireId(s));
+  const extras = [' to=all', ' to=functions.extra', ' json', 'assistant', 'analysis'].map((s) => tok.encodeOrdinary(s));
+  const r = rng(23);
+  let accepted = 0;
+  let refused = 0;
+  for (let trial = 0; trial < 300; trial++) {
+    const tokens = ids(tok, reply(r));
+    for (let k = 1 + Math.floor(r() * 2); k > 0; k--) {
+      const at = Math.floor(r() * tokens.length);
+      const u = r();
+      if (u < 0.35) tokens.splice(at, 1);
+      else if (u < 0.7) tokens.splice(at, 0, specials[Math.floor(r() * specials.length)]);
+      else tokens.splice(at, 0, ...extras[Math.floor(r() * extras.length)]);
+    }
+    const allowed = r() < 0.7;
+    const parsed = format.parseAssistant(tokens, 'call_');
+    const calls = parsed.ok ? (parsed.message.tool_calls ?? []) : [];
+    const final: FinalReply = parsed.ok
+      ? { reasoning: parsed.message.reasoning_content ?? null, content: allowed || calls.length === 0 ? (parsed.message.content ?? null) : format.rawActionText(tokens), toolCalls: allowed ? calls : [] }
+      : { reasoning: null, content: format.rawActionText(tokens), toolCalls: [] };
+    const got = stream(new HarmonyReplyStream(tok, format.stopTokens, allowed, 'call_'), tokens, r, final);
+    if (!parsed.ok) {
+      refused++;
+      continue;
+    }
+    accepted++;
+    const tag = `mutated trial ${trial} ${JSON.stringify(tok.decode(tokens).slice(0, 100))} (calls ${allowed ? 'allowed' : 'not allowed'})`;
+    t.equal(got.reasoning, final.reasoning ?? '', `${tag}: reasoning`);
+    t.equal(got.content, final.content ?? '', `${tag}: content`);
+    t.same(got.calls, final.toolCalls, `${tag}: tool calls`);
+  }
+  t.ok(accepted > 40 && refused > 40, `both kinds occur (${accepted} accepted, ${refused} refused)`);
+});
+
 t.test('token by token: reasoning, then content, then the call once its message ends', async (t) => {
   const tok = await gptOssTokenizer();
   const format = new HarmonyChatFormat(tok);
