@@ -8,8 +8,9 @@
  * held until the reply ends; then the rest of the final content and the parsed tool calls are
  * sent. A pretrained model's Jinja template (`<think>` reasoning, Hermes tool calls) streams
  * through stream-hermes.ts: reasoning and content deltas as tokens arrive, each tool call once
- * it is complete. Harmony (gpt-oss) holds every token until the reply ends and then sends its
- * content in one delta. The deltas add up to the same reply without streaming.
+ * it is complete. Harmony (gpt-oss) streams likewise through stream-harmony.ts: the analysis
+ * channel as reasoning deltas, the final channel as content deltas, a call once its message
+ * ends. The deltas add up to the same reply without streaming.
  * @module
  */
 import type { ServerResponse } from 'node:http';

@@ -40,7 +40,9 @@ import { parseChatRequest, RequestError, type ChatRequest } from './server-reque
 import type { SamplingDefaults } from './sampling-defaults.js';
 import { ServingRoutes, type AdminEvent } from './serving-routes.js';
 import { ReplyStream, SseReply } from './server-stream.js';
+import { HarmonyReplyStream } from './stream-harmony.js';
 import { HermesReplyStream, type ReplyDelta } from './stream-hermes.js';
+import { HarmonyChatFormat } from '../model/hf/chat/harmony-format.js';
 import { JinjaChatFormat } from '../model/hf/chat/jinja-format.js';
 
 /** Options of {@link startChatServer}. */
@@ -286,8 +288,14 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
     const ids = newCompletionId();
     const sse = chat.stream ? new SseReply(res, ids.id, chat.model) : null;
     const reply = chat.stream ? new ReplyStream(template) : null;
-    // a Jinja template's replies (<think>, Hermes calls) stream reasoning, content and calls
-    const hermes = chat.stream && template instanceof JinjaChatFormat ? new HermesReplyStream(template.tokenizer, template.stopTokens, chat.toolCallsAllowed, ids.callPrefix) : null;
+    // a Jinja template's replies (<think>, Hermes calls) and harmony's (gpt-oss) stream reasoning, content and calls
+    const formatStream = !chat.stream
+      ? null
+      : template instanceof JinjaChatFormat
+        ? new HermesReplyStream(template.tokenizer, template.stopTokens, chat.toolCallsAllowed, ids.callPrefix)
+        : template instanceof HarmonyChatFormat
+          ? new HarmonyReplyStream(template.tokenizer, template.stopTokens, chat.toolCallsAllowed, ids.callPrefix)
+          : null;
     let callsSent = 0;
     const send = (d: ReplyDelta, logprobs?: unknown[]): void => {
       sse?.reasoning(d.reasoning);
@@ -309,14 +317,14 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
         onTokens: (tokens, logProbs) => {
           sse.begin(); // the stream begins with the first sampled token, whatever it is
           const lps = chat.logprobs ? logprobEntries(template, tokens, logProbs, chat.skipSpecialTokens) : undefined;
-          if (hermes) send(hermes.push(tokens), lps);
+          if (formatStream) send(formatStream.push(tokens), lps);
           else sse.content(reply.push(tokens), lps);
         },
       });
       const c = completionBody(template, chat.model, chat, r, ids);
       const content = typeof c.message.content === 'string' ? c.message.content : null;
       const calls = (c.message.tool_calls ?? []) as ChatToolCall[];
-      if (hermes) send(hermes.finish({ content, reasoning: typeof c.message.reasoning_content === 'string' ? c.message.reasoning_content : null, toolCalls: calls }));
+      if (formatStream) send(formatStream.finish({ content, reasoning: typeof c.message.reasoning_content === 'string' ? c.message.reasoning_content : null, toolCalls: calls }));
       else {
         sse.content(reply.finish(content));
         sse.toolCalls(calls);

@@ -177,15 +177,17 @@ t.test('sinkflex serve --model-dir serves chat completions with tools in the mod
     tokenIds.map((id) => Array.from(m.tokenizer.tokenBytes(id))),
     "each token's bytes",
   );
-  // the same request streamed: the content arrives whole, with the same tokens
+  // the same request streamed (harmony stream; a truncated reply is raw text, sent at the end): the same content and tokens
   const s = await post({ model: 'tiny-oss', messages, tools, max_tokens: 6, seed: 3, stream: true, return_token_ids: true });
   t.equal(s.status, 200);
   const events = s.text
     .split('\n\n')
     .filter((e) => e.startsWith('data: {'))
-    .map((e) => JSON.parse(e.slice(6)) as { choices: { delta: { content?: string }; token_ids?: number[] }[] });
+    .map((e) => JSON.parse(e.slice(6)) as { choices: { delta: { content?: string; reasoning_content?: string; tool_calls?: unknown[] }; token_ids?: number[] }[] });
   const streamed = events.map((e) => e.choices[0]?.delta.content ?? '').join('');
   t.equal(streamed, (choice.message as { content: string }).content, 'the streamed content equals the reply');
+  t.equal(events.map((e) => e.choices[0]?.delta.reasoning_content ?? '').join(''), (choice.message as { reasoning_content?: string }).reasoning_content ?? '', 'the streamed reasoning too');
+  t.same(events.flatMap((e) => e.choices[0]?.delta.tool_calls ?? []), [], 'no calls in the truncated reply');
   t.same(events.at(-1)?.choices[0].token_ids, tokenIds, 'the same tokens for the same seed');
   // a prompt far beyond the context is refused from its length, before tokenizing
   const huge = await post({ model: 'tiny-oss', messages: [{ role: 'user', content: 'x '.repeat(2_200_000) }], max_tokens: 4 });

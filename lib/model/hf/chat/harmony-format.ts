@@ -93,8 +93,14 @@ function text(v: unknown, where: string): string {
   return v;
 }
 
-/** A completion's messages as content, reasoning and calls (or the first problem). */
-function readCompletion(messages: readonly HarmonyParsedMessage[], idPrefix: string): { content: string | null; reasoning: string | null; calls: ChatToolCall[] } | { error: string } {
+/**
+ * A completion's messages as content, reasoning and calls (or the first problem): analysis
+ * messages are the reasoning, final and commentary messages (and those without a channel) the
+ * content, each joined by a newline; a message to a recipient (other than `all`) is a tool call
+ * with id `<idPrefix><index>` whose arguments must be a JSON object. The streamed replies
+ * (lib/openai/stream-harmony.ts) read the messages completed so far with it.
+ */
+export function readHarmonyCompletion(messages: readonly HarmonyParsedMessage[], idPrefix: string): { content: string | null; reasoning: string | null; calls: ChatToolCall[] } | { error: string } {
   const content: string[] = [];
   const reasoning: string[] = [];
   const calls: ChatToolCall[] = [];
@@ -292,7 +298,7 @@ export class HarmonyChatFormat implements ChatFormat {
     if (typeof completionText !== 'string') throw new TypeError('parse: completionText must be a string');
     const ids = this.idsOfText(completionText);
     const r = parseHarmony(this.tokenizer, ids, { role: ids[0] === this.special('<|start|>') ? null : 'assistant', eosIds: this.tokenizer.eosIds });
-    const read = r.error === null ? readCompletion(r.messages, idPrefix) : { error: r.error };
+    const read = r.error === null ? readHarmonyCompletion(r.messages, idPrefix) : { error: r.error };
     if ('error' in read) return { content: this.rawActionText(ids), toolCalls: [], reasoning: null, error: read.error };
     return { content: read.content, toolCalls: read.calls, reasoning: read.reasoning, error: null };
   }
@@ -311,7 +317,7 @@ export class HarmonyChatFormat implements ChatFormat {
     if (stopAt < 0) return fail('the assistant turn has no stop token (<|call|>, <|return|>; truncated generation?)');
     const r = parseHarmony(tok, Array.prototype.slice.call(tokens, 0, stopAt + 1) as number[], { role: 'assistant', eosIds: tok.eosIds });
     if (r.error !== null) return fail(r.error);
-    const read = readCompletion(r.messages, idPrefix);
+    const read = readHarmonyCompletion(r.messages, idPrefix);
     if ('error' in read) return fail(read.error);
     const message: ChatAssistantMessage = { role: 'assistant', content: read.content };
     if (read.calls.length > 0) message.tool_calls = read.calls;
