@@ -1,8 +1,8 @@
 // Reference: the float64 refGemm in test/model/fixtures/reference.ts on bfloat16-rounded operands;
 //   PTX ISA mma.m16n8k16 / ldmatrix (native/core/cuda_mma.cuh).
-// Tests: test/model/cuda-gemm-tc.test.ts (GEMM, linear layers, the MoE layer and a whole
-//   transformer with matmulPrecision 'medium', on a GPU or on the CUDA emulator in both thread
-//   orders); scripts/check-tensor-core-ptx.mjs (the kernels' sm_90 PTX holds mma).
+// Tests: test/model/cuda-gemm-tc.test.ts (GEMM, linear layers, the MoE layer with float32,
+//   bfloat16 and packed MXFP4 experts and a whole transformer with matmulPrecision 'medium', on a
+//   GPU or on the CUDA emulator in both thread orders); scripts/check-tensor-core-ptx.mjs (the kernels' sm_90 PTX holds mma).
 // The tensor-core GEMM of the CUDA model ops: C = alpha op(A) op(B) + beta C with bfloat16
 // operands and float32 accumulation (mma.sync m16n8k16), used instead of the float32 GEMM of
 // cuda_gemm.cuh when the matmul precision is 'medium' (matmul_precision.h). A block of 256

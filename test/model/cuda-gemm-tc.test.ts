@@ -5,7 +5,8 @@
 // four transposes, alpha and beta, float32 and bfloat16 operands; a product whose float32 operands
 // are not bfloat16 numbers shows the rounding; linear forward and backward (dx accumulated, dweight
 // accumulated, bias), the MoE layer (grouped expert GEMMs) and a whole transformer forward and
-// backward close to the CPU's float32 result.
+// backward close to the CPU's float32 result; packed MXFP4 experts give the bits of their
+// bfloat16 dequantization (forward and input gradient) and stay close to the float64 layer.
 // 'highest' gives back the float32 kernel bit for bit; on a GPU below compute capability 8.0 (the
 // emulator pretending 7.5) 'medium' runs the float32 kernel and says so once. The setting's argument checks run
 // everywhere; the rest needs a CUDA device (the CUDA emulator counts: npm run test:cuda-emulator
