@@ -235,6 +235,46 @@ t.test("MXFP4 experts with matmul precision 'medium': packed = bfloat16 dequanti
   }
 });
 
+t.test("MXFP4 experts at the ends of the scale range with 'medium': the same bits as their dequantization", { skip: noGpu }, async (t) => {
+  t.teardown(() => setMatmulPrecision('highest'));
+  // The tensor-core decoder must give the loader's bfloat16 dequantization for every scale byte,
+  // as the float32 kernel does: first scale bytes 0-2 (subnormal powers, values down to 2^-128)
+  // and up to 158 (values up to 6 x 2^31, whose products stay finite through the layer), then
+  // 250-255 (values past float32's range: infinity; 0 x 2^128 is NaN), where the outputs are not
+  // finite but must still be the dequantized run's bits.
+  const s: Sizes = { T: 40, D: 64, F: 64, E: 2, K: 1, variant: 'standard' };
+  const base = weightsFor(s, 700, false);
+  const x = randn(s.T * s.D, 703, -1, 1), dout = randn(s.T * s.D, 704, -1, 1);
+  const common = { ...shape(s), x, device: 'cuda' as const };
+  const noGrads = { drouter: null, drouterBias: null, dgateUpBias: null, ddownBias: null };
+  for (const [what, ends] of [
+    ['subnormal and large finite scales', [0, 1, 2, 150, 155, 158, 100, 127]],
+    ['scales past the float32 range', [0, 250, 252, 254, 255, 127]],
+  ] as const) {
+    const extreme = (numel: number, seed: number): ReturnType<typeof randomMxfp4> => {
+      const m = randomMxfp4(numel, seed);
+      m.scales.forEach((_, i) => (m.scales[i] = ends[i % ends.length]));
+      return m;
+    };
+    const gateUp = extreme(s.E * 2 * s.F * s.D, 701), down = extreme(s.E * s.D * s.F, 702);
+    const bf: MoeWeights = { ...base, gateUp: dequantize(gateUp, s.D), down: dequantize(down, s.F) };
+    const values = Float64Array.from(bf.gateUp as Uint16Array, (b) => bf16ToNumber(b));
+    const finite = ends.every((e) => e < 250);
+    if (finite) t.ok(values.some((v) => v !== 0 && Math.abs(v) < 2 ** -126) && values.some((v) => Math.abs(v) > 2 ** 30), `${what}: the weights hold subnormals and values past 2^30`);
+    else t.ok(values.some((v) => v === Infinity) && values.some(Number.isNaN), `${what}: the weights hold infinities and NaNs`);
+    for (const precision of ['medium', 'highest'] as const) {
+      setMatmulPrecision(precision);
+      const fb = moeForward({ ...common, ...bf }), fp = moeForward({ ...common, ...base, gateUp, down });
+      const bb = moeBackward({ ...common, ...bf, dout, state: fb.state, ...noGrads });
+      const bp = moeBackward({ ...common, ...base, gateUp, down, dout, state: fp.state, ...noGrads });
+      setMatmulPrecision('highest');
+      if (finite) t.ok(fp.out.every(Number.isFinite) && bp.dx.every(Number.isFinite), `${what}, '${precision}': the outputs and input gradients are finite`);
+      t.ok(sameBits(fp.out, fb.out), `${what}, '${precision}': packed forward = dequantized forward, bit for bit`);
+      t.ok(sameBits(bp.dx, bb.dx), `${what}, '${precision}': packed input gradient = dequantized input gradient, bit for bit`);
+    }
+  }
+});
+
 t.test("a GPU without bf16 tensor cores: 'medium' runs the float32 kernel and says so once", { skip: noGpu || !/emulator/.test(loadAddon().backends().find((b) => b.name === 'cuda')?.deviceName ?? '') ? 'needs the CUDA emulator (SFX_EMU_CC pretends compute capability 7.5)' : false }, async (t) => {
   const script = `
     const m = await import(${JSON.stringify(new URL('../../lib/model/index.ts', import.meta.url).href)});
