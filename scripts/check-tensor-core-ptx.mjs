@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // Checks that the tensor-core kernels really use the tensor cores: compiles the .cu files below
 // to PTX for one architecture (default sm_90, or $SINKFLEX_CI_CUDA_ARCH) with nvcc and requires,
-// for each listed kernel, at least one .entry whose mangled name contains the kernel's name and
-// whose body holds a matrix instruction (mma.sync / wgmma). Without nvcc it says so and exits 0.
+// for each listed kernel, at least one .entry whose mangled name contains the kernel's name, and
+// that every such entry's body holds a matrix instruction (mma.sync / wgmma). `Kernel<Type>` asks
+// for an instantiation: the entries of Kernel whose mangled name also contains Type (the packed
+// MXFP4 expert GEMM: GroupedGemmTcKernel<Mxfp4Operand>). Without nvcc it says so and exits 0.
 // Run by .ci/run after the CUDA compile check: `node scripts/check-tensor-core-ptx.mjs`.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -13,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 /** [source, kernel names that must hold matrix instructions]. */
 export const KERNELS = [
   ['native/model/cuda_ops.cu', ['GemmTcKernel']],
-  ['native/model/cuda_moe.cu', ['GemmTcKernel', 'GroupedGemmTcKernel']],
+  ['native/model/cuda_moe.cu', ['GemmTcKernel', 'GroupedGemmTcKernel', 'GroupedGemmTcKernel<Mxfp4Operand>']],
   ['native/attention/cuda_fused_tc_fwd.cu', ['TcForwardKernel']],
   ['native/attention/cuda_fused_tc_bwd.cu', ['TcKeyGradKernel', 'TcQueryGradKernel']],
 ];
@@ -37,7 +39,11 @@ try {
     const text = readFileSync(ptx, 'utf8');
     const entries = text.split(/^(?=\.(?:visible\s+)?\.?entry\s)/m).filter((e) => /^\.(?:visible\s+)?\.?entry\s/.test(e));
     for (const kernel of kernels) {
-      const mine = entries.filter((e) => new RegExp(`\\d${kernel}I`).test(e.slice(0, e.indexOf('('))));
+      const [name, type] = kernel.replace(/>$/, '').split('<');
+      const mine = entries.filter((e) => {
+        const mangled = e.slice(0, e.indexOf('('));
+        return new RegExp(`\\d${name}I`).test(mangled) && (type === undefined || new RegExp(`\\d${type}`).test(mangled));
+      });
       const withMma = mine.filter((e) => MATRIX.test(e));
       if (mine.length === 0 || withMma.length !== mine.length) {
         failed++;

@@ -20,7 +20,6 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "../core/cuda_check.cuh"
@@ -43,39 +42,8 @@ __device__ __forceinline__ float LoadElement(const std::uint16_t* p) {
   return f;
 }
 
-/**
- * An MXFP4 operand (mxfp4.h: 4-bit E2M1 codes two to a byte, low nibble first, one E8M0 scale
- * byte per 32 elements; rows of whole blocks) addressed like a pointer to its elements.
- */
-struct Mxfp4Operand {
-  const std::uint8_t* blocks;
-  const std::uint8_t* scales;
-  long long offset;
-  __host__ __device__ Mxfp4Operand operator+(long long n) const { return Mxfp4Operand{blocks, scales, offset + n}; }
-};
-
-/**
- * An MXFP4 element as float32: FP4[code] * float32(2^(scale - 127)) — exact, so equal to its
- * bfloat16 dequantization (scale 0 gives the subnormal 2^-127, scale 255 infinity; a NaN is the
- * canonical 0x7FC00000 the CPU decoder writes).
- */
-__device__ __forceinline__ float LoadElement(const Mxfp4Operand& p) {
-  const unsigned byte = p.blocks[p.offset >> 1];
-  const unsigned code = (p.offset & 1) ? (byte >> 4) : (byte & 15u);
-  const unsigned scale = p.scales[p.offset >> 5];
-  const unsigned e = (code >> 1) & 3u, m = code & 1u;
-  const float mag = e == 0 ? 0.5f * static_cast<float>(m) : (1.0f + 0.5f * static_cast<float>(m)) * static_cast<float>(1u << (e - 1));
-  const unsigned powerBits = scale == 0 ? 0x00400000u : scale << 23;  // 2^(scale - 127); 255 -> infinity
-  float power;
-  memcpy(&power, &powerBits, sizeof(power));
-  float v = mag * power;
-  if (code & 8u) v = -v;
-  if (v != v) {
-    const unsigned nan = 0x7fc00000u;
-    memcpy(&v, &nan, sizeof(v));
-  }
-  return v;
-}
+/** An MXFP4 element (cuda_mxfp4_operand.cuh) as float32: decoded exactly. */
+__device__ __forceinline__ float LoadElement(const Mxfp4Operand& p) { return Mxfp4Value(p); }
 
 /**
  * One 64 x 64 tile, at (row0, col0), of C = alpha op(A) op(B) + beta C (row-major, leading
@@ -178,13 +146,11 @@ __global__ void __launch_bounds__(256) GroupedGemmKernel(const GemmGroupTile* ti
 template <typename PA, typename PB>
 void GroupedGemm(int device, const std::vector<GemmGroup>& groups, bool transA, bool transB, float alpha, PA a,
                  std::int64_t lda, PB b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  // matmul precision 'medium': bfloat16 tensor cores (cuda_gemm_tc.cuh) for float32/bfloat16
-  // operands; packed MXFP4 weights stay on the exact float32 kernel below (no tensor-core decoder yet).
-  if constexpr (std::is_pointer_v<PA> && std::is_pointer_v<PB>) {
-    if (UseTensorCoreGemm()) {
-      GroupedGemmTc(device, groups, transA, transB, alpha, a, lda, b, ldb, beta, c, ldc);
-      return;
-    }
+  // matmul precision 'medium': bfloat16 tensor cores (cuda_gemm_tc.cuh) for every operand kind
+  // (float32 rounded, bfloat16 bits as they are, packed MXFP4 decoded exactly to bfloat16).
+  if (UseTensorCoreGemm()) {
+    GroupedGemmTc(device, groups, transA, transB, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
   }
   std::vector<GemmGroupTile> tiles;
   long long maxN = 0;

@@ -1,8 +1,8 @@
 // Reference: the float64 refGemm in test/model/fixtures/reference.ts on bfloat16-rounded operands;
 //   PTX ISA mma.m16n8k16 / ldmatrix (native/core/cuda_mma.cuh).
-// Tests: test/model/cuda-gemm-tc.test.ts (GEMM, linear layers, the MoE layer and a whole
-//   transformer with matmulPrecision 'medium', on a GPU or on the CUDA emulator in both thread
-//   orders); scripts/check-tensor-core-ptx.mjs (the kernels' sm_90 PTX holds mma).
+// Tests: test/model/cuda-gemm-tc.test.ts (GEMM, linear layers, the MoE layer with float32,
+//   bfloat16 and packed MXFP4 experts and a whole transformer with matmulPrecision 'medium', on a
+//   GPU or on the CUDA emulator in both thread orders); scripts/check-tensor-core-ptx.mjs (the kernels' sm_90 PTX holds mma).
 // The tensor-core GEMM of the CUDA model ops: C = alpha op(A) op(B) + beta C with bfloat16
 // operands and float32 accumulation (mma.sync m16n8k16), used instead of the float32 GEMM of
 // cuda_gemm.cuh when the matmul precision is 'medium' (matmul_precision.h). A block of 256
@@ -13,11 +13,12 @@
 // warps multiply the current one, then converts it to bfloat16 bits and stores it into the other
 // stage, laid out [row][k] for A and [column][k] for B with rows padded to 40 elements (80 bytes:
 // ldmatrix reads 8 rows of 16 bytes without bank conflicts). The conversion is the operand
-// decoder: float32 is rounded to nearest even, bfloat16 bits pass as they are. The tile code
-// takes operands as pointer-like types (`p + n`, Bf16Operand(p)), so another weight format
-// (packed MXFP4: a 4-bit code times its block's power of two, exact in bfloat16, addressed like
-// an array of elements) is one more Bf16Operand overload and launch. Included by .cu files only
-// (an anonymous namespace: each file its own copy).
+// decoder: float32 is rounded to nearest even, bfloat16 bits pass as they are, packed MXFP4
+// (cuda_mxfp4_operand.cuh: a 4-bit code times its block's power of two) is decoded exactly to
+// float32 and then to bfloat16, which leaves it unchanged (it is a bfloat16 number), so packed
+// experts give the bits of their bfloat16 dequantization. The tile code takes operands as
+// pointer-like types (`p + n`, Bf16Operand(p)): another weight format is one more Bf16Operand
+// overload. Included by .cu files only (an anonymous namespace: each file its own copy).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,6 +32,7 @@
 #include "../core/cuda_mma.cuh"
 #include "../core/device_buffer.h"
 #include "../core/errors.h"
+#include "cuda_mxfp4_operand.cuh"
 #include "matmul_precision.h"
 
 namespace sinkflex::model::cuda {
@@ -46,6 +48,12 @@ constexpr int kPerThread = kBlockM * kBlockK / kThreads;  // operand elements ea
 __device__ __forceinline__ std::uint16_t Bf16Operand(const float* p) { return mma::Bf16Bits(*p); }
 /** An operand element as bfloat16 bits: bfloat16 bits as they are. */
 __device__ __forceinline__ std::uint16_t Bf16Operand(const std::uint16_t* p) { return *p; }
+/**
+ * An operand element as bfloat16 bits: an MXFP4 element decoded exactly to float32 (Mxfp4Value),
+ * then rounded to bfloat16 — which changes nothing, every value (finite, infinity, the canonical
+ * NaN 0x7FC00000 -> 0x7FC0) being a bfloat16 number: the bits of its bfloat16 dequantization.
+ */
+__device__ __forceinline__ std::uint16_t Bf16Operand(const Mxfp4Operand& p) { return mma::Bf16Bits(Mxfp4Value(p)); }
 
 /**
  * Reads this thread's share of a rows x kBlockK slice of an operand (rows of the slice: A's rows
@@ -237,12 +245,13 @@ void LaunchGemmTc(cudaStream_t s, bool transA, bool transB, std::int64_t m, std:
 
 /**
  * The grouped GEMM (cuda_gemm.cuh GroupedGemm: for every group g, C_g = alpha op(A_g) op(B_g) +
- * beta C_g, X_g starting at X + group.x) on the tensor cores. `Group` has m, n, k, a, b, c.
+ * beta C_g, X_g starting at X + group.x) on the tensor cores. `Group` has m, n, k, a, b, c; PA and
+ * PB are pointers to float32 or bfloat16 bits, or Mxfp4Operand (offsets in elements).
  * Synchronous (the tile list lives in device memory until the kernels end).
  */
-template <typename Group, typename TA, typename TB>
-void GroupedGemmTc(int device, const std::vector<Group>& groups, bool transA, bool transB, float alpha, const TA* a,
-                   std::int64_t lda, const TB* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+template <typename Group, typename PA, typename PB>
+void GroupedGemmTc(int device, const std::vector<Group>& groups, bool transA, bool transB, float alpha, PA a,
+                   std::int64_t lda, PB b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   std::vector<tc::GroupTile> tiles;
   long long maxN = 0;
   for (const Group& g : groups) {
@@ -258,7 +267,7 @@ void GroupedGemmTc(int device, const std::vector<Group>& groups, bool transA, bo
   for (std::size_t t0 = 0; t0 < tiles.size(); t0 += kMaxRows) {
     const std::size_t count = tiles.size() - t0 < kMaxRows ? tiles.size() - t0 : kMaxRows;
     const dim3 grid(static_cast<unsigned>(CeilDiv<long long>(maxN, tc::kBlockN)), static_cast<unsigned>(count));
-    auto* kernel = tc::GroupedGemmTcKernel<const TA*, const TB*>;
+    auto* kernel = tc::GroupedGemmTcKernel<PA, PB>;
     SFX_LAUNCH(kernel, grid, dim3(tc::kThreads), 0, stream)
     (list.data() + t0, transA ? 1 : 0, transB ? 1 : 0, alpha, a, lda, b, ldb, beta, c, ldc);
     SFX_CUDA_LAUNCH_CHECK("GroupedGemmTcKernel");

@@ -5,7 +5,8 @@
 // four transposes, alpha and beta, float32 and bfloat16 operands; a product whose float32 operands
 // are not bfloat16 numbers shows the rounding; linear forward and backward (dx accumulated, dweight
 // accumulated, bias), the MoE layer (grouped expert GEMMs) and a whole transformer forward and
-// backward close to the CPU's float32 result.
+// backward close to the CPU's float32 result; packed MXFP4 experts give the bits of their
+// bfloat16 dequantization (forward and input gradient) and stay close to the float64 layer.
 // 'highest' gives back the float32 kernel bit for bit; on a GPU below compute capability 8.0 (the
 // emulator pretending 7.5) 'medium' runs the float32 kernel and says so once. The setting's argument checks run
 // everywhere; the rest needs a CUDA device (the CUDA emulator counts: npm run test:cuda-emulator
@@ -15,10 +16,12 @@ import { fileURLToPath } from 'node:url';
 
 import t from 'tap';
 
-import { Transformer, gemm, linearBackward, linearForward, matmulPrecision, modelConfig, moeForward, setMatmulPrecision } from '../../lib/model/index.js';
+import { type MoeWeights, Transformer, gemm, linearBackward, linearForward, matmulPrecision, modelConfig, moeBackward, moeForward, setMatmulPrecision } from '../../lib/model/index.js';
+import { bf16ToNumber } from '../../lib/model/hf/numeric.js';
 import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
 import { modelAddon } from '../../lib/model/native.js';
-import { shape, weightsFor } from './fixtures/moe-reference.js';
+import { type Sizes, refMoe, shape, weightsFor } from './fixtures/moe-reference.js';
+import { dequantize, randomMxfp4 } from './fixtures/mxfp4-checks.js';
 import { bf16Bits, bf16Values, randint, randn, refGemm, sameBits } from './fixtures/reference.js';
 import { randomizeStore } from './fixtures/transformer-reference.js';
 
@@ -184,6 +187,92 @@ t.test("CUDA linear layers and the MoE experts with matmul precision 'medium'", 
   }
   t.ok(e / m <= 2 ** -6, `MoE output within 2^-6 of the CPU's scale (${(e / m).toExponential(2)})`);
   t.notOk(sameBits(gpu.out, exact.out), "MoE output differs from 'highest' (the tensor-core path ran)");
+});
+
+t.test("MXFP4 experts with matmul precision 'medium': packed = bfloat16 dequantization bit for bit, on the tensor cores", { skip: noGpu }, async (t) => {
+  t.teardown(() => setMatmulPrecision('highest'));
+  // The packed experts are decoded to bfloat16 as the tensor-core GEMM loads its tiles, so they
+  // feed the same bfloat16 values to the same kernel as their dequantization: the same bits,
+  // forward and input gradient (the grouped GEMMs with the weight as B, transposed and not).
+  // Scale bytes spread around 127 with some float32-subnormal powers (randomMxfp4).
+  const cases: Array<Sizes & { biases: boolean; what: string }> = [
+    { T: 5, D: 64, F: 96, E: 4, K: 2, variant: 'clamped', biases: true, what: 'few rows per expert' },
+    { T: 161, D: 96, F: 64, E: 3, K: 2, variant: 'clamped', biases: true, what: 'many rows per expert (more than a 128-row tile)' },
+    { T: 77, D: 32, F: 160, E: 5, K: 3, variant: 'standard', biases: false, what: 'no biases, ffn past a 128-column tile' },
+  ];
+  for (const [i, s] of cases.entries()) {
+    const base = weightsFor(s, 600 + i, s.biases);
+    const gateUp = randomMxfp4(s.E * 2 * s.F * s.D, 610 + i);
+    const down = randomMxfp4(s.E * s.D * s.F, 620 + i);
+    const bf: MoeWeights = { ...base, gateUp: dequantize(gateUp, s.D), down: dequantize(down, s.F) };
+    const packed: MoeWeights = { ...base, gateUp, down };
+    const x = randn(s.T * s.D, 630 + i, -1, 1);
+    const dout = randn(s.T * s.D, 640 + i, -1, 1);
+    const common = { ...shape(s), x, device: 'cuda' as const };
+    const noGrads = { drouter: null, drouterBias: null, dgateUpBias: null, ddownBias: null };
+    const exact = moeForward({ ...common, ...packed });
+    setMatmulPrecision('medium');
+    const fb = moeForward({ ...common, ...bf });
+    const fp = moeForward({ ...common, ...packed });
+    const bb = moeBackward({ ...common, ...bf, dout, state: fb.state, ...noGrads });
+    const bp = moeBackward({ ...common, ...packed, dout, state: fp.state, ...noGrads });
+    setMatmulPrecision('highest');
+    t.ok(sameBits(fp.out, fb.out), `${s.what}: packed forward = dequantized forward, bit for bit`);
+    t.ok(sameBits(bp.dx, bb.dx), `${s.what}: packed input gradient = dequantized input gradient, bit for bit`);
+    t.notOk(sameBits(fp.out, exact.out), `${s.what}: not the 'highest' bits`);
+
+    // The semantics: float64 over the decoded weights (the tensor cores round the activations to
+    // bfloat16: about 2^-8 relative per product), as for the bfloat16 experts above.
+    const decoded = (m: Uint16Array): Float64Array => Float64Array.from(m, (b) => bf16ToNumber(b));
+    const ref = refMoe(s, x, { ...base, gateUp: decoded(bf.gateUp as Uint16Array), down: decoded(bf.down as Uint16Array) });
+    t.same(Array.from(fp.experts), ref.experts.flat(), `${s.what}: the reference's experts chosen`);
+    let e = 0, m = 0;
+    for (let k = 0; k < ref.out.length; k++) {
+      e = Math.max(e, Math.abs(fp.out[k] - ref.out[k]));
+      m = Math.max(m, Math.abs(ref.out[k]));
+    }
+    t.ok(e / m <= 2 ** -6, `${s.what}: packed forward within 2^-6 of the float64 reference's scale (${(e / m).toExponential(2)})`);
+  }
+});
+
+t.test("MXFP4 experts at the ends of the scale range with 'medium': the same bits as their dequantization", { skip: noGpu }, async (t) => {
+  t.teardown(() => setMatmulPrecision('highest'));
+  // The tensor-core decoder must give the loader's bfloat16 dequantization for every scale byte,
+  // as the float32 kernel does: first scale bytes 0-2 (subnormal powers, values down to 2^-128)
+  // and up to 158 (values up to 6 x 2^31, whose products stay finite through the layer), then
+  // 250-255 (values past float32's range: infinity; 0 x 2^128 is NaN), where the outputs are not
+  // finite but must still be the dequantized run's bits.
+  const s: Sizes = { T: 40, D: 64, F: 64, E: 2, K: 1, variant: 'standard' };
+  const base = weightsFor(s, 700, false);
+  const x = randn(s.T * s.D, 703, -1, 1), dout = randn(s.T * s.D, 704, -1, 1);
+  const common = { ...shape(s), x, device: 'cuda' as const };
+  const noGrads = { drouter: null, drouterBias: null, dgateUpBias: null, ddownBias: null };
+  for (const [what, ends] of [
+    ['subnormal and large finite scales', [0, 1, 2, 150, 155, 158, 100, 127]],
+    ['scales past the float32 range', [0, 250, 252, 254, 255, 127]],
+  ] as const) {
+    const extreme = (numel: number, seed: number): ReturnType<typeof randomMxfp4> => {
+      const m = randomMxfp4(numel, seed);
+      m.scales.forEach((_, i) => (m.scales[i] = ends[i % ends.length]));
+      return m;
+    };
+    const gateUp = extreme(s.E * 2 * s.F * s.D, 701), down = extreme(s.E * s.D * s.F, 702);
+    const bf: MoeWeights = { ...base, gateUp: dequantize(gateUp, s.D), down: dequantize(down, s.F) };
+    const values = Float64Array.from(bf.gateUp as Uint16Array, (b) => bf16ToNumber(b));
+    const finite = ends.every((e) => e < 250);
+    if (finite) t.ok(values.some((v) => v !== 0 && Math.abs(v) < 2 ** -126) && values.some((v) => Math.abs(v) > 2 ** 30), `${what}: the weights hold subnormals and values past 2^30`);
+    else t.ok(values.some((v) => v === Infinity) && values.some(Number.isNaN), `${what}: the weights hold infinities and NaNs`);
+    for (const precision of ['medium', 'highest'] as const) {
+      setMatmulPrecision(precision);
+      const fb = moeForward({ ...common, ...bf }), fp = moeForward({ ...common, ...base, gateUp, down });
+      const bb = moeBackward({ ...common, ...bf, dout, state: fb.state, ...noGrads });
+      const bp = moeBackward({ ...common, ...base, gateUp, down, dout, state: fp.state, ...noGrads });
+      setMatmulPrecision('highest');
+      if (finite) t.ok(fp.out.every(Number.isFinite) && bp.dx.every(Number.isFinite), `${what}, '${precision}': the outputs and input gradients are finite`);
+      t.ok(sameBits(fp.out, fb.out), `${what}, '${precision}': packed forward = dequantized forward, bit for bit`);
+      t.ok(sameBits(bp.dx, bb.dx), `${what}, '${precision}': packed input gradient = dequantized input gradient, bit for bit`);
+    }
+  }
 });
 
 t.test("a GPU without bf16 tensor cores: 'medium' runs the float32 kernel and says so once", { skip: noGpu || !/emulator/.test(loadAddon().backends().find((b) => b.name === 'cuda')?.deviceName ?? '') ? 'needs the CUDA emulator (SFX_EMU_CC pretends compute capability 7.5)' : false }, async (t) => {
