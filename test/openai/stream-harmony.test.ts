@@ -12,7 +12,7 @@ import t from 'tap';
 import type { ChatToolCall } from '../../lib/model/chat-template.js';
 import { HarmonyChatFormat } from '../../lib/model/hf/chat/harmony-format.js';
 import type { HfTokenizer } from '../../lib/model/hf/tokenizer.js';
-import type { GenerativeModel, ModelSession, SampleOptions, SampleResult } from '../../lib/model/policy.js';
+import { TokenScript } from './fixtures/token-script.js';
 import { startChatServer } from '../../lib/openai/index.js';
 import { HarmonyReplyStream } from '../../lib/openai/stream-harmony.js';
 import type { FinalReply, ReplyDelta } from '../../lib/openai/stream-hermes.js';
@@ -235,36 +235,6 @@ t.test('a reply the reading refuses: nothing more is sent from there', async (t)
   }
 });
 
-/** A model that samples the given tokens, delivering them one at a time (as a streaming sample does). */
-class TokenScript implements GenerativeModel {
-  readonly contextLength = 1 << 16;
-  constructor(
-    readonly vocabSize: number,
-    private readonly reply: number[],
-  ) {}
-  createSession(): ModelSession {
-    const reply = this.reply;
-    let length = 0;
-    return {
-      get length() {
-        return length;
-      },
-      append(tokens: ArrayLike<number>) {
-        length += tokens.length;
-      },
-      async sample(o: SampleOptions): Promise<SampleResult> {
-        const out = reply.slice(0, o.maxTokens);
-        for (const x of out) o.onTokens?.(Int32Array.of(x), Float32Array.of(-1));
-        return { tokens: Int32Array.from(out), logProbs: new Float32Array(out.length).fill(-1), finishReason: out.length === reply.length ? 'stop' : 'length' };
-      },
-      async prefill() {},
-      dispose() {},
-    } as unknown as ModelSession;
-  }
-  async generate(): Promise<SampleResult[]> {
-    return [];
-  }
-}
 
 type Chunk = { choices: { delta: Record<string, unknown>; finish_reason: string | null }[] };
 

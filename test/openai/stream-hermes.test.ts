@@ -9,7 +9,7 @@ import t from 'tap';
 
 import type { ChatToolCall } from '../../lib/model/chat-template.js';
 import { JinjaChatFormat } from '../../lib/model/hf/chat/jinja-format.js';
-import type { GenerativeModel, ModelSession, SampleOptions, SampleResult } from '../../lib/model/policy.js';
+import { TokenScript } from './fixtures/token-script.js';
 import { startChatServer } from '../../lib/openai/index.js';
 import { HermesReplyStream, type FinalReply } from '../../lib/openai/stream-hermes.js';
 import { qwen3Tokenizer } from '../model/hf/fixtures/tokenizers.js';
@@ -114,36 +114,6 @@ t.test('text that may become a tag waits; nothing is sent twice', async (t) => {
   t.same(d.content, '');
 });
 
-/** A model that samples the given tokens, delivering them one at a time (as a streaming sample does). */
-class TokenScript implements GenerativeModel {
-  readonly contextLength = 1 << 16;
-  constructor(
-    readonly vocabSize: number,
-    private readonly reply: number[],
-  ) {}
-  createSession(): ModelSession {
-    const reply = this.reply;
-    let length = 0;
-    return {
-      get length() {
-        return length;
-      },
-      append(tokens: ArrayLike<number>) {
-        length += tokens.length;
-      },
-      async sample(o: SampleOptions): Promise<SampleResult> {
-        const out = reply.slice(0, o.maxTokens);
-        for (const x of out) o.onTokens?.(Int32Array.of(x), Float32Array.of(-1));
-        return { tokens: Int32Array.from(out), logProbs: new Float32Array(out.length).fill(-1), finishReason: out.length === reply.length ? 'stop' : 'length' };
-      },
-      async prefill() {},
-      dispose() {},
-    } as unknown as ModelSession;
-  }
-  async generate(): Promise<SampleResult[]> {
-    return [];
-  }
-}
 
 t.test('the server streams a Qwen3-format reply: reasoning_content, content and tool-call deltas add up to the plain reply', async (t) => {
   const tok = await qwen3Tokenizer();
