@@ -21,7 +21,7 @@ import { bf16ToNumber } from '../../lib/model/hf/numeric.js';
 import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
 import { modelAddon } from '../../lib/model/native.js';
 import { type Sizes, refMoe, shape, weightsFor } from './fixtures/moe-reference.js';
-import { dequantize, randomMxfp4 } from './fixtures/mxfp4-checks.js';
+import { dequantize, mxfp4MoeCase, randomMxfp4 } from './fixtures/mxfp4-checks.js';
 import { bf16Bits, bf16Values, randint, randn, refGemm, sameBits } from './fixtures/reference.js';
 import { randomizeStore } from './fixtures/transformer-reference.js';
 
@@ -201,13 +201,7 @@ t.test("MXFP4 experts with matmul precision 'medium': packed = bfloat16 dequanti
     { T: 77, D: 32, F: 160, E: 5, K: 3, variant: 'standard', biases: false, what: 'no biases, ffn past a 128-column tile' },
   ];
   for (const [i, s] of cases.entries()) {
-    const base = weightsFor(s, 600 + i, s.biases);
-    const gateUp = randomMxfp4(s.E * 2 * s.F * s.D, 610 + i);
-    const down = randomMxfp4(s.E * s.D * s.F, 620 + i);
-    const bf: MoeWeights = { ...base, gateUp: dequantize(gateUp, s.D), down: dequantize(down, s.F) };
-    const packed: MoeWeights = { ...base, gateUp, down };
-    const x = randn(s.T * s.D, 630 + i, -1, 1);
-    const dout = randn(s.T * s.D, 640 + i, -1, 1);
+    const { base, bf, packed, x, dout } = mxfp4MoeCase(s, 600 + i, 10);
     const common = { ...shape(s), x, device: 'cuda' as const };
     const noGrads = { drouter: null, drouterBias: null, dgateUpBias: null, ddownBias: null };
     const exact = moeForward({ ...common, ...packed });
