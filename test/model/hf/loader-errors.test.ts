@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 
 import { HfCheckpointReader, loadHfCheckpoint } from '../../../lib/model/index.js';
-import { memory } from '../../../lib/native/memory.js';
+import { settledBytes } from '../../native/fixtures/settled-bytes.js';
 import type { SafeTensor } from '../../../lib/model/safetensors.js';
 import { hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './fixtures/loader/checkpoint.js';
 
@@ -23,11 +23,11 @@ const openFds = (): number => (existsSync('/proc/self/fd') ? readdirSync('/proc/
 /** Loads `dir` expecting a failure matching `expected`; checks that nothing stays allocated or open. */
 async function fails(t: Test, dir: string, expected: { name: string; [k: string]: unknown }, what: string): Promise<void> {
   const fds = openFds();
-  const bytes = memory.currentBytes();
+  const bytes = await settledBytes();
   await t.rejects(loadHfCheckpoint(dir, { dtype: 'bfloat16' }), expected, what);
   await t.rejects(HfCheckpointReader.open(dir), expected, `${what} (reader)`);
   t.equal(openFds(), fds, `${what}: no file left open`);
-  t.equal(memory.currentBytes(), bytes, `${what}: no native memory kept`);
+  t.equal(await settledBytes(), bytes, `${what}: no native memory kept`);
 }
 
 const arch = 'GptOssForCausalLM';

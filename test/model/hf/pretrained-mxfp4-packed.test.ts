@@ -13,6 +13,7 @@ import t, { type Test } from 'tap';
 import { ParamStore, loadPretrained, packSequences } from '../../../lib/model/index.js';
 import { isOutOfMemoryError } from '../../../lib/native/index.js';
 import { memory } from '../../../lib/native/memory.js';
+import { settledBytes } from '../../native/fixtures/settled-bytes.js';
 import { type TinySpec, writeTinyCheckpoint } from './fixtures/tiny-checkpoint.js';
 
 function checkpoint(t: Test, spec: TinySpec): string {
@@ -87,9 +88,9 @@ t.test('the ParamStore refuses what an MXFP4 parameter cannot be', async (t) => 
 
 t.test('bad input: an error naming the tensor, nothing left allocated', async (t) => {
   async function fails(dir: string, expected: RegExp, what: string): Promise<void> {
-    const bytes = memory.currentBytes();
+    const bytes = await settledBytes();
     await t.rejects(loadPretrained(dir), { message: expected }, what);
-    t.equal(memory.currentBytes(), bytes, `${what}: no native memory kept`);
+    t.equal(await settledBytes(), bytes, `${what}: no native memory kept`);
   }
   await t.rejects(loadPretrained(checkpoint(t, spec), { mxfp4: 'fp4' as 'packed' }), /options\.mxfp4 must be 'packed' or 'bf16'/, 'a bad option value');
 
@@ -109,7 +110,7 @@ t.test('bad input: an error naming the tensor, nothing left allocated', async (t
 
   // out of memory while loading: an OutOfMemoryError with the bytes held and asked, the process still usable
   const ok = checkpoint(t, spec);
-  const before = memory.currentBytes();
+  const before = await settledBytes();
   const limit = memory.limitBytes();
   let err: unknown = null;
   memory.setLimit(before + 20000);
@@ -122,7 +123,7 @@ t.test('bad input: an error naming the tensor, nothing left allocated', async (t
   }
   t.match(err, { name: 'OutOfMemoryError' }, 'past the limit: OutOfMemoryError');
   t.ok(isOutOfMemoryError(err) && err.currentBytes >= 0 && err.requestedBytes > 0, `it names the bytes held and asked (${(err as Error).message})`);
-  t.equal(memory.currentBytes(), before, 'nothing kept');
+  t.equal(await settledBytes(), before, 'nothing kept');
   const m = await loadPretrained(ok);
   t.equal((await m.logProbs([[1, 2, 3]]))[0].length, 2, 'the next load works');
   m.dispose();
