@@ -219,7 +219,7 @@ function randomSequence(n: number, vocab: number, seed: number): number[] {
 }
 
 /** One phase's work on `model` (synchronous native calls under the tracked limit). */
-function runPhase(phase: Phase, model: Transformer, n: number, vocab: number, seed: number): void {
+function runPhase(phase: Phase, model: Transformer, n: number, vocab: number, seed: number, checkpointing: ActivationCheckpointing): void {
   const batch = packSequences([{ tokens: randomSequence(n, vocab, seed) }]);
   const scored = batch.targets.filter((x) => x >= 0).length;
   if (phase === 'logprobs') {
@@ -227,7 +227,7 @@ function runPhase(phase: Phase, model: Transformer, n: number, vocab: number, se
     return;
   }
   if (phase === 'sft') {
-    const f = model.forward(batch);
+    const f = model.forward(batch, { activationCheckpointing: checkpointing });
     try {
       f.backward({ dLogProbs: Float32Array.from(batch.targets, (x) => (x >= 0 ? -1 / scored : 0)) });
     } finally {
@@ -236,7 +236,7 @@ function runPhase(phase: Phase, model: Transformer, n: number, vocab: number, se
   } else {
     const old = model.logProbs(batch);
     const ref = model.logProbs(batch);
-    const f = model.forward(batch);
+    const f = model.forward(batch, { activationCheckpointing: checkpointing });
     try {
       const mask = Float32Array.from(batch.targets, (x) => (x >= 0 ? 1 : 0));
       const advantages = Float32Array.from(batch.targets, (_, i) => ((i * 2654435761) % 1000) / 500 - 1);
@@ -404,7 +404,7 @@ export async function runGptOss20bBench(options: GptOss20bBenchOptions = {}): Pr
         const start = performance.now();
         const cpu0 = process.cpuUsage();
         try {
-          memory.withLimit(limitBytes, () => runPhase(phase, transformer, n, vocab, n + PHASES.indexOf(phase)));
+          memory.withLimit(limitBytes, () => runPhase(phase, transformer, n, vocab, n + PHASES.indexOf(phase), checkpointing));
           p.seconds = (performance.now() - start) / 1000;
           p.tokensPerSecond = n / p.seconds;
           const cpu = process.cpuUsage(cpu0);

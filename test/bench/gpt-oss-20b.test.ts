@@ -45,3 +45,24 @@ t.test('sinkflex bench gpt-oss-20b --quick', async (t) => {
   t.ok(r.plan.every((row) => row.check !== null && row.points.length === 5 && row.perTokenBytes > 0));
   t.match(r.markdown, /Memory plan, grpo/);
 });
+
+t.test('the training phases run with the activation checkpointing asked for', async (t) => {
+  const perToken = async (mode: string): Promise<Record<string, number>> => {
+    const dir = mkdtempSync(join(tmpdir(), 'sinkflex-bench-gptoss-ckpt-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const log = console.log;
+    console.log = () => undefined;
+    try {
+      const r = await main(['--quick', '--dir', dir, '--checkpointing', mode, '--check-length', '0']);
+      return Object.fromEntries(r.plan.map((row) => [row.phase, row.perTokenBytes]));
+    } finally {
+      console.log = log;
+    }
+  };
+  const none = await perToken('none');
+  const layers = await perToken('layers');
+  t.equal(layers.logprobs, none.logprobs, 'log-probs keep no activations either way');
+  for (const phase of ['sft', 'grpo']) {
+    t.ok(layers[phase] < none[phase], `${phase}: 'layers' keeps fewer bytes a token than 'none' (${layers[phase]} < ${none[phase]})`);
+  }
+});
