@@ -12,7 +12,7 @@ import { computeAdvantages, policyLoss, type PolicyLossOptions } from '../grpo/i
 import type { PackedSequences, TransformerPolicy } from '../model/index.js';
 import { groupIds, mixSeed, rolloutMetrics, type AgentLoop, type EpisodeRecord } from '../rollout/index.js';
 import type { TrainConfig } from './config.js';
-import type { LogProbSource } from './hf-run.js';
+import type { LogProbSource } from './model-handle.js';
 import { episodeSequence, packInOrder, seededPermutation, type MaskedSequence } from './sft.js';
 
 /** What a GRPO step needs. */

@@ -37,7 +37,7 @@ import type { TransformerPolicy } from '../model/index.js';
 import { CompletionFormatError, OpenAIChatClient, OpenAITokenCompletions, readTokenCompletion, SAMPLING_FIELDS, type CompletionResponse } from '../openai/index.js';
 import { CompletionTokenPolicy, ModelPolicyAdapter, type TokenPolicy } from '../rollout/index.js';
 import type { TrainConfig } from './config.js';
-import type { LogProbSource } from './hf-run.js';
+import type { LogProbSource } from './model-handle.js';
 import { OnPolicyCheck } from './on-policy-check.js';
 
 /**
