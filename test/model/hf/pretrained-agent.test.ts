@@ -135,7 +135,7 @@ t.test('sinkflex eval --model-dir evaluates a pretrained model on generated task
   t.ok(report.episodes.every((e) => e.numTurns >= 1 && e.responseIds.length > 0), 'each episode has model turns');
   t.match(formatEvalReport(report), /mean reward/);
   // --model-dir with --checkpoint names a run's moved base folder: a model folder is no run
-  await t.rejects(runEval({ policy: 'builtin', modelDir: dir, checkpoint: dir }), /run folder .* has no checkpoint yet/);
+  await t.rejects(runEval({ policy: 'builtin', modelDir: dir, checkpoint: dir }), /modelDir: .* is a Hugging Face model folder, not a run's checkpoint/);
   await t.rejects(runEval({ policy: 'openai', modelDir: dir, model: 'x' }), /--policy builtin/);
   await t.rejects(runEval({ policy: 'builtin', modelDir: join(dir, 'missing') }), /config\.json/);
 });
@@ -193,6 +193,6 @@ t.test('sinkflex serve --model-dir serves chat completions with tools in the mod
   const huge = await post({ model: 'tiny-oss', messages: [{ role: 'user', content: 'x '.repeat(2_200_000) }], max_tokens: 4 });
   t.equal(huge.status, 400);
   t.match(huge.text, /counted from its length, before tokenizing/);
-  await t.rejects(serve({ modelDir: dir, checkpoint: dir }), /run folder .* has no checkpoint yet/);
+  await t.rejects(serve({ modelDir: dir, checkpoint: dir }), /modelDir: .* is a Hugging Face model folder, not a run's checkpoint/);
   await t.rejects(serve({}), /--checkpoint or --model-dir/);
 });
