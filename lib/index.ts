@@ -94,7 +94,6 @@ export {
   generateWithDynamicSampling,
   groupIds,
   mixSeed,
-  ModelPolicyAdapter,
   packMicroBatches,
   trajectoriesToJsonl,
   writeTrajectories,

@@ -25,7 +25,7 @@ const ROOT = [
   'type EvaluatePolicyOptions', 'type EvaluationResult', 'ExpertAirlineAgent', 'ExpertChatPolicy', 'ExpertRetailAgent',
   'ExpertTelecomAgent', 'ExpertTokenPolicy', 'type GenerativeModel', 'HfConfigError', 'HfTokenizer',
   'LlmUserSimulator', 'type LoadPretrainedOptions', 'type LoadedPolicy', 'type LoraConfig', 'type MaskSpec', 'type MemoryStats',
-  'type Message', 'type ModelConfig', 'ModelConfigError', 'type ModelConfigInput', 'type ModelHandle', 'ModelPolicyAdapter',
+  'type Message', 'type ModelConfig', 'ModelConfigError', 'type ModelConfigInput', 'type ModelHandle',
   'type ModelSession', 'type NativeBuildInfo', 'NativeLoadError', 'OpenAIChatClient', 'OpenAIChatPolicy',
   'type OpenAIClientOptions', 'OpenAIError', 'type OpenAIPolicyOptions', 'type OpenModelOptions', 'OutOfMemoryError', 'ParamStore',
   'PeftAdapterError', 'type PolicyLossInputs', 'type PolicyLossOptions', 'type PolicyLossResult',

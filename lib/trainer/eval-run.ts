@@ -11,7 +11,7 @@ import { createTauEnv, loadTauWorld, type TauTaskSource, type TauWorld } from '.
 import { ChatTemplate, trainChatTokenizer, type ChatFormat, type HfDtypeOption } from '../model/index.js';
 import type { DeviceRequest } from '../native/index.js';
 import { OpenAIChatClient, OpenAIChatPolicy, type RoutingPolicy } from '../openai/index.js';
-import { ChatTokenPolicy, evaluatePolicy, ModelPolicyAdapter, writeTrajectories, type TokenPolicy } from '../rollout/index.js';
+import { ChatTokenPolicy, evaluatePolicy, writeTrajectories, type TokenPolicy } from '../rollout/index.js';
 import { taskKind } from '../tau/index.js';
 import { evalProblem, type EvalReport } from './eval-report.js';
 import type { ModelHandle, RunInfo } from './model-handle.js';
@@ -173,7 +173,7 @@ async function evalPolicy(o: EvalOptions, model: ModelHandle | null): Promise<Ev
   if (o.policy === 'builtin') {
     if (!model) throw new Error('--policy builtin needs --checkpoint (or --model-dir)');
     const maxContext = o.maxContextTokens ?? runContext ?? model.policy.contextLength;
-    return { policy: new ModelPolicyAdapter(model.policy), template: model.chat, name: model.description, maxContext, chat: null, client: null };
+    return { policy: model.policy, template: model.chat, name: model.description, maxContext, chat: null, client: null };
   }
   if (o.policy !== 'openai') throw new Error(`unknown policy ${String(o.policy)} (builtin or openai)`);
   if (!o.model) throw new Error('--policy openai needs --model');

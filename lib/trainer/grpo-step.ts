@@ -19,7 +19,7 @@ import { episodeSequence, packInOrder, seededPermutation, type MaskedSequence } 
 export interface GrpoStepContext {
   /** The policy being trained. */
   policy: TransformerPolicy;
-  /** The agent loop over the policy (ModelPolicyAdapter) and the training environments. */
+  /** The agent loop over the policy (the model itself, or a serving engine's) and the training environments. */
   loop: AgentLoop;
   /** The KL reference (a policy, or a LoRA run's reference adapter; needed when `grpo.klCoef > 0`). */
   reference?: LogProbSource | null;

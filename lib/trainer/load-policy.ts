@@ -42,7 +42,7 @@ export interface LoadPolicyOptions {
  *
  * ```ts
  * const { policy, template, run, dispose } = await loadPolicy('runs/default');
- * new AgentLoop({ policy: new ModelPolicyAdapter(policy), template, systemPrompt: run?.prompt.systemPrompt, renderTools: run?.prompt.renderTools, ... });
+ * new AgentLoop({ policy, template, systemPrompt: run?.prompt.systemPrompt, renderTools: run?.prompt.renderTools, ... });
  * ```
  */
 export async function loadPolicy(path: string, options: LoadPolicyOptions = {}): Promise<LoadedPolicy> {

@@ -16,7 +16,7 @@ import { formatEvalReport, runEval } from '../../../lib/cli/commands/eval.js';
 import { serve } from '../../../lib/cli/commands/serve.js';
 import type { ChatAssistantMessage, ChatMessage } from '../../../lib/model/chat-template.js';
 import { loadPretrained } from '../../../lib/model/index.js';
-import { AgentLoop, ModelPolicyAdapter, type SessionContext, type TokenPolicy, type TokenSampleParams, type TokenSampleResult, type TokenSession } from '../../../lib/rollout/index.js';
+import { AgentLoop, type SessionContext, type TokenPolicy, type SampleOptions, type TokenSampleResult, type TokenSession } from '../../../lib/rollout/index.js';
 import { envFactory, retailSource, retailWorld } from '../../rollout/fixtures/world.js';
 import { type TinySpec, writeTinyCheckpoint } from './fixtures/tiny-checkpoint.js';
 
@@ -38,7 +38,7 @@ function modelDir(t: Test, spec: TinySpec): string {
  */
 class FirstTurnCall implements TokenPolicy {
   constructor(
-    private readonly model: ModelPolicyAdapter,
+    private readonly model: TokenPolicy,
     private readonly call: number[],
   ) {}
   createSession(context: SessionContext): TokenSession {
@@ -51,7 +51,7 @@ class FirstTurnCall implements TokenPolicy {
       },
       append: (tokens: ArrayLike<number>) => inner.append(tokens),
       dispose: () => inner.dispose(),
-      async sample(params: TokenSampleParams): Promise<TokenSampleResult> {
+      async sample(params: SampleOptions): Promise<TokenSampleResult> {
         if (turn++ > 0) return inner.sample(params);
         inner.append(call);
         return { tokens: call, logProbs: call.map(() => 0), finishReason: 'stop' };
@@ -81,7 +81,7 @@ for (const c of CASES) {
     t.teardown(() => m.dispose());
     const call = m.tokenizer.encode(c.call);
     const loop = new AgentLoop({
-      policy: new FirstTurnCall(new ModelPolicyAdapter(m.policy), call),
+      policy: new FirstTurnCall(m.policy, call),
       template: m.chat,
       env: envFactory(world),
       limits: { maxTurns: 3, maxTokensPerTurn: 32 },
