@@ -200,6 +200,8 @@ export {
   type SessionOptions,
   type TokenGradients,
   type TokenLoss,
+  type TokenSampleResult,
+  type TokenSession,
   type TrainablePolicy,
   type TrainStepOptions,
   type TrainStepResult,

@@ -1,14 +1,17 @@
 /**
  * The model layer's interfaces: what a language model (the built-in transformer, a pretrained
- * one) implements. The agent loop does not use them directly: it consumes the rollout layer's
- * `TokenPolicy`, and `ModelPolicyAdapter` (lib/rollout) puts a {@link GenerativeModel} behind
- * it. Three levels:
+ * one) implements, and the one session vocabulary the model and rollout layers share. Three
+ * levels:
  *
- * - {@link GenerativeModel}: token in, token out. A {@link ModelSession} holds a conversation's
- *   context (a KV cache for the built-in model); the caller appends tokens verbatim and
- *   samples the model's tokens, which stay in the context exactly as sampled. Many sessions
- *   sample concurrently; an implementation batches them (the built-in model runs every
- *   session that is waiting in one batched forward per decoding step).
+ * - {@link GenerativeModel}: token in, token out. A session holds a conversation's context (a
+ *   KV cache for the built-in model); the caller appends tokens verbatim and samples the model's
+ *   tokens, which stay in the context exactly as sampled. Many sessions sample concurrently; an
+ *   implementation batches them (the built-in model runs every session that is waiting in one
+ *   batched forward per decoding step). {@link TokenSession} (append, {@link SampleOptions} in,
+ *   {@link TokenSampleResult} out) is what every session offers — the rollout layer's policies'
+ *   too (its `TokenPolicy`); a model's {@link ModelSession} adds prefill and fork and returns
+ *   typed arrays ({@link SampleResult}). A GenerativeModel is a rollout `TokenPolicy` as it
+ *   is: the agent loop passes the episode's context, whose `seed` seeds the session.
  * - {@link ChatModel}: messages in, an assistant message out. {@link TemplateChatModel} puts a
  *   chat template over any GenerativeModel to get one.
  * - {@link TrainablePolicy}: a GenerativeModel whose log-probabilities on packed micro-batches
@@ -70,15 +73,32 @@ export interface SampleOptions {
    * result holds every token either way. An exception thrown by it fails the sample.
    */
   onTokens?: (tokens: Int32Array, logProbs: Float32Array) => void;
+  /**
+   * Seed of this request (the agent loop derives one per turn from the episode's seed). A
+   * deterministic session returns the same tokens for the same context, options and seed,
+   * whatever else is sampled at the same time. A model's session ignores it: its own random
+   * stream, seeded when the session was created, already continues deterministically from turn
+   * to turn.
+   */
+  seed?: number;
 }
 
-/** What one generation produced. */
-export interface SampleResult {
+/** What one generation produced, as every session reports it. */
+export interface TokenSampleResult {
+  /** The sampled token ids (the stop token included when `finishReason` is `stop`); now part of the session's context. */
+  tokens: ArrayLike<number>;
+  /** Log-probability of each sampled token (see the module notes for the distribution), when the session computes it. */
+  logProbs?: ArrayLike<number>;
+  /** A stop token was sampled, `maxTokens` were sampled (`length`), or the context is full (`context`, a length cut too). */
+  finishReason: FinishReason;
+}
+
+/** What one generation of a model's session produced: typed arrays, log-probs always. */
+export interface SampleResult extends TokenSampleResult {
   /** The sampled tokens (they are now part of the session's context). */
   tokens: Int32Array;
   /** Log-probability of each sampled token (see the module notes for the distribution). */
   logProbs: Float32Array;
-  finishReason: FinishReason;
 }
 
 /** Options of {@link GenerativeModel.createSession}. */
@@ -92,22 +112,29 @@ export interface SessionOptions {
 }
 
 /**
- * One conversation's context. `append` and `sample` may be interleaved freely; one `sample`
- * (or `prefill`) at a time per session.
+ * One conversation's context (one episode's, in the agent loop): what every session offers,
+ * the model layer's and the rollout layer's policies' alike. `append` and `sample` may be
+ * interleaved freely; one `sample` at a time per session.
  */
-export interface ModelSession {
+export interface TokenSession {
   /** Tokens in the context (appended and sampled). */
   readonly length: number;
-  /** Adds tokens to the context (validated now; processed lazily by the next sample/prefill). */
+  /** Adds tokens to the context (prompt, environment/user/tool turns, generation prompts). */
   append(tokens: ArrayLike<number>): void;
+  /** Samples up to `options.maxTokens` tokens after the current context; they are part of the context afterwards. */
+  sample(options: SampleOptions): Promise<TokenSampleResult>;
+  /** Frees the context (a KV cache); further use throws. Idempotent. */
+  dispose(): void;
+}
+
+/** A model's session: a {@link TokenSession} with typed results, prefill and fork (one `sample` or `prefill` at a time). */
+export interface ModelSession extends TokenSession {
   /** Samples up to `options.maxTokens` tokens after the current context. */
   sample(options: SampleOptions): Promise<SampleResult>;
   /** Processes the appended tokens now (optional: `sample` does it anyway). */
   prefill?(): Promise<void>;
   /** An independent copy of the context with its own seed (e.g. n samples after one prompt). */
   fork?(options?: SessionOptions): ModelSession;
-  /** Frees the context; the session cannot be used afterwards. Idempotent. */
-  dispose(): void;
 }
 
 /** One request of {@link GenerativeModel.generate}. */

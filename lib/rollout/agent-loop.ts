@@ -379,7 +379,7 @@ export class AgentLoop {
         rec.numTurns++;
         endsWithPrompt = false;
         const last = tokens[tokens.length - 1];
-        if (result.finishReason === 'length') {
+        if (result.finishReason !== 'stop') {
           cutTurn = true;
           end(budget < this.maxTokensPerTurn ? 'context_limit' : 'turn_token_limit');
           return rec;

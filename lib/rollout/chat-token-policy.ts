@@ -13,10 +13,10 @@
 import type { ChatFormat, ConversationReader } from '../model/chat-format.js';
 import type { ChatAssistantMessage } from '../model/chat-template.js';
 import { ConversationDecodeError } from '../model/conversation-decoder.js';
-import { isChatTurn, type ChatConversation, type ChatPolicy, type SessionContext, type TokenPolicy, type TokenSampleParams, type TokenSampleResult, type TokenSession } from './policy.js';
+import { isChatTurn, type ChatConversation, type ChatPolicy, type SessionContext, type TokenPolicy, type SampleOptions, type TokenSampleResult, type TokenSession } from './policy.js';
 
 /** Checks sampling parameters (shared by the policies of this package). */
-export function checkSampleParams(params: TokenSampleParams): void {
+export function checkSampleParams(params: SampleOptions): void {
   if (params === null || typeof params !== 'object') throw new TypeError('sample params must be an object');
   if (!Number.isInteger(params.maxTokens) || params.maxTokens < 1) throw new RangeError(`maxTokens must be a positive integer, got ${String(params.maxTokens)}`);
   if (params.temperature !== undefined && !(params.temperature >= 0 && Number.isFinite(params.temperature))) throw new RangeError(`temperature must be a finite number >= 0, got ${params.temperature}`);
@@ -46,7 +46,7 @@ class ChatTokenSession implements TokenSession {
     this.decoder.push(tokens);
   }
 
-  async sample(params: TokenSampleParams): Promise<TokenSampleResult> {
+  async sample(params: SampleOptions): Promise<TokenSampleResult> {
     if (this.closed) throw new Error('ChatTokenSession: sample after dispose()');
     if (this.busy) throw new Error('ChatTokenSession: one sample at a time');
     checkSampleParams(params);

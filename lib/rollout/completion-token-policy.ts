@@ -14,7 +14,7 @@
  * @module
  */
 import { checkSampleParams } from './chat-token-policy.js';
-import type { SessionContext, TokenPolicy, TokenSampleParams, TokenSampleResult, TokenSession } from './policy.js';
+import type { SessionContext, TokenPolicy, SampleOptions, TokenSampleResult, TokenSession } from './policy.js';
 
 /**
  * One token-in/token-out completion request. The distribution is softmax(logits / temperature)
@@ -102,7 +102,7 @@ class CompletionTokenSession implements TokenSession {
     for (let i = 0; i < tokens.length; i++) this.context.push(tokens[i]);
   }
 
-  async sample(params: TokenSampleParams): Promise<TokenSampleResult> {
+  async sample(params: SampleOptions): Promise<TokenSampleResult> {
     if (this.closed) throw new Error('sample: the session is disposed');
     if (this.busy) throw new Error('sample: one sample at a time');
     checkSampleParams(params);

@@ -1,6 +1,6 @@
 /**
- * Evaluation of any agent-loop {@link TokenPolicy} (the built-in model through
- * `ModelPolicyAdapter`, an OpenAI-compatible server through `ChatTokenPolicy`, the expert) on a
+ * Evaluation of any agent-loop {@link TokenPolicy} (a model of the model layer as it is, an
+ * OpenAI-compatible server through `ChatTokenPolicy`, the expert) on a
  * list of tasks: `trials` seeded episodes per task, then the mean reward (mean@1), the success
  * rate and pass^k (tau-bench's, `passHatK` of lib/tau), with VERL's metric names, overall and
  * per task kind (`taskKind`: retail kinds such as `cancel` or `refuse`, telecom issue

@@ -36,7 +36,6 @@ export {
   type TaskEvaluation,
 } from './evaluate.js';
 export { ExpertChatPolicy, ExpertTokenPolicy, tauMessageOf, type ExpertPolicyOptions, type TaskLookup } from './expert-policy.js';
-export { ModelPolicyAdapter } from './model-token-policy.js';
 export { packMicroBatches, unpackDocuments, type PackedMicroBatch, type PackOptions } from './packing.js';
 export {
   balanceBatch,
@@ -55,8 +54,8 @@ export {
   type ChatSampleParams,
   type ChatTurn,
   type SessionContext,
+  type SampleOptions,
   type TokenPolicy,
-  type TokenSampleParams,
   type TokenSampleRequest,
   type TokenSampleResult,
   type TokenSession,

@@ -11,8 +11,12 @@
  *   agent; {@link ChatTokenPolicy} adapts one to the token interface through the chat
  *   template (the tokens are then the template's rendering of the returned messages).
  *
- * A model of the model layer (a `GenerativeModel`, e.g. the built-in transformer) is put behind
- * this interface by `ModelPolicyAdapter`. A policy implements {@link TokenPolicy} thinly:
+ * The session types ({@link TokenSession}, `SampleOptions`, {@link TokenSampleResult}) are the
+ * model layer's (lib/model/policy.ts), shared by both layers: a model of the model layer (a
+ * `GenerativeModel`, e.g. the built-in `TransformerPolicy` or a pretrained model's policy) is a
+ * {@link TokenPolicy} as it is — `createSession` takes the episode's context, whose seed seeds
+ * its session, so that its samples depend only on the episode, never on which other episodes
+ * are decoded in the same batch. A policy implements {@link TokenPolicy} thinly:
  * `createSession` → a KV-cache session,
  * `append` → queue tokens for prefill (done lazily by the next `sample`/`generateBatch`),
  * `generateBatch` → one batched prefill + decode loop with per-request seeds, stop tokens,
@@ -20,40 +24,15 @@
  * @module
  */
 import type { ChatAssistantMessage, ChatMessage, ToolSchema } from '../model/chat-template.js';
+import type { SampleOptions, SessionOptions, TokenSampleResult, TokenSession } from '../model/policy.js';
 
-/** Sampling parameters of one generation request. */
-export interface TokenSampleParams {
-  /** At most this many tokens are generated (>= 1). */
-  maxTokens: number;
-  /** Temperature (0 = greedy). Default 1. */
-  temperature?: number;
-  /** Nucleus sampling mass in (0, 1]. Default 1. */
-  topP?: number;
-  /** Stop tokens: generation ends right after the first one sampled, which is included in the output. */
-  stop?: readonly number[];
-  /**
-   * Seed of this request. A deterministic policy returns the same tokens for the same
-   * context, parameters and seed, whatever else is in the batch (the agent loop's results
-   * do not depend on its concurrency only if this holds).
-   */
-  seed?: number;
-}
+export type { SampleOptions, TokenSampleResult, TokenSession } from '../model/policy.js';
 
-/** The output of one generation request. */
-export interface TokenSampleResult {
-  /** The sampled token ids (the stop token included when `finishReason` is `stop`). */
-  tokens: ArrayLike<number>;
-  /** Log-probability of each sampled token under the sampling distribution, when the policy computes it. */
-  logProbs?: ArrayLike<number>;
-  /**
-   * Why the generation ended: a stop token was sampled (`stop`) or the turn was cut (`length`:
-   * `maxTokens` reached; a model whose context is full reports its `'context'` as `length`).
-   */
-  finishReason: 'stop' | 'length';
-}
-
-/** What a session is told about its episode (oracle policies read it; learned policies ignore it). */
-export interface SessionContext {
+/**
+ * What a session is told about its episode (oracle policies read it; a model's session takes
+ * its `seed`, see the model layer's `SessionOptions`).
+ */
+export interface SessionContext extends SessionOptions {
   /** The id of the episode's task. */
   taskId: string;
   /** The episode's seed. */
@@ -62,24 +41,12 @@ export interface SessionContext {
   envInfo: Readonly<Record<string, unknown>>;
 }
 
-/** The context of one episode. */
-export interface TokenSession {
-  /** Appends context tokens (prompt, environment/user/tool turns, generation prompts). */
-  append(tokens: ArrayLike<number>): void;
-  /** Samples the next tokens after the context; they are appended to the context. */
-  sample(params: TokenSampleParams): Promise<TokenSampleResult>;
-  /** Number of tokens in the context (appended and sampled). */
-  readonly length: number;
-  /** Releases the session's resources (KV cache); further use throws. Idempotent. */
-  dispose(): void;
-}
-
 /** One request of a batch. */
 export interface TokenSampleRequest {
   /** The session to continue. */
   session: TokenSession;
   /** How to sample. */
-  params: TokenSampleParams;
+  params: SampleOptions;
 }
 
 /** A token-in/token-out policy. */

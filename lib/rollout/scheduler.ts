@@ -5,11 +5,11 @@
  * `generateBatch` call, so a model decodes all waiting episodes at once.
  * @module
  */
-import { generateBatch, type TokenPolicy, type TokenSampleParams, type TokenSampleResult, type TokenSession } from './policy.js';
+import { generateBatch, type TokenPolicy, type SampleOptions, type TokenSampleResult, type TokenSession } from './policy.js';
 
 interface Pending {
   session: TokenSession;
-  params: TokenSampleParams;
+  params: SampleOptions;
   resolve: (r: TokenSampleResult) => void;
   reject: (e: Error) => void;
 }
@@ -52,7 +52,7 @@ export class GenerationScheduler {
   }
 
   /** Queues one request; resolves with its result or rejects with its error. */
-  sample(session: TokenSession, params: TokenSampleParams): Promise<TokenSampleResult> {
+  sample(session: TokenSession, params: SampleOptions): Promise<TokenSampleResult> {
     return new Promise((resolve, reject) => {
       this.queue.push({ session, params, resolve, reject });
       this.schedule();

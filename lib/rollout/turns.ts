@@ -49,7 +49,7 @@ export function checkSampleResult(result: TokenSampleResult, maxTokens: number, 
     const t = tokens[i];
     if (!Number.isInteger(t) || t < 0 || t >= vocabSize) return `sampled token ${i} is ${String(t)}, not an id in [0, ${vocabSize})`;
   }
-  if (finishReason !== 'stop' && finishReason !== 'length') return `finishReason must be 'stop' or 'length', got ${JSON.stringify(finishReason)}`;
+  if (finishReason !== 'stop' && finishReason !== 'length' && finishReason !== 'context') return `finishReason must be 'stop', 'length' or 'context', got ${JSON.stringify(finishReason)}`;
   if (logProbs !== undefined) {
     if (logProbs === null || typeof logProbs !== 'object' || logProbs.length !== tokens.length) return `the policy returned ${logProbs?.length ?? 'no'} log-probs for ${tokens.length} tokens`;
     for (let i = 0; i < logProbs.length; i++) if (!Number.isFinite(logProbs[i])) return `log-prob ${i} is ${logProbs[i]}`;

@@ -12,14 +12,14 @@ import { computeAdvantages, policyLoss, type PolicyLossOptions } from '../grpo/i
 import type { PackedSequences, TransformerPolicy } from '../model/index.js';
 import { groupIds, mixSeed, rolloutMetrics, type AgentLoop, type EpisodeRecord } from '../rollout/index.js';
 import type { TrainConfig } from './config.js';
-import type { LogProbSource } from './hf-run.js';
+import type { LogProbSource } from './model-handle.js';
 import { episodeSequence, packInOrder, seededPermutation, type MaskedSequence } from './sft.js';
 
 /** What a GRPO step needs. */
 export interface GrpoStepContext {
   /** The policy being trained. */
   policy: TransformerPolicy;
-  /** The agent loop over the policy (ModelPolicyAdapter) and the training environments. */
+  /** The agent loop over the policy (the model itself, or a serving engine's) and the training environments. */
   loop: AgentLoop;
   /** The KL reference (a policy, or a LoRA run's reference adapter; needed when `grpo.klCoef > 0`). */
   reference?: LogProbSource | null;

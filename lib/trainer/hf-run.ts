@@ -47,6 +47,7 @@ import {
 import { parseHfConfig } from '../model/hf/config.js';
 import { RunFolderError, writeFileSynced, type TrainerState } from './checkpoint.js';
 import { ConfigError, hfSourceDir, type TrainConfig } from './config.js';
+import type { LogProbSource } from './model-handle.js';
 
 /** The base model record of a run folder and of each of its checkpoints. */
 export const BASE_FILE = 'base.json';
@@ -195,12 +196,6 @@ export async function writeRunPolicy(dir: string, m: PretrainedModel, base: RunB
     m.policy.save(join(dir, 'policy.safetensors'), { trainer });
   }
   writeFileSynced(join(dir, BASE_FILE), runBaseJson(base));
-}
-
-/** Anything that gives log-probs of packed batches (the KL reference of a GRPO step). */
-export interface LogProbSource {
-  /** Log-probs and entropies of a packed batch. */
-  logProbs(batch: PackedBatch, options?: LogProbOptions): Promise<LogProbResult>;
 }
 
 /**

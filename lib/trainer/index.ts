@@ -1,7 +1,7 @@
 /**
  * `sinkflex-rl/trainer`: the trainer: configuration, SFT warm start, GRPO steps (VERL order),
- * validation, run folders with checkpoints, metrics, samples and an HTML report, and loading a
- * trained policy back.
+ * validation, run folders with checkpoints, metrics, samples and an HTML report, and opening a
+ * model (a run, a checkpoint, a `.safetensors` file or a Hugging Face folder) as one handle.
  * @packageDocumentation
  */
 export { resumeRunFolder, RunFolderError } from './checkpoint.js';
@@ -20,7 +20,9 @@ export {
   type TrainConfig,
   type TrainEnvId,
 } from './config.js';
-export { loadPolicy, type LoadedPolicy, type LoadPolicyOptions, type RunInfo } from './load-policy.js';
+export { loadPolicy, type LoadedPolicy, type LoadPolicyOptions } from './load-policy.js';
+export type { AdapterHostOptions, DemonstrationFormat, LogProbSource, ModelAdapterHost, ModelAdapters, ModelHandle, ModelKind, ReferencePolicy, RunInfo, RunLimits } from './model-handle.js';
+export { locateModel, openModel, type ModelLocation, type OpenModelOptions } from './open-model.js';
 export type { KindGain, MetricsRow } from './report.js';
 export type { PublishAdapter, PublishWeights } from './rollout-engine.js';
 export { OffPolicyError } from './on-policy-check.js';

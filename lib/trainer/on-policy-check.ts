@@ -19,7 +19,7 @@
  */
 import type { PackedSequences } from '../model/index.js';
 import type { AnsweredCompletion } from '../openai/index.js';
-import type { LogProbSource } from './hf-run.js';
+import type { LogProbSource } from './model-handle.js';
 import { packInOrder } from './sft.js';
 
 /** A server's sampled tokens did not come from the trainer's distribution (see the module description). */

@@ -1,7 +1,7 @@
 /**
  * Where a run's episodes are sampled (`rollout.engine`):
  *
- * - `local`: the trainer's own policy in process (`ModelPolicyAdapter`).
+ * - `local`: the trainer's own policy in process (a model is a `TokenPolicy` as it is).
  * - `openai`, `vllm`, `sglang`: servers at `rollout.servers` (`sinkflex serve`, vLLM, SGLang),
  *   token-in/token-out through `/v1/completions` ({@link CompletionTokenPolicy} over the OpenAI
  *   client: retries, timeouts, least-busy routing, failure counts), every sampling field set in
@@ -35,9 +35,9 @@ import { basename, join } from 'node:path';
 import type { ChatFormat } from '../model/chat-format.js';
 import type { TransformerPolicy } from '../model/index.js';
 import { CompletionFormatError, OpenAIChatClient, OpenAITokenCompletions, readTokenCompletion, SAMPLING_FIELDS, type CompletionResponse } from '../openai/index.js';
-import { CompletionTokenPolicy, ModelPolicyAdapter, type TokenPolicy } from '../rollout/index.js';
+import { CompletionTokenPolicy, type TokenPolicy } from '../rollout/index.js';
 import type { TrainConfig } from './config.js';
-import type { LogProbSource } from './hf-run.js';
+import type { LogProbSource } from './model-handle.js';
 import { OnPolicyCheck } from './on-policy-check.js';
 
 /**
@@ -94,7 +94,7 @@ export interface RolloutEngineOptions {
 /** The engine of `config.rollout.engine`. */
 export function createRolloutEngine(options: RolloutEngineOptions): RolloutEngine {
   if (options.config.rollout.engine === 'local') {
-    const policy = new ModelPolicyAdapter(options.policy);
+    const policy: TokenPolicy = options.policy;
     return { kind: 'local', policy, sync: async () => undefined, checkOnPolicy: async () => ({}), takeMetrics: () => ({}), dispose: () => undefined };
   }
   return new ServerRolloutEngine(options);

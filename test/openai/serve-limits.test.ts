@@ -10,7 +10,7 @@ import t from 'tap';
 import { ChatTemplate, Tokenizer, type ChatMessage } from '../../lib/model/index.js';
 import type { AnyEnv } from '../../lib/gym/index.js';
 import { startChatServer } from '../../lib/openai/index.js';
-import { evaluatePolicy, ModelPolicyAdapter } from '../../lib/rollout/index.js';
+import { evaluatePolicy } from '../../lib/rollout/index.js';
 import { mulberry32 } from '../../lib/tau/rng.js';
 import { ScriptedModelPolicy, template, tinyPolicy } from './fixtures/setup.js';
 
@@ -69,7 +69,7 @@ t.test('an agent-loop episode with observations of several hundred KB', async (t
     step: () => (++steps === 1 ? [[{ role: 'tool', content: big, tool_call_id: 'c' }], 0, false, false, {}] : [[], 1, true, false, { terminationReason: 'agent_stop' }]),
     close: () => undefined,
   } as unknown as AnyEnv;
-  const policy = new ModelPolicyAdapter(new ScriptedModelPolicy(tpl, [call, { role: 'assistant', content: 'Done.' }]));
+  const policy = new ScriptedModelPolicy(tpl, [call, { role: 'assistant', content: 'Done.' }]);
   const r = await evaluatePolicy({ policy, template: tpl, env: () => env, taskIds: ['t0'], limits: { maxTurns: 4, maxTokensPerTurn: 64, maxContextTokens: 1 << 20 }, episodeRetries: 0 });
   const e = r.episodes[0];
   t.equal(e.aborted, false, `not aborted (${e.error})`);

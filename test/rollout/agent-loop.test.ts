@@ -13,7 +13,7 @@ import {
   type EpisodeRecord,
   type SessionContext,
   type TokenPolicy,
-  type TokenSampleParams,
+  type SampleOptions,
   type TokenSampleRequest,
   type TokenSampleResult,
   type TokenSession,
@@ -254,7 +254,7 @@ t.test('tokenization sanity check: strict sees non-canonical tokens, text does n
 /** A policy that emits fixed bodies per turn, from a script keyed by task id. */
 class ScriptedTokenPolicy implements TokenPolicy {
   readonly calls: number[] = [];
-  constructor(private readonly script: (taskId: string, turn: number, params: TokenSampleParams) => TokenSampleResult | Error) {}
+  constructor(private readonly script: (taskId: string, turn: number, params: SampleOptions) => TokenSampleResult | Error) {}
   createSession(context: SessionContext): TokenSession {
     let turn = 0;
     let length = 0;

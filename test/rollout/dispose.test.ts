@@ -8,7 +8,7 @@ import t from 'tap';
 
 import { modelConfig, Transformer, TransformerPolicy } from '../../lib/model/index.js';
 import { startChatServer } from '../../lib/openai/index.js';
-import { AgentLoop, ModelPolicyAdapter } from '../../lib/rollout/index.js';
+import { AgentLoop, type TokenPolicy } from '../../lib/rollout/index.js';
 import { envFactory, retailWorld, template } from './fixtures/world.js';
 
 const tpl = template();
@@ -27,9 +27,9 @@ t.test('using: the policy and its sessions are freed at the end of the block', a
   {
     using policy = TransformerPolicy.create(cfg, { seed: 1, tokenizer: tpl.tokenizer });
     kept = policy;
-    const adapter = new ModelPolicyAdapter(policy);
+    const asTokenPolicy: TokenPolicy = policy; // a model is an agent-loop policy as it is
     {
-      using session = adapter.createSession({ taskId: 'x', seed: 3, envInfo: {} });
+      using session = asTokenPolicy.createSession({ taskId: 'x', seed: 3, envInfo: {} }) as ReturnType<typeof policy.createSession>; // the episode context goes to the model itself
       session.append([tpl.start]);
       const r = await session.sample({ maxTokens: 2 });
       t.equal(r.tokens.length, 2);
@@ -61,7 +61,7 @@ t.test('using: the transformer, its sessions and its parameter store', async (t)
 t.test('await using: the agent loop closes its environments, the server its socket', async (t) => {
   let loop: AgentLoop;
   {
-    await using l = new AgentLoop({ policy: new ModelPolicyAdapter(TransformerPolicy.create(cfg, { seed: 2, tokenizer: tpl.tokenizer })), template: tpl, env: envFactory(world), limits: { maxTurns: 1, maxTokensPerTurn: 4, maxContextTokens: 4096 }, sanityCheck: 'disable', systemPrompt: () => 'sys', renderTools: false });
+    await using l = new AgentLoop({ policy: TransformerPolicy.create(cfg, { seed: 2, tokenizer: tpl.tokenizer }), template: tpl, env: envFactory(world), limits: { maxTurns: 1, maxTokensPerTurn: 4, maxContextTokens: 4096 }, sanityCheck: 'disable', systemPrompt: () => 'sys', renderTools: false });
     loop = l;
     t.equal((await l.rollout({ taskIds: world.taskIds.slice(0, 1) })).length, 1);
   }

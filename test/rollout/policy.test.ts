@@ -19,7 +19,7 @@ import {
   type ChatPolicyRequest,
   type SessionContext,
   type TokenPolicy,
-  type TokenSampleParams,
+  type SampleOptions,
   type TokenSampleResult,
   type TokenSession,
 } from '../../lib/rollout/index.js';
@@ -217,7 +217,7 @@ t.test('generateBatch and the scheduler: batching, per-request errors, limits', 
           append: () => undefined,
           length: 0,
           dispose: () => undefined,
-          sample: async (p: TokenSampleParams): Promise<TokenSampleResult> => {
+          sample: async (p: SampleOptions): Promise<TokenSampleResult> => {
             if (id === fail) throw new Error(`session ${id} failed`);
             return { tokens: [id, p.seed ?? 0], finishReason: 'stop' };
           },

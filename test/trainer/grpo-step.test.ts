@@ -2,7 +2,7 @@ import t from 'tap';
 
 import { TauEnv, type TauEnvAction } from '../../lib/gym/index.js';
 import { packSequences, TransformerPolicy } from '../../lib/model/index.js';
-import { AgentLoop, mixSeed, type SessionContext, type TokenPolicy, type TokenSampleParams, type TokenSession } from '../../lib/rollout/index.js';
+import { AgentLoop, mixSeed, type SessionContext, type TokenPolicy, type SampleOptions, type TokenSession } from '../../lib/rollout/index.js';
 import { buildWorld, resolveConfig } from '../../lib/trainer/index.js';
 import { grpoStep } from '../../lib/trainer/grpo-step.js';
 import { episodeSequence } from '../../lib/trainer/sft.js';
@@ -31,7 +31,7 @@ class ReplyPolicy implements TokenPolicy {
         return n;
       },
       dispose: () => undefined,
-      sample: async (p: TokenSampleParams) => {
+      sample: async (p: SampleOptions) => {
         const tokens = this.template.renderAssistantBody({ role: 'assistant', content: REPLIES[mixSeed(p.seed ?? 0, 3) % REPLIES.length] });
         n += tokens.length;
         return { tokens, finishReason: 'stop' as const };

@@ -9,7 +9,7 @@ import type { ChatMessage } from '../../../lib/model/chat-template.js';
 import { HarmonyChatFormat } from '../../../lib/model/hf/chat/harmony-format.js';
 import { JinjaChatFormat } from '../../../lib/model/hf/chat/jinja-format.js';
 import type { HfTokenizer } from '../../../lib/model/hf/tokenizer.js';
-import { AgentLoop, type TokenPolicy, type TokenSampleParams, type TokenSampleResult, type TokenSession } from '../../../lib/rollout/index.js';
+import { AgentLoop, type TokenPolicy, type SampleOptions, type TokenSampleResult, type TokenSession } from '../../../lib/rollout/index.js';
 import { envFactory, retailWorld } from '../../rollout/fixtures/world.js';
 import { gptOssTokenizer, qwen3Tokenizer } from './fixtures/tokenizers.js';
 
@@ -28,7 +28,7 @@ class ScriptedPolicy implements TokenPolicy {
         return ctx.length;
       },
       dispose: () => undefined,
-      async sample(params: TokenSampleParams): Promise<TokenSampleResult> {
+      async sample(params: SampleOptions): Promise<TokenSampleResult> {
         const tokens = turns[k++ % turns.length].slice(0, params.maxTokens);
         ctx.push(...tokens);
         return { tokens, logProbs: tokens.map(() => -0.5), finishReason: 'stop' };

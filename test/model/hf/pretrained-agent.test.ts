@@ -16,7 +16,7 @@ import { formatEvalReport, runEval } from '../../../lib/cli/commands/eval.js';
 import { serve } from '../../../lib/cli/commands/serve.js';
 import type { ChatAssistantMessage, ChatMessage } from '../../../lib/model/chat-template.js';
 import { loadPretrained } from '../../../lib/model/index.js';
-import { AgentLoop, ModelPolicyAdapter, type SessionContext, type TokenPolicy, type TokenSampleParams, type TokenSampleResult, type TokenSession } from '../../../lib/rollout/index.js';
+import { AgentLoop, type SessionContext, type TokenPolicy, type SampleOptions, type TokenSampleResult, type TokenSession } from '../../../lib/rollout/index.js';
 import { envFactory, retailSource, retailWorld } from '../../rollout/fixtures/world.js';
 import { type TinySpec, writeTinyCheckpoint } from './fixtures/tiny-checkpoint.js';
 
@@ -38,7 +38,7 @@ function modelDir(t: Test, spec: TinySpec): string {
  */
 class FirstTurnCall implements TokenPolicy {
   constructor(
-    private readonly model: ModelPolicyAdapter,
+    private readonly model: TokenPolicy,
     private readonly call: number[],
   ) {}
   createSession(context: SessionContext): TokenSession {
@@ -51,7 +51,7 @@ class FirstTurnCall implements TokenPolicy {
       },
       append: (tokens: ArrayLike<number>) => inner.append(tokens),
       dispose: () => inner.dispose(),
-      async sample(params: TokenSampleParams): Promise<TokenSampleResult> {
+      async sample(params: SampleOptions): Promise<TokenSampleResult> {
         if (turn++ > 0) return inner.sample(params);
         inner.append(call);
         return { tokens: call, logProbs: call.map(() => 0), finishReason: 'stop' };
@@ -81,7 +81,7 @@ for (const c of CASES) {
     t.teardown(() => m.dispose());
     const call = m.tokenizer.encode(c.call);
     const loop = new AgentLoop({
-      policy: new FirstTurnCall(new ModelPolicyAdapter(m.policy), call),
+      policy: new FirstTurnCall(m.policy, call),
       template: m.chat,
       env: envFactory(world),
       limits: { maxTurns: 3, maxTokensPerTurn: 32 },
@@ -135,7 +135,7 @@ t.test('sinkflex eval --model-dir evaluates a pretrained model on generated task
   t.ok(report.episodes.every((e) => e.numTurns >= 1 && e.responseIds.length > 0), 'each episode has model turns');
   t.match(formatEvalReport(report), /mean reward/);
   // --model-dir with --checkpoint names a run's moved base folder: a model folder is no run
-  await t.rejects(runEval({ policy: 'builtin', modelDir: dir, checkpoint: dir }), /run folder .* has no checkpoint yet/);
+  await t.rejects(runEval({ policy: 'builtin', modelDir: dir, checkpoint: dir }), /modelDir: .* is a Hugging Face model folder, not a run's checkpoint/);
   await t.rejects(runEval({ policy: 'openai', modelDir: dir, model: 'x' }), /--policy builtin/);
   await t.rejects(runEval({ policy: 'builtin', modelDir: join(dir, 'missing') }), /config\.json/);
 });
@@ -193,6 +193,6 @@ t.test('sinkflex serve --model-dir serves chat completions with tools in the mod
   const huge = await post({ model: 'tiny-oss', messages: [{ role: 'user', content: 'x '.repeat(2_200_000) }], max_tokens: 4 });
   t.equal(huge.status, 400);
   t.match(huge.text, /counted from its length, before tokenizing/);
-  await t.rejects(serve({ modelDir: dir, checkpoint: dir }), /run folder .* has no checkpoint yet/);
+  await t.rejects(serve({ modelDir: dir, checkpoint: dir }), /modelDir: .* is a Hugging Face model folder, not a run's checkpoint/);
   await t.rejects(serve({}), /--checkpoint or --model-dir/);
 });
