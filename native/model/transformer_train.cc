@@ -151,7 +151,16 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
     }
     blocks_.push_back(b);
   }
-  if (store_->device() >= 0) InitDevice();
+  if (store_->device() >= 0) {
+    for (LoraTarget t : {LoraTarget::kExpertsGateUp, LoraTarget::kExpertsDown}) {
+      if (config_.lora.Has(t)) {
+        throw ArgumentError(std::string("config.lora.targets: '") + LoraTargetName(t) +
+                            "' (LoRA on the experts) runs on CPU stores only: the CUDA MoE kernels do not add expert "
+                            "adapters yet (adapt the attention projections on CUDA, or train the experts' adapters on CPU)");
+      }
+    }
+    InitDevice();
+  }
 }
 
 void Transformer::CheckBatch(const TokenBatch& b) const {
@@ -425,6 +434,15 @@ void Transformer::LayerBackward(std::int64_t l, TrainState& st, LayerActivations
     g.gateUpBias = Grad(p.expertsGateUpBias);
     g.down = Grad(p.expertsDown);
     g.downBias = Grad(p.expertsDownBias);
+    const int guT = static_cast<int>(LoraTarget::kExpertsGateUp), dnT = static_cast<int>(LoraTarget::kExpertsDown);
+    if (p.loraA[guT] != nullptr) {
+      g.gateUpLoraA = Grad(p.loraA[guT]);
+      g.gateUpLoraB = Grad(p.loraB[guT]);
+    }
+    if (p.loraA[dnT] != nullptr) {
+      g.downLoraA = Grad(p.loraA[dnT]);
+      g.downLoraB = Grad(p.loraB[dnT]);
+    }
     MoeBackward(Moe(p), a.n2.data(), dx.data(), a.moe, dn.data(), g, false);
     a.moe = MoeSaved();
     a.n2.reset();

@@ -8,7 +8,7 @@ import { ModelConfigError, parameterLayout, validateModelConfig } from '../confi
 import type { ParamSpec } from '../native.js';
 import type { Transformer } from '../transformer.js';
 import { loraAdapterSlots } from './layout.js';
-import { type LoraConfigInput, loraScale } from './settings.js';
+import { LORA_EXPERT_TARGETS, type LoraConfigInput, loraScale } from './settings.js';
 
 /**
  * Adds fresh adapters with `lora`'s settings to a model without any: A uniform in ±1/√in, B
@@ -45,6 +45,13 @@ export function addLora(model: Transformer, lora: LoraConfigInput): Transformer 
 export function mergeLora(model: Transformer): Transformer {
   const lora = model.config.lora;
   if (lora === null) throw new ModelConfigError('lora', 'is null: this model has no LoRA adapters to merge');
+  const experts = lora.targets.filter((t) => LORA_EXPERT_TARGETS.includes(t));
+  if (experts.length > 0) {
+    throw new ModelConfigError(
+      'lora.targets',
+      `include ${experts.join(', ')}: merging expert adapters is not supported (the experts' weights may be MXFP4, which cannot take a float update without re-quantizing; save the adapter with savePeftAdapter instead)`,
+    );
+  }
   const scale = loraScale(lora);
   const base = validateModelConfig({ ...model.config, lora: null });
   const count = parameterLayout(base).length;
