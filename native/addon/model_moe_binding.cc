@@ -145,6 +145,10 @@ Napi::Value MoeBackwardJs(const Napi::CallbackInfo& info) {
   g.gateUpBias = a.OptF32("dgateUpBias", p.experts * 2 * p.ffn);
   g.down = a.OptF32("ddown", p.experts * p.width * p.ffn);
   g.downBias = a.OptF32("ddownBias", p.experts * p.width);
+  if ((!p.lora.gateUp() && (a.Has("dgateUpLoraA") || a.Has("dgateUpLoraB"))) ||
+      (!p.lora.down() && (a.Has("ddownLoraA") || a.Has("ddownLoraB")))) {
+    throw Napi::TypeError::New(info.Env(), "an expert adapter gradient (dgateUpLoraA, ...) is given without its adapter");
+  }
   const std::int64_t rank = p.lora.rank;
   g.gateUpLoraA = a.OptF32("dgateUpLoraA", p.experts * rank * p.width);
   g.gateUpLoraB = a.OptF32("dgateUpLoraB", p.experts * 2 * p.ffn * rank);
@@ -157,9 +161,6 @@ Napi::Value MoeBackwardJs(const Napi::CallbackInfo& info) {
   }
   a.DisjointAll("dx", {"drouter", "drouterBias", "dgateUp", "dgateUpBias", "ddown", "ddownBias", "dgateUpLoraA", "dgateUpLoraB",
                        "ddownLoraA", "ddownLoraB"});
-  if ((!p.lora.gateUp() && (g.gateUpLoraA || g.gateUpLoraB)) || (!p.lora.down() && (g.downLoraA || g.downLoraB))) {
-    throw Napi::TypeError::New(info.Env(), "an expert adapter gradient (dgateUpLoraA, ...) is given without its adapter");
-  }
   if (p.router.bf16 && g.router) throw Napi::TypeError::New(info.Env(), "drouter must be null for a bfloat16 router (frozen)");
   if (p.gateUp.frozen() && g.gateUp) throw Napi::TypeError::New(info.Env(), "dgateUp must be null for bfloat16 experts (frozen; MXFP4 experts too)");
   if (p.down.frozen() && g.down) throw Napi::TypeError::New(info.Env(), "ddown must be null for bfloat16 experts (frozen; MXFP4 experts too)");
