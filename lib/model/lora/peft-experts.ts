@@ -2,7 +2,8 @@
  * LoRA on the experts of a mixture of experts in PEFT's format (`target_parameters`), as
  * huggingface/peft writes and reads it for gpt-oss. What PEFT does (read in its source):
  *
- * - `LoraConfig.target_parameters` (src/peft/tuners/lora/config.py) lists parameter names,
+ * - `LoraConfig.target_parameters` (src/peft/tuners/lora/config.py; since PEFT 0.17.0,
+ *   huggingface/peft#2638) lists parameter names,
  *   matched like `target_modules` (equal, or the full name ends with `.` + the entry); for
  *   gpt-oss the entries are `mlp.experts.gate_up_proj` and `mlp.experts.down_proj`, usually with
  *   `target_modules: []` (or the attention modules). Each targeted parameter is wrapped by a

@@ -368,7 +368,11 @@ export interface SavePeftOptions {
   baseModelNameOrPath?: string | null;
 }
 
-/** The adapter_config.json of a model's adapters, keys sorted as PEFT writes them. */
+/**
+ * The adapter_config.json of a model's adapters, keys sorted as PEFT writes them: `target_modules`
+ * the adapted modules, and with expert targets `target_parameters` (`mlp.experts.gate_up_proj`,
+ * `mlp.experts.down_proj`).
+ */
 export function peftAdapterConfig(lora: LoraConfig, baseModelNameOrPath: string | null = null): Record<string, unknown> {
   const config: Record<string, unknown> = {
     alpha_pattern: {},
@@ -388,11 +392,13 @@ export function peftAdapterConfig(lora: LoraConfig, baseModelNameOrPath: string 
     rank_pattern: {},
     revision: null,
     target_modules: lora.targets.filter((t) => !LORA_EXPERT_TARGETS.includes(t)),
-    target_parameters: lora.targets.filter((t) => LORA_EXPERT_TARGETS.includes(t)).map((t) => PEFT_EXPERT_PARAMETERS[t as keyof typeof PEFT_EXPERT_PARAMETERS]),
     task_type: 'CAUSAL_LM',
     use_dora: false,
     use_rslora: lora.rslora,
   };
+  // target_parameters (PEFT >= 0.17) only when the experts are adapted: an older PEFT refuses unknown fields
+  const parameters = lora.targets.filter((t) => LORA_EXPERT_TARGETS.includes(t)).map((t) => PEFT_EXPERT_PARAMETERS[t as keyof typeof PEFT_EXPERT_PARAMETERS]);
+  if (parameters.length > 0) config.target_parameters = parameters;
   return Object.fromEntries(Object.keys(config).sort().map((k) => [k, config[k]]));
 }
 
