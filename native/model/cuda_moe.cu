@@ -290,6 +290,7 @@ DeviceBuffer<float> GatherRows(int device, const float* x, const DeviceMoeSaved&
 
 void CheckSizes(const MoeParams& p, std::int64_t T) {
   CheckMoeParams(p);
+  Require(!p.lora.gateUp() && !p.lora.down(), "moe: expert LoRA adapters (MoeLora) run on the CPU only: the CUDA MoE does not add them");
   Require(T >= 0, "T must be non-negative, got " + std::to_string(T));
   Require(T * p.topK < (std::int64_t{1} << 31), "moe: rows x topK must be below 2^31 on CUDA");
   Require(T < 65536 * std::int64_t{32768}, "moe: too many rows for one CUDA call");

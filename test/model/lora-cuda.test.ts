@@ -3,8 +3,9 @@
 // adapters on the device — training forward/backward (log-probs, entropies and every adapter
 // gradient within 1e-4 of the tensor's largest entry; no gradient for the base), KV-cache
 // inference (the logits after a prefill), addLora on a CUDA model (the base frozen on the
-// device, an AdamW step moving the adapters only, as on the CPU), and merging refused on a
-// CUDA store. Skipped with a visible message without a CUDA build and a GPU (the CUDA emulator,
+// device, an AdamW step moving the adapters only, as on the CPU), merging refused on a
+// CUDA store, and LoRA on the experts (CPU only) refused on CUDA naming the target, the store
+// left as it was. Skipped with a visible message without a CUDA build and a GPU (the CUDA emulator,
 // `npm run build:cuda-emulator`, counts).
 import t from 'tap';
 
@@ -147,4 +148,25 @@ t.test('addLora on a CUDA model: the base frozen on the device, AdamW moves the 
   }
   t.throws(() => gpu.store.mergeLora({ weight: 'layers.0.attn.q.weight', rowOffset: 0, loraA: 'layers.0.attn.q.lora_a', loraB: 'layers.0.attn.q.lora_b', scale: 2 }), { message: /mergeLora runs on CPU stores only/ });
   disposeAll(cpu, gpu);
+});
+
+t.test('LoRA on the experts is refused on CUDA, naming the target; the store is left as it was', { skip: noGpu }, async (t) => {
+  const moe = modelConfig(base, { bias: true, experts: 3, expertsPerToken: 2, ffn: 7 });
+  const lora = { rank: 2, alpha: 4, targets: ['q_proj', 'experts.down_proj'] as ('q_proj' | 'experts.down_proj')[] };
+  const withLora = modelConfig(moe, { lora });
+  const store = ParamStore.fromSpecs(
+    parameterLayout(withLora).map((p) => ({ ...p, dtype: 'float32', trainable: isLoraParameter(p.name) })),
+    3,
+    { device: 'cuda' },
+  );
+  t.throws(() => Transformer.fromStore(withLora, store), { message: /'experts\.down_proj' \(LoRA on the experts\) runs on CPU stores only/ }, 'the CUDA transformer');
+  store.dispose();
+  const m = Transformer.create(moe, 1, { device: 'cuda' });
+  const names = m.store.names();
+  t.throws(() => addLora(m, lora), { message: /experts\.down_proj: LoRA on the experts runs on CPU models only \(this model is on cuda:0/ }, 'addLora');
+  t.same(m.store.names(), names, 'no adapters appended');
+  t.ok(m.store.info().some((p) => p.trainable), 'nothing frozen');
+  const store2 = m.store;
+  m.dispose();
+  store2.dispose();
 });
