@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 
 import { PeftAdapterError, cudaRefusal, loadPretrained, packSequences } from '../../../lib/model/index.js';
+import { AdapterReference } from '../../../lib/trainer/hf-run.js';
 import { maxRelativeError } from './fixtures/logprob-cases.js';
 import { loadReferenceModel, referenceForward } from './fixtures/reference-forward.js';
 import { decodeSafetensorsBytes, decodeValues, encodeSafetensorsBytes, encodeValues, type RawTensor } from './fixtures/safetensors-io.js';
@@ -206,6 +207,17 @@ t.test('fresh expert adapters: the base at first, a few SFT steps lower the loss
   const again = await loadPretrained(base, { adapter: dir });
   t.teardown(() => again.dispose());
   t.same(await again.logProbs(SEQS), after, 'saved and loaded: the same log-probs');
+
+  // the trainer's KL reference reads the saved adapter back into our layout: after another step
+  // of the policy, the reference still gives the saved adapter's log-probs
+  const reference = await AdapterReference.load(m.policy, dir);
+  const f = m.policy.model.forward(batch);
+  f.backward({ dLogProbs: Float32Array.from(batch.targets, (x) => (x >= 0 ? -1 / scored : 0)) });
+  m.params.adamwStep({ lr: 1e-2, weightDecay: 0 });
+  const viaReference = await reference.logProbs(batch);
+  const saved = await again.policy.logProbs(batch);
+  t.same(Array.from(viaReference.logProbs), Array.from(saved.logProbs), 'AdapterReference: the saved adapter, converted from PEFT\'s tensors');
+  t.notSame(Array.from((await m.policy.logProbs(batch)).logProbs), Array.from(saved.logProbs), 'while the policy moved on');
 });
 
 t.test('a packed MXFP4 base with expert adapters = its bfloat16 dequantization, bit for bit (log-probs and a training step)', async (t) => {
