@@ -15,6 +15,7 @@ import {
   addLora,
   modelAddon,
   modelConfig,
+  moeForward,
   parameterLayout,
   type ModelConfig,
   type ModelConfigInput,
@@ -169,4 +170,9 @@ t.test('LoRA on the experts is refused on CUDA, naming the target; the store is 
   const store2 = m.store;
   m.dispose();
   store2.dispose();
+  // the MoE op itself
+  const [D, F, E, r] = [4, 3, 3, 2];
+  const ones = (n: number): Float32Array => new Float32Array(n).fill(0.1);
+  const op = { rows: 2, width: D, ffn: F, experts: E, topK: 2, variant: 'standard' as const, router: ones(E * D), gateUp: ones(E * 2 * F * D), down: ones(E * D * F), x: ones(2 * D) };
+  t.throws(() => moeForward({ ...op, lora: { rank: r, scale: 1, downA: ones(E * r * F), downB: ones(E * D * r) }, device: 'cuda' }), { message: /expert LoRA .* runs on the cpu only/ }, 'moeForward on cuda');
 });
