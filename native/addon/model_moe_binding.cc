@@ -66,7 +66,6 @@ MoeParams ParseParams(const Args& a, std::int64_t* rows) {
     p.lora.gateUpB = a.OptF32("gateUpLoraB", E * 2 * F * R);
     p.lora.downA = a.OptF32("downLoraA", E * R * F);
     p.lora.downB = a.OptF32("downLoraB", E * D * R);
-    if (a.OnCuda()) throw ArgumentError("expert LoRA (gateUpLoraA, downLoraA, ...) runs on the cpu only: the CUDA MoE does not add expert adapters");
   }
   return p;
 }

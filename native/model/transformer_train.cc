@@ -151,16 +151,7 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
     }
     blocks_.push_back(b);
   }
-  if (store_->device() >= 0) {
-    for (LoraTarget t : {LoraTarget::kExpertsGateUp, LoraTarget::kExpertsDown}) {
-      if (config_.lora.Has(t)) {
-        throw ArgumentError(std::string("config.lora.targets: '") + LoraTargetName(t) +
-                            "' (LoRA on the experts) runs on CPU stores only: the CUDA MoE kernels do not add expert "
-                            "adapters yet (adapt the attention projections on CUDA, or train the experts' adapters on CPU)");
-      }
-    }
-    InitDevice();
-  }
+  if (store_->device() >= 0) InitDevice();
 }
 
 void Transformer::CheckBatch(const TokenBatch& b) const {

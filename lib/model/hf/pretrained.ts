@@ -38,7 +38,7 @@ import { ChatTemplateError } from '../chat-template.js';
 import { type ModelConfig, ModelConfigError, parameterLayout, validateModelConfig } from '../config.js';
 import { applyPeftAdapter, readPeftAdapter, savePeftAdapter, type PeftAdapter } from '../lora/peft.js';
 import { addLora, mergeLora, removeLora } from '../lora/adapters.js';
-import { LORA_EXPERT_TARGETS, resolveLoraTargets, type LoraConfig, type LoraConfigInput, type LoraOptionInput } from '../lora/settings.js';
+import { resolveLoraTargets, type LoraConfig, type LoraConfigInput, type LoraOptionInput } from '../lora/settings.js';
 import type { ParamSpec } from '../native.js';
 import { modelOpsDevice } from '../ops.js';
 import { ParamStore, type StoreDevice } from '../param-store.js';
@@ -80,7 +80,7 @@ export interface LoadPretrainedOptions {
    * Fresh LoRA adapters to train: `{ rank, alpha, targets, rslora? }` (targets among q_proj,
    * k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, on a mixture of experts also
    * experts.gate_up_proj and experts.down_proj (PEFT's `target_parameters`: every expert its own
-   * A and B; CPU only), or `'all-linear'`: every linear module, the attention's four on a
+   * A and B), or `'all-linear'`: every linear module, the attention's four on a
    * mixture of experts; errors name `options.lora.<field>`). A is drawn from `seed`, B is zero.
    * Not with `adapter`. CPU or GPU (the base stays as the files hold it, frozen; the adapters float32).
    */
@@ -121,12 +121,9 @@ export interface PretrainedSaveOptions {
 /**
  * Why the CUDA transformer cannot run a model held in `dtype` (null: it can). It runs every
  * architecture the loader maps (q/k norm, optional sinks, tied embeddings, MoE, bf16 frozen
- * matrices, LoRA adapters) except LoRA on the experts (`experts.gate_up_proj` /
- * `experts.down_proj`), which runs on the CPU only; `device: 'auto'` consults it.
+ * matrices, LoRA adapters, on the experts too), so this is null today; `device: 'auto'` consults it.
  */
-export function cudaRefusal(config: ModelConfig, _dtype: 'float32' | 'bfloat16'): string | null {
-  const experts = config.lora?.targets.filter((t) => LORA_EXPERT_TARGETS.includes(t)) ?? [];
-  if (experts.length > 0) return `LoRA on the experts (lora.targets ${experts.join(', ')}) runs on the CPU only: the CUDA MoE kernels do not add expert adapters`;
+export function cudaRefusal(_config: ModelConfig, _dtype: 'float32' | 'bfloat16'): string | null {
   return null;
 }
 

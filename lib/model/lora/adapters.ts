@@ -15,7 +15,7 @@ import { LORA_EXPERT_TARGETS, type LoraConfigInput, loraScale } from './settings
  * zeros (PEFT's default initialisation, so the model's outputs are unchanged until it trains),
  * drawn from the store's seed. Every base parameter is frozen (its gradient and AdamW moments
  * are freed), so training updates — and keeps optimizer state for — the adapters only. CPU
- * and GPU models (the adapters live where the store does; expert targets on CPU models only). Errors name the setting (`config.lora.rank`, `config.lora.targets[i]`, ...).
+ * and GPU models (the adapters live where the store does). Errors name the setting (`config.lora.rank`, `config.lora.targets[i]`, ...).
  */
 export function addLora(model: Transformer, lora: LoraConfigInput): Transformer {
   if (model.config.lora !== null) {
@@ -23,11 +23,6 @@ export function addLora(model: Transformer, lora: LoraConfigInput): Transformer 
   }
   const config = validateModelConfig({ ...model.config, lora });
   const store = model.store;
-  const experts = config.lora!.targets.filter((t) => LORA_EXPERT_TARGETS.includes(t));
-  if (experts.length > 0 && store.device !== 'cpu') {
-    // refused before the store changes (the CUDA transformer would refuse the config after the append)
-    throw new ModelConfigError('lora.targets', `include ${experts.join(', ')}: LoRA on the experts runs on CPU models only (this model is on ${store.device}; the CUDA MoE kernels do not add expert adapters)`);
-  }
   const base = store.names().length;
   const layout = parameterLayout(config);
   const names = store.names();
