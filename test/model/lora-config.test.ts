@@ -10,7 +10,6 @@ import {
   ParamStore,
   Transformer,
   addLora,
-  mergeLora,
   modelAddon,
   modelConfig,
   parameterLayout,
@@ -108,7 +107,6 @@ t.test('expert targets (PEFT target_parameters): a mixture of experts only; A [E
   t.throws(() => validateModelConfig({ ...base, lora: { rank: 2, alpha: 4, targets: ['experts.gate_up_proj'] } }), { message: /config\.lora\.targets\[0\] 'experts\.gate_up_proj' adapts the experts of a mixture of experts, but this model's MLP is dense/ });
   const layout = modelAddon().modelParamLayout;
   t.throws(() => layout({ ...validateModelConfig(base), lora: { rank: 2, alpha: 1, targets: ['experts.down_proj'] } }), { message: /config\.lora\.targets: 'experts\.down_proj' adapts the experts .*dense MLP/ }, 'the native side checks the same');
-  t.throws(() => mergeLora(Transformer.create(c, 1)), { message: /merging expert adapters is not supported/ });
 });
 
 t.test("initialisation: PEFT's kaiming_uniform(a = √5) for A (U(±1/√in)), zeros for B; the base as without LoRA", async (t) => {

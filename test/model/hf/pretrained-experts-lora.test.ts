@@ -159,7 +159,15 @@ t.test("a PEFT adapter on gpt-oss's experts: log-probs are base + PEFT's delta; 
   const again = await loadPretrained(base, { adapter: savedDir });
   t.teardown(() => again.dispose());
   t.same(await again.logProbs(SEQS), got, 'the saved adapter loads to the same log-probs');
-  t.throws(() => m.mergeAdapter(), /merging expert adapters is not supported.*MXFP4/, 'merge refuses, naming why');
+
+  // merge (a float32 base): W[e] += scale · B_e A_e expert by expert; the base's layout, log-probs of base + adapter
+  m.mergeAdapter();
+  t.equal(m.lora, null, 'no adapters after the merge');
+  t.ok(m.params.info().every((p) => !/lora/.test(p.name)), "the store holds the base's parameters only");
+  const merged = await m.logProbs(SEQS);
+  const mergeErr = maxRelativeError(merged, got);
+  t.ok(mergeErr <= 1e-5, `merged log-probs equal base + adapter (max relative error ${mergeErr.toExponential(2)})`);
+  t.ok(maxRelativeError(merged, expected) <= 1e-4, 'and the float64 reference');
 });
 
 t.test('one expert parameter alone: its tensors sit at mlp.experts.lora_{A,B}', async (t) => {
@@ -245,6 +253,16 @@ t.test('a packed MXFP4 base with expert adapters = its bfloat16 dequantization, 
     m.params.adamwStep({ lr: 1e-2 });
   }
   for (const p of packed.params.info().filter((q) => q.trainable)) t.same(u32(packed.params.read(p.name)), u32(bf16.params.read(p.name)), `${p.name} after one step`);
+
+  // merging into MXFP4 experts is refused before anything changes; the bf16 dequantized base merges
+  const before = await packed.logProbs(SEQS);
+  t.throws(() => packed.mergeAdapter(), /'layers\.0\.mlp\.experts\.gate_up\.weight' is MXFP4: merging would need re-quantizing/, 'merge refuses an MXFP4 base, naming why');
+  t.ok(packed.lora !== null, 'the adapters are still there');
+  t.same(await packed.logProbs(SEQS), before, 'and the model is unchanged');
+  const unmerged = await bf16.logProbs(SEQS);
+  bf16.mergeAdapter();
+  const mergedErr = maxRelativeError(await bf16.logProbs(SEQS), unmerged);
+  t.ok(mergedErr <= 2e-2, `a bfloat16 base merges (the sums rounded to bfloat16: max relative error ${mergedErr.toExponential(2)})`);
 });
 
 t.test('bad input: errors name the field or tensor', async (t) => {
