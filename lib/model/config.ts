@@ -3,7 +3,7 @@
  * pretrained families it runs), its presets and validation.
  * @module
  */
-import { LORA_MLP_TARGETS, LORA_TARGETS, type LoraConfig, type LoraConfigInput, type LoraTarget } from './lora/settings.js';
+import { LORA_EXPERT_TARGETS, LORA_MLP_TARGETS, LORA_TARGETS, type LoraConfig, type LoraConfigInput, type LoraTarget } from './lora/settings.js';
 import { type LayoutParamSpec, modelAddon } from './native.js';
 import type { SwiGluVariant } from './ops.js';
 
@@ -331,7 +331,14 @@ function validateLora(value: unknown, experts: number): LoraConfig | null {
   targets.forEach((t: unknown, i) => {
     const field = `lora.targets[${i}]`;
     if (typeof t !== 'string' || !(LORA_TARGETS as readonly string[]).includes(t)) {
-      const why = t === 'embed_tokens' || t === 'lm_head' ? ' (LoRA on the embedding or the LM head is not supported)' : /expert|router/.test(String(t)) ? ' (LoRA on experts or the router is not supported)' : '';
+      const why =
+        t === 'embed_tokens' || t === 'lm_head'
+          ? ' (LoRA on the embedding or the LM head is not supported)'
+          : /router/.test(String(t))
+            ? ' (LoRA on the router is not supported)'
+            : /expert/.test(String(t))
+              ? " (the experts are named 'experts.gate_up_proj' and 'experts.down_proj')"
+              : '';
       throw new ModelConfigError(field, `${JSON.stringify(t)} is not a LoRA target module${why}; the targets are ${LORA_TARGETS.join(', ')}`);
     }
     const target = t as LoraTarget;
@@ -339,8 +346,11 @@ function validateLora(value: unknown, experts: number): LoraConfig | null {
     if (experts > 0 && LORA_MLP_TARGETS.includes(target)) {
       throw new ModelConfigError(
         field,
-        `'${target}' is an MLP projection, but the MLP is a mixture of experts (experts = ${experts}); LoRA on experts is not supported: target the attention projections (q_proj, k_proj, v_proj, o_proj)`,
+        `'${target}' is an MLP projection, but the MLP is a mixture of experts (experts = ${experts}): target the attention projections (q_proj, k_proj, v_proj, o_proj) or the experts (experts.gate_up_proj, experts.down_proj)`,
       );
+    }
+    if (experts === 0 && LORA_EXPERT_TARGETS.includes(target)) {
+      throw new ModelConfigError(field, `'${target}' adapts the experts of a mixture of experts, but this model's MLP is dense (experts = 0): target gate_proj, up_proj, down_proj`);
     }
     seen.add(target);
   });
@@ -478,7 +488,9 @@ export function isSlidingLayer(config: ModelConfig, layer: number): boolean {
  * `norm.weight`; `lm_head.weight` (unless tieEmbeddings); then, with `lora`, per layer and
  * target (in {@link LORA_TARGETS} order) `layers.<i>.attn.{q,k,v,o}.lora_{a,b}` and
  * `layers.<i>.mlp.{gate,up,down}.lora_{a,b}` (A [rank, in] uniform in ±1/√in, B [out, rank]
- * zeros: PEFT's initialisation). Storage dtype and trainability are not part of the layout:
+ * zeros: PEFT's initialisation), and for the expert targets `layers.<i>.mlp.experts.gate_up.lora_{a,b}`
+ * (A [E, rank, width], B [E, 2 ffn, rank]: gate rows, then up rows) and
+ * `layers.<i>.mlp.experts.down.lora_{a,b}` (A [E, rank, ffn], B [E, width, rank]). Storage dtype and trainability are not part of the layout:
  * they are chosen per store ({@link ParamStore.fromSpecs}).
  */
 export function parameterLayout(config: ModelConfigInput): LayoutParamSpec[] {

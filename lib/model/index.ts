@@ -114,7 +114,7 @@ export {
   type PeftAdapter,
   type SavePeftOptions,
 } from './lora/peft.js';
-export { LORA_MLP_TARGETS, LORA_TARGETS, resolveLoraTargets, type LoraConfig, type LoraConfigInput, type LoraOptionInput, type LoraTarget } from './lora/settings.js';
+export { LORA_EXPERT_TARGETS, LORA_MLP_TARGETS, LORA_TARGETS, resolveLoraTargets, type LoraConfig, type LoraConfigInput, type LoraOptionInput, type LoraTarget } from './lora/settings.js';
 export {
   modelAddon,
   type AdamWStepOptions,
@@ -165,6 +165,7 @@ export {
   type LogitsInput,
   type MatmulOptions,
   type MatmulPrecision,
+  type MoeExpertLora,
   type MoeForwardResult,
   type MoeGradients,
   type MoeShape,

@@ -235,6 +235,13 @@ export interface NativeMoeArgs {
   down: Float32Array | Uint16Array | Uint8Array;
   downScales?: Uint8Array;
   downBias?: Float32Array | null;
+  /** Expert LoRA (moe.h MoeLora): the rank and scale, then A [E, r, D] / B [E, 2F, r] and A [E, r, F] / B [E, D, r]. */
+  loraRank?: number;
+  loraScale?: number;
+  gateUpLoraA?: Float32Array | null;
+  gateUpLoraB?: Float32Array | null;
+  downLoraA?: Float32Array | null;
+  downLoraB?: Float32Array | null;
 }
 
 /** `device` of a native op call: `'cpu'` (default) or `'cuda'`/`'cuda:<k>'` (ops.ts resolves requests). */
@@ -352,6 +359,10 @@ export interface NativeOps {
       dgateUpBias?: Float32Array | null;
       ddown?: Float32Array | null;
       ddownBias?: Float32Array | null;
+      dgateUpLoraA?: Float32Array | null;
+      dgateUpLoraB?: Float32Array | null;
+      ddownLoraA?: Float32Array | null;
+      ddownLoraB?: Float32Array | null;
       accumulate?: boolean;
     },
   ): void;

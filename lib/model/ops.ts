@@ -490,6 +490,28 @@ export interface MoeWeights {
   down: WeightArray | Mxfp4Data;
   /** [E, D] or absent. */
   downBias?: Float32Array | null;
+  /** Per-expert LoRA adapters on gateUp and / or down (absent or null: none). */
+  lora?: MoeExpertLora | null;
+}
+
+/**
+ * LoRA adapters of every expert (PEFT's `target_parameters` on the experts): expert e's gate_up
+ * output gains `scale (x A_gu[e]^T) B_gu[e]^T` and its down output `scale (act A_d[e]^T) B_d[e]^T`.
+ * Float32; give a pair for gate_up, for down, or both.
+ */
+export interface MoeExpertLora {
+  /** r, the rank of every expert's pair. */
+  rank: number;
+  /** The factor on the product (alpha / r, or alpha / √r with rsLoRA). */
+  scale: number;
+  /** [E, r, D]. */
+  gateUpA?: Float32Array | null;
+  /** [E, 2F, r]: gate rows, then up rows (as gateUp's). */
+  gateUpB?: Float32Array | null;
+  /** [E, r, F]. */
+  downA?: Float32Array | null;
+  /** [E, D, r]. */
+  downB?: Float32Array | null;
 }
 
 /** What {@link moeForward} keeps for {@link moeBackward} (native memory, freed with the object). */
@@ -511,9 +533,13 @@ export interface MoeForwardResult {
 
 /** The native arguments of an MoE call: an MXFP4 weight passes its blocks as the weight and its scales beside. */
 function moeArgs(o: MoeShape & MoeWeights): NativeMoeArgs {
-  const { variant, gateUp, down, ...rest } = o;
+  const { variant, gateUp, down, lora, ...rest } = o;
+  const l = lora ?? null;
   return {
     ...rest,
+    ...(l === null
+      ? {}
+      : { loraRank: l.rank, loraScale: l.scale, gateUpLoraA: l.gateUpA ?? null, gateUpLoraB: l.gateUpB ?? null, downLoraA: l.downA ?? null, downLoraB: l.downB ?? null }),
     ...(isMxfp4(gateUp) ? { gateUp: gateUp.blocks, gateUpScales: gateUp.scales } : { gateUp }),
     ...(isMxfp4(down) ? { down: down.blocks, downScales: down.scales } : { down }),
     ...swigluParams(variant),
@@ -550,6 +576,11 @@ export interface MoeGradients {
   dgateUpBias: Float32Array | null;
   ddown: Float32Array | null;
   ddownBias: Float32Array | null;
+  /** The expert adapters' gradients (null without that adapter), shaped as {@link MoeExpertLora}'s. */
+  dgateUpLoraA: Float32Array | null;
+  dgateUpLoraB: Float32Array | null;
+  ddownLoraA: Float32Array | null;
+  ddownLoraB: Float32Array | null;
 }
 
 /**
@@ -574,6 +605,10 @@ export function moeBackward(
       dgateUpBias?: Float32Array | null;
       ddown?: Float32Array | null;
       ddownBias?: Float32Array | null;
+      dgateUpLoraA?: Float32Array | null;
+      dgateUpLoraB?: Float32Array | null;
+      ddownLoraA?: Float32Array | null;
+      ddownLoraB?: Float32Array | null;
     },
 ): MoeGradients {
   const { width: D, ffn: F, experts: E } = o;
@@ -589,8 +624,12 @@ export function moeBackward(
     dgateUpBias: biasGrad(o.gateUpBias, o.dgateUpBias, E * 2 * F),
     ddown: weightGrad(o.down, o.ddown, E * D * F),
     ddownBias: biasGrad(o.downBias, o.ddownBias, E * D),
+    dgateUpLoraA: biasGrad(o.lora?.gateUpA, o.dgateUpLoraA, o.lora ? E * o.lora.rank * D : 0),
+    dgateUpLoraB: biasGrad(o.lora?.gateUpB, o.dgateUpLoraB, o.lora ? E * 2 * F * o.lora.rank : 0),
+    ddownLoraA: biasGrad(o.lora?.downA, o.ddownLoraA, o.lora ? E * o.lora.rank * F : 0),
+    ddownLoraB: biasGrad(o.lora?.downB, o.ddownLoraB, o.lora ? E * D * o.lora.rank : 0),
   };
-  const { x, dout, state, accumulate, device, dx: _dx, drouter: _a, drouterBias: _b, dgateUp: _c, dgateUpBias: _d, ddown: _e, ddownBias: _f, ...shape } = o;
+  const { x, dout, state, accumulate, device, dx: _dx, drouter: _a, drouterBias: _b, dgateUp: _c, dgateUpBias: _d, ddown: _e, ddownBias: _f, dgateUpLoraA: _g, dgateUpLoraB: _h, ddownLoraA: _i, ddownLoraB: _j, ...shape } = o;
   modelAddon().moeBackward({ ...moeArgs(shape), x, dout, state, accumulate, ...g, device: modelOpsDevice(device) });
   return g;
 }

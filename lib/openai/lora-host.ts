@@ -267,7 +267,7 @@ export class PretrainedAdapterHost implements AdapterHost {
       const store = policy.model.store;
       if (key === null) {
         if (this.ownValues) for (const [n, v] of this.ownValues) store.write(n, v);
-        else for (const s of loraAdapterSlots(config)) store.write(s.bName, new Float32Array(s.out * config.lora.rank));
+        else for (const s of loraAdapterSlots(config)) store.write(s.bName, new Float32Array(Math.max(1, s.experts) * s.out * config.lora.rank));
         return;
       }
       const h = this.held.get(key);

@@ -28,8 +28,7 @@ import {
   loadCheckpoint,
   loadOptimizerState,
   loadPretrained,
-  loraAdapterSlots,
-  peftAdapterKey,
+  peftAdapterValues,
   readPeftAdapter,
   resolveLoraTargets,
   restoreOptimizerState,
@@ -219,12 +218,8 @@ export class AdapterReference implements LogProbSource {
     if (a.lora.rank !== lora.rank || a.lora.targets.join() !== lora.targets.join() || a.layers !== policy.config.layers) {
       throw new RunFolderError(`${dir}: the reference adapter (rank ${a.lora.rank}, targets ${a.lora.targets.join(', ')}, ${a.layers} layers) does not fit the policy's adapters (rank ${lora.rank}, targets ${lora.targets.join(', ')}, ${policy.config.layers} layers)`);
     }
-    const values = new Map<string, Float32Array>();
-    for (const slot of loraAdapterSlots(policy.config)) {
-      values.set(slot.aName, a.tensors.get(peftAdapterKey(slot.layer, slot.target, 'A'))?.data as Float32Array);
-      values.set(slot.bName, a.tensors.get(peftAdapterKey(slot.layer, slot.target, 'B'))?.data as Float32Array);
-    }
-    return new AdapterReference(policy, values);
+    // our parameter names and layouts (expert adapters converted from PEFT's stacked tensors)
+    return new AdapterReference(policy, peftAdapterValues(policy.config, a));
   }
 
   /** Log-probs of the base + reference adapter (see the class description). */

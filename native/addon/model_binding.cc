@@ -580,7 +580,8 @@ model::LoraSettings ParseLora(const Napi::Value& v, const std::string& name) {
     const auto it = std::find(names.begin(), names.end(), t);
     if (it == names.end()) {
       throw Napi::RangeError::New(v.Env(), where + " = '" + t +
-                                               "' is not a LoRA target (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj)");
+                                               "' is not a LoRA target (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, "
+                                               "experts.gate_up_proj, experts.down_proj)");
     }
     const std::uint32_t bit = 1u << static_cast<unsigned>(it - names.begin());
     if (l.targets & bit) throw Napi::RangeError::New(v.Env(), where + " = '" + t + "' is listed twice");

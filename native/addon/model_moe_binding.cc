@@ -58,6 +58,15 @@ MoeParams ParseParams(const Args& a, std::int64_t* rows) {
   p.routerBias = a.OptF32("routerBias", E);
   p.gateUpBias = a.OptF32("gateUpBias", E * 2 * F);
   p.downBias = a.OptF32("downBias", E * D);
+  if (a.Has("gateUpLoraA") || a.Has("gateUpLoraB") || a.Has("downLoraA") || a.Has("downLoraB")) {
+    const std::int64_t R = a.Int("loraRank", 1, 1 << 16);
+    p.lora.rank = R;
+    p.lora.scale = static_cast<float>(a.Num("loraScale", 1.0));
+    p.lora.gateUpA = a.OptF32("gateUpLoraA", E * R * D);
+    p.lora.gateUpB = a.OptF32("gateUpLoraB", E * 2 * F * R);
+    p.lora.downA = a.OptF32("downLoraA", E * R * F);
+    p.lora.downB = a.OptF32("downLoraB", E * D * R);
+  }
   return p;
 }
 
@@ -68,7 +77,8 @@ Napi::Value MoeForwardJs(const Napi::CallbackInfo& info) {
   const float* x = a.F32("x", T * p.width);
   float* out = a.F32("out", T * p.width);
   float* logits = a.F32("logits", T * p.experts);
-  a.DisjointAll("out", {"x", "router", "gateUp", "down", "gateUpScales", "downScales", "routerBias", "gateUpBias", "downBias", "logits"});
+  a.DisjointAll("out", {"x", "router", "gateUp", "down", "gateUpScales", "downScales", "routerBias", "gateUpBias", "downBias", "logits",
+                        "gateUpLoraA", "gateUpLoraB", "downLoraA", "downLoraB"});
   a.DisjointAll("logits", {"x", "router", "gateUp", "down", "gateUpScales", "downScales", "routerBias", "gateUpBias", "downBias"});
   auto box = std::make_unique<MoeStateBox>();
   box->D = p.width;
@@ -134,10 +144,22 @@ Napi::Value MoeBackwardJs(const Napi::CallbackInfo& info) {
   g.gateUpBias = a.OptF32("dgateUpBias", p.experts * 2 * p.ffn);
   g.down = a.OptF32("ddown", p.experts * p.width * p.ffn);
   g.downBias = a.OptF32("ddownBias", p.experts * p.width);
-  for (const char* out : {"dx", "drouter", "drouterBias", "dgateUp", "dgateUpBias", "ddown", "ddownBias"}) {
-    a.DisjointAll(out, {"x", "dout", "router", "gateUp", "down", "routerBias", "gateUpBias", "downBias"});
+  if ((!p.lora.gateUp() && (a.Has("dgateUpLoraA") || a.Has("dgateUpLoraB"))) ||
+      (!p.lora.down() && (a.Has("ddownLoraA") || a.Has("ddownLoraB")))) {
+    throw Napi::TypeError::New(info.Env(), "an expert adapter gradient (dgateUpLoraA, ...) is given without its adapter");
   }
-  a.DisjointAll("dx", {"drouter", "drouterBias", "dgateUp", "dgateUpBias", "ddown", "ddownBias"});
+  const std::int64_t rank = p.lora.rank;
+  g.gateUpLoraA = a.OptF32("dgateUpLoraA", p.experts * rank * p.width);
+  g.gateUpLoraB = a.OptF32("dgateUpLoraB", p.experts * 2 * p.ffn * rank);
+  g.downLoraA = a.OptF32("ddownLoraA", p.experts * rank * p.ffn);
+  g.downLoraB = a.OptF32("ddownLoraB", p.experts * p.width * rank);
+  for (const char* out : {"dx", "drouter", "drouterBias", "dgateUp", "dgateUpBias", "ddown", "ddownBias", "dgateUpLoraA",
+                          "dgateUpLoraB", "ddownLoraA", "ddownLoraB"}) {
+    a.DisjointAll(out, {"x", "dout", "router", "gateUp", "down", "routerBias", "gateUpBias", "downBias", "gateUpLoraA",
+                        "gateUpLoraB", "downLoraA", "downLoraB"});
+  }
+  a.DisjointAll("dx", {"drouter", "drouterBias", "dgateUp", "dgateUpBias", "ddown", "ddownBias", "dgateUpLoraA", "dgateUpLoraB",
+                       "ddownLoraA", "ddownLoraB"});
   if (p.router.bf16 && g.router) throw Napi::TypeError::New(info.Env(), "drouter must be null for a bfloat16 router (frozen)");
   if (p.gateUp.frozen() && g.gateUp) throw Napi::TypeError::New(info.Env(), "dgateUp must be null for bfloat16 experts (frozen; MXFP4 experts too)");
   if (p.down.frozen() && g.down) throw Napi::TypeError::New(info.Env(), "ddown must be null for bfloat16 experts (frozen; MXFP4 experts too)");

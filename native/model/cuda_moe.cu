@@ -222,6 +222,51 @@ void ExpertGemm(int device, const std::vector<ExpertRows>& active, Fn&& group, b
   }
 }
 
+/**
+ * GroupedGemm over the active experts with float32 operands and a factor alpha (the expert LoRA
+ * terms, moe.h MoeLora): `group(e, r0, n)` gives each expert's GemmGroup.
+ */
+template <typename Fn>
+void ExpertGemmF32(int device, const std::vector<ExpertRows>& active, Fn&& group, bool transA, bool transB, float alpha,
+                   const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  std::vector<GemmGroup> groups;
+  groups.reserve(active.size());
+  for (const ExpertRows& x : active) groups.push_back(group(x.e, x.r0, x.n));
+  GroupedGemm(device, groups, transA, transB, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/** Per active expert e over its rows v [n, in]: t = v A_e^T [n, R], then y [n, out] += scale t B_e^T (A [E, R, in], B [E, out, R]). */
+void LoraExpertsForward(int device, const std::vector<ExpertRows>& active, const float* v, std::int64_t in, const float* A,
+                        const float* B, std::int64_t out, std::int64_t R, float scale, float* t, float* y) {
+  ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, R, in, r0 * in, e * R * in, r0 * R}; },
+                false, true, 1.0f, v, in, A, in, 0.0f, t, R);
+  ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, out, R, r0 * R, e * out * R, r0 * out}; },
+                false, true, scale, t, R, B, R, 1.0f, y, out);
+}
+
+/**
+ * The backward of LoraExpertsForward for the output gradient dy [A, out]: t = v A_e^T recomputed,
+ * dB_e += scale dy^T t, dt = scale dy B_e, dA_e += dt^T v, dv += dt A_e (dA, dB may be null).
+ */
+void LoraExpertsBackward(int device, const std::vector<ExpertRows>& active, const float* v, std::int64_t in, const float* A,
+                         const float* B, std::int64_t out, std::int64_t R, float scale, const float* dy, float* dv, float* dA,
+                         float* dB, float* t, float* dt) {
+  ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, R, in, r0 * in, e * R * in, r0 * R}; },
+                false, true, 1.0f, v, in, A, in, 0.0f, t, R);
+  if (dB) {
+    ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{out, R, n, r0 * out, r0 * R, e * out * R}; },
+                  true, false, scale, dy, out, t, R, 1.0f, dB, R);
+  }
+  ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, R, out, r0 * out, e * out * R, r0 * R}; },
+                false, false, scale, dy, out, B, R, 0.0f, dt, R);
+  if (dA) {
+    ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{R, in, n, r0 * R, r0 * in, e * R * in}; },
+                  true, false, 1.0f, dt, R, v, in, 1.0f, dA, in);
+  }
+  ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, in, R, r0 * R, e * R * in, r0 * in}; },
+                false, false, 1.0f, dt, R, A, in, 1.0f, dv, in);
+}
+
 /** C = op(A) op(B) + beta C with B float32 or bfloat16 bits (one plain GEMM). */
 void WeightGemm(cudaStream_t s, bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
                 std::int64_t lda, const WeightData& b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
@@ -346,6 +391,10 @@ void Forward(const MoeParams& p, const float* x, float* out, std::int64_t T, Dev
   }
   ExpertGemm(dev, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, 2 * F, D, r0 * D, e * 2 * F * D, r0 * 2 * F}; },
              false, true, xg.data(), D, p.gateUp, D, p.gateUpBias ? 1.0f : 0.0f, s.h.data(), 2 * F);
+  const MoeLora& l = p.lora;
+  const std::int64_t R = l.rank;
+  DeviceBuffer<float> loraT = (l.gateUp() || l.down()) ? Floats(dev, A * R, "moe expert lora x A^T (cuda)") : DeviceBuffer<float>();
+  if (l.gateUp()) LoraExpertsForward(dev, active, xg.data(), D, l.gateUpA, l.gateUpB, 2 * F, R, l.scale, loraT.data(), s.h.data());
   xg.reset();
   ops.swiGluForward(s.h.data(), s.act.data(), A, F, p.swiglu);
   if (p.downBias) {
@@ -357,6 +406,8 @@ void Forward(const MoeParams& p, const float* x, float* out, std::int64_t T, Dev
   }
   ExpertGemm(dev, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, D, F, r0 * F, e * D * F, r0 * D}; },
              false, true, s.act.data(), F, p.down, F, p.downBias ? 1.0f : 0.0f, s.y.data(), D);
+  if (l.down()) LoraExpertsForward(dev, active, s.act.data(), F, l.downA, l.downB, D, R, l.scale, loraT.data(), s.y.data());
+  loraT.reset();
 
   // out[t] = sum over slots, in slot order
   Op op;
@@ -378,9 +429,15 @@ void Backward(const MoeParams& p, const float* x, const float* dout, const Devic
   Require(!((p.router.frozen() && g.router) || (p.gateUp.frozen() && g.gateUp) || (p.down.frozen() && g.down)),
           "a bfloat16 or MXFP4 MoE weight is frozen: its gradient must be null");
   Require(K < 65536, "moe: topK must be below 65536 on CUDA");
+  const MoeLora& l = p.lora;
+  Require(!((!l.gateUp() && (g.gateUpLoraA || g.gateUpLoraB)) || (!l.down() && (g.downLoraA || g.downLoraB))),
+          "an expert adapter gradient is set, but the adapter is not (lora.gateUpA / lora.downA is null)");
   const ModelOps& ops = *GetCudaOps();
   const int dev = CurrentDevice();
   const std::vector<ExpertRows> active = Active(s.offsets);
+  const std::int64_t R = l.rank;
+  DeviceBuffer<float> loraT = (l.gateUp() || l.down()) ? Floats(dev, A * R, "moe expert lora x A^T (cuda)") : DeviceBuffer<float>();
+  DeviceBuffer<float> loraDt = (l.gateUp() || l.down()) ? Floats(dev, A * R, "moe expert lora dt (cuda)") : DeviceBuffer<float>();
 
   // router: dw[t, s] = dout[t] . y[t, s]; softmax over the chosen k; logit gradients; router weights and dx
   DeviceBuffer<float> dlogits = Floats(dev, T * E, "moe router logit gradients (cuda)");
@@ -417,6 +474,10 @@ void Backward(const MoeParams& p, const float* x, const float* dout, const Devic
   }
   ExpertGemm(dev, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, F, D, r0 * D, e * D * F, r0 * F}; },
              false, false, dYa.data(), D, p.down, F, 0.0f, dact.data(), F);
+  if (l.down()) {
+    LoraExpertsBackward(dev, active, s.act.data(), F, l.downA, l.downB, D, R, l.scale, dYa.data(), dact.data(), g.downLoraA,
+                        g.downLoraB, loraT.data(), loraDt.data());
+  }
   dYa.reset();
   ops.swiGluBackward(s.h.data(), dact.data(), dh.data(), A, F, p.swiglu, false);
   dact.reset();
@@ -428,6 +489,10 @@ void Backward(const MoeParams& p, const float* x, const float* dout, const Devic
   }
   ExpertGemm(dev, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, D, 2 * F, r0 * 2 * F, e * 2 * F * D, r0 * D}; },
              false, false, dh.data(), 2 * F, p.gateUp, D, 0.0f, dXa.data(), D);
+  if (l.gateUp()) {
+    LoraExpertsBackward(dev, active, xg.data(), D, l.gateUpA, l.gateUpB, 2 * F, R, l.scale, dh.data(), dXa.data(), g.gateUpLoraA,
+                        g.gateUpLoraB, loraT.data(), loraDt.data());
+  }
 
   // dx[t] (+)= router part + the experts' parts in slot order
   Op op;

@@ -35,7 +35,9 @@ void LoraBackward(const float* x, const float* a, const float* b, float scale, c
  * Merges an adapter into its weight: rows [rowOffset, rowOffset + out) of w [rows, in] gain
  * scale B A (B [out, r], A [r, in], float32). The product is computed in float32 (a GEMM with
  * float32 accumulation); a float32 weight adds it in float32, a bfloat16 weight is widened,
- * added in float32 and rounded to the nearest bfloat16 (ties to even). CPU stores only.
+ * added in float32 and rounded to the nearest bfloat16 (ties to even). CPU stores only. The
+ * expert adapters merge as stacks: w [E, rows, in], A [E, r, in], B [E, out, r], expert by expert.
+ * An MXFP4 weight is refused (it cannot take a float update without re-quantizing).
  */
 void LoraMerge(Parameter& w, std::int64_t rowOffset, const Parameter& a, const Parameter& b, double scale);
 

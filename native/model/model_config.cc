@@ -18,7 +18,9 @@ void RequireRange(const char* name, std::int64_t v, std::int64_t lo, std::int64_
 }  // namespace
 
 const char* LoraTargetName(LoraTarget t) {
-  static const char* const kNames[kLoraTargets] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  static const char* const kNames[kLoraTargets] = {"q_proj",    "k_proj",  "v_proj",
+                                                        "o_proj",    "gate_proj", "up_proj",
+                                                        "down_proj", "experts.gate_up_proj", "experts.down_proj"};
   return kNames[static_cast<int>(t)];
 }
 
@@ -37,12 +39,16 @@ std::pair<std::int64_t, std::int64_t> LoraShape(const ModelConfig& c, LoraTarget
     case LoraTarget::kGate:
     case LoraTarget::kUp: return {c.width, c.ffn};
     case LoraTarget::kDown: return {c.ffn, c.width};
+    case LoraTarget::kExpertsGateUp: return {c.width, 2 * c.ffn};
+    case LoraTarget::kExpertsDown: return {c.ffn, c.width};
   }
   return {0, 0};
 }
 
 std::string LoraPrefix(std::int64_t layer, LoraTarget t) {
-  static const char* const kModules[kLoraTargets] = {"attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down"};
+  static const char* const kModules[kLoraTargets] = {"attn.q", "attn.k",   "attn.v",
+                                                          "attn.o", "mlp.gate", "mlp.up",
+                                                          "mlp.down", "mlp.experts.gate_up", "mlp.experts.down"};
   return "layers." + std::to_string(layer) + "." + kModules[static_cast<int>(t)];
 }
 
@@ -104,7 +110,14 @@ void ModelConfig::Validate() const {
                               "' is an MLP projection, but this config's MLP is a mixture of experts (experts = " +
                               std::to_string(experts) +
                               "); LoRA on experts is not supported: target the attention projections (q_proj, k_proj, "
-                              "v_proj, o_proj)");
+                              "v_proj, o_proj) or the experts (experts.gate_up_proj, experts.down_proj)");
+        }
+      }
+    } else {
+      for (LoraTarget t : {LoraTarget::kExpertsGateUp, LoraTarget::kExpertsDown}) {
+        if (lora.Has(t)) {
+          throw ArgumentError(std::string("config.lora.targets: '") + LoraTargetName(t) +
+                              "' adapts the experts of a mixture of experts, but this config has a dense MLP (experts = 0)");
         }
       }
     }
@@ -170,8 +183,14 @@ std::vector<ParamSpec> ParamLayout(const ModelConfig& c) {
         const std::string p = LoraPrefix(i, target);
         // kaiming_uniform(a = sqrt 5) over fan_in = in: U(-1/sqrt(in), 1/sqrt(in)), whose standard
         // deviation is 1/sqrt(3 in) (kUniform takes the standard deviation).
-        specs.push_back({p + ".lora_a", {r, in}, ParamInit::kUniform, 1.0 / std::sqrt(3.0 * static_cast<double>(in)), true});
-        specs.push_back({p + ".lora_b", {out, r}, ParamInit::kZeros, 0.0, true});
+        const double std = 1.0 / std::sqrt(3.0 * static_cast<double>(in));
+        if (IsExpertLoraTarget(target)) {
+          specs.push_back({p + ".lora_a", {E, r, in}, ParamInit::kUniform, std, true});
+          specs.push_back({p + ".lora_b", {E, out, r}, ParamInit::kZeros, 0.0, true});
+        } else {
+          specs.push_back({p + ".lora_a", {r, in}, ParamInit::kUniform, std, true});
+          specs.push_back({p + ".lora_b", {out, r}, ParamInit::kZeros, 0.0, true});
+        }
       }
     }
   }

@@ -23,10 +23,16 @@ enum class LayerType : std::uint8_t { kSliding, kFull };
  * o_proj, gate_proj, up_proj, down_proj). gate and up adapt the two halves of our fused
  * mlp.gate_up (gate rows, then up rows); the MLP targets need the dense MLP.
  */
-enum class LoraTarget : std::uint8_t { kQ, kK, kV, kO, kGate, kUp, kDown };
-constexpr int kLoraTargets = 7;
+enum class LoraTarget : std::uint8_t { kQ, kK, kV, kO, kGate, kUp, kDown, kExpertsGateUp, kExpertsDown };
+constexpr int kLoraTargets = 9;
+/**
+ * The expert targets (kExpertsGateUp, kExpertsDown: PEFT's target_parameters
+ * `mlp.experts.gate_up_proj` / `mlp.experts.down_proj`) adapt every expert of a mixture of
+ * experts with its own pair: A [E, rank, in], B [E, out, rank] (docs/models.md, "LoRA on the experts").
+ */
+inline bool IsExpertLoraTarget(LoraTarget t) { return t == LoraTarget::kExpertsGateUp || t == LoraTarget::kExpertsDown; }
 
-/** PEFT's module name of a target ("q_proj", ...). */
+/** Our name of a target: PEFT's module name ("q_proj", ...) or "experts.gate_up_proj" / "experts.down_proj". */
 const char* LoraTargetName(LoraTarget t);
 
 /**
@@ -104,11 +110,13 @@ struct ModelConfig {
  * With LoRA, the adapters follow, layer by layer and per target in LoraTarget order:
  * p attn.{q,k,v,o}.lora_a / lora_b, p mlp.{gate,up,down}.lora_a / lora_b, A [rank, in] uniform
  * in (-1/sqrt(in), 1/sqrt(in)) (PEFT's kaiming_uniform(a = sqrt 5)), B [out, rank] zeros, both
- * with weight decay (the base parameters come first, so they are initialised as without LoRA).
+ * with weight decay (the base parameters come first, so they are initialised as without LoRA);
+ * the expert targets p mlp.experts.{gate_up,down}.lora_a [E, rank, in] / lora_b [E, out, rank]
+ * likewise per expert (gate_up's out rows: ffn gate rows, then ffn up rows, as the weight's).
  */
 std::vector<ParamSpec> ParamLayout(const ModelConfig& c);
 
-/** The input and output sizes of target t's projection. */
+/** The input and output sizes of target t's projection (of one expert for the expert targets). */
 std::pair<std::int64_t, std::int64_t> LoraShape(const ModelConfig& c, LoraTarget t);
 /** Our parameter prefix of target t in layer l, e.g. "layers.0.attn.q" (then ".lora_a" / ".lora_b"). */
 std::string LoraPrefix(std::int64_t layer, LoraTarget t);

@@ -9,6 +9,7 @@
 #include "../core/errors.h"
 #include "../core/thread_pool.h"
 #include "gemm.h"
+#include "lora.h"
 #include "mxfp4.h"
 #include "kernel_table.h"
 #include "ops.h"
@@ -140,6 +141,14 @@ void CheckMoeParams(const MoeParams& p) {
   if ((p.gateUp.mxfp4() && p.width % kMxfp4Block != 0) || (p.down.mxfp4() && p.ffn % kMxfp4Block != 0)) {
     throw ArgumentError("an MXFP4 expert weight needs its input size (width for gateUp, ffn for down) to be a multiple of 32");
   }
+  const MoeLora& l = p.lora;
+  if ((l.gateUpA == nullptr) != (l.gateUpB == nullptr) || (l.downA == nullptr) != (l.downB == nullptr)) {
+    throw ArgumentError("lora: an expert adapter needs both A and B (gateUpA/gateUpB, downA/downB)");
+  }
+  if (l.gateUp() || l.down()) {
+    range("lora.rank", l.rank, 1, 1 << 16);
+    if (!std::isfinite(l.scale)) throw ArgumentError("lora.scale must be finite");
+  }
 }
 
 void MoeForward(const MoeParams& p, const float* x, float* out, std::int64_t T, MoeSaved* saved, float* logitsOut) {
@@ -190,6 +199,9 @@ void MoeForward(const MoeParams& p, const float* x, float* out, std::int64_t T, 
   s.act = Floats(A * F, "moe activation");
   s.y = Floats(A * D, "moe expert outputs");
   const ActiveExperts active = Active(s, E);
+  const MoeLora& l = p.lora;
+  const std::int64_t R = l.rank;
+  HostBuffer<float> loraT = (l.gateUp() || l.down()) ? Floats(A * R, "moe expert lora x A^T") : HostBuffer<float>();
   Each(active.parallel, static_cast<std::int64_t>(active.list.size()), [&](std::int64_t i) {
     const std::int64_t e = active.list[static_cast<std::size_t>(i)];
     const std::int64_t r0 = s.offsets[e], n = s.offsets[e + 1] - r0;
@@ -198,9 +210,16 @@ void MoeForward(const MoeParams& p, const float* x, float* out, std::int64_t T, 
     float* y = s.y.data() + r0 * D;
     if (p.gateUpBias) FillRows(h, p.gateUpBias + e * 2 * F, n, 2 * F);
     ExpertGemm(true, n, 2 * F, D, xg.data() + r0 * D, D, p.gateUp, e, 2 * F, D, p.gateUpBias ? 1.0f : 0.0f, h, 2 * F);
+    if (l.gateUp()) {
+      LoraForward(xg.data() + r0 * D, l.gateUpA + e * R * D, l.gateUpB + e * 2 * F * R, l.scale, loraT.data() + r0 * R, h,
+                  2 * F, n, D, 2 * F, R);
+    }
     SwiGluForward(h, act, n, F, p.swiglu);
     if (p.downBias) FillRows(y, p.downBias + e * D, n, D);
     ExpertGemm(true, n, D, F, act, F, p.down, e, D, F, p.downBias ? 1.0f : 0.0f, y, D);
+    if (l.down()) {
+      LoraForward(act, l.downA + e * R * F, l.downB + e * D * R, l.scale, loraT.data() + r0 * R, y, D, n, F, D, R);
+    }
   });
 
   // out[t] = sum over slots, in slot order
@@ -234,6 +253,14 @@ void MoeBackward(const MoeParams& p, const float* x, const float* dout, const Mo
       (p.down.frozen() && g.down != nullptr)) {
     throw ArgumentError("a bfloat16 or MXFP4 MoE weight is frozen: its gradient must be null");
   }
+  const MoeLora& l = p.lora;
+  if ((!l.gateUp() && (g.gateUpLoraA || g.gateUpLoraB)) || (!l.down() && (g.downLoraA || g.downLoraB))) {
+    throw ArgumentError("an expert adapter gradient is set, but the adapter is not (lora.gateUpA / lora.downA is null)");
+  }
+  const std::int64_t R = l.rank;
+  // scratch per assignment row: x A^T (recomputed) and the adapter's dt
+  HostBuffer<float> loraT = (l.gateUp() || l.down()) ? Floats(A * R, "moe expert lora x A^T") : HostBuffer<float>();
+  HostBuffer<float> loraDt = (l.gateUp() || l.down()) ? Floats(A * R, "moe expert lora dt") : HostBuffer<float>();
   const KernelTable& kt = ActiveKernels();
 
   // router: d weight[t, s] = dout[t] . y[t, s]; softmax over the chosen k; scatter to the logits
@@ -286,10 +313,25 @@ void MoeBackward(const MoeParams& p, const float* x, const float* dout, const Mo
     if (g.downBias) kt.addRows(dy, n, D, D, g.downBias + e * D);
     if (g.down) Gemm(true, false, D, F, n, 1.0f, dy, D, act, F, 1.0f, g.down + e * D * F, F);
     ExpertGemm(false, n, F, D, dy, D, p.down, e, D, F, 0.0f, da, F);
+    float* t = loraT.data() + r0 * R;
+    float* dt = loraDt.data() + r0 * R;
+    if (l.down()) {
+      const float* a = l.downA + e * R * F;
+      Gemm(false, true, n, R, F, 1.0f, act, F, a, F, 0.0f, t, R);
+      LoraBackward(act, a, l.downB + e * D * R, l.scale, t, dy, D, da, g.downLoraA ? g.downLoraA + e * R * F : nullptr,
+                   g.downLoraB ? g.downLoraB + e * D * R : nullptr, dt, n, F, D, R);
+    }
     SwiGluBackward(h, da, dhe, n, F, p.swiglu, false);
     if (g.gateUpBias) kt.addRows(dhe, n, 2 * F, 2 * F, g.gateUpBias + e * 2 * F);
     if (g.gateUp) Gemm(true, false, 2 * F, D, n, 1.0f, dhe, 2 * F, xe, D, 1.0f, g.gateUp + e * 2 * F * D, D);
     ExpertGemm(false, n, D, 2 * F, dhe, 2 * F, p.gateUp, e, 2 * F, D, 0.0f, dXa.data() + r0 * D, D);
+    if (l.gateUp()) {
+      const float* a = l.gateUpA + e * R * D;
+      Gemm(false, true, n, R, D, 1.0f, xe, D, a, D, 0.0f, t, R);
+      LoraBackward(xe, a, l.gateUpB + e * 2 * F * R, l.scale, t, dhe, 2 * F, dXa.data() + r0 * D,
+                   g.gateUpLoraA ? g.gateUpLoraA + e * R * D : nullptr, g.gateUpLoraB ? g.gateUpLoraB + e * 2 * F * R : nullptr,
+                   dt, n, D, 2 * F, R);
+    }
   });
 
   // dx[t] (+)= router part + the experts' parts in slot order

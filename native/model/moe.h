@@ -38,6 +38,25 @@ struct WeightData {
   bool frozen() const { return bf16 || mxfp4(); }
 };
 
+/**
+ * Per-expert LoRA adapters on the experts' matrices (PEFT's target_parameters on
+ * mlp.experts.gate_up_proj / down_proj): expert e's gate_up output gains
+ * scale (x A_gu[e]^T) B_gu[e]^T and its down output scale (act A_d[e]^T) B_d[e]^T, on the rows
+ * routed to it only. A_gu [E, r, D], B_gu [E, 2F, r] (gate rows, then up rows, as gateUp's),
+ * A_d [E, r, F], B_d [E, D, r]; float32. A null pair adapts nothing (no extra work).
+ */
+struct MoeLora {
+  std::int64_t rank = 0;
+  float scale = 0.0f;
+  const float* gateUpA = nullptr;
+  const float* gateUpB = nullptr;
+  const float* downA = nullptr;
+  const float* downB = nullptr;
+
+  bool gateUp() const { return gateUpA != nullptr; }
+  bool down() const { return downA != nullptr; }
+};
+
 /** The shapes and parameters of an MoE layer (pointers owned by the caller). */
 struct MoeParams {
   std::int64_t width = 0;    // D
@@ -51,6 +70,7 @@ struct MoeParams {
   const float* gateUpBias = nullptr;  // [E, 2F] or null
   WeightData down;                    // [E, D, F]
   const float* downBias = nullptr;    // [E, D] or null
+  MoeLora lora;                       // expert adapters (none by default)
 };
 
 /** Gradients an MoE backward accumulates (+=); any may be null (skipped; required null for a frozen weight). */
@@ -61,6 +81,10 @@ struct MoeGrads {
   float* gateUpBias = nullptr;
   float* down = nullptr;
   float* downBias = nullptr;
+  float* gateUpLoraA = nullptr;  // the expert adapters' (MoeLora), same shapes
+  float* gateUpLoraB = nullptr;
+  float* downLoraA = nullptr;
+  float* downLoraB = nullptr;
 };
 
 /** What an MoE forward keeps for its backward (tracked host memory). */

@@ -134,6 +134,19 @@ MoeParams BlockMoeParams(const ModelConfig& c, const BlockParams& p, WeightsOf w
   m.gateUpBias = value(p.expertsGateUpBias);
   m.down = weights(p.expertsDown);
   m.downBias = value(p.expertsDownBias);
+  const int gu = static_cast<int>(LoraTarget::kExpertsGateUp), dn = static_cast<int>(LoraTarget::kExpertsDown);
+  if (p.loraA[gu] != nullptr || p.loraA[dn] != nullptr) {
+    m.lora.rank = c.lora.rank;
+    m.lora.scale = static_cast<float>(c.lora.Scale());
+    if (p.loraA[gu] != nullptr) {
+      m.lora.gateUpA = value(p.loraA[gu]);
+      m.lora.gateUpB = value(p.loraB[gu]);
+    }
+    if (p.loraA[dn] != nullptr) {
+      m.lora.downA = value(p.loraA[dn]);
+      m.lora.downB = value(p.loraB[dn]);
+    }
+  }
   return m;
 }
 

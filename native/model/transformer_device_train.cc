@@ -337,6 +337,15 @@ void Transformer::DeviceLayerBackward(const DeviceContext& cx, std::int64_t l, T
     g.gateUp = DGrad(p.expertsGateUp);
     g.gateUpBias = DGrad(p.expertsGateUpBias);
     g.down = DGrad(p.expertsDown);
+    const int guT = static_cast<int>(LoraTarget::kExpertsGateUp), dnT = static_cast<int>(LoraTarget::kExpertsDown);
+    if (p.loraA[guT] != nullptr) {
+      g.gateUpLoraA = DGrad(p.loraA[guT]);
+      g.gateUpLoraB = DGrad(p.loraB[guT]);
+    }
+    if (p.loraA[dnT] != nullptr) {
+      g.downLoraA = DGrad(p.loraA[dnT]);
+      g.downLoraB = DGrad(p.loraB[dnT]);
+    }
     g.downBias = DGrad(p.expertsDownBias);
     cx.Moe().backward(DeviceMoeParams(c, p), a.n2.data(), dx.data(), a.moe, dn.data(), g, false);
     a.moe = DeviceMoeSaved();

@@ -425,6 +425,15 @@ void Transformer::LayerBackward(std::int64_t l, TrainState& st, LayerActivations
     g.gateUpBias = Grad(p.expertsGateUpBias);
     g.down = Grad(p.expertsDown);
     g.downBias = Grad(p.expertsDownBias);
+    const int guT = static_cast<int>(LoraTarget::kExpertsGateUp), dnT = static_cast<int>(LoraTarget::kExpertsDown);
+    if (p.loraA[guT] != nullptr) {
+      g.gateUpLoraA = Grad(p.loraA[guT]);
+      g.gateUpLoraB = Grad(p.loraB[guT]);
+    }
+    if (p.loraA[dnT] != nullptr) {
+      g.downLoraA = Grad(p.loraA[dnT]);
+      g.downLoraB = Grad(p.loraB[dnT]);
+    }
     MoeBackward(Moe(p), a.n2.data(), dx.data(), a.moe, dn.data(), g, false);
     a.moe = MoeSaved();
     a.n2.reset();

@@ -31,7 +31,7 @@ t.test('validation names the field', async (t) => {
     [{ rank: 4, alpha: 8, targets: ['q_proj', 'qkv_proj'] }, /config\.lora\.targets\[1\] "qkv_proj" is not a LoRA target module/],
     [{ rank: 4, alpha: 8, targets: ['embed_tokens'] }, /config\.lora\.targets\[0\] .*embedding or the LM head is not supported/],
     [{ rank: 4, alpha: 8, targets: ['lm_head'] }, /config\.lora\.targets\[0\] .*LM head is not supported/],
-    [{ rank: 4, alpha: 8, targets: ['experts'] }, /config\.lora\.targets\[0\] .*experts or the router is not supported/],
+    [{ rank: 4, alpha: 8, targets: ['experts'] }, /config\.lora\.targets\[0\] "experts" is not a LoRA target module \(the experts are named 'experts\.gate_up_proj' and 'experts\.down_proj'\)/],
     [{ rank: 4, alpha: 8, targets: ['v_proj', 'v_proj'] }, /config\.lora\.targets\[1\] 'v_proj' is listed twice/],
     [{ rank: 4, alpha: 8, targets: ['q_proj'], dropout: 0.1 }, /config\.lora\.dropout is not a LoRA setting/],
     [{ rank: 4, alpha: 8, targets: ['q_proj'], rslora: 1 }, /config\.lora\.rslora must be a boolean/],
@@ -42,7 +42,7 @@ t.test('validation names the field', async (t) => {
   }
   const moe = { ...base, experts: 4, expertsPerToken: 2 };
   t.throws(() => validateModelConfig({ ...moe, lora: { rank: 2, alpha: 4, targets: ['q_proj', 'gate_proj'] } }), {
-    message: /config\.lora\.targets\[1\] 'gate_proj' is an MLP projection, but the MLP is a mixture of experts \(experts = 4\); LoRA on experts is not supported/,
+    message: /config\.lora\.targets\[1\] 'gate_proj' is an MLP projection, but the MLP is a mixture of experts \(experts = 4\): target the attention projections \(q_proj, k_proj, v_proj, o_proj\) or the experts/,
   });
   t.doesNotThrow(() => validateModelConfig({ ...moe, lora: { rank: 2, alpha: 4, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] } }), 'gpt-oss: the attention projections');
   const ok = validateModelConfig({ ...base, lora: { rank: 4, alpha: 8, targets: ['down_proj', 'q_proj'] } });
@@ -84,6 +84,29 @@ t.test('layout: the base unchanged, then the adapters per layer and target with 
   }
   const sub = parameterLayout({ ...base, lora: { rank: 2, alpha: 1, targets: ['v_proj', 'up_proj'] } }).slice(plain.length).map((s) => s.name);
   t.same(sub, ['layers.0.attn.v.lora_a', 'layers.0.attn.v.lora_b', 'layers.0.mlp.up.lora_a', 'layers.0.mlp.up.lora_b', 'layers.1.attn.v.lora_a', 'layers.1.attn.v.lora_b', 'layers.1.mlp.up.lora_a', 'layers.1.mlp.up.lora_b']);
+});
+
+t.test('expert targets (PEFT target_parameters): a mixture of experts only; A [E, r, in], B [E, out, r] per layer', async (t) => {
+  const moe = { ...base, experts: 4, expertsPerToken: 2 };
+  const c = validateModelConfig({ ...moe, lora: { rank: 3, alpha: 6, targets: ['experts.down_proj', 'q_proj', 'experts.gate_up_proj'] } });
+  t.same(c.lora?.targets, ['q_proj', 'experts.gate_up_proj', 'experts.down_proj'], 'canonical order');
+  const plain = parameterLayout(moe);
+  const added = parameterLayout(c).slice(plain.length);
+  const D = base.width;
+  const F = base.ffn;
+  const q = base.heads * base.headDim;
+  const expected: [string, number[]][] = [];
+  for (let l = 0; l < base.layers; l++) {
+    expected.push([`layers.${l}.attn.q.lora_a`, [3, D]], [`layers.${l}.attn.q.lora_b`, [q, 3]]);
+    expected.push([`layers.${l}.mlp.experts.gate_up.lora_a`, [4, 3, D]], [`layers.${l}.mlp.experts.gate_up.lora_b`, [4, 2 * F, 3]]);
+    expected.push([`layers.${l}.mlp.experts.down.lora_a`, [4, 3, F]], [`layers.${l}.mlp.experts.down.lora_b`, [4, D, 3]]);
+  }
+  t.same(added.map((s) => [s.name, s.shape]), expected);
+  const gu = added.find((s) => s.name === 'layers.0.mlp.experts.gate_up.lora_a')!;
+  t.ok(Math.abs(gu.std - 1 / Math.sqrt(3 * D)) < 1e-12, "A: PEFT's U(±1/√in) over the expert's input");
+  t.throws(() => validateModelConfig({ ...base, lora: { rank: 2, alpha: 4, targets: ['experts.gate_up_proj'] } }), { message: /config\.lora\.targets\[0\] 'experts\.gate_up_proj' adapts the experts of a mixture of experts, but this model's MLP is dense/ });
+  const layout = modelAddon().modelParamLayout;
+  t.throws(() => layout({ ...validateModelConfig(base), lora: { rank: 2, alpha: 1, targets: ['experts.down_proj'] } }), { message: /config\.lora\.targets: 'experts\.down_proj' adapts the experts .*dense MLP/ }, 'the native side checks the same');
 });
 
 t.test("initialisation: PEFT's kaiming_uniform(a = √5) for A (U(±1/√in)), zeros for B; the base as without LoRA", async (t) => {

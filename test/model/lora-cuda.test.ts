@@ -3,8 +3,8 @@
 // adapters on the device — training forward/backward (log-probs, entropies and every adapter
 // gradient within 1e-4 of the tensor's largest entry; no gradient for the base), KV-cache
 // inference (the logits after a prefill), addLora on a CUDA model (the base frozen on the
-// device, an AdamW step moving the adapters only, as on the CPU), and merging refused on a
-// CUDA store. Skipped with a visible message without a CUDA build and a GPU (the CUDA emulator,
+// device, an AdamW step moving the adapters only, as on the CPU), merging refused on a
+// CUDA store; LoRA on the experts (PEFT target_parameters) likewise, in the model and the MoE op. Skipped with a visible message without a CUDA build and a GPU (the CUDA emulator,
 // `npm run build:cuda-emulator`, counts).
 import t from 'tap';
 
@@ -14,6 +14,8 @@ import {
   addLora,
   modelAddon,
   modelConfig,
+  moeBackward,
+  moeForward,
   parameterLayout,
   type ModelConfig,
   type ModelConfigInput,
@@ -37,6 +39,7 @@ const CASES: { label: string; config: ModelConfig; bf16: boolean }[] = [
   { label: 'dense, biases, sinks, every target, float32 base', config: modelConfig(base, { bias: true, lora: { rank: 3, alpha: 5, targets: [...ALL] } }), bf16: false },
   { label: 'q/k norm, tied, rsLoRA on v/up/down, bfloat16 base', config: modelConfig(base, { qkNorm: true, tieEmbeddings: true, sinks: false, lora: { rank: 2, alpha: 3, rslora: true, targets: ['v_proj', 'up_proj', 'down_proj'] } }), bf16: true },
   { label: 'MoE (E=3, k=2), LoRA on attention, bfloat16 base', config: modelConfig(base, { bias: true, experts: 3, expertsPerToken: 2, ffn: 7, lora: { rank: 4, alpha: 16, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] } }), bf16: true },
+  { label: 'MoE (E=4, k=2), LoRA on q and the experts (PEFT target_parameters), bfloat16 base', config: modelConfig(base, { bias: true, experts: 4, expertsPerToken: 2, ffn: 9, lora: { rank: 3, alpha: 5, targets: ['q_proj', 'experts.gate_up_proj', 'experts.down_proj'] } }), bf16: true },
 ];
 
 /** max |a - b| / max |b| (0 when both are 0). */
@@ -147,4 +150,24 @@ t.test('addLora on a CUDA model: the base frozen on the device, AdamW moves the 
   }
   t.throws(() => gpu.store.mergeLora({ weight: 'layers.0.attn.q.weight', rowOffset: 0, loraA: 'layers.0.attn.q.lora_a', loraB: 'layers.0.attn.q.lora_b', scale: 2 }), { message: /mergeLora runs on CPU stores only/ });
   disposeAll(cpu, gpu);
+});
+
+t.test('the MoE op with expert adapters on cuda = on the cpu (forward, every adapter gradient, dx)', { skip: noGpu }, async (t) => {
+  const [T, D, F, E, K, r] = [37, 24, 19, 5, 2, 3];
+  const rand = rng(71);
+  const vals = (n: number, s = 0.5): Float32Array => Float32Array.from({ length: n }, () => (rand() * 2 - 1) * s);
+  const op = { rows: T, width: D, ffn: F, experts: E, topK: K, variant: 'clamped' as const, router: vals(E * D, 1), gateUp: vals(E * 2 * F * D, 0.4), down: vals(E * D * F, 0.4), gateUpBias: vals(E * 2 * F), downBias: vals(E * D) };
+  const lora = { rank: r, scale: 1.5, gateUpA: vals(E * r * D), gateUpB: vals(E * 2 * F * r), downA: vals(E * r * F), downB: vals(E * D * r) };
+  const x = vals(T * D, 1.5);
+  const dout = vals(T * D, 1);
+  const run = (device: 'cpu' | 'cuda') => {
+    const f = moeForward({ ...op, lora, x, device });
+    const g = moeBackward({ ...op, lora, x, dout, state: f.state, device });
+    return { out: f.out, ...g };
+  };
+  const cpu = run('cpu');
+  const gpu = run('cuda');
+  for (const k of ['out', 'dx', 'dgateUpLoraA', 'dgateUpLoraB', 'ddownLoraA', 'ddownLoraB', 'dgateUp', 'ddown'] as const) {
+    t.ok(scaled(gpu[k]!, cpu[k]!) <= 1e-4, `${k}: within 1e-4 of the largest entry (${scaled(gpu[k]!, cpu[k]!).toExponential(2)})`);
+  }
 });

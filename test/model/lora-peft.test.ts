@@ -239,7 +239,7 @@ t.test('adapters for another base model, or on modules we do not adapt, are refu
   /lm_head\.lora_A\.weight: adapts lm_head: LoRA on the LM head is not supported/);
   await refuse('a LoRA on MoE experts', (d) =>
     handMadeAdapter(d, c, 2, ['q_proj'], {}, (m) => m.set('base_model.model.model.layers.0.mlp.experts.gate_up_proj.lora_A.weight', { dtype: 'F32', shape: [2, 19], data: new Float32Array(38) })),
-  /mlp\.experts\.gate_up_proj\.lora_A\.weight: adapts the MoE experts: LoRA on experts is not supported/);
+  /mlp\.experts\.gate_up_proj\.lora_A\.weight: adapts MoE experts in a way we do not read \(gpt-oss's mlp\.experts\.gate_up_proj \/ down_proj through target_parameters are read/);
   await refuse('target_modules names the embedding', (d) => handMadeAdapter(d, c, 2, ['q_proj'], { target_modules: ['q_proj', 'embed_tokens'] }), /adapter_config\.json target_modules\[1\]: "embed_tokens" is not a module we adapt \(LoRA on the embedding is not supported\)/);
   await refuse('target_modules names lm_head', (d) => handMadeAdapter(d, c, 2, ['q_proj'], { target_modules: ['lm_head', 'q_proj'] }), /target_modules\[0\]: "lm_head" is not a module we adapt \(LoRA on the LM head is not supported\)/);
   await refuse('a tensor of a module target_modules does not list', (d) => handMadeAdapter(d, c, 2, ['q_proj', 'v_proj'], { target_modules: ['q_proj'] }), /v_proj\.lora_A\.weight: adapts v_proj, which adapter_config\.json target_modules \(q_proj\) does not list/);

@@ -78,10 +78,11 @@ export interface LoadPretrainedOptions {
   adapter?: string;
   /**
    * Fresh LoRA adapters to train: `{ rank, alpha, targets, rslora? }` (targets among q_proj,
-   * k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, or `'all-linear'`: every projection
-   * the model can adapt, the attention's four on a mixture of experts; errors name
-   * `options.lora.<field>`). A is drawn from `seed`, B is zero. Not with `adapter`. CPU or GPU
-   * (the base stays as the files hold it, frozen; the adapters float32).
+   * k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, on a mixture of experts also
+   * experts.gate_up_proj and experts.down_proj (PEFT's `target_parameters`: every expert its own
+   * A and B), or `'all-linear'`: every linear module, the attention's four on a
+   * mixture of experts; errors name `options.lora.<field>`). A is drawn from `seed`, B is zero.
+   * Not with `adapter`. CPU or GPU (the base stays as the files hold it, frozen; the adapters float32).
    */
   lora?: LoraOptionInput;
   /** Seed of the store: the initial values of fresh LoRA adapters (default 0). */
@@ -120,7 +121,7 @@ export interface PretrainedSaveOptions {
 /**
  * Why the CUDA transformer cannot run a model held in `dtype` (null: it can). It runs every
  * architecture the loader maps (q/k norm, optional sinks, tied embeddings, MoE, bf16 frozen
- * matrices, LoRA adapters), so this is null today; `device: 'auto'` consults it.
+ * matrices, LoRA adapters, on the experts too), so this is null today; `device: 'auto'` consults it.
  */
 export function cudaRefusal(_config: ModelConfig, _dtype: 'float32' | 'bfloat16'): string | null {
   return null;

@@ -40,15 +40,27 @@ export function addLora(model: Transformer, lora: LoraConfigInput): Transformer 
  * Merges the adapters into the base weights, W' = W + scale · B A (each product computed in
  * float32; a bfloat16 weight is widened, added to in float32 and rounded to nearest even), then
  * removes them: the returned model has `lora: null` and the base's parameters only (as frozen
- * as before), ready to save as a full Hugging Face folder.
+ * as before), ready to save as a full Hugging Face folder. Expert adapters merge expert by
+ * expert into a float32 or bfloat16 base; an MXFP4 base is refused (before anything changes):
+ * the sum would have to be re-quantized.
  */
 export function mergeLora(model: Transformer): Transformer {
   const lora = model.config.lora;
   if (lora === null) throw new ModelConfigError('lora', 'is null: this model has no LoRA adapters to merge');
+  const slots = loraAdapterSlots(model.config);
+  // checked before anything merges: an MXFP4 weight cannot take the update
+  const dtypes = new Map(model.store.info().map((p) => [p.name, p.dtype]));
+  const packed = slots.find((slot) => dtypes.get(slot.weight) === 'mxfp4');
+  if (packed !== undefined) {
+    throw new ModelConfigError(
+      'lora.targets',
+      `include ${packed.target}, whose base weight '${packed.weight}' is MXFP4: merging would need re-quantizing the sum to MXFP4 (lossy), which we do not do; load the base with mxfp4: 'bf16' to merge, or keep the adapter (savePeftAdapter)`,
+    );
+  }
   const scale = loraScale(lora);
   const base = validateModelConfig({ ...model.config, lora: null });
   const count = parameterLayout(base).length;
-  for (const slot of loraAdapterSlots(model.config)) {
+  for (const slot of slots) {
     model.store.mergeLora({ weight: slot.weight, rowOffset: slot.rowOffset, loraA: slot.aName, loraB: slot.bName, scale });
   }
   model.store.truncate(count);

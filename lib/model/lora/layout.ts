@@ -4,7 +4,7 @@
  * @module
  */
 import type { ModelConfig } from '../config.js';
-import { LORA_TARGETS, type LoraTarget } from './settings.js';
+import { LORA_EXPERT_TARGETS, LORA_TARGETS, type LoraTarget } from './settings.js';
 
 /** One adapter (one target of one layer). */
 export interface LoraAdapterSlot {
@@ -24,8 +24,10 @@ export interface LoraAdapterSlot {
   weight: string;
   /** First row of the weight it adds to (the up half of gate_up starts at ffn). */
   rowOffset: number;
-  /** The module's path in a Hugging Face model, e.g. `model.layers.0.self_attn.q_proj`. */
+  /** The module's path in a Hugging Face model, e.g. `model.layers.0.self_attn.q_proj` (`model.layers.0.mlp.experts` for the expert targets). */
   module: string;
+  /** Experts adapted, each with its own A [rank, in] and B [out, rank] (A [E, rank, in], B [E, out, rank]); 0 for a single projection. */
+  experts: number;
 }
 
 const OURS: Record<LoraTarget, { module: string; weight: string; hf: string }> = {
@@ -36,9 +38,11 @@ const OURS: Record<LoraTarget, { module: string; weight: string; hf: string }> =
   gate_proj: { module: 'mlp.gate', weight: 'mlp.gate_up.weight', hf: 'mlp.gate_proj' },
   up_proj: { module: 'mlp.up', weight: 'mlp.gate_up.weight', hf: 'mlp.up_proj' },
   down_proj: { module: 'mlp.down', weight: 'mlp.down.weight', hf: 'mlp.down_proj' },
+  'experts.gate_up_proj': { module: 'mlp.experts.gate_up', weight: 'mlp.experts.gate_up.weight', hf: 'mlp.experts' },
+  'experts.down_proj': { module: 'mlp.experts.down', weight: 'mlp.experts.down.weight', hf: 'mlp.experts' },
 };
 
-/** Input and output sizes of a target's projection under `config`. */
+/** Input and output sizes of a target's projection under `config` (of one expert for the expert targets; gate_up's out is 2 ffn). */
 export function loraTargetShape(config: Pick<ModelConfig, 'width' | 'heads' | 'kvHeads' | 'headDim' | 'ffn'>, target: LoraTarget): { in: number; out: number } {
   const q = config.heads * config.headDim;
   const kv = config.kvHeads * config.headDim;
@@ -54,7 +58,10 @@ export function loraTargetShape(config: Pick<ModelConfig, 'width' | 'heads' | 'k
     case 'up_proj':
       return { in: config.width, out: config.ffn };
     case 'down_proj':
+    case 'experts.down_proj':
       return { in: config.ffn, out: config.width };
+    case 'experts.gate_up_proj':
+      return { in: config.width, out: 2 * config.ffn };
   }
 }
 
@@ -77,6 +84,7 @@ export function loraAdapterSlots(config: ModelConfig): LoraAdapterSlot[] {
         weight: `${p}${o.weight}`,
         rowOffset: target === 'up_proj' ? config.ffn : 0,
         module: `model.layers.${layer}.${o.hf}`,
+        experts: LORA_EXPERT_TARGETS.includes(target) ? config.experts : 0,
       });
     }
   }

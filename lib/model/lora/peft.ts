@@ -8,13 +8,16 @@
  * - `adapter_model.safetensors`: per layer i and adapted module, float32 tensors
  *   `base_model.model.model.layers.<i>.self_attn.{q,k,v,o}_proj.lora_A.weight` [r, in] and
  *   `….lora_B.weight` [out, r], `….mlp.{gate,up,down}_proj.lora_{A,B}.weight` likewise (the keys
- *   `get_peft_model_state_dict` returns: the adapter name dropped), metadata `format: pt`.
+ *   `get_peft_model_state_dict` returns: the adapter name dropped), metadata `format: pt`;
+ * - with the expert targets, `target_parameters` (`mlp.experts.gate_up_proj`,
+ *   `mlp.experts.down_proj`) and the stacked per-expert tensors `….mlp.experts.lora_{A,B}.weight`
+ *   (and `….mlp.experts.base_layer.lora_{A,B}.weight`), as ./peft-experts.ts describes.
  *
  * Reading accepts F32, BF16 and F16 tensors (widened to float32) and refuses, naming the field or
  * tensor, what our models cannot run: other PEFT types, DoRA, LoRA biases, `bias` other than
  * "none", `modules_to_save`, per-module ranks or alphas, layer subsets, base-modifying
  * initialisations (PiSSA, OLoRA, CorDA), and adapters on modules we do not adapt (embeddings,
- * the LM head, MoE experts or router). Applying checks the adapter against the model: layer
+ * the LM head, the MoE router, expert parameters other than gpt-oss's gate_up_proj and down_proj). Applying checks the adapter against the model: layer
  * count, each tensor's shape, MLP targets on a mixture of experts.
  * @module
  */
@@ -27,7 +30,8 @@ import type { Transformer } from '../transformer.js';
 import { f16ToF32, bf16ToF32 } from '../hf/numeric.js';
 import { addLora } from './adapters.js';
 import { loraAdapterSlots, loraTargetShape } from './layout.js';
-import { LORA_MLP_TARGETS, LORA_TARGETS, type LoraConfig, type LoraTarget } from './settings.js';
+import { expertTargetOfParameter, expertsFromPeft, expertsToPeft, PEFT_EXPERT_PARAMETERS, peftExpertKey, peftExpertShapes } from './peft-experts.js';
+import { LORA_EXPERT_TARGETS, LORA_MLP_TARGETS, LORA_TARGETS, type LoraConfig, type LoraTarget } from './settings.js';
 
 /** File names of a PEFT adapter folder. */
 export const PEFT_CONFIG_FILE = 'adapter_config.json';
@@ -64,12 +68,18 @@ export interface PeftAdapter {
   tensors: Map<string, { shape: number[]; data: Float32Array }>;
 }
 
-/** PEFT's key of an adapter matrix, e.g. `base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`. */
-export function peftAdapterKey(layer: number, target: LoraTarget, matrix: 'A' | 'B'): string {
+/**
+ * PEFT's key of an adapter matrix, e.g. `base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`;
+ * an expert target's key depends on whether the adapter has both expert targets (`targets`, default
+ * the target alone): `….mlp.experts.lora_A.weight` or `….mlp.experts.base_layer.lora_A.weight`.
+ */
+export function peftAdapterKey(layer: number, target: LoraTarget, matrix: 'A' | 'B', targets: readonly LoraTarget[] = [target]): string {
+  if (LORA_EXPERT_TARGETS.includes(target)) return peftExpertKey(layer, target, matrix, targets);
   const group = LORA_MLP_TARGETS.includes(target) ? 'mlp' : 'self_attn';
   return `base_model.model.model.layers.${layer}.${group}.${target}.lora_${matrix}.weight`;
 }
 
+const EXPERT_KEY = /^base_model\.model\.model\.layers\.(\d+)\.mlp\.experts\.(base_layer\.)?lora_([AB])\.weight$/;
 const KEY = /^base_model\.model\.model\.layers\.(\d+)\.(self_attn|mlp)\.([a-z_]+)\.lora_([AB])\.weight$/;
 
 /** Why a tensor key is not one of the adapters we run (a message naming what it adapts). */
@@ -77,7 +87,7 @@ function unsupportedKey(key: string): string {
   if (/lora_magnitude_vector/.test(key)) return 'is a DoRA magnitude vector (use_dora adapters are not supported)';
   if (/lora_embedding_[AB]|embed_tokens/.test(key)) return 'adapts embed_tokens: LoRA on the embedding is not supported';
   if (/lm_head/.test(key)) return 'adapts lm_head: LoRA on the LM head is not supported';
-  if (/\.experts?\./.test(key)) return 'adapts the MoE experts: LoRA on experts is not supported (target the attention projections)';
+  if (/\.experts?\./.test(key)) return "adapts MoE experts in a way we do not read (gpt-oss's mlp.experts.gate_up_proj / down_proj through target_parameters are read: base_model.model.model.layers.<i>.mlp.experts[.base_layer].lora_<A|B>.weight)";
   if (/\.router\./.test(key)) return 'adapts the MoE router: not supported';
   if (/\.lora_[AB]\.bias$/.test(key)) return 'is a LoRA bias (lora_bias adapters are not supported)';
   if (/\.lora_[AB]\.[^.]+\.weight$/.test(key)) return "still carries an adapter name (PEFT's saved keys have none)";
@@ -98,7 +108,7 @@ function toFloat32(t: SafeTensor, key: string): Float32Array {
 }
 
 /** Checks adapter_config.json; returns r, alpha, rslora and the listed targets (null for a regex string). */
-function parseConfig(json: Record<string, unknown>): { rank: number; alpha: number; rslora: boolean; listed: LoraTarget[] | null } {
+function parseConfig(json: Record<string, unknown>): { rank: number; alpha: number; rslora: boolean; listed: LoraTarget[] | null; parameters: LoraTarget[] } {
   const fail = (field: string, message: string): never => {
     throw new PeftAdapterError(PEFT_CONFIG_FILE, field, message);
   };
@@ -137,7 +147,20 @@ function parseConfig(json: Record<string, unknown>): { rank: number; alpha: numb
   } else if (typeof tm !== 'string') {
     fail('target_modules', `must be a list of module names or a string, got ${JSON.stringify(tm)}`);
   }
-  return { rank: rank as number, alpha: alpha as number, rslora: rslora as boolean, listed };
+  const tp = json.target_parameters;
+  const parameters: LoraTarget[] = [];
+  if (tp !== null && tp !== undefined) {
+    if (!Array.isArray(tp)) fail('target_parameters', `must be a list of parameter names, got ${JSON.stringify(tp)}`);
+    (tp as unknown[]).forEach((entry, i) => {
+      const target = typeof entry === 'string' ? expertTargetOfParameter(entry) : null;
+      if (target === null) {
+        return fail(`target_parameters[${i}]`, `${JSON.stringify(entry)} is not a parameter we adapt; supported: ${Object.values(PEFT_EXPERT_PARAMETERS).join(', ')} (every layer's experts)`);
+      }
+      if (parameters.includes(target)) fail(`target_parameters[${i}]`, `${JSON.stringify(entry)} names ${target} twice`);
+      parameters.push(target);
+    });
+  }
+  return { rank: rank as number, alpha: alpha as number, rslora: rslora as boolean, listed, parameters };
 }
 
 /**
@@ -160,7 +183,7 @@ export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new PeftAdapterError(PEFT_CONFIG_FILE, '', 'must be a JSON object');
   const config = json as Record<string, unknown>;
-  const { rank, alpha, rslora, listed } = parseConfig(config);
+  const { rank, alpha, rslora, listed, parameters } = parseConfig(config);
 
   const weightsPath = join(dir, PEFT_WEIGHTS_FILE);
   try {
@@ -175,6 +198,30 @@ export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
   const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
   const found = new Map<LoraTarget, Set<number>>();
   for (const [key, t] of contents.tensors) {
+    const x = EXPERT_KEY.exec(key);
+    if (x !== null) {
+      // which expert target: the inner wrapper is gate_up_proj's when both are targeted
+      const nested = x[2] !== undefined;
+      const target: LoraTarget | undefined = nested
+        ? parameters.length === 2
+          ? 'experts.gate_up_proj'
+          : undefined
+        : parameters.length === 2
+          ? 'experts.down_proj'
+          : parameters[0];
+      if (target === undefined) {
+        throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `adapts the experts, but ${PEFT_CONFIG_FILE} target_parameters (${JSON.stringify(config.target_parameters ?? null)}) ${parameters.length === 0 ? 'lists none' : 'lists one parameter, so no key has base_layer'}`);
+      }
+      if (t.shape.length !== 2) throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `has shape [${t.shape.join(', ')}] (a LoRA matrix has 2 dimensions)`);
+      const stacked = x[3] === 'A' ? t.shape[0] : t.shape[1];
+      if (stacked % rank !== 0) {
+        throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `has shape [${t.shape.join(', ')}]: its stacked rank dimension ${stacked} is not r · experts for ${PEFT_CONFIG_FILE} r = ${rank}`);
+      }
+      tensors.set(key, { shape: [...t.shape], data: toFloat32(t, key) });
+      if (!found.has(target)) found.set(target, new Set());
+      found.get(target)!.add(Number(x[1]));
+      continue;
+    }
     const m = KEY.exec(key);
     const target = m?.[3] as LoraTarget | undefined;
     const group = m?.[2];
@@ -196,10 +243,13 @@ export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
   if (found.size === 0) throw new PeftAdapterError(PEFT_WEIGHTS_FILE, '', 'holds no LoRA tensors');
   const layers = Math.max(...[...found.values()].flatMap((s) => [...s])) + 1;
   const targets = LORA_TARGETS.filter((t) => found.has(t));
+  for (const target of parameters) {
+    if (!found.has(target)) throw new PeftAdapterError(PEFT_WEIGHTS_FILE, '', `holds no tensors of ${PEFT_EXPERT_PARAMETERS[target as keyof typeof PEFT_EXPERT_PARAMETERS]}, which ${PEFT_CONFIG_FILE} target_parameters lists`);
+  }
   for (const target of targets) {
     for (let layer = 0; layer < layers; layer++) {
       for (const mat of ['A', 'B'] as const) {
-        const key = peftAdapterKey(layer, target, mat);
+        const key = peftAdapterKey(layer, target, mat, targets);
         if (!tensors.has(key)) {
           throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `is missing (the adapter has ${target} on other layers; adapters on a subset of the layers are not supported)`);
         }
@@ -234,15 +284,23 @@ export function checkPeftAdapter(config: ModelConfig, a: PeftAdapter): void {
     if (mlp.length > 0) {
       throw new PeftAdapterError(PEFT_WEIGHTS_FILE, peftAdapterKey(0, mlp[0], 'A'), `adapts ${mlp[0]}, but the model's MLP is a mixture of experts (experts = ${c.experts}): the adapter was made for another base model`);
     }
+  } else {
+    const ex = a.lora.targets.filter((t) => LORA_EXPERT_TARGETS.includes(t));
+    if (ex.length > 0) {
+      throw new PeftAdapterError(PEFT_WEIGHTS_FILE, peftAdapterKey(0, ex[0], 'A', a.lora.targets), `adapts ${ex[0]}, but the model's MLP is dense (experts = 0): the adapter was made for another base model`);
+    }
   }
   for (const target of a.lora.targets) {
     const { in: nIn, out } = loraTargetShape(c, target);
+    const expert = LORA_EXPERT_TARGETS.includes(target);
+    const shapes = expert ? peftExpertShapes(c.experts, a.lora.rank, nIn, out) : { A: [a.lora.rank, nIn], B: [out, a.lora.rank] };
     for (let layer = 0; layer < c.layers; layer++) {
-      for (const [mat, want] of [['A', [a.lora.rank, nIn]], ['B', [out, a.lora.rank]]] as const) {
-        const key = peftAdapterKey(layer, target, mat);
+      for (const [mat, want] of [['A', shapes.A], ['B', shapes.B]] as const) {
+        const key = peftAdapterKey(layer, target, mat, a.lora.targets);
         const t = a.tensors.get(key)!;
         if (t.shape[0] !== want[0] || t.shape[1] !== want[1]) {
-          throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `has shape [${t.shape.join(', ')}], the model's ${target} needs [${want.join(', ')}] (in ${nIn}, out ${out}): the adapter was made for another base model`);
+          const per = expert ? ` per expert, ${c.experts} experts stacked as PEFT stacks them` : '';
+          throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `has shape [${t.shape.join(', ')}], the model's ${target} needs [${want.join(', ')}] (in ${nIn}, out ${out}${per}): the adapter was made for another base model`);
         }
       }
     }
@@ -264,9 +322,18 @@ export function peftAdapterValues(config: ModelConfig, a: PeftAdapter): Map<stri
     throw new ModelConfigError('lora', `(${config.lora === null ? 'none' : describeLora(config.lora)}) differs from the adapter's (${describeLora(a.lora)})`);
   }
   const values = new Map<string, Float32Array>();
+  const targets = config.lora.targets;
   for (const slot of loraAdapterSlots(config)) {
-    values.set(slot.aName, a.tensors.get(peftAdapterKey(slot.layer, slot.target, 'A'))!.data);
-    values.set(slot.bName, a.tensors.get(peftAdapterKey(slot.layer, slot.target, 'B'))!.data);
+    const A = a.tensors.get(peftAdapterKey(slot.layer, slot.target, 'A', targets))!.data;
+    const B = a.tensors.get(peftAdapterKey(slot.layer, slot.target, 'B', targets))!.data;
+    if (slot.experts > 0) {
+      const ours = expertsFromPeft(slot.target, A, B, slot.experts, config.lora.rank, slot.out);
+      values.set(slot.aName, ours.a);
+      values.set(slot.bName, ours.b);
+    } else {
+      values.set(slot.aName, A);
+      values.set(slot.bName, B);
+    }
   }
   return values;
 }
@@ -301,7 +368,11 @@ export interface SavePeftOptions {
   baseModelNameOrPath?: string | null;
 }
 
-/** The adapter_config.json of a model's adapters, keys sorted as PEFT writes them. */
+/**
+ * The adapter_config.json of a model's adapters, keys sorted as PEFT writes them: `target_modules`
+ * the adapted modules, and with expert targets `target_parameters` (`mlp.experts.gate_up_proj`,
+ * `mlp.experts.down_proj`).
+ */
 export function peftAdapterConfig(lora: LoraConfig, baseModelNameOrPath: string | null = null): Record<string, unknown> {
   const config: Record<string, unknown> = {
     alpha_pattern: {},
@@ -320,11 +391,14 @@ export function peftAdapterConfig(lora: LoraConfig, baseModelNameOrPath: string 
     r: lora.rank,
     rank_pattern: {},
     revision: null,
-    target_modules: [...lora.targets],
+    target_modules: lora.targets.filter((t) => !LORA_EXPERT_TARGETS.includes(t)),
     task_type: 'CAUSAL_LM',
     use_dora: false,
     use_rslora: lora.rslora,
   };
+  // target_parameters (PEFT >= 0.17) only when the experts are adapted: an older PEFT refuses unknown fields
+  const parameters = lora.targets.filter((t) => LORA_EXPERT_TARGETS.includes(t)).map((t) => PEFT_EXPERT_PARAMETERS[t as keyof typeof PEFT_EXPERT_PARAMETERS]);
+  if (parameters.length > 0) config.target_parameters = parameters;
   return Object.fromEntries(Object.keys(config).sort().map((k) => [k, config[k]]));
 }
 
@@ -337,8 +411,17 @@ export async function savePeftAdapter(model: Transformer, dir: string, options: 
   if (lora === null) throw new ModelConfigError('lora', 'is null: this model has no LoRA adapters to save');
   const tensors: [string, SafeTensor][] = [];
   for (const slot of loraAdapterSlots(model.config)) {
-    tensors.push([peftAdapterKey(slot.layer, slot.target, 'A'), { dtype: 'F32', shape: [lora.rank, slot.in], data: model.store.read(slot.aName) }]);
-    tensors.push([peftAdapterKey(slot.layer, slot.target, 'B'), { dtype: 'F32', shape: [slot.out, lora.rank], data: model.store.read(slot.bName) }]);
+    const keyA = peftAdapterKey(slot.layer, slot.target, 'A', lora.targets);
+    const keyB = peftAdapterKey(slot.layer, slot.target, 'B', lora.targets);
+    if (slot.experts > 0) {
+      const { A, B } = expertsToPeft(slot.target, model.store.read(slot.aName), model.store.read(slot.bName), slot.experts, lora.rank, slot.out);
+      const shapes = peftExpertShapes(slot.experts, lora.rank, slot.in, slot.out);
+      tensors.push([keyA, { dtype: 'F32', shape: shapes.A, data: A }]);
+      tensors.push([keyB, { dtype: 'F32', shape: shapes.B, data: B }]);
+      continue;
+    }
+    tensors.push([keyA, { dtype: 'F32', shape: [lora.rank, slot.in], data: model.store.read(slot.aName) }]);
+    tensors.push([keyB, { dtype: 'F32', shape: [slot.out, lora.rank], data: model.store.read(slot.bName) }]);
   }
   await mkdir(dir, { recursive: true });
   writeSafetensorsFile(join(dir, PEFT_WEIGHTS_FILE), tensors, { format: 'pt' });
