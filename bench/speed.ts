@@ -13,7 +13,7 @@
  */
 import type { AttentionImpl } from '../lib/attention/index.js';
 import { Transformer, fmaPeakGflops } from '../lib/model/index.js';
-import { mulberry32 } from '../lib/tau/index.js';
+import { mulberry32 } from '../lib/util/random.js';
 import { benchProgram, commandLine, parseBench, runWhenInvoked, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 import { memoryChart } from './common/chart.js';
 import { measureAttentionSpeed, visiblePairs, type BenchMask } from './attention.js';

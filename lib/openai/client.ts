@@ -13,7 +13,7 @@
  * share the headers and timeouts.
  * @module
  */
-import { mulberry32 } from '../tau/rng.js';
+import { mulberry32 } from '../util/random.js';
 
 /** How a request picks a base URL. */
 export type RoutingPolicy = 'round-robin' | 'least-busy';
