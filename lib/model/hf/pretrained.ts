@@ -15,12 +15,13 @@
  * `mxfp4: 'bf16'` loads instead; `dtype: 'float32'` dequantizes to float32). gpt-oss-20b then
  * holds about its 13.8 GB checkpoint size instead of 41.8 GB.
  *
- * Devices: `'cpu'` (default), `'cuda'` or `'auto'`. The CUDA transformer runs the built-in
- * architecture only for now: a model that needs q/k norm, plain softmax attention (no sinks),
- * tied embeddings or experts, or bfloat16 storage, is refused on `'cuda'` with a
- * `DeviceUnavailableError` naming the field (before any tensor is read), and runs on the CPU under `'auto'`
- * ({@link PretrainedModel.fallback} says why). On a GPU the parameters are float32 and trainable
- * (the only GPU store there is today); `dtype: 'auto'` then means float32.
+ * Devices: `'cpu'` (default), `'cuda'` or `'auto'` (the GPU when the CUDA build finds one, else
+ * the CPU). The CUDA transformer runs every architecture the loader maps — q/k norm, with or
+ * without sinks, tied embeddings, experts, bfloat16 frozen matrices — and LoRA, so
+ * {@link cudaRefusal} refuses nothing today and {@link PretrainedModel.fallback} is null; a
+ * `'cuda'` request without a usable GPU throws `DeviceUnavailableError`. On a GPU without LoRA
+ * every parameter is float32 and trainable (bfloat16 files are widened as they load); with LoRA
+ * the base stays frozen in its own dtype and only the adapters train.
  *
  * LoRA: `adapter: peftDir` applies a PEFT adapter (the model's log-probs and samples are base +
  * adapter), `lora: { rank, alpha, targets }` adds fresh adapters to train (B = 0: the outputs
