@@ -34,13 +34,12 @@ import {
   backends,
   cudaAvailable,
   isOutOfMemoryError,
-  loadAddon,
   memory,
-  packageRoot,
   toDevice,
   type DType,
   type DeviceTensor,
 } from '../lib/native/index.js';
+import { loadAddon, packageRoot } from '../lib/native/loader.js';
 import { fillUniform } from '../lib/util/random.js';
 import { benchProgram, commandLine, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 

@@ -57,8 +57,8 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
 fi
 
 "$node" -e "
-Promise.all([import('./dist/lib/native/index.js'), import('./dist/lib/attention/index.js')]).then(([m, attention]) => {
-  const i = attention.attentionInfo(), st = m.loadAddon().cudaStatus(), a = m.loadAddon();
+Promise.all([import('./dist/lib/native/index.js'), import('./dist/lib/attention/index.js'), import('./dist/lib/native/loader.js')]).then(([m, attention, loader]) => {
+  const i = attention.attentionInfo(), a = loader.loadAddon(), st = a.cudaStatus();
   console.log('gpu-check: addon', m.buildInfo().version, 'cudaCompiled', m.buildInfo().cudaCompiled, 'cudaKernels', i.cudaKernels,
     'grpo', a.grpoDevices().join('/'), 'model ops', a.modelOpsDevices().join('/'), 'devices', st.devices, st.reason);
   if (!i.cudaKernels || st.devices < 1) process.exit(3);

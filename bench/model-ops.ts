@@ -16,10 +16,8 @@ import {
   crossEntropyForward,
   embeddingBackward,
   embeddingForward,
-  fmaPeakGflops,
   gemm,
   gemmInfo,
-  gemmNaive,
   linearBackward,
   linearForward,
   modelConfig,
@@ -30,6 +28,7 @@ import {
   swigluBackward,
   swigluForward,
 } from '../lib/model/index.js';
+import { fmaPeakGflops, gemmNaive } from '../lib/model/ops.js';
 import { backends } from '../lib/native/index.js';
 import { fillUniform } from '../lib/util/random.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';

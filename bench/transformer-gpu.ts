@@ -13,7 +13,8 @@ import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 
 import { cudaAvailable } from '../lib/native/index.js';
-import { type ModelConfig, modelConfig, modelAddon, packSequences, TransformerPolicy } from '../lib/model/index.js';
+import { type ModelConfig, modelConfig, packSequences, TransformerPolicy } from '../lib/model/index.js';
+import { modelAddon } from '../lib/model/native.js';
 import { mulberry32 } from '../lib/util/random.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 

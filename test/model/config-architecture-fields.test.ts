@@ -5,7 +5,8 @@
 import t from 'tap';
 
 import { MODEL_PRESETS } from '../../lib/model/config.js';
-import { isSlidingLayer, modelAddon, modelConfig, parameterLayout, validateModelConfig } from '../../lib/model/index.js';
+import { isSlidingLayer, modelConfig, parameterLayout, validateModelConfig } from '../../lib/model/index.js';
+import { modelAddon } from '../../lib/model/native.js';
 
 const base = MODEL_PRESETS.tiny;
 const small = { layers: 2, width: 12, heads: 4, kvHeads: 2, headDim: 6, window: 3, vocab: 17, context: 32, ffn: 5, ropeTheta: 1000, normEps: 1e-5, initStd: 0.1, swiglu: 'standard' as const };

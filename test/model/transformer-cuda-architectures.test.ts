@@ -19,14 +19,15 @@ import {
   ParamStore,
   Transformer,
   type TransformerSession,
-  modelAddon,
   modelConfig,
   parameterLayout,
   type ModelConfig,
   type ModelConfigInput,
   type ParamSpec,
 } from '../../lib/model/index.js';
-import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
+import { modelAddon } from '../../lib/model/native.js';
+import { cudaAvailable } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 import { bf16Bits, closeness, randint, rng, sameBits } from './fixtures/reference.js';
 import { randomizeStore } from './fixtures/transformer-reference.js';
 

@@ -55,6 +55,7 @@ import { HfConfigError } from './errors.js';
 import { HfCheckpointReader, type HfDtypeOption, type HfMxfp4Option } from './load.js';
 import { type SaveHfResult, saveHf } from './save.js';
 import { HfTokenizer, HfTokenizerError } from './tokenizer.js';
+import { optionKeys, refuseUnknownOptions } from '../../util/options.js';
 
 /** Options of {@link loadPretrained}. */
 export interface LoadPretrainedOptions {
@@ -100,7 +101,7 @@ export interface LoadPretrainedOptions {
 }
 
 /** The keys {@link loadPretrained} reads (any other is refused, naming it). */
-const LOAD_PRETRAINED_KEYS: ReadonlySet<string> = new Set(['device', 'dtype', 'maxPositions', 'trainable', 'adapter', 'lora', 'seed', 'chat', 'policy', 'activationCheckpointing', 'mxfp4']);
+const LOAD_PRETRAINED_KEYS = optionKeys<LoadPretrainedOptions>({ device: true, dtype: true, maxPositions: true, trainable: true, adapter: true, lora: true, seed: true, chat: true, policy: true, activationCheckpointing: true, mxfp4: true });
 
 /** Options of {@link PretrainedModel.logProbs}. */
 export interface PretrainedLogProbOptions {
@@ -404,7 +405,7 @@ function chooseDevice(request: DeviceRequest, config: ModelConfig, dtype: 'float
 export async function loadPretrained(dir: string, options: LoadPretrainedOptions = {}): Promise<PretrainedModel> {
   if (typeof dir !== 'string' || dir === '') throw new TypeError('dir must be a model folder path');
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
-  for (const key of Object.keys(options)) if (!LOAD_PRETRAINED_KEYS.has(key)) throw new RangeError(`options.${key} is not an option of loadPretrained (known: ${[...LOAD_PRETRAINED_KEYS].join(', ')})`);
+  refuseUnknownOptions(options, LOAD_PRETRAINED_KEYS, 'loadPretrained');
   const checkpointing = options.activationCheckpointing ?? 'none';
   if (checkpointing !== 'none' && checkpointing !== 'layers') throw new RangeError(`options.activationCheckpointing must be 'none' or 'layers', got ${JSON.stringify(checkpointing)}`);
   const policyOptions = { ...options.policy, activationCheckpointing: checkpointing };
