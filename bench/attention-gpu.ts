@@ -34,13 +34,13 @@ import {
   backends,
   cudaAvailable,
   isOutOfMemoryError,
-  loadAddon,
   memory,
-  packageRoot,
   toDevice,
   type DType,
   type DeviceTensor,
 } from '../lib/native/index.js';
+import { loadAddon, packageRoot } from '../lib/native/loader.js';
+import { fillUniform } from '../lib/util/random.js';
 import { benchProgram, commandLine, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Which mask a row used. */
@@ -144,15 +144,9 @@ function maskOf(mask: GpuBenchMask, window: number): AttentionMask {
   return mask === 'window' ? { window } : {};
 }
 
-/** Seeded uniform values in [-1, 1) (a fast LCG: the inputs are large). */
+/** Seeded uniform values in [-1, 1). */
 function fill(n: number, seed: number): Float32Array {
-  const a = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    a[i] = s / 2147483648 - 1;
-  }
-  return a;
+  return fillUniform(new Float32Array(n), seed);
 }
 
 /** `12.30 GiB`, `310.5 MiB`, `12.0 KiB`, `OOM` (out of memory), `—` (not measured). */

@@ -17,9 +17,11 @@ import { cpus } from 'node:os';
 
 
 import { SinkAttention, attentionInfo, type AttentionImpl, type AttentionMask, type AttentionShape } from '../lib/attention/index.js';
-import { backends, isOutOfMemoryError, loadAddon, memory } from '../lib/native/index.js';
+import { backends, isOutOfMemoryError, memory } from '../lib/native/index.js';
+import { loadAddon } from '../lib/native/loader.js';
 import { memoryChartSvg } from './attention-chart.js';
-import { GiB, collectGarbage, fillRandom as fill, fmtBytes, summarize, type Summary } from './common/util.js';
+import { fillUniform as fill } from '../lib/util/random.js';
+import { GiB, collectGarbage, fmtBytes, summarize, type Summary } from './common/util.js';
 import { benchProgram, commandLine, parseBench, runWhenInvoked, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Which mask a row used. */

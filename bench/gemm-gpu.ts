@@ -18,7 +18,8 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 
-import { backends, cudaAvailable, loadAddon } from '../lib/native/index.js';
+import { backends, cudaAvailable } from '../lib/native/index.js';
+import { loadAddon } from '../lib/native/loader.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** One timed GEMM configuration. */

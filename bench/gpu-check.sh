@@ -57,8 +57,8 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
 fi
 
 "$node" -e "
-Promise.all([import('./dist/lib/native/index.js'), import('./dist/lib/attention/index.js')]).then(([m, attention]) => {
-  const i = attention.attentionInfo(), st = m.loadAddon().cudaStatus(), a = m.loadAddon();
+Promise.all([import('./dist/lib/native/index.js'), import('./dist/lib/attention/index.js'), import('./dist/lib/native/loader.js')]).then(([m, attention, loader]) => {
+  const i = attention.attentionInfo(), a = loader.loadAddon(), st = a.cudaStatus();
   console.log('gpu-check: addon', m.buildInfo().version, 'cudaCompiled', m.buildInfo().cudaCompiled, 'cudaKernels', i.cudaKernels,
     'grpo', a.grpoDevices().join('/'), 'model ops', a.modelOpsDevices().join('/'), 'devices', st.devices, st.reason);
   if (!i.cudaKernels || st.devices < 1) process.exit(3);
@@ -69,7 +69,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   t0=$(date +%s)
   if npx tap --disable-coverage -R tap test/attention/cuda.test.ts test/native/device-tensor.test.ts \
     test/grpo/cuda.test.ts test/model/cuda-ops.test.ts test/model/cuda-moe.test.ts test/model/cuda-gemm-tc.test.ts test/model/transformer-cuda.test.ts \
-    test/model/transformer-cuda-extended.test.ts test/model/bench-transformer-gpu.test.ts \
+    test/model/transformer-cuda-architectures.test.ts test/model/bench-transformer-gpu.test.ts \
     test/model/hf/pretrained-api.test.ts test/model/lora-cuda.test.ts >"$out/gpu-tests.log" 2>&1; then
     say "GPU tests passed in $(( $(date +%s) - t0 )) s: $(grep -E '^# \{' "$out/gpu-tests.log" | tail -1)"
   else

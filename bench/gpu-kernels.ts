@@ -17,6 +17,7 @@ import { grpoAddon } from '../lib/grpo/native.js';
 import { cudaAvailable, toDevice, type DeviceTensor } from '../lib/native/index.js';
 import { adamwUpdate, linearBackward, linearForward, logSoftmaxBackward, logSoftmaxForward, rmsnormBackward, rmsnormForward, swigluBackward, swigluForward } from '../lib/model/ops.js';
 import { modelAddon } from '../lib/model/native.js';
+import { fillUniform } from '../lib/util/random.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Options of {@link runGpuKernelsBench}. */
@@ -61,15 +62,7 @@ function time(repeats: number, f: () => void): number {
 }
 
 function random(n: number, seed: number, lo = -1, hi = 1): Float32Array {
-  let s = seed >>> 0 || 1;
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    out[i] = lo + ((s >>> 0) / 4294967296) * (hi - lo);
-  }
-  return out;
+  return fillUniform(new Float32Array(n), seed, lo, hi);
 }
 
 /** Times the GRPO stages and one model-op step on the CPU and (when usable) the GPU. */

@@ -13,6 +13,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { grpoAddon } from '../lib/grpo/native.js';
 import { broadcastAdvantages, computeAdvantages, policyLoss, type KlType } from '../lib/grpo/index.js';
 import { backends } from '../lib/native/index.js';
+import { mulberry32 } from '../lib/util/random.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Options of {@link runGrpoBench}. */
@@ -73,15 +74,7 @@ export interface GrpoBenchResult {
   rows: GrpoBenchRow[];
 }
 
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), a | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = mulberry32;
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);

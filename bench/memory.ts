@@ -22,7 +22,7 @@ import { totalmem } from 'node:os';
 import type { AttentionImpl } from '../lib/attention/index.js';
 import { Transformer } from '../lib/model/index.js';
 import { backends, memory } from '../lib/native/index.js';
-import { mulberry32 } from '../lib/tau/index.js';
+import { mulberry32 } from '../lib/util/random.js';
 import { runAttentionGpuBench } from './attention-gpu.js';
 import { measureAttentionMemory, visiblePairs, type BenchMask } from './attention.js';
 import { benchProgram, commandLine, parseBench, runWhenInvoked, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';

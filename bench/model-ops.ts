@@ -16,10 +16,8 @@ import {
   crossEntropyForward,
   embeddingBackward,
   embeddingForward,
-  fmaPeakGflops,
   gemm,
   gemmInfo,
-  gemmNaive,
   linearBackward,
   linearForward,
   modelConfig,
@@ -30,7 +28,9 @@ import {
   swigluBackward,
   swigluForward,
 } from '../lib/model/index.js';
+import { fmaPeakGflops, gemmNaive } from '../lib/model/ops.js';
 import { backends } from '../lib/native/index.js';
+import { fillUniform } from '../lib/util/random.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Options of {@link runModelOpsBench}. */
@@ -92,13 +92,7 @@ function timeIt(fn: () => void, minSeconds: number, rounds = 3): number {
 }
 
 function random(n: number, seed: number): Float32Array {
-  const a = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    a[i] = s / 2 ** 31 - 1;
-  }
-  return a;
+  return fillUniform(new Float32Array(n), seed);
 }
 
 /** The non-attention work of one training step of `tiny` on `tokens` tokens, on a real ParamStore. */

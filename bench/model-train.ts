@@ -23,7 +23,7 @@ import {
   packSequences,
 } from '../lib/model/index.js';
 import { backends, memory } from '../lib/native/index.js';
-import { mulberry32 } from '../lib/tau/index.js';
+import { mulberry32 } from '../lib/util/random.js';
 import { measureTrainStep } from './common/train-step.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 import { parseGiB } from './common/options.js';

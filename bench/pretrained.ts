@@ -36,22 +36,13 @@ import { opsIsa } from '../lib/model/ops.js';
 import type { DeviceRequest } from '../lib/native/device.js';
 import { backends } from '../lib/native/index.js';
 import { memory } from '../lib/native/memory.js';
+import { mulberry32 } from '../lib/util/random.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 import { gptOssConfig, qwen3Config, writeRandomHfCheckpoint } from './common/random-hf-checkpoint.js';
 
 const MiB = 2 ** 20;
 
-/** A seeded uniform stream in [0, 1) (mulberry32). */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const seeded = mulberry32;
 
 /** The model shape. */
 export interface PretrainedShape {

@@ -12,8 +12,9 @@
  * Run: `sinkflex bench speed [options]` or `node dist/bench/speed.js [options]`.
  */
 import type { AttentionImpl } from '../lib/attention/index.js';
-import { Transformer, fmaPeakGflops } from '../lib/model/index.js';
-import { mulberry32 } from '../lib/tau/index.js';
+import { Transformer } from '../lib/model/index.js';
+import { fmaPeakGflops } from '../lib/model/ops.js';
+import { mulberry32 } from '../lib/util/random.js';
 import { benchProgram, commandLine, parseBench, runWhenInvoked, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 import { memoryChart } from './common/chart.js';
 import { measureAttentionSpeed, visiblePairs, type BenchMask } from './attention.js';

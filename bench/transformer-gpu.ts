@@ -13,7 +13,9 @@ import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 
 import { cudaAvailable } from '../lib/native/index.js';
-import { type ModelConfig, modelConfig, modelAddon, packSequences, TransformerPolicy } from '../lib/model/index.js';
+import { type ModelConfig, modelConfig, packSequences, TransformerPolicy } from '../lib/model/index.js';
+import { modelAddon } from '../lib/model/native.js';
+import { mulberry32 } from '../lib/util/random.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
 
 /** Options of {@link runTransformerGpuBench}. */
@@ -65,15 +67,10 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-/** A reproducible token stream (xorshift) in [0, vocab). */
+/** A reproducible token stream in [0, vocab). */
 function tokensOf(n: number, seed: number, vocab: number): number[] {
-  let s = seed >>> 0 || 1;
-  return Array.from({ length: n }, () => {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    return (s >>> 0) % vocab;
-  });
+  const next = mulberry32(seed);
+  return Array.from({ length: n }, () => Math.floor(next() * vocab));
 }
 
 /** Times a training step and a sampling run of the same policy on the CPU and (when usable) the GPU. */

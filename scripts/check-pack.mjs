@@ -56,11 +56,12 @@ try {
   if (top.includes('build')) fail('the installed package has a build/ folder: something compiled');
   const probe = [
     "import * as s from 'sinkflex-rl';",
-    "import { loadAddon } from 'sinkflex-rl/native';",
     "const b = s.backends();",
     "if (!b.some((x) => x.name === 'cpu')) throw new Error('no cpu backend');",
-    "const a = loadAddon().allocTracked(1024);",
+    "const store = s.ParamStore.fromSpecs([{ name: 'w', shape: [32, 32] }], 1);",
+    "const a = store.read('w');",
     "if (a.length !== 1024 || s.memory.peakBytes() < 4096) throw new Error('tracked allocation failed');",
+    "store.dispose();",
     `const subpaths = ${JSON.stringify(subpaths)};`,
     "const names = {};",
     "for (const l of subpaths) names[l] = Object.keys(await import(`sinkflex-rl/${l}`)).length;",

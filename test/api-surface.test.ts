@@ -1,6 +1,7 @@
 // The public surface of the package, pinned: the names the root exports (`sinkflex-rl`) and the
-// subpath exports (`sinkflex-rl/<layer>`) package.json declares. A change to either is deliberate:
-// edit the index file and this list together. Also checked: every index file lists its exports
+// names each subpath export (`sinkflex-rl/<layer>`) package.json declares exports. A change to any
+// is deliberate: edit the index file and these lists together. No subpath exports a raw addon
+// handle or a benchmark helper (benches import those by path). Also checked: every index file lists its exports
 // (no `export *`), its runtime exports are exactly its non-type names, every root name comes from
 // its layer's subpath, and the imports in the docs' code examples name exported things.
 import { readFileSync, readdirSync } from 'node:fs';
@@ -47,6 +48,194 @@ const ROOT = [
   'sinkAttentionForwardAsync', 'startChatServer', 'taskKind', 'toDevice', 'train', 'trainChatTokenizer',
   'trainEnvFactory', 'trajectoriesToJsonl', 'version', 'writeTrajectories',
 ];
+
+/** Each subpath's exports (`sinkflex-rl/<layer>`), sorted by name; `type ` marks a type-only export. */
+const SUBPATH_NAMES: Record<string, string[]> = {
+  native: [
+    'type Backend', 'type CpuBackend', 'type CudaBackend', 'type DType', 'type Device', 'DeviceError',
+    'type DeviceRequest', 'type DeviceTensor', 'DeviceUnavailableError', 'type MemoryDevice', 'type MemoryStats',
+    'type NativeBuildInfo', 'NativeLoadError', 'OutOfMemoryError', 'type TensorDevice', 'type ToDeviceOptions',
+    'backends', 'buildInfo', 'cudaAvailable', 'isDeviceError', 'isDeviceTensor', 'isOutOfMemoryError', 'memory',
+    'resolveDevice', 'toDevice', 'version',
+  ],
+  attention: [
+    'type AttentionBackwardOptions', 'type AttentionForwardResult', 'type AttentionGradients', 'type AttentionImpl',
+    'type AttentionInfo', 'type AttentionMask', 'type AttentionOptions', 'type AttentionShape',
+    'type AttentionTensor', 'type BackwardSplit', 'BlockMask', 'type BlockState', 'type CpuKernel', 'type DenseMask',
+    'type DeviceAttentionForwardResult', 'type DeviceAttentionGradients', 'type MaskPredicate', 'type MaskSpec',
+    'SinkAttention', 'type SinkAttentionBackwardOptions', 'type SinkAttentionOptions', 'allKeys', 'and',
+    'attentionInfo', 'causal', 'createBlockMask', 'createMask', 'describeMask', 'documents', 'maskFromOptions', 'not',
+    'or', 'prefix', 'sinkAttentionBackward', 'sinkAttentionBackwardAsync', 'sinkAttentionForward',
+    'sinkAttentionForwardAsync', 'slidingWindow',
+  ],
+  tau: [
+    'type AccountStatus', 'type ActionCheck', 'type Address', 'type AgentContext', 'type AirlineAddress',
+    'type AirlineCreditCard', 'type AirlineData', 'AirlineDb', 'type AirlineDomain', 'type AirlineDomainOptions',
+    'type AirlineGiftCard', 'type AirlinePayment', 'type AirlinePaymentMethod', 'type AirlineTable',
+    'type AirlineUser', 'type ApnName', 'type ApnSettings', 'type AppPermission', 'type AppStatus',
+    'type AssistantAction', 'type AssistantMessage', 'type BillStatus', 'type CabinClass', 'type CabinNumbers',
+    'type Certificate', 'type CommunicateCheck', 'CowMap', 'type CreditCard', 'DEFAULT_GREETING', 'type DbCheck',
+    'type DeviceType', 'type EnvAssertion', 'type EnvAssertionCheck', 'type EnvFunctionCall', 'type EpisodeResult',
+    'type EpisodeStep', 'type EvaluateOptions', 'type EvaluationCriteria', 'ExpertAirlineAgent', 'ExpertRetailAgent',
+    'ExpertTelecomAgent', 'type FaultContext', 'type FaultSpec', 'type Flight', 'type FlightDateAvailable',
+    'type FlightDateCancelled', 'type FlightDateDelayed', 'type FlightDateFlying', 'type FlightDateLanded',
+    'type FlightDateOnTime', 'type FlightDateStatus', 'type FlightType', 'type Fulfillment', 'type GenerateDbOptions',
+    'type GenerateTasksOptions', 'type GenerateTelecomDbOptions', 'type GenerateTelecomTasksOptions', 'type GiftCard',
+    'type GoldActionError', 'type InitialState', 'type Insurance', 'type JsonSchema', 'type LineStatus',
+    'LlmUserError', 'type LlmUserOptions', 'LlmUserSimulator', 'type LoadTasksOptions', 'type MembershipLevel',
+    'type Message', 'type NLAssertionCheck', 'type NLJudge', 'type NetworkModePreference', 'type NetworkStatus',
+    'type NetworkTechnology', 'type NormalizedAction', 'type OpenAIChatMessage', 'type OpenAIToolSchema',
+    'type Order', 'type OrderItem', 'type OrderPayment', 'type OrderStatus', 'type Passenger', 'type PaymentMethod',
+    'type PaymentMethodType', 'type PaymentRequest', 'type Paypal', 'type PerformanceLevel', 'type PhoneDevice',
+    'type Product', 'RandomAgent', 'type Reservation', 'type ReservationFlight', 'type ResultSerializer',
+    'type RetailData', 'RetailDb', 'type RetailDomain', 'type RetailDomainOptions', 'type RetailRequest',
+    'type RetailScenario', 'type RetailTask', 'type RetailTaskKind', 'type RetailToolOptions', 'type RewardInfo',
+    'type RewardReason', 'type RewardType', 'type ScenarioItem', 'ScriptedRetailUser', 'ScriptedTelecomUser',
+    'type ScriptedTelecomUserOptions', 'type ScriptedUserOptions', 'type SignalStrength', 'type SimStatus',
+    'type SimulationRun', 'type StateAssertion', 'type StopMarker', 'type StructuredUserInstructions',
+    'type Surroundings', 'type SystemMessage', 'TASK_KIND_PATTERN', 'TELECOM_FAULTS', 'type TaskAction',
+    'type Tau2AirlineData', 'type Tau2RetailData', 'type Tau2TelecomData', 'type TauAgent', 'type TauDomain',
+    'TauEpisode', 'type TauEpisodeOptions', 'TauEvaluator', 'type TauTask', 'type TelecomAddress', 'type TelecomBill',
+    'type TelecomCategory', 'type TelecomCustomer', 'type TelecomData', 'TelecomDb', 'type TelecomDevice',
+    'type TelecomDomain', 'type TelecomDomainOptions', 'type TelecomLine', 'type TelecomLineItem',
+    'type TelecomPaymentMethod', 'type TelecomPersona', 'type TelecomPlan', 'type TelecomScenario', 'TelecomState',
+    'type TelecomTask', 'type TelecomUserData', 'TelecomUserDb', 'type TerminationReason', 'type Tool',
+    'type ToolCall', 'type ToolCallInput', 'ToolError', 'type ToolKind', 'type ToolMessage', 'type ToolRequestor',
+    'Toolkit', 'type TrialResult', 'type User', 'type UserMessage', 'type UserReply', 'type UserScenario',
+    'type UserSimulator', 'type UserTurnInput', 'type Variant', 'type VpnDetails', 'type WorldState',
+    'createAirlineDomain', 'createRetailDomain', 'createTelecomDomain', 'explainReward', 'generateRetailDb',
+    'generateRetailTasks', 'generateTelecomDb', 'generateTelecomTasks', 'isSuccess', 'loadTau2Airline',
+    'loadTau2Retail', 'loadTau2Telecom', 'mulberry32', 'normalizeAction', 'parseActionText', 'passHatK', 'runEpisode',
+    'runEpisodeSync', 'scenarioFromTau2Task', 'taskKind', 'toOpenAIMessages', 'transcript',
+  ],
+  gym: [
+    'ActionWrapper', 'AlreadyPendingCallError', 'type AnyEnv', 'type AnySpace', 'AsyncActionWrapper', 'AsyncEnv',
+    'AsyncObservationWrapper', 'AsyncOrderEnforcing', 'AsyncPassiveEnvChecker', 'AsyncRecordEpisodeStatistics',
+    'AsyncRewardWrapper', 'AsyncTauEnv', 'AsyncTimeLimit', 'AsyncVectorEnv', 'type AsyncVectorEnvOptions',
+    'AsyncWrapper', 'AutoresetMode', 'Box', 'type BoxBound', 'type BoxOptions', 'CartPoleEnv', 'type CartPoleOptions',
+    'type ChatMessage', 'type ChatRole', 'type ChatToolCall', 'type CheckEnvOptions', 'type ChoiceOptions',
+    'ClosedEnvironmentError', 'type CompositeOptions', 'type DType', 'DeprecatedEnv', 'Dict', 'Discrete',
+    'type DiscreteOptions', 'Env', 'EnvBase', 'EnvCheckError', 'type EnvCreator', 'type EnvKwargs',
+    'type EnvMetadata', 'type EnvSource', 'EnvSpec', 'type EnvSpecInit', 'type EpisodeStatistics',
+    'type GeneratedTaskSource', 'GymError', 'type IdEnvSource', 'type Info', 'type IntDType', 'type JsonSchema',
+    'type JsonType', 'type MakeOptions', 'type MakeVecOptions', 'Message', 'type MessageMask', 'type MessageOptions',
+    'type ModuleEnvSource', 'MultiBinary', 'type MultiBinaryOptions', 'MultiDiscrete', 'type MultiDiscreteMask',
+    'type MultiDiscreteOptions', 'NameNotFound', 'NamespaceNotFound', 'type NestedNumbers', 'NoAsyncCallError',
+    'NotImplementedError', 'ObservationWrapper', 'OrderEnforcing', 'type OrderEnforcingOptions', 'PassiveEnvChecker',
+    'RandomGenerator', 'type RandomState', 'RecordEpisodeStatistics', 'type RecordEpisodeStatisticsOptions',
+    'RegistrationError', 'type RenderFrame', 'type ResetArgs', 'ResetNeeded', 'type ResetResult', 'RewardWrapper',
+    'type RgbArray', 'type Seed', 'type SeedTree', 'Sequence', 'type SequenceLength', 'type SequenceOptions',
+    'type SequenceValue', 'type SetWrapperAttrOptions', 'Space', 'type SpaceJSON', 'type SpaceMask',
+    'type SpaceProbability', 'type SpaceReviver', 'type SpaceValue', 'type StepResult', 'type SubEnvFailure',
+    'SyncToAsyncEnv', 'SyncVectorEnv', 'type SyncVectorEnvOptions', 'type Tau2TaskSource', 'type TauDomainName',
+    'TauEnv', 'type TauEnvAction', 'type TauEnvOptions', 'type TauEnvView', 'type TauObservation',
+    'type TauResetOptions', 'type TauTaskSource', 'type TauUserOptions', 'TauWorld', 'Text', 'type TextMask',
+    'type TextOptions', 'TimeLimit', 'type ToolInput', 'type ToolSpec', 'TransformAction', 'TransformObservation',
+    'TransformReward', 'Tuple', 'type TypedArrayMap', 'UnregisteredEnv', 'VectorEnvBase', 'VectorEnvError',
+    'type VectorEnvOptions', 'type VectorResetArgs', 'type VectorResetResult', 'type VectorSeed',
+    'type VectorStepResult', 'VersionNotFound', 'type WaitOptions', 'type WarningHandler', 'type WarningKind',
+    'WorkerExitedError', 'WorkerTimeoutError', 'Wrapper', 'type WrapperCreator', 'type WrapperSpec', 'batchSpace',
+    'captureWarnings', 'captureWarningsAsync', 'checkAsyncEnv', 'checkEnv', 'concatenate', 'createTauEnv', 'iterate',
+    'loadEntryPoint', 'loadTauWorld', 'logger', 'make', 'makeAsync', 'makeVec', 'namespace', 'npRandom',
+    'pprintRegistry', 'register', 'registerSpaceType', 'registry', 'setWarningHandler', 'spaceFromJSON', 'spec',
+    'toAsyncEnv',
+  ],
+  rollout: [
+    'AgentLoop', 'type AgentLoopLimits', 'type AgentLoopOptions', 'type AgentLoopSampling', 'type BalanceOptions',
+    'type BalanceResult', 'type ChatConversation', 'type ChatPolicy', 'type ChatPolicyRequest',
+    'type ChatSampleParams', 'ChatTokenPolicy', 'type ChatTurn', 'CompletionTokenPolicy',
+    'type CompletionTokenPolicyOptions', 'DataProto', 'DataProtoError', 'type DataProtoInit', 'type DataProtoItem',
+    'DynamicSamplingError', 'type DynamicSamplingOptions', 'type EpisodeEnd', 'type EpisodeRecord',
+    'type EpisodesToDataProtoOptions', 'type EvaluatePolicyOptions', 'type EvaluationResult', 'ExpertChatPolicy',
+    'type ExpertPolicyOptions', 'ExpertTokenPolicy', 'type ExportOptions', 'GenerationScheduler',
+    'type KindEvaluation', 'ModelPolicyAdapter', 'type PackOptions', 'type PackedMicroBatch', 'type PartitionMethod',
+    'type RolloutJob', 'type RolloutRequest', 'type SchedulerStats', 'type SelectKeys', 'type SessionContext',
+    'type TaskEvaluation', 'type TaskLookup', 'type TensorColumn', 'type TensorData', 'type TensorInput',
+    'type TokenCompletion', 'type TokenCompletionRequest', 'type TokenCompletions', 'type TokenPolicy',
+    'type TokenSampleParams', 'type TokenSampleRequest', 'type TokenSampleResult', 'type TokenSession',
+    'type TokenizationCheck', 'type TokenizationSanityCheck', 'balanceBatch', 'episodesToDataProto', 'evaluatePolicy',
+    'generateBatch', 'generateWithDynamicSampling', 'greedyPartition', 'groupIds', 'karmarkarKarp', 'mixSeed',
+    'packMicroBatches', 'partitionByBudget', 'rawActionText', 'rolloutMetrics', 'tauMessageOf', 'trajectoriesToJsonl',
+    'unpackDocuments', 'writeTrajectories',
+  ],
+  model: [
+    'type ActivationCheckpointing', 'type AdamWStepOptions', 'type AdamWStepResult', 'type ChatAssistantMessage',
+    'type ChatCompletion', 'type ChatFormat', 'type ChatFormatAppendOptions', 'type ChatFormatOptions',
+    'type ChatFormatRenderOptions', 'type ChatFormatTokenizer', 'type ChatMessage', 'type ChatModel',
+    'type ChatOptions', 'ChatTemplate', 'ChatTemplateError', 'type ChatToolCall', 'type Checkpoint',
+    'CheckpointError', 'ConversationDecodeError', 'ConversationDecoder', 'type ConversationReader',
+    'type DecodeOptions', 'type FinishReason', 'type ForwardBackwardResult', 'type ForwardPass', 'type GemmArgs',
+    'type GemmInfo', 'type GenerateRequest', 'type GenerativeModel', 'HarmonyChatFormat',
+    'type HarmonyChatFormatOptions', 'type HarmonyRenderChatOptions', 'type HfArchitecture', 'type HfCheckpoint',
+    'HfCheckpointReader', 'HfConfigError', 'type HfConfigInfo', 'type HfConfigOptions', 'type HfDecodeOptions',
+    'type HfDtypeOption', 'type HfEncodeOptions', 'type HfFileDtype', 'type HfFingerprintFile',
+    'type HfFolderFingerprint', 'type HfLoadOptions', 'type HfLoadedTensor', 'type HfMxfp4Option',
+    'type HfMxfp4Tensor', 'type HfSpecialTokens', 'type HfTensor', 'HfTensorError', 'type HfTensorInfo',
+    'type HfTensorSource', 'HfTokenizer', 'HfTokenizerError', 'type HfTokenizerFiles', 'type HfTokenizerOptions',
+    'JinjaChatFormat', 'type JinjaChatFormatOptions', 'type JinjaRenderOptions', 'LORA_MLP_TARGETS', 'LORA_TARGETS',
+    'type LayerType', 'type LayoutParamSpec', 'type LinearRopeScaling', 'type LinearShape', 'type Llama3RopeScaling',
+    'type LoadPretrainedOptions', 'type LogProbOptions', 'type LogProbResult', 'type LogitsInput',
+    'type LogprobsMode', 'type LoraAdapterSlot', 'type LoraConfig', 'type LoraConfigInput', 'type LoraOptionInput',
+    'type LoraTarget', 'type MatmulOptions', 'type MatmulPrecision', 'type ModelConfig', 'ModelConfigError',
+    'type ModelConfigInput', 'type ModelPreset', 'type ModelSession', 'type MoeForwardResult', 'type MoeGradients',
+    'type MoeShape', 'type MoeState', 'type MoeWeights', 'type Mxfp4Data', 'type NativeJob', 'type NativeRunResult',
+    'type OpDevice', 'type OptimizerState', 'type OptimizerStepOptions', 'type OptionalModelConfigField',
+    'PEFT_CONFIG_FILE', 'PEFT_WEIGHTS_FILE', 'type PackedBatch', 'type PackedSequences', 'type ParamBufferName',
+    'type ParamDtype', 'type ParamInfo', 'type ParamInit', 'type ParamSpec', 'ParamStore', 'type ParamStoreOptions',
+    'type ParseResult', 'type ParsedCompletion', 'type PeftAdapter', 'PeftAdapterError', 'type PolicySaveOptions',
+    'type PretrainedChatFormat', 'type PretrainedLogProbOptions', 'PretrainedModel', 'type PretrainedSaveOptions',
+    'type ReasoningEffort', 'type RenderOptions', 'type RenderedChat', 'type RopeParameters', 'type RopeScaling',
+    'type RopeShape', 'type RunOptions', 'type SafeTensor', 'type SafetensorsArray', 'type SafetensorsDType',
+    'SafetensorsError', 'type SampleOptions', 'type SampleResult', 'type SaveCheckpointOptions', 'type SaveHfOptions',
+    'type SaveHfResult', 'type SaveOptimizerStateOptions', 'type SavePeftOptions', 'type SequenceToPack',
+    'type SessionOptions', 'type StoreDevice', 'type SwiGluParams', 'type SwiGluVariant', 'TemplateChatModel',
+    'type TensorDtype', 'type TokenGradients', 'type TokenLoss', 'Tokenizer', 'TokenizerError', 'type TokenizerJSON',
+    'type TokenizerTrainOptions', 'type ToolSchema', 'TrainForward', 'type TrainStepOptions', 'type TrainStepResult',
+    'type TrainablePolicy', 'Transformer', 'TransformerPolicy', 'type TransformerPolicyOptions',
+    'TransformerPolicySession', 'TransformerSession', 'type WeightArray', 'type YarnRopeScaling', 'adamwUpdate',
+    'addLora', 'appendTokens', 'applyPeftAdapter', 'checkPeftAdapter', 'crossEntropyBackward', 'crossEntropyForward',
+    'cudaRefusal', 'decodeWtf8', 'describeLora', 'embeddingBackward', 'embeddingForward', 'fingerprintDifference',
+    'gemm', 'gemmAsync', 'gemmInfo', 'hfFolderFingerprint', 'isSlidingLayer', 'linearBackward', 'linearForward',
+    'loadChatFormat', 'loadCheckpoint', 'loadHfCheckpoint', 'loadOptimizerState', 'loadPretrained',
+    'logSoftmaxBackward', 'logSoftmaxForward', 'loraAdapterSlots', 'matmul', 'matmulPrecision', 'mergeLora',
+    'modelConfig', 'modelOpsDevice', 'moeBackward', 'moeForward', 'opsIsa', 'packSequences', 'parameterLayout',
+    'parseHfConfig', 'peftAdapterKey', 'peftAdapterValues', 'readPeftAdapter', 'removeLora', 'resolveLoraTargets',
+    'restoreOptimizerState', 'restoreParamStore', 'rmsnormBackward', 'rmsnormForward', 'ropeBackward', 'ropeForward',
+    'ropeParameters', 'sameLoraSettings', 'saveCheckpoint', 'saveHf', 'saveOptimizerState', 'savePeftAdapter',
+    'setMatmulPrecision', 'sumSquares', 'swigluBackward', 'swigluForward', 'trainChatTokenizer',
+    'validateModelConfig',
+  ],
+  grpo: [
+    'type AdvantageEstimator', 'type AdvantageOptions', 'type BroadcastOptions', 'type GrpoFloats', 'type KlType',
+    'type LossAggMode', 'type PolicyLossInputs', 'type PolicyLossMetrics', 'type PolicyLossOptions',
+    'type PolicyLossResult', 'type PolicyLossShape', 'broadcastAdvantages', 'broadcastAdvantagesAsync',
+    'computeAdvantages', 'computeAdvantagesAsync', 'policyLoss', 'policyLossAsync',
+  ],
+  openai: [
+    'type AdapterHost', 'type AdapterHostStats', 'type AdapterLoadResult', 'AdapterNotFoundError', 'type AdminEvent',
+    'type AnsweredCompletion', 'type CallOptions', 'type ChatCompletionChoice', 'type ChatCompletionRequest',
+    'type ChatCompletionResponse', 'type ChatCompletionResult', 'ChatEngine', 'type ChatEngineOptions',
+    'type ChatRequest', 'type ChatServer', 'type ChatServerOptions', 'type CompleteOptions', 'CompletionFormatError',
+    'type CompletionResponse', 'type EndpointStats', 'type EngineResult', 'OpenAIChatClient', 'OpenAIChatPolicy',
+    'type OpenAIClientOptions', 'OpenAIError', 'type OpenAIErrorKind', 'type OpenAIPolicyOptions',
+    'OpenAITokenCompletions', 'type OpenAITokenCompletionsOptions', 'type OpenAITurnLog', 'PretrainedAdapterHost',
+    'type PretrainedAdapterHostOptions', 'type RequestedSampling', 'type ResolvedSampling', 'type RoutingPolicy',
+    'SAMPLING_FIELDS', 'type SamplingDefaults', 'type SeedMode', 'type TokenCompletionsStats', 'type WeightsHost',
+    'generationConfigDefaults', 'readTokenCompletion', 'resolveSampling', 'startChatServer', 'transformerWeightsHost',
+  ],
+  trainer: [
+    'ConfigError', 'type KindGain', 'type LoadPolicyOptions', 'type LoadedPolicy', 'type MetricsRow',
+    'OffPolicyError', 'type PolicyUpdate', 'type PresetName', 'type PromptSettings', 'type PublishAdapter',
+    'type PublishWeights', 'REPORT_TRANSCRIPT_CAPS', 'ROLLOUT_ENGINE_FIELDS', 'type ResolveConfigOptions',
+    'type RolloutEnginePatch', 'RunFolderError', 'type RunInfo', 'TRAIN_ENV_IDS', 'type TrainConfig',
+    'TrainConfigSchema', 'type TrainEnvId', 'type TrainEvent', 'type TrainOptions', 'type TrainResult',
+    'type TrainWorld', 'type TranscriptCaps', 'buildWorld', 'loadPolicy', 'parseOverride', 'readConfigFile',
+    'resolveConfig', 'resumeRunFolder', 'train', 'trainEnvFactory', 'valSourceName',
+  ],
+};
+
+/** Names no public index may export: raw addon handles and loaders, benchmark helpers. */
+const INTERNAL = /^(loadAddon|packageRoot|[a-z]+Addon|[A-Z][A-Za-z]*Addon|NativeParamStore|NativeSession|NativeTransformer|gemmNaive|fmaPeakGflops|run[A-Za-z]*Bench|[A-Za-z]*BenchOptions|[A-Za-z]*BenchResult)$/;
 
 interface Exported {
   name: string;
@@ -117,6 +306,19 @@ t.test('the root exports exactly the pinned names, each from its layer subpath',
   const counts = SUBPATHS.map((l) => `sinkflex-rl/${l} ${layers.get(l)!.length}`).join(', ');
   const values = rootList.filter((e) => !e.type).length;
   t.comment(`sinkflex-rl: ${rootList.length} names (${values} values, ${rootList.length - values} types); ${counts}`);
+});
+
+t.test('each subpath exports exactly its pinned names', async (t) => {
+  t.same(Object.keys(SUBPATH_NAMES), SUBPATHS, 'a pinned list per subpath');
+  for (const l of SUBPATHS) t.same(pinned(listExports(indexFile(l))), SUBPATH_NAMES[l], `sinkflex-rl/${l}`);
+});
+
+t.test('no public index exports a raw addon handle or a benchmark helper', async (t) => {
+  for (const layer of [null, ...SUBPATHS]) {
+    const leaked = listExports(indexFile(layer)).map((e) => e.name).filter((n) => INTERNAL.test(n));
+    t.same(leaked, [], indexFile(layer));
+  }
+  t.ok(INTERNAL.test('loadAddon') && INTERNAL.test('modelAddon') && INTERNAL.test('runGrpoBench') && !INTERNAL.test('attentionInfo'), 'the pattern catches what it names');
 });
 
 t.test('each index exports at run time exactly its non-type names', async (t) => {

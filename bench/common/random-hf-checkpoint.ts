@@ -15,6 +15,7 @@ import { parseHfConfig } from '../../lib/model/hf/config.js';
 import { f32ToBf16 } from '../../lib/model/hf/numeric.js';
 import { planTensors, recipeSources, type HfSource } from '../../lib/model/hf/tensor-plan.js';
 import { type SafetensorsStreamEntry, writeSafetensorsStream } from '../../lib/model/safetensors-stream.js';
+import { mulberry32 } from '../../lib/util/random.js';
 
 /** What {@link writeRandomHfCheckpoint} wrote. */
 export interface RandomCheckpoint {
@@ -27,17 +28,10 @@ export interface RandomCheckpoint {
   parameters: number;
 }
 
-/** xorshift32 stream of uniform numbers in [-1, 1). */
+/** A seeded stream of uniform numbers in [-1, 1) (the project's mulberry32). */
 function uniform(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 2147483648 - 1;
-  };
+  const next = mulberry32(seed);
+  return () => 2 * next() - 1;
 }
 
 const CHUNK = 1 << 20;

@@ -68,20 +68,6 @@ export async function collectGarbage(): Promise<void> {
   }
 }
 
-/** Deterministic values in [-1, 1) (xorshift32) written into `a`. */
-export function fillRandom(a: Float32Array, seed: number): Float32Array {
-  let s = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < a.length; i++) {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    a[i] = s / 2147483648 - 1;
-  }
-  return a;
-}
-
 /** The machine a benchmark ran on. */
 export interface MachineInfo {
   cpu: string;

@@ -1,4 +1,5 @@
-import { loadAddon, type DeviceTensor } from '../native/index.js';
+import { type DeviceTensor } from '../native/index.js';
+import { loadAddon } from '../native/loader.js';
 import type {
   AttentionForwardResult,
   AttentionGradients,

@@ -1,5 +1,6 @@
 import type { DeviceRequest } from '../native/device.js';
-import { checkKeys, grpoCallDevice } from './device.js';
+import { refuseUnknownOptions } from '../util/options.js';
+import { grpoCallDevice } from './device.js';
 import { grpoAddon, type GrpoFloats, type NativeAdvantageOptions } from './native.js';
 
 /**
@@ -34,7 +35,7 @@ export interface AdvantageOptions {
 const ADVANTAGE_KEYS = ['estimator', 'normByStd', 'eps', 'device', 'out'] as const;
 
 function nativeAdvantageOptions(rewards: GrpoFloats, opts: AdvantageOptions | undefined): NativeAdvantageOptions {
-  checkKeys(opts, ADVANTAGE_KEYS, 'opts');
+  if (opts !== null) refuseUnknownOptions(opts, ADVANTAGE_KEYS, 'computeAdvantages', 'opts');
   return { ...opts, device: grpoCallDevice([rewards], opts?.device) };
 }
 
@@ -114,7 +115,7 @@ export function broadcastAdvantages(
   responseLen: number,
   opts?: BroadcastOptions,
 ): GrpoFloats {
-  checkKeys(opts, BROADCAST_KEYS, 'opts');
+  if (opts !== null) refuseUnknownOptions(opts, BROADCAST_KEYS, 'broadcastAdvantages', 'opts');
   return grpoAddon().grpoBroadcast(adv, responseMask, batch, responseLen, {
     ...opts,
     device: grpoCallDevice([adv, responseMask], opts?.device),
@@ -143,7 +144,7 @@ export async function broadcastAdvantagesAsync(
   responseLen: number,
   opts?: BroadcastOptions,
 ): Promise<GrpoFloats> {
-  checkKeys(opts, BROADCAST_KEYS, 'opts');
+  if (opts !== null) refuseUnknownOptions(opts, BROADCAST_KEYS, 'broadcastAdvantages', 'opts');
   return grpoAddon().grpoBroadcastAsync(adv, responseMask, batch, responseLen, {
     ...opts,
     device: grpoCallDevice([adv, responseMask], opts?.device),

@@ -30,13 +30,3 @@ export function grpoCallDevice(inputs: readonly unknown[], request?: DeviceReque
   return grpoDevice(request);
 }
 
-/** Throws a RangeError for keys of `opts` outside `allowed` (catches misspelt options). */
-export function checkKeys(opts: object | undefined, allowed: readonly string[], name: string): void {
-  if (opts === undefined || opts === null) return;
-  if (typeof opts !== 'object') throw new TypeError(`${name} must be an object, got ${typeof opts}`);
-  for (const key of Object.keys(opts)) {
-    if (!allowed.includes(key)) {
-      throw new RangeError(`${name} has an unknown option '${key}'; known options: ${allowed.join(', ')}`);
-    }
-  }
-}

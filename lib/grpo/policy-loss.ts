@@ -1,5 +1,6 @@
 import type { DeviceRequest } from '../native/device.js';
-import { checkKeys, grpoCallDevice } from './device.js';
+import { refuseUnknownOptions } from '../util/options.js';
+import { grpoCallDevice } from './device.js';
 import { grpoAddon, type GrpoFloats, type NativePolicyLossOptions, type NativePolicyLossResult } from './native.js';
 
 /**
@@ -118,8 +119,8 @@ const LOSS_KEYS = [
 const INPUT_KEYS = ['logProbs', 'oldLogProbs', 'advantages', 'responseMask', 'refLogProbs', 'entropy'] as const;
 
 function nativeLossOptions<T extends GrpoFloats>(inp: PolicyLossInputs<T>, opts: PolicyLossOptions | undefined): NativePolicyLossOptions {
-  checkKeys(inp, INPUT_KEYS, 'inp');
-  checkKeys(opts, LOSS_KEYS, 'opts');
+  if (inp !== null) refuseUnknownOptions(inp, INPUT_KEYS, 'policyLoss', 'inp');
+  if (opts !== null) refuseUnknownOptions(opts, LOSS_KEYS, 'policyLoss', 'opts');
   const inputs = inp !== null && typeof inp === 'object' ? INPUT_KEYS.map((k) => inp[k]) : [];
   return { ...opts, device: grpoCallDevice(inputs, opts?.device) };
 }

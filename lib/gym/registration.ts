@@ -39,6 +39,7 @@ import {
   type RecordEpisodeStatisticsOptions,
 } from './wrappers/record-episode-statistics.js';
 import { AsyncTimeLimit, TimeLimit } from './wrappers/time-limit.js';
+import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 /** Keyword arguments of an environment (one object). */
 export type EnvKwargs = Record<string, unknown>;
@@ -431,6 +432,8 @@ export interface MakeOptions {
   recordEpisodeStatistics?: boolean | RecordEpisodeStatisticsOptions;
 }
 
+const MAKE_KEYS = optionKeys<MakeOptions>({ maxEpisodeSteps: true, disableEnvChecker: true, recordEpisodeStatistics: true });
+
 function prepare(id: string | EnvSpec, kwargs: EnvKwargs): { spec: EnvSpec; kwargs: EnvKwargs; env: AnyEnv; creator: unknown } {
   const s = typeof id === 'string' ? findSpec(id) : id;
   if (!(s instanceof EnvSpec)) throw new TypeError('make expects an id or an EnvSpec');
@@ -476,6 +479,7 @@ function statsOptions(option: MakeOptions['recordEpisodeStatistics']): RecordEpi
  * creates an {@link AsyncEnv}, use {@link makeAsync}.
  */
 export function make<Obs = unknown, Act = unknown>(id: string | EnvSpec, kwargs: EnvKwargs = {}, options: MakeOptions = {}): Env<Obs, Act> {
+  refuseUnknownOptions(options, MAKE_KEYS, 'make');
   const { spec: s, env } = prepare(id, kwargs);
   if (env instanceof AsyncEnv) throw new TypeError(`${s.id} creates an AsyncEnv: use makeAsync()`);
   return wrapSync(env as Env, s, options) as Env<Obs, Act>;
@@ -499,6 +503,7 @@ function wrapSync(env: Env, s: EnvSpec, options: MakeOptions): Env {
  * synchronous environment gets the synchronous wrappers and is then adapted with `toAsyncEnv`.
  */
 export async function makeAsync<Obs = unknown, Act = unknown>(id: string | EnvSpec, kwargs: EnvKwargs = {}, options: MakeOptions = {}): Promise<AsyncEnv<Obs, Act>> {
+  refuseUnknownOptions(options, MAKE_KEYS, 'makeAsync');
   const s = typeof id === 'string' ? findSpec(id) : id;
   await loadEntryPoint(s);
   const { env } = prepare(s, kwargs);

@@ -21,7 +21,8 @@
  */
 import type { ChatFormat, ChatFormatAppendOptions, ConversationReader } from './chat-format.js';
 import { ConversationDecoder } from './conversation-decoder.js';
-import { Tokenizer, type TokenizerTrainOptions } from './tokenizer.js';
+import { TOKENIZER_TRAIN_KEYS, Tokenizer, type TokenizerTrainOptions } from './tokenizer.js';
+import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 /** The special tokens the template needs, in the order they get ids 0..5. */
 export const CHAT_SPECIAL_TOKENS: readonly string[] = Object.freeze(['<|pad|>', '<|endoftext|>', '<|start|>', '<|end|>', '<|message|>', '<|call|>']);
@@ -55,6 +56,8 @@ export type ChatAssistantMessage = Extract<ChatMessage, { role: 'assistant' }>;
 
 /** A tool schema as passed to chat APIs (rendered as JSON; any JSON-serialisable object). */
 export type ToolSchema = Record<string, unknown>;
+
+const RENDER_KEYS = optionKeys<RenderOptions>({ tools: true, addGenerationPrompt: true });
 
 /** Options of {@link ChatTemplate.render}. */
 export interface RenderOptions {
@@ -97,6 +100,7 @@ function safeJSON(v: unknown): string {
 
 /** Trains a tokenizer over `corpus` with the template's special tokens (see {@link Tokenizer.train}). */
 export function trainChatTokenizer(corpus: string | readonly string[], options: Omit<TokenizerTrainOptions, 'specialTokens'>): Tokenizer {
+  refuseUnknownOptions(options, TOKENIZER_TRAIN_KEYS.filter((k) => k !== 'specialTokens'), 'trainChatTokenizer');
   return Tokenizer.train(corpus, { ...options, specialTokens: [...CHAT_SPECIAL_TOKENS] });
 }
 
@@ -128,6 +132,7 @@ export class ChatTemplate implements ChatFormat {
 
   /** The tokens of a conversation. */
   render(messages: readonly ChatMessage[], options: RenderOptions = {}): number[] {
+    refuseUnknownOptions(options, RENDER_KEYS, 'ChatTemplate.render');
     const out: number[] = [];
     const toolsAt = options.tools && options.tools.length > 0 ? (messages[0]?.role === 'system' ? 1 : 0) : -1;
     messages.forEach((m, i) => {

@@ -13,6 +13,7 @@ import { type ModelConfig, type ModelConfigInput, parameterLayout, validateModel
 import { ParamStore, type ParamStoreOptions } from './param-store.js';
 import { SafetensorsError, type SafeTensor, encodeSafetensors, readSafetensorsFile, writeFileAtomic } from './safetensors.js';
 import { Tokenizer, type TokenizerJSON } from './tokenizer.js';
+import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 /** The `format` metadata value of our checkpoints. */
 export const CHECKPOINT_FORMAT = 'sinkflex-rl/checkpoint';
@@ -30,6 +31,8 @@ export class CheckpointError extends Error {
     this.name = 'CheckpointError';
   }
 }
+
+const SAVE_CHECKPOINT_KEYS = optionKeys<SaveCheckpointOptions>({ config: true, store: true, tokenizer: true, optimizer: true, rng: true, trainer: true });
 
 /** What {@link saveCheckpoint} writes. */
 export interface SaveCheckpointOptions {
@@ -69,6 +72,8 @@ const momentName = (which: 'm' | 'v', name: string): string => `optimizer.${whic
 
 /** Writes a checkpoint atomically (temporary file, fsync, rename). */
 export function saveCheckpoint(path: string, o: SaveCheckpointOptions): void {
+  if (o === null || typeof o !== 'object') throw new TypeError('saveCheckpoint expects an options object');
+  refuseUnknownOptions(o, SAVE_CHECKPOINT_KEYS, 'saveCheckpoint');
   const config = validateModelConfig(o.config);
   const layout = parameterLayout(config);
   const info = o.store.info();
@@ -132,6 +137,7 @@ function parseJson<T>(path: string, metadata: Record<string, string>, key: strin
  * tensor is. With `expectConfig`, the saved config must equal it.
  */
 export function loadCheckpoint(path: string, options: { expectConfig?: ModelConfigInput } = {}): Checkpoint {
+  refuseUnknownOptions(options, ['expectConfig'], 'loadCheckpoint');
   let file;
   try {
     file = readSafetensorsFile(path);

@@ -116,14 +116,11 @@ export {
 } from './lora/peft.js';
 export { LORA_EXPERT_TARGETS, LORA_MLP_TARGETS, LORA_TARGETS, resolveLoraTargets, type LoraConfig, type LoraConfigInput, type LoraOptionInput, type LoraTarget } from './lora/settings.js';
 export {
-  modelAddon,
   type AdamWStepOptions,
   type AdamWStepResult,
   type GemmArgs,
   type GemmInfo,
   type LayoutParamSpec,
-  type ModelAddon,
-  type NativeParamStore,
   type ParamBufferName,
   type Mxfp4Data,
   type ParamDtype,
@@ -137,11 +134,9 @@ export {
   crossEntropyForward,
   embeddingBackward,
   embeddingForward,
-  fmaPeakGflops,
   gemm,
   gemmAsync,
   gemmInfo,
-  gemmNaive,
   linearBackward,
   linearForward,
   logSoftmaxBackward,

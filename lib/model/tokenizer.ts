@@ -9,6 +9,7 @@
  */
 import { learnMerges, mergePair, pairKey } from './bpe.js';
 import { decodeWtf8, encodeWtf8, sequenceLength } from './utf8.js';
+import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 /** GPT-2's pre-tokenisation: contractions, letters, numbers, other symbols, whitespace runs. */
 const PRETOKENIZE = /'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
@@ -49,6 +50,9 @@ export interface TokenizerTrainOptions {
    */
   digitGroup?: number;
 }
+
+/** The keys of {@link TokenizerTrainOptions}. */
+export const TOKENIZER_TRAIN_KEYS = optionKeys<TokenizerTrainOptions>({ vocabSize: true, specialTokens: true, minFrequency: true, digitGroup: true });
 
 /** Thrown for an invalid tokenizer definition or serialisation. */
 export class TokenizerError extends Error {
@@ -116,6 +120,8 @@ export class Tokenizer {
    * vocabulary reaches `vocabSize` or no pair is frequent enough. Deterministic.
    */
   static train(corpus: string | readonly string[], options: TokenizerTrainOptions): Tokenizer {
+    if (options === null || typeof options !== 'object') throw new TypeError('Tokenizer.train: options must be an object with vocabSize');
+    refuseUnknownOptions(options, TOKENIZER_TRAIN_KEYS, 'Tokenizer.train');
     const specials = options.specialTokens ?? [];
     const minFrequency = options.minFrequency ?? 2;
     const room = options.vocabSize - specials.length - 256;

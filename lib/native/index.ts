@@ -24,7 +24,6 @@ export {
   NativeLoadError,
   OutOfMemoryError,
 } from './errors.js';
-export { loadAddon, packageRoot } from './loader.js';
 export { memory, type MemoryDevice, type MemoryStats } from './memory.js';
 
 /** The package version (from its package.json). */

@@ -13,10 +13,16 @@
  * share the headers and timeouts.
  * @module
  */
-import { mulberry32 } from '../tau/rng.js';
+import { mulberry32 } from '../util/random.js';
+import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 /** How a request picks a base URL. */
 export type RoutingPolicy = 'round-robin' | 'least-busy';
+
+const CLIENT_KEYS = optionKeys<OpenAIClientOptions>({
+  baseURL: true, model: true, apiKey: true, timeoutMs: true, retries: true, backoffMs: true, maxBackoffMs: true, jitter: true, seed: true,
+  concurrency: true, routing: true, headers: true, fetch: true, maxConsecutiveFailures: true, endpointCooldownMs: true,
+});
 
 /** Options of {@link OpenAIChatClient}. */
 export interface OpenAIClientOptions {
@@ -290,6 +296,7 @@ export class OpenAIChatClient {
   /** @param options - endpoints, model, key, timeout, retries, concurrency, routing. */
   constructor(options: OpenAIClientOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('OpenAIChatClient expects an options object');
+    refuseUnknownOptions(options, CLIENT_KEYS, 'OpenAIChatClient');
     if (typeof options.model !== 'string' || options.model === '') throw new TypeError('options.model must be a non-empty string');
     const urls = options.baseURL === undefined ? [process.env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1'] : typeof options.baseURL === 'string' ? [options.baseURL] : [...options.baseURL];
     if (urls.length === 0) throw new RangeError('options.baseURL: give at least one base URL');

@@ -14,9 +14,14 @@ import type { ChatAssistantMessage, ChatMessage } from '../model/chat-template.j
 import type { ChatConversation, ChatPolicy, ChatPolicyRequest, ChatTurn, SessionContext } from '../rollout/policy.js';
 import { OpenAIChatClient, type ChatCompletionRequest, type ChatCompletionResponse, type OpenAIClientOptions } from './client.js';
 import { readAssistantReply } from './tool-calls.js';
+import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 /** How requests are seeded: the episode seed on every turn (default), a per-turn seed, or none. */
 export type SeedMode = 'episode' | 'turn' | 'none';
+
+const POLICY_KEYS = optionKeys<OpenAIPolicyOptions>({
+  client: true, temperature: true, topP: true, maxTokens: true, seedMode: true, sessions: true, logprobs: true, tokenIds: true, extraBody: true,
+});
 
 /** Options of {@link OpenAIChatPolicy}. */
 export interface OpenAIPolicyOptions {
@@ -163,6 +168,7 @@ export class OpenAIChatPolicy implements ChatPolicy {
   /** @param options - the client (or its options), sampling overrides, seeding, sessions, token ids. */
   constructor(options: OpenAIPolicyOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('OpenAIChatPolicy expects an options object');
+    refuseUnknownOptions(options, POLICY_KEYS, 'OpenAIChatPolicy');
     this.client = options.client instanceof OpenAIChatClient ? options.client : new OpenAIChatClient(options.client);
     const { client: _client, ...rest } = options;
     this.options = { ...rest, seedMode: options.seedMode ?? 'episode', sessions: options.sessions ?? false, logprobs: options.logprobs ?? false, tokenIds: options.tokenIds ?? 'none' };

@@ -44,6 +44,7 @@ import { HarmonyReplyStream } from './stream-harmony.js';
 import { HermesReplyStream, type ReplyDelta } from './stream-hermes.js';
 import { HarmonyChatFormat } from '../model/hf/chat/harmony-format.js';
 import { JinjaChatFormat } from '../model/hf/chat/jinja-format.js';
+import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 /** Options of {@link startChatServer}. */
 export interface ChatServerOptions extends ChatEngineOptions {
@@ -223,9 +224,16 @@ function asRequestError(e: unknown): RequestError {
   return new RequestError(500, `internal error: ${e instanceof Error ? e.message : String(e)}`, null, 'internal_error');
 }
 
+const SERVER_KEYS = optionKeys<ChatServerOptions>({
+  policy: true, template: true, modelName: true, host: true, port: true, apiKey: true, maxBodyBytes: true, onRequest: true, onAdmin: true,
+  adapters: true, weights: true, samplingDefaults: true, logprobsMode: true, defaultMaxTokens: true, maxSessions: true, sessionTtlMs: true,
+  renderTools: true,
+});
+
 /** Starts the server (resolves once it listens). */
 export async function startChatServer(options: ChatServerOptions): Promise<ChatServer> {
   if (options === null || typeof options !== 'object') throw new TypeError('startChatServer expects an options object');
+  refuseUnknownOptions(options, SERVER_KEYS, 'startChatServer');
   if (!options.policy || typeof options.policy.createSession !== 'function') throw new TypeError('options.policy must be a GenerativeModel (createSession)');
   if (!options.template || typeof options.template.renderTokens !== 'function' || typeof options.template.parseAssistant !== 'function') {
     throw new TypeError('options.template must be a ChatFormat (a ChatTemplate, or a pretrained model\'s chat)');

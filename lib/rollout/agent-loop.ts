@@ -26,6 +26,7 @@ import type { TokenPolicy, TokenSession } from './policy.js';
 import { GenerationScheduler } from './scheduler.js';
 import { mixSeed } from './seeds.js';
 import { checkSampleResult, parseTurn } from './turns.js';
+import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 /** Limits of one episode. */
 export interface AgentLoopLimits {
@@ -53,6 +54,11 @@ export interface AgentLoopSampling {
  * are `unchecked`.
  */
 export type TokenizationSanityCheck = 'strict' | 'text' | 'disable';
+
+const AGENT_LOOP_KEYS = optionKeys<AgentLoopOptions>({
+  policy: true, template: true, env: true, concurrency: true, limits: true, sampling: true, sanityCheck: true, systemPrompt: true,
+  renderTools: true, keepAborted: true, maxBatchSize: true, onEpisode: true,
+});
 
 /** Options of {@link AgentLoop}. */
 export interface AgentLoopOptions {
@@ -157,6 +163,7 @@ export class AgentLoop {
   /** @param options - policy, template, environment factory, limits, sampling, checks. */
   constructor(options: AgentLoopOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('AgentLoop expects an options object');
+    refuseUnknownOptions(options, AGENT_LOOP_KEYS, 'AgentLoop');
     if (!options.policy || typeof options.policy.createSession !== 'function') throw new TypeError('options.policy must be a TokenPolicy (createSession)');
     if (!options.template || typeof options.template.renderAppend !== 'function') throw new TypeError('options.template must be a ChatFormat (e.g. a ChatTemplate)');
     if (typeof options.env !== 'function') throw new TypeError('options.env must be a function that makes an environment');

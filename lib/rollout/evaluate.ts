@@ -20,6 +20,12 @@ import { AgentLoop, type AgentLoopLimits, type TokenizationSanityCheck } from '.
 import type { EpisodeRecord } from './episode-record.js';
 import type { TokenPolicy } from './policy.js';
 import { mixSeed } from './seeds.js';
+import { optionKeys, refuseUnknownOptions } from '../util/options.js';
+
+const EVALUATE_KEYS = optionKeys<EvaluatePolicyOptions>({
+  policy: true, template: true, env: true, taskIds: true, trials: true, k: true, seed: true, temperature: true, topP: true, limits: true,
+  concurrency: true, systemPrompt: true, renderTools: true, sanityCheck: true, source: true, taskKind: true, episodeRetries: true, onProgress: true,
+});
 
 /** Options of {@link evaluatePolicy}. */
 export interface EvaluatePolicyOptions {
@@ -137,6 +143,7 @@ function nonNegativeInt(v: number, name: string): number {
  * same episodes for a deterministic policy) and measures it (see the module description).
  */
 export async function evaluatePolicy(options: EvaluatePolicyOptions): Promise<EvaluationResult> {
+  refuseUnknownOptions(options, EVALUATE_KEYS, 'evaluatePolicy');
   const t0 = performance.now();
   const trials = options.trials ?? 1;
   if (!Number.isSafeInteger(trials) || trials < 1) throw new RangeError(`trials must be a positive integer, got ${String(trials)}`);

@@ -17,6 +17,9 @@
  */
 import { DataProto, DataProtoError, type TensorData } from './data-proto.js';
 import { partitionByBudget, type PartitionMethod } from './partition.js';
+import { optionKeys, refuseUnknownOptions } from '../util/options.js';
+
+const PACK_KEYS = optionKeys<PackOptions>({ maxTokens: true, columns: true, method: true, inputIdsKey: true, attentionMaskKey: true });
 
 /** Options of {@link packMicroBatches}. */
 export interface PackOptions {
@@ -103,6 +106,7 @@ function sequentialGroups(lengths: readonly number[], maxTokens: number): number
  * packs each (see the module description). Rows without real tokens are left out.
  */
 export function packMicroBatches(batch: DataProto, options: PackOptions): PackedMicroBatch[] {
+  refuseUnknownOptions(options, PACK_KEYS, 'packMicroBatches');
   const idsKey = options.inputIdsKey ?? 'input_ids';
   const maskKey = options.attentionMaskKey ?? 'attention_mask';
   const ids = batch.get(idsKey);

@@ -11,6 +11,7 @@ import { writeFileSync } from 'node:fs';
 
 import type { ChatMessage, ToolSchema } from '../model/chat-template.js';
 import type { EpisodeRecord } from './episode-record.js';
+import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 /** One exported episode; `Turn` is the type of the policy's per-turn log. */
 export interface TrajectoryLine<Turn = unknown> {
@@ -44,6 +45,8 @@ export interface TrajectoryLine<Turn = unknown> {
   turns?: Turn[];
 }
 
+const EXPORT_KEYS = optionKeys<ExportOptions>({ skipAborted: true, minReward: true, turnLog: true });
+
 /** Options of {@link trajectoryLines}. */
 export interface ExportOptions<Turn = unknown> {
   /** Leave out aborted episodes. Default false. */
@@ -56,6 +59,7 @@ export interface ExportOptions<Turn = unknown> {
 
 /** One line per kept episode. */
 export function trajectoryLines<Turn = unknown>(records: readonly EpisodeRecord[], options: ExportOptions<Turn> = {}): TrajectoryLine<Turn>[] {
+  refuseUnknownOptions(options, EXPORT_KEYS, 'trajectoryLines (trajectoriesToJsonl, writeTrajectories)');
   const out: TrajectoryLine<Turn>[] = [];
   for (const r of records) {
     if (options.skipAborted && r.aborted) continue;

@@ -146,7 +146,7 @@ export {
 } from './messages.js';
 export { DEFAULT_GREETING } from './prompts.js';
 export { explainReward, type RewardReason } from './reward-explanation.js';
-export { mulberry32 } from './rng.js';
+export { mulberry32 } from '../util/random.js';
 export { TASK_KIND_PATTERN, taskKind } from './task-kind.js';
 export type {
   EnvAssertion,

@@ -1,23 +1,9 @@
 /**
- * A small seeded random generator (mulberry32) so that generated worlds, tasks and simulated
- * users are identical for identical seeds.
+ * Seeded random helpers over the project's one generator (lib/util/random.ts, mulberry32) so
+ * that generated worlds, tasks and simulated users are identical for identical seeds.
  * @module
  */
-
-/**
- * The mulberry32 generator started from the 32-bit state `seed >>> 0` (no mixing): uniform
- * numbers in [0, 1). The one copy of the algorithm; {@link Rng} adds the helpers.
- */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from '../util/random.js';
 
 /** Seeded pseudo-random numbers. */
 export class Rng {

@@ -1,7 +1,7 @@
 // Reference: docs/design.md, "The built-in model — semantics" (the MoE layer, moe.h); checked
 //   against the CPU MoeForward/MoeBackward and the float64 reference
 //   test/model/fixtures/moe-reference.ts.
-// Tests: test/model/cuda-moe.test.ts, transformer-cuda-extended.test.ts (on a GPU, or on the
+// Tests: test/model/cuda-moe.test.ts, transformer-cuda-architectures.test.ts (on a GPU, or on the
 //   CUDA emulator without one).
 // The MoE layer on CUDA (moe_device.h). Forward: router logits (GEMM + bias rows), top-k and the
 // softmax over the chosen k (a thread per token), the grouping plan on the host (a counting sort

@@ -1,7 +1,7 @@
 // Reference: docs/design.md, "The built-in model — semantics" (the MoE layer, moe.h); checked
 //   against the CPU MoeForward/MoeBackward and the float64 reference
 //   test/model/fixtures/moe-reference.ts.
-// Tests: test/model/cuda-moe.test.ts, transformer-cuda-extended.test.ts (on a GPU, or on the
+// Tests: test/model/cuda-moe.test.ts, transformer-cuda-architectures.test.ts (on a GPU, or on the
 //   CUDA emulator without one).
 // The mixture-of-experts layer of moe.h on a CUDA device: the same semantics over device
 // pointers (MoeParams, MoeGrads and the activations all in device memory). Router logits by a

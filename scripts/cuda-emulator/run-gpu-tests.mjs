@@ -23,7 +23,7 @@ export const TESTS = [
   'test/model/cuda-moe.test.ts',
   'test/model/cuda-gemm-tc.test.ts',
   'test/model/transformer-cuda.test.ts',
-  'test/model/transformer-cuda-extended.test.ts',
+  'test/model/transformer-cuda-architectures.test.ts',
   'test/model/transformer-memory-cuda.test.ts',
   'test/model/lora-cuda.test.ts',
   'test/model/hf/pretrained-api.test.ts',

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import t from 'tap';
 
 import { formatBytes, gpuBenchMarkdown, main, runAttentionGpuBench, runTorch } from '../../bench/attention-gpu.js';
-import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
+import { cudaAvailable } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 
 t.test('the Markdown table and byte formatting', async (t) => {
   t.equal(formatBytes(3 * 2 ** 30), '3.00 GiB');

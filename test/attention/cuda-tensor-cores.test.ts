@@ -31,7 +31,8 @@ import {
   type AttentionShape,
   type MaskSpec,
 } from '../../lib/attention/index.js';
-import { cudaAvailable, loadAddon, toDevice, type DeviceTensor } from '../../lib/native/index.js';
+import { cudaAvailable, toDevice, type DeviceTensor } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 import { Rng, bf16Array, expectClose, packedIds, refBackward, refForward } from './fixtures/reference.js';
 
 const BOUND = 2 ** -7;

@@ -31,12 +31,12 @@ import {
   cudaAvailable,
   isDeviceTensor,
   isOutOfMemoryError,
-  loadAddon,
   memory,
   toDevice,
   type DType,
   type DeviceTensor,
 } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 import { Rng, bf16Array, expectClose, packedIds, refBackward, refForward } from './fixtures/reference.js';
 
 const kvLenOf = (s: AttentionShape) => s.kvLen ?? s.seqLen;

@@ -12,7 +12,8 @@ import {
   sinkAttentionForward,
   type AttentionShape,
 } from '../../lib/attention/index.js';
-import { DeviceUnavailableError, cudaAvailable, loadAddon } from '../../lib/native/index.js';
+import { DeviceUnavailableError, cudaAvailable } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 import { Rng } from './fixtures/reference.js';
 
 // These tests are about the CPU kernels: with a CUDA build on a GPU machine `'auto'` would pick

@@ -24,11 +24,11 @@ import {
   cudaAvailable,
   isDeviceTensor,
   isOutOfMemoryError,
-  loadAddon,
   memory,
   toDevice,
   type DeviceTensor,
 } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 import { grpoAddon } from '../../lib/grpo/native.js';
 import { closeness, lossInputs, refAdvantages, refPolicyLoss, rng, uniform, type RefKl } from './fixtures/reference.js';
 

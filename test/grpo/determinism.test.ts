@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import t from 'tap';
 
 import { computeAdvantages, policyLoss, type PolicyLossOptions } from '../../lib/grpo/index.js';
-import { packageRoot } from '../../lib/native/index.js';
+import { packageRoot } from '../../lib/native/loader.js';
 import { grpoAddon } from '../../lib/grpo/native.js';
 import { closeness, lossInputs, rng } from './fixtures/reference.js';
 

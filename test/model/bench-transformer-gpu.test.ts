@@ -4,7 +4,8 @@
 import t from 'tap';
 
 import { formatTransformerGpu, main, runTransformerGpuBench } from '../../bench/transformer-gpu.js';
-import { modelAddon, modelConfig } from '../../lib/model/index.js';
+import { modelConfig } from '../../lib/model/index.js';
+import { modelAddon } from '../../lib/model/native.js';
 import { cudaAvailable } from '../../lib/native/index.js';
 
 const tiny = modelConfig('tiny', { layers: 2, width: 16, heads: 2, kvHeads: 1, headDim: 8, ffn: 16, vocab: 40, context: 64, window: 8 });

@@ -2,7 +2,7 @@
 // values/lengths/aliasing give RangeError, and the message names the argument.
 import t from 'tap';
 
-import { type ModelAddon, modelAddon } from '../../lib/model/index.js';
+import { type ModelAddon, modelAddon } from '../../lib/model/native.js';
 
 const f32 = (n: number): Float32Array => new Float32Array(n).fill(0.5);
 const i32 = (n: number, v = 0): Int32Array => new Int32Array(n).fill(v);

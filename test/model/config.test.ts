@@ -2,7 +2,8 @@ import t from 'tap';
 
 import { MODEL_PRESETS, parameterCount } from '../../lib/model/config.js';
 import { planTensors } from '../../lib/model/hf/tensor-plan.js';
-import { ModelConfigError, isSlidingLayer, modelAddon, modelConfig, parameterLayout, validateModelConfig } from '../../lib/model/index.js';
+import { ModelConfigError, isSlidingLayer, modelConfig, parameterLayout, validateModelConfig } from '../../lib/model/index.js';
+import { modelAddon } from '../../lib/model/native.js';
 
 t.test('presets are valid and sized as documented', async (t) => {
   const tiny = modelConfig('tiny');

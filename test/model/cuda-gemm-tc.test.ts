@@ -18,7 +18,8 @@ import t from 'tap';
 
 import { type MoeWeights, Transformer, gemm, linearBackward, linearForward, matmulPrecision, modelConfig, moeBackward, moeForward, setMatmulPrecision } from '../../lib/model/index.js';
 import { bf16ToNumber } from '../../lib/model/hf/numeric.js';
-import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
+import { cudaAvailable } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 import { modelAddon } from '../../lib/model/native.js';
 import { type Sizes, refMoe, shape, weightsFor } from './fixtures/moe-reference.js';
 import { dequantize, mxfp4MoeCase, randomMxfp4 } from './fixtures/mxfp4-checks.js';

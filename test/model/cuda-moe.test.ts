@@ -11,7 +11,8 @@
 import t from 'tap';
 
 import { moeBackward, moeForward } from '../../lib/model/index.js';
-import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
+import { cudaAvailable } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 import { modelAddon } from '../../lib/model/native.js';
 import { type RefWeights, type Sizes, refMoe, shape, weightsFor } from './fixtures/moe-reference.js';
 import { bf16Bits, bf16Values, closeness, dot, numericGrad, pick, randn, sameBits, sampleIndices } from './fixtures/reference.js';

@@ -31,7 +31,8 @@ import {
   swigluForward,
 } from '../../lib/model/index.js';
 import { swigluParams } from '../../lib/model/ops.js';
-import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
+import { cudaAvailable } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 import { modelAddon } from '../../lib/model/native.js';
 import { bf16Bits, bf16Values, closeness, randint, randn, refAdamW, refGemm, refLinear, refLogSoftmax, refRmsNorm, refRope, refSwiGlu, sameBits } from './fixtures/reference.js';
 

@@ -1,6 +1,7 @@
 import t from 'tap';
 
-import { gemm, gemmAsync, gemmInfo, gemmNaive, matmul, opsIsa } from '../../lib/model/index.js';
+import { gemm, gemmAsync, gemmInfo, matmul, opsIsa } from '../../lib/model/index.js';
+import { gemmNaive } from '../../lib/model/ops.js';
 import { closeness, randn, refGemm, sameBits } from './fixtures/reference.js';
 
 // Sizes from the brief (1, 7, 33, 129, 257) in combinations that cover every path: the small-M

@@ -10,12 +10,12 @@ import {
   ParamStore,
   Transformer,
   addLora,
-  modelAddon,
   modelConfig,
   parameterLayout,
   validateModelConfig,
   type ModelConfigInput,
 } from '../../lib/model/index.js';
+import { modelAddon } from '../../lib/model/native.js';
 
 const base: ModelConfigInput = { layers: 2, width: 21, heads: 3, kvHeads: 1, headDim: 6, window: 0, vocab: 31, context: 40, ffn: 13, ropeTheta: 1000, normEps: 1e-5, initStd: 0.1, swiglu: 'standard', sinks: false, qkNorm: true, tieEmbeddings: true };
 const ALL = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;

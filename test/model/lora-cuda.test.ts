@@ -12,7 +12,6 @@ import {
   ParamStore,
   Transformer,
   addLora,
-  modelAddon,
   modelConfig,
   moeBackward,
   moeForward,
@@ -21,8 +20,10 @@ import {
   type ModelConfigInput,
   type ParamSpec,
 } from '../../lib/model/index.js';
+import { modelAddon } from '../../lib/model/native.js';
 import { isLoraParameter } from '../../lib/model/lora/layout.js';
-import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
+import { cudaAvailable } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 import { rng } from './fixtures/reference.js';
 import { randomBatch, randomizeStore } from './fixtures/transformer-reference.js';
 

@@ -20,11 +20,12 @@ import {
   Transformer,
   TransformerPolicy,
   type TransformerSession,
-  modelAddon,
   modelConfig,
   type ModelConfig,
 } from '../../lib/model/index.js';
-import { DeviceUnavailableError, cudaAvailable, isOutOfMemoryError, loadAddon, memory } from '../../lib/native/index.js';
+import { modelAddon } from '../../lib/model/native.js';
+import { DeviceUnavailableError, cudaAvailable, isOutOfMemoryError, memory } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 import { closeness, randint, rng } from './fixtures/reference.js';
 import { randomizeStore } from './fixtures/transformer-reference.js';
 

@@ -5,8 +5,9 @@
 // build:cuda-emulator`, counts).
 import t from 'tap';
 
-import { modelAddon } from '../../lib/model/index.js';
-import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
+import { modelAddon } from '../../lib/model/native.js';
+import { cudaAvailable } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 import { checkMemorySavers } from './fixtures/memory-savers.js';
 
 const noGpu = !cudaAvailable()

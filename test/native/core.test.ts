@@ -9,11 +9,11 @@ import {
   cudaAvailable,
   isDeviceError,
   isOutOfMemoryError,
-  loadAddon,
   memory,
   resolveDevice,
   version,
 } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 
 t.test('version and backends', async (t) => {
   t.match(version(), /^\d+\.\d+\.\d+/);

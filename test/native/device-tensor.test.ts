@@ -10,13 +10,13 @@ import {
   cudaAvailable,
   isDeviceTensor,
   isOutOfMemoryError,
-  loadAddon,
   memory,
   toDevice,
   type DeviceTensor,
   type DType,
   type MemoryDevice,
 } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 import { Rng, bf16 } from '../attention/fixtures/reference.js';
 
 const special = Float32Array.from([0, -0, 1, -1, 1.00390625, 1.005859375, 1.0029296875, 3.4028234663852886e38, -3.4e38,

@@ -11,7 +11,7 @@ import { ChatTemplate, Tokenizer, type ChatMessage } from '../../lib/model/index
 import type { AnyEnv } from '../../lib/gym/index.js';
 import { startChatServer } from '../../lib/openai/index.js';
 import { evaluatePolicy } from '../../lib/rollout/index.js';
-import { mulberry32 } from '../../lib/tau/rng.js';
+import { mulberry32 } from '../../lib/util/random.js';
 import { ScriptedModelPolicy, template, tinyPolicy } from './fixtures/setup.js';
 
 const tpl = template();

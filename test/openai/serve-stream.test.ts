@@ -9,7 +9,7 @@ import type { GenerateRequest, GenerativeModel, ModelSession, SampleOptions, Sam
 import { startChatServer } from '../../lib/openai/index.js';
 import { ReplyStream } from '../../lib/openai/server-stream.js';
 import { rawActionText } from '../../lib/rollout/turns.js';
-import { mulberry32 } from '../../lib/tau/rng.js';
+import { mulberry32 } from '../../lib/util/random.js';
 import { template, tinyPolicy } from './fixtures/setup.js';
 
 const tpl = template();

@@ -12,19 +12,10 @@ import { JinjaChatFormat } from '../../lib/model/hf/chat/jinja-format.js';
 import { TokenScript } from './fixtures/token-script.js';
 import { startChatServer } from '../../lib/openai/index.js';
 import { HermesReplyStream, type FinalReply } from '../../lib/openai/stream-hermes.js';
+import { mulberry32 } from '../../lib/util/random.js';
 import { qwen3Tokenizer } from '../model/hf/fixtures/tokenizers.js';
 
-/** mulberry32 */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = mulberry32;
 
 const PIECES = ['the', ' order', ' ', '  ', '\n', '\n\n', 'é', '中文', '👍', '<', '<to', '<th', 'x<y', ' 42', '.', ',', 'ok', '"quoted"', '{', '}'];
 

@@ -56,6 +56,7 @@ import { Message as MessageSpace, type ChatMessage } from '../spaces/message.js'
 import { Sequence } from '../spaces/sequence.js';
 import type { EnvMetadata, Info, RenderFrame, ResetArgs, ResetResult, StepResult } from '../types.js';
 import { defaultTaskSource, loadTauWorld, TauWorld, type TauDomainName, type TauTaskSource } from './tau-world.js';
+import { optionKeys, refuseUnknownOptions } from '../../util/options.js';
 
 /** The user simulator of a tau environment. */
 export type TauUserOptions =
@@ -108,6 +109,11 @@ export interface TauEnvOptions {
   /** Longest message content the spaces accept (characters). Default 1,000,000. */
   maxContentLength?: number;
 }
+
+const TAU_ENV_KEYS = optionKeys<TauEnvOptions>({
+  domain: true, tasks: true, world: true, taskId: true, taskSampling: true, user: true, asyncUser: true, maxSteps: true,
+  maxErrors: true, agentStopTool: true, judge: true, evaluation: true, greeting: true, renderMode: true, maxContentLength: true,
+});
 
 /** Reset options of the tau environments. */
 export interface TauResetOptions {
@@ -172,6 +178,7 @@ class TauEnvCore {
 
   constructor(options: TauEnvOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('tau env options must be an object');
+    refuseUnknownOptions(options, TAU_ENV_KEYS, 'the tau environment');
     const domain = options.world?.name ?? options.domain ?? 'retail';
     this.world = options.world ?? loadTauWorld(domain, options.tasks ?? defaultTaskSource(domain));
     if (!(this.world instanceof TauWorld)) throw new TypeError('world must be a TauWorld (see loadTauWorld)');

@@ -15,12 +15,13 @@
  * `mxfp4: 'bf16'` loads instead; `dtype: 'float32'` dequantizes to float32). gpt-oss-20b then
  * holds about its 13.8 GB checkpoint size instead of 41.8 GB.
  *
- * Devices: `'cpu'` (default), `'cuda'` or `'auto'`. The CUDA transformer runs the built-in
- * architecture only for now: a model that needs q/k norm, plain softmax attention (no sinks),
- * tied embeddings or experts, or bfloat16 storage, is refused on `'cuda'` with a
- * `DeviceUnavailableError` naming the field (before any tensor is read), and runs on the CPU under `'auto'`
- * ({@link PretrainedModel.fallback} says why). On a GPU the parameters are float32 and trainable
- * (the only GPU store there is today); `dtype: 'auto'` then means float32.
+ * Devices: `'cpu'` (default), `'cuda'` or `'auto'` (the GPU when the CUDA build finds one, else
+ * the CPU). The CUDA transformer runs every architecture the loader maps — q/k norm, with or
+ * without sinks, tied embeddings, experts, bfloat16 frozen matrices — and LoRA, so
+ * {@link cudaRefusal} refuses nothing today and {@link PretrainedModel.fallback} is null; a
+ * `'cuda'` request without a usable GPU throws `DeviceUnavailableError`. On a GPU without LoRA
+ * every parameter is float32 and trainable (bfloat16 files are widened as they load); with LoRA
+ * the base stays frozen in its own dtype and only the adapters train.
  *
  * LoRA: `adapter: peftDir` applies a PEFT adapter (the model's log-probs and samples are base +
  * adapter), `lora: { rank, alpha, targets }` adds fresh adapters to train (B = 0: the outputs
@@ -54,6 +55,7 @@ import { HfConfigError } from './errors.js';
 import { HfCheckpointReader, type HfDtypeOption, type HfMxfp4Option } from './load.js';
 import { type SaveHfResult, saveHf } from './save.js';
 import { HfTokenizer, HfTokenizerError } from './tokenizer.js';
+import { optionKeys, refuseUnknownOptions } from '../../util/options.js';
 
 /** Options of {@link loadPretrained}. */
 export interface LoadPretrainedOptions {
@@ -100,7 +102,7 @@ export interface LoadPretrainedOptions {
 }
 
 /** The keys {@link loadPretrained} reads (any other is refused, naming it). */
-const LOAD_PRETRAINED_KEYS: ReadonlySet<string> = new Set(['device', 'dtype', 'maxPositions', 'trainable', 'adapter', 'lora', 'seed', 'chat', 'policy', 'activationCheckpointing', 'mxfp4']);
+const LOAD_PRETRAINED_KEYS = optionKeys<LoadPretrainedOptions>({ device: true, dtype: true, maxPositions: true, trainable: true, adapter: true, lora: true, seed: true, chat: true, policy: true, activationCheckpointing: true, mxfp4: true });
 
 /** Options of {@link PretrainedModel.logProbs}. */
 export interface PretrainedLogProbOptions {
@@ -404,7 +406,7 @@ function chooseDevice(request: DeviceRequest, config: ModelConfig, dtype: 'float
 export async function loadPretrained(dir: string, options: LoadPretrainedOptions = {}): Promise<PretrainedModel> {
   if (typeof dir !== 'string' || dir === '') throw new TypeError('dir must be a model folder path');
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
-  for (const key of Object.keys(options)) if (!LOAD_PRETRAINED_KEYS.has(key)) throw new RangeError(`options.${key} is not an option of loadPretrained (known: ${[...LOAD_PRETRAINED_KEYS].join(', ')})`);
+  refuseUnknownOptions(options, LOAD_PRETRAINED_KEYS, 'loadPretrained');
   const checkpointing = options.activationCheckpointing ?? 'none';
   if (checkpointing !== 'none' && checkpointing !== 'layers') throw new RangeError(`options.activationCheckpointing must be 'none' or 'layers', got ${JSON.stringify(checkpointing)}`);
   const policyOptions = { ...options.policy, activationCheckpointing: checkpointing };

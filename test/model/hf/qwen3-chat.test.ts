@@ -9,6 +9,7 @@ import type { ChatMessage } from '../../../lib/model/chat-template.js';
 import { JinjaChatFormat } from '../../../lib/model/hf/chat/jinja-format.js';
 import { parseTurn } from '../../../lib/rollout/turns.js';
 import { normalizeAction } from '../../../lib/tau/action.js';
+import { mulberry32 } from '../../../lib/util/random.js';
 import { qwen3Tokenizer } from './fixtures/tokenizers.js';
 
 const tok = await qwen3Tokenizer();
@@ -163,8 +164,7 @@ t.test('token-in/token-out: sampled tokens verbatim, the template\'s rendering a
 });
 
 t.test('token-in/token-out over random tool-only continuations', async (t) => {
-  let seed = 7;
-  const rand = (): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const rand = mulberry32(7);
   const words = ['Paris', 'é', '😀', '\n', '{"x": 1}', '  ', '12345', 'ok'];
   const text = (): string => Array.from({ length: 1 + Math.floor(rand() * 5) }, () => words[Math.floor(rand() * words.length)]).join(' ');
   for (let episode = 0; episode < 6; episode++) {

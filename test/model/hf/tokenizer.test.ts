@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import t from 'tap';
 
 import { HfTokenizer, HfTokenizerError } from '../../../lib/model/hf/tokenizer.js';
+import { mulberry32 } from '../../../lib/util/random.js';
 import { gptOssTokenizer, lenmlModelDir, qwen3Tokenizer } from './fixtures/tokenizers.js';
 
 const qwen = await qwen3Tokenizer();
@@ -42,11 +43,11 @@ t.test('known encodings', async (t) => {
 
 t.test('round trips', async (t) => {
   const samples = ['Hello, world!', 'naïve café — ½ ≠ 0.5', '😀👍🏽🇫🇷 family: 👨‍👩‍👧', '中文 日本語 한국어', '  leading and trailing  ', 'tabs\tand\nnew\n\n\nlines\r\n', '3.14159 -42 1e10 0x1F 12,345,678', '{"order_id": "#W1234567", "price": 12.5}', ''];
-  let seed = 11;
+  const next = mulberry32(11);
   const pool = [...'abcXYZ019 \n\t.,!?{}[]"\'é中😀🇫🇷‍'];
   for (let i = 0; i < 20; i++) {
     let s = '';
-    for (let j = 0; j < 30; j++) s += pool[(seed = (seed * 1103515245 + 12345) % 2 ** 31) % pool.length];
+    for (let j = 0; j < 30; j++) s += pool[Math.floor(next() * pool.length)];
     samples.push(s);
   }
   for (const tok of [qwen, oss]) {

@@ -12,6 +12,7 @@ import { ChatTemplateError } from '../../chat-template.js';
 import { HfTokenizer, readJsonFile, type JsonObject } from '../tokenizer.js';
 import { HarmonyChatFormat, type HarmonyChatFormatOptions } from './harmony-format.js';
 import { JinjaChatFormat, type JinjaChatFormatOptions } from './jinja-format.js';
+import { optionKeys, refuseUnknownOptions } from '../../../util/options.js';
 
 /** A pretrained model's chat format. */
 export type PretrainedChatFormat = JinjaChatFormat | HarmonyChatFormat;
@@ -25,6 +26,8 @@ export interface ChatFormatOptions {
   /** Options of the harmony format. */
   harmony?: HarmonyChatFormatOptions;
 }
+
+const CHAT_FORMAT_KEYS = optionKeys<ChatFormatOptions>({ format: true, jinja: true, harmony: true });
 
 /** What decides a model's chat format. */
 export interface ChatFormatSource {
@@ -61,6 +64,7 @@ export function configTemplates(value: unknown): string | Record<string, string>
 
 /** The chat format of a model (see the module description). */
 export function createChatFormat(source: ChatFormatSource, options: ChatFormatOptions = {}): PretrainedChatFormat {
+  refuseUnknownOptions(options, CHAT_FORMAT_KEYS, 'createChatFormat');
   const format = options.format ?? 'auto';
   if (format === 'harmony' || (format === 'auto' && isGptOss(source.config))) return new HarmonyChatFormat(source.tokenizer, options.harmony);
   const template = source.chatTemplateFile ?? configTemplates(source.tokenizer.config.chat_template);
@@ -72,7 +76,9 @@ export function createChatFormat(source: ChatFormatSource, options: ChatFormatOp
 
 /** Reads a model folder's tokenizer, config.json and chat template, and makes its chat format. */
 export async function loadChatFormat(dir: string, options: ChatFormatOptions & { tokenizer?: HfTokenizer } = {}): Promise<PretrainedChatFormat> {
-  const tokenizer = options.tokenizer ?? (await HfTokenizer.fromDir(dir));
+  refuseUnknownOptions(options, [...CHAT_FORMAT_KEYS, 'tokenizer'], 'loadChatFormat');
+  const { tokenizer: given, ...formatOptions } = options;
+  const tokenizer = given ?? (await HfTokenizer.fromDir(dir));
   const config = await readJsonFile(join(dir, 'config.json'), true);
   let chatTemplateFile: string | null = null;
   try {
@@ -80,5 +86,5 @@ export async function loadChatFormat(dir: string, options: ChatFormatOptions & {
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new ChatTemplateError(`cannot read ${join(dir, 'chat_template.jinja')}: ${(e as Error).message}`);
   }
-  return createChatFormat({ tokenizer, config, chatTemplateFile }, options);
+  return createChatFormat({ tokenizer, config, chatTemplateFile }, formatOptions);
 }

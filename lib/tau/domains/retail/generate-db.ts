@@ -9,6 +9,9 @@ import { Rng } from '../../rng.js';
 import { CATALOG, CITIES, FIRST_NAMES, LAST_NAMES, STREETS } from './catalog.js';
 import type { Address, Order, OrderItem, OrderStatus, PaymentMethod, Product, RetailData, User, Variant } from './schema.js';
 import { RetailDb } from './schema.js';
+import { optionKeys, refuseUnknownOptions } from '../../../util/options.js';
+
+const GENERATE_DB_KEYS = optionKeys<GenerateDbOptions>({ seed: true, products: true, users: true, orders: true });
 
 /** Options of {@link generateRetailDb}. */
 export interface GenerateDbOptions {
@@ -54,6 +57,7 @@ export function randomAddress(rng: Rng): Address {
 
 /** Generates a retail database (same seed, same database). */
 export function generateRetailDb(options: GenerateDbOptions = {}): RetailDb {
+  refuseUnknownOptions(options, GENERATE_DB_KEYS, 'generateRetailDb');
   const rng = new Rng(options.seed ?? 0);
   const nProducts = Math.min(options.products ?? 50, CATALOG.length);
   const nUsers = options.users ?? 500;

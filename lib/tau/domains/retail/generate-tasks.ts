@@ -14,9 +14,12 @@ import { randomAddress } from './generate-db.js';
 import type { RetailRequest, RetailScenario, RetailTaskKind, ScenarioItem } from './scenario.js';
 import { describeAddress, describeItem, describeOptions, describePayment } from './scenario.js';
 import type { Order, RetailDb, User, Variant } from './schema.js';
+import { optionKeys, refuseUnknownOptions } from '../../../util/options.js';
 
 /** A generated retail task. */
 export type RetailTask = TauTask<RetailScenario>;
+
+const GENERATE_TASKS_KEYS = optionKeys<GenerateTasksOptions>({ seed: true, count: true, weights: true, changeOfMind: true, secondRequest: true, idPrefix: true });
 
 /** Options of {@link generateRetailTasks}. */
 export interface GenerateTasksOptions {
@@ -328,6 +331,7 @@ function instructions(s: RetailScenario): StructuredUserInstructions {
 
 /** Generates `count` tasks over `db` (same seed and database, same tasks). */
 export function generateRetailTasks(db: RetailDb, options: GenerateTasksOptions = {}): RetailTask[] {
+  refuseUnknownOptions(options, GENERATE_TASKS_KEYS, 'generateRetailTasks');
   const rng = new Rng(options.seed ?? 0);
   const count = options.count ?? 100;
   if (!Number.isInteger(count) || count < 0) throw new RangeError('generateRetailTasks: count must be a non-negative integer');

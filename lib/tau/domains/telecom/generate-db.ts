@@ -8,6 +8,9 @@ import { Rng } from '../../rng.js';
 import { addDays } from './backend.js';
 import type { TelecomBill, TelecomCustomer, TelecomData, TelecomDevice, TelecomLine, TelecomPlan } from './schema.js';
 import { TelecomDb } from './schema.js';
+import { optionKeys, refuseUnknownOptions } from '../../../util/options.js';
+
+const GENERATE_TELECOM_DB_KEYS = optionKeys<GenerateTelecomDbOptions>({ seed: true, customers: true });
 
 /** Options of {@link generateTelecomDb}. */
 export interface GenerateTelecomDbOptions {
@@ -82,6 +85,7 @@ function nextMonth(month: string): string {
  * bill per customer. No bill is overdue, so any line can have an overdue-bill fault.
  */
 export function generateTelecomDb(options: GenerateTelecomDbOptions = {}): TelecomDb {
+  refuseUnknownOptions(options, GENERATE_TELECOM_DB_KEYS, 'generateTelecomDb');
   const rng = new Rng(options.seed ?? 0);
   const n = options.customers ?? 60;
   if (!Number.isInteger(n) || n < 1) throw new RangeError('customers must be a positive integer');

@@ -23,9 +23,12 @@ import { canSendMms, speedBand, speedTest } from './phone.js';
 import type { TelecomCategory, TelecomPersona, TelecomScenario } from './scenario.js';
 import type { TelecomDb, TelecomLine } from './schema.js';
 import type { TelecomState } from './state.js';
+import { optionKeys, refuseUnknownOptions } from '../../../util/options.js';
 
 /** A generated telecom task. */
 export type TelecomTask = TauTask<TelecomScenario>;
+
+const GENERATE_TELECOM_TASKS_KEYS = optionKeys<GenerateTelecomTasksOptions>({ seed: true, count: true, categories: true, maxFaults: true, unfixableRate: true, personas: true, actionChecks: true, idPrefix: true });
 
 /** Options of {@link generateTelecomTasks}. */
 export interface GenerateTelecomTasksOptions {
@@ -289,6 +292,7 @@ function build(domain: TelecomDomain, d: Draft, id: string, persona: TelecomPers
  * phone line whose customer has no overdue bill).
  */
 export function generateTelecomTasks(db: TelecomDb, options: GenerateTelecomTasksOptions = {}): TelecomTask[] {
+  refuseUnknownOptions(options, GENERATE_TELECOM_TASKS_KEYS, 'generateTelecomTasks');
   const rng = new Rng(options.seed ?? 0);
   const count = options.count ?? 100;
   const maxFaults = options.maxFaults ?? 3;

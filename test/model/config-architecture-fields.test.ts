@@ -1,16 +1,17 @@
-// The extended model config (biases per projection, sinks, q/k norm, tied embeddings, per-layer
-// types, experts, RoPE scaling): defaults that leave today's configs (and their layouts)
-// unchanged, the legacy `bias` input, the layout of each new feature and errors naming the field
-// in the TypeScript and native checks.
+// The model config's architecture fields (biases per projection, sinks, q/k norm, tied
+// embeddings, per-layer types, experts, RoPE scaling): defaults that leave the built-in model's
+// configs (and their layouts) unchanged, the legacy `bias` input, the layout of each feature and
+// errors naming the field in the TypeScript and native checks.
 import t from 'tap';
 
 import { MODEL_PRESETS } from '../../lib/model/config.js';
-import { isSlidingLayer, modelAddon, modelConfig, parameterLayout, validateModelConfig } from '../../lib/model/index.js';
+import { isSlidingLayer, modelConfig, parameterLayout, validateModelConfig } from '../../lib/model/index.js';
+import { modelAddon } from '../../lib/model/native.js';
 
 const base = MODEL_PRESETS.tiny;
 const small = { layers: 2, width: 12, heads: 4, kvHeads: 2, headDim: 6, window: 3, vocab: 17, context: 32, ffn: 5, ropeTheta: 1000, normEps: 1e-5, initStd: 0.1, swiglu: 'standard' as const };
 
-t.test('defaults describe the built-in model: a config without the new fields validates to the preset', async (t) => {
+t.test('defaults describe the built-in model: a config without the architecture fields validates to the preset', async (t) => {
   const { bias: _bias, qkvBias: _q, oBias: _o, mlpBias: _m, sinks: _s, qkNorm: _n, tieEmbeddings: _t, layerTypes: _l, experts: _e, expertsPerToken: _k, ropeScaling: _r, ...old } = base;
   const c = validateModelConfig(old);
   t.same(c, base);
@@ -131,7 +132,7 @@ t.test('layer types, experts and RoPE scaling are validated and filled', async (
   }
 });
 
-t.test('checkpoints keep the extended config and compare it field by field (arrays and objects by value)', async (t) => {
+t.test('checkpoints keep the architecture fields and compare it field by field (arrays and objects by value)', async (t) => {
   const { mkdtempSync, rmSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
   const { join } = await import('node:path');

@@ -1,6 +1,6 @@
-// The extended config on a CUDA device against the same model on the CPU (the reference the GPU
+// The config's architecture fields on a CUDA device against the same model on the CPU (the reference the GPU
 // path is tested against; the CPU path itself is tested against the float64 reference in
-// transformer-extended.test.ts): configs shaped like Qwen3 (q/k norm, no sinks, tied
+// transformer-architectures.test.ts): configs shaped like Qwen3 (q/k norm, no sinks, tied
 // embeddings, headDim != width / heads, its weight matrices frozen as bfloat16), gpt-oss (MoE
 // with k = 2 of 5 experts, biases, sinks, yarn without truncation, sliding/full layer types,
 // clamped SwiGLU) and Llama 3 (llama3 RoPE scaling, no sinks), plus split biases with layer
@@ -19,14 +19,15 @@ import {
   ParamStore,
   Transformer,
   type TransformerSession,
-  modelAddon,
   modelConfig,
   parameterLayout,
   type ModelConfig,
   type ModelConfigInput,
   type ParamSpec,
 } from '../../lib/model/index.js';
-import { cudaAvailable, loadAddon } from '../../lib/native/index.js';
+import { modelAddon } from '../../lib/model/native.js';
+import { cudaAvailable } from '../../lib/native/index.js';
+import { loadAddon } from '../../lib/native/loader.js';
 import { bf16Bits, closeness, randint, rng, sameBits } from './fixtures/reference.js';
 import { randomizeStore } from './fixtures/transformer-reference.js';
 
@@ -250,7 +251,7 @@ async function checkCase(t: Test, k: (typeof CASES)[number], i: number): Promise
   gpu.dispose();
 }
 
-t.test('the extended configs on the GPU equal the CPU model (training, AdamW, sampling)', { skip: noGpu }, async (t) => {
+t.test('the architecture configs on the GPU equal the CPU model (training, AdamW, sampling)', { skip: noGpu }, async (t) => {
   for (const [i, k] of CASES.entries()) await checkCase(t, k, i);
   t.comment(
     `GPU vs CPU: log-probs ${worst.logp.toExponential(2)}, entropies ${worst.entropy.toExponential(2)} (max |Δ| / max(1, |cpu|)); ` +

@@ -1,4 +1,4 @@
-// The transformer with the extended config (the shapes of Qwen3, Qwen2, Llama 3 and gpt-oss):
+// The transformer with the architecture fields of the config (the shapes of Qwen3, Qwen2, Llama 3 and gpt-oss):
 // q/k norm, no sinks, tied embeddings, biases per projection, per-layer types, RoPE scaling
 // (yarn, llama3), mixture of experts, and the built-in token shift (tied); against the float64 reference of the whole model
 // (fixtures/transformer-reference.ts): log-probs and entropies, gradients of a few entries of
@@ -229,8 +229,8 @@ t.test('configs and stores the transformer refuses, naming the field or paramete
   other.dispose();
 });
 
-t.test('the extended model gives the same bits with 1 and 3 threads', async (t) => {
-  const child = join(process.cwd(), 'test', 'model', 'fixtures', 'extended-determinism-child.mjs');
+t.test('a model with every architecture field gives the same bits with 1 and 3 threads', async (t) => {
+  const child = join(process.cwd(), 'test', 'model', 'fixtures', 'architectures-determinism-child.mjs');
   const run = (threads: number): string => execFileSync(process.execPath, [child], { env: { ...process.env, SINKFLEX_NUM_THREADS: String(threads) }, encoding: 'utf8' });
   const one = run(1);
   t.match(one, /^[0-9a-f]{64}$/);
