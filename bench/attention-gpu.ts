@@ -288,7 +288,10 @@ export async function runAttentionGpuBench(options: AttentionGpuBenchOptions = {
               fwd.push(m.fwd);
               bwd.push(m.bwd);
             }
-            if (fwd.length === 0) fwd.push(first.fwd), bwd.push(first.bwd);
+            if (fwd.length === 0) {
+              fwd.push(first.fwd);
+              bwd.push(first.bwd);
+            }
             row.forwardMs = median(fwd);
             row.backwardMs = median(bwd);
           }, 'cuda');

@@ -10,7 +10,6 @@
  * Run: `npm run build:ts && node dist/bench/gpu-kernels.js [--tokens 1048576] [--rows 512]
  * [--dim 1024] [--vocab 8192] [--repeats 5] [--quick] [--json [file]]`.
  */
-import { writeFileSync } from 'node:fs';
 
 import { computeAdvantages, policyLoss } from '../lib/grpo/index.js';
 import { grpoAddon } from '../lib/grpo/native.js';

@@ -39,7 +39,7 @@ import {
   validateOptions,
 } from './common/options.js';
 import { type BenchModel, BENCH_MODELS, benchModelConfig, measureTrainStep, stepGflop } from './common/train-step.js';
-import { GiB, type MachineInfo, type Summary, collectGarbage, fmtBytes, fmtSummary, machineInfo, markdownTable, summarize, writeBenchFiles } from './common/util.js';
+import { type MachineInfo, type Summary, collectGarbage, fmtBytes, fmtSummary, machineInfo, markdownTable, summarize, writeBenchFiles } from './common/util.js';
 
 /** Options of {@link runMemoryBench}. */
 export interface MemoryBenchOptions {

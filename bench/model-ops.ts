@@ -80,7 +80,7 @@ function timeIt(fn: () => void, minSeconds: number, rounds = 3): number {
   for (let r = 0; r < rounds; r++) {
     let reps = 0;
     const t0 = performance.now();
-    let dt = 0;
+    let dt: number;
     do {
       fn();
       reps++;

@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
-import type { RetailDb, SimulationRun, TauDomain, TauTask, WorldState } from '../lib/tau/index.js';
+import type { SimulationRun, TauDomain, TauTask, WorldState } from '../lib/tau/index.js';
 import { createRetailDomain, ExpertRetailAgent, generateRetailDb, generateRetailTasks, loadTau2Airline, loadTau2Retail, runEpisodeSync, ScriptedRetailUser, TauEpisode, TauEvaluator } from '../lib/tau/index.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings } from './common/cli.js';
 

@@ -9,7 +9,6 @@
  * Run: `npm run build:ts && node dist/bench/transformer-gpu.js [--model small] [--tokens 2048]
  * [--doc 512] [--sessions 8] [--prompt 64] [--sample 32] [--repeats 2] [--quick] [--json [file]]`.
  */
-import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 
 import { cudaAvailable } from '../lib/native/index.js';

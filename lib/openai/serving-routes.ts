@@ -401,7 +401,7 @@ export class ServingRoutes {
       if (this.adapterPaths.has(name) && inplace !== true) {
         throw new RequestError(400, `The lora adapter '${name}' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.`, 'lora_name', 'adapter_already_loaded');
       }
-      let rebuilt = false;
+      let rebuilt: boolean;
       try {
         rebuilt = (await host.load(name, path))?.rebuilt === true;
       } catch (e) {

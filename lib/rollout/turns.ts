@@ -4,7 +4,7 @@
  * @module
  */
 import type { ChatFormat } from '../model/chat-format.js';
-import type { ChatAssistantMessage, ChatTemplate } from '../model/chat-template.js';
+import type { ChatAssistantMessage } from '../model/chat-template.js';
 import type { TokenSampleResult } from './policy.js';
 
 /**

@@ -82,7 +82,7 @@ export function parseActionText(text: string): { content: string | null; toolCal
  * call, or that is not a message at all, gives `invalid`.
  */
 export function normalizeAction(action: unknown, nextId: () => string): NormalizedAction {
-  let content: string | null = null;
+  let content: string | null;
   let rawCalls: unknown[] = [];
   let problem: string | undefined;
   if (typeof action === 'string') {

@@ -336,7 +336,10 @@ export async function runSft(
       let count = 0;
       let other = 0;
       for (let t = 0; t < w.weights.length; t++) {
-        if (w.assistant[t]) (own -= fb.logProbs[t]), count++;
+        if (w.assistant[t]) {
+          own -= fb.logProbs[t];
+          count++;
+        }
         else if (w.weights[t] > 0) other -= fb.logProbs[t];
       }
       info = { step, loss: count ? own / count : 0, gradNorm: opt.gradNorm, lr, tokens: count, observationLoss: fb.targets > count ? other / (fb.targets - count) : 0 };

@@ -62,6 +62,7 @@ t.test('sinkflex train (smoke) runs, prints a summary, resumes', async (t) => {
   t.match(text2, /\[grpo\] GRPO steps 2\.\.2/, 'phase lines');
   t.match(text2, /^grpo 2\/2 reward [\d.]+ kl \S+ ent [\d.]+ len \d+ [\d.]+s\/step$/m, 'a line per GRPO step');
   t.match(text2, /^validation after step 2: mean@1 [\d.]+, pass\^k pass\^1=/m, 'validation results');
+  // eslint-disable-next-line no-control-regex -- the escape character is what the test looks for
   t.notMatch(text2, /\x1b|\r/, 'no terminal control codes');
   t.equal(err2.text.length, 0, 'no bar drawn on a stderr that is not a TTY');
   t.match(text2, /validation mean@1/);

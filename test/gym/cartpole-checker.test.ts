@@ -65,7 +65,7 @@ t.test('CartPole dynamics follow the reference over random trajectories', async 
   for (let episode = 0; episode < 20; episode++) {
     const [obs0] = env.reset({ seed: episode });
     let ref = [...env.state!];
-    t.ok(ref.every((v) => v >= -0.05 && v < 0.05), 'initial state in [-0.05, 0.05)') || episode;
+    t.ok(ref.every((v) => v >= -0.05 && v < 0.05), 'initial state in [-0.05, 0.05)');
     t.same(Array.from(obs0), Array.from(Float32Array.from(ref)), 'observation = float32 state');
     for (;;) {
       const a = actions.integers(2);

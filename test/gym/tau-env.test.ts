@@ -38,7 +38,8 @@ function tauObs(obs: readonly ChatMessage[]): Message[] {
 /** Runs an agent through a sync env on one task; returns the final step. */
 function runAgent(env: TauEnv | ReturnType<typeof make>, agent: TauAgent, taskId: string, seed: number): { reward: number; info: Info; actions: number; terminated: boolean; truncated: boolean } {
   const raw = env.unwrapped as TauEnv;
-  let [obs, info] = env.reset({ seed, options: { taskId } }) as [ChatMessage[], Info];
+  const [obs0, info] = env.reset({ seed, options: { taskId } }) as [ChatMessage[], Info];
+  let obs = obs0;
   agent.reset({ task: raw.currentTask!, tools: raw.tools, policy: info.policy as string, seed });
   let step: StepResult<unknown> | null = null;
   let actions = 0;
@@ -318,7 +319,8 @@ t.test('a SyncVectorEnv over the tau env: batched observations, autoreset, exper
   const ids = ['gen_0', 'gen_1', 'gen_2'];
   const envs = new SyncVectorEnv(ids.map((taskId) => () => make('sinkflex/TauRetail-v0', { tasks: retailSource, taskId })));
   t.equal(envs.numEnvs, 3);
-  let [obs, infos] = envs.reset({ seed: 21 }) as [ChatMessage[][], Info];
+  const [obs0, infos] = envs.reset({ seed: 21 }) as [ChatMessage[][], Info];
+  let obs = obs0;
   t.equal(obs.length, 3);
   t.same(infos.taskId, ids);
   t.same(infos._taskId, [true, true, true]);
@@ -351,7 +353,6 @@ t.test('a SyncVectorEnv over the tau env: batched observations, autoreset, exper
       }
     }
     obs = next as ChatMessage[][];
-    infos = info;
   }
   t.same(finalReward, [1, 1, 1]);
   t.same(resetSeen, [true, true, true]);

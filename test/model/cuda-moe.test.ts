@@ -24,8 +24,6 @@ const noGpu = !cudaAvailable()
     ? 'no CUDA device: this build has no CUDA model kernels'
     : false;
 
-type Weights = ReturnType<typeof weightsFor>;
-
 
 
 /** max |a - b| / max |b| over a whole tensor (0 when equal). */

@@ -147,6 +147,8 @@ class SlowPolicy implements GenerativeModel {
   createSession(): ModelSession {
     let len = 0;
     let gone = false;
+    // the session's methods read the model's fields; an object literal's methods have their own `this`
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const self = this;
     return {
       get length() {

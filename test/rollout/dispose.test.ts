@@ -68,7 +68,7 @@ t.test('await using: the agent loop closes its environments, the server its sock
   await t.rejects(loop.rollout({ taskIds: world.taskIds.slice(0, 1) }), /after dispose/);
 
   using policy = TransformerPolicy.create(cfg, { seed: 3, tokenizer: tpl.tokenizer });
-  let url = '';
+  let url: string;
   {
     await using server = await startChatServer({ policy, template: tpl, port: 0 });
     url = `${server.baseURL}/models`;

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import t, { type Test } from 'tap';
+import t from 'tap';
 
 import { serve } from '../../lib/cli/commands/serve.js';
 import { runTrainCommand } from '../../lib/cli/commands/train.js';

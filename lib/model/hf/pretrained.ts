@@ -437,7 +437,7 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
         const input = given !== null && typeof given === 'object' && given.targets === 'all-linear' ? { ...given, targets: resolveLoraTargets('all-linear', reader.config.modelConfig) } : given;
         lora = validateModelConfig({ ...reader.config.modelConfig, lora: input as LoraConfigInput }).lora;
       } catch (e) {
-        if (e instanceof ModelConfigError) throw new RangeError(`options.${e.field} ${e.message.slice(`config.${e.field} `.length)}`);
+        if (e instanceof ModelConfigError) throw new RangeError(`options.${e.field} ${e.message.slice(`config.${e.field} `.length)}`, { cause: e });
         throw e;
       }
     }

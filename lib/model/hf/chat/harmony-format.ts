@@ -353,7 +353,7 @@ export class HarmonyChatFormat implements ChatFormat {
         return;
       }
       const content = tok.decode(body.slice(at + 1));
-      let header: ReturnType<typeof parseHarmonyHeader> | null = null;
+      let header: ReturnType<typeof parseHarmonyHeader> | null;
       try {
         header = parseHarmonyHeader(tok.decode(body.slice(0, at)), k === 0 ? 'assistant' : null);
       } catch {

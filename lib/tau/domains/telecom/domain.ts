@@ -117,7 +117,7 @@ export function createTelecomDomain(options: TelecomDomainOptions): TelecomDomai
         try {
           runEnvFunction(state, action);
         } catch (e) {
-          throw new Error(`initialization action ${action.env_type}.${action.func_name} failed: ${(e as Error).message}`);
+          throw new Error(`initialization action ${action.env_type}.${action.func_name} failed: ${(e as Error).message}`, { cause: e });
         }
       }
       syncTelecom(state);
