@@ -5,7 +5,18 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'build/**', 'build-emu/**', 'prebuilds/**', 'coverage/**', 'node_modules/**', 'docs/api/**', '.tap/**'] },
+  {
+    ignores: [
+      'dist/**',
+      'build/**',
+      'build-emu/**',
+      'prebuilds/**',
+      'coverage/**',
+      'node_modules/**',
+      'docs/api/**',
+      '.tap/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -14,7 +25,13 @@ export default tseslint.config(
       'no-undef': 'off',
       '@typescript-eslint/no-unused-vars': [
         'error',
-        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrorsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true },
+        {
+          argsIgnorePattern: '^_',
+          varsIgnorePattern: '^_',
+          caughtErrorsIgnorePattern: '^_',
+          destructuredArrayIgnorePattern: '^_',
+          ignoreRestSiblings: true,
+        },
       ],
     },
   },

@@ -21,7 +21,12 @@ function sources(dir) {
 }
 
 const require = createRequire(import.meta.url);
-const binary = join(dirname(require.resolve('clang-format/package.json')), 'bin', `${process.platform}_${process.arch}`, 'clang-format');
+const binary = join(
+  dirname(require.resolve('clang-format/package.json')),
+  'bin',
+  `${process.platform}_${process.arch}`,
+  'clang-format',
+);
 const files = sources(join(root, 'native'));
 const args = check ? ['--style=file', '--dry-run', '-Werror', ...files] : ['--style=file', '-i', ...files];
 const r = spawnSync(binary, args, { cwd: root, encoding: 'utf8' });
@@ -31,7 +36,11 @@ if (r.error) {
 }
 if (r.status !== 0) {
   const differing = [...new Set([...r.stderr.matchAll(/^(\S+?):\d+:\d+: error/gm)].map((m) => relative(root, m[1])))];
-  console.error(differing.length > 0 ? `clang-format: ${differing.length} files differ from .clang-format (run npm run format):\n  ${differing.join('\n  ')}` : r.stderr);
+  console.error(
+    differing.length > 0
+      ? `clang-format: ${differing.length} files differ from .clang-format (run npm run format):\n  ${differing.join('\n  ')}`
+      : r.stderr,
+  );
   process.exit(1);
 }
 if (check) console.log(`clang-format: ${files.length} native sources formatted`);
