@@ -8,5 +8,9 @@ import { memoryChart } from './common/chart.js';
 
 /** Renders the memory rows as a standalone SVG document (out-of-memory points drawn as crosses at the limit). */
 export function memoryChartSvg(rows: MemoryRow[], title: string, limitBytes: number): string {
-  return memoryChart(rows.map((r) => ({ series: `${r.impl}/${r.mask}`, seqLen: r.seqLen, bytes: r.peakBytes })), title, limitBytes);
+  return memoryChart(
+    rows.map((r) => ({ series: `${r.impl}/${r.mask}`, seqLen: r.seqLen, bytes: r.peakBytes })),
+    title,
+    limitBytes,
+  );
 }

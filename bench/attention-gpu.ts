@@ -21,7 +21,6 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-
 import {
   createBlockMask,
   sinkAttentionBackward,
@@ -41,7 +40,16 @@ import {
 } from '../lib/native/index.js';
 import { loadAddon, packageRoot } from '../lib/native/loader.js';
 import { fillUniform } from '../lib/util/random.js';
-import { benchProgram, commandLine, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
+import {
+  benchProgram,
+  commandLine,
+  parseBench,
+  runWhenInvoked,
+  tableLog,
+  writeJson,
+  type BenchCliSettings,
+  type CommonBenchOptions,
+} from './common/cli.js';
 
 /** Which mask a row used. */
 export type GpuBenchMask = 'window' | 'full';
@@ -161,7 +169,9 @@ function formatMs(a: number | null, b: number | null): string {
 }
 
 /** The Markdown table of a result: one line per (mask, seqLen). */
-export function gpuBenchMarkdown(r: Pick<AttentionGpuBenchResult, 'rows' | 'torch' | 'device' | 'date' | 'shape' | 'limitBytes'>): string {
+export function gpuBenchMarkdown(
+  r: Pick<AttentionGpuBenchResult, 'rows' | 'torch' | 'device' | 'date' | 'shape' | 'limitBytes'>,
+): string {
   const s = r.shape;
   const lines = [
     `sink attention fwd+bwd on ${r.device}, ${r.date.slice(0, 10)}: ${s.qHeads}/${s.kvHeads} heads, headDim ${s.headDim}, ` +
@@ -176,12 +186,18 @@ export function gpuBenchMarkdown(r: Pick<AttentionGpuBenchResult, 'rows' | 'torc
     const [mask, len] = key.split(':') as [GpuBenchMask, string];
     const seqLen = Number(len);
     const ours = (impl: AttentionImpl) => r.rows.find((x) => x.mask === mask && x.seqLen === seqLen && x.impl === impl);
-    const theirs = (impl: 'flex' | 'sdpa') => r.torch?.find((x) => x.mask === mask && x.seqLen === seqLen && x.impl === impl);
-    const f = ours('fused'), e = ours('eager'), fl = theirs('flex'), sd = theirs('sdpa');
-    lines.push(`| ${mask} | ${seqLen} | ${formatBytes(f?.peakBytes ?? null, f?.note)} | ${formatBytes(e?.peakBytes ?? null, e?.note)} | ` +
-      `${formatMs(f?.forwardMs ?? null, f?.backwardMs ?? null)} | ${formatMs(e?.forwardMs ?? null, e?.backwardMs ?? null)} | ` +
-      `${formatBytes(fl?.peakBytes ?? null, fl?.note)} | ${formatMs(fl?.forwardMs ?? null, fl?.backwardMs ?? null)} | ` +
-      `${formatMs(sd?.forwardMs ?? null, sd?.backwardMs ?? null)} |`);
+    const theirs = (impl: 'flex' | 'sdpa') =>
+      r.torch?.find((x) => x.mask === mask && x.seqLen === seqLen && x.impl === impl);
+    const f = ours('fused'),
+      e = ours('eager'),
+      fl = theirs('flex'),
+      sd = theirs('sdpa');
+    lines.push(
+      `| ${mask} | ${seqLen} | ${formatBytes(f?.peakBytes ?? null, f?.note)} | ${formatBytes(e?.peakBytes ?? null, e?.note)} | ` +
+        `${formatMs(f?.forwardMs ?? null, f?.backwardMs ?? null)} | ${formatMs(e?.forwardMs ?? null, e?.backwardMs ?? null)} | ` +
+        `${formatBytes(fl?.peakBytes ?? null, fl?.note)} | ${formatMs(fl?.forwardMs ?? null, fl?.backwardMs ?? null)} | ` +
+        `${formatMs(sd?.forwardMs ?? null, sd?.backwardMs ?? null)} |`,
+    );
   }
   return lines.join('\n');
 }
@@ -201,16 +217,29 @@ function makeInputs(shape: AttentionShape, dtype: DType, seed: number): Inputs {
   const kv = host.subarray(0, B * T * Hkv * D);
   return {
     q: toDevice(host, [B, T, Hq, D], opts),
-    dOut: toDevice(host.map((x) => x * 0.5), [B, T, Hq, D], opts),
+    dOut: toDevice(
+      host.map((x) => x * 0.5),
+      [B, T, Hq, D],
+      opts,
+    ),
     k: toDevice(kv, [B, T, Hkv, D], opts),
-    v: toDevice(kv.map((x) => -x), [B, T, Hkv, D], opts),
+    v: toDevice(
+      kv.map((x) => -x),
+      [B, T, Hkv, D],
+      opts,
+    ),
     sinks: fill(Hq, seed + 1),
   };
 }
 
 /** One forward+backward: times in ms and the peak, disposing the results. */
-function once(x: Inputs, shape: AttentionShape, mask: AttentionMask, impl: AttentionImpl,
-  blockMask: ReturnType<typeof createBlockMask> | undefined): { fwd: number; bwd: number; peak: number } {
+function once(
+  x: Inputs,
+  shape: AttentionShape,
+  mask: AttentionMask,
+  impl: AttentionImpl,
+  blockMask: ReturnType<typeof createBlockMask> | undefined,
+): { fwd: number; bwd: number; peak: number } {
   memory.resetPeak('cuda');
   const opts = impl === 'fused' ? { blockMask, impl } : { mask, impl };
   const t0 = performance.now();
@@ -224,19 +253,40 @@ function once(x: Inputs, shape: AttentionShape, mask: AttentionMask, impl: Atten
 }
 
 /** @internal Runs bench/torch_attention.py when asked and possible; otherwise says why not. */
-export function runTorch(o: Pick<typeof DEFAULTS, 'torch' | 'python' | 'seqLens' | 'heads' | 'headDim' | 'window' | 'masks' |
-  'repeats' | 'torchBudgetSeconds'>, log: (l: string) => void): { rows: TorchRow[] | null; note: string } {
+export function runTorch(
+  o: Pick<
+    typeof DEFAULTS,
+    'torch' | 'python' | 'seqLens' | 'heads' | 'headDim' | 'window' | 'masks' | 'repeats' | 'torchBudgetSeconds'
+  >,
+  log: (l: string) => void,
+): { rows: TorchRow[] | null; note: string } {
   if (!o.torch) return { rows: null, note: 'PyTorch comparison not requested' };
   const script = join(packageRoot(), 'bench', 'torch_attention.py');
   if (!existsSync(script)) return { rows: null, note: `${script} is missing` };
-  const probe = spawnSync(o.python, ['-c', 'import torch; print(torch.__version__, torch.cuda.is_available())'], { encoding: 'utf8' });
+  const probe = spawnSync(o.python, ['-c', 'import torch; print(torch.__version__, torch.cuda.is_available())'], {
+    encoding: 'utf8',
+  });
   if (probe.status !== 0) return { rows: null, note: `no PyTorch (${o.python} -c 'import torch' failed)` };
   const [version, cuda] = probe.stdout.trim().split(' ');
   if (cuda !== 'True') return { rows: null, note: `PyTorch ${version} sees no CUDA device` };
   log(`torch ${version}: running bench/torch_attention.py`);
-  const args = [script, '--seqs', o.seqLens.join(','), '--heads', `${o.heads.qHeads}/${o.heads.kvHeads}`,
-    '--head-dim', String(o.headDim), '--window', String(o.window), '--masks', o.masks.join(','),
-    '--repeats', String(o.repeats), '--budget', String(o.torchBudgetSeconds)];
+  const args = [
+    script,
+    '--seqs',
+    o.seqLens.join(','),
+    '--heads',
+    `${o.heads.qHeads}/${o.heads.kvHeads}`,
+    '--head-dim',
+    String(o.headDim),
+    '--window',
+    String(o.window),
+    '--masks',
+    o.masks.join(','),
+    '--repeats',
+    String(o.repeats),
+    '--budget',
+    String(o.torchBudgetSeconds),
+  ];
   const p = spawnSync(o.python, args, { encoding: 'utf8', maxBuffer: 1 << 24, stdio: ['ignore', 'pipe', 'inherit'] });
   if (p.status !== 0) return { rows: null, note: `bench/torch_attention.py failed (exit ${p.status})` };
   try {
@@ -248,8 +298,10 @@ export function runTorch(o: Pick<typeof DEFAULTS, 'torch' | 'python' | 'seqLens'
 
 /** Runs the benchmark (see the file comment). */
 export async function runAttentionGpuBench(options: AttentionGpuBenchOptions = {}): Promise<AttentionGpuBenchResult> {
-  const o = { ...DEFAULTS, ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) } as
-    typeof DEFAULTS & { log?: AttentionGpuBenchOptions['log'] };
+  const o = {
+    ...DEFAULTS,
+    ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)),
+  } as typeof DEFAULTS & { log?: AttentionGpuBenchOptions['log'] };
   const log = o.log === null ? () => {} : (o.log ?? ((l: string) => console.log(l)));
   const shape = { ...o.heads, headDim: o.headDim, batch: 1, window: o.window, dtype: o.dtype };
   const date = new Date().toISOString();
@@ -260,13 +312,20 @@ export async function runAttentionGpuBench(options: AttentionGpuBenchOptions = {
     return { ...base, device, available: false, torch: null, torchNote: 'not run', markdown: '' };
   }
   const gpu = backends().find((b) => b.name === 'cuda');
-  const device = gpu && gpu.name === 'cuda' ? `${gpu.deviceName} (${gpu.computeCapability}, ${gpu.multiProcessors} SMs)` : 'cuda:0';
+  const device =
+    gpu && gpu.name === 'cuda' ? `${gpu.deviceName} (${gpu.computeCapability}, ${gpu.multiProcessors} SMs)` : 'cuda:0';
   log(`device: ${device}`);
   const started = performance.now();
   const spent = () => (performance.now() - started) / 1000;
   const rows: GpuRow[] = [];
   for (const seqLen of o.seqLens) {
-    const s: AttentionShape = { batch: 1, seqLen, qHeads: o.heads.qHeads, kvHeads: o.heads.kvHeads, headDim: o.headDim };
+    const s: AttentionShape = {
+      batch: 1,
+      seqLen,
+      qHeads: o.heads.qHeads,
+      kvHeads: o.heads.kvHeads,
+      headDim: o.headDim,
+    };
     const x = makeInputs(s, o.dtype, seqLen);
     for (const maskName of o.masks) {
       const mask = maskOf(maskName, o.window);
@@ -279,25 +338,35 @@ export async function runAttentionGpuBench(options: AttentionGpuBenchOptions = {
           continue;
         }
         try {
-          memory.withLimit(o.limitBytes, () => {
-            const first = once(x, s, mask, impl, blockMask);
-            row.peakBytes = first.peak;
-            const fwd: number[] = [], bwd: number[] = [];
-            for (let r = 0; r < o.repeats && spent() <= o.budgetSeconds; r++) {
-              const m = once(x, s, mask, impl, blockMask);
-              fwd.push(m.fwd);
-              bwd.push(m.bwd);
-            }
-            if (fwd.length === 0) fwd.push(first.fwd), bwd.push(first.bwd);
-            row.forwardMs = median(fwd);
-            row.backwardMs = median(bwd);
-          }, 'cuda');
+          memory.withLimit(
+            o.limitBytes,
+            () => {
+              const first = once(x, s, mask, impl, blockMask);
+              row.peakBytes = first.peak;
+              const fwd: number[] = [],
+                bwd: number[] = [];
+              for (let r = 0; r < o.repeats && spent() <= o.budgetSeconds; r++) {
+                const m = once(x, s, mask, impl, blockMask);
+                fwd.push(m.fwd);
+                bwd.push(m.bwd);
+              }
+              if (fwd.length === 0) {
+                fwd.push(first.fwd);
+                bwd.push(first.bwd);
+              }
+              row.forwardMs = median(fwd);
+              row.backwardMs = median(bwd);
+            },
+            'cuda',
+          );
         } catch (e) {
           if (!isOutOfMemoryError(e)) throw e;
           row.note = `out of memory: ${(e as Error).message}`;
         }
-        log(`${maskName} ${seqLen} ${impl}: peak ${formatBytes(row.peakBytes, row.note)}, ` +
-          `fwd+bwd ${formatMs(row.forwardMs, row.backwardMs)} ms`);
+        log(
+          `${maskName} ${seqLen} ${impl}: peak ${formatBytes(row.peakBytes, row.note)}, ` +
+            `fwd+bwd ${formatMs(row.forwardMs, row.backwardMs)} ms`,
+        );
       }
     }
     for (const t of [x.q, x.k, x.v, x.dOut]) t.dispose();
@@ -308,8 +377,15 @@ export async function runAttentionGpuBench(options: AttentionGpuBenchOptions = {
 }
 
 /** The command line (the arguments after the script): `node dist/bench/attention-gpu.js [options]`. */
-export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<AttentionGpuBenchResult> {
-  const program = benchProgram('attention-gpu', 'sink attention on the GPU: eager vs fused peak memory and time, and PyTorch where installed', cli)
+export async function main(
+  argv: readonly string[] = process.argv.slice(2),
+  cli: BenchCliSettings = {},
+): Promise<AttentionGpuBenchResult> {
+  const program = benchProgram(
+    'attention-gpu',
+    'sink attention on the GPU: eager vs fused peak memory and time, and PyTorch where installed',
+    cli,
+  )
     .option('--seqs <list>', 'sequence lengths (quick: 1024,2048)', DEFAULTS.seqLens.join(','))
     .option('--heads <q/kv>', 'query/kv heads', '64/8')
     .option('--head-dim <n>', 'head dimension', '64')
@@ -323,10 +399,17 @@ export async function main(argv: readonly string[] = process.argv.slice(2), cli:
     .option('--no-torch', 'skip the PyTorch comparison')
     .option('--python <exe>', 'Python interpreter with torch', 'python3')
     .option('--markdown <file>', 'write the Markdown table');
-  const opts = parseBench<CommonBenchOptions & Record<string, string | boolean | undefined>>(program, argv, { seqs: '1024,2048', repeats: '1' });
-  const [q, kv] = String(opts.heads).split('/').map((x) => Number.parseInt(x, 10));
+  const opts = parseBench<CommonBenchOptions & Record<string, string | boolean | undefined>>(program, argv, {
+    seqs: '1024,2048',
+    repeats: '1',
+  });
+  const [q, kv] = String(opts.heads)
+    .split('/')
+    .map((x) => Number.parseInt(x, 10));
   const result = await runAttentionGpuBench({
-    seqLens: String(opts.seqs).split(',').map((x) => Number.parseInt(x, 10)),
+    seqLens: String(opts.seqs)
+      .split(',')
+      .map((x) => Number.parseInt(x, 10)),
     heads: { qHeads: q!, kvHeads: kv ?? q! },
     headDim: Number.parseInt(String(opts.headDim), 10),
     window: Number.parseInt(String(opts.window), 10),

@@ -15,14 +15,27 @@
 import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 
-
-import { SinkAttention, attentionInfo, type AttentionImpl, type AttentionMask, type AttentionShape } from '../lib/attention/index.js';
+import {
+  SinkAttention,
+  attentionInfo,
+  type AttentionImpl,
+  type AttentionMask,
+  type AttentionShape,
+} from '../lib/attention/index.js';
 import { backends, isOutOfMemoryError, memory } from '../lib/native/index.js';
 import { loadAddon } from '../lib/native/loader.js';
 import { memoryChartSvg } from './attention-chart.js';
 import { fillUniform as fill } from '../lib/util/random.js';
 import { GiB, collectGarbage, fmtBytes, summarize, type Summary } from './common/util.js';
-import { benchProgram, commandLine, parseBench, runWhenInvoked, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
+import {
+  benchProgram,
+  commandLine,
+  parseBench,
+  runWhenInvoked,
+  writeJson,
+  type BenchCliSettings,
+  type CommonBenchOptions,
+} from './common/cli.js';
 
 /** Which mask a row used. */
 export type BenchMask = 'window' | 'full';
@@ -139,8 +152,12 @@ export type MeasureOptions = Pick<Required<AttentionBenchOptions>, 'limitBytes' 
  * gradients allocated through the tracked allocator), under `o.limitBytes` above what is
  * allocated now; out of memory is caught and reported in the row.
  */
-export async function measureAttentionMemory(shape: AttentionShape, mask: BenchMask, impl: AttentionImpl,
-  o: MeasureOptions): Promise<MemoryRow> {
+export async function measureAttentionMemory(
+  shape: AttentionShape,
+  mask: BenchMask,
+  impl: AttentionImpl,
+  o: MeasureOptions,
+): Promise<MemoryRow> {
   const n = shape.batch * shape.seqLen * shape.qHeads * shape.headDim;
   const nk = shape.batch * shape.seqLen * shape.kvHeads * shape.headDim;
   const ioBytes = 4 * (4 * n + 4 * nk + 2 * shape.qHeads + shape.batch * shape.qHeads * shape.seqLen);
@@ -162,7 +179,8 @@ export async function measureAttentionMemory(shape: AttentionShape, mask: BenchM
   } catch (e) {
     if (!isOutOfMemoryError(e)) throw e;
     row.error = e.message;
-    if (typeof e.currentBytes === 'number' && typeof e.requestedBytes === 'number') row.oomNeedBytes = e.currentBytes + e.requestedBytes - base;
+    if (typeof e.currentBytes === 'number' && typeof e.requestedBytes === 'number')
+      row.oomNeedBytes = e.currentBytes + e.requestedBytes - base;
   } finally {
     layer?.release();
     memory.setLimit(previous);
@@ -172,7 +190,11 @@ export async function measureAttentionMemory(shape: AttentionShape, mask: BenchM
 }
 
 /** Forward and backward times of fused and eager, alternating, `repeats` times each (medians). */
-export async function measureAttentionSpeed(shape: AttentionShape, mask: BenchMask, o: Pick<MeasureOptions, 'window' | 'seed'> & { repeats: number }): Promise<SpeedRow> {
+export async function measureAttentionSpeed(
+  shape: AttentionShape,
+  mask: BenchMask,
+  o: Pick<MeasureOptions, 'window' | 'seed'> & { repeats: number },
+): Promise<SpeedRow> {
   const x = tensors(shape, false, o.seed);
   const times: Record<string, number[]> = { ff: [], fb: [], ef: [], eb: [] };
   const layers = {
@@ -220,15 +242,28 @@ function targets(result: AttentionBenchResult): AttentionBenchResult['targets'] 
     const f = find(mask, 4096, 'fused');
     if (e && f && f.peakBytes) {
       const ratio = e.peakBytes === null ? Infinity : e.peakBytes / f.peakBytes;
-      out.push({ name: `eager/fused peak memory at 4096 (${mask}) >= 20x`, value: e.peakBytes === null ? 'eager OOM' : `${ratio.toFixed(1)}x`, met: ratio >= 20 });
+      out.push({
+        name: `eager/fused peak memory at 4096 (${mask}) >= 20x`,
+        value: e.peakBytes === null ? 'eager OOM' : `${ratio.toFixed(1)}x`,
+        met: ratio >= 20,
+      });
     }
     const f8 = find(mask, 8192, 'fused');
     if (f8 && f8.peakBytes) {
       const ratio = f8.peakBytes / f8.ioBytes;
-      out.push({ name: `fused peak <= 1.2x inputs+outputs+gradients+LSE at 8192 (${mask})`, value: `${ratio.toFixed(3)}x`, met: ratio <= 1.2 });
+      out.push({
+        name: `fused peak <= 1.2x inputs+outputs+gradients+LSE at 8192 (${mask})`,
+        value: `${ratio.toFixed(3)}x`,
+        met: ratio <= 1.2,
+      });
     }
     const s = result.speed.find((r) => r.mask === mask && r.seqLen === 4096);
-    if (s) out.push({ name: `fused fwd+bwd >= 3x faster than eager at 4096 (${mask})`, value: `${s.speedup.toFixed(1)}x`, met: s.speedup >= 3 });
+    if (s)
+      out.push({
+        name: `fused fwd+bwd >= 3x faster than eager at 4096 (${mask})`,
+        value: `${s.speedup.toFixed(1)}x`,
+        met: s.speedup >= 3,
+      });
   }
   return out;
 }
@@ -253,7 +288,11 @@ export async function runAttentionBench(options: AttentionBenchOptions = {}): Pr
   const cpu = backends().find((b) => b.name === 'cpu');
   const result: AttentionBenchResult = {
     date: new Date().toISOString(),
-    machine: { cpu: cpus()[0]?.model ?? 'unknown', threads: cpu?.name === 'cpu' ? cpu.threads : 1, isa: attentionInfo().isa },
+    machine: {
+      cpu: cpus()[0]?.model ?? 'unknown',
+      threads: cpu?.name === 'cpu' ? cpu.threads : 1,
+      isa: attentionInfo().isa,
+    },
     memoryShape: { ...o.memoryHeads, headDim: o.headDim, batch: 1 },
     speedShape: { ...o.speedHeads, headDim: o.headDim, batch: 1 },
     limitBytes: o.limitBytes,
@@ -263,8 +302,10 @@ export async function runAttentionBench(options: AttentionBenchOptions = {}): Pr
   };
   log(`sink attention benchmark — ${result.machine.cpu}, ${result.machine.threads} threads, ${result.machine.isa}`);
   if (o.memorySeqLens.length > 0) {
-    log(`\npeak tracked memory of forward+backward: ${o.memoryHeads.qHeads} q heads, ${o.memoryHeads.kvHeads} kv heads, ` +
-      `headDim ${o.headDim}, batch 1, limit ${fmtBytes(o.limitBytes)}`);
+    log(
+      `\npeak tracked memory of forward+backward: ${o.memoryHeads.qHeads} q heads, ${o.memoryHeads.kvHeads} kv heads, ` +
+        `headDim ${o.headDim}, batch 1, limit ${fmtBytes(o.limitBytes)}`,
+    );
     log('mask    seqLen   fused peak   eager peak   eager/fused   fused/io   fused ms   eager ms');
     for (const mask of o.masks) {
       for (const seqLen of o.memorySeqLens) {
@@ -273,22 +314,28 @@ export async function runAttentionBench(options: AttentionBenchOptions = {}): Pr
         const e = await measureAttentionMemory(shape, mask, 'eager', o);
         result.memory.push(f, e);
         const ratio = e.peakBytes !== null && f.peakBytes ? `${(e.peakBytes / f.peakBytes).toFixed(1)}x` : '-';
-        log(`${mask.padEnd(7)} ${String(seqLen).padStart(6)}   ${fmtBytes(f.peakBytes).padStart(10)}   ${fmtBytes(e.peakBytes).padStart(10)}` +
-          `   ${ratio.padStart(11)}   ${f.peakBytes ? (f.peakBytes / f.ioBytes).toFixed(3).padStart(7) + 'x' : '       -'}` +
-          `   ${f.ms === null ? '-' : f.ms.toFixed(0).padStart(8)}   ${e.ms === null ? 'OOM' : e.ms.toFixed(0).padStart(8)}`);
+        log(
+          `${mask.padEnd(7)} ${String(seqLen).padStart(6)}   ${fmtBytes(f.peakBytes).padStart(10)}   ${fmtBytes(e.peakBytes).padStart(10)}` +
+            `   ${ratio.padStart(11)}   ${f.peakBytes ? (f.peakBytes / f.ioBytes).toFixed(3).padStart(7) + 'x' : '       -'}` +
+            `   ${f.ms === null ? '-' : f.ms.toFixed(0).padStart(8)}   ${e.ms === null ? 'OOM' : e.ms.toFixed(0).padStart(8)}`,
+        );
       }
     }
   }
   if (o.speedSeqLens.length > 0) {
-    log(`\nspeed of forward+backward (median of ${o.repeats}): ${o.speedHeads.qHeads} q heads, ${o.speedHeads.kvHeads} kv heads, headDim ${o.headDim}, batch 1`);
+    log(
+      `\nspeed of forward+backward (median of ${o.repeats}): ${o.speedHeads.qHeads} q heads, ${o.speedHeads.kvHeads} kv heads, headDim ${o.headDim}, batch 1`,
+    );
     log('mask    seqLen   fused ms (fwd+bwd)   eager ms (fwd+bwd)   fused GFLOP/s   eager GFLOP/s   fused/eager speed');
     for (const mask of o.masks) {
       for (const seqLen of o.speedSeqLens) {
         const s = await measureAttentionSpeed({ batch: 1, seqLen, ...o.speedHeads, headDim: o.headDim }, mask, o);
         result.speed.push(s);
-        log(`${mask.padEnd(7)} ${String(seqLen).padStart(6)}   ${`${s.fusedForwardMs.toFixed(0)}+${s.fusedBackwardMs.toFixed(0)}`.padStart(18)}` +
-          `   ${`${s.eagerForwardMs.toFixed(0)}+${s.eagerBackwardMs.toFixed(0)}`.padStart(18)}   ${s.fusedGflops.toFixed(1).padStart(13)}` +
-          `   ${s.eagerGflops.toFixed(1).padStart(13)}   ${s.speedup.toFixed(1).padStart(16)}x`);
+        log(
+          `${mask.padEnd(7)} ${String(seqLen).padStart(6)}   ${`${s.fusedForwardMs.toFixed(0)}+${s.fusedBackwardMs.toFixed(0)}`.padStart(18)}` +
+            `   ${`${s.eagerForwardMs.toFixed(0)}+${s.eagerBackwardMs.toFixed(0)}`.padStart(18)}   ${s.fusedGflops.toFixed(1).padStart(13)}` +
+            `   ${s.eagerGflops.toFixed(1).padStart(13)}   ${s.speedup.toFixed(1).padStart(16)}x`,
+        );
       }
     }
   }
@@ -301,7 +348,10 @@ export async function runAttentionBench(options: AttentionBenchOptions = {}): Pr
 }
 
 /** The command line (the arguments after the script): `node dist/bench/attention.js [options]`. */
-export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<AttentionBenchResult> {
+export async function main(
+  argv: readonly string[] = process.argv.slice(2),
+  cli: BenchCliSettings = {},
+): Promise<AttentionBenchResult> {
   const list = (s: string) => s.split(',').map((x) => Number.parseInt(x, 10));
   const heads = (s: string) => {
     const [q, kv] = s.split('/').map((x) => Number.parseInt(x, 10));
@@ -318,7 +368,11 @@ export async function main(argv: readonly string[] = process.argv.slice(2), cli:
     .option('--masks <list>', 'masks: window, full', 'window,full')
     .option('--repeats <n>', 'timed repetitions per speed point (quick: 1)', '3')
     .option('--svg <file>', 'write the memory chart as SVG');
-  const opts = parseBench<CommonBenchOptions & Record<string, string | undefined>>(program, argv, { memSeqs: '1024,2048', speedSeqs: '1024', repeats: '1' });
+  const opts = parseBench<CommonBenchOptions & Record<string, string | undefined>>(program, argv, {
+    memSeqs: '1024,2048',
+    speedSeqs: '1024',
+    repeats: '1',
+  });
   const seqs = (s: string | undefined) => (s === '' || s === 'none' ? [] : list(s!));
   const result = await runAttentionBench({
     limitBytes: Math.round(Number.parseFloat(opts.limit!) * GiB),
@@ -335,7 +389,14 @@ export async function main(argv: readonly string[] = process.argv.slice(2), cli:
   writeJson(opts.json, { command: commandLine(program, argv), ...result });
   if (opts.svg) {
     const m = result.memoryShape;
-    writeFileSync(opts.svg, memoryChartSvg(result.memory, `sink attention fwd+bwd peak memory (${m.qHeads}/${m.kvHeads} heads, d ${m.headDim})`, result.limitBytes));
+    writeFileSync(
+      opts.svg,
+      memoryChartSvg(
+        result.memory,
+        `sink attention fwd+bwd peak memory (${m.qHeads}/${m.kvHeads} heads, d ${m.headDim})`,
+        result.limitBytes,
+      ),
+    );
   }
   return result;
 }

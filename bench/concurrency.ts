@@ -20,7 +20,15 @@ import { performance } from 'node:perf_hooks';
 import { loadPretrained } from '../lib/model/hf/pretrained.js';
 import type { GenerativeModel } from '../lib/model/policy.js';
 import { opsIsa } from '../lib/model/ops.js';
-import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
+import {
+  benchProgram,
+  parseBench,
+  runWhenInvoked,
+  tableLog,
+  writeJson,
+  type BenchCliSettings,
+  type CommonBenchOptions,
+} from './common/cli.js';
 import { qwen3Config, writeRandomHfCheckpoint } from './common/random-hf-checkpoint.js';
 
 /** Options of {@link runConcurrencyBench}. */
@@ -88,26 +96,54 @@ export async function runConcurrencyBench(options: ConcurrencyBenchOptions = {})
   const dir = mkdtempSync(join(tmpdir(), 'sfx-bench-concurrency-'));
   const rows: ConcurrencyRow[] = [];
   try {
-    await writeRandomHfCheckpoint(dir, qwen3Config({ hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, vocab, context: 4096 }));
-    log(`tiny random Qwen3 (hidden 64, 2 layers, vocab ${vocab}); ${promptTokens}-token prompts, ${sampleTokens} tokens per session, T = 1; ops ISA ${opsIsa()}`);
+    await writeRandomHfCheckpoint(
+      dir,
+      qwen3Config({
+        hidden: 64,
+        layers: 2,
+        heads: 4,
+        kvHeads: 2,
+        headDim: 16,
+        intermediate: 128,
+        vocab,
+        context: 4096,
+      }),
+    );
+    log(
+      `tiny random Qwen3 (hidden 64, 2 layers, vocab ${vocab}); ${promptTokens}-token prompts, ${sampleTokens} tokens per session, T = 1; ops ISA ${opsIsa()}`,
+    );
     log('| dtype | sessions | batched | one by one | ratio | batched cpu | one-by-one cpu | same tokens |');
     log('| --- | --- | --- | --- | --- | --- | --- | --- |');
     for (const dtype of options.dtypes ?? ['bfloat16', 'float32']) {
       const m = await loadPretrained(dir, { dtype });
       try {
-        const prompt = (i: number): number[] => Array.from({ length: promptTokens }, (_, j) => (i * 7919 + j * 104729 + 13) % vocab);
+        const prompt = (i: number): number[] =>
+          Array.from({ length: promptTokens }, (_, j) => (i * 7919 + j * 104729 + 13) % vocab);
         await sampleOne(m.policy, prompt(0), 0, 2); // warm-up
         for (const n of sessions) {
-          const batched = await timed(() => Promise.all(Array.from({ length: n }, (_, i) => sampleOne(m.policy, prompt(i), i, sampleTokens))));
+          const batched = await timed(() =>
+            Promise.all(Array.from({ length: n }, (_, i) => sampleOne(m.policy, prompt(i), i, sampleTokens))),
+          );
           const alone = await timed(async () => {
             const out: number[][] = [];
             for (let i = 0; i < n; i++) out.push(await sampleOne(m.policy, prompt(i), i, sampleTokens));
             return out;
           });
           const same = batched.value.filter((t, i) => t.join() === alone.value[i].join()).length;
-          const row: ConcurrencyRow = { dtype, sessions: n, batchedMs: batched.ms, oneByOneMs: alone.ms, ratio: batched.ms / alone.ms, batchedCpuMs: batched.cpuMs, oneByOneCpuMs: alone.cpuMs, same };
+          const row: ConcurrencyRow = {
+            dtype,
+            sessions: n,
+            batchedMs: batched.ms,
+            oneByOneMs: alone.ms,
+            ratio: batched.ms / alone.ms,
+            batchedCpuMs: batched.cpuMs,
+            oneByOneCpuMs: alone.cpuMs,
+            same,
+          };
           rows.push(row);
-          log(`| ${dtype} | ${n} | ${row.batchedMs.toFixed(0)} ms | ${row.oneByOneMs.toFixed(0)} ms | **${row.ratio.toFixed(2)}** | ${row.batchedCpuMs.toFixed(0)} ms | ${row.oneByOneCpuMs.toFixed(0)} ms | ${same}/${n} |`);
+          log(
+            `| ${dtype} | ${n} | ${row.batchedMs.toFixed(0)} ms | ${row.oneByOneMs.toFixed(0)} ms | **${row.ratio.toFixed(2)}** | ${row.batchedCpuMs.toFixed(0)} ms | ${row.oneByOneCpuMs.toFixed(0)} ms | ${same}/${n} |`,
+          );
         }
       } finally {
         m.dispose();
@@ -121,21 +157,38 @@ export async function runConcurrencyBench(options: ConcurrencyBenchOptions = {})
 
 function list(flag: string, v: string): number[] {
   const out = v.split(',').map((x) => Number(x.trim()));
-  for (const x of out) if (!Number.isSafeInteger(x) || x < 1) throw new Error(`${flag}: '${v}' is not a list of positive integers`);
+  for (const x of out)
+    if (!Number.isSafeInteger(x) || x < 1) throw new Error(`${flag}: '${v}' is not a list of positive integers`);
   return out;
 }
 
 /** Command-line entry (the arguments after the script; see the module notes). */
-export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<ConcurrencyBenchResult> {
-  const program = benchProgram('concurrency', 'batched sampling of N seeded sessions vs the same N one by one (tiny random Qwen3, 151936-token vocabulary): wall and CPU time, ratio, same tokens', cli)
+export async function main(
+  argv: readonly string[] = process.argv.slice(2),
+  cli: BenchCliSettings = {},
+): Promise<ConcurrencyBenchResult> {
+  const program = benchProgram(
+    'concurrency',
+    'batched sampling of N seeded sessions vs the same N one by one (tiny random Qwen3, 151936-token vocabulary): wall and CPU time, ratio, same tokens',
+    cli,
+  )
     .option('--dtypes <list>', 'dtypes to load in, comma-separated (bfloat16, float32)', 'bfloat16,float32')
     .option('--sessions <list>', 'sessions in flight, comma-separated')
     .option('--prompt-tokens <n>', 'prompt tokens per session')
     .option('--sample-tokens <n>', 'tokens sampled per session')
     .option('--vocab <n>', 'vocabulary size');
-  const o = parseBench<CommonBenchOptions & { dtypes: string; sessions?: string; promptTokens?: string; sampleTokens?: string; vocab?: string }>(program, argv, { sessions: '1,17', sampleTokens: '8' });
+  const o = parseBench<
+    CommonBenchOptions & {
+      dtypes: string;
+      sessions?: string;
+      promptTokens?: string;
+      sampleTokens?: string;
+      vocab?: string;
+    }
+  >(program, argv, { sessions: '1,17', sampleTokens: '8' });
   const dtypes = o.dtypes.split(',').map((d) => d.trim());
-  for (const d of dtypes) if (d !== 'bfloat16' && d !== 'float32') throw new Error(`--dtypes: '${d}' is not bfloat16 or float32`);
+  for (const d of dtypes)
+    if (d !== 'bfloat16' && d !== 'float32') throw new Error(`--dtypes: '${d}' is not bfloat16 or float32`);
   const result = await runConcurrencyBench({
     dtypes: dtypes as ('bfloat16' | 'float32')[],
     ...(o.sessions !== undefined ? { sessions: list('--sessions', o.sessions) } : {}),

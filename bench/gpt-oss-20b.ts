@@ -37,13 +37,35 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 
 import { policyLoss } from '../lib/grpo/index.js';
-import { type ActivationCheckpointing, type LoraTarget, type PretrainedModel, type Transformer, loadPretrained, packSequences } from '../lib/model/index.js';
+import {
+  type ActivationCheckpointing,
+  type LoraTarget,
+  type PretrainedModel,
+  type Transformer,
+  loadPretrained,
+  packSequences,
+} from '../lib/model/index.js';
 import { isOutOfMemoryError, memory } from '../lib/native/index.js';
-import { benchProgram, commandLine, parseBench, runWhenInvoked, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
+import {
+  benchProgram,
+  commandLine,
+  parseBench,
+  runWhenInvoked,
+  type BenchCliSettings,
+  type CommonBenchOptions,
+} from './common/cli.js';
 import { memoryChart, type ChartPoint } from './common/chart.js';
 import { parseGiB, parseIntList } from './common/options.js';
 import { gptOssConfig, writeRandomHfCheckpoint } from './common/random-hf-checkpoint.js';
-import { GiB, type MachineInfo, collectGarbage, fmtBytes, machineInfo, markdownTable, svgPathFor } from './common/util.js';
+import {
+  GiB,
+  type MachineInfo,
+  collectGarbage,
+  fmtBytes,
+  machineInfo,
+  markdownTable,
+  svgPathFor,
+} from './common/util.js';
 
 /** A gpt-oss shape (config.json fields). */
 export interface GptOssShape {
@@ -59,9 +81,29 @@ export interface GptOssShape {
 }
 
 /** gpt-oss-20b's shape. */
-export const GPT_OSS_20B: GptOssShape = { hidden: 2880, layers: 24, heads: 64, kvHeads: 8, headDim: 64, intermediate: 2880, vocab: 201088, experts: 32, topK: 4 };
+export const GPT_OSS_20B: GptOssShape = {
+  hidden: 2880,
+  layers: 24,
+  heads: 64,
+  kvHeads: 8,
+  headDim: 64,
+  intermediate: 2880,
+  vocab: 201088,
+  experts: 32,
+  topK: 4,
+};
 /** The scaled shape of `--quick` (same structure, toy sizes). */
-export const GPT_OSS_QUICK: GptOssShape = { hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 64, vocab: 512, experts: 4, topK: 2 };
+export const GPT_OSS_QUICK: GptOssShape = {
+  hidden: 64,
+  layers: 2,
+  heads: 4,
+  kvHeads: 2,
+  headDim: 16,
+  intermediate: 64,
+  vocab: 512,
+  experts: 4,
+  topK: 2,
+};
 
 /** The phases measured at each length. */
 export type Phase = 'logprobs' | 'sft' | 'grpo';
@@ -219,7 +261,14 @@ function randomSequence(n: number, vocab: number, seed: number): number[] {
 }
 
 /** One phase's work on `model` (synchronous native calls under the tracked limit). */
-function runPhase(phase: Phase, model: Transformer, n: number, vocab: number, seed: number, checkpointing: ActivationCheckpointing): void {
+function runPhase(
+  phase: Phase,
+  model: Transformer,
+  n: number,
+  vocab: number,
+  seed: number,
+  checkpointing: ActivationCheckpointing,
+): void {
   const batch = packSequences([{ tokens: randomSequence(n, vocab, seed) }]);
   const scored = batch.targets.filter((x) => x >= 0).length;
   if (phase === 'logprobs') {
@@ -259,7 +308,14 @@ function fmtRate(p: PhasePoint): string {
 }
 
 /** Fits the memory line of each phase and projects it (see the module notes). */
-export function memoryPlan(phases: readonly PhasePoint[], lengths: readonly number[], checkLength: number, planLengths: readonly number[], storeBytes: number, gpuStoreBytes: number): PlanRow[] {
+export function memoryPlan(
+  phases: readonly PhasePoint[],
+  lengths: readonly number[],
+  checkLength: number,
+  planLengths: readonly number[],
+  storeBytes: number,
+  gpuStoreBytes: number,
+): PlanRow[] {
   const rows: PlanRow[] = [];
   for (const phase of PHASES) {
     const at = (n: number) => phases.find((p) => p.phase === phase && p.tokens === n && p.status === 'ok');
@@ -272,38 +328,95 @@ export function memoryPlan(phases: readonly PhasePoint[], lengths: readonly numb
     const check = c
       ? (() => {
           const predictedBytes = fixedBytes + perTokenBytes * c.tokens;
-          return { tokens: c.tokens, measuredBytes: c.trackedPeakAboveModelBytes!, predictedBytes, relativeError: (c.trackedPeakAboveModelBytes! - predictedBytes) / c.trackedPeakAboveModelBytes! };
+          return {
+            tokens: c.tokens,
+            measuredBytes: c.trackedPeakAboveModelBytes!,
+            predictedBytes,
+            relativeError: (c.trackedPeakAboveModelBytes! - predictedBytes) / c.trackedPeakAboveModelBytes!,
+          };
         })()
       : null;
-    const points = planLengths.map((tokens) => ({ tokens, cpuBytes: storeBytes + fixedBytes + perTokenBytes * tokens, gpuBytes: gpuStoreBytes + fixedBytes + perTokenBytes * tokens }));
+    const points = planLengths.map((tokens) => ({
+      tokens,
+      cpuBytes: storeBytes + fixedBytes + perTokenBytes * tokens,
+      gpuBytes: gpuStoreBytes + fixedBytes + perTokenBytes * tokens,
+    }));
     rows.push({ phase, fixedBytes, perTokenBytes, check, points });
   }
   return rows;
 }
 
 const GB = 1e9;
-const gb = (b: number): string => (Math.abs(b) >= 0.1 * GB ? `${(b / GB).toFixed(2)} GB` : `${(b / 1e6).toFixed(1)} MB`);
+const gb = (b: number): string =>
+  Math.abs(b) >= 0.1 * GB ? `${(b / GB).toFixed(2)} GB` : `${(b / 1e6).toFixed(1)} MB`;
 
 function markdown(r: Omit<GptOss20bBenchResult, 'markdown'>): string {
   const md: string[] = [];
   if (r.features.length) md.push(`Memory savers: ${r.features.join(', ')}.`, '');
   if (r.load) {
     const l = r.load;
-    md.push(markdownTable(['checkpoint', 'write s', 'load s', 'resident growth', 'growth ÷ checkpoint', 'store', 'peak RSS after load'], [[gb(l.checkpointBytes), l.writeSeconds.toFixed(0), l.loadSeconds.toFixed(0), gb(l.residentGrowthBytes), l.residentRatio.toFixed(3), gb(l.storeBytes), gb(l.vmHwmBytes)]]), '');
+    md.push(
+      markdownTable(
+        ['checkpoint', 'write s', 'load s', 'resident growth', 'growth ÷ checkpoint', 'store', 'peak RSS after load'],
+        [
+          [
+            gb(l.checkpointBytes),
+            l.writeSeconds.toFixed(0),
+            l.loadSeconds.toFixed(0),
+            gb(l.residentGrowthBytes),
+            l.residentRatio.toFixed(3),
+            gb(l.storeBytes),
+            gb(l.vmHwmBytes),
+          ],
+        ],
+      ),
+      '',
+    );
   }
   if (r.phases.length) {
-    md.push(markdownTable(['phase', 'tokens', 'time s', 'tokens/s', 'CPU s', `tokens/s on ${r.machine.threads} own cores`, 'tracked peak above model', 'tracked peak', 'peak RSS (VmHWM)'], r.phases.map((p) => [
-      p.phase, String(p.tokens), p.seconds === null ? (p.status === 'oom' ? 'OOM' : '—') : p.seconds.toFixed(1), fmtRate(p),
-      p.cpuSeconds === null ? '—' : p.cpuSeconds.toFixed(0), p.cpuTokensPerSecond === null ? '—' : p.cpuTokensPerSecond.toFixed(1),
-      p.trackedPeakAboveModelBytes === null ? '—' : gb(p.trackedPeakAboveModelBytes), p.trackedPeakBytes === null ? '—' : gb(p.trackedPeakBytes), `${gb(p.vmHwmBytes)}${p.vmHwmReset ? '' : ' (since start)'}`,
-    ])), '');
+    md.push(
+      markdownTable(
+        [
+          'phase',
+          'tokens',
+          'time s',
+          'tokens/s',
+          'CPU s',
+          `tokens/s on ${r.machine.threads} own cores`,
+          'tracked peak above model',
+          'tracked peak',
+          'peak RSS (VmHWM)',
+        ],
+        r.phases.map((p) => [
+          p.phase,
+          String(p.tokens),
+          p.seconds === null ? (p.status === 'oom' ? 'OOM' : '—') : p.seconds.toFixed(1),
+          fmtRate(p),
+          p.cpuSeconds === null ? '—' : p.cpuSeconds.toFixed(0),
+          p.cpuTokensPerSecond === null ? '—' : p.cpuTokensPerSecond.toFixed(1),
+          p.trackedPeakAboveModelBytes === null ? '—' : gb(p.trackedPeakAboveModelBytes),
+          p.trackedPeakBytes === null ? '—' : gb(p.trackedPeakBytes),
+          `${gb(p.vmHwmBytes)}${p.vmHwmReset ? '' : ' (since start)'}`,
+        ]),
+      ),
+      '',
+    );
   }
   for (const row of r.plan) {
-    md.push(`Memory plan, ${row.phase}: ${gb(row.fixedBytes)} + ${(row.perTokenBytes / 1e6).toFixed(3)} MB/token above the model${row.check ? `; at ${row.check.tokens} tokens measured ${gb(row.check.measuredBytes)}, line ${gb(row.check.predictedBytes)} (${(row.check.relativeError * 100).toFixed(1)}%)` : ''}`, '');
-    md.push(markdownTable(['tokens', ...row.points.map((p) => String(p.tokens))], [
-      ['CPU', ...row.points.map((p) => gb(p.cpuBytes))],
-      ['one GPU', ...row.points.map((p) => gb(p.gpuBytes))],
-    ]), '');
+    md.push(
+      `Memory plan, ${row.phase}: ${gb(row.fixedBytes)} + ${(row.perTokenBytes / 1e6).toFixed(3)} MB/token above the model${row.check ? `; at ${row.check.tokens} tokens measured ${gb(row.check.measuredBytes)}, line ${gb(row.check.predictedBytes)} (${(row.check.relativeError * 100).toFixed(1)}%)` : ''}`,
+      '',
+    );
+    md.push(
+      markdownTable(
+        ['tokens', ...row.points.map((p) => String(p.tokens))],
+        [
+          ['CPU', ...row.points.map((p) => gb(p.cpuBytes))],
+          ['one GPU', ...row.points.map((p) => gb(p.gpuBytes))],
+        ],
+      ),
+      '',
+    );
   }
   if (r.notMeasured.length) md.push(`Not measured: ${r.notMeasured.join('; ')}`, '');
   return md.join('\n');
@@ -319,7 +432,12 @@ export function gptOss20bChart(r: GptOss20bBenchResult): string {
       points.push({ series: `plan GPU ${row.phase}`, seqLen: p.tokens, bytes: p.gpuBytes });
     }
   }
-  return memoryChart(points, `gpt-oss-${r.shape.layers === 24 ? '20b' : 'scaled'} (MXFP4 packed, LoRA r${r.lora.rank}): tracked peak and plan`, r.limitBytes, 'tracked bytes');
+  return memoryChart(
+    points,
+    `gpt-oss-${r.shape.layers === 24 ? '20b' : 'scaled'} (MXFP4 packed, LoRA r${r.lora.rank}): tracked peak and plan`,
+    r.limitBytes,
+    'tracked bytes',
+  );
 }
 
 /** Runs the benchmark (see the module notes). */
@@ -331,12 +449,20 @@ export async function runGptOss20bBench(options: GptOss20bBenchOptions = {}): Pr
   const phases = options.phases ?? [...PHASES];
   const planLengths = options.planLengths ?? [4096, 8192, 16384, 32768, 65536];
   const rank = options.loraRank ?? 16;
-  if (lengths.length < 1 || lengths.some((n) => !Number.isInteger(n) || n < 2)) throw new RangeError('lengths must be integers >= 2');
+  if (lengths.length < 1 || lengths.some((n) => !Number.isInteger(n) || n < 2))
+    throw new RangeError('lengths must be integers >= 2');
   const available = memAvailable();
   const minAvailable = options.minAvailableBytes ?? 18 * GiB;
-  if (available < minAvailable) throw new RangeError(`MemAvailable is ${fmtBytes(available)}, below the ${fmtBytes(minAvailable)} this run needs (--min-available)`);
+  if (available < minAvailable)
+    throw new RangeError(
+      `MemAvailable is ${fmtBytes(available)}, below the ${fmtBytes(minAvailable)} this run needs (--min-available)`,
+    );
   const limitBytes = options.limitBytes ?? (Number.isFinite(available) ? available - GiB : 16 * GiB);
-  const lora: { rank: number; alpha: number; targets: LoraTarget[] } = { rank, alpha: 2 * rank, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] };
+  const lora: { rank: number; alpha: number; targets: LoraTarget[] } = {
+    rank,
+    alpha: 2 * rank,
+    targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj'],
+  };
   const config = gptOssConfig(shape);
   const machine = machineInfo();
   const checkpointing = options.activationCheckpointing ?? 'layers';
@@ -347,17 +473,40 @@ export async function runGptOss20bBench(options: GptOss20bBenchOptions = {}): Pr
   let storeBytes = 0;
   let gpuStoreBytes: number | null = null;
   const result = (): GptOss20bBenchResult => {
-    const plan = load ? memoryPlan(measured, lengths, checkLength, planLengths, storeBytes, gpuStoreBytes ?? storeBytes) : [];
-    const partial = { bench: 'gpt-oss-20b' as const, date: new Date().toISOString(), machine, shape, config, lora, features, limitBytes, memAvailableAtStartBytes: available, load, phases: [...measured], plan, gpuStoreBytes, notMeasured: [...notMeasured], loadAverageAfter: machineInfo().loadAverage };
+    const plan = load
+      ? memoryPlan(measured, lengths, checkLength, planLengths, storeBytes, gpuStoreBytes ?? storeBytes)
+      : [];
+    const partial = {
+      bench: 'gpt-oss-20b' as const,
+      date: new Date().toISOString(),
+      machine,
+      shape,
+      config,
+      lora,
+      features,
+      limitBytes,
+      memAvailableAtStartBytes: available,
+      load,
+      phases: [...measured],
+      plan,
+      gpuStoreBytes,
+      notMeasured: [...notMeasured],
+      loadAverageAfter: machineInfo().loadAverage,
+    };
     return { ...partial, markdown: markdown(partial) };
   };
   const save = (): void => {
     if (!options.jsonPath) return;
     const r = result();
-    writeFileSync(options.jsonPath, `${JSON.stringify(options.command !== undefined ? { command: options.command, ...r } : r, null, 2)}\n`);
+    writeFileSync(
+      options.jsonPath,
+      `${JSON.stringify(options.command !== undefined ? { command: options.command, ...r } : r, null, 2)}\n`,
+    );
     writeFileSync(svgPathFor(options.jsonPath), gptOss20bChart(r));
   };
-  log(`gpt-oss-20b benchmark — ${machine.cpu}, ${machine.threads} threads, load average ${machine.loadAverage.toFixed(2)}; MemAvailable ${fmtBytes(available)}, tracked limit ${fmtBytes(limitBytes)}`);
+  log(
+    `gpt-oss-20b benchmark — ${machine.cpu}, ${machine.threads} threads, load average ${machine.loadAverage.toFixed(2)}; MemAvailable ${fmtBytes(available)}, tracked limit ${fmtBytes(limitBytes)}`,
+  );
 
   const dir = mkdtempSync(join(options.dir ?? tmpdir(), 'sinkflex-gpt-oss-20b-'));
   let model: PretrainedModel | null = null;
@@ -366,26 +515,37 @@ export async function runGptOss20bBench(options: GptOss20bBenchOptions = {}): Pr
     const ck = await writeRandomHfCheckpoint(dir, config, { mxfp4: true, seed: 20, tile: true });
     const writeSeconds = (performance.now() - t0) / 1000;
     const checkpointBytes = statSync(join(dir, 'model.safetensors')).size;
-    log(`checkpoint written: ${gb(checkpointBytes)} (${gb(ck.mxfp4Bytes)} MXFP4 experts) in ${writeSeconds.toFixed(0)} s`);
+    log(
+      `checkpoint written: ${gb(checkpointBytes)} (${gb(ck.mxfp4Bytes)} MXFP4 experts) in ${writeSeconds.toFixed(0)} s`,
+    );
     await collectGarbage();
     const before = procStatus();
     const trackedBefore = memory.currentBytes();
     t0 = performance.now();
-    model = await loadPretrained(dir, { lora, maxPositions: Math.max(...lengths, checkLength, 256), mxfp4: 'packed', activationCheckpointing: checkpointing });
+    model = await loadPretrained(dir, {
+      lora,
+      maxPositions: Math.max(...lengths, checkLength, 256),
+      mxfp4: 'packed',
+      activationCheckpointing: checkpointing,
+    });
     const loadSeconds = (performance.now() - t0) / 1000;
     await collectGarbage();
     const after = procStatus();
     storeBytes = model.params.bytes;
     gpuStoreBytes = storeBytes; // the CUDA store's sizes per dtype are the CPU store's (see the module notes)
     load = {
-      checkpointBytes, writeSeconds, loadSeconds,
+      checkpointBytes,
+      writeSeconds,
+      loadSeconds,
       residentGrowthBytes: after.rss - before.rss,
       residentRatio: (after.rss - before.rss) / checkpointBytes,
       storeBytes,
       trackedBytes: memory.currentBytes() - trackedBefore,
       vmHwmBytes: after.hwm,
     };
-    log(`loaded in ${loadSeconds.toFixed(0)} s: resident +${gb(load.residentGrowthBytes)} = ${load.residentRatio.toFixed(3)} × the checkpoint; store ${gb(storeBytes)}`);
+    log(
+      `loaded in ${loadSeconds.toFixed(0)} s: resident +${gb(load.residentGrowthBytes)} = ${load.residentRatio.toFixed(3)} × the checkpoint; store ${gb(storeBytes)}`,
+    );
     save();
     if (!options.keep) {
       rmSync(dir, { recursive: true, force: true }); // the model is in memory now: free the disk (and its page cache)
@@ -400,11 +560,25 @@ export async function runGptOss20bBench(options: GptOss20bBenchOptions = {}): Pr
         const base = memory.currentBytes();
         memory.resetPeak();
         const reset = resetHwm();
-        const p: PhasePoint = { phase, tokens: n, status: 'ok', seconds: null, tokensPerSecond: null, cpuSeconds: null, cpuTokensPerSecond: null, trackedPeakAboveModelBytes: null, trackedPeakBytes: null, vmHwmBytes: 0, vmHwmReset: reset };
+        const p: PhasePoint = {
+          phase,
+          tokens: n,
+          status: 'ok',
+          seconds: null,
+          tokensPerSecond: null,
+          cpuSeconds: null,
+          cpuTokensPerSecond: null,
+          trackedPeakAboveModelBytes: null,
+          trackedPeakBytes: null,
+          vmHwmBytes: 0,
+          vmHwmReset: reset,
+        };
         const start = performance.now();
         const cpu0 = process.cpuUsage();
         try {
-          memory.withLimit(limitBytes, () => runPhase(phase, transformer, n, vocab, n + PHASES.indexOf(phase), checkpointing));
+          memory.withLimit(limitBytes, () =>
+            runPhase(phase, transformer, n, vocab, n + PHASES.indexOf(phase), checkpointing),
+          );
           p.seconds = (performance.now() - start) / 1000;
           p.tokensPerSecond = n / p.seconds;
           const cpu = process.cpuUsage(cpu0);
@@ -420,7 +594,9 @@ export async function runGptOss20bBench(options: GptOss20bBenchOptions = {}): Pr
         }
         p.vmHwmBytes = procStatus().hwm;
         measured.push(p);
-        log(`${phase.padEnd(8)} ${String(n).padStart(6)} tokens: ${p.status === 'ok' ? `${p.seconds!.toFixed(1)} s (CPU ${p.cpuSeconds!.toFixed(0)} s), ${fmtRate(p)} tokens/s, tracked peak ${gb(p.trackedPeakBytes!)} (+${gb(p.trackedPeakAboveModelBytes!)} above the model)` : `out of memory: ${p.note}`}, VmHWM ${gb(p.vmHwmBytes)}`);
+        log(
+          `${phase.padEnd(8)} ${String(n).padStart(6)} tokens: ${p.status === 'ok' ? `${p.seconds!.toFixed(1)} s (CPU ${p.cpuSeconds!.toFixed(0)} s), ${fmtRate(p)} tokens/s, tracked peak ${gb(p.trackedPeakBytes!)} (+${gb(p.trackedPeakAboveModelBytes!)} above the model)` : `out of memory: ${p.note}`}, VmHWM ${gb(p.vmHwmBytes)}`,
+        );
         save();
       }
     }
@@ -436,8 +612,15 @@ export async function runGptOss20bBench(options: GptOss20bBenchOptions = {}): Pr
 }
 
 /** The command line (arguments after the script or `sinkflex bench gpt-oss-20b`). */
-export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<GptOss20bBenchResult> {
-  const program = benchProgram('gpt-oss-20b', 'gpt-oss-20b at its real shape (random MXFP4 checkpoint, ~13.8 GB): load, log-probs, LoRA SFT and GRPO steps on the CPU, and a memory plan for the CPU and one GPU', cli)
+export async function main(
+  argv: readonly string[] = process.argv.slice(2),
+  cli: BenchCliSettings = {},
+): Promise<GptOss20bBenchResult> {
+  const program = benchProgram(
+    'gpt-oss-20b',
+    'gpt-oss-20b at its real shape (random MXFP4 checkpoint, ~13.8 GB): load, log-probs, LoRA SFT and GRPO steps on the CPU, and a memory plan for the CPU and one GPU',
+    cli,
+  )
     .option('--lengths <list>', 'sequence lengths; the first two fit the memory line (quick: 32,64)', '1024,2048')
     .option('--check-length <n>', 'a third length checked against the line (0: none; quick: 16)', '512')
     .option('--phases <list>', 'phases: logprobs, sft, grpo', 'logprobs,sft,grpo')
@@ -448,14 +631,31 @@ export async function main(argv: readonly string[] = process.argv.slice(2), cli:
     .option('--keep', 'keep the checkpoint')
     .option('--min-available <GiB>', 'refuse to start below this MemAvailable (quick: 0)', '18')
     .option('--limit <GiB>', 'tracked memory limit of the phases (default: MemAvailable − 1 GiB)');
-  const o = parseBench<CommonBenchOptions & { lengths: string; checkLength: string; phases: string; plan: string; rank: string; checkpointing: string; dir?: string; keep?: boolean; minAvailable: string; limit?: string }>(program, argv, { lengths: '32,64', checkLength: '16', minAvailable: '0' });
+  const o = parseBench<
+    CommonBenchOptions & {
+      lengths: string;
+      checkLength: string;
+      phases: string;
+      plan: string;
+      rank: string;
+      checkpointing: string;
+      dir?: string;
+      keep?: boolean;
+      minAvailable: string;
+      limit?: string;
+    }
+  >(program, argv, { lengths: '32,64', checkLength: '16', minAvailable: '0' });
   const phases = o.phases.split(',').map((s) => s.trim());
-  for (const p of phases) if (!PHASES.includes(p as Phase)) throw new RangeError(`--phases: unknown phase '${p}' (known: ${PHASES.join(', ')})`);
+  for (const p of phases)
+    if (!PHASES.includes(p as Phase))
+      throw new RangeError(`--phases: unknown phase '${p}' (known: ${PHASES.join(', ')})`);
   const checkLength = Number(o.checkLength);
-  if (!Number.isInteger(checkLength) || checkLength < 0) throw new RangeError(`--check-length must be a non-negative integer, got '${o.checkLength}'`);
+  if (!Number.isInteger(checkLength) || checkLength < 0)
+    throw new RangeError(`--check-length must be a non-negative integer, got '${o.checkLength}'`);
   const rank = Number(o.rank);
   if (!Number.isInteger(rank) || rank < 1) throw new RangeError(`--rank must be a positive integer, got '${o.rank}'`);
-  if (o.checkpointing !== 'none' && o.checkpointing !== 'layers') throw new RangeError(`--checkpointing must be none or layers, got '${o.checkpointing}'`);
+  if (o.checkpointing !== 'none' && o.checkpointing !== 'layers')
+    throw new RangeError(`--checkpointing must be none or layers, got '${o.checkpointing}'`);
   const jsonPath = typeof o.json === 'string' ? o.json : undefined;
   const result = await runGptOss20bBench({
     activationCheckpointing: o.checkpointing,

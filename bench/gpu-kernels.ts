@@ -10,15 +10,32 @@
  * Run: `npm run build:ts && node dist/bench/gpu-kernels.js [--tokens 1048576] [--rows 512]
  * [--dim 1024] [--vocab 8192] [--repeats 5] [--quick] [--json [file]]`.
  */
-import { writeFileSync } from 'node:fs';
 
 import { computeAdvantages, policyLoss } from '../lib/grpo/index.js';
 import { grpoAddon } from '../lib/grpo/native.js';
 import { cudaAvailable, toDevice, type DeviceTensor } from '../lib/native/index.js';
-import { adamwUpdate, linearBackward, linearForward, logSoftmaxBackward, logSoftmaxForward, rmsnormBackward, rmsnormForward, swigluBackward, swigluForward } from '../lib/model/ops.js';
+import {
+  adamwUpdate,
+  linearBackward,
+  linearForward,
+  logSoftmaxBackward,
+  logSoftmaxForward,
+  rmsnormBackward,
+  rmsnormForward,
+  swigluBackward,
+  swigluForward,
+} from '../lib/model/ops.js';
 import { modelAddon } from '../lib/model/native.js';
 import { fillUniform } from '../lib/util/random.js';
-import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
+import {
+  benchProgram,
+  parseBench,
+  runWhenInvoked,
+  tableLog,
+  writeJson,
+  type BenchCliSettings,
+  type CommonBenchOptions,
+} from './common/cli.js';
 
 /** Options of {@link runGpuKernelsBench}. */
 export interface GpuKernelsBenchOptions {
@@ -67,7 +84,9 @@ function random(n: number, seed: number, lo = -1, hi = 1): Float32Array {
 
 /** Times the GRPO stages and one model-op step on the CPU and (when usable) the GPU. */
 export function runGpuKernelsBench(options: GpuKernelsBenchOptions = {}): GpuKernelsRow[] {
-  const tokens = options.tokens ?? 1 << 20, len = 1024, batch = Math.max(1, Math.floor(tokens / len));
+  const tokens = options.tokens ?? 1 << 20,
+    len = 1024,
+    batch = Math.max(1, Math.floor(tokens / len));
   const repeats = options.repeats ?? 5;
   const grpoGpu = cudaAvailable() && grpoAddon().grpoDevices().includes('cuda');
   const opsGpu = cudaAvailable() && modelAddon().modelOpsDevices().includes('cuda');
@@ -79,18 +98,27 @@ export function runGpuKernelsBench(options: GpuKernelsBenchOptions = {}): GpuKer
   const rewards = random(batch, 1, 0, 1);
   const ids = Int32Array.from({ length: batch }, (_, i) => Math.floor(i / 8));
   const n = batch * len;
-  const logProbs = random(n, 2, -3, -0.1), old = random(n, 3, -3, -0.1), ref = random(n, 4, -3, -0.1);
+  const logProbs = random(n, 2, -3, -0.1),
+    old = random(n, 3, -3, -0.1),
+    ref = random(n, 4, -3, -0.1);
   const mask = random(n, 5, 0, 1).map((v) => (v < 0.8 ? 1 : 0));
   const adv = computeAdvantages(rewards, ids, { device: 'cpu' });
   const inp = { logProbs, oldLogProbs: old, advantages: adv, responseMask: mask, refLogProbs: ref };
   const shape = { batch, responseLen: len };
   const advCpu = time(repeats, () => computeAdvantages(rewards, ids, { device: 'cpu' }));
   const lossCpu = time(repeats, () => policyLoss(inp, shape, { device: 'cpu' }));
-  let advGpu: number | null = null, lossGpu: number | null = null;
+  let advGpu: number | null = null,
+    lossGpu: number | null = null;
   if (grpoGpu) {
     const d = (a: Float32Array) => toDevice(a, [a.length], { device: 'cuda' });
     const rT = d(rewards);
-    const dT = { logProbs: d(logProbs), oldLogProbs: d(old), advantages: d(adv), responseMask: d(mask), refLogProbs: d(ref) };
+    const dT = {
+      logProbs: d(logProbs),
+      oldLogProbs: d(old),
+      advantages: d(adv),
+      responseMask: d(mask),
+      refLogProbs: d(ref),
+    };
     advGpu = time(repeats, () => computeAdvantages(rT, ids).dispose());
     lossGpu = time(repeats, () => policyLoss(dT, shape).dLogProbs.dispose());
     for (const x of [rT, ...Object.values(dT)] as DeviceTensor[]) x.dispose();
@@ -99,10 +127,18 @@ export function runGpuKernelsBench(options: GpuKernelsBenchOptions = {}): GpuKer
   row(`grpo policy loss + grad (${n} tokens, k3)`, lossCpu, lossGpu, 'DeviceTensor inputs on the GPU');
 
   // One layer-like training step of the model ops.
-  const T = options.rows ?? 512, D = options.dim ?? 1024, F = 4 * D, V = options.vocab ?? 8192;
-  const x = random(T * D, 6), g = random(D, 7, 0.5, 1.5), w1 = random(2 * F * D, 8, -0.02, 0.02), w2 = random(D * F, 9, -0.02, 0.02);
-  const wv = random(V * D, 10, -0.02, 0.02), targets = Int32Array.from({ length: T }, (_, i) => (i * 7919) % V);
-  const m = new Float32Array(2 * F * D), v = new Float32Array(2 * F * D);
+  const T = options.rows ?? 512,
+    D = options.dim ?? 1024,
+    F = 4 * D,
+    V = options.vocab ?? 8192;
+  const x = random(T * D, 6),
+    g = random(D, 7, 0.5, 1.5),
+    w1 = random(2 * F * D, 8, -0.02, 0.02),
+    w2 = random(D * F, 9, -0.02, 0.02);
+  const wv = random(V * D, 10, -0.02, 0.02),
+    targets = Int32Array.from({ length: T }, (_, i) => (i * 7919) % V);
+  const m = new Float32Array(2 * F * D),
+    v = new Float32Array(2 * F * D);
   const step = (device: 'cpu' | 'cuda') => {
     const n1 = rmsnormForward({ x, weight: g, rows: T, dim: D, device });
     const h = linearForward({ x: n1.out, weight: w1, rows: T, inFeatures: D, outFeatures: 2 * F, device });
@@ -110,30 +146,86 @@ export function runGpuKernelsBench(options: GpuKernelsBenchOptions = {}): GpuKer
     const y = linearForward({ x: a, weight: w2, rows: T, inFeatures: F, outFeatures: D, device });
     const logits = linearForward({ x: y, weight: wv, rows: T, inFeatures: D, outFeatures: V, device });
     const ls = logSoftmaxForward({ logits, targets, rows: T, vocab: V, device });
-    const dlogits = logSoftmaxBackward({ logits, targets, rows: T, vocab: V, lse: ls.lse, dlogp: new Float32Array(T).fill(-1 / T), device });
-    const gy = linearBackward({ x: y, weight: wv, dy: dlogits, rows: T, inFeatures: D, outFeatures: V, dbias: null, device });
-    const ga = linearBackward({ x: a, weight: w2, dy: gy.dx!, rows: T, inFeatures: F, outFeatures: D, dbias: null, device });
+    const dlogits = logSoftmaxBackward({
+      logits,
+      targets,
+      rows: T,
+      vocab: V,
+      lse: ls.lse,
+      dlogp: new Float32Array(T).fill(-1 / T),
+      device,
+    });
+    const gy = linearBackward({
+      x: y,
+      weight: wv,
+      dy: dlogits,
+      rows: T,
+      inFeatures: D,
+      outFeatures: V,
+      dbias: null,
+      device,
+    });
+    const ga = linearBackward({
+      x: a,
+      weight: w2,
+      dy: gy.dx!,
+      rows: T,
+      inFeatures: F,
+      outFeatures: D,
+      dbias: null,
+      device,
+    });
     const gh = swigluBackward({ h, dout: ga.dx!, rows: T, ffn: F, variant: 'clamped', device });
-    const g1 = linearBackward({ x: n1.out, weight: w1, dy: gh, rows: T, inFeatures: D, outFeatures: 2 * F, dbias: null, device });
+    const g1 = linearBackward({
+      x: n1.out,
+      weight: w1,
+      dy: gh,
+      rows: T,
+      inFeatures: D,
+      outFeatures: 2 * F,
+      dbias: null,
+      device,
+    });
     rmsnormBackward({ x, weight: g, rstd: n1.rstd, dy: g1.dx!, rows: T, dim: D, device });
     adamwUpdate({ param: w1, grad: g1.dweight!, m, v, step: 1, lr: 1e-9, device });
   };
   const stepCpu = time(Math.min(repeats, 3), () => step('cpu'));
   const stepGpu = opsGpu ? time(Math.min(repeats, 3), () => step('cuda')) : null;
-  row(`model-op step (${T} tokens, dim ${D}, ffn ${F}, vocab ${V})`, stepCpu, stepGpu, 'Float32Array calls: GPU times include host<->device copies');
+  row(
+    `model-op step (${T} tokens, dim ${D}, ffn ${F}, vocab ${V})`,
+    stepCpu,
+    stepGpu,
+    'Float32Array calls: GPU times include host<->device copies',
+  );
   return rows;
 }
 
 /** The command line (the arguments after the script): prints one line per stage (or JSON with a bare `--json`; `--json <file>` writes it). */
 export function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): GpuKernelsRow[] {
-  const program = benchProgram('gpu-kernels', 'GRPO kernels and a model-op training step: GPU timings side by side with the CPU', cli)
+  const program = benchProgram(
+    'gpu-kernels',
+    'GRPO kernels and a model-op training step: GPU timings side by side with the CPU',
+    cli,
+  )
     .option('--tokens <n>', 'tokens of the GRPO batch (default 1048576; quick: 65536)')
     .option('--rows <n>', 'rows (tokens) of the model-op step (default 512; quick: 128)')
     .option('--dim <n>', 'model width, FFN 4x (default 1024; quick: 256)')
     .option('--vocab <n>', 'vocabulary of the log-softmax (default 8192; quick: 2048)')
     .option('--repeats <n>', 'timed repeats after a warm-up (default 5; quick: 2)');
-  type Options = CommonBenchOptions & { tokens?: string; rows?: string; dim?: string; vocab?: string; repeats?: string };
-  const values = parseBench<Options>(program, argv, { tokens: '65536', rows: '128', dim: '256', vocab: '2048', repeats: '2' });
+  type Options = CommonBenchOptions & {
+    tokens?: string;
+    rows?: string;
+    dim?: string;
+    vocab?: string;
+    repeats?: string;
+  };
+  const values = parseBench<Options>(program, argv, {
+    tokens: '65536',
+    rows: '128',
+    dim: '256',
+    vocab: '2048',
+    repeats: '2',
+  });
   const num = (s: string | undefined) => (s === undefined ? undefined : Number(s));
   const result = runGpuKernelsBench({
     tokens: num(values.tokens),

@@ -14,7 +14,15 @@ import { grpoAddon } from '../lib/grpo/native.js';
 import { broadcastAdvantages, computeAdvantages, policyLoss, type KlType } from '../lib/grpo/index.js';
 import { backends } from '../lib/native/index.js';
 import { mulberry32 } from '../lib/util/random.js';
-import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
+import {
+  benchProgram,
+  parseBench,
+  runWhenInvoked,
+  tableLog,
+  writeJson,
+  type BenchCliSettings,
+  type CommonBenchOptions,
+} from './common/cli.js';
 
 /** Options of {@link runGrpoBench}. */
 export interface GrpoBenchOptions {
@@ -138,9 +146,17 @@ export function runGrpoBench(options: GrpoBenchOptions = {}): GrpoBenchResult {
     const advantages = () => computeAdvantages(rewards, groupIds, { out: adv });
     const broadcast = () => broadcastAdvantages(adv, responseMask, batch, len, { out: tokenAdv });
     const lossTok = () =>
-      policyLoss({ logProbs, oldLogProbs, advantages: tokenAdv, responseMask, ...withRef }, shape, { ...lossOpts, out: grad });
-    const lossRow = () => policyLoss({ logProbs, oldLogProbs, advantages: adv, responseMask, ...withRef }, shape, { ...lossOpts, out: grad });
-    const lossNew = () => policyLoss({ logProbs, oldLogProbs, advantages: tokenAdv, responseMask, ...withRef }, shape, lossOpts);
+      policyLoss({ logProbs, oldLogProbs, advantages: tokenAdv, responseMask, ...withRef }, shape, {
+        ...lossOpts,
+        out: grad,
+      });
+    const lossRow = () =>
+      policyLoss({ logProbs, oldLogProbs, advantages: adv, responseMask, ...withRef }, shape, {
+        ...lossOpts,
+        out: grad,
+      });
+    const lossNew = () =>
+      policyLoss({ logProbs, oldLogProbs, advantages: tokenAdv, responseMask, ...withRef }, shape, lossOpts);
 
     const advBytes = 12 * batch;
     const bcBytes = 8 * n + 4 * batch;
@@ -152,7 +168,11 @@ export function runGrpoBench(options: GrpoBenchOptions = {}): GrpoBenchResult {
       ['loss (token advantages)', lossTok, lossTokBytes],
       ['loss (row advantages)', lossRow, lossRowBytes],
       ['loss, new output array', lossNew, lossTokBytes],
-      ['advantages + broadcast + loss', () => (advantages(), broadcast(), lossTok()), advBytes + bcBytes + lossTokBytes],
+      [
+        'advantages + broadcast + loss',
+        () => (advantages(), broadcast(), lossTok()),
+        advBytes + bcBytes + lossTokBytes,
+      ],
       ['advantages + loss (row advantages)', () => (advantages(), lossRow()), advBytes + lossRowBytes],
     ];
     for (const [stage, fn, bytes] of stages) {
@@ -227,11 +247,16 @@ function inCacheLoss(kl: KlType | 'none', seed: number): number {
   const inp = { logProbs, oldLogProbs, advantages, responseMask, ...(kl === 'none' ? {} : { refLogProbs }) };
   const opts = { ...(kl === 'none' ? {} : { klType: kl, klCoef: 0.001 }), out };
   let best = Infinity;
-  for (let k = 0; k < 20; k++) best = Math.min(best, time(() => policyLoss(inp, { batch, responseLen: len }, opts)));
+  for (let k = 0; k < 20; k++)
+    best = Math.min(
+      best,
+      time(() => policyLoss(inp, { batch, responseLen: len }, opts)),
+    );
   return (n / best) * 1e3;
 }
 
-const HEADER = 'tokens     stage                               ms        Mtok/s     GB/s   copy GB/s  vs copy  best vs best';
+const HEADER =
+  'tokens     stage                               ms        Mtok/s     GB/s   copy GB/s  vs copy  best vs best';
 
 /** One table line of a row. */
 export function formatRow(r: GrpoBenchRow): string {
@@ -268,7 +293,9 @@ export function chartSvg(result: GrpoBenchResult): string {
       const row = result.rows.find((r) => r.tokens === size && r.stage === stage);
       if (!row) return;
       const top = y(row.ratioToCopy);
-      parts.push(`<rect x="${x0 + si * bw}" y="${top}" width="${bw - 2}" height="${220 - top}" fill="${colors[si % colors.length]}"/>`);
+      parts.push(
+        `<rect x="${x0 + si * bw}" y="${top}" width="${bw - 2}" height="${220 - top}" fill="${colors[si % colors.length]}"/>`,
+      );
     });
     parts.push(`<text x="${x0}" y="238">${(size / (1 << 20)).toFixed(0)}M tokens</text>`);
   });
@@ -300,7 +327,15 @@ export function main(argv: readonly string[] = process.argv.slice(2), cli: Bench
     .option('--seed <n>', 'seed of the random inputs')
     .option('--kl <type>', 'KL estimator: k1 | k2 | k3 | abs | none')
     .option('--svg <file>', 'write the chart as SVG');
-  type Options = CommonBenchOptions & { tokens?: string; len?: string; group?: string; repeats?: string; seed?: string; kl?: string; svg?: string };
+  type Options = CommonBenchOptions & {
+    tokens?: string;
+    len?: string;
+    group?: string;
+    repeats?: string;
+    seed?: string;
+    kl?: string;
+    svg?: string;
+  };
   const values = parseBench<Options>(program, argv, { tokens: '64k,256k', repeats: '2' });
   const log = tableLog(values.json);
   log(HEADER);
@@ -314,7 +349,9 @@ export function main(argv: readonly string[] = process.argv.slice(2), cli: Bench
     log,
   });
   const m = result.machine;
-  log(`# ${result.date}, ${m.cpu} (${m.cores} cores, load ${m.loadavg.toFixed(1)}), kernel threads ${result.kernelThreads}, ISA ${result.kernelIsa}, node ${m.node}`);
+  log(
+    `# ${result.date}, ${m.cpu} (${m.cores} cores, load ${m.loadavg.toFixed(1)}), kernel threads ${result.kernelThreads}, ISA ${result.kernelIsa}, node ${m.node}`,
+  );
   writeJson(values.json, result);
   if (values.svg) writeFileSync(values.svg, chartSvg(result));
   return result;

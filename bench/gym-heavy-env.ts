@@ -4,7 +4,15 @@
  * burns CPU). Loaded by AsyncVectorEnv workers as a module source.
  * @module
  */
-import { Box, CartPoleEnv, Discrete, Env, type ResetArgs, type ResetResult, type StepResult } from '../lib/gym/index.js';
+import {
+  Box,
+  CartPoleEnv,
+  Discrete,
+  Env,
+  type ResetArgs,
+  type ResetResult,
+  type StepResult,
+} from '../lib/gym/index.js';
 
 /** Options of {@link HeavyEnv}. */
 export interface HeavyEnvOptions {

@@ -89,12 +89,20 @@ export async function runGymBench(options: GymBenchOptions = {}): Promise<GymBen
   const vectorSteps = options.vectorSteps ?? 30;
   const here = import.meta.url;
   const heavyModule = new URL(here.endsWith('.ts') ? './gym-heavy-env.ts' : './gym-heavy-env.js', here).href;
-  const syncEnvs = new SyncVectorEnv<Float32Array, Int32Array>(Array.from({ length: numEnvs }, () => () => new HeavyEnv({ workIterations })));
+  const syncEnvs = new SyncVectorEnv<Float32Array, Int32Array>(
+    Array.from({ length: numEnvs }, () => () => new HeavyEnv({ workIterations })),
+  );
   const asyncEnvs = await AsyncVectorEnv.create<Float32Array, Int32Array>(
-    Array.from({ length: numEnvs }, () => ({ module: heavyModule, exportName: 'HeavyEnv', kwargs: { workIterations } })),
+    Array.from({ length: numEnvs }, () => ({
+      module: heavyModule,
+      exportName: 'HeavyEnv',
+      kwargs: { workIterations },
+    })),
   );
   try {
-    const vecActions = Array.from({ length: vectorSteps }, () => Int32Array.from({ length: numEnvs }, () => rng.integers(2)));
+    const vecActions = Array.from({ length: vectorSteps }, () =>
+      Int32Array.from({ length: numEnvs }, () => rng.integers(2)),
+    );
     let syncBest = 0;
     let asyncBest = 0;
     let asyncCores = 0;
@@ -124,16 +132,30 @@ export async function runGymBench(options: GymBenchOptions = {}): Promise<GymBen
     const result: GymBenchResult = {
       cpus,
       cartpole: { steps, bareStepsPerSec: bareBest, madeStepsPerSec: madeBest, wrapperOverhead: bareBest / madeBest },
-      vector: { numEnvs, workIterations, steps: vectorSteps, syncStepsPerSec: syncBest, asyncStepsPerSec: asyncBest, speedup: asyncBest / syncBest, asyncCoresUsed: asyncCores },
+      vector: {
+        numEnvs,
+        workIterations,
+        steps: vectorSteps,
+        syncStepsPerSec: syncBest,
+        asyncStepsPerSec: asyncBest,
+        speedup: asyncBest / syncBest,
+        asyncCoresUsed: asyncCores,
+      },
       loadAverage,
     };
     if (options.print ?? true) {
       const f = (n: number): string => Math.round(n).toLocaleString('en-US');
-      console.log(`gym benchmark (${cpus} CPUs, load average ${loadAverage.toFixed(2)}, best of ${rounds} interleaved rounds)`);
+      console.log(
+        `gym benchmark (${cpus} CPUs, load average ${loadAverage.toFixed(2)}, best of ${rounds} interleaved rounds)`,
+      );
       console.log(`  CartPole bare            ${f(bareBest)} steps/s`);
-      console.log(`  CartPole via make()      ${f(madeBest)} steps/s   (bare / made = ${(bareBest / madeBest).toFixed(2)}x)`);
+      console.log(
+        `  CartPole via make()      ${f(madeBest)} steps/s   (bare / made = ${(bareBest / madeBest).toFixed(2)}x)`,
+      );
       console.log(`  SyncVectorEnv  x${numEnvs} heavy  ${f(syncBest)} env-steps/s`);
-      console.log(`  AsyncVectorEnv x${numEnvs} heavy  ${f(asyncBest)} env-steps/s   (async / sync = ${(asyncBest / syncBest).toFixed(2)}x, ${asyncCores.toFixed(2)} cores busy)`);
+      console.log(
+        `  AsyncVectorEnv x${numEnvs} heavy  ${f(asyncBest)} env-steps/s   (async / sync = ${(asyncBest / syncBest).toFixed(2)}x, ${asyncCores.toFixed(2)} cores busy)`,
+      );
     }
     return result;
   } finally {
@@ -143,10 +165,20 @@ export async function runGymBench(options: GymBenchOptions = {}): Promise<GymBen
 }
 
 /** The command line (the arguments after the script): `[--quick] [--json [file]]`. */
-export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<GymBenchResult> {
-  const program = benchProgram('gym', 'Gymnasium env step rates: CartPole bare vs make(), sync vs async vector envs', cli);
+export async function main(
+  argv: readonly string[] = process.argv.slice(2),
+  cli: BenchCliSettings = {},
+): Promise<GymBenchResult> {
+  const program = benchProgram(
+    'gym',
+    'Gymnasium env step rates: CartPole bare vs make(), sync vs async vector envs',
+    cli,
+  );
   const o = parseBench(program, argv);
-  const result = await runGymBench({ ...(o.quick ? { cartpoleSteps: 50_000, vectorSteps: 100, rounds: 2 } : {}), print: o.json !== true });
+  const result = await runGymBench({
+    ...(o.quick ? { cartpoleSteps: 50_000, vectorSteps: 100, rounds: 2 } : {}),
+    print: o.json !== true,
+  });
   writeJson(o.json, result);
   return result;
 }

@@ -25,7 +25,15 @@ import { backends, memory } from '../lib/native/index.js';
 import { mulberry32 } from '../lib/util/random.js';
 import { runAttentionGpuBench } from './attention-gpu.js';
 import { measureAttentionMemory, visiblePairs, type BenchMask } from './attention.js';
-import { benchProgram, commandLine, parseBench, runWhenInvoked, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
+import {
+  benchProgram,
+  commandLine,
+  parseBench,
+  runWhenInvoked,
+  writeJson,
+  type BenchCliSettings,
+  type CommonBenchOptions,
+} from './common/cli.js';
 import { memoryChart, type ChartPoint } from './common/chart.js';
 import {
   type AttentionLayerShape,
@@ -39,7 +47,17 @@ import {
   validateOptions,
 } from './common/options.js';
 import { type BenchModel, BENCH_MODELS, benchModelConfig, measureTrainStep, stepGflop } from './common/train-step.js';
-import { GiB, type MachineInfo, type Summary, collectGarbage, fmtBytes, fmtSummary, machineInfo, markdownTable, summarize, writeBenchFiles } from './common/util.js';
+import {
+  type MachineInfo,
+  type Summary,
+  collectGarbage,
+  fmtBytes,
+  fmtSummary,
+  machineInfo,
+  markdownTable,
+  summarize,
+  writeBenchFiles,
+} from './common/util.js';
 
 /** Options of {@link runMemoryBench}. */
 export interface MemoryBenchOptions {
@@ -131,7 +149,13 @@ export interface MemoryBenchResult {
   limitBytes: number;
   shape: AttentionLayerShape;
   attention: AttentionMemoryPoint[];
-  steps: { model: BenchModel; parameters: number; stateBytes: number; config: Record<string, unknown>; points: StepMemoryPoint[] }[];
+  steps: {
+    model: BenchModel;
+    parameters: number;
+    stateBytes: number;
+    config: Record<string, unknown>;
+    points: StepMemoryPoint[];
+  }[];
   comparisons: Comparison[];
   /** Longest sequence that fitted, per series (`fused attention/window`, …). */
   longestFit: Record<string, number | null>;
@@ -151,7 +175,12 @@ function defaultLimit(device: 'cpu' | 'cuda'): number {
 }
 
 /** Decides whether to run a point: affordable, or the series' last point shows it will fail at allocation. */
-function shouldRun(gflop: number, maxGflop: number, previous: { status: PointStatus; peak: number | null } | undefined, limit: number): boolean {
+function shouldRun(
+  gflop: number,
+  maxGflop: number,
+  previous: { status: PointStatus; peak: number | null } | undefined,
+  limit: number,
+): boolean {
   if (gflop <= maxGflop) return true;
   if (!previous) return false;
   return previous.status === 'oom' || (previous.peak !== null && previous.peak > limit / 4);
@@ -160,15 +189,33 @@ function shouldRun(gflop: number, maxGflop: number, previous: { status: PointSta
 async function attentionPoints(o: ResolvedOptions, log: (l: string) => void): Promise<AttentionMemoryPoint[]> {
   const s = o.shape;
   if (o.device === 'cuda') {
-    const r = await runAttentionGpuBench({ seqLens: o.attentionSeqLens, heads: { qHeads: s.qHeads, kvHeads: s.kvHeads }, headDim: s.headDim, window: s.window, masks: o.masks, dtype: 'float32', limitBytes: o.limitBytes, repeats: o.repeats, torch: false, log: null });
+    const r = await runAttentionGpuBench({
+      seqLens: o.attentionSeqLens,
+      heads: { qHeads: s.qHeads, kvHeads: s.kvHeads },
+      headDim: s.headDim,
+      window: s.window,
+      masks: o.masks,
+      dtype: 'float32',
+      limitBytes: o.limitBytes,
+      repeats: o.repeats,
+      torch: false,
+      log: null,
+    });
     return r.rows.map((g) => ({
-      mask: g.mask, seqLen: g.seqLen, impl: g.impl, status: g.peakBytes !== null ? 'ok' : /out of memory/i.test(g.note ?? '') ? 'oom' : 'skipped',
-      peakBytes: g.peakBytes, ms: g.forwardMs !== null && g.backwardMs !== null ? summarize([g.forwardMs + g.backwardMs]) : null,
-      gflop: 0, ...(g.note ? { note: g.note } : {}),
+      mask: g.mask,
+      seqLen: g.seqLen,
+      impl: g.impl,
+      status: g.peakBytes !== null ? 'ok' : /out of memory/i.test(g.note ?? '') ? 'oom' : 'skipped',
+      peakBytes: g.peakBytes,
+      ms: g.forwardMs !== null && g.backwardMs !== null ? summarize([g.forwardMs + g.backwardMs]) : null,
+      gflop: 0,
+      ...(g.note ? { note: g.note } : {}),
     }));
   }
   const out: AttentionMemoryPoint[] = [];
-  log(`attention path, forward+backward: ${s.qHeads} q heads, ${s.kvHeads} kv heads, headDim ${s.headDim}, window ${s.window}, batch 1, limit ${fmtBytes(o.limitBytes)}`);
+  log(
+    `attention path, forward+backward: ${s.qHeads} q heads, ${s.kvHeads} kv heads, headDim ${s.headDim}, window ${s.window}, batch 1, limit ${fmtBytes(o.limitBytes)}`,
+  );
   for (const mask of o.masks) {
     const last = new Map<AttentionImpl, { status: PointStatus; peak: number | null }>();
     for (const seqLen of o.attentionSeqLens) {
@@ -181,7 +228,12 @@ async function attentionPoints(o: ResolvedOptions, log: (l: string) => void): Pr
         } else {
           const times: number[] = [];
           for (let r = 0; r < o.repeats && p.status !== 'oom'; r++) {
-            const row = await measureAttentionMemory({ batch: 1, seqLen, qHeads: s.qHeads, kvHeads: s.kvHeads, headDim: s.headDim }, mask, impl, { limitBytes: o.limitBytes, window: s.window, seed: o.seed });
+            const row = await measureAttentionMemory(
+              { batch: 1, seqLen, qHeads: s.qHeads, kvHeads: s.kvHeads, headDim: s.headDim },
+              mask,
+              impl,
+              { limitBytes: o.limitBytes, window: s.window, seed: o.seed },
+            );
             if (row.peakBytes === null) {
               p.status = 'oom';
               p.peakBytes = null;
@@ -197,7 +249,9 @@ async function attentionPoints(o: ResolvedOptions, log: (l: string) => void): Pr
         }
         last.set(impl, { status: p.status, peak: p.peakBytes });
         out.push(p);
-        log(`  ${mask.padEnd(6)} ${String(seqLen).padStart(6)} ${impl.padEnd(5)} ${pointText(p.status, p.peakBytes, p.oomNeedBytes)}${p.ms ? `  ${fmtSummary(p.ms)} ms` : ''}`);
+        log(
+          `  ${mask.padEnd(6)} ${String(seqLen).padStart(6)} ${impl.padEnd(5)} ${pointText(p.status, p.peakBytes, p.oomNeedBytes)}${p.ms ? `  ${fmtSummary(p.ms)} ms` : ''}`,
+        );
       }
     }
   }
@@ -222,14 +276,26 @@ async function stepPoints(o: ResolvedOptions, log: (l: string) => void): Promise
     const stateBytes = memory.currentBytes() - before;
     const parameters = model.store.numel;
     const entry = { model: name, parameters, stateBytes, config: { ...config }, points: [] as StepMemoryPoint[] };
-    log(`training step (forward + backward + AdamW) of '${name}' on one sequence: ${config.layers} layers, width ${config.width}, ${config.heads}/${config.kvHeads} heads, ` +
-      `${(parameters / 1e6).toFixed(1)} M parameters, state (parameters, gradients, AdamW moments) ${fmtBytes(stateBytes)}, limit ${fmtBytes(o.limitBytes)}`);
+    log(
+      `training step (forward + backward + AdamW) of '${name}' on one sequence: ${config.layers} layers, width ${config.width}, ${config.heads}/${config.kvHeads} heads, ` +
+        `${(parameters / 1e6).toFixed(1)} M parameters, state (parameters, gradients, AdamW moments) ${fmtBytes(stateBytes)}, limit ${fmtBytes(o.limitBytes)}`,
+    );
     try {
       const last = new Map<AttentionImpl, { status: PointStatus; peak: number | null }>();
       for (const seqLen of o.stepSeqLens) {
         for (const impl of ['fused', 'eager'] as const) {
           const gflop = stepGflop(config, parameters, seqLen, impl);
-          const p: StepMemoryPoint = { model: name, seqLen, impl, status: 'skipped', stateBytes, activationPeakBytes: null, totalPeakBytes: null, ms: null, gflop };
+          const p: StepMemoryPoint = {
+            model: name,
+            seqLen,
+            impl,
+            status: 'skipped',
+            stateBytes,
+            activationPeakBytes: null,
+            totalPeakBytes: null,
+            ms: null,
+            gflop,
+          };
           const prev = last.get(impl);
           if (!shouldRun(gflop, o.maxGflop, prev && { status: prev.status, peak: prev.peak }, o.limitBytes)) {
             p.note = `skipped: about ${gflop.toFixed(0)} GFLOP > --max-gflop ${o.maxGflop}`;
@@ -255,7 +321,9 @@ async function stepPoints(o: ResolvedOptions, log: (l: string) => void): Promise
           }
           last.set(impl, { status: p.status, peak: p.totalPeakBytes });
           entry.points.push(p);
-          log(`  ${String(seqLen).padStart(6)} ${impl.padEnd(5)} activations ${pointText(p.status, p.activationPeakBytes, p.oomNeedBytes)}${p.ms ? `  ${fmtSummary(p.ms)} ms` : ''}`);
+          log(
+            `  ${String(seqLen).padStart(6)} ${impl.padEnd(5)} activations ${pointText(p.status, p.activationPeakBytes, p.oomNeedBytes)}${p.ms ? `  ${fmtSummary(p.ms)} ms` : ''}`,
+          );
         }
       }
     } finally {
@@ -268,7 +336,14 @@ async function stepPoints(o: ResolvedOptions, log: (l: string) => void): Promise
 
 type ResolvedOptions = Required<Omit<MemoryBenchOptions, 'log' | 'layers'>> & { layers: number | undefined };
 
-function compare(what: string, seqLen: number, fused: number | null, eager: number | null, eagerNeed: number | undefined, base = 0): Comparison | null {
+function compare(
+  what: string,
+  seqLen: number,
+  fused: number | null,
+  eager: number | null,
+  eagerNeed: number | undefined,
+  base = 0,
+): Comparison | null {
   if (fused === null) return null;
   if (eager !== null) return { what, seqLen, ratio: eager / fused, reduction: 1 - fused / eager, lowerBound: false };
   if (eagerNeed === undefined) return null;
@@ -276,7 +351,9 @@ function compare(what: string, seqLen: number, fused: number | null, eager: numb
   return { what, seqLen, ratio: e / fused, reduction: 1 - fused / e, lowerBound: true };
 }
 
-function summarizeResult(result: Omit<MemoryBenchResult, 'comparisons' | 'longestFit' | 'targets' | 'markdown'>): Pick<MemoryBenchResult, 'comparisons' | 'longestFit' | 'targets' | 'markdown'> {
+function summarizeResult(
+  result: Omit<MemoryBenchResult, 'comparisons' | 'longestFit' | 'targets' | 'markdown'>,
+): Pick<MemoryBenchResult, 'comparisons' | 'longestFit' | 'targets' | 'markdown'> {
   const comparisons: Comparison[] = [];
   const longestFit: Record<string, number | null> = {};
   const fit = (key: string, seqLen: number, ok: boolean) => {
@@ -294,8 +371,15 @@ function summarizeResult(result: Omit<MemoryBenchResult, 'comparisons' | 'longes
       fit(`eager attention/${mask}`, seqLen, e.status === 'ok');
       const c = compare(`attention/${mask}`, seqLen, f.peakBytes, e.peakBytes, e.oomNeedBytes);
       if (c) comparisons.push(c);
-      attnRows.push([mask, String(seqLen), pointText(f.status, f.peakBytes, f.oomNeedBytes), pointText(e.status, e.peakBytes, e.oomNeedBytes),
-        c?.ratio ? `${c.lowerBound ? '> ' : ''}${c.ratio.toFixed(1)}×` : '—', f.ms ? fmtSummary(f.ms) : '—', e.ms ? fmtSummary(e.ms) : '—']);
+      attnRows.push([
+        mask,
+        String(seqLen),
+        pointText(f.status, f.peakBytes, f.oomNeedBytes),
+        pointText(e.status, e.peakBytes, e.oomNeedBytes),
+        c?.ratio ? `${c.lowerBound ? '> ' : ''}${c.ratio.toFixed(1)}×` : '—',
+        f.ms ? fmtSummary(f.ms) : '—',
+        e.ms ? fmtSummary(e.ms) : '—',
+      ]);
     }
   }
   const stepRows: string[][] = [];
@@ -307,34 +391,96 @@ function summarizeResult(result: Omit<MemoryBenchResult, 'comparisons' | 'longes
       fit(`eager step/${s.model}`, seqLen, e.status === 'ok');
       const c = compare(`step/${s.model}`, seqLen, f.totalPeakBytes, e.totalPeakBytes, e.oomNeedBytes, s.stateBytes);
       if (c) comparisons.push(c);
-      stepRows.push([s.model, String(seqLen), fmtBytes(s.stateBytes), pointText(f.status, f.activationPeakBytes, f.oomNeedBytes), pointText(e.status, e.activationPeakBytes, e.oomNeedBytes),
-        f.totalPeakBytes !== null ? fmtBytes(f.totalPeakBytes) : '—', e.totalPeakBytes !== null ? fmtBytes(e.totalPeakBytes) : e.oomNeedBytes !== undefined ? `> ${fmtBytes(e.oomNeedBytes + s.stateBytes)}` : '—',
-        c?.reduction != null ? `${c.lowerBound ? '> ' : ''}${(c.reduction * 100).toFixed(1)}%` : '—', f.ms ? fmtSummary(f.ms) : '—', e.ms ? fmtSummary(e.ms) : '—']);
+      stepRows.push([
+        s.model,
+        String(seqLen),
+        fmtBytes(s.stateBytes),
+        pointText(f.status, f.activationPeakBytes, f.oomNeedBytes),
+        pointText(e.status, e.activationPeakBytes, e.oomNeedBytes),
+        f.totalPeakBytes !== null ? fmtBytes(f.totalPeakBytes) : '—',
+        e.totalPeakBytes !== null
+          ? fmtBytes(e.totalPeakBytes)
+          : e.oomNeedBytes !== undefined
+            ? `> ${fmtBytes(e.oomNeedBytes + s.stateBytes)}`
+            : '—',
+        c?.reduction != null ? `${c.lowerBound ? '> ' : ''}${(c.reduction * 100).toFixed(1)}%` : '—',
+        f.ms ? fmtSummary(f.ms) : '—',
+        e.ms ? fmtSummary(e.ms) : '—',
+      ]);
     }
   }
   const targets: MemoryBenchResult['targets'] = [];
   for (const mask of masks) {
     const c = comparisons.find((x) => x.what === `attention/${mask}` && x.seqLen === 4096);
-    if (c?.ratio) targets.push({ name: `attention (${mask}): eager/fused peak at 4096 >= 20x`, value: `${c.lowerBound ? '> ' : ''}${c.ratio.toFixed(1)}x`, met: c.ratio >= 20 });
-    const lf = longestFit[`fused attention/${mask}`], le = longestFit[`eager attention/${mask}`];
+    if (c?.ratio)
+      targets.push({
+        name: `attention (${mask}): eager/fused peak at 4096 >= 20x`,
+        value: `${c.lowerBound ? '> ' : ''}${c.ratio.toFixed(1)}x`,
+        met: c.ratio >= 20,
+      });
+    const lf = longestFit[`fused attention/${mask}`],
+      le = longestFit[`eager attention/${mask}`];
     const eagerOomSeen = result.attention.some((p) => p.mask === mask && p.impl === 'eager' && p.status === 'oom');
-    if (lf && le && eagerOomSeen) targets.push({ name: `attention (${mask}): longest fused fit / longest eager fit under ${fmtBytes(result.limitBytes)} >= 16x`, value: `${lf} / ${le} = ${(lf / le).toFixed(0)}x`, met: lf / le >= 16 });
+    if (lf && le && eagerOomSeen)
+      targets.push({
+        name: `attention (${mask}): longest fused fit / longest eager fit under ${fmtBytes(result.limitBytes)} >= 16x`,
+        value: `${lf} / ${le} = ${(lf / le).toFixed(0)}x`,
+        met: lf / le >= 16,
+      });
   }
   for (const s of result.steps) {
     const c = comparisons.find((x) => x.what === `step/${s.model}` && x.seqLen === 4096);
-    if (c?.reduction != null) targets.push({ name: `training step '${s.model}': whole-step peak reduction at 4096 > 19.7% (paper: 28.06 -> 22.52 GB)`, value: `${c.lowerBound ? '> ' : ''}${(c.reduction * 100).toFixed(1)}%`, met: c.reduction > 0.197 });
+    if (c?.reduction != null)
+      targets.push({
+        name: `training step '${s.model}': whole-step peak reduction at 4096 > 19.7% (paper: 28.06 -> 22.52 GB)`,
+        value: `${c.lowerBound ? '> ' : ''}${(c.reduction * 100).toFixed(1)}%`,
+        met: c.reduction > 0.197,
+      });
   }
   const md: string[] = [];
   if (attnRows.length) {
     const sh = result.shape;
-    md.push(`Attention path, forward + backward (${sh.qHeads} q heads, ${sh.kvHeads} kv heads, headDim ${sh.headDim}, window ${sh.window}, batch 1), peak tracked memory, limit ${fmtBytes(result.limitBytes)}:`, '');
-    md.push(markdownTable(['mask', 'seqLen', 'fused peak', 'eager peak', 'eager / fused', 'fused ms', 'eager ms'], attnRows), '');
+    md.push(
+      `Attention path, forward + backward (${sh.qHeads} q heads, ${sh.kvHeads} kv heads, headDim ${sh.headDim}, window ${sh.window}, batch 1), peak tracked memory, limit ${fmtBytes(result.limitBytes)}:`,
+      '',
+    );
+    md.push(
+      markdownTable(['mask', 'seqLen', 'fused peak', 'eager peak', 'eager / fused', 'fused ms', 'eager ms'], attnRows),
+      '',
+    );
   }
   if (stepRows.length) {
-    md.push(`Whole training step (forward + backward + AdamW) on one sequence, limit ${fmtBytes(result.limitBytes)}; state = parameters + gradients + AdamW moments:`, '');
-    md.push(markdownTable(['model', 'seqLen', 'state', 'fused activations', 'eager activations', 'fused total', 'eager total', 'reduction', 'fused ms', 'eager ms'], stepRows), '');
+    md.push(
+      `Whole training step (forward + backward + AdamW) on one sequence, limit ${fmtBytes(result.limitBytes)}; state = parameters + gradients + AdamW moments:`,
+      '',
+    );
+    md.push(
+      markdownTable(
+        [
+          'model',
+          'seqLen',
+          'state',
+          'fused activations',
+          'eager activations',
+          'fused total',
+          'eager total',
+          'reduction',
+          'fused ms',
+          'eager ms',
+        ],
+        stepRows,
+      ),
+      '',
+    );
   }
-  if (targets.length) md.push(markdownTable(['target', 'measured', 'met'], targets.map((t) => [t.name, t.value, t.met ? 'yes' : 'no'])), '');
+  if (targets.length)
+    md.push(
+      markdownTable(
+        ['target', 'measured', 'met'],
+        targets.map((t) => [t.name, t.value, t.met ? 'yes' : 'no']),
+      ),
+      '',
+    );
   return { comparisons, longestFit, targets, markdown: md.join('\n') };
 }
 
@@ -357,11 +503,24 @@ export async function runMemoryBench(options: MemoryBenchOptions = {}): Promise<
   };
   const log = options.log === null ? () => undefined : (options.log ?? ((l: string) => console.log(l)));
   const machine = machineInfo();
-  log(`memory benchmark — ${machine.cpu}, ${machine.threads} threads, load average ${machine.loadAverage.toFixed(2)}, device ${device}`);
+  log(
+    `memory benchmark — ${machine.cpu}, ${machine.threads} threads, load average ${machine.loadAverage.toFixed(2)}, device ${device}`,
+  );
   const attention = await attentionPoints(o, log);
   const steps = device === 'cpu' ? await stepPoints(o, log) : [];
-  if (device !== 'cpu' && o.stepSeqLens.length) log('training step: skipped on cuda (the built-in model trains on the CPU)');
-  const partial = { bench: 'memory' as const, date: new Date().toISOString(), machine, device, limitBytes: o.limitBytes, shape: o.shape, attention, steps, loadAverageAfter: machineInfo().loadAverage };
+  if (device !== 'cpu' && o.stepSeqLens.length)
+    log('training step: skipped on cuda (the built-in model trains on the CPU)');
+  const partial = {
+    bench: 'memory' as const,
+    date: new Date().toISOString(),
+    machine,
+    device,
+    limitBytes: o.limitBytes,
+    shape: o.shape,
+    attention,
+    steps,
+    loadAverageAfter: machineInfo().loadAverage,
+  };
   const result: MemoryBenchResult = { ...partial, ...summarizeResult(partial) };
   log('');
   log(result.markdown);
@@ -371,10 +530,19 @@ export async function runMemoryBench(options: MemoryBenchOptions = {}): Promise<
 /** The memory chart: every attention and step series (total peak), out of memory marked. */
 export function memoryBenchChart(result: MemoryBenchResult): string {
   const points: ChartPoint[] = [];
-  for (const p of result.attention) if (p.status !== 'skipped') points.push({ series: `${p.impl} attention/${p.mask}`, seqLen: p.seqLen, bytes: p.peakBytes });
-  for (const s of result.steps) for (const p of s.points) if (p.status !== 'skipped') points.push({ series: `${p.impl} step/${p.model}`, seqLen: p.seqLen, bytes: p.totalPeakBytes });
+  for (const p of result.attention)
+    if (p.status !== 'skipped')
+      points.push({ series: `${p.impl} attention/${p.mask}`, seqLen: p.seqLen, bytes: p.peakBytes });
+  for (const s of result.steps)
+    for (const p of s.points)
+      if (p.status !== 'skipped')
+        points.push({ series: `${p.impl} step/${p.model}`, seqLen: p.seqLen, bytes: p.totalPeakBytes });
   const sh = result.shape;
-  return memoryChart(points, `peak memory, eager vs fused (attention ${sh.qHeads}/${sh.kvHeads} heads d${sh.headDim}; training step)`, result.limitBytes);
+  return memoryChart(
+    points,
+    `peak memory, eager vs fused (attention ${sh.qHeads}/${sh.kvHeads} heads d${sh.headDim}; training step)`,
+    result.limitBytes,
+  );
 }
 
 /** Turns parsed command-line strings into {@link MemoryBenchOptions} (refusing nonsense). */
@@ -408,15 +576,30 @@ export function memoryOptionsFromCli(opts: Record<string, string | undefined>): 
  * The command line (the arguments after the script): peak memory of eager vs fused attention;
  * `--json <file>` writes the results and the chart beside them.
  */
-export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<MemoryBenchResult> {
-  const program = benchProgram('memory', 'peak memory of eager vs fused attention (attention path and whole training step) over sequence lengths, OOM marked', cli)
+export async function main(
+  argv: readonly string[] = process.argv.slice(2),
+  cli: BenchCliSettings = {},
+): Promise<MemoryBenchResult> {
+  const program = benchProgram(
+    'memory',
+    'peak memory of eager vs fused attention (attention path and whole training step) over sequence lengths, OOM marked',
+    cli,
+  )
     .option('--shape <name>', 'attention shape: gpt-oss-20b, gpt-oss-120b, small, tiny', 'gpt-oss-20b')
     .option('--heads <q/kv>', 'override the query/kv heads of the shape')
     .option('--head-dim <n>', 'override the head dimension')
     .option('--window <n>', 'override the sliding window')
     .option('--masks <list>', 'masks of the attention path: window, full', 'window,full')
-    .option('--seqs <list>', 'sequence lengths of the attention path (quick: 1024,2048)', '1024,2048,4096,8192,16384,32768,65536')
-    .option('--step-seqs <list>', "sequence lengths of the training step ('none' to skip it; quick: 1024)", '1024,2048,4096,8192,16384,32768')
+    .option(
+      '--seqs <list>',
+      'sequence lengths of the attention path (quick: 1024,2048)',
+      '1024,2048,4096,8192,16384,32768,65536',
+    )
+    .option(
+      '--step-seqs <list>',
+      "sequence lengths of the training step ('none' to skip it; quick: 1024)",
+      '1024,2048,4096,8192,16384,32768',
+    )
     .option('--model <list>', `models of the training step: ${BENCH_MODELS.join(', ')} (quick: tiny)`, 'small')
     .option('--layers <n>', 'layers of the model (default: the preset, gpt-oss 2)')
     .option('--limit <GiB>', 'memory limit in GiB (default: the device memory; CPU: 2/3 of the RAM)')
@@ -424,7 +607,11 @@ export async function main(argv: readonly string[] = process.argv.slice(2), cli:
     .option('--repeats <n>', 'repetitions of every point', '1')
     .option('--seed <n>', 'seed of the inputs', '1')
     .option('--device <cpu|cuda>', 'device of the attention path', 'cpu');
-  const opts = parseBench<CommonBenchOptions & Record<string, string | undefined>>(program, argv, { seqs: '1024,2048', stepSeqs: '1024', model: 'tiny' });
+  const opts = parseBench<CommonBenchOptions & Record<string, string | undefined>>(program, argv, {
+    seqs: '1024,2048',
+    stepSeqs: '1024',
+    model: 'tiny',
+  });
   const result = await runMemoryBench({ ...memoryOptionsFromCli(opts), ...(opts.json === true ? { log: null } : {}) });
   const command = commandLine(program, argv);
   if (opts.json === true) writeJson(true, { command, ...result });

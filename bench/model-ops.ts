@@ -31,7 +31,15 @@ import {
 import { fmaPeakGflops, gemmNaive } from '../lib/model/ops.js';
 import { backends } from '../lib/native/index.js';
 import { fillUniform } from '../lib/util/random.js';
-import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
+import {
+  benchProgram,
+  parseBench,
+  runWhenInvoked,
+  tableLog,
+  writeJson,
+  type BenchCliSettings,
+  type CommonBenchOptions,
+} from './common/cli.js';
 
 /** Options of {@link runModelOpsBench}. */
 export interface ModelOpsBenchOptions {
@@ -80,7 +88,7 @@ function timeIt(fn: () => void, minSeconds: number, rounds = 3): number {
   for (let r = 0; r < rounds; r++) {
     let reps = 0;
     const t0 = performance.now();
-    let dt = 0;
+    let dt: number;
     do {
       fn();
       reps++;
@@ -152,25 +160,100 @@ function tinyStep(tokens: number): { run: () => void; gemmFlop: number; dispose:
     const logits = lin(nf, 'lm_head.weight', c.width, c.vocab);
     const ce = crossEntropyForward({ logits, targets, rows: T, vocab: c.vocab });
     crossEntropyBackward({ logits, targets, rows: T, vocab: c.vocab, lse: ce.lse, dlogits: logits });
-    const dnf = linearBackward({ x: nf, weight: w('lm_head.weight'), dy: logits, rows: T, inFeatures: c.width, outFeatures: c.vocab, dweight: g('lm_head.weight'), dbias: null }).dx!;
-    let dx = rmsnormBackward({ x, weight: w('norm.weight'), rstd: rf, dy: dnf, rows: T, dim: c.width, dweight: g('norm.weight') }).dx;
+    const dnf = linearBackward({
+      x: nf,
+      weight: w('lm_head.weight'),
+      dy: logits,
+      rows: T,
+      inFeatures: c.width,
+      outFeatures: c.vocab,
+      dweight: g('lm_head.weight'),
+      dbias: null,
+    }).dx!;
+    let dx = rmsnormBackward({
+      x,
+      weight: w('norm.weight'),
+      rstd: rf,
+      dy: dnf,
+      rows: T,
+      dim: c.width,
+      dweight: g('norm.weight'),
+    }).dx;
     for (let l = L - 1; l >= 0; l--) {
       const a = acts[l];
       const p = `layers.${l}.`;
       const back = (xIn: Float32Array, name: string, dy: Float32Array, inF: number, outF: number): Float32Array =>
-        linearBackward({ x: xIn, weight: w(name), dy, rows: T, inFeatures: inF, outFeatures: outF, dweight: g(name), dbias: null }).dx!;
+        linearBackward({
+          x: xIn,
+          weight: w(name),
+          dy,
+          rows: T,
+          inFeatures: inF,
+          outFeatures: outF,
+          dweight: g(name),
+          dbias: null,
+        }).dx!;
       const dAct = back(a.act, `${p}mlp.down.weight`, dx, c.ffn, c.width);
       const dUp = swigluBackward({ h: a.up, dout: dAct, rows: T, ffn: c.ffn, variant: c.swiglu });
       const dN2 = back(a.n2, `${p}mlp.gate_up.weight`, dUp, c.width, 2 * c.ffn);
       const dh = dx.slice();
-      rmsnormBackward({ x: a.h, weight: w(`${p}mlp_norm.weight`), rstd: a.r2, dy: dN2, rows: T, dim: c.width, dx: dh, dweight: g(`${p}mlp_norm.weight`), accumulate: true });
+      rmsnormBackward({
+        x: a.h,
+        weight: w(`${p}mlp_norm.weight`),
+        rstd: a.r2,
+        dy: dN2,
+        rows: T,
+        dim: c.width,
+        dx: dh,
+        dweight: g(`${p}mlp_norm.weight`),
+        accumulate: true,
+      });
       const dq = back(a.q, `${p}attn.o.weight`, dh, qd, c.width);
       ropeBackward({ dy: dq, dx: dq, positions, rows: T, heads: c.heads, headDim: c.headDim, theta: c.ropeTheta });
       const dn1 = back(a.n1, `${p}attn.q.weight`, dq, c.width, qd);
-      const dk = ropeBackward({ dy: a.k, positions, rows: T, heads: c.kvHeads, headDim: c.headDim, theta: c.ropeTheta });
-      linearBackward({ x: a.n1, weight: w(`${p}attn.k.weight`), dy: dk, rows: T, inFeatures: c.width, outFeatures: kvd, dx: dn1, dweight: g(`${p}attn.k.weight`), dbias: null, accumulate: true });
-      linearBackward({ x: a.n1, weight: w(`${p}attn.v.weight`), dy: a.v, rows: T, inFeatures: c.width, outFeatures: kvd, dx: dn1, dweight: g(`${p}attn.v.weight`), dbias: null, accumulate: true });
-      rmsnormBackward({ x: a.x, weight: w(`${p}attn_norm.weight`), rstd: a.r1, dy: dn1, rows: T, dim: c.width, dx: dh, dweight: g(`${p}attn_norm.weight`), accumulate: true });
+      const dk = ropeBackward({
+        dy: a.k,
+        positions,
+        rows: T,
+        heads: c.kvHeads,
+        headDim: c.headDim,
+        theta: c.ropeTheta,
+      });
+      linearBackward({
+        x: a.n1,
+        weight: w(`${p}attn.k.weight`),
+        dy: dk,
+        rows: T,
+        inFeatures: c.width,
+        outFeatures: kvd,
+        dx: dn1,
+        dweight: g(`${p}attn.k.weight`),
+        dbias: null,
+        accumulate: true,
+      });
+      linearBackward({
+        x: a.n1,
+        weight: w(`${p}attn.v.weight`),
+        dy: a.v,
+        rows: T,
+        inFeatures: c.width,
+        outFeatures: kvd,
+        dx: dn1,
+        dweight: g(`${p}attn.v.weight`),
+        dbias: null,
+        accumulate: true,
+      });
+      rmsnormBackward({
+        x: a.x,
+        weight: w(`${p}attn_norm.weight`),
+        rstd: a.r1,
+        dy: dn1,
+        rows: T,
+        dim: c.width,
+        dx: dh,
+        dweight: g(`${p}attn_norm.weight`),
+        accumulate: true,
+      });
       dx = dh;
     }
     embeddingBackward({ ids, dout: dx, vocab: c.vocab, dim: c.width, dtable: g('embed.weight') });
@@ -189,14 +272,25 @@ export function runModelOpsBench(options: ModelOpsBenchOptions = {}): ModelOpsBe
   const cpu = backends()[0];
   const info = gemmInfo();
   const loadBefore = loadavg()[0];
-  const measurePeak = (): number => Math.max(...Array.from({ length: quick ? 2 : 5 }, () => fmaPeakGflops(quick ? 0.05 : 0.1)));
+  const measurePeak = (): number =>
+    Math.max(...Array.from({ length: quick ? 2 : 5 }, () => fmaPeakGflops(quick ? 0.05 : 0.1)));
   let peak = measurePeak();
-  log(`GEMM kernel ${info.kernel}; ${cpu?.name === 'cpu' ? cpu.threads : '?'} threads; FMA peak (measured) ${peak.toFixed(1)} GFLOP/s; load average ${loadBefore.toFixed(2)}`);
+  log(
+    `GEMM kernel ${info.kernel}; ${cpu?.name === 'cpu' ? cpu.threads : '?'} threads; FMA peak (measured) ${peak.toFixed(1)} GFLOP/s; load average ${loadBefore.toFixed(2)}`,
+  );
   const squares = quick ? [64, 128] : [128, 256, 512, 1024];
   const T = quick ? 512 : 4096;
   const c = modelConfig('tiny');
   const shapes: [number, number, number, boolean, boolean, string, boolean][] = [
-    ...squares.map((s): [number, number, number, boolean, boolean, string, boolean] => [s, s, s, false, false, `square ${s}`, s <= 512]),
+    ...squares.map((s): [number, number, number, boolean, boolean, string, boolean] => [
+      s,
+      s,
+      s,
+      false,
+      false,
+      `square ${s}`,
+      s <= 512,
+    ]),
     [T, c.heads * c.headDim, c.width, false, true, `tiny: q projection, ${T} tokens (forward)`, false],
     [T, 2 * c.ffn, c.width, false, true, 'tiny: MLP gate_up (forward)', false],
     [T, c.width, c.ffn, false, true, 'tiny: MLP down (forward)', false],
@@ -230,7 +324,9 @@ export function runModelOpsBench(options: ModelOpsBenchOptions = {}): ModelOpsBe
     log(
       `${label.padEnd(44)} ${`${m}x${n}x${k}${transA ? ' Aᵀ' : ''}${transB ? ' Bᵀ' : ''}`.padEnd(20)} ${r.gflops.toFixed(1).padStart(7)} GFLOP/s` +
         ` ${(100 * r.fractionOfPeak).toFixed(0).padStart(3)}% of peak` +
-        (r.naiveGflops === null ? '' : `   naive ${r.naiveGflops.toFixed(2)} GFLOP/s (${r.speedupVsNaive!.toFixed(0)}x)`),
+        (r.naiveGflops === null
+          ? ''
+          : `   naive ${r.naiveGflops.toFixed(2)} GFLOP/s (${r.speedupVsNaive!.toFixed(0)}x)`),
     );
   }
   peak = Math.max(peak, measurePeak());
@@ -239,9 +335,13 @@ export function runModelOpsBench(options: ModelOpsBenchOptions = {}): ModelOpsBe
   const seconds = timeIt(step.run, quick ? 0.1 : 1, quick ? 1 : 3);
   step.dispose();
   const tinyResult = { tokens: T, seconds, tokensPerSecond: T / seconds, gemmGflop: step.gemmFlop / 1e9 };
-  log(`tiny preset, all non-attention ops of a training step (fwd + bwd + AdamW), ${T} tokens: ${seconds.toFixed(3)} s = ${Math.round(tinyResult.tokensPerSecond)} tokens/s (${(step.gemmFlop / seconds / 1e9).toFixed(1)} GFLOP/s in matmuls)`);
+  log(
+    `tiny preset, all non-attention ops of a training step (fwd + bwd + AdamW), ${T} tokens: ${seconds.toFixed(3)} s = ${Math.round(tinyResult.tokensPerSecond)} tokens/s (${(step.gemmFlop / seconds / 1e9).toFixed(1)} GFLOP/s in matmuls)`,
+  );
   const loadAfter = loadavg()[0];
-  log(`peak (best of all measurements) ${peak.toFixed(1)} GFLOP/s; load average ${loadBefore.toFixed(2)} -> ${loadAfter.toFixed(2)}`);
+  log(
+    `peak (best of all measurements) ${peak.toFixed(1)} GFLOP/s; load average ${loadBefore.toFixed(2)} -> ${loadAfter.toFixed(2)}`,
+  );
   return {
     kernel: info.kernel,
     threads: cpu?.name === 'cpu' ? cpu.threads : 0,
@@ -262,7 +362,10 @@ export function modelOpsSvg(r: ModelOpsBenchResult): string {
   const rows = r.gemm
     .map((g, i) => {
       const y = 30 + i * rowH;
-      const naive = g.naiveGflops === null ? '' : `<rect x="${left}" y="${y + 12}" width="${Math.max(1, g.naiveGflops * scale)}" height="6" fill="#d62728"/>`;
+      const naive =
+        g.naiveGflops === null
+          ? ''
+          : `<rect x="${left}" y="${y + 12}" width="${Math.max(1, g.naiveGflops * scale)}" height="6" fill="#d62728"/>`;
       return `<text x="${left - 6}" y="${y + 12}" font-size="11" text-anchor="end">${g.label}</text><rect x="${left}" y="${y}" width="${g.gflops * scale}" height="11" fill="#1f77b4"/>${naive}<text x="${left + g.gflops * scale + 4}" y="${y + 10}" font-size="10">${g.gflops.toFixed(1)}</text>`;
     })
     .join('');
@@ -272,10 +375,11 @@ export function modelOpsSvg(r: ModelOpsBenchResult): string {
 
 /** The command line (the arguments after the script): `[--quick] [--json [file]] [--svg file]`. */
 export function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): ModelOpsBenchResult {
-  const program = benchProgram('model-ops', 'model ops: GEMM GFLOP/s against a naive loop and the FMA peak, and the non-attention ops of a tiny training step', cli).option(
-    '--svg <file>',
-    'write the GEMM chart as SVG',
-  );
+  const program = benchProgram(
+    'model-ops',
+    'model ops: GEMM GFLOP/s against a naive loop and the FMA peak, and the non-attention ops of a tiny training step',
+    cli,
+  ).option('--svg <file>', 'write the GEMM chart as SVG');
   const o = parseBench<CommonBenchOptions & { svg?: string }>(program, argv);
   const result = runModelOpsBench({ quick: o.quick === true, ...(o.json === true ? { log: tableLog(o.json) } : {}) });
   writeJson(o.json, result);

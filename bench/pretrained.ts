@@ -37,7 +37,15 @@ import type { DeviceRequest } from '../lib/native/device.js';
 import { backends } from '../lib/native/index.js';
 import { memory } from '../lib/native/memory.js';
 import { mulberry32 } from '../lib/util/random.js';
-import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
+import {
+  benchProgram,
+  parseBench,
+  runWhenInvoked,
+  tableLog,
+  writeJson,
+  type BenchCliSettings,
+  type CommonBenchOptions,
+} from './common/cli.js';
 import { gptOssConfig, qwen3Config, writeRandomHfCheckpoint } from './common/random-hf-checkpoint.js';
 
 const MiB = 2 ** 20;
@@ -56,9 +64,25 @@ export interface PretrainedShape {
 }
 
 /** Qwen3-0.6B's shape. */
-export const QWEN3_06B: PretrainedShape = { hidden: 1024, layers: 28, heads: 16, kvHeads: 8, headDim: 128, intermediate: 3072, vocab: 151936 };
+export const QWEN3_06B: PretrainedShape = {
+  hidden: 1024,
+  layers: 28,
+  heads: 16,
+  kvHeads: 8,
+  headDim: 128,
+  intermediate: 3072,
+  vocab: 151936,
+};
 /** The `--quick` shape (same proportions, about 1/40 of the parameters). */
-export const QUICK_SHAPE: PretrainedShape = { hidden: 256, layers: 4, heads: 4, kvHeads: 2, headDim: 64, intermediate: 768, vocab: 16384 };
+export const QUICK_SHAPE: PretrainedShape = {
+  hidden: 256,
+  layers: 4,
+  heads: 4,
+  kvHeads: 2,
+  headDim: 64,
+  intermediate: 768,
+  vocab: 16384,
+};
 
 /** Options of {@link runPretrainedBench}. */
 export interface PretrainedBenchOptions {
@@ -100,7 +124,15 @@ async function measureLoad(dir: string, dtype: HfDtypeOption, device: DeviceRequ
   const m = await loadPretrained(dir, { dtype, device });
   const loadSeconds = (performance.now() - t0) / 1000;
   gc();
-  const r: ChildLoad = { device: m.device, storeBytes: m.bytes, trackedBytes: memory.currentBytes() - tracked0, rssBeforeBytes: rss0, rssAfterBytes: process.memoryUsage().rss, loadSeconds, fallback: m.fallback };
+  const r: ChildLoad = {
+    device: m.device,
+    storeBytes: m.bytes,
+    trackedBytes: memory.currentBytes() - tracked0,
+    rssBeforeBytes: rss0,
+    rssAfterBytes: process.memoryUsage().rss,
+    loadSeconds,
+    fallback: m.fallback,
+  };
   m.dispose();
   return r;
 }
@@ -108,7 +140,9 @@ async function measureLoad(dir: string, dtype: HfDtypeOption, device: DeviceRequ
 /** Runs {@link measureLoad} in a child process of this module (so each dtype starts from a fresh resident set). */
 function measureLoadInChild(dir: string, dtype: HfDtypeOption, device: DeviceRequest): Promise<ChildLoad> {
   return new Promise((resolve, reject) => {
-    const child = fork(fileURLToPath(import.meta.url), ['--child-load', JSON.stringify({ dir, dtype, device })], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    const child = fork(fileURLToPath(import.meta.url), ['--child-load', JSON.stringify({ dir, dtype, device })], {
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    });
     let result: ChildLoad | null = null;
     child.on('message', (m) => {
       const msg = m as { ok: true; result: ChildLoad } | { ok: false; error: string };
@@ -116,7 +150,9 @@ function measureLoadInChild(dir: string, dtype: HfDtypeOption, device: DeviceReq
       else reject(new Error(`the load measurement failed: ${msg.error}`));
     });
     child.on('error', reject);
-    child.on('exit', (code) => (result ? resolve(result) : reject(new Error(`the load measurement process exited with ${code}`))));
+    child.on('exit', (code) =>
+      result ? resolve(result) : reject(new Error(`the load measurement process exited with ${code}`)),
+    );
   });
 }
 
@@ -177,7 +213,14 @@ export interface Mxfp4Point {
 
 /** Everything one run measured. */
 export interface PretrainedBenchResult {
-  machine: { cpu: string; threads: number; isa: string; loadAverageBefore: number; loadAverageAfter: number; date: string };
+  machine: {
+    cpu: string;
+    threads: number;
+    isa: string;
+    loadAverageBefore: number;
+    loadAverageAfter: number;
+    date: string;
+  };
   shape: PretrainedShape;
   parameters: number;
   checkpointBytes: number;
@@ -200,7 +243,13 @@ function collector(): () => void {
 const mib = (b: number): string => `${(b / MiB).toFixed(0)} MiB`;
 const cpuMs = (c: NodeJS.CpuUsage): number => (c.user + c.system) / 1000;
 
-async function measureForward(m: PretrainedModel, dtype: string, lengths: number[], threads: number, log: (l: string) => void): Promise<ForwardPoint[]> {
+async function measureForward(
+  m: PretrainedModel,
+  dtype: string,
+  lengths: number[],
+  threads: number,
+  log: (l: string) => void,
+): Promise<ForwardPoint[]> {
   const r = seeded(7);
   const out: ForwardPoint[] = [];
   const vocab = m.modelConfig.vocab;
@@ -215,17 +264,34 @@ async function measureForward(m: PretrainedModel, dtype: string, lengths: number
       await m.logProbs([seq]);
       const ms = performance.now() - t0;
       const c = cpuMs(process.cpuUsage(c0));
-      const p: ForwardPoint = { dtype, length, ms, tokensPerSecond: (length / ms) * 1000, cpuMs: c, cpuTokensPerSecond: (length / (c / threads)) * 1000 };
+      const p: ForwardPoint = {
+        dtype,
+        length,
+        ms,
+        tokensPerSecond: (length / ms) * 1000,
+        cpuMs: c,
+        cpuTokensPerSecond: (length / (c / threads)) * 1000,
+      };
       if (!best || p.ms < best.ms) best = p;
     }
     const p = best as ForwardPoint;
     out.push(p);
-    log(`${dtype.padEnd(9)} ${String(length).padStart(6)}  ${p.ms.toFixed(0).padStart(8)}  ${p.tokensPerSecond.toFixed(1).padStart(9)}  ${p.cpuMs.toFixed(0).padStart(8)}  ${p.cpuTokensPerSecond.toFixed(1).padStart(11)}`);
+    log(
+      `${dtype.padEnd(9)} ${String(length).padStart(6)}  ${p.ms.toFixed(0).padStart(8)}  ${p.tokensPerSecond.toFixed(1).padStart(9)}  ${p.cpuMs.toFixed(0).padStart(8)}  ${p.cpuTokensPerSecond.toFixed(1).padStart(11)}`,
+    );
   }
   return out;
 }
 
-async function measureSampling(m: PretrainedModel, dtype: string, sessionCounts: number[], promptTokens: number, sampleTokens: number, threads: number, log: (l: string) => void): Promise<SamplingPoint[]> {
+async function measureSampling(
+  m: PretrainedModel,
+  dtype: string,
+  sessionCounts: number[],
+  promptTokens: number,
+  sampleTokens: number,
+  threads: number,
+  log: (l: string) => void,
+): Promise<SamplingPoint[]> {
   const r = seeded(11);
   const vocab = m.modelConfig.vocab;
   const out: SamplingPoint[] = [];
@@ -252,7 +318,9 @@ async function measureSampling(m: PretrainedModel, dtype: string, sessionCounts:
         cpuTokensPerSecond: (sampled / (c / threads)) * 1000,
       };
       out.push(p);
-      log(`${dtype.padEnd(9)} ${String(n).padStart(8)}  ${p.prefillMs.toFixed(0).padStart(10)}  ${p.decodeMs.toFixed(0).padStart(9)}  ${String(sampled).padStart(7)}  ${p.tokensPerSecond.toFixed(1).padStart(9)}  ${p.cpuTokensPerSecond.toFixed(1).padStart(11)}`);
+      log(
+        `${dtype.padEnd(9)} ${String(n).padStart(8)}  ${p.prefillMs.toFixed(0).padStart(10)}  ${p.decodeMs.toFixed(0).padStart(9)}  ${String(sampled).padStart(7)}  ${p.tokensPerSecond.toFixed(1).padStart(9)}  ${p.cpuTokensPerSecond.toFixed(1).padStart(11)}`,
+      );
     } finally {
       for (const s of sessions) s.dispose();
     }
@@ -264,13 +332,26 @@ async function measureSampling(m: PretrainedModel, dtype: string, sessionCounts:
 async function measureMxfp4(quick: boolean, gc: () => void, log: (l: string) => void): Promise<Mxfp4Point> {
   const shape = quick
     ? { hidden: 256, layers: 2, heads: 4, kvHeads: 2, headDim: 64, intermediate: 256, vocab: 4096, experts: 4, topK: 2 }
-    : { hidden: 2880, layers: 2, heads: 64, kvHeads: 8, headDim: 64, intermediate: 2880, vocab: 16384, experts: 8, topK: 4 };
+    : {
+        hidden: 2880,
+        layers: 2,
+        heads: 64,
+        kvHeads: 8,
+        headDim: 64,
+        intermediate: 2880,
+        vocab: 16384,
+        experts: 8,
+        topK: 4,
+      };
   const dir = mkdtempSync(join(tmpdir(), 'sinkflex-bench-mxfp4-'));
   try {
     const ck = await writeRandomHfCheckpoint(dir, gptOssConfig(shape), { mxfp4: true, seed: 3 });
     gc();
     const expertBytes = (m: Awaited<ReturnType<typeof loadPretrained>>): number =>
-      m.params.info().filter((p) => /mlp\.experts\.(gate_up|down)\.weight$/.test(p.name)).reduce((n, p) => n + p.numel * (p.dtype === 'mxfp4' ? 17 / 32 : p.dtype === 'bfloat16' ? 2 : 4), 0);
+      m.params
+        .info()
+        .filter((p) => /mlp\.experts\.(gate_up|down)\.weight$/.test(p.name))
+        .reduce((n, p) => n + p.numel * (p.dtype === 'mxfp4' ? 17 / 32 : p.dtype === 'bfloat16' ? 2 : 4), 0);
     const packed = await loadPretrained(dir, { dtype: 'auto', maxPositions: 4096 });
     const packedStoreExpertBytes = expertBytes(packed);
     const packedBytes = packed.bytes;
@@ -291,7 +372,9 @@ async function measureMxfp4(quick: boolean, gc: () => void, log: (l: string) => 
         packedExpertFactor: packedStoreExpertBytes / ck.mxfp4Bytes,
         packedTotalFactor: packedBytes / ck.tensorBytes,
       };
-      log(`\nMXFP4 experts (gpt-oss, ${JSON.stringify(shape)}): file ${mib(ck.mxfp4Bytes)} → bf16 in memory ${mib(storeExpertBytes)} (x${point.expertFactor.toFixed(3)}); whole model ${mib(ck.tensorBytes)} → ${mib(m.bytes)} (x${point.totalFactor.toFixed(2)}); kept packed: experts ${mib(packedStoreExpertBytes)} (x${point.packedExpertFactor.toFixed(3)}), whole model ${mib(packedBytes)} (x${point.packedTotalFactor.toFixed(2)})`);
+      log(
+        `\nMXFP4 experts (gpt-oss, ${JSON.stringify(shape)}): file ${mib(ck.mxfp4Bytes)} → bf16 in memory ${mib(storeExpertBytes)} (x${point.expertFactor.toFixed(3)}); whole model ${mib(ck.tensorBytes)} → ${mib(m.bytes)} (x${point.totalFactor.toFixed(2)}); kept packed: experts ${mib(packedStoreExpertBytes)} (x${point.packedExpertFactor.toFixed(3)}), whole model ${mib(packedBytes)} (x${point.packedTotalFactor.toFixed(2)})`,
+      );
       return point;
     } finally {
       m.dispose();
@@ -316,20 +399,37 @@ export async function runPretrainedBench(options: PretrainedBenchOptions = {}): 
   const threads = cpuBackend && cpuBackend.name === 'cpu' ? cpuBackend.threads : 1;
   const gc = collector();
   const loadBefore = loadavg()[0];
-  log(`pretrained benchmark — ${cpus()[0]?.model ?? 'cpu'}, ${threads} threads, ops ${opsIsa()}, load average ${loadBefore.toFixed(2)}`);
+  log(
+    `pretrained benchmark — ${cpus()[0]?.model ?? 'cpu'}, ${threads} threads, ops ${opsIsa()}, load average ${loadBefore.toFixed(2)}`,
+  );
 
   const dir = mkdtempSync(join(tmpdir(), 'sinkflex-bench-pretrained-'));
   try {
     const t0 = performance.now();
     const ck = await writeRandomHfCheckpoint(dir, qwen3Config(shape), { seed: 1 });
-    log(`random Qwen3 checkpoint ${JSON.stringify(shape)}: ${ck.parameters} parameters, ${mib(ck.tensorBytes)} BF16, written in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+    log(
+      `random Qwen3 checkpoint ${JSON.stringify(shape)}: ${ck.parameters} parameters, ${mib(ck.tensorBytes)} BF16, written in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+    );
     const loads: LoadPoint[] = [];
     const forward: ForwardPoint[] = [];
     const sampling: SamplingPoint[] = [];
-    const header = { load: 'dtype     device  checkpoint      store    tracked   RSS before → after  (Δ RSS / file)  load s', fwd: 'dtype     length        ms     tok/s    cpu ms  cpu tok/s', smp: 'dtype     sessions  prefill ms  decode ms  sampled     tok/s  cpu tok/s' };
+    const header = {
+      load: 'dtype     device  checkpoint      store    tracked   RSS before → after  (Δ RSS / file)  load s',
+      fwd: 'dtype     length        ms     tok/s    cpu ms  cpu tok/s',
+      smp: 'dtype     sessions  prefill ms  decode ms  sampled     tok/s  cpu tok/s',
+    };
     for (const dtype of dtypes) {
       const c = await measureLoadInChild(dir, dtype, device);
-      const p: LoadPoint = { dtype, device: c.device, checkpointBytes: ck.tensorBytes, storeBytes: c.storeBytes, trackedBytes: c.trackedBytes, rssBeforeBytes: c.rssBeforeBytes, rssAfterBytes: c.rssAfterBytes, loadSeconds: c.loadSeconds };
+      const p: LoadPoint = {
+        dtype,
+        device: c.device,
+        checkpointBytes: ck.tensorBytes,
+        storeBytes: c.storeBytes,
+        trackedBytes: c.trackedBytes,
+        rssBeforeBytes: c.rssBeforeBytes,
+        rssAfterBytes: c.rssAfterBytes,
+        loadSeconds: c.loadSeconds,
+      };
       loads.push(p);
       const m = await loadPretrained(dir, { dtype: dtype as HfDtypeOption, device });
       try {
@@ -338,17 +438,26 @@ export async function runPretrainedBench(options: PretrainedBenchOptions = {}): 
         if (m.fallback) log(`(on the CPU: ${m.fallback})`);
         log(`forward (logProbs of one sequence; best of 3 up to 256 tokens)\n${header.fwd}`);
         forward.push(...(await measureForward(m, dtype, lengths, threads, log)));
-        log(`sampling through the KV cache (${promptTokens} prompt tokens, ${sampleTokens} sampled per session, temperature 1)\n${header.smp}`);
+        log(
+          `sampling through the KV cache (${promptTokens} prompt tokens, ${sampleTokens} sampled per session, temperature 1)\n${header.smp}`,
+        );
         sampling.push(...(await measureSampling(m, dtype, sessionCounts, promptTokens, sampleTokens, threads, log)));
       } finally {
         m.dispose();
       }
     }
-    const mx = options.mxfp4 ?? true ? await measureMxfp4(quick, gc, log) : null;
+    const mx = (options.mxfp4 ?? true) ? await measureMxfp4(quick, gc, log) : null;
     const loadAfter = loadavg()[0];
     log(`\nload average ${loadBefore.toFixed(2)} → ${loadAfter.toFixed(2)}`);
     return {
-      machine: { cpu: cpus()[0]?.model ?? 'cpu', threads, isa: opsIsa(), loadAverageBefore: loadBefore, loadAverageAfter: loadAfter, date: new Date().toISOString() },
+      machine: {
+        cpu: cpus()[0]?.model ?? 'cpu',
+        threads,
+        isa: opsIsa(),
+        loadAverageBefore: loadBefore,
+        loadAverageAfter: loadAfter,
+        date: new Date().toISOString(),
+      },
       shape,
       parameters: ck.parameters,
       checkpointBytes: ck.tensorBytes,
@@ -364,12 +473,16 @@ export async function runPretrainedBench(options: PretrainedBenchOptions = {}): 
 
 function list(flag: string, v: string): number[] {
   const out = v.split(',').map((x) => Number(x.trim()));
-  if (out.length === 0 || out.some((n) => !Number.isSafeInteger(n) || n < 1)) throw new Error(`${flag} must be a comma-separated list of positive integers, got ${v}`);
+  if (out.length === 0 || out.some((n) => !Number.isSafeInteger(n) || n < 1))
+    throw new Error(`${flag} must be a comma-separated list of positive integers, got ${v}`);
   return out;
 }
 
 /** Command-line entry (the arguments after the script; see the module notes). */
-export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<PretrainedBenchResult | null> {
+export async function main(
+  argv: readonly string[] = process.argv.slice(2),
+  cli: BenchCliSettings = {},
+): Promise<PretrainedBenchResult | null> {
   if (argv[0] === '--child-load' && process.send) {
     // the child side of measureLoadInChild
     const { dir, dtype, device } = JSON.parse(argv[1]) as { dir: string; dtype: HfDtypeOption; device: DeviceRequest };
@@ -381,17 +494,32 @@ export async function main(argv: readonly string[] = process.argv.slice(2), cli:
     process.disconnect();
     return null;
   }
-  const program = benchProgram('pretrained', 'pretrained model (random, Qwen3-0.6B-shaped): memory after load vs checkpoint, forward and sampling tokens/s, MXFP4 memory factor', cli)
+  const program = benchProgram(
+    'pretrained',
+    'pretrained model (random, Qwen3-0.6B-shaped): memory after load vs checkpoint, forward and sampling tokens/s, MXFP4 memory factor',
+    cli,
+  )
     .option('--device <device>', 'cpu | cuda | auto', 'cpu')
     .option('--dtypes <list>', 'dtypes to load in, comma-separated (bfloat16, float32)', 'bfloat16,float32')
     .option('--lengths <list>', 'forward sequence lengths, comma-separated')
     .option('--sessions <list>', 'concurrent sampling sessions, comma-separated')
     .option('--sample-tokens <n>', 'tokens sampled per session')
     .option('--no-mxfp4', 'skip the MXFP4 memory measurement');
-  const o = parseBench<CommonBenchOptions & { device: string; dtypes: string; lengths?: string; sessions?: string; sampleTokens?: string; mxfp4: boolean }>(program, argv);
-  if (!['cpu', 'cuda', 'auto'].includes(o.device)) throw new Error(`--device must be cpu, cuda or auto, got ${o.device}`);
+  const o = parseBench<
+    CommonBenchOptions & {
+      device: string;
+      dtypes: string;
+      lengths?: string;
+      sessions?: string;
+      sampleTokens?: string;
+      mxfp4: boolean;
+    }
+  >(program, argv);
+  if (!['cpu', 'cuda', 'auto'].includes(o.device))
+    throw new Error(`--device must be cpu, cuda or auto, got ${o.device}`);
   const dtypes = o.dtypes.split(',').map((d) => d.trim());
-  for (const d of dtypes) if (d !== 'bfloat16' && d !== 'float32') throw new Error(`--dtypes: '${d}' is not bfloat16 or float32`);
+  for (const d of dtypes)
+    if (d !== 'bfloat16' && d !== 'float32') throw new Error(`--dtypes: '${d}' is not bfloat16 or float32`);
   const result = await runPretrainedBench({
     quick: o.quick === true,
     device: o.device as DeviceRequest,

@@ -14,7 +14,16 @@ import { loadavg } from 'node:os';
 
 import { loadTauWorld, TauEnv, type ChatMessage as GymChatMessage } from '../lib/gym/index.js';
 import { ChatTemplate, trainChatTokenizer, type ChatMessage } from '../lib/model/index.js';
-import { AgentLoop, episodesToDataProto, ExpertTokenPolicy, mixSeed, packMicroBatches, tauMessageOf, type EpisodeRecord, type TokenizationSanityCheck } from '../lib/rollout/index.js';
+import {
+  AgentLoop,
+  episodesToDataProto,
+  ExpertTokenPolicy,
+  mixSeed,
+  packMicroBatches,
+  tauMessageOf,
+  type EpisodeRecord,
+  type TokenizationSanityCheck,
+} from '../lib/rollout/index.js';
 import { ExpertRetailAgent, type Message } from '../lib/tau/index.js';
 import { benchProgram, parseBench, runWhenInvoked, writeJson, type BenchCliSettings } from './common/cli.js';
 
@@ -125,7 +134,11 @@ export async function runRolloutBench(options: RolloutBenchOptions = {}): Promis
   const world = loadTauWorld('retail', { kind: 'generated', seed: 0, count: Math.max(nTasks, 1) });
   const taskIds = world.taskIds.slice(0, nTasks);
   const probe = new TauEnv({ world });
-  const corpus = [world.domain.policy, JSON.stringify(probe.tools), ...world.tasks.slice(0, 20).map((t) => JSON.stringify(t))];
+  const corpus = [
+    world.domain.policy,
+    JSON.stringify(probe.tools),
+    ...world.tasks.slice(0, 20).map((t) => JSON.stringify(t)),
+  ];
   const template = new ChatTemplate(trainChatTokenizer(corpus, { vocabSize: vocab }));
   const policy = new ExpertTokenPolicy(template, { tasks: world });
   const baselineEnv = new TauEnv({ world });
@@ -134,12 +147,22 @@ export async function runRolloutBench(options: RolloutBenchOptions = {}): Promis
     const key = `${sanityCheck}/${conc}`;
     let l = loops.get(key);
     if (!l) {
-      l = new AgentLoop({ policy, template, env: () => new TauEnv({ world }), concurrency: conc, sanityCheck, limits: { maxContextTokens: 1 << 20, maxTokensPerTurn: 4096 } });
+      l = new AgentLoop({
+        policy,
+        template,
+        env: () => new TauEnv({ world }),
+        concurrency: conc,
+        sanityCheck,
+        limits: { maxContextTokens: 1 << 20, maxTokensPerTurn: 4096 },
+      });
       loops.set(key, l);
     }
     return l;
   };
-  type Case = { name: string; run: () => Promise<{ seconds: number; records: EpisodeRecord[] | null; rewards: number[] }> };
+  type Case = {
+    name: string;
+    run: () => Promise<{ seconds: number; records: EpisodeRecord[] | null; rewards: number[] }>;
+  };
   const loopCase = (name: string, check: TokenizationSanityCheck, conc: number): Case => ({
     name,
     run: async () => {
@@ -184,7 +207,10 @@ export async function runRolloutBench(options: RolloutBenchOptions = {}): Promis
   const dataProtoMs = performance.now() - t0;
   const longest = Math.max(...records.map((r) => r.promptIds.length + r.responseIds.length));
   t0 = performance.now();
-  const micro = packMicroBatches(batch, { maxTokens: Math.max(options.packTokens ?? 16384, longest), columns: ['response_mask', 'rollout_log_probs'] });
+  const micro = packMicroBatches(batch, {
+    maxTokens: Math.max(options.packTokens ?? 16384, longest),
+    columns: ['response_mask', 'rollout_log_probs'],
+  });
   const packMs = performance.now() - t0;
   const real = records.reduce((s, r) => s + r.promptIds.length + r.responseIds.length, 0);
   const padded = batch.batchSize * batch.shape('input_ids')[1];
@@ -204,18 +230,31 @@ export async function runRolloutBench(options: RolloutBenchOptions = {}): Promis
     vocab: template.tokenizer.vocabSize,
     loadAverage,
   };
-  log(`rollout benchmark: ${taskIds.length} retail tasks x ${n} samples, vocab ${result.vocab}, best of ${rounds} interleaved rounds, load average ${loadAverage.toFixed(2)}`);
+  log(
+    `rollout benchmark: ${taskIds.length} retail tasks x ${n} samples, vocab ${result.vocab}, best of ${rounds} interleaved rounds, load average ${loadAverage.toFixed(2)}`,
+  );
   for (const r of rows) {
-    log(`  ${r.name.padEnd(44)} ${r.episodesPerSec.toFixed(1).padStart(7)} episodes/s ${(r.tokensPerSec / 1000).toFixed(0).padStart(6)}k tokens/s ${(r.modelTokensPerSec / 1000).toFixed(1).padStart(6)}k model tokens/s  reward ${r.meanReward.toFixed(3)}`);
+    log(
+      `  ${r.name.padEnd(44)} ${r.episodesPerSec.toFixed(1).padStart(7)} episodes/s ${(r.tokensPerSec / 1000).toFixed(0).padStart(6)}k tokens/s ${(r.modelTokensPerSec / 1000).toFixed(1).padStart(6)}k model tokens/s  reward ${r.meanReward.toFixed(3)}`,
+    );
   }
-  log(`  loop / env only ${result.loopOverEnv.toFixed(2)}x, strict check / none ${result.strictOverNoCheck.toFixed(2)}x, concurrency 1 / ${concurrency} ${result.serialOverConcurrent.toFixed(2)}x`);
-  log(`  per episode: ${result.promptTokens.toFixed(0)} prompt + ${result.responseTokens.toFixed(0)} response tokens (${result.modelTokens.toFixed(0)} model tokens)`);
-  log(`  DataProto of ${records.length} episodes ${dataProtoMs.toFixed(1)} ms; packing into ${micro.length} micro-batches ${packMs.toFixed(1)} ms (the padded batch is ${(result.paddingFraction * 100).toFixed(0)}% padding)`);
+  log(
+    `  loop / env only ${result.loopOverEnv.toFixed(2)}x, strict check / none ${result.strictOverNoCheck.toFixed(2)}x, concurrency 1 / ${concurrency} ${result.serialOverConcurrent.toFixed(2)}x`,
+  );
+  log(
+    `  per episode: ${result.promptTokens.toFixed(0)} prompt + ${result.responseTokens.toFixed(0)} response tokens (${result.modelTokens.toFixed(0)} model tokens)`,
+  );
+  log(
+    `  DataProto of ${records.length} episodes ${dataProtoMs.toFixed(1)} ms; packing into ${micro.length} micro-batches ${packMs.toFixed(1)} ms (the padded batch is ${(result.paddingFraction * 100).toFixed(0)}% padding)`,
+  );
   return result;
 }
 
 /** The command line (the arguments after the script): `[--quick] [--json [file]]`. */
-export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<RolloutBenchResult> {
+export async function main(
+  argv: readonly string[] = process.argv.slice(2),
+  cli: BenchCliSettings = {},
+): Promise<RolloutBenchResult> {
   const program = benchProgram('rollout', 'agent-loop rollouts through the tau envs: episodes/s and tokens/s', cli);
   const o = parseBench(program, argv);
   const log = o.json === true ? () => undefined : undefined;

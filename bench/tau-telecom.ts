@@ -91,7 +91,10 @@ export function runTauTelecomBench(options: TauTelecomBenchOptions = {}): TauTel
     const win = r.final.reward === 1 ? 1 : 0;
     ok += win;
     const s = task.sinkflex_scenario;
-    for (const [m, k] of [[byPersona, s?.persona ?? '?'], [byFaults, String(s?.faults.length ?? 0)]] as const) {
+    for (const [m, k] of [
+      [byPersona, s?.persona ?? '?'],
+      [byFaults, String(s?.faults.length ?? 0)],
+    ] as const) {
       const [a, b] = m.get(k) ?? [0, 0];
       m.set(k, [a + win, b + 1]);
     }
@@ -106,14 +109,20 @@ export function runTauTelecomBench(options: TauTelecomBenchOptions = {}): TauTel
     grades.push(performance.now() - g0);
   }
   let random = 0;
-  for (const [i, task] of tasks.entries()) random += runEpisodeSync(ep, new RandomAgent(), task, 10000 + i).final.reward;
+  for (const [i, task] of tasks.entries())
+    random += runEpisodeSync(ep, new RandomAgent(), task, 10000 + i).final.reward;
   let tau2: number | null = null;
-  const dir = join(options.tau2Dir ?? process.env.SINKFLEX_TAU2_DIR ?? join(process.cwd(), '..', 'shared', 'tau2'), 'telecom');
+  const dir = join(
+    options.tau2Dir ?? process.env.SINKFLEX_TAU2_DIR ?? join(process.cwd(), '..', 'shared', 'tau2'),
+    'telecom',
+  );
   if (existsSync(dir)) {
     const data = loadTau2Telecom(dir, { split: 'small' });
     const ep2 = new TauEpisode(data.domain, { user: new ScriptedTelecomUser(), maxSteps: 200 });
     let won = 0;
-    for (const task of data.tasks) for (const s of [0, 1, 2]) won += runEpisodeSync(ep2, new ExpertTelecomAgent(), task, s).final.reward === 1 ? 1 : 0;
+    for (const task of data.tasks)
+      for (const s of [0, 1, 2])
+        won += runEpisodeSync(ep2, new ExpertTelecomAgent(), task, s).final.reward === 1 ? 1 : 0;
     tau2 = won / (data.tasks.length * 3);
   }
   return {
@@ -131,8 +140,15 @@ export function runTauTelecomBench(options: TauTelecomBenchOptions = {}): TauTel
 }
 
 /** The command line (the arguments after the script): `[--quick] [--json [file]]`. */
-export function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): TauTelecomBenchResult {
-  const program = benchProgram('tau-telecom', "tau telecom world: reset, grading, expert and random agents (tau2's small set when present)", cli);
+export function main(
+  argv: readonly string[] = process.argv.slice(2),
+  cli: BenchCliSettings = {},
+): TauTelecomBenchResult {
+  const program = benchProgram(
+    'tau-telecom',
+    "tau telecom world: reset, grading, expert and random agents (tau2's small set when present)",
+    cli,
+  );
   const o = parseBench(program, argv);
   const r = runTauTelecomBench(o.quick ? { episodes: 30 } : {});
   const log = tableLog(o.json);
@@ -140,10 +156,20 @@ export function main(argv: readonly string[] = process.argv.slice(2), cli: Bench
   log('tau world / telecom (generated fault scenarios)');
   log(`  reset (set-up + sync)  median ${r.resetMedianMs.toFixed(3)} ms`);
   log(`  grade                  median ${r.gradeMedianMs.toFixed(3)} ms`);
-  log(`  expert + scripted user ${r.stepsPerSecond.toFixed(0)} steps/s, ${r.episodesPerSecond.toFixed(1)} episodes/s, ${r.meanSteps.toFixed(1)} steps/episode`);
-  log(`  expert success         ${pct(r.expertSuccess)}  by persona ${Object.entries(r.expertByPersona).map(([k, v]) => `${k} ${pct(v)}`).join(', ')}; by root causes ${Object.entries(r.expertByFaults).map(([k, v]) => `${k}: ${pct(v)}`).join(', ')}`);
+  log(
+    `  expert + scripted user ${r.stepsPerSecond.toFixed(0)} steps/s, ${r.episodesPerSecond.toFixed(1)} episodes/s, ${r.meanSteps.toFixed(1)} steps/episode`,
+  );
+  log(
+    `  expert success         ${pct(r.expertSuccess)}  by persona ${Object.entries(r.expertByPersona)
+      .map(([k, v]) => `${k} ${pct(v)}`)
+      .join(', ')}; by root causes ${Object.entries(r.expertByFaults)
+      .map(([k, v]) => `${k}: ${pct(v)}`)
+      .join(', ')}`,
+  );
   log(`  random agent           mean reward ${r.randomMeanReward.toFixed(3)}`);
-  log(`  tau2 small set         ${r.tau2SmallSuccess === null ? 'n/a (no data)' : `expert ${pct(r.tau2SmallSuccess)}`}`);
+  log(
+    `  tau2 small set         ${r.tau2SmallSuccess === null ? 'n/a (no data)' : `expert ${pct(r.tau2SmallSuccess)}`}`,
+  );
   writeJson(o.json, r);
   return r;
 }

@@ -7,8 +7,19 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
-import type { RetailDb, SimulationRun, TauDomain, TauTask, WorldState } from '../lib/tau/index.js';
-import { createRetailDomain, ExpertRetailAgent, generateRetailDb, generateRetailTasks, loadTau2Airline, loadTau2Retail, runEpisodeSync, ScriptedRetailUser, TauEpisode, TauEvaluator } from '../lib/tau/index.js';
+import type { SimulationRun, TauDomain, TauTask, WorldState } from '../lib/tau/index.js';
+import {
+  createRetailDomain,
+  ExpertRetailAgent,
+  generateRetailDb,
+  generateRetailTasks,
+  loadTau2Airline,
+  loadTau2Retail,
+  runEpisodeSync,
+  ScriptedRetailUser,
+  TauEpisode,
+  TauEvaluator,
+} from '../lib/tau/index.js';
 import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings } from './common/cli.js';
 
 /** Options of {@link runTauBench}. */
@@ -53,7 +64,11 @@ function median(xs: number[]): number {
 }
 
 /** Times `resets` resets of `domain`, and grading and hashing over the gold calls of `tasks`. */
-function timeDomain<S extends WorldState>(domain: TauDomain<S>, tasks: readonly TauTask[], resets: number): DomainTimings {
+function timeDomain<S extends WorldState>(
+  domain: TauDomain<S>,
+  tasks: readonly TauTask[],
+  resets: number,
+): DomainTimings {
   const runs = tasks.map((task) => {
     const state = domain.initialState(task);
     const messages: SimulationRun['messages'] = [];
@@ -85,7 +100,12 @@ function timeDomain<S extends WorldState>(domain: TauDomain<S>, tasks: readonly 
   const t0 = performance.now();
   s.hash();
   const hashMs = performance.now() - t0;
-  return { resetMedianMs: median(times), gradeMedianMs: again.length ? median(again) : NaN, gradeFirstMedianMs: first.length ? median(first) : NaN, hashMs };
+  return {
+    resetMedianMs: median(times),
+    gradeMedianMs: again.length ? median(again) : NaN,
+    gradeFirstMedianMs: first.length ? median(first) : NaN,
+    hashMs,
+  };
 }
 
 /** Runs the benchmark. */
@@ -135,21 +155,31 @@ export function runTauBench(options: TauBenchOptions = {}): TauBenchResult {
 
 /** The command line (the arguments after the script): `[--quick] [--json [file]]`. */
 export function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): TauBenchResult {
-  const program = benchProgram('tau', "tau retail and airline worlds: reset, grading and expert episodes (tau2's DBs when present)", cli);
+  const program = benchProgram(
+    'tau',
+    "tau retail and airline worlds: reset, grading and expert episodes (tau2's DBs when present)",
+    cli,
+  );
   const o = parseBench(program, argv);
   const r = runTauBench(o.quick ? { resets: 200, episodes: 20 } : {});
   const log = tableLog(o.json);
   log(`tau world (${r.db} retail DB)`);
   log(`  reset (initial state)  median ${r.resetMedianMs.toFixed(4)} ms`);
-  log(`  grade                  median ${r.gradeMedianMs.toFixed(3)} ms (first per task ${r.gradeFirstMedianMs.toFixed(3)} ms)`);
+  log(
+    `  grade                  median ${r.gradeMedianMs.toFixed(3)} ms (first per task ${r.gradeFirstMedianMs.toFixed(3)} ms)`,
+  );
   log(`  full DB SHA-256        ${r.hashMs.toFixed(2)} ms`);
   if (r.airline) {
     log(`tau world (tau2 airline DB)`);
     log(`  reset (initial state)  median ${r.airline.resetMedianMs.toFixed(4)} ms`);
-    log(`  grade                  median ${r.airline.gradeMedianMs.toFixed(3)} ms (first per task ${r.airline.gradeFirstMedianMs.toFixed(3)} ms)`);
+    log(
+      `  grade                  median ${r.airline.gradeMedianMs.toFixed(3)} ms (first per task ${r.airline.gradeFirstMedianMs.toFixed(3)} ms)`,
+    );
     log(`  full DB SHA-256        ${r.airline.hashMs.toFixed(2)} ms`);
   }
-  log(`  expert + scripted user ${r.stepsPerSecond.toFixed(0)} steps/s, ${r.episodesPerSecond.toFixed(1)} episodes/s, success ${(r.expertSuccess * 100).toFixed(1)}%`);
+  log(
+    `  expert + scripted user ${r.stepsPerSecond.toFixed(0)} steps/s, ${r.episodesPerSecond.toFixed(1)} episodes/s, success ${(r.expertSuccess * 100).toFixed(1)}%`,
+  );
   writeJson(o.json, r);
   return r;
 }

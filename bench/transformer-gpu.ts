@@ -9,14 +9,21 @@
  * Run: `npm run build:ts && node dist/bench/transformer-gpu.js [--model small] [--tokens 2048]
  * [--doc 512] [--sessions 8] [--prompt 64] [--sample 32] [--repeats 2] [--quick] [--json [file]]`.
  */
-import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 
 import { cudaAvailable } from '../lib/native/index.js';
 import { type ModelConfig, modelConfig, packSequences, TransformerPolicy } from '../lib/model/index.js';
 import { modelAddon } from '../lib/model/native.js';
 import { mulberry32 } from '../lib/util/random.js';
-import { benchProgram, parseBench, runWhenInvoked, tableLog, writeJson, type BenchCliSettings, type CommonBenchOptions } from './common/cli.js';
+import {
+  benchProgram,
+  parseBench,
+  runWhenInvoked,
+  tableLog,
+  writeJson,
+  type BenchCliSettings,
+  type CommonBenchOptions,
+} from './common/cli.js';
 
 /** Options of {@link runTransformerGpuBench}. */
 export interface TransformerGpuBenchOptions {
@@ -76,9 +83,14 @@ function tokensOf(n: number, seed: number, vocab: number): number[] {
 /** Times a training step and a sampling run of the same policy on the CPU and (when usable) the GPU. */
 export async function runTransformerGpuBench(options: TransformerGpuBenchOptions = {}): Promise<TransformerGpuResult> {
   const name = typeof options.model === 'string' || options.model === undefined ? (options.model ?? 'small') : 'custom';
-  const config = typeof options.model === 'object' ? options.model : modelConfig(name as 'tiny' | 'small', { context: 1024 });
-  const tokens = options.tokens ?? 2048, docLength = options.docLength ?? 512, micro = options.microBatches ?? 2;
-  const sessions = options.sessions ?? 8, promptTokens = options.promptTokens ?? 64, sampleTokens = options.sampleTokens ?? 32;
+  const config =
+    typeof options.model === 'object' ? options.model : modelConfig(name as 'tiny' | 'small', { context: 1024 });
+  const tokens = options.tokens ?? 2048,
+    docLength = options.docLength ?? 512,
+    micro = options.microBatches ?? 2;
+  const sessions = options.sessions ?? 8,
+    promptTokens = options.promptTokens ?? 64,
+    sampleTokens = options.sampleTokens ?? 32;
   const repeats = options.repeats ?? 2;
   const gpuUnavailable = !cudaAvailable()
     ? 'no usable CUDA device'
@@ -94,7 +106,9 @@ export async function runTransformerGpuBench(options: TransformerGpuBenchOptions
     at += n;
   }
   const per = Math.ceil(docs.length / micro);
-  const batches = Array.from({ length: Math.ceil(docs.length / per) }, (_, i) => packSequences(docs.slice(i * per, (i + 1) * per).map((t) => ({ tokens: t }))));
+  const batches = Array.from({ length: Math.ceil(docs.length / per) }, (_, i) =>
+    packSequences(docs.slice(i * per, (i + 1) * per).map((t) => ({ tokens: t }))),
+  );
   const optimizer = { lr: 1e-4, maxGradNorm: 1 };
   const prompts = Array.from({ length: sessions }, (_, i) => tokensOf(promptTokens, 50 + i, config.vocab));
 
@@ -112,7 +126,9 @@ export async function runTransformerGpuBench(options: TransformerGpuBenchOptions
       const sample: number[] = [];
       for (let r = 0; r <= repeats; r++) {
         const t0 = performance.now();
-        await policy.generate(prompts.map((prompt, i) => ({ prompt, maxTokens: sampleTokens, temperature: 1, seed: 7 + i })));
+        await policy.generate(
+          prompts.map((prompt, i) => ({ prompt, maxTokens: sampleTokens, temperature: 1, seed: 7 + i })),
+        );
         if (r > 0) sample.push(performance.now() - t0);
       }
       return { trainMs: median(train), sampleMs: median(sample), firstLoss, parameters: policy.model.store.numel };
@@ -135,8 +151,18 @@ export async function runTransformerGpuBench(options: TransformerGpuBenchOptions
     model: `${name} (${config.layers} layers, width ${config.width}, vocab ${config.vocab})`,
     parameters: cpu.parameters,
     rows: [
-      row(`train step (${tokens} tokens in ${batches.length} micro-batches, AdamW)`, cpu.trainMs, gpu?.trainMs ?? null, tokens),
-      row(`sampling (${sessions} sessions: ${promptTokens}-token prompt + ${sampleTokens} tokens)`, cpu.sampleMs, gpu?.sampleMs ?? null, sessions * sampleTokens),
+      row(
+        `train step (${tokens} tokens in ${batches.length} micro-batches, AdamW)`,
+        cpu.trainMs,
+        gpu?.trainMs ?? null,
+        tokens,
+      ),
+      row(
+        `sampling (${sessions} sessions: ${promptTokens}-token prompt + ${sampleTokens} tokens)`,
+        cpu.sampleMs,
+        gpu?.sampleMs ?? null,
+        sessions * sampleTokens,
+      ),
     ],
     lossRelativeDifference: gpu === null ? null : Math.abs(gpu.firstLoss - cpu.firstLoss) / Math.abs(cpu.firstLoss),
     gpuUnavailable,
@@ -149,13 +175,22 @@ export function formatTransformerGpu(r: TransformerGpuResult): string {
     const gpu = x.gpuMs === null ? 'gpu n/a' : `gpu ${x.gpuMs.toFixed(1)} ms (${x.speedup!.toFixed(1)}x)`;
     return `${x.stage}: cpu ${x.cpuMs.toFixed(1)} ms, ${gpu}`;
   });
-  const note = r.gpuUnavailable ? ` — ${r.gpuUnavailable}, CPU only` : ` — loss gpu vs cpu ${r.lossRelativeDifference!.toExponential(1)} relative`;
+  const note = r.gpuUnavailable
+    ? ` — ${r.gpuUnavailable}, CPU only`
+    : ` — loss gpu vs cpu ${r.lossRelativeDifference!.toExponential(1)} relative`;
   return `transformer gpu: ${r.model}, ${(r.parameters / 1e6).toFixed(1)}M parameters; ${parts.join('; ')}${note}`;
 }
 
 /** The command line (the arguments after the script): prints one line (or JSON with a bare `--json`; `--json <file>` writes it). */
-export async function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): Promise<TransformerGpuResult> {
-  const program = benchProgram('transformer-gpu', 'the built-in transformer on the GPU vs the CPU: a training step and a sampling run', cli)
+export async function main(
+  argv: readonly string[] = process.argv.slice(2),
+  cli: BenchCliSettings = {},
+): Promise<TransformerGpuResult> {
+  const program = benchProgram(
+    'transformer-gpu',
+    'the built-in transformer on the GPU vs the CPU: a training step and a sampling run',
+    cli,
+  )
     .option('--model <preset>', "'tiny' or 'small' (default small; quick: tiny)")
     .option('--tokens <n>', 'tokens of the training step (default 2048; quick: 256)')
     .option('--doc <n>', 'tokens per packed document (default 512; quick: 128)')
@@ -163,10 +198,27 @@ export async function main(argv: readonly string[] = process.argv.slice(2), cli:
     .option('--prompt <n>', 'prompt tokens per session (default 64; quick: 16)')
     .option('--sample <n>', 'tokens sampled per session (default 32; quick: 8)')
     .option('--repeats <n>', 'timed repeats after a warm-up (default 2; quick: 1)');
-  type Options = CommonBenchOptions & { model?: string; tokens?: string; doc?: string; sessions?: string; prompt?: string; sample?: string; repeats?: string };
-  const values = parseBench<Options>(program, argv, { model: 'tiny', tokens: '256', doc: '128', sessions: '2', prompt: '16', sample: '8', repeats: '1' });
+  type Options = CommonBenchOptions & {
+    model?: string;
+    tokens?: string;
+    doc?: string;
+    sessions?: string;
+    prompt?: string;
+    sample?: string;
+    repeats?: string;
+  };
+  const values = parseBench<Options>(program, argv, {
+    model: 'tiny',
+    tokens: '256',
+    doc: '128',
+    sessions: '2',
+    prompt: '16',
+    sample: '8',
+    repeats: '1',
+  });
   const num = (s: string | undefined) => (s === undefined ? undefined : Number(s));
-  if (values.model !== undefined && values.model !== 'tiny' && values.model !== 'small') throw new RangeError(`--model must be 'tiny' or 'small', got '${values.model}'`);
+  if (values.model !== undefined && values.model !== 'tiny' && values.model !== 'small')
+    throw new RangeError(`--model must be 'tiny' or 'small', got '${values.model}'`);
   const r = await runTransformerGpuBench({
     model: values.model as 'tiny' | 'small' | undefined,
     tokens: num(values.tokens),

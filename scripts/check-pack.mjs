@@ -42,34 +42,43 @@ try {
   for (const [what, test] of need) if (!files.some(test)) fail(`the tarball lacks ${what}`);
   const stray = files.filter((f) => f.startsWith('build/') || f.startsWith('test/') || f.startsWith('node_modules/'));
   if (stray.length) fail(`the tarball holds files users do not need: ${stray.slice(0, 5).join(', ')}`);
-  console.log(`check-pack: ${info.filename}: ${files.length} files, ${(info.size / 1024 / 1024).toFixed(2)} MiB packed`);
+  console.log(
+    `check-pack: ${info.filename}: ${files.length} files, ${(info.size / 1024 / 1024).toFixed(2)} MiB packed`,
+  );
 
   const app = join(work, 'app');
   execFileSync('mkdir', ['-p', app]);
-  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true, type: 'module' }));
-  execFileSync(npm, ['install', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline', join(work, info.filename)], {
-    cwd: app,
-    stdio: 'inherit',
-  });
+  writeFileSync(
+    join(app, 'package.json'),
+    JSON.stringify({ name: 'app', version: '1.0.0', private: true, type: 'module' }),
+  );
+  execFileSync(
+    npm,
+    ['install', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline', join(work, info.filename)],
+    {
+      cwd: app,
+      stdio: 'inherit',
+    },
+  );
   const installed = join(app, 'node_modules', 'sinkflex-rl');
   const top = readdirSync(installed);
   if (top.includes('build')) fail('the installed package has a build/ folder: something compiled');
   const probe = [
     "import * as s from 'sinkflex-rl';",
-    "const b = s.backends();",
+    'const b = s.backends();',
     "if (!b.some((x) => x.name === 'cpu')) throw new Error('no cpu backend');",
     "const store = s.ParamStore.fromSpecs([{ name: 'w', shape: [32, 32] }], 1);",
     "const a = store.read('w');",
     "if (a.length !== 1024 || s.memory.peakBytes() < 4096) throw new Error('tracked allocation failed');",
-    "store.dispose();",
+    'store.dispose();',
     `const subpaths = ${JSON.stringify(subpaths)};`,
-    "const names = {};",
-    "for (const l of subpaths) names[l] = Object.keys(await import(`sinkflex-rl/${l}`)).length;",
-    "for (const l of subpaths) if (names[l] === 0) throw new Error(`sinkflex-rl/${l} exports nothing`);",
-    "let deep = null;",
+    'const names = {};',
+    'for (const l of subpaths) names[l] = Object.keys(await import(`sinkflex-rl/${l}`)).length;',
+    'for (const l of subpaths) if (names[l] === 0) throw new Error(`sinkflex-rl/${l} exports nothing`);',
+    'let deep = null;',
     "try { await import('sinkflex-rl/dist/lib/index.js'); } catch (e) { deep = e.code; }",
     "if (deep !== 'ERR_PACKAGE_PATH_NOT_EXPORTED') throw new Error(`a deep import was not refused (${deep})`);",
-    "console.log(JSON.stringify({ version: s.version(), backends: b.map((x) => x.device), build: s.buildInfo(), root: Object.keys(s).length, subpaths: names }));",
+    'console.log(JSON.stringify({ version: s.version(), backends: b.map((x) => x.device), build: s.buildInfo(), root: Object.keys(s).length, subpaths: names }));',
   ].join('\n');
   const printed = execFileSync(process.execPath, ['--input-type=module', '-e', probe], {
     cwd: app,
@@ -83,17 +92,33 @@ try {
   const typeProbe = [
     "import { version, type TauTask } from 'sinkflex-rl';",
     ...subpaths.map((l) => `import * as ${l} from 'sinkflex-rl/${l}';`),
-    "export const v: string = version();",
-    "export type T = TauTask;",
+    'export const v: string = version();',
+    'export type T = TauTask;',
     `export const all = [${subpaths.join(', ')}];`,
   ].join('\n');
   writeFileSync(join(app, 'probe.ts'), typeProbe + '\n');
   writeFileSync(
     join(app, 'tsconfig.json'),
-    JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, noEmit: true, skipLibCheck: true, types: [] }, files: ['probe.ts'] }),
+    JSON.stringify({
+      compilerOptions: {
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        target: 'ES2022',
+        strict: true,
+        noEmit: true,
+        skipLibCheck: true,
+        types: [],
+      },
+      files: ['probe.ts'],
+    }),
   );
-  execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', app], { cwd: app, stdio: 'inherit' });
-  console.log(`check-pack: TypeScript resolves the types of the root and of ${subpaths.map((l) => `sinkflex-rl/${l}`).join(', ')}`);
+  execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', app], {
+    cwd: app,
+    stdio: 'inherit',
+  });
+  console.log(
+    `check-pack: TypeScript resolves the types of the root and of ${subpaths.map((l) => `sinkflex-rl/${l}`).join(', ')}`,
+  );
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

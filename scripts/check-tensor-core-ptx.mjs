@@ -34,22 +34,33 @@ let failed = 0;
 try {
   for (const [src, kernels] of KERNELS) {
     const ptx = join(dir, src.replace(/[\\/]/g, '_') + '.ptx');
-    execFileSync('nvcc', ['-std=c++17', `-arch=sm_${arch}`, '--ptx', join(root, src), '-o', ptx], { cwd: root, stdio: 'inherit' });
+    execFileSync('nvcc', ['-std=c++17', `-arch=sm_${arch}`, '--ptx', join(root, src), '-o', ptx], {
+      cwd: root,
+      stdio: 'inherit',
+    });
     // Split into entries: each `.entry name(` up to the next `.entry` (or the end).
     const text = readFileSync(ptx, 'utf8');
-    const entries = text.split(/^(?=\.(?:visible\s+)?\.?entry\s)/m).filter((e) => /^\.(?:visible\s+)?\.?entry\s/.test(e));
+    const entries = text
+      .split(/^(?=\.(?:visible\s+)?\.?entry\s)/m)
+      .filter((e) => /^\.(?:visible\s+)?\.?entry\s/.test(e));
     for (const kernel of kernels) {
       const [name, type] = kernel.replace(/>$/, '').split('<');
       const mine = entries.filter((e) => {
         const mangled = e.slice(0, e.indexOf('('));
-        return new RegExp(`\\d${name}I`).test(mangled) && (type === undefined || new RegExp(`\\d${type}`).test(mangled));
+        return (
+          new RegExp(`\\d${name}I`).test(mangled) && (type === undefined || new RegExp(`\\d${type}`).test(mangled))
+        );
       });
       const withMma = mine.filter((e) => MATRIX.test(e));
       if (mine.length === 0 || withMma.length !== mine.length) {
         failed++;
-        console.error(`tensor-core PTX check: ${src}: ${kernel}: ${mine.length} entries, ${withMma.length} with mma/wgmma (sm_${arch})`);
+        console.error(
+          `tensor-core PTX check: ${src}: ${kernel}: ${mine.length} entries, ${withMma.length} with mma/wgmma (sm_${arch})`,
+        );
       } else {
-        console.log(`tensor-core PTX check: ${src}: ${kernel}: ${mine.length} entries, all with mma/wgmma (sm_${arch})`);
+        console.log(
+          `tensor-core PTX check: ${src}: ${kernel}: ${mine.length} entries, all with mma/wgmma (sm_${arch})`,
+        );
       }
     }
   }

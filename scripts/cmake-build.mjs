@@ -18,7 +18,9 @@ if (target !== 'build' && target !== 'prebuilds') {
   process.exit(2);
 }
 const extra = args.filter((_, i) => i !== toIndex && i !== toIndex + 1);
-const jobs = String(Math.max(1, Number(process.env.SINKFLEX_BUILD_JOBS ?? 0) || (await import('node:os')).availableParallelism()));
+const jobs = String(
+  Math.max(1, Number(process.env.SINKFLEX_BUILD_JOBS ?? 0) || (await import('node:os')).availableParallelism()),
+);
 
 const cmakeJs = join(root, 'node_modules', 'cmake-js', 'bin', 'cmake-js');
 execFileSync(process.execPath, [cmakeJs, 'compile', '--out', 'build-cmake', '--parallel', jobs, ...extra], {

@@ -36,13 +36,24 @@ function colors(series: readonly string[]): Map<string, string> {
 }
 
 /** Renders the points as a standalone SVG document with a dashed limit line. */
-export function memoryChart(points: readonly ChartPoint[], title: string, limitBytes: number, yLabel = 'peak tracked bytes'): string {
-  const width = 680, height = 400, left = 70, right = 190, top = 40, bottom = 50;
+export function memoryChart(
+  points: readonly ChartPoint[],
+  title: string,
+  limitBytes: number,
+  yLabel = 'peak tracked bytes',
+): string {
+  const width = 680,
+    height = 400,
+    left = 70,
+    right = 190,
+    top = 40,
+    bottom = 50;
   const seqs = [...new Set(points.map((r) => r.seqLen))].sort((a, b) => a - b);
   const values = points.map((r) => r.bytes ?? limitBytes).filter((v) => v > 0);
   const lo = Math.log10(Math.min(...values, limitBytes) / 2);
   const hi = Math.log10(Math.max(...values, limitBytes) * 2);
-  const x = (s: number) => left + (seqs.length === 1 ? 0.5 : seqs.indexOf(s) / (seqs.length - 1)) * (width - left - right);
+  const x = (s: number) =>
+    left + (seqs.length === 1 ? 0.5 : seqs.indexOf(s) / (seqs.length - 1)) * (width - left - right);
   const y = (b: number) => top + (1 - (Math.log10(b) - lo) / (hi - lo)) * (height - top - bottom);
   const parts: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="12">`,
@@ -59,7 +70,9 @@ export function memoryChart(points: readonly ChartPoint[], title: string, limitB
     parts.push(`<line x1="${left - 4}" y1="${y(10 ** e)}" x2="${width - right}" y2="${y(10 ** e)}" stroke="#eee"/>`);
     parts.push(`<text x="${left - 6}" y="${y(10 ** e) + 4}" text-anchor="end">${label}</text>`);
   }
-  parts.push(`<line x1="${left}" y1="${y(limitBytes)}" x2="${width - right}" y2="${y(limitBytes)}" stroke="#999" stroke-dasharray="4 3"/>`);
+  parts.push(
+    `<line x1="${left}" y1="${y(limitBytes)}" x2="${width - right}" y2="${y(limitBytes)}" stroke="#999" stroke-dasharray="4 3"/>`,
+  );
   parts.push(`<text x="${width - right + 4}" y="${y(limitBytes) + 4}" fill="#666">limit</text>`);
   const series = [...new Set(points.map((r) => r.series))];
   const color = colors(series);
@@ -67,12 +80,17 @@ export function memoryChart(points: readonly ChartPoint[], title: string, limitB
     const c = color.get(name)!;
     const pts = points.filter((r) => r.series === name).sort((a, b) => a.seqLen - b.seqLen);
     const ok = pts.filter((p) => p.bytes !== null);
-    if (ok.length > 1) parts.push(`<polyline fill="none" stroke="${c}" stroke-width="2" points="${ok.map((p) => `${x(p.seqLen)},${y(p.bytes!)}`).join(' ')}"/>`);
+    if (ok.length > 1)
+      parts.push(
+        `<polyline fill="none" stroke="${c}" stroke-width="2" points="${ok.map((p) => `${x(p.seqLen)},${y(p.bytes!)}`).join(' ')}"/>`,
+      );
     for (const p of pts) {
       const px = x(p.seqLen);
       if (p.bytes === null) {
         const py = y(limitBytes);
-        parts.push(`<path d="M${px - 5},${py - 5}L${px + 5},${py + 5}M${px - 5},${py + 5}L${px + 5},${py - 5}" stroke="${c}" stroke-width="2"/>`);
+        parts.push(
+          `<path d="M${px - 5},${py - 5}L${px + 5},${py + 5}M${px - 5},${py + 5}L${px + 5},${py - 5}" stroke="${c}" stroke-width="2"/>`,
+        );
       } else {
         parts.push(`<circle cx="${px}" cy="${y(p.bytes)}" r="3" fill="${c}"/>`);
       }
@@ -81,7 +99,9 @@ export function memoryChart(points: readonly ChartPoint[], title: string, limitB
     parts.push(`<rect x="${width - right + 10}" y="${ly - 8}" width="12" height="4" fill="${c}"/>`);
     parts.push(`<text x="${width - right + 28}" y="${ly - 2}">${esc(name)}</text>`);
   });
-  parts.push(`<text x="${width - right + 10}" y="${top + 10 + series.length * 18 + 4}" fill="#666">x = out of memory</text>`);
+  parts.push(
+    `<text x="${width - right + 10}" y="${top + 10 + series.length * 18 + 4}" fill="#666">x = out of memory</text>`,
+  );
   parts.push('</svg>');
   return parts.join('\n') + '\n';
 }

@@ -44,7 +44,9 @@ export interface CommonBenchOptions {
  * wired as `settings` say, with the common `--quick` and `--json [file]` options.
  */
 export function benchProgram(bench: string, description: string, settings: BenchCliSettings = {}): Command {
-  const program = new Command(settings.name ?? `node dist/bench/${bench}.js`).description(description).allowExcessArguments(false);
+  const program = new Command(settings.name ?? `node dist/bench/${bench}.js`)
+    .description(description)
+    .allowExcessArguments(false);
   if (settings.output) program.configureOutput(settings.output);
   if (settings.exitOverride) program.exitOverride();
   return program
@@ -56,7 +58,11 @@ export function benchProgram(bench: string, description: string, settings: Bench
  * Parses `argv` (the arguments after the script) and returns the options; with `--quick`,
  * every option of `quick` that the command line did not give takes its value from there.
  */
-export function parseBench<T extends CommonBenchOptions>(program: Command, argv: readonly string[], quick: Partial<Record<keyof T, string | boolean>> = {}): T {
+export function parseBench<T extends CommonBenchOptions>(
+  program: Command,
+  argv: readonly string[],
+  quick: Partial<Record<keyof T, string | boolean>> = {},
+): T {
   program.parse([...argv], { from: 'user' });
   const opts = program.opts<T>();
   if (opts.quick) {
@@ -74,7 +80,10 @@ export function commandLine(program: Command, argv: readonly string[]): string {
 }
 
 /** Where progress lines and the table go: nowhere when `--json` prints JSON on stdout, else `print`. */
-export function tableLog(json: CommonBenchOptions['json'], print: (line: string) => void = (line) => console.log(line)): (line: string) => void {
+export function tableLog(
+  json: CommonBenchOptions['json'],
+  print: (line: string) => void = (line) => console.log(line),
+): (line: string) => void {
   return json === true ? () => undefined : print;
 }
 

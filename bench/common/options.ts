@@ -35,7 +35,8 @@ export const ATTENTION_SHAPES: Readonly<Record<string, Readonly<AttentionLayerSh
 /** The shape called `name`; throws naming the known ones. */
 export function attentionShape(name: string): AttentionLayerShape {
   const s = Object.hasOwn(ATTENTION_SHAPES, name) ? ATTENTION_SHAPES[name] : undefined;
-  if (!s) throw new BenchOptionError(`--shape: unknown shape '${name}' (known: ${Object.keys(ATTENTION_SHAPES).join(', ')})`);
+  if (!s)
+    throw new BenchOptionError(`--shape: unknown shape '${name}' (known: ${Object.keys(ATTENTION_SHAPES).join(', ')})`);
   return { ...s };
 }
 
@@ -44,14 +45,22 @@ const seqLen = posInt.max(2 ** 22);
 
 /** Schema of an attention layer shape. */
 export const shapeSchema = z
-  .object({ qHeads: posInt.max(1024), kvHeads: posInt.max(1024), headDim: posInt.max(1024), window: z.number().int().nonnegative() })
+  .object({
+    qHeads: posInt.max(1024),
+    kvHeads: posInt.max(1024),
+    headDim: posInt.max(1024),
+    window: z.number().int().nonnegative(),
+  })
   .strict()
   .refine((s) => s.qHeads % s.kvHeads === 0, { message: 'kvHeads must divide qHeads', path: ['kvHeads'] });
 
 /** Options both benchmarks share. */
 export const commonSchema = z.object({
   shape: shapeSchema.optional(),
-  masks: z.array(z.enum(['window', 'full'])).min(1).optional(),
+  masks: z
+    .array(z.enum(['window', 'full']))
+    .min(1)
+    .optional(),
   repeats: posInt.max(1000).optional(),
   seed: z.number().int().optional(),
   device: z.enum(['cpu', 'cuda']).optional(),
@@ -98,27 +107,32 @@ export function parseIntList(option: string, text: string): number[] {
 /** Parses a positive integer. */
 export function parsePositiveInt(option: string, text: string): number {
   const t = text.trim();
-  if (!/^\d+$/.test(t) || Number(t) <= 0 || !Number.isSafeInteger(Number(t))) throw new BenchOptionError(`${option}: '${text}' is not a positive integer`);
+  if (!/^\d+$/.test(t) || Number(t) <= 0 || !Number.isSafeInteger(Number(t)))
+    throw new BenchOptionError(`${option}: '${text}' is not a positive integer`);
   return Number(t);
 }
 
 /** Parses a positive number of GiB into bytes (`0`, negatives and garbage are refused). */
 export function parseGiB(option: string, text: string): number {
   const v = Number(text);
-  if (text.trim() === '' || !Number.isFinite(v) || v <= 0) throw new BenchOptionError(`${option}: '${text}' is not a positive number of GiB`);
+  if (text.trim() === '' || !Number.isFinite(v) || v <= 0)
+    throw new BenchOptionError(`${option}: '${text}' is not a positive number of GiB`);
   return Math.round(v * 2 ** 30);
 }
 
 /** Parses a positive number. */
 export function parsePositive(option: string, text: string): number {
   const v = Number(text);
-  if (text.trim() === '' || !Number.isFinite(v) || v <= 0) throw new BenchOptionError(`${option}: '${text}' is not a positive number`);
+  if (text.trim() === '' || !Number.isFinite(v) || v <= 0)
+    throw new BenchOptionError(`${option}: '${text}' is not a positive number`);
   return v;
 }
 
 /** Parses a comma list of names from `allowed`. */
 export function parseNames<T extends string>(option: string, text: string, allowed: readonly T[]): T[] {
   const names = text.split(',').map((s) => s.trim());
-  for (const n of names) if (!(allowed as readonly string[]).includes(n)) throw new BenchOptionError(`${option}: unknown value '${n}' (expected ${allowed.join(', ')})`);
+  for (const n of names)
+    if (!(allowed as readonly string[]).includes(n))
+      throw new BenchOptionError(`${option}: unknown value '${n}' (expected ${allowed.join(', ')})`);
   return names as T[];
 }

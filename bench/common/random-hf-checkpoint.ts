@@ -79,10 +79,27 @@ const numel = (shape: readonly number[]): number => shape.reduce((a, b) => a * b
  * BF16 weights (MXFP4 experts when `mxfp4`) into `dir`. `tile`: each tensor repeats its first
  * random chunk of 2^20 elements (shifted), which keeps a checkpoint of many GB fast to write.
  */
-export async function writeRandomHfCheckpoint(dir: string, config: Record<string, unknown>, options: { mxfp4?: boolean; seed?: number; tile?: boolean } = {}): Promise<RandomCheckpoint> {
+export async function writeRandomHfCheckpoint(
+  dir: string,
+  config: Record<string, unknown>,
+  options: { mxfp4?: boolean; seed?: number; tile?: boolean } = {},
+): Promise<RandomCheckpoint> {
   mkdirSync(dir, { recursive: true });
   const mxfp4 = options.mxfp4 ?? false;
-  const cfg = mxfp4 ? { ...config, quantization_config: { quant_method: 'mxfp4', modules_to_not_convert: ['model.layers.*.self_attn', 'model.layers.*.mlp.router', 'model.embed_tokens', 'lm_head'] } } : config;
+  const cfg = mxfp4
+    ? {
+        ...config,
+        quantization_config: {
+          quant_method: 'mxfp4',
+          modules_to_not_convert: [
+            'model.layers.*.self_attn',
+            'model.layers.*.mlp.router',
+            'model.embed_tokens',
+            'lm_head',
+          ],
+        },
+      }
+    : config;
   const { architecture, modelConfig } = parseHfConfig(cfg);
   const plan = planTensors(architecture, modelConfig, (name) => mxfp4 && /_blocks$/.test(name));
   const std = modelConfig.initStd;
@@ -102,17 +119,32 @@ export async function writeRandomHfCheckpoint(dir: string, config: Record<string
       name: s.hf,
       dtype: s.kind === 'u8' ? 'U8' : 'BF16',
       shape: s.shape,
-      bytes: () => (s.kind === 'u8' ? u8Values(n, /_scales$/.test(s.hf), mySeed, options.tile) : bf16Values(n, isNorm ? 1 : 0, isNorm ? 0.1 : vector ? std : std * Math.sqrt(3), mySeed, options.tile)),
+      bytes: () =>
+        s.kind === 'u8'
+          ? u8Values(n, /_scales$/.test(s.hf), mySeed, options.tile)
+          : bf16Values(n, isNorm ? 1 : 0, isNorm ? 0.1 : vector ? std : std * Math.sqrt(3), mySeed, options.tile),
     };
   });
   writeFileSync(join(dir, 'config.json'), `${JSON.stringify(cfg, null, 2)}\n`);
-  writeFileSync(join(dir, 'generation_config.json'), `${JSON.stringify({ eos_token_id: [Number(config.eos_token_id ?? 0)] }, null, 2)}\n`);
+  writeFileSync(
+    join(dir, 'generation_config.json'),
+    `${JSON.stringify({ eos_token_id: [Number(config.eos_token_id ?? 0)] }, null, 2)}\n`,
+  );
   await writeSafetensorsStream(join(dir, 'model.safetensors'), entries, { format: 'pt' });
   return { dir, tensorBytes, mxfp4Bytes, parameters: plan.reduce((n, p) => n + numel(p.shape), 0) };
 }
 
 /** config.json of a Qwen3 model of the given shape (Qwen3-0.6B's other fields). */
-export function qwen3Config(shape: { hidden: number; layers: number; heads: number; kvHeads: number; headDim: number; intermediate: number; vocab: number; context?: number }): Record<string, unknown> {
+export function qwen3Config(shape: {
+  hidden: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  intermediate: number;
+  vocab: number;
+  context?: number;
+}): Record<string, unknown> {
   return {
     architectures: ['Qwen3ForCausalLM'],
     model_type: 'qwen3',
@@ -141,7 +173,17 @@ export function qwen3Config(shape: { hidden: number; layers: number; heads: numb
 }
 
 /** config.json of a gpt-oss model of the given shape (gpt-oss-20b's other fields). */
-export function gptOssConfig(shape: { hidden: number; layers: number; heads: number; kvHeads: number; headDim: number; intermediate: number; vocab: number; experts: number; topK: number }): Record<string, unknown> {
+export function gptOssConfig(shape: {
+  hidden: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  intermediate: number;
+  vocab: number;
+  experts: number;
+  topK: number;
+}): Record<string, unknown> {
   return {
     architectures: ['GptOssForCausalLM'],
     model_type: 'gpt_oss',
@@ -157,7 +199,14 @@ export function gptOssConfig(shape: { hidden: number; layers: number; heads: num
     experts_per_token: shape.topK,
     max_position_embeddings: 131072,
     rope_theta: 150000,
-    rope_scaling: { beta_fast: 32.0, beta_slow: 1.0, factor: 32.0, original_max_position_embeddings: 4096, rope_type: 'yarn', truncate: false },
+    rope_scaling: {
+      beta_fast: 32.0,
+      beta_slow: 1.0,
+      factor: 32.0,
+      original_max_position_embeddings: 4096,
+      rope_type: 'yarn',
+      truncate: false,
+    },
     sliding_window: 128,
     layer_types: Array.from({ length: shape.layers }, (_, i) => (i % 2 === 0 ? 'sliding_attention' : 'full_attention')),
     rms_norm_eps: 1e-5,

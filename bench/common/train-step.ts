@@ -27,7 +27,17 @@ export function benchModelConfig(name: BenchModel, context: number, layers?: num
   if (layers !== undefined) over.layers = layers;
   if (name === 'gpt-oss') {
     return modelConfig('small', {
-      layers: 2, width: 2880, heads: 64, kvHeads: 8, headDim: 64, window: 128, vocab: 8192, ffn: 2880, ropeTheta: 150000, bias: true, ...over,
+      layers: 2,
+      width: 2880,
+      heads: 64,
+      kvHeads: 8,
+      headDim: 64,
+      window: 128,
+      vocab: 8192,
+      ffn: 2880,
+      ropeTheta: 150000,
+      bias: true,
+      ...over,
     });
   }
   return modelConfig(name, over);
@@ -72,7 +82,13 @@ export function stepBatch(config: ModelConfig, seqLen: number, random: () => num
  * tracked limit of `limitBytes` in total; returns the peak above what was allocated before
  * (the model state) and the time, or the out-of-memory error.
  */
-export function measureTrainStep(model: Transformer, seqLen: number, impl: 'fused' | 'eager', limitBytes: number, random: () => number): StepMeasurement {
+export function measureTrainStep(
+  model: Transformer,
+  seqLen: number,
+  impl: 'fused' | 'eager',
+  limitBytes: number,
+  random: () => number,
+): StepMeasurement {
   const { batch, dLogProbs } = stepBatch(model.config, seqLen, random);
   const before = memory.currentBytes();
   memory.resetPeak();
@@ -93,7 +109,8 @@ export function measureTrainStep(model: Transformer, seqLen: number, impl: 'fuse
     if (!isOutOfMemoryError(e)) throw e;
     model.store.zeroGrad();
     const out: StepMeasurement = { activationPeakBytes: null, ms: null, error: e.message };
-    if (typeof e.currentBytes === 'number' && typeof e.requestedBytes === 'number') out.oomNeedBytes = e.currentBytes + e.requestedBytes - before;
+    if (typeof e.currentBytes === 'number' && typeof e.requestedBytes === 'number')
+      out.oomNeedBytes = e.currentBytes + e.requestedBytes - before;
     return out;
   }
 }

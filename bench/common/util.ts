@@ -34,7 +34,9 @@ export function summarize(values: readonly number[]): Summary {
 
 /** Formats a summary of milliseconds as `median (min–max)`. */
 export function fmtSummary(s: Summary, digits = 0): string {
-  return s.n === 1 ? s.median.toFixed(digits) : `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
+  return s.n === 1
+    ? s.median.toFixed(digits)
+    : `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
 }
 
 /** Bytes as MiB or GiB; `null` prints as `OOM`. */
@@ -80,7 +82,11 @@ export interface MachineInfo {
 /** Describes this machine now. */
 export function machineInfo(): MachineInfo {
   const cpu = backends().find((b) => b.name === 'cpu');
-  return { cpu: cpus()[0]?.model ?? 'unknown', threads: cpu?.name === 'cpu' ? cpu.threads : 1, loadAverage: loadavg()[0] ?? 0 };
+  return {
+    cpu: cpus()[0]?.model ?? 'unknown',
+    threads: cpu?.name === 'cpu' ? cpu.threads : 1,
+    loadAverage: loadavg()[0] ?? 0,
+  };
 }
 
 /** The SVG path written next to a JSON path: `out/x.json` → `out/x.svg`. */
@@ -104,7 +110,12 @@ export function writeResult(jsonPath: string, result: unknown, svg?: string): { 
  * as JSON there and `chart(result)` as SVG beside it (see {@link writeResult}), then a line
  * saying where; without it, nothing.
  */
-export function writeBenchFiles<R extends object>(jsonPath: string | undefined, command: string, result: R, chart: (r: R) => string): void {
+export function writeBenchFiles<R extends object>(
+  jsonPath: string | undefined,
+  command: string,
+  result: R,
+  chart: (r: R) => string,
+): void {
   if (!jsonPath) return;
   const written = writeResult(jsonPath, { command, ...result }, chart(result));
   console.log(`\nwrote ${written.json} and ${written.svg}`);

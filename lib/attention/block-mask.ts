@@ -58,9 +58,12 @@ export class BlockMask {
   /** The state of (query block `qBlock`, key block `kvBlock`) for batch entry `batchIndex`. */
   state(qBlock: number, kvBlock: number, batchIndex = 0): BlockState {
     const b = this.batch === 1 ? 0 : batchIndex;
-    if (!Number.isInteger(qBlock) || qBlock < 0 || qBlock >= this.qBlocks) throw new RangeError(`qBlock must be in [0, ${this.qBlocks})`);
-    if (!Number.isInteger(kvBlock) || kvBlock < 0 || kvBlock >= this.kvBlocks) throw new RangeError(`kvBlock must be in [0, ${this.kvBlocks})`);
-    if (!Number.isInteger(b) || b < 0 || b >= this.batch) throw new RangeError(`batchIndex must be in [0, ${this.shape.batch})`);
+    if (!Number.isInteger(qBlock) || qBlock < 0 || qBlock >= this.qBlocks)
+      throw new RangeError(`qBlock must be in [0, ${this.qBlocks})`);
+    if (!Number.isInteger(kvBlock) || kvBlock < 0 || kvBlock >= this.kvBlocks)
+      throw new RangeError(`kvBlock must be in [0, ${this.kvBlocks})`);
+    if (!Number.isInteger(b) || b < 0 || b >= this.batch)
+      throw new RangeError(`batchIndex must be in [0, ${this.shape.batch})`);
     return STATE_NAMES[this.states[(b * this.qBlocks + qBlock) * this.kvBlocks + kvBlock]!]!;
   }
 
@@ -72,8 +75,10 @@ export class BlockMask {
   /** e.g. `BlockMask(64: 16x16, 120 empty, 16 partial, 120 full)`. */
   toString(): string {
     const c = this.counts;
-    return `BlockMask(${this.blockSize}: ${this.qBlocks}x${this.kvBlocks}${this.batch > 1 ? `x${this.batch}` : ''}, ` +
-      `${c.empty} empty, ${c.partial} partial, ${c.full} full)`;
+    return (
+      `BlockMask(${this.blockSize}: ${this.qBlocks}x${this.kvBlocks}${this.batch > 1 ? `x${this.batch}` : ''}, ` +
+      `${c.empty} empty, ${c.partial} partial, ${c.full} full)`
+    );
   }
 }
 

@@ -56,13 +56,17 @@ function callDevice(request: DeviceRequest | undefined, q: AttentionTensor | und
 }
 
 /** @internal Checks the options object and converts it for the addon (`q` decides the device of DeviceTensor calls). */
-export function nativeOptions(opts: AttentionBackwardOptions | undefined, backward: boolean, q?: AttentionTensor):
-  NativeAttentionOptions {
+export function nativeOptions(
+  opts: AttentionBackwardOptions | undefined,
+  backward: boolean,
+  q?: AttentionTensor,
+): NativeAttentionOptions {
   if (opts === undefined) return { device: callDevice(undefined, q) };
   if (typeof opts !== 'object' || opts === null || Array.isArray(opts)) throw new TypeError('opts must be an object');
   const allowed = backward ? BACKWARD_KEYS : FORWARD_KEYS;
   for (const key of Object.keys(opts)) {
-    if (!allowed.includes(key)) throw new RangeError(`opts has an unknown field '${key}' (allowed: ${allowed.join(', ')})`);
+    if (!allowed.includes(key))
+      throw new RangeError(`opts has an unknown field '${key}' (allowed: ${allowed.join(', ')})`);
   }
   if (opts.blockMask !== undefined && !(opts.blockMask instanceof BlockMask)) {
     throw new TypeError('opts.blockMask must be a BlockMask from createBlockMask()');
@@ -99,27 +103,63 @@ function forwardResult(r: NativeForwardResult): AttentionForwardResult | DeviceA
  * Float32Array or a float32 DeviceTensor) the call runs on their device and returns
  * DeviceTensors there: `out` in the inputs' dtype, `lse` in float32.
  */
-export function sinkAttentionForward(q: Float32Array, k: Float32Array, v: Float32Array, sinks: Float32Array | null,
-  shape: AttentionShape, opts?: AttentionOptions): AttentionForwardResult;
-export function sinkAttentionForward(q: DeviceTensor, k: DeviceTensor, v: DeviceTensor,
-  sinks: Float32Array | DeviceTensor | null, shape: AttentionShape, opts?: AttentionOptions): DeviceAttentionForwardResult;
-export function sinkAttentionForward(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor,
-  sinks: Float32Array | DeviceTensor | null, shape: AttentionShape, opts?: AttentionOptions):
-  AttentionForwardResult | DeviceAttentionForwardResult {
-  return forwardResult(attentionAddon().attentionForward(q, k, v, sinks, nativeShape(shape), nativeOptions(opts, false, q)));
+export function sinkAttentionForward(
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  sinks: Float32Array | null,
+  shape: AttentionShape,
+  opts?: AttentionOptions,
+): AttentionForwardResult;
+export function sinkAttentionForward(
+  q: DeviceTensor,
+  k: DeviceTensor,
+  v: DeviceTensor,
+  sinks: Float32Array | DeviceTensor | null,
+  shape: AttentionShape,
+  opts?: AttentionOptions,
+): DeviceAttentionForwardResult;
+export function sinkAttentionForward(
+  q: AttentionTensor,
+  k: AttentionTensor,
+  v: AttentionTensor,
+  sinks: Float32Array | DeviceTensor | null,
+  shape: AttentionShape,
+  opts?: AttentionOptions,
+): AttentionForwardResult | DeviceAttentionForwardResult {
+  return forwardResult(
+    attentionAddon().attentionForward(q, k, v, sinks, nativeShape(shape), nativeOptions(opts, false, q)),
+  );
 }
 
 /** {@link sinkAttentionForward} off the main thread. */
-export function sinkAttentionForwardAsync(q: Float32Array, k: Float32Array, v: Float32Array,
-  sinks: Float32Array | null, shape: AttentionShape, opts?: AttentionOptions): Promise<AttentionForwardResult>;
-export function sinkAttentionForwardAsync(q: DeviceTensor, k: DeviceTensor, v: DeviceTensor,
-  sinks: Float32Array | DeviceTensor | null, shape: AttentionShape, opts?: AttentionOptions):
-  Promise<DeviceAttentionForwardResult>;
-export async function sinkAttentionForwardAsync(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor,
-  sinks: Float32Array | DeviceTensor | null, shape: AttentionShape, opts?: AttentionOptions):
-  Promise<AttentionForwardResult | DeviceAttentionForwardResult> {
+export function sinkAttentionForwardAsync(
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  sinks: Float32Array | null,
+  shape: AttentionShape,
+  opts?: AttentionOptions,
+): Promise<AttentionForwardResult>;
+export function sinkAttentionForwardAsync(
+  q: DeviceTensor,
+  k: DeviceTensor,
+  v: DeviceTensor,
+  sinks: Float32Array | DeviceTensor | null,
+  shape: AttentionShape,
+  opts?: AttentionOptions,
+): Promise<DeviceAttentionForwardResult>;
+export async function sinkAttentionForwardAsync(
+  q: AttentionTensor,
+  k: AttentionTensor,
+  v: AttentionTensor,
+  sinks: Float32Array | DeviceTensor | null,
+  shape: AttentionShape,
+  opts?: AttentionOptions,
+): Promise<AttentionForwardResult | DeviceAttentionForwardResult> {
   return forwardResult(
-    await attentionAddon().attentionForwardAsync(q, k, v, sinks, nativeShape(shape), nativeOptions(opts, false, q)));
+    await attentionAddon().attentionForwardAsync(q, k, v, sinks, nativeShape(shape), nativeOptions(opts, false, q)),
+  );
 }
 
 /**
@@ -130,58 +170,158 @@ export async function sinkAttentionForwardAsync(q: AttentionTensor, k: Attention
  * DeviceTensor inputs (q, k, v, out, dOut alike; sinks, lse and dLse Float32Arrays or float32
  * DeviceTensors) give DeviceTensor gradients on their device, dq/dk/dv in the inputs' dtype.
  */
-export function sinkAttentionBackward(q: Float32Array, k: Float32Array, v: Float32Array, sinks: Float32Array | null,
-  out: Float32Array, lse: Float32Array, dOut: Float32Array, shape: AttentionShape,
-  opts?: AttentionBackwardOptions): AttentionGradients;
-export function sinkAttentionBackward(q: DeviceTensor, k: DeviceTensor, v: DeviceTensor,
-  sinks: Float32Array | DeviceTensor | null, out: DeviceTensor, lse: Float32Array | DeviceTensor, dOut: DeviceTensor,
-  shape: AttentionShape, opts?: AttentionBackwardOptions): DeviceAttentionGradients;
-export function sinkAttentionBackward(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor,
-  sinks: Float32Array | DeviceTensor | null, out: AttentionTensor, lse: Float32Array | DeviceTensor,
-  dOut: AttentionTensor, shape: AttentionShape, opts?: AttentionBackwardOptions):
-  AttentionGradients | DeviceAttentionGradients {
-  return attentionAddon().attentionBackward(q, k, v, sinks, out, lse, dOut, nativeShape(shape),
-    nativeOptions(opts, true, q));
+export function sinkAttentionBackward(
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  sinks: Float32Array | null,
+  out: Float32Array,
+  lse: Float32Array,
+  dOut: Float32Array,
+  shape: AttentionShape,
+  opts?: AttentionBackwardOptions,
+): AttentionGradients;
+export function sinkAttentionBackward(
+  q: DeviceTensor,
+  k: DeviceTensor,
+  v: DeviceTensor,
+  sinks: Float32Array | DeviceTensor | null,
+  out: DeviceTensor,
+  lse: Float32Array | DeviceTensor,
+  dOut: DeviceTensor,
+  shape: AttentionShape,
+  opts?: AttentionBackwardOptions,
+): DeviceAttentionGradients;
+export function sinkAttentionBackward(
+  q: AttentionTensor,
+  k: AttentionTensor,
+  v: AttentionTensor,
+  sinks: Float32Array | DeviceTensor | null,
+  out: AttentionTensor,
+  lse: Float32Array | DeviceTensor,
+  dOut: AttentionTensor,
+  shape: AttentionShape,
+  opts?: AttentionBackwardOptions,
+): AttentionGradients | DeviceAttentionGradients {
+  return attentionAddon().attentionBackward(
+    q,
+    k,
+    v,
+    sinks,
+    out,
+    lse,
+    dOut,
+    nativeShape(shape),
+    nativeOptions(opts, true, q),
+  );
 }
 
 /** {@link sinkAttentionBackward} off the main thread. */
-export function sinkAttentionBackwardAsync(q: Float32Array, k: Float32Array, v: Float32Array,
-  sinks: Float32Array | null, out: Float32Array, lse: Float32Array, dOut: Float32Array, shape: AttentionShape,
-  opts?: AttentionBackwardOptions): Promise<AttentionGradients>;
-export function sinkAttentionBackwardAsync(q: DeviceTensor, k: DeviceTensor, v: DeviceTensor,
-  sinks: Float32Array | DeviceTensor | null, out: DeviceTensor, lse: Float32Array | DeviceTensor, dOut: DeviceTensor,
-  shape: AttentionShape, opts?: AttentionBackwardOptions): Promise<DeviceAttentionGradients>;
-export async function sinkAttentionBackwardAsync(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor,
-  sinks: Float32Array | DeviceTensor | null, out: AttentionTensor, lse: Float32Array | DeviceTensor,
-  dOut: AttentionTensor, shape: AttentionShape, opts?: AttentionBackwardOptions):
-  Promise<AttentionGradients | DeviceAttentionGradients> {
-  return attentionAddon().attentionBackwardAsync(q, k, v, sinks, out, lse, dOut, nativeShape(shape),
-    nativeOptions(opts, true, q));
+export function sinkAttentionBackwardAsync(
+  q: Float32Array,
+  k: Float32Array,
+  v: Float32Array,
+  sinks: Float32Array | null,
+  out: Float32Array,
+  lse: Float32Array,
+  dOut: Float32Array,
+  shape: AttentionShape,
+  opts?: AttentionBackwardOptions,
+): Promise<AttentionGradients>;
+export function sinkAttentionBackwardAsync(
+  q: DeviceTensor,
+  k: DeviceTensor,
+  v: DeviceTensor,
+  sinks: Float32Array | DeviceTensor | null,
+  out: DeviceTensor,
+  lse: Float32Array | DeviceTensor,
+  dOut: DeviceTensor,
+  shape: AttentionShape,
+  opts?: AttentionBackwardOptions,
+): Promise<DeviceAttentionGradients>;
+export async function sinkAttentionBackwardAsync(
+  q: AttentionTensor,
+  k: AttentionTensor,
+  v: AttentionTensor,
+  sinks: Float32Array | DeviceTensor | null,
+  out: AttentionTensor,
+  lse: Float32Array | DeviceTensor,
+  dOut: AttentionTensor,
+  shape: AttentionShape,
+  opts?: AttentionBackwardOptions,
+): Promise<AttentionGradients | DeviceAttentionGradients> {
+  return attentionAddon().attentionBackwardAsync(
+    q,
+    k,
+    v,
+    sinks,
+    out,
+    lse,
+    dOut,
+    nativeShape(shape),
+    nativeOptions(opts, true, q),
+  );
 }
 
 /** @internal Forward that can keep the eager probabilities (for SinkAttention). */
-export function forwardSaving(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor,
-  sinks: Float32Array | DeviceTensor | null, shape: AttentionShape, opts: AttentionOptions, save: boolean,
-  async: true): Promise<NativeForwardResult>;
-export function forwardSaving(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor,
-  sinks: Float32Array | DeviceTensor | null, shape: AttentionShape, opts: AttentionOptions, save: boolean,
-  async: false): NativeForwardResult;
-export function forwardSaving(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor,
-  sinks: Float32Array | DeviceTensor | null, shape: AttentionShape, opts: AttentionOptions, save: boolean,
-  async: boolean): NativeForwardResult | Promise<NativeForwardResult> {
+export function forwardSaving(
+  q: AttentionTensor,
+  k: AttentionTensor,
+  v: AttentionTensor,
+  sinks: Float32Array | DeviceTensor | null,
+  shape: AttentionShape,
+  opts: AttentionOptions,
+  save: boolean,
+  async: true,
+): Promise<NativeForwardResult>;
+export function forwardSaving(
+  q: AttentionTensor,
+  k: AttentionTensor,
+  v: AttentionTensor,
+  sinks: Float32Array | DeviceTensor | null,
+  shape: AttentionShape,
+  opts: AttentionOptions,
+  save: boolean,
+  async: false,
+): NativeForwardResult;
+export function forwardSaving(
+  q: AttentionTensor,
+  k: AttentionTensor,
+  v: AttentionTensor,
+  sinks: Float32Array | DeviceTensor | null,
+  shape: AttentionShape,
+  opts: AttentionOptions,
+  save: boolean,
+  async: boolean,
+): NativeForwardResult | Promise<NativeForwardResult> {
   const n = { ...nativeOptions(opts, false, q), save };
   const a = attentionAddon();
-  return async ? a.attentionForwardAsync(q, k, v, sinks, nativeShape(shape), n)
+  return async
+    ? a.attentionForwardAsync(q, k, v, sinks, nativeShape(shape), n)
     : a.attentionForward(q, k, v, sinks, nativeShape(shape), n);
 }
 
 /** @internal Backward with saved eager probabilities. */
-export function backwardSaved(args: [AttentionTensor, AttentionTensor, AttentionTensor, Float32Array | DeviceTensor | null,
-  AttentionTensor, Float32Array | DeviceTensor, AttentionTensor], shape: AttentionShape, opts: AttentionBackwardOptions,
-  saved: NativeHandle | undefined, async: boolean): NativeGradients | Promise<NativeGradients> {
+export function backwardSaved(
+  args: [
+    AttentionTensor,
+    AttentionTensor,
+    AttentionTensor,
+    Float32Array | DeviceTensor | null,
+    AttentionTensor,
+    Float32Array | DeviceTensor,
+    AttentionTensor,
+  ],
+  shape: AttentionShape,
+  opts: AttentionBackwardOptions,
+  saved: NativeHandle | undefined,
+  async: boolean,
+): NativeGradients | Promise<NativeGradients> {
   const n = { ...nativeOptions(opts, true, args[0]), saved };
   const a = attentionAddon();
-  return async ? a.attentionBackwardAsync(...args, nativeShape(shape), n) : a.attentionBackward(...args, nativeShape(shape), n);
+  return async
+    ? a.attentionBackwardAsync(...args, nativeShape(shape), n)
+    : a.attentionBackward(...args, nativeShape(shape), n);
 }
 
 /** @internal Frees saved eager probabilities now instead of at garbage collection. */

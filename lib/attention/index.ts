@@ -11,7 +11,18 @@ export {
   sinkAttentionForwardAsync,
 } from './functional.js';
 export { attentionInfo, type AttentionInfo } from './info.js';
-export { allKeys, and, causal, describeMask, documents, maskFromOptions, not, or, prefix, slidingWindow } from './masks.js';
+export {
+  allKeys,
+  and,
+  causal,
+  describeMask,
+  documents,
+  maskFromOptions,
+  not,
+  or,
+  prefix,
+  slidingWindow,
+} from './masks.js';
 export { SinkAttention, type SinkAttentionBackwardOptions, type SinkAttentionOptions } from './sink-attention.js';
 export type {
   AttentionBackwardOptions,

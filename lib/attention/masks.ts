@@ -7,7 +7,8 @@ import type { AttentionMask, MaskPredicate, MaskSpec } from './types.js';
 
 function requireInteger(value: unknown, name: string, min: number): number {
   if (typeof value !== 'number') throw new TypeError(`${name} must be an integer, got ${typeof value}`);
-  if (!Number.isInteger(value) || value < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${value}`);
+  if (!Number.isInteger(value) || value < min)
+    throw new RangeError(`${name} must be an integer >= ${min}, got ${value}`);
   return value;
 }
 

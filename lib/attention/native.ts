@@ -63,15 +63,44 @@ export interface NativeBlockMask {
 
 /** Functions of native/addon/attention_binding.cc. */
 export interface AttentionAddon {
-  attentionForward(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor, sinks: Small | null, shape: NativeShape,
-    opts: NativeAttentionOptions): NativeForwardResult;
-  attentionForwardAsync(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor, sinks: Small | null,
-    shape: NativeShape, opts: NativeAttentionOptions): Promise<NativeForwardResult>;
-  attentionBackward(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor, sinks: Small | null,
-    out: AttentionTensor, lse: Small, dOut: AttentionTensor, shape: NativeShape, opts: NativeAttentionOptions): NativeGradients;
-  attentionBackwardAsync(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor, sinks: Small | null,
-    out: AttentionTensor, lse: Small, dOut: AttentionTensor, shape: NativeShape,
-    opts: NativeAttentionOptions): Promise<NativeGradients>;
+  attentionForward(
+    q: AttentionTensor,
+    k: AttentionTensor,
+    v: AttentionTensor,
+    sinks: Small | null,
+    shape: NativeShape,
+    opts: NativeAttentionOptions,
+  ): NativeForwardResult;
+  attentionForwardAsync(
+    q: AttentionTensor,
+    k: AttentionTensor,
+    v: AttentionTensor,
+    sinks: Small | null,
+    shape: NativeShape,
+    opts: NativeAttentionOptions,
+  ): Promise<NativeForwardResult>;
+  attentionBackward(
+    q: AttentionTensor,
+    k: AttentionTensor,
+    v: AttentionTensor,
+    sinks: Small | null,
+    out: AttentionTensor,
+    lse: Small,
+    dOut: AttentionTensor,
+    shape: NativeShape,
+    opts: NativeAttentionOptions,
+  ): NativeGradients;
+  attentionBackwardAsync(
+    q: AttentionTensor,
+    k: AttentionTensor,
+    v: AttentionTensor,
+    sinks: Small | null,
+    out: AttentionTensor,
+    lse: Small,
+    dOut: AttentionTensor,
+    shape: NativeShape,
+    opts: NativeAttentionOptions,
+  ): Promise<NativeGradients>;
   attentionReleaseSaved(saved: NativeHandle): void;
   attentionBlockMask(mask: MaskSpec | undefined, shape: NativeShape, blockSize: number | undefined): NativeBlockMask;
   attentionDenseMask(mask: MaskSpec | undefined, shape: NativeShape): Uint8Array;

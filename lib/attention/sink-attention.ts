@@ -82,10 +82,18 @@ export class SinkAttention {
 
   /** Forward; keeps what the backward needs (replacing any earlier state). */
   forward(q: Float32Array, k: Float32Array, v: Float32Array, sinks?: Float32Array | null): AttentionForwardResult;
-  forward(q: DeviceTensor, k: DeviceTensor, v: DeviceTensor, sinks?: Float32Array | DeviceTensor | null):
-    DeviceAttentionForwardResult;
-  forward(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor, sinks: Float32Array | DeviceTensor | null = null):
-    AttentionForwardResult | DeviceAttentionForwardResult {
+  forward(
+    q: DeviceTensor,
+    k: DeviceTensor,
+    v: DeviceTensor,
+    sinks?: Float32Array | DeviceTensor | null,
+  ): DeviceAttentionForwardResult;
+  forward(
+    q: AttentionTensor,
+    k: AttentionTensor,
+    v: AttentionTensor,
+    sinks: Float32Array | DeviceTensor | null = null,
+  ): AttentionForwardResult | DeviceAttentionForwardResult {
     this.release();
     const r = forwardSaving(q, k, v, sinks, this.shape, this.options, this.eager, false);
     this.saved = { q, k, v, sinks, out: r.out, lse: r.lse, probs: r.saved };
@@ -93,12 +101,24 @@ export class SinkAttention {
   }
 
   /** {@link SinkAttention.forward} off the main thread. */
-  forwardAsync(q: Float32Array, k: Float32Array, v: Float32Array, sinks?: Float32Array | null):
-    Promise<AttentionForwardResult>;
-  forwardAsync(q: DeviceTensor, k: DeviceTensor, v: DeviceTensor, sinks?: Float32Array | DeviceTensor | null):
-    Promise<DeviceAttentionForwardResult>;
-  async forwardAsync(q: AttentionTensor, k: AttentionTensor, v: AttentionTensor,
-    sinks: Float32Array | DeviceTensor | null = null): Promise<AttentionForwardResult | DeviceAttentionForwardResult> {
+  forwardAsync(
+    q: Float32Array,
+    k: Float32Array,
+    v: Float32Array,
+    sinks?: Float32Array | null,
+  ): Promise<AttentionForwardResult>;
+  forwardAsync(
+    q: DeviceTensor,
+    k: DeviceTensor,
+    v: DeviceTensor,
+    sinks?: Float32Array | DeviceTensor | null,
+  ): Promise<DeviceAttentionForwardResult>;
+  async forwardAsync(
+    q: AttentionTensor,
+    k: AttentionTensor,
+    v: AttentionTensor,
+    sinks: Float32Array | DeviceTensor | null = null,
+  ): Promise<AttentionForwardResult | DeviceAttentionForwardResult> {
     this.release();
     const r = await forwardSaving(q, k, v, sinks, this.shape, this.options, this.eager, true);
     this.saved = { q, k, v, sinks, out: r.out, lse: r.lse, probs: r.saved };
@@ -108,10 +128,18 @@ export class SinkAttention {
   /** Gradients of the last forward's inputs given `dOut`; releases the saved state unless `retain`. */
   backward(dOut: Float32Array, opts?: SinkAttentionBackwardOptions): AttentionGradients;
   backward(dOut: DeviceTensor, opts?: SinkAttentionBackwardOptions): DeviceAttentionGradients;
-  backward(dOut: AttentionTensor, opts: SinkAttentionBackwardOptions = {}): AttentionGradients | DeviceAttentionGradients {
+  backward(
+    dOut: AttentionTensor,
+    opts: SinkAttentionBackwardOptions = {},
+  ): AttentionGradients | DeviceAttentionGradients {
     const s = this.requireSaved();
-    const g = backwardSaved([s.q, s.k, s.v, s.sinks, s.out, s.lse, dOut], this.shape, this.backwardOptions(opts), s.probs,
-      false) as AttentionGradients | DeviceAttentionGradients;
+    const g = backwardSaved(
+      [s.q, s.k, s.v, s.sinks, s.out, s.lse, dOut],
+      this.shape,
+      this.backwardOptions(opts),
+      s.probs,
+      false,
+    ) as AttentionGradients | DeviceAttentionGradients;
     if (!opts.retain) this.release();
     return g;
   }
@@ -119,11 +147,18 @@ export class SinkAttention {
   /** {@link SinkAttention.backward} off the main thread. */
   backwardAsync(dOut: Float32Array, opts?: SinkAttentionBackwardOptions): Promise<AttentionGradients>;
   backwardAsync(dOut: DeviceTensor, opts?: SinkAttentionBackwardOptions): Promise<DeviceAttentionGradients>;
-  async backwardAsync(dOut: AttentionTensor, opts: SinkAttentionBackwardOptions = {}):
-    Promise<AttentionGradients | DeviceAttentionGradients> {
+  async backwardAsync(
+    dOut: AttentionTensor,
+    opts: SinkAttentionBackwardOptions = {},
+  ): Promise<AttentionGradients | DeviceAttentionGradients> {
     const s = this.requireSaved();
-    const g = await backwardSaved([s.q, s.k, s.v, s.sinks, s.out, s.lse, dOut], this.shape, this.backwardOptions(opts),
-      s.probs, true);
+    const g = await backwardSaved(
+      [s.q, s.k, s.v, s.sinks, s.out, s.lse, dOut],
+      this.shape,
+      this.backwardOptions(opts),
+      s.probs,
+      true,
+    );
     if (!opts.retain && this.saved === s) this.release();
     return g;
   }
@@ -135,7 +170,8 @@ export class SinkAttention {
   }
 
   private requireSaved(): Saved {
-    if (this.saved === undefined) throw new Error('SinkAttention.backward needs a forward first (or the state was released)');
+    if (this.saved === undefined)
+      throw new Error('SinkAttention.backward needs a forward first (or the state was released)');
     return this.saved;
   }
 

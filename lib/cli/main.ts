@@ -28,10 +28,16 @@ export function buildProgram(): Command {
         console.log(JSON.stringify(info, null, 2));
         return;
       }
-      console.log(`sinkflex-rl ${info.version} (N-API ${info.build.napiVersion}, ${info.build.compiler}, CUDA kernels ${info.build.cudaCompiled ? 'built in' : 'not built'})`);
+      console.log(
+        `sinkflex-rl ${info.version} (N-API ${info.build.napiVersion}, ${info.build.compiler}, CUDA kernels ${info.build.cudaCompiled ? 'built in' : 'not built'})`,
+      );
       for (const b of info.backends) {
-        if (b.name === 'cpu') console.log(`  cpu      ${b.threads} threads, features: ${b.features.join(', ') || 'none'}`);
-        else console.log(`  ${b.device}   ${b.deviceName}, ${(b.totalMemory / 2 ** 30).toFixed(1)} GiB, sm_${b.computeCapability.replace('.', '')}`);
+        if (b.name === 'cpu')
+          console.log(`  cpu      ${b.threads} threads, features: ${b.features.join(', ') || 'none'}`);
+        else
+          console.log(
+            `  ${b.device}   ${b.deviceName}, ${(b.totalMemory / 2 ** 30).toFixed(1)} GiB, sm_${b.computeCapability.replace('.', '')}`,
+          );
       }
     });
   registerBench(program);
@@ -47,7 +53,10 @@ export async function main(argv: string[] = process.argv): Promise<void> {
   await buildProgram().parseAsync(argv);
 }
 
-const invokedDirectly = process.argv[1] !== undefined && import.meta.url === (await import('node:url')).pathToFileURL((await import('node:fs')).realpathSync(process.argv[1])).href;
+const invokedDirectly =
+  process.argv[1] !== undefined &&
+  import.meta.url ===
+    (await import('node:url')).pathToFileURL((await import('node:fs')).realpathSync(process.argv[1])).href;
 if (invokedDirectly) {
   main().catch((e: unknown) => {
     console.error(`sinkflex: ${e instanceof Error ? e.message : String(e)}`);

@@ -29,4 +29,3 @@ export function grpoCallDevice(inputs: readonly unknown[], request?: DeviceReque
   }
   return grpoDevice(request);
 }
-

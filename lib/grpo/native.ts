@@ -70,7 +70,13 @@ export interface GrpoAddon {
   grpoDevices(): string[];
   grpoAdvantages(rewards: GrpoFloats, groupIds: Int32Array, opts: NativeAdvantageOptions): GrpoFloats;
   grpoAdvantagesAsync(rewards: GrpoFloats, groupIds: Int32Array, opts: NativeAdvantageOptions): Promise<GrpoFloats>;
-  grpoBroadcast(adv: GrpoFloats, responseMask: GrpoFloats, batch: number, responseLen: number, opts: NativeBroadcastOptions): GrpoFloats;
+  grpoBroadcast(
+    adv: GrpoFloats,
+    responseMask: GrpoFloats,
+    batch: number,
+    responseLen: number,
+    opts: NativeBroadcastOptions,
+  ): GrpoFloats;
   grpoBroadcastAsync(
     adv: GrpoFloats,
     responseMask: GrpoFloats,

@@ -118,7 +118,10 @@ const LOSS_KEYS = [
 ] as const;
 const INPUT_KEYS = ['logProbs', 'oldLogProbs', 'advantages', 'responseMask', 'refLogProbs', 'entropy'] as const;
 
-function nativeLossOptions<T extends GrpoFloats>(inp: PolicyLossInputs<T>, opts: PolicyLossOptions | undefined): NativePolicyLossOptions {
+function nativeLossOptions<T extends GrpoFloats>(
+  inp: PolicyLossInputs<T>,
+  opts: PolicyLossOptions | undefined,
+): NativePolicyLossOptions {
   if (inp !== null) refuseUnknownOptions(inp, INPUT_KEYS, 'policyLoss', 'inp');
   if (opts !== null) refuseUnknownOptions(opts, LOSS_KEYS, 'policyLoss', 'opts');
   const inputs = inp !== null && typeof inp === 'object' ? INPUT_KEYS.map((k) => inp[k]) : [];

@@ -21,7 +21,8 @@ export abstract class AsyncEnv<Obs = unknown, Act = unknown> extends EnvBase<Obs
   /** Resets the environment; the base implementation only reseeds `npRandom` (see {@link Env.reset}). */
   async reset(args: ResetArgs = {}): Promise<ResetResult<Obs>> {
     this.seedFromReset(args?.seed);
-    if (this.reset === AsyncEnv.prototype.reset) throw new NotImplementedError(`${this.constructor.name} must implement reset()`);
+    if (this.reset === AsyncEnv.prototype.reset)
+      throw new NotImplementedError(`${this.constructor.name} must implement reset()`);
     return [undefined as Obs, {}];
   }
 
@@ -46,7 +47,8 @@ export class AsyncWrapper<WObs = unknown, WAct = unknown, Obs = WObs, Act = WAct
 
   constructor(env: AsyncEnv<Obs, Act>) {
     super();
-    if (!(env instanceof AsyncEnv)) throw new TypeError(`Expected env to be an AsyncEnv, got ${env === null ? 'null' : typeof env}`);
+    if (!(env instanceof AsyncEnv))
+      throw new TypeError(`Expected env to be an AsyncEnv, got ${env === null ? 'null' : typeof env}`);
     this.env = env;
     this.layerOver(env);
   }

@@ -60,7 +60,10 @@ export abstract class EnvBase<Obs = unknown, Act = unknown> {
 
   /** Metadata: render modes, render fps, ... (the class's, or the wrapped env's, unless set on the instance). */
   get metadata(): EnvMetadata {
-    return this.metadataOverride ?? (this.#inner === null ? (this.constructor as typeof EnvBase).metadata : this.#inner.metadata);
+    return (
+      this.metadataOverride ??
+      (this.#inner === null ? (this.constructor as typeof EnvBase).metadata : this.#inner.metadata)
+    );
   }
   set metadata(value: EnvMetadata) {
     this.metadataOverride = value;
@@ -139,7 +142,8 @@ export abstract class EnvBase<Obs = unknown, Act = unknown> {
    * it, on this (outermost) layer if `force` (default). Returns whether it was set.
    */
   setWrapperAttr(name: string, value: unknown, options: SetWrapperAttrOptions = {}): boolean {
-    if (!(name in this) && this.#inner !== null && this.#inner.setWrapperAttr(name, value, { force: false })) return true;
+    if (!(name in this) && this.#inner !== null && this.#inner.setWrapperAttr(name, value, { force: false }))
+      return true;
     if (name in this || options.force !== false) {
       (this as unknown as Record<string, unknown>)[name] = value;
       return true;
@@ -173,7 +177,8 @@ export abstract class Env<Obs = unknown, Act = unknown> extends EnvBase<Obs, Act
    */
   reset(args: ResetArgs = {}): ResetResult<Obs> {
     this.seedFromReset(args?.seed);
-    if (this.reset === Env.prototype.reset) throw new NotImplementedError(`${this.constructor.name} must implement reset()`);
+    if (this.reset === Env.prototype.reset)
+      throw new NotImplementedError(`${this.constructor.name} must implement reset()`);
     return [undefined as Obs, {}];
   }
 
@@ -198,7 +203,8 @@ export class Wrapper<WObs = unknown, WAct = unknown, Obs = WObs, Act = WAct> ext
 
   constructor(env: Env<Obs, Act>) {
     super();
-    if (!(env instanceof Env)) throw new TypeError(`Expected env to be an Env, got ${env === null ? 'null' : typeof env}`);
+    if (!(env instanceof Env))
+      throw new TypeError(`Expected env to be an Env, got ${env === null ? 'null' : typeof env}`);
     this.env = env;
     this.layerOver(env);
   }
@@ -273,7 +279,11 @@ export abstract class ActionWrapper<Obs, WAct, Act> extends Wrapper<Obs, WAct, O
 
 /** An ObservationWrapper from a function (Gymnasium's `TransformObservation`). */
 export class TransformObservation<WObs, Act, Obs> extends ObservationWrapper<WObs, Act, Obs> {
-  constructor(env: Env<Obs, Act>, private readonly fn: (obs: Obs) => WObs, observationSpace?: Space<WObs>) {
+  constructor(
+    env: Env<Obs, Act>,
+    private readonly fn: (obs: Obs) => WObs,
+    observationSpace?: Space<WObs>,
+  ) {
     super(env);
     if (observationSpace) this.observationSpace = observationSpace;
   }
@@ -284,7 +294,10 @@ export class TransformObservation<WObs, Act, Obs> extends ObservationWrapper<WOb
 
 /** A RewardWrapper from a function (Gymnasium's `TransformReward`). */
 export class TransformReward<Obs, Act> extends RewardWrapper<Obs, Act> {
-  constructor(env: Env<Obs, Act>, private readonly fn: (reward: number) => number) {
+  constructor(
+    env: Env<Obs, Act>,
+    private readonly fn: (reward: number) => number,
+  ) {
     super(env);
   }
   reward(reward: number): number {
@@ -294,7 +307,11 @@ export class TransformReward<Obs, Act> extends RewardWrapper<Obs, Act> {
 
 /** An ActionWrapper from a function (Gymnasium's `TransformAction`). */
 export class TransformAction<Obs, WAct, Act> extends ActionWrapper<Obs, WAct, Act> {
-  constructor(env: Env<Obs, Act>, private readonly fn: (action: WAct) => Act, actionSpace?: Space<WAct>) {
+  constructor(
+    env: Env<Obs, Act>,
+    private readonly fn: (action: WAct) => Act,
+    actionSpace?: Space<WAct>,
+  ) {
     super(env);
     if (actionSpace) this.actionSpace = actionSpace;
   }

@@ -119,7 +119,12 @@ export {
   type ToolSpec,
 } from './spaces/message.js';
 export { MultiBinary, type MultiBinaryOptions } from './spaces/multi-binary.js';
-export { MultiDiscrete, type IntDType, type MultiDiscreteMask, type MultiDiscreteOptions } from './spaces/multi-discrete.js';
+export {
+  MultiDiscrete,
+  type IntDType,
+  type MultiDiscreteMask,
+  type MultiDiscreteOptions,
+} from './spaces/multi-discrete.js';
 export type { NestedNumbers } from './spaces/nested.js';
 export { Sequence, type SequenceLength, type SequenceOptions, type SequenceValue } from './spaces/sequence.js';
 export { registerSpaceType, spaceFromJSON, type SpaceReviver } from './spaces/serialize.js';

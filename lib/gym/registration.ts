@@ -48,7 +48,8 @@ export type EnvKwargs = Record<string, unknown>;
 export type EnvCreator = (new (kwargs: EnvKwargs) => AnyEnv) | ((kwargs: EnvKwargs) => AnyEnv);
 
 /** A class or factory that wraps an environment: `(env, kwargs)`. */
-export type WrapperCreator = (new (env: AnyEnv, kwargs: EnvKwargs) => AnyEnv) | ((env: AnyEnv, kwargs: EnvKwargs) => AnyEnv);
+export type WrapperCreator =
+  (new (env: AnyEnv, kwargs: EnvKwargs) => AnyEnv) | ((env: AnyEnv, kwargs: EnvKwargs) => AnyEnv);
 
 /** An additional wrapper of a spec, applied by `make` after the standard ones. */
 export interface WrapperSpec {
@@ -91,7 +92,9 @@ export const ENV_ID_RE = /^(?:(?<namespace>[\w:-]+)\/)?(?:(?<name>[\w:.-]+?))(?:
 export function parseEnvId(id: string): { namespace: string | null; name: string; version: number | null } {
   const match = typeof id === 'string' ? ENV_ID_RE.exec(id) : null;
   if (!match || !match.groups) {
-    throw new GymError(`Malformed environment ID: ${String(id)}. (Currently all IDs must be of the form [namespace/](env-name)-v(version). (namespace is optional))`);
+    throw new GymError(
+      `Malformed environment ID: ${String(id)}. (Currently all IDs must be of the form [namespace/](env-name)-v(version). (namespace is optional))`,
+    );
   }
   const { namespace, name, version } = match.groups;
   return { namespace: namespace ?? null, name: name!, version: version === undefined ? null : Number(version) };
@@ -180,8 +183,13 @@ export class EnvSpec {
   /** The spec as JSON; throws when an entry point is a function (functions cannot be serialised). */
   toJSON(): EnvSpecInit {
     const init = this.toInit();
-    if (typeof init.entryPoint === 'function' || init.additionalWrappers?.some((w) => typeof w.entryPoint === 'function')) {
-      throw new TypeError(`Cannot serialise the spec of ${this.id}: its entry point is a function; register it with a "path#export" string`);
+    if (
+      typeof init.entryPoint === 'function' ||
+      init.additionalWrappers?.some((w) => typeof w.entryPoint === 'function')
+    ) {
+      throw new TypeError(
+        `Cannot serialise the spec of ${this.id}: its entry point is a function; register it with a "path#export" string`,
+      );
     }
     return JSON.parse(JSON.stringify(init)) as EnvSpecInit;
   }
@@ -195,13 +203,17 @@ export class EnvSpec {
   pprint(options: { includeEntryPoints?: boolean; printAll?: boolean } = {}): string {
     const all = options.printAll ?? false;
     const lines = [`id=${this.id}`];
-    if (all || options.includeEntryPoints) lines.push(`entryPoint=${typeof this.entryPoint === 'function' ? this.entryPoint.name : String(this.entryPoint)}`);
+    if (all || options.includeEntryPoints)
+      lines.push(
+        `entryPoint=${typeof this.entryPoint === 'function' ? this.entryPoint.name : String(this.entryPoint)}`,
+      );
     if (all || this.rewardThreshold !== null) lines.push(`rewardThreshold=${this.rewardThreshold}`);
     if (all || this.nondeterministic) lines.push(`nondeterministic=${this.nondeterministic}`);
     if (all || this.maxEpisodeSteps !== null) lines.push(`maxEpisodeSteps=${this.maxEpisodeSteps}`);
     if (all || !this.orderEnforce) lines.push(`orderEnforce=${this.orderEnforce}`);
     if (all || this.disableEnvChecker) lines.push(`disableEnvChecker=${this.disableEnvChecker}`);
-    if (all || this.additionalWrappers.length > 0) lines.push(`additionalWrappers=[${this.additionalWrappers.map((w) => w.name).join(', ')}]`);
+    if (all || this.additionalWrappers.length > 0)
+      lines.push(`additionalWrappers=[${this.additionalWrappers.map((w) => w.name).join(', ')}]`);
     return lines.join('\n');
   }
 }
@@ -225,7 +237,8 @@ export function namespace<T>(ns: string, fn: () => T): T {
 export function findHighestVersion(ns: string | null, name: string): number | null {
   let best: number | null = null;
   for (const s of registry.values()) {
-    if (s.namespace === ns && s.name === name && s.version !== null && (best === null || s.version > best)) best = s.version;
+    if (s.namespace === ns && s.name === name && s.version !== null && (best === null || s.version > best))
+      best = s.version;
   }
   return best;
 }
@@ -235,7 +248,9 @@ function similarity(a: string, b: string): number {
   const n = b.length;
   if (m + n === 0) return 1;
   const dp = Array.from({ length: m + 1 }, () => new Array<number>(n + 1).fill(0));
-  for (let i = 1; i <= m; i++) for (let j = 1; j <= n; j++) dp[i][j] = a[i - 1] === b[j - 1] ? dp[i - 1][j - 1] + 1 : Math.max(dp[i - 1][j], dp[i][j - 1]);
+  for (let i = 1; i <= m; i++)
+    for (let j = 1; j <= n; j++)
+      dp[i][j] = a[i - 1] === b[j - 1] ? dp[i - 1][j - 1] + 1 : Math.max(dp[i - 1][j], dp[i][j - 1]);
   return (2 * dp[m][n]) / (m + n);
 }
 
@@ -258,7 +273,9 @@ function checkNamespaceExists(ns: string | null): void {
   for (const s of registry.values()) if (s.namespace !== null) namespaces.add(s.namespace);
   if (namespaces.has(ns)) return;
   const suggestion = closeMatch(ns, namespaces);
-  const hint = suggestion ? `Did you mean: \`${suggestion}\`?` : `Have you installed (imported) the package that registers ${ns}?`;
+  const hint = suggestion
+    ? `Did you mean: \`${suggestion}\`?`
+    : `Have you installed (imported) the package that registers ${ns}?`;
   throw new NamespaceNotFound(`Namespace ${ns} not found. ${hint}`);
 }
 
@@ -268,7 +285,9 @@ function checkNameExists(ns: string | null, name: string): void {
   for (const s of registry.values()) if (s.namespace === ns) names.add(s.name);
   if (names.has(name)) return;
   const suggestion = closeMatch(name, names);
-  throw new NameNotFound(`Environment \`${name}\` doesn't exist${ns ? ` in namespace ${ns}` : ''}.${suggestion ? ` Did you mean: \`${suggestion}\`?` : ''}`);
+  throw new NameNotFound(
+    `Environment \`${name}\` doesn't exist${ns ? ` in namespace ${ns}` : ''}.${suggestion ? ` Did you mean: \`${suggestion}\`?` : ''}`,
+  );
 }
 
 function checkVersionExists(ns: string | null, name: string, version: number | null): void {
@@ -276,7 +295,9 @@ function checkVersionExists(ns: string | null, name: string, version: number | n
   checkNameExists(ns, name);
   if (version === null) return;
   let message = `Environment version \`v${version}\` for environment \`${getEnvId(ns, name, null)}\` doesn't exist.`;
-  const specs = [...registry.values()].filter((s) => s.namespace === ns && s.name === name).sort((a, b) => (a.version ?? -1) - (b.version ?? -1));
+  const specs = [...registry.values()]
+    .filter((s) => s.namespace === ns && s.name === name)
+    .sort((a, b) => (a.version ?? -1) - (b.version ?? -1));
   const unversioned = specs.find((s) => s.version === null);
   if (unversioned) {
     message += ` It provides the default version \`${unversioned.id}\`.`;
@@ -288,7 +309,9 @@ function checkVersionExists(ns: string | null, name: string, version: number | n
     throw new VersionNotFound(message);
   }
   if (latest && version < latest.version!) {
-    throw new DeprecatedEnv(`Environment version v${version} for \`${getEnvId(ns, name, null)}\` is deprecated. Please use \`${latest.id}\` instead.`);
+    throw new DeprecatedEnv(
+      `Environment version v${version} for \`${getEnvId(ns, name, null)}\` is deprecated. Please use \`${latest.id}\` instead.`,
+    );
   }
 }
 
@@ -297,7 +320,9 @@ function checkSpecRegister(spec: EnvSpec): void {
   const unversioned = same.find((s) => s.version === null);
   const latest = same.filter((s) => s.version !== null).sort((a, b) => b.version! - a.version!)[0];
   if (unversioned && spec.version !== null) {
-    throw new RegistrationError(`Can't register the versioned environment \`${spec.id}\` when the unversioned environment \`${unversioned.id}\` of the same name already exists.`);
+    throw new RegistrationError(
+      `Can't register the versioned environment \`${spec.id}\` when the unversioned environment \`${unversioned.id}\` of the same name already exists.`,
+    );
   }
   if (latest && spec.version === null) {
     throw new RegistrationError(
@@ -338,16 +363,22 @@ export function findSpec(id: string): EnvSpec {
   let found = registry.get(id);
   const latest = findHighestVersion(ns, name);
   if (version !== null && latest !== null && latest > version) {
-    logger.deprecation(`The environment ${id} is out of date. You should consider upgrading to version \`v${latest}\`.`);
+    logger.deprecation(
+      `The environment ${id} is out of date. You should consider upgrading to version \`v${latest}\`.`,
+    );
   }
   if (version === null && latest !== null) {
     const newId = getEnvId(ns, name, latest);
     found = registry.get(newId);
-    logger.warn(`Using the latest versioned environment \`${newId}\` instead of the unversioned environment \`${id}\`.`);
+    logger.warn(
+      `Using the latest versioned environment \`${newId}\` instead of the unversioned environment \`${id}\`.`,
+    );
   }
   if (!found) {
     checkVersionExists(ns, name, version);
-    throw new UnregisteredEnv(`No registered env with id: ${id}. Did you register it, or import the module that registers it? Use \`pprintRegistry()\` to see all of the registered environments.`);
+    throw new UnregisteredEnv(
+      `No registered env with id: ${id}. Did you register it, or import the module that registers it? Use \`pprintRegistry()\` to see all of the registered environments.`,
+    );
   }
   return found;
 }
@@ -362,9 +393,11 @@ export function resolveModuleSpecifier(specifier: string): { url: string; export
   const hash = specifier.lastIndexOf('#');
   const path = hash >= 0 ? specifier.slice(0, hash) : specifier;
   const exportName = hash >= 0 ? specifier.slice(hash + 1) : 'default';
-  if (path.length === 0 || exportName.length === 0) throw new TypeError(`Invalid module entry point "${specifier}": expected "path#export"`);
+  if (path.length === 0 || exportName.length === 0)
+    throw new TypeError(`Invalid module entry point "${specifier}": expected "path#export"`);
   let url = path;
-  if (path.startsWith('./') || path.startsWith('../') || isAbsolute(path)) url = pathToFileURL(resolve(process.cwd(), path)).href;
+  if (path.startsWith('./') || path.startsWith('../') || isAbsolute(path))
+    url = pathToFileURL(resolve(process.cwd(), path)).href;
   return { url, exportName };
 }
 
@@ -374,7 +407,8 @@ export async function importEntryPoint<T = unknown>(specifier: string): Promise<
   const key = `${url}#${exportName}`;
   if (!loadedModules.has(key)) {
     const mod = (await import(url)) as Record<string, unknown>;
-    if (!(exportName in mod)) throw new GymError(`Module ${url} has no export \`${exportName}\` (entry point "${specifier}")`);
+    if (!(exportName in mod))
+      throw new GymError(`Module ${url} has no export \`${exportName}\` (entry point "${specifier}")`);
     loadedModules.set(key, mod[exportName]);
   }
   return loadedModules.get(key) as T;
@@ -394,7 +428,9 @@ function loadedEntryPoint<T>(specifier: string, id: string): T {
   const { url, exportName } = resolveModuleSpecifier(specifier);
   const key = `${url}#${exportName}`;
   if (!loadedModules.has(key)) {
-    throw new GymError(`The entry point "${specifier}" of ${id} is not loaded yet: call \`await loadEntryPoint('${id}')\` before make(), or use makeAsync()`);
+    throw new GymError(
+      `The entry point "${specifier}" of ${id} is not loaded yet: call \`await loadEntryPoint('${id}')\` before make(), or use makeAsync()`,
+    );
   }
   return loadedModules.get(key) as T;
 }
@@ -416,7 +452,9 @@ function isClass(fn: unknown): boolean {
 /** Calls a class with `new` or a factory directly. */
 function create<T>(creator: unknown, args: unknown[], what: string): T {
   if (typeof creator !== 'function') throw new TypeError(`${what} is not a class or a function: ${String(creator)}`);
-  return (isClass(creator) ? new (creator as new (...a: unknown[]) => T)(...args) : (creator as (...a: unknown[]) => T)(...args));
+  return isClass(creator)
+    ? new (creator as new (...a: unknown[]) => T)(...args)
+    : (creator as (...a: unknown[]) => T)(...args);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -432,9 +470,16 @@ export interface MakeOptions {
   recordEpisodeStatistics?: boolean | RecordEpisodeStatisticsOptions;
 }
 
-const MAKE_KEYS = optionKeys<MakeOptions>({ maxEpisodeSteps: true, disableEnvChecker: true, recordEpisodeStatistics: true });
+const MAKE_KEYS = optionKeys<MakeOptions>({
+  maxEpisodeSteps: true,
+  disableEnvChecker: true,
+  recordEpisodeStatistics: true,
+});
 
-function prepare(id: string | EnvSpec, kwargs: EnvKwargs): { spec: EnvSpec; kwargs: EnvKwargs; env: AnyEnv; creator: unknown } {
+function prepare(
+  id: string | EnvSpec,
+  kwargs: EnvKwargs,
+): { spec: EnvSpec; kwargs: EnvKwargs; env: AnyEnv; creator: unknown } {
   const s = typeof id === 'string' ? findSpec(id) : id;
   if (!(s instanceof EnvSpec)) throw new TypeError('make expects an id or an EnvSpec');
   if (s.entryPoint === null) throw new GymError(`${s.id} registered but entryPoint is not specified`);
@@ -442,18 +487,35 @@ function prepare(id: string | EnvSpec, kwargs: EnvKwargs): { spec: EnvSpec; kwar
   const creator = typeof s.entryPoint === 'string' ? loadedEntryPoint<unknown>(s.entryPoint, s.id) : s.entryPoint;
   const renderModes = (creator as { metadata?: { renderModes?: readonly string[] } } | null)?.metadata?.renderModes;
   const renderMode = merged.renderMode;
-  if (renderMode !== undefined && renderMode !== null && Array.isArray(renderModes) && !renderModes.includes(renderMode as string)) {
-    logger.warn(`The environment is being initialised with renderMode=${JSON.stringify(renderMode)} that is not in the possible renderModes ([${renderModes.join(', ')}]).`);
+  if (
+    renderMode !== undefined &&
+    renderMode !== null &&
+    Array.isArray(renderModes) &&
+    !renderModes.includes(renderMode as string)
+  ) {
+    logger.warn(
+      `The environment is being initialised with renderMode=${JSON.stringify(renderMode)} that is not in the possible renderModes ([${renderModes.join(', ')}]).`,
+    );
   }
   let env: AnyEnv;
   try {
     env = create<AnyEnv>(creator, [merged], `The entry point of ${s.id}`);
   } catch (e) {
-    if (e instanceof TypeError) throw new TypeError(`${e.message} was raised from the environment creator for ${s.id} with kwargs (${Object.keys(merged).join(', ')})`, { cause: e });
+    if (e instanceof TypeError)
+      throw new TypeError(
+        `${e.message} was raised from the environment creator for ${s.id} with kwargs (${Object.keys(merged).join(', ')})`,
+        { cause: e },
+      );
     throw e;
   }
   if (!(env instanceof EnvBase)) throw new TypeError(`The entry point of ${s.id} did not return an Env or AsyncEnv`);
-  env.unwrapped.spec = s.copyWith({ maxEpisodeSteps: null, orderEnforce: false, disableEnvChecker: true, kwargs: merged, additionalWrappers: [] });
+  env.unwrapped.spec = s.copyWith({
+    maxEpisodeSteps: null,
+    orderEnforce: false,
+    disableEnvChecker: true,
+    kwargs: merged,
+    additionalWrappers: [],
+  });
   return { spec: s, kwargs: merged, env, creator };
 }
 
@@ -478,7 +540,11 @@ function statsOptions(option: MakeOptions['recordEpisodeStatistics']): RecordEpi
  * RecordEpisodeStatistics when `options.recordEpisodeStatistics`. For an entry point that
  * creates an {@link AsyncEnv}, use {@link makeAsync}.
  */
-export function make<Obs = unknown, Act = unknown>(id: string | EnvSpec, kwargs: EnvKwargs = {}, options: MakeOptions = {}): Env<Obs, Act> {
+export function make<Obs = unknown, Act = unknown>(
+  id: string | EnvSpec,
+  kwargs: EnvKwargs = {},
+  options: MakeOptions = {},
+): Env<Obs, Act> {
   refuseUnknownOptions(options, MAKE_KEYS, 'make');
   const { spec: s, env } = prepare(id, kwargs);
   if (env instanceof AsyncEnv) throw new TypeError(`${s.id} creates an AsyncEnv: use makeAsync()`);
@@ -502,7 +568,11 @@ function wrapSync(env: Env, s: EnvSpec, options: MakeOptions): Env {
  * are imported first; an AsyncEnv gets the async versions of the standard wrappers; a
  * synchronous environment gets the synchronous wrappers and is then adapted with `toAsyncEnv`.
  */
-export async function makeAsync<Obs = unknown, Act = unknown>(id: string | EnvSpec, kwargs: EnvKwargs = {}, options: MakeOptions = {}): Promise<AsyncEnv<Obs, Act>> {
+export async function makeAsync<Obs = unknown, Act = unknown>(
+  id: string | EnvSpec,
+  kwargs: EnvKwargs = {},
+  options: MakeOptions = {},
+): Promise<AsyncEnv<Obs, Act>> {
   refuseUnknownOptions(options, MAKE_KEYS, 'makeAsync');
   const s = typeof id === 'string' ? findSpec(id) : id;
   await loadEntryPoint(s);
@@ -535,7 +605,14 @@ export function pprintRegistry(options: { numCols?: number; excludeNamespaces?: 
     out.push(`===== ${ns} =====`);
     const ids = groups.get(ns)!.sort();
     const width = Math.max(...ids.map((i) => i.length)) + 2;
-    for (let i = 0; i < ids.length; i += numCols) out.push(ids.slice(i, i + numCols).map((x) => x.padEnd(width)).join('').trimEnd());
+    for (let i = 0; i < ids.length; i += numCols)
+      out.push(
+        ids
+          .slice(i, i + numCols)
+          .map((x) => x.padEnd(width))
+          .join('')
+          .trimEnd(),
+      );
     out.push('');
   }
   return out.join('\n').trimEnd();

@@ -66,7 +66,7 @@ class PairHeap {
 /** Replaces every non-overlapping (a, b), left to right, by `id`. */
 export function mergePair(word: readonly number[], a: number, b: number, id: number): number[] {
   const out: number[] = [];
-  for (let i = 0; i < word.length; ) {
+  for (let i = 0; i < word.length;) {
     if (i + 1 < word.length && word[i] === a && word[i + 1] === b) {
       out.push(id);
       i += 2;
@@ -83,7 +83,12 @@ export function mergePair(word: readonly number[], a: number, b: number, id: num
  * `r` creates token `firstId + r`. Stops early when the best pair occurs fewer than
  * `minFrequency` times.
  */
-export function learnMerges(words: { ids: number[]; count: number }[], firstId: number, maxMerges: number, minFrequency: number): [number, number][] {
+export function learnMerges(
+  words: { ids: number[]; count: number }[],
+  firstId: number,
+  maxMerges: number,
+  minFrequency: number,
+): [number, number][] {
   const pairCounts = new Map<number, number>();
   const where = new Map<number, Set<number>>();
   const heap = new PairHeap();

@@ -95,7 +95,11 @@ export interface ChatFormat {
    * sampled (its tokens are in the context verbatim, ending with a stop token); otherwise the
    * context is `renderTokens(history, { tools })`.
    */
-  renderAppend(history: readonly ChatMessage[], next: readonly ChatMessage[], options?: ChatFormatAppendOptions): number[];
+  renderAppend(
+    history: readonly ChatMessage[],
+    next: readonly ChatMessage[],
+    options?: ChatFormatAppendOptions,
+  ): number[];
   /** Parses a sampled assistant turn (never throws); tool calls get ids `<idPrefix>0`, `<idPrefix>1`, …. */
   parseAssistant(tokens: ArrayLike<number>, idPrefix?: string): ParseResult;
   /**

@@ -25,7 +25,14 @@ import { TOKENIZER_TRAIN_KEYS, Tokenizer, type TokenizerTrainOptions } from './t
 import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 /** The special tokens the template needs, in the order they get ids 0..5. */
-export const CHAT_SPECIAL_TOKENS: readonly string[] = Object.freeze(['<|pad|>', '<|endoftext|>', '<|start|>', '<|end|>', '<|message|>', '<|call|>']);
+export const CHAT_SPECIAL_TOKENS: readonly string[] = Object.freeze([
+  '<|pad|>',
+  '<|endoftext|>',
+  '<|start|>',
+  '<|end|>',
+  '<|message|>',
+  '<|call|>',
+]);
 
 /** A tool call of an assistant message (OpenAI chat format). */
 export interface ChatToolCall {
@@ -99,8 +106,15 @@ function safeJSON(v: unknown): string {
 }
 
 /** Trains a tokenizer over `corpus` with the template's special tokens (see {@link Tokenizer.train}). */
-export function trainChatTokenizer(corpus: string | readonly string[], options: Omit<TokenizerTrainOptions, 'specialTokens'>): Tokenizer {
-  refuseUnknownOptions(options, TOKENIZER_TRAIN_KEYS.filter((k) => k !== 'specialTokens'), 'trainChatTokenizer');
+export function trainChatTokenizer(
+  corpus: string | readonly string[],
+  options: Omit<TokenizerTrainOptions, 'specialTokens'>,
+): Tokenizer {
+  refuseUnknownOptions(
+    options,
+    TOKENIZER_TRAIN_KEYS.filter((k) => k !== 'specialTokens'),
+    'trainChatTokenizer',
+  );
   return Tokenizer.train(corpus, { ...options, specialTokens: [...CHAT_SPECIAL_TOKENS] });
 }
 
@@ -154,7 +168,11 @@ export class ChatTemplate implements ChatFormat {
    * the generation prompt. The history does not matter: the layout is context-free, so this
    * extends any rendering exactly (the prefix property).
    */
-  renderAppend(_history: readonly ChatMessage[], next: readonly ChatMessage[], _options: ChatFormatAppendOptions = {}): number[] {
+  renderAppend(
+    _history: readonly ChatMessage[],
+    next: readonly ChatMessage[],
+    _options: ChatFormatAppendOptions = {},
+  ): number[] {
     const out: number[] = [];
     for (const m of next) appendTokens(out, this.renderMessage(m));
     appendTokens(out, this.generationPrompt());
@@ -307,7 +325,9 @@ export class ChatTemplate implements ChatFormat {
   parseAssistant(tokens: ArrayLike<number>, idPrefix = 'call_'): ParseResult {
     const text = (): string => {
       try {
-        return this.tokenizer.decode(Array.from(tokens).filter((t) => Number.isInteger(t) && t >= 0 && t < this.tokenizer.vocabSize));
+        return this.tokenizer.decode(
+          Array.from(tokens).filter((t) => Number.isInteger(t) && t >= 0 && t < this.tokenizer.vocabSize),
+        );
       } catch {
         return '';
       }
@@ -318,9 +338,11 @@ export class ChatTemplate implements ChatFormat {
     const sections: { kind: number; ids: number[] }[] = [];
     for (let i = 0; i < endAt; i++) {
       const t = tokens[i];
-      if (!Number.isInteger(t) || t < 0 || t >= this.tokenizer.vocabSize) return fail(`token ${String(t)} at ${i} is not in the vocabulary`);
+      if (!Number.isInteger(t) || t < 0 || t >= this.tokenizer.vocabSize)
+        return fail(`token ${String(t)} at ${i} is not in the vocabulary`);
       if (t === this.message || t === this.call) sections.push({ kind: t, ids: [] });
-      else if (this.tokenizer.isSpecial(t)) return fail(`unexpected special token ${this.tokenizer.specialTokens[t]} at ${i}`);
+      else if (this.tokenizer.isSpecial(t))
+        return fail(`unexpected special token ${this.tokenizer.specialTokens[t]} at ${i}`);
       else if (sections.length === 0) return fail('text before the first <|message|> or <|call|>');
       else sections[sections.length - 1].ids.push(t);
     }
@@ -340,14 +362,24 @@ export class ChatTemplate implements ChatFormat {
         return fail(`tool call ${calls.length} is not valid JSON: ${(e as Error).message}`);
       }
       const o = parsed as { name?: unknown; arguments?: unknown };
-      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || typeof o.name !== 'string' || o.name === '') {
+      if (
+        typeof parsed !== 'object' ||
+        parsed === null ||
+        Array.isArray(parsed) ||
+        typeof o.name !== 'string' ||
+        o.name === ''
+      ) {
         return fail(`tool call ${calls.length} must be an object with a non-empty "name"`);
       }
       const args = o.arguments === undefined ? {} : o.arguments;
       if (typeof args !== 'string' && (typeof args !== 'object' || args === null || Array.isArray(args))) {
         return fail(`tool call ${calls.length} "arguments" must be an object`);
       }
-      calls.push({ id: `${idPrefix}${calls.length}`, type: 'function', function: { name: o.name, arguments: typeof args === 'string' ? args : JSON.stringify(args) } });
+      calls.push({
+        id: `${idPrefix}${calls.length}`,
+        type: 'function',
+        function: { name: o.name, arguments: typeof args === 'string' ? args : JSON.stringify(args) },
+      });
     }
     const message: ChatAssistantMessage = { role: 'assistant', content: parts.length > 0 ? parts.join('') : null };
     if (calls.length > 0) message.tool_calls = calls;

@@ -11,7 +11,13 @@ import { createHash } from 'node:crypto';
 
 import { type ModelConfig, type ModelConfigInput, parameterLayout, validateModelConfig } from './config.js';
 import { ParamStore, type ParamStoreOptions } from './param-store.js';
-import { SafetensorsError, type SafeTensor, encodeSafetensors, readSafetensorsFile, writeFileAtomic } from './safetensors.js';
+import {
+  SafetensorsError,
+  type SafeTensor,
+  encodeSafetensors,
+  readSafetensorsFile,
+  writeFileAtomic,
+} from './safetensors.js';
 import { Tokenizer, type TokenizerJSON } from './tokenizer.js';
 import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
@@ -32,7 +38,14 @@ export class CheckpointError extends Error {
   }
 }
 
-const SAVE_CHECKPOINT_KEYS = optionKeys<SaveCheckpointOptions>({ config: true, store: true, tokenizer: true, optimizer: true, rng: true, trainer: true });
+const SAVE_CHECKPOINT_KEYS = optionKeys<SaveCheckpointOptions>({
+  config: true,
+  store: true,
+  tokenizer: true,
+  optimizer: true,
+  rng: true,
+  trainer: true,
+});
 
 /** What {@link saveCheckpoint} writes. */
 export interface SaveCheckpointOptions {
@@ -78,12 +91,18 @@ export function saveCheckpoint(path: string, o: SaveCheckpointOptions): void {
   const layout = parameterLayout(config);
   const info = o.store.info();
   const same = (a: number[], b: number[]): boolean => a.length === b.length && a.every((d, i) => d === b[i]);
-  if (info.length !== layout.length || layout.some((p, i) => p.name !== info[i].name || !same(p.shape, info[i].shape))) {
+  if (
+    info.length !== layout.length ||
+    layout.some((p, i) => p.name !== info[i].name || !same(p.shape, info[i].shape))
+  ) {
     throw new CheckpointError('the store does not hold the parameters of this config', path);
   }
   const frozen = info.find((p) => p.dtype !== 'float32' || !p.trainable);
   if (frozen) {
-    throw new CheckpointError(`parameter '${frozen.name}' is ${frozen.dtype}${frozen.trainable ? '' : ', frozen'}: checkpoints hold stores of float32 trainable parameters`, path);
+    throw new CheckpointError(
+      `parameter '${frozen.name}' is ${frozen.dtype}${frozen.trainable ? '' : ', frozen'}: checkpoints hold stores of float32 trainable parameters`,
+      path,
+    );
   }
   const withMoments = o.optimizer ?? true;
   const tensors: [string, SafeTensor][] = [];
@@ -93,7 +112,8 @@ export function saveCheckpoint(path: string, o: SaveCheckpointOptions): void {
   for (const p of layout) tensors.push([p.name, { dtype: 'F32', shape: p.shape, data: data(p.name, 'value') }]);
   if (withMoments) {
     for (const which of ['m', 'v'] as const) {
-      for (const p of layout) tensors.push([momentName(which, p.name), { dtype: 'F32', shape: p.shape, data: data(p.name, which) }]);
+      for (const p of layout)
+        tensors.push([momentName(which, p.name), { dtype: 'F32', shape: p.shape, data: data(p.name, which) }]);
     }
   }
   const tokenizer = o.tokenizer instanceof Tokenizer ? o.tokenizer.toJSON() : o.tokenizer;
@@ -142,12 +162,18 @@ export function loadCheckpoint(path: string, options: { expectConfig?: ModelConf
   try {
     file = readSafetensorsFile(path);
   } catch (e) {
-    if (e instanceof SafetensorsError) throw new CheckpointError(`not a readable safetensors file: ${e.message}`, path, { cause: e });
+    if (e instanceof SafetensorsError)
+      throw new CheckpointError(`not a readable safetensors file: ${e.message}`, path, { cause: e });
     throw e;
   }
   const { tensors, metadata } = file;
-  if (metadata.format !== CHECKPOINT_FORMAT) throw new CheckpointError(`not a sinkflex checkpoint (metadata format is ${JSON.stringify(metadata.format)})`, path);
-  if (metadata.format_version !== FORMAT_VERSION) throw new CheckpointError(`unsupported checkpoint version ${JSON.stringify(metadata.format_version)}`, path);
+  if (metadata.format !== CHECKPOINT_FORMAT)
+    throw new CheckpointError(
+      `not a sinkflex checkpoint (metadata format is ${JSON.stringify(metadata.format)})`,
+      path,
+    );
+  if (metadata.format_version !== FORMAT_VERSION)
+    throw new CheckpointError(`unsupported checkpoint version ${JSON.stringify(metadata.format_version)}`, path);
   const digest = createHash('sha256').update(file.data).digest('hex');
   if (digest !== metadata.data_sha256) throw new CheckpointError('checksum mismatch: the tensor data is corrupt', path);
   let config: ModelConfig;
@@ -161,18 +187,27 @@ export function loadCheckpoint(path: string, options: { expectConfig?: ModelConf
     const want = validateModelConfig(options.expectConfig);
     for (const k of Object.keys(want) as (keyof ModelConfig)[]) {
       if (JSON.stringify(want[k]) !== JSON.stringify(config[k])) {
-        throw new CheckpointError(`config mismatch: ${k} is ${JSON.stringify(config[k])} in the checkpoint, ${JSON.stringify(want[k])} expected`, path);
+        throw new CheckpointError(
+          `config mismatch: ${k} is ${JSON.stringify(config[k])} in the checkpoint, ${JSON.stringify(want[k])} expected`,
+          path,
+        );
       }
     }
   }
   const optimizer = parseJson<{ step?: unknown; moments?: unknown }>(path, metadata, 'optimizer', true) ?? {};
-  if (!Number.isSafeInteger(optimizer.step) || (optimizer.step as number) < 0 || typeof optimizer.moments !== 'boolean') {
+  if (
+    !Number.isSafeInteger(optimizer.step) ||
+    (optimizer.step as number) < 0 ||
+    typeof optimizer.moments !== 'boolean'
+  ) {
     throw new CheckpointError("metadata 'optimizer' must hold an integer step and a boolean moments", path);
   }
   const rng = parseJson<{ store?: unknown; extra?: unknown }>(path, metadata, 'rng', true) ?? {};
-  if (typeof rng.store !== 'string' || typeof rng.extra !== 'object' || rng.extra === null) throw new CheckpointError("metadata 'rng' is malformed", path);
+  if (typeof rng.store !== 'string' || typeof rng.extra !== 'object' || rng.extra === null)
+    throw new CheckpointError("metadata 'rng' is malformed", path);
   const seed = Number(metadata.seed);
-  if (!Number.isSafeInteger(seed) || seed < 0) throw new CheckpointError("metadata 'seed' is not a non-negative integer", path);
+  if (!Number.isSafeInteger(seed) || seed < 0)
+    throw new CheckpointError("metadata 'seed' is not a non-negative integer", path);
   const expected = new Map<string, number[]>();
   for (const p of parameterLayout(config)) {
     expected.set(p.name, p.shape);
@@ -186,10 +221,15 @@ export function loadCheckpoint(path: string, options: { expectConfig?: ModelConf
     if (!t) throw new CheckpointError(`missing tensor '${name}'`, path);
     if (t.dtype !== 'F32') throw new CheckpointError(`tensor '${name}' is ${t.dtype}, expected F32`, path);
     if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
-      throw new CheckpointError(`tensor '${name}' has shape [${t.shape.join(', ')}], the config expects [${shape.join(', ')}]`, path);
+      throw new CheckpointError(
+        `tensor '${name}' has shape [${t.shape.join(', ')}], the config expects [${shape.join(', ')}]`,
+        path,
+      );
     }
   }
-  for (const name of tensors.keys()) if (!expected.has(name)) throw new CheckpointError(`unexpected tensor '${name}' (not in the config's layout)`, path);
+  for (const name of tensors.keys())
+    if (!expected.has(name))
+      throw new CheckpointError(`unexpected tensor '${name}' (not in the config's layout)`, path);
   let tokenizer: TokenizerJSON | null = null;
   const tk = parseJson<TokenizerJSON>(path, metadata, 'tokenizer', false);
   if (tk !== undefined) {
@@ -219,20 +259,33 @@ export function loadCheckpoint(path: string, options: { expectConfig?: ModelConf
  * created from the checkpoint's config and seed (on `options.device`, default the CPU).
  * Returns the store.
  */
-export function restoreParamStore(checkpoint: Checkpoint, store?: ParamStore, options: ParamStoreOptions = {}): ParamStore {
+export function restoreParamStore(
+  checkpoint: Checkpoint,
+  store?: ParamStore,
+  options: ParamStoreOptions = {},
+): ParamStore {
   const layout = parameterLayout(checkpoint.config);
   const target = store ?? ParamStore.fromConfig(checkpoint.config, checkpoint.seed, options);
   const info = target.info();
   if (info.length !== layout.length) {
-    throw new CheckpointError(`store mismatch: the store has ${info.length} parameters, the checkpoint ${layout.length}`, checkpoint.path);
+    throw new CheckpointError(
+      `store mismatch: the store has ${info.length} parameters, the checkpoint ${layout.length}`,
+      checkpoint.path,
+    );
   }
   layout.forEach((p, i) => {
     const q = info[i];
     if (q.name !== p.name || q.shape.length !== p.shape.length || q.shape.some((d, j) => d !== p.shape[j])) {
-      throw new CheckpointError(`store mismatch: parameter ${i} is '${q.name}' [${q.shape.join(', ')}], the checkpoint has '${p.name}' [${p.shape.join(', ')}]`, checkpoint.path);
+      throw new CheckpointError(
+        `store mismatch: parameter ${i} is '${q.name}' [${q.shape.join(', ')}], the checkpoint has '${p.name}' [${p.shape.join(', ')}]`,
+        checkpoint.path,
+      );
     }
     if (q.dtype !== 'float32' || !q.trainable) {
-      throw new CheckpointError(`store mismatch: parameter '${q.name}' is ${q.dtype}${q.trainable ? '' : ', frozen'}; checkpoints restore float32 trainable parameters`, checkpoint.path);
+      throw new CheckpointError(
+        `store mismatch: parameter '${q.name}' is ${q.dtype}${q.trainable ? '' : ', frozen'}; checkpoints restore float32 trainable parameters`,
+        checkpoint.path,
+      );
     }
   });
   for (const p of layout) {

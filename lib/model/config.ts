@@ -3,7 +3,14 @@
  * pretrained families it runs), its presets and validation.
  * @module
  */
-import { LORA_EXPERT_TARGETS, LORA_MLP_TARGETS, LORA_TARGETS, type LoraConfig, type LoraConfigInput, type LoraTarget } from './lora/settings.js';
+import {
+  LORA_EXPERT_TARGETS,
+  LORA_MLP_TARGETS,
+  LORA_TARGETS,
+  type LoraConfig,
+  type LoraConfigInput,
+  type LoraTarget,
+} from './lora/settings.js';
 import { type LayoutParamSpec, modelAddon } from './native.js';
 import type { SwiGluVariant } from './ops.js';
 
@@ -257,18 +264,31 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 /** A validated copy of `ropeScaling` (null stays null); errors name `ropeScaling.<field>`. */
 function validateRopeScaling(value: unknown): RopeScaling | null {
   if (value === null || value === undefined) return null;
-  if (!isRecord(value)) throw new ModelConfigError('ropeScaling', `must be null or an object, got ${JSON.stringify(value)}`);
+  if (!isRecord(value))
+    throw new ModelConfigError('ropeScaling', `must be null or an object, got ${JSON.stringify(value)}`);
   const fail = (field: string, what: string): never => {
     throw new ModelConfigError(`ropeScaling.${field}`, `must be ${what}, got ${JSON.stringify(value[field])}`);
   };
   const allowed: Record<string, readonly string[]> = {
     linear: ['type', 'factor'],
     llama3: ['type', 'factor', 'lowFreqFactor', 'highFreqFactor', 'originalContext'],
-    yarn: ['type', 'factor', 'originalContext', 'betaFast', 'betaSlow', 'truncate', 'attentionFactor', 'mscale', 'mscaleAllDim'],
+    yarn: [
+      'type',
+      'factor',
+      'originalContext',
+      'betaFast',
+      'betaSlow',
+      'truncate',
+      'attentionFactor',
+      'mscale',
+      'mscaleAllDim',
+    ],
   };
   const type = value.type;
   if (type !== 'linear' && type !== 'llama3' && type !== 'yarn') return fail('type', `'linear', 'llama3' or 'yarn'`);
-  for (const k of Object.keys(value)) if (!allowed[type].includes(k)) throw new ModelConfigError(`ropeScaling.${k}`, `is not a field of ${type} RoPE scaling`);
+  for (const k of Object.keys(value))
+    if (!allowed[type].includes(k))
+      throw new ModelConfigError(`ropeScaling.${k}`, `is not a field of ${type} RoPE scaling`);
   const positive = (field: string, def?: number): number => {
     const v = value[field] ?? def;
     if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) return fail(field, 'a positive finite number');
@@ -276,7 +296,8 @@ function validateRopeScaling(value: unknown): RopeScaling | null {
   };
   const context = (): number => {
     const v = value.originalContext;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 2 ** 24) return fail('originalContext', 'an integer in [1, 16777216]');
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 2 ** 24)
+      return fail('originalContext', 'an integer in [1, 16777216]');
     return v;
   };
   const factor = positive('factor');
@@ -311,21 +332,31 @@ function validateRopeScaling(value: unknown): RopeScaling | null {
 /** A validated copy of `lora` (null stays null); errors name `lora.<field>`. */
 function validateLora(value: unknown, experts: number): LoraConfig | null {
   if (value === null || value === undefined) return null;
-  if (!isRecord(value)) throw new ModelConfigError('lora', `must be null or an object { rank, alpha, targets, rslora? }, got ${JSON.stringify(value)}`);
+  if (!isRecord(value))
+    throw new ModelConfigError(
+      'lora',
+      `must be null or an object { rank, alpha, targets, rslora? }, got ${JSON.stringify(value)}`,
+    );
   for (const k of Object.keys(value)) {
-    if (!['rank', 'alpha', 'targets', 'rslora'].includes(k)) throw new ModelConfigError(`lora.${k}`, 'is not a LoRA setting (rank, alpha, targets, rslora)');
+    if (!['rank', 'alpha', 'targets', 'rslora'].includes(k))
+      throw new ModelConfigError(`lora.${k}`, 'is not a LoRA setting (rank, alpha, targets, rslora)');
   }
   const rank = value.rank;
   if (typeof rank !== 'number' || !Number.isInteger(rank) || rank < 1 || rank > 65536) {
     throw new ModelConfigError('lora.rank', `must be an integer in [1, 65536], got ${JSON.stringify(rank)}`);
   }
   const alpha = value.alpha;
-  if (typeof alpha !== 'number' || !Number.isFinite(alpha)) throw new ModelConfigError('lora.alpha', `must be a finite number, got ${JSON.stringify(alpha)}`);
+  if (typeof alpha !== 'number' || !Number.isFinite(alpha))
+    throw new ModelConfigError('lora.alpha', `must be a finite number, got ${JSON.stringify(alpha)}`);
   const rslora = value.rslora ?? false;
-  if (typeof rslora !== 'boolean') throw new ModelConfigError('lora.rslora', `must be a boolean, got ${JSON.stringify(rslora)}`);
+  if (typeof rslora !== 'boolean')
+    throw new ModelConfigError('lora.rslora', `must be a boolean, got ${JSON.stringify(rslora)}`);
   const targets = value.targets;
   if (!Array.isArray(targets) || targets.length === 0) {
-    throw new ModelConfigError('lora.targets', `must be a non-empty array of module names (${LORA_TARGETS.join(', ')}), got ${JSON.stringify(targets)}`);
+    throw new ModelConfigError(
+      'lora.targets',
+      `must be a non-empty array of module names (${LORA_TARGETS.join(', ')}), got ${JSON.stringify(targets)}`,
+    );
   }
   const seen = new Set<LoraTarget>();
   targets.forEach((t: unknown, i) => {
@@ -339,7 +370,10 @@ function validateLora(value: unknown, experts: number): LoraConfig | null {
             : /expert/.test(String(t))
               ? " (the experts are named 'experts.gate_up_proj' and 'experts.down_proj')"
               : '';
-      throw new ModelConfigError(field, `${JSON.stringify(t)} is not a LoRA target module${why}; the targets are ${LORA_TARGETS.join(', ')}`);
+      throw new ModelConfigError(
+        field,
+        `${JSON.stringify(t)} is not a LoRA target module${why}; the targets are ${LORA_TARGETS.join(', ')}`,
+      );
     }
     const target = t as LoraTarget;
     if (seen.has(target)) throw new ModelConfigError(field, `'${target}' is listed twice`);
@@ -350,7 +384,10 @@ function validateLora(value: unknown, experts: number): LoraConfig | null {
       );
     }
     if (experts === 0 && LORA_EXPERT_TARGETS.includes(target)) {
-      throw new ModelConfigError(field, `'${target}' adapts the experts of a mixture of experts, but this model's MLP is dense (experts = 0): target gate_proj, up_proj, down_proj`);
+      throw new ModelConfigError(
+        field,
+        `'${target}' adapts the experts of a mixture of experts, but this model's MLP is dense (experts = 0): target gate_proj, up_proj, down_proj`,
+      );
     }
     seen.add(target);
   });
@@ -366,20 +403,24 @@ function validateLora(value: unknown, experts: number): LoraConfig | null {
 export function validateModelConfig(value: unknown): ModelConfig {
   if (!isRecord(value)) throw new TypeError('config must be an object');
   const c = value;
-  for (const k of Object.keys(c)) if (!KNOWN_FIELDS.has(k)) throw new ModelConfigError(k, 'is not a model config field');
+  for (const k of Object.keys(c))
+    if (!KNOWN_FIELDS.has(k)) throw new ModelConfigError(k, 'is not a model config field');
   for (const [key, min, max] of INT_FIELDS) {
     const v = c[key];
-    if (typeof v !== 'number' || !Number.isInteger(v)) throw new ModelConfigError(key, `must be an integer, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !Number.isInteger(v))
+      throw new ModelConfigError(key, `must be an integer, got ${JSON.stringify(v)}`);
     if (v < min || v > max) throw new ModelConfigError(key, `must be in [${min}, ${max}], got ${v}`);
   }
   const num = (key: string, ok: (v: number) => boolean, what: string): void => {
     const v = c[key];
-    if (typeof v !== 'number' || !Number.isFinite(v) || !ok(v)) throw new ModelConfigError(key, `must be ${what}, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !Number.isFinite(v) || !ok(v))
+      throw new ModelConfigError(key, `must be ${what}, got ${JSON.stringify(v)}`);
   };
   num('ropeTheta', (v) => v > 1, 'a number > 1');
   num('normEps', (v) => v > 0 && v < 1, 'in (0, 1)');
   num('initStd', (v) => v > 0 && v < 10, 'in (0, 10)');
-  if (c.swiglu !== 'standard' && c.swiglu !== 'clamped') throw new ModelConfigError('swiglu', `must be 'standard' or 'clamped', got ${JSON.stringify(c.swiglu)}`);
+  if (c.swiglu !== 'standard' && c.swiglu !== 'clamped')
+    throw new ModelConfigError('swiglu', `must be 'standard' or 'clamped', got ${JSON.stringify(c.swiglu)}`);
   const bool = (key: string, def: boolean): boolean => {
     const v = c[key];
     if (v === undefined) return def;
@@ -392,23 +433,34 @@ export function validateModelConfig(value: unknown): ModelConfig {
   const mlpBias = bool('mlpBias', bias);
   if (c.bias !== undefined && bias !== (qkvBias && oBias && mlpBias)) {
     const which = qkvBias !== bias ? 'qkvBias' : oBias !== bias ? 'oBias' : 'mlpBias';
-    throw new ModelConfigError('bias', `(${bias}) contradicts ${which} (${!bias}); give either bias or the three flags`);
+    throw new ModelConfigError(
+      'bias',
+      `(${bias}) contradicts ${which} (${!bias}); give either bias or the three flags`,
+    );
   }
   const base = c as unknown as ModelConfig;
   const layers = base.layers;
   let layerTypes: LayerType[] | null = null;
   if (c.layerTypes !== undefined && c.layerTypes !== null) {
-    if (!Array.isArray(c.layerTypes)) throw new ModelConfigError('layerTypes', `must be null or an array of 'sliding' / 'full', got ${JSON.stringify(c.layerTypes)}`);
-    if (c.layerTypes.length !== layers) throw new ModelConfigError('layerTypes', `must have one entry per layer (${layers}), got ${c.layerTypes.length}`);
+    if (!Array.isArray(c.layerTypes))
+      throw new ModelConfigError(
+        'layerTypes',
+        `must be null or an array of 'sliding' / 'full', got ${JSON.stringify(c.layerTypes)}`,
+      );
+    if (c.layerTypes.length !== layers)
+      throw new ModelConfigError('layerTypes', `must have one entry per layer (${layers}), got ${c.layerTypes.length}`);
     layerTypes = (c.layerTypes as unknown[]).map((v, i) => {
-      if (v !== 'sliding' && v !== 'full') throw new ModelConfigError(`layerTypes[${i}]`, `must be 'sliding' or 'full', got ${JSON.stringify(v)}`);
-      if (v === 'sliding' && base.window < 1) throw new ModelConfigError(`layerTypes[${i}]`, `is 'sliding' but window is 0`);
+      if (v !== 'sliding' && v !== 'full')
+        throw new ModelConfigError(`layerTypes[${i}]`, `must be 'sliding' or 'full', got ${JSON.stringify(v)}`);
+      if (v === 'sliding' && base.window < 1)
+        throw new ModelConfigError(`layerTypes[${i}]`, `is 'sliding' but window is 0`);
       return v;
     });
   }
   const int = (key: string, min: number, max: number): number => {
     const v = c[key] ?? 0;
-    if (typeof v !== 'number' || !Number.isInteger(v)) throw new ModelConfigError(key, `must be an integer, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !Number.isInteger(v))
+      throw new ModelConfigError(key, `must be an integer, got ${JSON.stringify(v)}`);
     if (v < min || v > max) throw new ModelConfigError(key, `must be in [${min}, ${max}], got ${v}`);
     return v;
   };
@@ -442,10 +494,16 @@ export function validateModelConfig(value: unknown): ModelConfig {
     lora: validateLora(c.lora, experts),
     tokenShift: bool('tokenShift', BUILTIN_ARCHITECTURE.tokenShift),
   };
-  if (cfg.tokenShift && cfg.lora !== null) throw new ModelConfigError('tokenShift', 'cannot be combined with lora (LoRA adapts pretrained models, which have no token shift)');
-  if (cfg.kvHeads > cfg.heads || cfg.heads % cfg.kvHeads !== 0) throw new ModelConfigError('kvHeads', `(${cfg.kvHeads}) must divide heads (${cfg.heads})`);
+  if (cfg.tokenShift && cfg.lora !== null)
+    throw new ModelConfigError(
+      'tokenShift',
+      'cannot be combined with lora (LoRA adapts pretrained models, which have no token shift)',
+    );
+  if (cfg.kvHeads > cfg.heads || cfg.heads % cfg.kvHeads !== 0)
+    throw new ModelConfigError('kvHeads', `(${cfg.kvHeads}) must divide heads (${cfg.heads})`);
   if (cfg.headDim % 2 !== 0) throw new ModelConfigError('headDim', `must be even (RoPE), got ${cfg.headDim}`);
-  if (cfg.window > cfg.context) throw new ModelConfigError('window', `(${cfg.window}) must not exceed context (${cfg.context})`);
+  if (cfg.window > cfg.context)
+    throw new ModelConfigError('window', `(${cfg.window}) must not exceed context (${cfg.context})`);
   return cfg;
 }
 
@@ -454,10 +512,14 @@ export function validateModelConfig(value: unknown): ModelConfig {
  * An override of `bias` replaces the base's three bias flags (qkvBias, oBias, mlpBias).
  * @example modelConfig('tiny', { layers: 4 })
  */
-export function modelConfig(base: ModelPreset | ModelConfigInput, overrides: Partial<ModelConfigInput> = {}): ModelConfig {
+export function modelConfig(
+  base: ModelPreset | ModelConfigInput,
+  overrides: Partial<ModelConfigInput> = {},
+): ModelConfig {
   let from: Readonly<ModelConfigInput>;
   if (typeof base === 'string') {
-    if (!(base in MODEL_PRESETS)) throw new RangeError(`unknown model preset '${base}' (expected one of ${Object.keys(MODEL_PRESETS).join(', ')})`);
+    if (!(base in MODEL_PRESETS))
+      throw new RangeError(`unknown model preset '${base}' (expected one of ${Object.keys(MODEL_PRESETS).join(', ')})`);
     from = MODEL_PRESETS[base];
   } else {
     from = base;

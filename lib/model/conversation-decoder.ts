@@ -56,7 +56,10 @@ export class ConversationDecoder implements ConversationReader {
       this.consumed++;
       const o = this.open;
       if (o === null) {
-        if (id !== t.start) throw new ConversationDecodeError(`expected <|start|> at token ${this.consumed - 1}, got ${this.describe(id)}`);
+        if (id !== t.start)
+          throw new ConversationDecodeError(
+            `expected <|start|> at token ${this.consumed - 1}, got ${this.describe(id)}`,
+          );
         this.open = { header: [], role: null, body: [] };
         continue;
       }
@@ -86,7 +89,9 @@ export class ConversationDecoder implements ConversationReader {
 
   private describe(id: number): string {
     const tok = this.template.tokenizer;
-    return Number.isInteger(id) && id >= 0 && id < tok.vocabSize && tok.isSpecial(id) ? tok.specialTokens[id] : `token ${String(id)}`;
+    return Number.isInteger(id) && id >= 0 && id < tok.vocabSize && tok.isSpecial(id)
+      ? tok.specialTokens[id]
+      : `token ${String(id)}`;
   }
 
   private finish(o: OpenSection): void {

@@ -86,7 +86,12 @@ export {
   type PretrainedLogProbOptions,
   type PretrainedSaveOptions,
 } from './hf/pretrained.js';
-export { fingerprintDifference, hfFolderFingerprint, type HfFingerprintFile, type HfFolderFingerprint } from './hf/fingerprint.js';
+export {
+  fingerprintDifference,
+  hfFolderFingerprint,
+  type HfFingerprintFile,
+  type HfFolderFingerprint,
+} from './hf/fingerprint.js';
 export { saveHf, type HfTensorSource, type SaveHfOptions, type SaveHfResult } from './hf/save.js';
 export {
   HfTokenizer,
@@ -114,7 +119,16 @@ export {
   type PeftAdapter,
   type SavePeftOptions,
 } from './lora/peft.js';
-export { LORA_EXPERT_TARGETS, LORA_MLP_TARGETS, LORA_TARGETS, resolveLoraTargets, type LoraConfig, type LoraConfigInput, type LoraOptionInput, type LoraTarget } from './lora/settings.js';
+export {
+  LORA_EXPERT_TARGETS,
+  LORA_MLP_TARGETS,
+  LORA_TARGETS,
+  resolveLoraTargets,
+  type LoraConfig,
+  type LoraConfigInput,
+  type LoraOptionInput,
+  type LoraTarget,
+} from './lora/settings.js';
 export {
   type AdamWStepOptions,
   type AdamWStepResult,
@@ -203,7 +217,13 @@ export {
   type TrainStepResult,
 } from './policy.js';
 export { SafetensorsError, type SafeTensor, type SafetensorsArray, type SafetensorsDType } from './safetensors.js';
-export { Tokenizer, TokenizerError, type DecodeOptions, type TokenizerJSON, type TokenizerTrainOptions } from './tokenizer.js';
+export {
+  Tokenizer,
+  TokenizerError,
+  type DecodeOptions,
+  type TokenizerJSON,
+  type TokenizerTrainOptions,
+} from './tokenizer.js';
 export type { NativeJob, NativeRunResult } from './transformer-native.js';
 export {
   TransformerPolicy,

@@ -251,120 +251,220 @@ export interface NativeOpDevice {
 
 /** Native op argument objects (sizes explicit; every array's length is checked against them). */
 export interface NativeOps {
-  linearForward(o: NativeOpDevice & { x: Float32Array; weight: Float32Array | Uint16Array; bias?: Float32Array | null; out: Float32Array; rows: number; inFeatures: number; outFeatures: number }): void;
-  linearBackward(o: NativeOpDevice & {
-    x?: Float32Array | null;
-    weight?: Float32Array | Uint16Array | null;
-    dy: Float32Array;
-    dx?: Float32Array | null;
-    dweight?: Float32Array | null;
-    dbias?: Float32Array | null;
-    rows: number;
-    inFeatures: number;
-    outFeatures: number;
-    accumulate?: boolean;
-  }): void;
-  rmsnormForward(o: NativeOpDevice & { x: Float32Array; weight: Float32Array; out: Float32Array; rstd: Float32Array; rows: number; dim: number; eps?: number }): void;
-  rmsnormBackward(o: NativeOpDevice & {
-    x: Float32Array;
-    weight: Float32Array;
-    rstd: Float32Array;
-    dy: Float32Array;
-    dx: Float32Array;
-    dweight: Float32Array;
-    rows: number;
-    dim: number;
-    accumulate?: boolean;
-  }): void;
-  ropeForward(o: NativeOpDevice & { x: Float32Array; out: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number; scaling?: NativeRopeScaling | null }): void;
-  ropeBackward(o: NativeOpDevice & { dy: Float32Array; dx: Float32Array; positions: Int32Array; rows: number; heads: number; headDim: number; theta?: number; scaling?: NativeRopeScaling | null }): void;
-  ropeParameters(o: { headDim: number; theta?: number; scaling?: NativeRopeScaling | null }): { inverseFrequencies: Float64Array; attentionFactor: number };
-  swigluForward(o: NativeOpDevice & { h: Float32Array; out: Float32Array; rows: number; ffn: number; alpha?: number; limit?: number; upBias?: number }): void;
-  swigluBackward(o: NativeOpDevice & {
-    h: Float32Array;
-    dout: Float32Array;
-    dh: Float32Array;
-    rows: number;
-    ffn: number;
-    alpha?: number;
-    limit?: number;
-    upBias?: number;
-    accumulate?: boolean;
-  }): void;
-  embeddingForward(o: NativeOpDevice & { table: Float32Array | Uint16Array; ids: Int32Array; out: Float32Array; rows: number; vocab: number; dim: number }): void;
-  embeddingBackward(o: NativeOpDevice & { ids: Int32Array; dout: Float32Array; dtable: Float32Array; rows: number; vocab: number; dim: number }): void;
-  logSoftmaxForward(o: NativeOpDevice & {
-    logits: Float32Array;
-    targets?: Int32Array | null;
-    rows: number;
-    vocab: number;
-    scale?: number;
-    logp?: Float32Array | null;
-    entropy?: Float32Array | null;
-    lse: Float32Array;
-  }): void;
-  logSoftmaxBackward(o: NativeOpDevice & {
-    logits: Float32Array;
-    targets?: Int32Array | null;
-    lse: Float32Array;
-    entropy?: Float32Array | null;
-    dlogp?: Float32Array | null;
-    dentropy?: Float32Array | null;
-    dlogits: Float32Array;
-    rows: number;
-    vocab: number;
-    scale?: number;
-    accumulate?: boolean;
-  }): void;
-  crossEntropyForward(o: NativeOpDevice & { logits: Float32Array; targets: Int32Array; rows: number; vocab: number; losses?: Float32Array | null; lse: Float32Array }): {
+  linearForward(
+    o: NativeOpDevice & {
+      x: Float32Array;
+      weight: Float32Array | Uint16Array;
+      bias?: Float32Array | null;
+      out: Float32Array;
+      rows: number;
+      inFeatures: number;
+      outFeatures: number;
+    },
+  ): void;
+  linearBackward(
+    o: NativeOpDevice & {
+      x?: Float32Array | null;
+      weight?: Float32Array | Uint16Array | null;
+      dy: Float32Array;
+      dx?: Float32Array | null;
+      dweight?: Float32Array | null;
+      dbias?: Float32Array | null;
+      rows: number;
+      inFeatures: number;
+      outFeatures: number;
+      accumulate?: boolean;
+    },
+  ): void;
+  rmsnormForward(
+    o: NativeOpDevice & {
+      x: Float32Array;
+      weight: Float32Array;
+      out: Float32Array;
+      rstd: Float32Array;
+      rows: number;
+      dim: number;
+      eps?: number;
+    },
+  ): void;
+  rmsnormBackward(
+    o: NativeOpDevice & {
+      x: Float32Array;
+      weight: Float32Array;
+      rstd: Float32Array;
+      dy: Float32Array;
+      dx: Float32Array;
+      dweight: Float32Array;
+      rows: number;
+      dim: number;
+      accumulate?: boolean;
+    },
+  ): void;
+  ropeForward(
+    o: NativeOpDevice & {
+      x: Float32Array;
+      out: Float32Array;
+      positions: Int32Array;
+      rows: number;
+      heads: number;
+      headDim: number;
+      theta?: number;
+      scaling?: NativeRopeScaling | null;
+    },
+  ): void;
+  ropeBackward(
+    o: NativeOpDevice & {
+      dy: Float32Array;
+      dx: Float32Array;
+      positions: Int32Array;
+      rows: number;
+      heads: number;
+      headDim: number;
+      theta?: number;
+      scaling?: NativeRopeScaling | null;
+    },
+  ): void;
+  ropeParameters(o: { headDim: number; theta?: number; scaling?: NativeRopeScaling | null }): {
+    inverseFrequencies: Float64Array;
+    attentionFactor: number;
+  };
+  swigluForward(
+    o: NativeOpDevice & {
+      h: Float32Array;
+      out: Float32Array;
+      rows: number;
+      ffn: number;
+      alpha?: number;
+      limit?: number;
+      upBias?: number;
+    },
+  ): void;
+  swigluBackward(
+    o: NativeOpDevice & {
+      h: Float32Array;
+      dout: Float32Array;
+      dh: Float32Array;
+      rows: number;
+      ffn: number;
+      alpha?: number;
+      limit?: number;
+      upBias?: number;
+      accumulate?: boolean;
+    },
+  ): void;
+  embeddingForward(
+    o: NativeOpDevice & {
+      table: Float32Array | Uint16Array;
+      ids: Int32Array;
+      out: Float32Array;
+      rows: number;
+      vocab: number;
+      dim: number;
+    },
+  ): void;
+  embeddingBackward(
+    o: NativeOpDevice & {
+      ids: Int32Array;
+      dout: Float32Array;
+      dtable: Float32Array;
+      rows: number;
+      vocab: number;
+      dim: number;
+    },
+  ): void;
+  logSoftmaxForward(
+    o: NativeOpDevice & {
+      logits: Float32Array;
+      targets?: Int32Array | null;
+      rows: number;
+      vocab: number;
+      scale?: number;
+      logp?: Float32Array | null;
+      entropy?: Float32Array | null;
+      lse: Float32Array;
+    },
+  ): void;
+  logSoftmaxBackward(
+    o: NativeOpDevice & {
+      logits: Float32Array;
+      targets?: Int32Array | null;
+      lse: Float32Array;
+      entropy?: Float32Array | null;
+      dlogp?: Float32Array | null;
+      dentropy?: Float32Array | null;
+      dlogits: Float32Array;
+      rows: number;
+      vocab: number;
+      scale?: number;
+      accumulate?: boolean;
+    },
+  ): void;
+  crossEntropyForward(
+    o: NativeOpDevice & {
+      logits: Float32Array;
+      targets: Int32Array;
+      rows: number;
+      vocab: number;
+      losses?: Float32Array | null;
+      lse: Float32Array;
+    },
+  ): {
     loss: number;
     count: number;
   };
-  crossEntropyBackward(o: NativeOpDevice & {
-    logits: Float32Array;
-    targets: Int32Array;
-    lse: Float32Array;
-    dlogits: Float32Array;
-    rows: number;
-    vocab: number;
-    gradScale?: number;
-    accumulate?: boolean;
-  }): void;
-  adamwUpdate(o: NativeOpDevice & {
-    param: Float32Array;
-    grad: Float32Array;
-    m: Float32Array;
-    v: Float32Array;
-    step: number;
-    lr?: number;
-    beta1?: number;
-    beta2?: number;
-    eps?: number;
-    weightDecay?: number;
-    gradScale?: number;
-    decay?: boolean;
-  }): void;
+  crossEntropyBackward(
+    o: NativeOpDevice & {
+      logits: Float32Array;
+      targets: Int32Array;
+      lse: Float32Array;
+      dlogits: Float32Array;
+      rows: number;
+      vocab: number;
+      gradScale?: number;
+      accumulate?: boolean;
+    },
+  ): void;
+  adamwUpdate(
+    o: NativeOpDevice & {
+      param: Float32Array;
+      grad: Float32Array;
+      m: Float32Array;
+      v: Float32Array;
+      step: number;
+      lr?: number;
+      beta1?: number;
+      beta2?: number;
+      eps?: number;
+      weightDecay?: number;
+      gradScale?: number;
+      decay?: boolean;
+    },
+  ): void;
   sumSquares(x: Float32Array, device?: string): number;
-  moeForward(o: NativeMoeArgs & NativeOpDevice & { x: Float32Array; out: Float32Array; logits: Float32Array }): { experts: Int32Array; weights: Float32Array; state: NativeMoeState };
+  moeForward(o: NativeMoeArgs & NativeOpDevice & { x: Float32Array; out: Float32Array; logits: Float32Array }): {
+    experts: Int32Array;
+    weights: Float32Array;
+    state: NativeMoeState;
+  };
   moeBackward(
     o: NativeMoeArgs &
       NativeOpDevice & {
-      x: Float32Array;
-      dout: Float32Array;
-      state: NativeMoeState;
-      dx: Float32Array;
-      drouter?: Float32Array | null;
-      drouterBias?: Float32Array | null;
-      dgateUp?: Float32Array | null;
-      dgateUpBias?: Float32Array | null;
-      ddown?: Float32Array | null;
-      ddownBias?: Float32Array | null;
-      dgateUpLoraA?: Float32Array | null;
-      dgateUpLoraB?: Float32Array | null;
-      ddownLoraA?: Float32Array | null;
-      ddownLoraB?: Float32Array | null;
-      accumulate?: boolean;
-    },
+        x: Float32Array;
+        dout: Float32Array;
+        state: NativeMoeState;
+        dx: Float32Array;
+        drouter?: Float32Array | null;
+        drouterBias?: Float32Array | null;
+        dgateUp?: Float32Array | null;
+        dgateUpBias?: Float32Array | null;
+        ddown?: Float32Array | null;
+        ddownBias?: Float32Array | null;
+        dgateUpLoraA?: Float32Array | null;
+        dgateUpLoraB?: Float32Array | null;
+        ddownLoraA?: Float32Array | null;
+        ddownLoraB?: Float32Array | null;
+        accumulate?: boolean;
+      },
   ): void;
   /** Devices with model-op kernels here: `['cpu']`, plus `'cuda'` with CUDA kernels and a usable GPU. */
   modelOpsDevices(): string[];
@@ -381,7 +481,12 @@ export interface ModelAddon extends NativeOps {
   fmaPeakGflops(seconds: number): number;
   opsIsa(): string;
   modelParamLayout(config: NativeModelConfig): LayoutParamSpec[];
-  ParamStore: new (options: { specs?: ParamSpec[]; config?: NativeModelConfig; seed: number; device?: string }) => NativeParamStore;
+  ParamStore: new (options: {
+    specs?: ParamSpec[];
+    config?: NativeModelConfig;
+    seed: number;
+    device?: string;
+  }) => NativeParamStore;
 }
 
 /** The addon typed with the model functions. */

@@ -10,7 +10,14 @@
 import { resolveDevice, type DeviceRequest } from '../native/device.js';
 import { DeviceUnavailableError } from '../native/errors.js';
 import type { RopeScaling } from './config.js';
-import { type GemmArgs, type GemmInfo, type Mxfp4Data, type NativeMoeArgs, type NativeMoeState, modelAddon } from './native.js';
+import {
+  type GemmArgs,
+  type GemmInfo,
+  type Mxfp4Data,
+  type NativeMoeArgs,
+  type NativeMoeState,
+  modelAddon,
+} from './native.js';
 
 /**
  * Where an op runs: `device` of its options. Unlike the attention and GRPO functions the ops
@@ -84,10 +91,22 @@ export interface MatmulOptions {
 }
 
 /** Returns `op(a) . op(b)` (m x n); shapes as in {@link GemmArgs}. */
-export function matmul(a: Float32Array, b: Float32Array, m: number, n: number, k: number, options: MatmulOptions = {}): Float32Array {
+export function matmul(
+  a: Float32Array,
+  b: Float32Array,
+  m: number,
+  n: number,
+  k: number,
+  options: MatmulOptions = {},
+): Float32Array {
   const c = options.out ?? zeros(m * n);
   modelAddon().gemm({
-    a, b, c, m, n, k,
+    a,
+    b,
+    c,
+    m,
+    n,
+    k,
     transA: options.transA,
     transB: options.transB,
     alpha: options.alpha,
@@ -154,7 +173,9 @@ export interface LinearShape {
 export type WeightArray = Float32Array | Uint16Array;
 
 /** `y[rows, out] = x[rows, in] . weight[out, in]^T + bias[out]` (PyTorch weight layout; `weight` may be bfloat16 bits). */
-export function linearForward(o: OpDevice & LinearShape & { x: Float32Array; weight: WeightArray; bias?: Float32Array | null; out?: Float32Array }): Float32Array {
+export function linearForward(
+  o: OpDevice & LinearShape & { x: Float32Array; weight: WeightArray; bias?: Float32Array | null; out?: Float32Array },
+): Float32Array {
   const out = o.out ?? zeros(o.rows * o.outFeatures);
   modelAddon().linearForward({ ...o, out, device: modelOpsDevice(o.device) });
   return out;
@@ -165,18 +186,20 @@ export function linearForward(o: OpDevice & LinearShape & { x: Float32Array; wei
  * A bfloat16 `weight` (Uint16Array) is frozen: no `dweight` (null unless given, which throws).
  */
 export function linearBackward(
-  o: OpDevice & LinearShape & {
-    x: Float32Array;
-    weight: WeightArray;
-    dy: Float32Array;
-    dx?: Float32Array | null;
-    dweight?: Float32Array | null;
-    dbias?: Float32Array | null;
-    accumulate?: boolean;
-  },
+  o: OpDevice &
+    LinearShape & {
+      x: Float32Array;
+      weight: WeightArray;
+      dy: Float32Array;
+      dx?: Float32Array | null;
+      dweight?: Float32Array | null;
+      dbias?: Float32Array | null;
+      accumulate?: boolean;
+    },
 ): { dx: Float32Array | null; dweight: Float32Array | null; dbias: Float32Array | null } {
   const dx = grad(o.dx, o.rows * o.inFeatures);
-  const dweight = o.weight instanceof Uint16Array && o.dweight === undefined ? null : grad(o.dweight, o.outFeatures * o.inFeatures);
+  const dweight =
+    o.weight instanceof Uint16Array && o.dweight === undefined ? null : grad(o.dweight, o.outFeatures * o.inFeatures);
   const dbias = grad(o.dbias, o.outFeatures);
   modelAddon().linearBackward({ ...o, dx, dweight, dbias, device: modelOpsDevice(o.device) });
   return { dx, dweight, dbias };
@@ -185,7 +208,17 @@ export function linearBackward(
 // ---- RMSNorm ----------------------------------------------------------------------------------
 
 /** `out = x / sqrt(mean(x^2) + eps) * weight` per row of `x[rows, dim]`; `rstd` is kept for the backward. */
-export function rmsnormForward(o: OpDevice & { x: Float32Array; weight: Float32Array; rows: number; dim: number; eps?: number; out?: Float32Array; rstd?: Float32Array }): {
+export function rmsnormForward(
+  o: OpDevice & {
+    x: Float32Array;
+    weight: Float32Array;
+    rows: number;
+    dim: number;
+    eps?: number;
+    out?: Float32Array;
+    rstd?: Float32Array;
+  },
+): {
   out: Float32Array;
   rstd: Float32Array;
 } {
@@ -196,17 +229,19 @@ export function rmsnormForward(o: OpDevice & { x: Float32Array; weight: Float32A
 }
 
 /** Gradients of RMSNorm: `dx` and `dweight +=`. */
-export function rmsnormBackward(o: OpDevice & {
-  x: Float32Array;
-  weight: Float32Array;
-  rstd: Float32Array;
-  dy: Float32Array;
-  rows: number;
-  dim: number;
-  dx?: Float32Array;
-  dweight?: Float32Array;
-  accumulate?: boolean;
-}): { dx: Float32Array; dweight: Float32Array } {
+export function rmsnormBackward(
+  o: OpDevice & {
+    x: Float32Array;
+    weight: Float32Array;
+    rstd: Float32Array;
+    dy: Float32Array;
+    rows: number;
+    dim: number;
+    dx?: Float32Array;
+    dweight?: Float32Array;
+    accumulate?: boolean;
+  },
+): { dx: Float32Array; dweight: Float32Array } {
   const dx = o.dx ?? zeros(o.rows * o.dim);
   const dweight = o.dweight ?? zeros(o.dim);
   modelAddon().rmsnormBackward({ ...o, dx, dweight, device: modelOpsDevice(o.device) });
@@ -281,22 +316,39 @@ export function swigluParams(variant: SwiGluVariant | SwiGluParams = 'standard')
 }
 
 /** `out[rows, ffn]` from `h[rows, 2 ffn]` holding `[gate | up]` per row. */
-export function swigluForward(o: OpDevice & { h: Float32Array; rows: number; ffn: number; variant?: SwiGluVariant | SwiGluParams; out?: Float32Array }): Float32Array {
+export function swigluForward(
+  o: OpDevice & {
+    h: Float32Array;
+    rows: number;
+    ffn: number;
+    variant?: SwiGluVariant | SwiGluParams;
+    out?: Float32Array;
+  },
+): Float32Array {
   const out = o.out ?? zeros(o.rows * o.ffn);
-  modelAddon().swigluForward({ h: o.h, out, rows: o.rows, ffn: o.ffn, ...swigluParams(o.variant), device: modelOpsDevice(o.device) });
+  modelAddon().swigluForward({
+    h: o.h,
+    out,
+    rows: o.rows,
+    ffn: o.ffn,
+    ...swigluParams(o.variant),
+    device: modelOpsDevice(o.device),
+  });
   return out;
 }
 
 /** `dh[rows, 2 ffn]` from `dout[rows, ffn]`. */
-export function swigluBackward(o: OpDevice & {
-  h: Float32Array;
-  dout: Float32Array;
-  rows: number;
-  ffn: number;
-  variant?: SwiGluVariant | SwiGluParams;
-  dh?: Float32Array;
-  accumulate?: boolean;
-}): Float32Array {
+export function swigluBackward(
+  o: OpDevice & {
+    h: Float32Array;
+    dout: Float32Array;
+    rows: number;
+    ffn: number;
+    variant?: SwiGluVariant | SwiGluParams;
+    dh?: Float32Array;
+    accumulate?: boolean;
+  },
+): Float32Array {
   const dh = o.dh ?? zeros(o.rows * 2 * o.ffn);
   modelAddon().swigluBackward({
     h: o.h,
@@ -314,14 +366,18 @@ export function swigluBackward(o: OpDevice & {
 // ---- embedding --------------------------------------------------------------------------------
 
 /** `out[t] = table[ids[t]]` for `table[vocab, dim]` (float32, or bfloat16 bits widened exactly). */
-export function embeddingForward(o: OpDevice & { table: WeightArray; ids: Int32Array; vocab: number; dim: number; out?: Float32Array }): Float32Array {
+export function embeddingForward(
+  o: OpDevice & { table: WeightArray; ids: Int32Array; vocab: number; dim: number; out?: Float32Array },
+): Float32Array {
   const out = o.out ?? zeros(o.ids.length * o.dim);
   modelAddon().embeddingForward({ ...o, out, rows: o.ids.length, device: modelOpsDevice(o.device) });
   return out;
 }
 
 /** `dtable[ids[t]] += dout[t]`. */
-export function embeddingBackward(o: OpDevice & { ids: Int32Array; dout: Float32Array; vocab: number; dim: number; dtable?: Float32Array }): Float32Array {
+export function embeddingBackward(
+  o: OpDevice & { ids: Int32Array; dout: Float32Array; vocab: number; dim: number; dtable?: Float32Array },
+): Float32Array {
   const dtable = o.dtable ?? zeros(o.vocab * o.dim);
   modelAddon().embeddingBackward({ ...o, dtable, rows: o.ids.length, device: modelOpsDevice(o.device) });
   return dtable;
@@ -346,7 +402,9 @@ function scaleOf(temperature: number | undefined): number {
 }
 
 /** Per row: `logp` of the target (0 without one), `entropy` of the softmax, `lse` (log-sum-exp). */
-export function logSoftmaxForward(o: OpDevice & LogitsInput & { logp?: Float32Array; entropy?: Float32Array; lse?: Float32Array }): {
+export function logSoftmaxForward(
+  o: OpDevice & LogitsInput & { logp?: Float32Array; entropy?: Float32Array; lse?: Float32Array },
+): {
   logp: Float32Array | null;
   entropy: Float32Array;
   lse: Float32Array;
@@ -373,7 +431,15 @@ export function logSoftmaxForward(o: OpDevice & LogitsInput & { logp?: Float32Ar
  * absent); `dlogits` may be `logits` itself (in place) when not accumulating.
  */
 export function logSoftmaxBackward(
-  o: OpDevice & LogitsInput & { lse: Float32Array; entropy?: Float32Array | null; dlogp?: Float32Array | null; dentropy?: Float32Array | null; dlogits?: Float32Array; accumulate?: boolean },
+  o: OpDevice &
+    LogitsInput & {
+      lse: Float32Array;
+      entropy?: Float32Array | null;
+      dlogp?: Float32Array | null;
+      dentropy?: Float32Array | null;
+      dlogits?: Float32Array;
+      accumulate?: boolean;
+    },
 ): Float32Array {
   const dlogits = o.dlogits ?? zeros(o.rows * o.vocab);
   modelAddon().logSoftmaxBackward({
@@ -394,7 +460,16 @@ export function logSoftmaxBackward(
 }
 
 /** Mean cross-entropy over rows with a target (`targets[t] >= 0`). */
-export function crossEntropyForward(o: OpDevice & { logits: Float32Array; targets: Int32Array; rows: number; vocab: number; losses?: Float32Array; lse?: Float32Array }): {
+export function crossEntropyForward(
+  o: OpDevice & {
+    logits: Float32Array;
+    targets: Int32Array;
+    rows: number;
+    vocab: number;
+    losses?: Float32Array;
+    lse?: Float32Array;
+  },
+): {
   loss: number;
   count: number;
   losses: Float32Array;
@@ -407,16 +482,18 @@ export function crossEntropyForward(o: OpDevice & { logits: Float32Array; target
 }
 
 /** `dlogits = gradScale (softmax - onehot)` on rows with a target; gradScale defaults to 1/count (the mean). */
-export function crossEntropyBackward(o: OpDevice & {
-  logits: Float32Array;
-  targets: Int32Array;
-  lse: Float32Array;
-  rows: number;
-  vocab: number;
-  gradScale?: number;
-  dlogits?: Float32Array;
-  accumulate?: boolean;
-}): Float32Array {
+export function crossEntropyBackward(
+  o: OpDevice & {
+    logits: Float32Array;
+    targets: Int32Array;
+    lse: Float32Array;
+    rows: number;
+    vocab: number;
+    gradScale?: number;
+    dlogits?: Float32Array;
+    accumulate?: boolean;
+  },
+): Float32Array {
   const dlogits = o.dlogits ?? zeros(o.rows * o.vocab);
   let gradScale = o.gradScale;
   if (gradScale === undefined) {
@@ -431,22 +508,24 @@ export function crossEntropyBackward(o: OpDevice & {
 // ---- optimiser --------------------------------------------------------------------------------
 
 /** One AdamW update of one tensor, in place (PyTorch's algorithm; `step` is 1-based). */
-export function adamwUpdate(o: OpDevice & {
-  param: Float32Array;
-  grad: Float32Array;
-  m: Float32Array;
-  v: Float32Array;
-  step: number;
-  lr?: number;
-  beta1?: number;
-  beta2?: number;
-  eps?: number;
-  weightDecay?: number;
-  /** Multiplies the gradient first (global-norm clipping). */
-  gradScale?: number;
-  /** Apply the weight decay (default true). */
-  decay?: boolean;
-}): void {
+export function adamwUpdate(
+  o: OpDevice & {
+    param: Float32Array;
+    grad: Float32Array;
+    m: Float32Array;
+    v: Float32Array;
+    step: number;
+    lr?: number;
+    beta1?: number;
+    beta2?: number;
+    eps?: number;
+    weightDecay?: number;
+    /** Multiplies the gradient first (global-norm clipping). */
+    gradScale?: number;
+    /** Apply the weight decay (default true). */
+    decay?: boolean;
+  },
+): void {
   modelAddon().adamwUpdate({ ...o, device: modelOpsDevice(o.device) });
 }
 
@@ -539,7 +618,14 @@ function moeArgs(o: MoeShape & MoeWeights): NativeMoeArgs {
     ...rest,
     ...(l === null
       ? {}
-      : { loraRank: l.rank, loraScale: l.scale, gateUpLoraA: l.gateUpA ?? null, gateUpLoraB: l.gateUpB ?? null, downLoraA: l.downA ?? null, downLoraB: l.downB ?? null }),
+      : {
+          loraRank: l.rank,
+          loraScale: l.scale,
+          gateUpLoraA: l.gateUpA ?? null,
+          gateUpLoraB: l.gateUpB ?? null,
+          downLoraA: l.downA ?? null,
+          downLoraB: l.downB ?? null,
+        }),
     ...(isMxfp4(gateUp) ? { gateUp: gateUp.blocks, gateUpScales: gateUp.scales } : { gateUp }),
     ...(isMxfp4(down) ? { down: down.blocks, downScales: down.scales } : { down }),
     ...swigluParams(variant),
@@ -559,7 +645,9 @@ function isMxfp4(w: WeightArray | Mxfp4Data): w is Mxfp4Data {
  * are copied there and the results back; the state stays in device memory for
  * {@link moeBackward}, which must then run on the same device).
  */
-export function moeForward(o: OpDevice & MoeShape & MoeWeights & { x: Float32Array; out?: Float32Array }): MoeForwardResult {
+export function moeForward(
+  o: OpDevice & MoeShape & MoeWeights & { x: Float32Array; out?: Float32Array },
+): MoeForwardResult {
   const out = o.out ?? zeros(o.rows * o.width);
   const logits = zeros(o.rows * o.experts);
   const { out: _out, device, ...rest } = o;
@@ -612,10 +700,16 @@ export function moeBackward(
     },
 ): MoeGradients {
   const { width: D, ffn: F, experts: E } = o;
-  const weightGrad = (w: WeightArray | Mxfp4Data, given: Float32Array | null | undefined, n: number): Float32Array | null =>
-    (w instanceof Uint16Array || isMxfp4(w)) && given === undefined ? null : grad(given, n);
-  const biasGrad = (b: Float32Array | null | undefined, given: Float32Array | null | undefined, n: number): Float32Array | null =>
-    (b === undefined || b === null) && given === undefined ? null : grad(given, n);
+  const weightGrad = (
+    w: WeightArray | Mxfp4Data,
+    given: Float32Array | null | undefined,
+    n: number,
+  ): Float32Array | null => ((w instanceof Uint16Array || isMxfp4(w)) && given === undefined ? null : grad(given, n));
+  const biasGrad = (
+    b: Float32Array | null | undefined,
+    given: Float32Array | null | undefined,
+    n: number,
+  ): Float32Array | null => ((b === undefined || b === null) && given === undefined ? null : grad(given, n));
   const g: MoeGradients = {
     dx: o.dx ?? zeros(o.rows * D),
     drouter: weightGrad(o.router, o.drouter, E * D),
@@ -629,7 +723,25 @@ export function moeBackward(
     ddownLoraA: biasGrad(o.lora?.downA, o.ddownLoraA, o.lora ? E * o.lora.rank * F : 0),
     ddownLoraB: biasGrad(o.lora?.downB, o.ddownLoraB, o.lora ? E * D * o.lora.rank : 0),
   };
-  const { x, dout, state, accumulate, device, dx: _dx, drouter: _a, drouterBias: _b, dgateUp: _c, dgateUpBias: _d, ddown: _e, ddownBias: _f, dgateUpLoraA: _g, dgateUpLoraB: _h, ddownLoraA: _i, ddownLoraB: _j, ...shape } = o;
+  const {
+    x,
+    dout,
+    state,
+    accumulate,
+    device,
+    dx: _dx,
+    drouter: _a,
+    drouterBias: _b,
+    dgateUp: _c,
+    dgateUpBias: _d,
+    ddown: _e,
+    ddownBias: _f,
+    dgateUpLoraA: _g,
+    dgateUpLoraB: _h,
+    ddownLoraA: _i,
+    ddownLoraB: _j,
+    ...shape
+  } = o;
   modelAddon().moeBackward({ ...moeArgs(shape), x, dout, state, accumulate, ...g, device: modelOpsDevice(device) });
   return g;
 }

@@ -15,7 +15,13 @@ import { createHash } from 'node:crypto';
 
 import { CheckpointError } from './checkpoint.js';
 import type { ParamStore } from './param-store.js';
-import { SafetensorsError, type SafeTensor, encodeSafetensors, readSafetensorsFile, writeFileAtomic } from './safetensors.js';
+import {
+  SafetensorsError,
+  type SafeTensor,
+  encodeSafetensors,
+  readSafetensorsFile,
+  writeFileAtomic,
+} from './safetensors.js';
 
 /** The `format` metadata value of optimizer-state files. */
 export const OPTIMIZER_STATE_FORMAT = 'sinkflex-rl/optimizer-state';
@@ -54,7 +60,8 @@ export function saveOptimizerState(path: string, store: ParamStore, options: Sav
   const params = store.info().filter((p) => p.trainable);
   const tensors: [string, SafeTensor][] = [];
   for (const which of ['m', 'v'] as const) {
-    for (const p of params) tensors.push([momentName(which, p.name), { dtype: 'F32', shape: [...p.shape], data: store.read(p.name, which) }]);
+    for (const p of params)
+      tensors.push([momentName(which, p.name), { dtype: 'F32', shape: [...p.shape], data: store.read(p.name, which) }]);
   }
   const metadata: Record<string, string> = {
     format: OPTIMIZER_STATE_FORMAT,
@@ -86,20 +93,31 @@ export function loadOptimizerState(path: string): OptimizerState {
   try {
     file = readSafetensorsFile(path);
   } catch (e) {
-    if (e instanceof SafetensorsError) throw new CheckpointError(`not a readable safetensors file: ${e.message}`, path, { cause: e });
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new CheckpointError('the optimizer state is missing', path, { cause: e });
+    if (e instanceof SafetensorsError)
+      throw new CheckpointError(`not a readable safetensors file: ${e.message}`, path, { cause: e });
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT')
+      throw new CheckpointError('the optimizer state is missing', path, { cause: e });
     throw e;
   }
   const { tensors, metadata } = file;
-  if (metadata.format !== OPTIMIZER_STATE_FORMAT) throw new CheckpointError(`not an optimizer-state file (metadata format is ${JSON.stringify(metadata.format)})`, path);
-  if (metadata.format_version !== FORMAT_VERSION) throw new CheckpointError(`unsupported optimizer-state version ${JSON.stringify(metadata.format_version)}`, path);
-  if (createHash('sha256').update(file.data).digest('hex') !== metadata.data_sha256) throw new CheckpointError('checksum mismatch: the tensor data is corrupt', path);
+  if (metadata.format !== OPTIMIZER_STATE_FORMAT)
+    throw new CheckpointError(
+      `not an optimizer-state file (metadata format is ${JSON.stringify(metadata.format)})`,
+      path,
+    );
+  if (metadata.format_version !== FORMAT_VERSION)
+    throw new CheckpointError(`unsupported optimizer-state version ${JSON.stringify(metadata.format_version)}`, path);
+  if (createHash('sha256').update(file.data).digest('hex') !== metadata.data_sha256)
+    throw new CheckpointError('checksum mismatch: the tensor data is corrupt', path);
   const step = Number(metadata.step);
-  if (!Number.isSafeInteger(step) || step < 0) throw new CheckpointError("metadata 'step' is not a non-negative integer", path);
+  if (!Number.isSafeInteger(step) || step < 0)
+    throw new CheckpointError("metadata 'step' is not a non-negative integer", path);
   const params = json<{ name: string; shape: number[] }[]>(path, metadata, 'params');
-  if (!Array.isArray(params) || params.some((p) => typeof p?.name !== 'string' || !Array.isArray(p.shape))) throw new CheckpointError("metadata 'params' is malformed", path);
+  if (!Array.isArray(params) || params.some((p) => typeof p?.name !== 'string' || !Array.isArray(p.shape)))
+    throw new CheckpointError("metadata 'params' is malformed", path);
   const rng = json<{ store?: unknown; extra?: unknown }>(path, metadata, 'rng');
-  if (typeof rng.store !== 'string' || typeof rng.extra !== 'object' || rng.extra === null) throw new CheckpointError("metadata 'rng' is malformed", path);
+  if (typeof rng.store !== 'string' || typeof rng.extra !== 'object' || rng.extra === null)
+    throw new CheckpointError("metadata 'rng' is malformed", path);
   const expected = new Set<string>();
   for (const p of params) {
     for (const which of ['m', 'v'] as const) {
@@ -108,12 +126,24 @@ export function loadOptimizerState(path: string): OptimizerState {
       const t = tensors.get(name);
       if (!t) throw new CheckpointError(`missing tensor '${name}'`, path);
       if (t.dtype !== 'F32' || t.shape.length !== p.shape.length || t.shape.some((d, i) => d !== p.shape[i])) {
-        throw new CheckpointError(`tensor '${name}' is ${t.dtype} [${t.shape.join(', ')}], expected F32 [${p.shape.join(', ')}]`, path);
+        throw new CheckpointError(
+          `tensor '${name}' is ${t.dtype} [${t.shape.join(', ')}], expected F32 [${p.shape.join(', ')}]`,
+          path,
+        );
       }
     }
   }
-  for (const name of tensors.keys()) if (!expected.has(name)) throw new CheckpointError(`unexpected tensor '${name}'`, path);
-  return { path, step, storeRng: rng.store, rng: rng.extra as Record<string, string>, trainer: json<Record<string, unknown>>(path, metadata, 'trainer'), params, tensors };
+  for (const name of tensors.keys())
+    if (!expected.has(name)) throw new CheckpointError(`unexpected tensor '${name}'`, path);
+  return {
+    path,
+    step,
+    storeRng: rng.store,
+    rng: rng.extra as Record<string, string>,
+    trainer: json<Record<string, unknown>>(path, metadata, 'trainer'),
+    params,
+    tensors,
+  };
 }
 
 /**
@@ -123,16 +153,32 @@ export function loadOptimizerState(path: string): OptimizerState {
  */
 export function restoreOptimizerState(state: OptimizerState, store: ParamStore): void {
   const have = store.info().filter((p) => p.trainable);
-  const list = (ps: readonly { name: string; shape: readonly number[] }[]): string => ps.map((p) => `${p.name} [${p.shape.join(', ')}]`).join(', ');
-  const same = have.length === state.params.length && have.every((p, i) => p.name === state.params[i].name && p.shape.length === state.params[i].shape.length && p.shape.every((d, j) => d === state.params[i].shape[j]));
+  const list = (ps: readonly { name: string; shape: readonly number[] }[]): string =>
+    ps.map((p) => `${p.name} [${p.shape.join(', ')}]`).join(', ');
+  const same =
+    have.length === state.params.length &&
+    have.every(
+      (p, i) =>
+        p.name === state.params[i].name &&
+        p.shape.length === state.params[i].shape.length &&
+        p.shape.every((d, j) => d === state.params[i].shape[j]),
+    );
   if (!same) {
     const missing = state.params.find((p) => !have.some((q) => q.name === p.name));
     const extra = have.find((p) => !state.params.some((q) => q.name === p.name));
-    const why = missing ? `'${missing.name}' is saved but not trainable in the store` : extra ? `'${extra.name}' trains in the store but is not saved` : `saved: ${list(state.params.slice(0, 4))}…; store: ${list(have.slice(0, 4))}…`;
-    throw new CheckpointError(`store mismatch: the store's trainable parameters are not the saved ones (${why})`, state.path);
+    const why = missing
+      ? `'${missing.name}' is saved but not trainable in the store`
+      : extra
+        ? `'${extra.name}' trains in the store but is not saved`
+        : `saved: ${list(state.params.slice(0, 4))}…; store: ${list(have.slice(0, 4))}…`;
+    throw new CheckpointError(
+      `store mismatch: the store's trainable parameters are not the saved ones (${why})`,
+      state.path,
+    );
   }
   for (const p of have) {
-    for (const which of ['m', 'v'] as const) store.write(p.name, state.tensors.get(momentName(which, p.name))?.data as Float32Array, which);
+    for (const which of ['m', 'v'] as const)
+      store.write(p.name, state.tensors.get(momentName(which, p.name))?.data as Float32Array, which);
   }
   store.zeroGrad();
   store.step = state.step;

@@ -9,10 +9,27 @@
  */
 import type { DeviceRequest } from '../native/device.js';
 import { type ModelConfigInput, validateModelConfig } from './config.js';
-import { type AdamWStepOptions, type AdamWStepResult, type Mxfp4Data, type NativeParamStore, type ParamBufferName, type ParamInfo, type ParamSpec, modelAddon } from './native.js';
+import {
+  type AdamWStepOptions,
+  type AdamWStepResult,
+  type Mxfp4Data,
+  type NativeParamStore,
+  type ParamBufferName,
+  type ParamInfo,
+  type ParamSpec,
+  modelAddon,
+} from './native.js';
 import { modelOpsDevice } from './ops.js';
 
-export type { AdamWStepOptions, AdamWStepResult, LayoutParamSpec, ParamBufferName, ParamDtype, ParamInfo, ParamSpec } from './native.js';
+export type {
+  AdamWStepOptions,
+  AdamWStepResult,
+  LayoutParamSpec,
+  ParamBufferName,
+  ParamDtype,
+  ParamInfo,
+  ParamSpec,
+} from './native.js';
 
 /** Where a store's buffers live: `'cpu'` or a CUDA device `'cuda:<k>'`. */
 export type StoreDevice = 'cpu' | `cuda:${number}`;
@@ -38,7 +55,9 @@ export class ParamStore {
   /** The parameters of `config` ({@link parameterLayout}) initialised from `seed`. */
   static fromConfig(config: ModelConfigInput, seed: number, options: ParamStoreOptions = {}): ParamStore {
     const Native = modelAddon().ParamStore;
-    return new ParamStore(new Native({ config: validateModelConfig(config), seed, device: nativeDevice(options.device) }));
+    return new ParamStore(
+      new Native({ config: validateModelConfig(config), seed, device: nativeDevice(options.device) }),
+    );
   }
 
   /**

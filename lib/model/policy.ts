@@ -257,7 +257,12 @@ export interface ForwardPass extends LogProbResult {
 export type TokenLoss =
   | { kind: 'cross-entropy'; weights?: Float32Array | null }
   | ({ kind: 'coefficients' } & TokenGradients)
-  | { kind: 'custom'; fn: (forward: LogProbResult) => (TokenGradients & { loss?: number }) | Promise<TokenGradients & { loss?: number }> };
+  | {
+      kind: 'custom';
+      fn: (
+        forward: LogProbResult,
+      ) => (TokenGradients & { loss?: number }) | Promise<TokenGradients & { loss?: number }>;
+    };
 
 /** What {@link TrainablePolicy.forwardBackward} returns. */
 export interface ForwardBackwardResult extends LogProbResult {
@@ -309,7 +314,11 @@ export interface TrainablePolicy extends GenerativeModel {
    * accumulate; scale the loss, e.g. with cross-entropy weights, for a mean over all of them),
    * then optimizerStep.
    */
-  trainStep(batches: readonly PackedBatch[], loss: TokenLoss | ((batch: PackedBatch, index: number) => TokenLoss), options: TrainStepOptions): Promise<TrainStepResult>;
+  trainStep(
+    batches: readonly PackedBatch[],
+    loss: TokenLoss | ((batch: PackedBatch, index: number) => TokenLoss),
+    options: TrainStepOptions,
+  ): Promise<TrainStepResult>;
 }
 
 /**
@@ -338,7 +347,9 @@ export class TemplateChatModel implements ChatModel {
       });
       const parsed = this.template.parseAssistant(Array.from(r.tokens));
       const text = this.template.tokenizer.decode(Array.from(r.tokens));
-      return parsed.ok ? { message: parsed.message, text, finishReason: r.finishReason } : { message: null, error: parsed.error, text, finishReason: r.finishReason };
+      return parsed.ok
+        ? { message: parsed.message, text, finishReason: r.finishReason }
+        : { message: null, error: parsed.error, text, finishReason: r.finishReason };
     } finally {
       session.dispose();
     }

@@ -110,7 +110,8 @@ async function readFully(handle: FileHandle, into: Uint8Array, position: number)
   while (done < into.length) {
     const len = Math.min(READ_CHUNK, into.length - done);
     const { bytesRead } = await handle.read(into, done, len, position + done);
-    if (bytesRead === 0) throw new SafetensorsError(`file is truncated: expected ${into.length} bytes at offset ${position}`);
+    if (bytesRead === 0)
+      throw new SafetensorsError(`file is truncated: expected ${into.length} bytes at offset ${position}`);
     done += bytesRead;
   }
 }
@@ -127,7 +128,11 @@ export interface SafetensorsStreamEntry extends SafetensorsSpec {
  * size fails with a {@link SafetensorsError} naming it. Not atomic by itself: write into a
  * temporary folder or file and rename.
  */
-export async function writeSafetensorsStream(path: string, entries: readonly SafetensorsStreamEntry[], metadata: Record<string, string> = {}): Promise<number> {
+export async function writeSafetensorsStream(
+  path: string,
+  entries: readonly SafetensorsStreamEntry[],
+  metadata: Record<string, string> = {},
+): Promise<number> {
   const header = encodeSafetensorsHeader(entries, metadata);
   const handle = await open(path, 'w', 0o644);
   try {
@@ -135,7 +140,12 @@ export async function writeSafetensorsStream(path: string, entries: readonly Saf
     const write = async (bytes: Uint8Array): Promise<void> => {
       let done = 0;
       while (done < bytes.length) {
-        const { bytesWritten } = await handle.write(bytes, done, Math.min(READ_CHUNK, bytes.length - done), position + done);
+        const { bytesWritten } = await handle.write(
+          bytes,
+          done,
+          Math.min(READ_CHUNK, bytes.length - done),
+          position + done,
+        );
         done += bytesWritten;
       }
       position += bytes.length;
@@ -144,7 +154,10 @@ export async function writeSafetensorsStream(path: string, entries: readonly Saf
     for (const e of entries) {
       const bytes = await e.bytes();
       const want = safetensorsByteLength(e.dtype, e.shape);
-      if (bytes.length !== want) throw new SafetensorsError(`tensor '${e.name}' (${e.dtype} [${e.shape.join(', ')}]) needs ${want} bytes, got ${bytes.length}`);
+      if (bytes.length !== want)
+        throw new SafetensorsError(
+          `tensor '${e.name}' (${e.dtype} [${e.shape.join(', ')}]) needs ${want} bytes, got ${bytes.length}`,
+        );
       await write(bytes);
     }
     await handle.sync();

@@ -89,7 +89,10 @@ export function safetensorsByteLength(dtype: SafetensorsDType, shape: readonly n
  * The 8-byte length prefix and the JSON header (padded with spaces to a multiple of 8) of a file
  * holding `specs` in this order, contiguous from offset 0.
  */
-export function encodeSafetensorsHeader(specs: Iterable<SafetensorsSpec>, metadata: Record<string, string> = {}): Uint8Array {
+export function encodeSafetensorsHeader(
+  specs: Iterable<SafetensorsSpec>,
+  metadata: Record<string, string> = {},
+): Uint8Array {
   const header: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(metadata)) {
     if (typeof v !== 'string') throw new SafetensorsError(`metadata value of '${k}' must be a string`);
@@ -99,8 +102,10 @@ export function encodeSafetensorsHeader(specs: Iterable<SafetensorsSpec>, metada
   for (const { name, dtype, shape } of specs) {
     if (name === '__metadata__' || name.length === 0) throw new SafetensorsError(`invalid tensor name '${name}'`);
     if (name in header) throw new SafetensorsError(`duplicate tensor '${name}'`);
-    if (!isSafetensorsDType(dtype)) throw new SafetensorsError(`tensor '${name}' has unsupported dtype ${JSON.stringify(dtype)}`);
-    if (!shape.every((d) => Number.isSafeInteger(d) && d >= 0)) throw new SafetensorsError(`tensor '${name}' has an invalid shape [${shape.join(', ')}]`);
+    if (!isSafetensorsDType(dtype))
+      throw new SafetensorsError(`tensor '${name}' has unsupported dtype ${JSON.stringify(dtype)}`);
+    if (!shape.every((d) => Number.isSafeInteger(d) && d >= 0))
+      throw new SafetensorsError(`tensor '${name}' has an invalid shape [${shape.join(', ')}]`);
     const bytes = safetensorsByteLength(dtype, shape);
     header[name] = { dtype, shape, data_offsets: [offset, offset + bytes] };
     offset += bytes;
@@ -129,11 +134,17 @@ export function littleEndianBytes(data: SafetensorsArray): Uint8Array {
  * Encodes tensors and string metadata as safetensors; returns the file's pieces (header, then
  * each tensor's bytes, without copying them on little-endian hosts).
  */
-export function encodeSafetensors(tensors: Iterable<[string, SafeTensor]>, metadata: Record<string, string> = {}): Uint8Array[] {
+export function encodeSafetensors(
+  tensors: Iterable<[string, SafeTensor]>,
+  metadata: Record<string, string> = {},
+): Uint8Array[] {
   const specs: SafetensorsSpec[] = [];
   const pieces: Uint8Array[] = [];
   for (const [name, t] of tensors) {
-    if (!dtypesOf(t.data).includes(t.dtype)) throw new SafetensorsError(`tensor '${name}' is declared ${t.dtype} but holds ${dtypesOf(t.data).join('/')} data`);
+    if (!dtypesOf(t.data).includes(t.dtype))
+      throw new SafetensorsError(
+        `tensor '${name}' is declared ${t.dtype} but holds ${dtypesOf(t.data).join('/')} data`,
+      );
     const numel = t.shape.reduce((a, b) => a * b, 1);
     if (!t.shape.every((d) => Number.isInteger(d) && d >= 0) || numel !== t.data.length) {
       throw new SafetensorsError(`tensor '${name}' has shape [${t.shape.join(', ')}] but ${t.data.length} elements`);
@@ -149,19 +160,24 @@ export function encodeSafetensors(tensors: Iterable<[string, SafeTensor]>, metad
  * data section that follows it: dtypes, shapes against byte counts, offsets covering the data
  * exactly, without holes or overlaps.
  */
-export function parseSafetensorsHeader(json: Uint8Array, dataLength: number): { entries: SafetensorsEntry[]; metadata: Record<string, string> } {
+export function parseSafetensorsHeader(
+  json: Uint8Array,
+  dataLength: number,
+): { entries: SafetensorsEntry[]; metadata: Record<string, string> } {
   let header: unknown;
   try {
     header = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(json));
   } catch (e) {
     throw new SafetensorsError(`header is not valid UTF-8 JSON: ${(e as Error).message}`);
   }
-  if (typeof header !== 'object' || header === null || Array.isArray(header)) throw new SafetensorsError('header is not a JSON object');
+  if (typeof header !== 'object' || header === null || Array.isArray(header))
+    throw new SafetensorsError('header is not a JSON object');
   const metadata: Record<string, string> = {};
   const entries: SafetensorsEntry[] = [];
   for (const [name, v] of Object.entries(header as Record<string, unknown>)) {
     if (name === '__metadata__') {
-      if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new SafetensorsError('__metadata__ must be an object');
+      if (typeof v !== 'object' || v === null || Array.isArray(v))
+        throw new SafetensorsError('__metadata__ must be an object');
       for (const [k, s] of Object.entries(v)) {
         if (typeof s !== 'string') throw new SafetensorsError(`__metadata__.${k} must be a string`);
         metadata[k] = s;
@@ -170,38 +186,57 @@ export function parseSafetensorsHeader(json: Uint8Array, dataLength: number): { 
     }
     const e = v as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
     if (typeof v !== 'object' || v === null) throw new SafetensorsError(`entry '${name}' is not an object`);
-    if (!isSafetensorsDType(e.dtype)) throw new SafetensorsError(`tensor '${name}' has unsupported dtype ${JSON.stringify(e.dtype)}`);
+    if (!isSafetensorsDType(e.dtype))
+      throw new SafetensorsError(`tensor '${name}' has unsupported dtype ${JSON.stringify(e.dtype)}`);
     const dtype = e.dtype;
-    if (!Array.isArray(e.shape) || !e.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) throw new SafetensorsError(`tensor '${name}' has an invalid shape`);
+    if (!Array.isArray(e.shape) || !e.shape.every((d) => Number.isSafeInteger(d) && d >= 0))
+      throw new SafetensorsError(`tensor '${name}' has an invalid shape`);
     const offs = e.data_offsets;
-    if (!Array.isArray(offs) || offs.length !== 2 || !offs.every((o) => Number.isSafeInteger(o) && o >= 0) || offs[0] > offs[1]) {
+    if (
+      !Array.isArray(offs) ||
+      offs.length !== 2 ||
+      !offs.every((o) => Number.isSafeInteger(o) && o >= 0) ||
+      offs[0] > offs[1]
+    ) {
       throw new SafetensorsError(`tensor '${name}' has invalid data_offsets`);
     }
     const shape = e.shape as number[];
     const bytes = safetensorsByteLength(dtype, shape);
     if (offs[1] - offs[0] !== bytes) {
-      throw new SafetensorsError(`tensor '${name}' (${dtype} [${shape.join(', ')}]) needs ${bytes} bytes but its offsets span ${offs[1] - offs[0]}`);
+      throw new SafetensorsError(
+        `tensor '${name}' (${dtype} [${shape.join(', ')}]) needs ${bytes} bytes but its offsets span ${offs[1] - offs[0]}`,
+      );
     }
-    if (offs[1] > dataLength) throw new SafetensorsError(`file is truncated: tensor '${name}' ends at byte ${offs[1]} of data, only ${dataLength} present`);
+    if (offs[1] > dataLength)
+      throw new SafetensorsError(
+        `file is truncated: tensor '${name}' ends at byte ${offs[1]} of data, only ${dataLength} present`,
+      );
     entries.push({ name, dtype, shape, begin: offs[0], end: offs[1] });
   }
   const sorted = [...entries].sort((a, b) => a.begin - b.begin || a.end - b.end);
   let at = 0;
   for (const e of sorted) {
-    if (e.begin !== at) throw new SafetensorsError(e.begin < at ? `tensor '${e.name}' overlaps another tensor` : `data has a hole before tensor '${e.name}'`);
+    if (e.begin !== at)
+      throw new SafetensorsError(
+        e.begin < at ? `tensor '${e.name}' overlaps another tensor` : `data has a hole before tensor '${e.name}'`,
+      );
     at = e.end;
   }
-  if (at !== dataLength) throw new SafetensorsError(`data section has ${dataLength - at} trailing bytes not covered by any tensor`);
+  if (at !== dataLength)
+    throw new SafetensorsError(`data section has ${dataLength - at} trailing bytes not covered by any tensor`);
   return { entries, metadata };
 }
 
 /** Reads the header length of a file from its first 8 bytes; checks it against the limit and the file size. */
 export function safetensorsHeaderLength(prefix: Uint8Array, fileLength: number): number {
-  if (fileLength < 8 || prefix.length < 8) throw new SafetensorsError(`file is truncated: ${fileLength} bytes, the 8-byte header length is missing`);
+  if (fileLength < 8 || prefix.length < 8)
+    throw new SafetensorsError(`file is truncated: ${fileLength} bytes, the 8-byte header length is missing`);
   const n = new DataView(prefix.buffer, prefix.byteOffset, 8).getBigUint64(0, true);
-  if (n > BigInt(MAX_HEADER)) throw new SafetensorsError(`header length ${n} exceeds the ${MAX_HEADER}-byte limit (corrupt file?)`);
+  if (n > BigInt(MAX_HEADER))
+    throw new SafetensorsError(`header length ${n} exceeds the ${MAX_HEADER}-byte limit (corrupt file?)`);
   const headerLen = Number(n);
-  if (8 + headerLen > fileLength) throw new SafetensorsError(`file is truncated: header needs ${headerLen} bytes, ${fileLength - 8} present`);
+  if (8 + headerLen > fileLength)
+    throw new SafetensorsError(`file is truncated: header needs ${headerLen} bytes, ${fileLength - 8} present`);
   return headerLen;
 }
 
@@ -211,7 +246,8 @@ export function safetensorsHeaderLength(prefix: Uint8Array, fileLength: number):
  */
 export function typedFromLittleEndian(dtype: SafetensorsDType, bytes: Uint8Array): SafetensorsArray {
   const size = ITEM_SIZE[dtype];
-  if (bytes.byteOffset % size !== 0) throw new SafetensorsError(`internal: ${dtype} bytes are not ${size}-byte aligned`);
+  if (bytes.byteOffset % size !== 0)
+    throw new SafetensorsError(`internal: ${dtype} bytes are not ${size}-byte aligned`);
   if (!LITTLE_ENDIAN && size > 1) for (let i = 0; i < bytes.length; i += size) bytes.subarray(i, i + size).reverse();
   const n = bytes.length / size;
   switch (dtype) {
@@ -251,7 +287,7 @@ export function writeFileAtomic(path: string, pieces: readonly Uint8Array[]): vo
   let fd = openSync(tmp, 'w', 0o644);
   try {
     for (const p of pieces) {
-      for (let off = 0; off < p.length; ) off += writeSync(fd, p, off, p.length - off);
+      for (let off = 0; off < p.length;) off += writeSync(fd, p, off, p.length - off);
     }
     fsyncSync(fd);
     closeSync(fd);
@@ -279,7 +315,11 @@ export function writeFileAtomic(path: string, pieces: readonly Uint8Array[]): vo
 }
 
 /** Writes a safetensors file atomically (see {@link writeFileAtomic}). */
-export function writeSafetensorsFile(path: string, tensors: Iterable<[string, SafeTensor]>, metadata: Record<string, string> = {}): void {
+export function writeSafetensorsFile(
+  path: string,
+  tensors: Iterable<[string, SafeTensor]>,
+  metadata: Record<string, string> = {},
+): void {
   writeFileAtomic(path, encodeSafetensors(tensors, metadata));
 }
 

@@ -21,7 +21,10 @@ const PRETOKENIZE = /'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\
  */
 function pretokenizer(digitGroup: number): RegExp {
   if (digitGroup === 0) return PRETOKENIZE;
-  return new RegExp(`'(?:[sdmt]|ll|ve|re)| ?\\p{L}+|\\p{N}{1,${digitGroup}}| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+`, 'gu');
+  return new RegExp(
+    `'(?:[sdmt]|ll|ve|re)| ?\\p{L}+|\\p{N}{1,${digitGroup}}| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+`,
+    'gu',
+  );
 }
 
 /** The serialised form of a {@link Tokenizer}. */
@@ -52,7 +55,12 @@ export interface TokenizerTrainOptions {
 }
 
 /** The keys of {@link TokenizerTrainOptions}. */
-export const TOKENIZER_TRAIN_KEYS = optionKeys<TokenizerTrainOptions>({ vocabSize: true, specialTokens: true, minFrequency: true, digitGroup: true });
+export const TOKENIZER_TRAIN_KEYS = optionKeys<TokenizerTrainOptions>({
+  vocabSize: true,
+  specialTokens: true,
+  minFrequency: true,
+  digitGroup: true,
+});
 
 /** Thrown for an invalid tokenizer definition or serialisation. */
 export class TokenizerError extends Error {
@@ -84,11 +92,13 @@ export class Tokenizer {
     private readonly merges: readonly (readonly [number, number])[],
     private readonly digits: number = 0,
   ) {
-    if (!Number.isInteger(digits) || digits < 0 || digits > 16) throw new TokenizerError(`digitGroup must be an integer in [0, 16], got ${String(digits)}`);
+    if (!Number.isInteger(digits) || digits < 0 || digits > 16)
+      throw new TokenizerError(`digitGroup must be an integer in [0, 16], got ${String(digits)}`);
     this.pattern = pretokenizer(digits);
     const seen = new Set<string>();
     specials.forEach((s, i) => {
-      if (typeof s !== 'string' || s.length === 0) throw new TokenizerError(`special token ${i} must be a non-empty string`);
+      if (typeof s !== 'string' || s.length === 0)
+        throw new TokenizerError(`special token ${i} must be a non-empty string`);
       if (seen.has(s)) throw new TokenizerError(`duplicate special token '${s}'`);
       seen.add(s);
       this.specialIds.set(s, i);
@@ -120,17 +130,22 @@ export class Tokenizer {
    * vocabulary reaches `vocabSize` or no pair is frequent enough. Deterministic.
    */
   static train(corpus: string | readonly string[], options: TokenizerTrainOptions): Tokenizer {
-    if (options === null || typeof options !== 'object') throw new TypeError('Tokenizer.train: options must be an object with vocabSize');
+    if (options === null || typeof options !== 'object')
+      throw new TypeError('Tokenizer.train: options must be an object with vocabSize');
     refuseUnknownOptions(options, TOKENIZER_TRAIN_KEYS, 'Tokenizer.train');
     const specials = options.specialTokens ?? [];
     const minFrequency = options.minFrequency ?? 2;
     const room = options.vocabSize - specials.length - 256;
     if (!Number.isInteger(options.vocabSize) || room < 0) {
-      throw new RangeError(`vocabSize must be an integer >= ${specials.length + 256} (specials + 256 bytes), got ${options.vocabSize}`);
+      throw new RangeError(
+        `vocabSize must be an integer >= ${specials.length + 256} (specials + 256 bytes), got ${options.vocabSize}`,
+      );
     }
-    if (!Number.isInteger(minFrequency) || minFrequency < 1) throw new RangeError(`minFrequency must be an integer >= 1, got ${minFrequency}`);
+    if (!Number.isInteger(minFrequency) || minFrequency < 1)
+      throw new RangeError(`minFrequency must be an integer >= 1, got ${minFrequency}`);
     const digitGroup = options.digitGroup ?? 0;
-    if (!Number.isInteger(digitGroup) || digitGroup < 0 || digitGroup > 16) throw new RangeError(`digitGroup must be an integer in [0, 16], got ${String(digitGroup)}`);
+    if (!Number.isInteger(digitGroup) || digitGroup < 0 || digitGroup > 16)
+      throw new RangeError(`digitGroup must be an integer in [0, 16], got ${String(digitGroup)}`);
     const pattern = pretokenizer(digitGroup);
     const counts = new Map<string, number>();
     for (const text of typeof corpus === 'string' ? [corpus] : corpus) {
@@ -153,13 +168,20 @@ export class Tokenizer {
     if (typeof o !== 'object' || o === null || t.type !== 'sinkflex-byte-bpe' || t.version !== 1) {
       throw new TokenizerError("not a tokenizer definition (expected type 'sinkflex-byte-bpe', version 1)");
     }
-    if (!Array.isArray(t.specialTokens) || !Array.isArray(t.merges)) throw new TokenizerError('tokenizer JSON needs specialTokens and merges arrays');
+    if (!Array.isArray(t.specialTokens) || !Array.isArray(t.merges))
+      throw new TokenizerError('tokenizer JSON needs specialTokens and merges arrays');
     return new Tokenizer(t.specialTokens, t.merges, t.digitGroup ?? 0); // the constructor checks digitGroup
   }
 
   /** The serialisable definition. */
   toJSON(): TokenizerJSON {
-    return { type: 'sinkflex-byte-bpe', version: 1, specialTokens: [...this.specials], merges: this.merges.map(([a, b]) => [a, b]), ...(this.digits > 0 ? { digitGroup: this.digits } : {}) };
+    return {
+      type: 'sinkflex-byte-bpe',
+      version: 1,
+      specialTokens: [...this.specials],
+      merges: this.merges.map(([a, b]) => [a, b]),
+      ...(this.digits > 0 ? { digitGroup: this.digits } : {}),
+    };
   }
 
   /** Most digits in one pre-token (0: whole numbers, GPT-2's rule). */
@@ -185,7 +207,8 @@ export class Tokenizer {
   get maxTokenBytes(): number {
     if (this.maxBytes === 0) {
       let m = 1;
-      for (let id = this.byteBase; id < this.bytesOf.length; id++) if (this.bytesOf[id].length > m) m = this.bytesOf[id].length;
+      for (let id = this.byteBase; id < this.bytesOf.length; id++)
+        if (this.bytesOf[id].length > m) m = this.bytesOf[id].length;
       this.maxBytes = m;
     }
     return this.maxBytes;
@@ -222,9 +245,9 @@ export class Tokenizer {
   encodeBytes(bytes: Uint8Array): number[] {
     const out: number[] = [];
     const decoder = new TextDecoder('utf-8', { fatal: true });
-    for (let i = 0; i < bytes.length; ) {
+    for (let i = 0; i < bytes.length;) {
       let j = i;
-      for (let len; j < bytes.length && (len = sequenceLength(bytes, j, false)) > 0; ) j += len;
+      for (let len; j < bytes.length && (len = sequenceLength(bytes, j, false)) > 0;) j += len;
       if (j > i) {
         for (const m of decoder.decode(bytes.subarray(i, j)).matchAll(this.pattern)) this.encodePiece(m[0], out);
         i = j;
@@ -265,7 +288,8 @@ export class Tokenizer {
 
   /** The bytes of one token. */
   tokenBytes(id: number): Uint8Array {
-    if (!Number.isInteger(id) || id < 0 || id >= this.bytesOf.length) throw new RangeError(`token id ${id} is out of range`);
+    if (!Number.isInteger(id) || id < 0 || id >= this.bytesOf.length)
+      throw new RangeError(`token id ${id} is out of range`);
     return this.bytesOf[id].slice();
   }
 

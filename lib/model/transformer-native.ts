@@ -82,17 +82,27 @@ export interface NativeTransformer {
   forward(batch: NativeBatch, options?: NativeForwardOptions): NativeForwardResult;
   forwardAsync(batch: NativeBatch, options?: NativeForwardOptions): Promise<NativeForwardResult>;
   backward(state: NativeTrainState, grads: { dLogProbs?: Float32Array | null; dEntropy?: Float32Array | null }): void;
-  backwardAsync(state: NativeTrainState, grads: { dLogProbs?: Float32Array | null; dEntropy?: Float32Array | null }): Promise<void>;
+  backwardAsync(
+    state: NativeTrainState,
+    grads: { dLogProbs?: Float32Array | null; dEntropy?: Float32Array | null },
+  ): Promise<void>;
   releaseState(state: NativeTrainState): void;
   stateBytes(state: NativeTrainState): number;
-  runAsync(items: { session: NativeSession; job?: NativeJob }[], options?: { maxForwards?: number; prefillChunk?: number }): Promise<NativeRunResult[]>;
+  runAsync(
+    items: { session: NativeSession; job?: NativeJob }[],
+    options?: { maxForwards?: number; prefillChunk?: number },
+  ): Promise<NativeRunResult[]>;
   dispose(): void;
 }
 
 /** The addon's transformer classes. */
 export interface TransformerAddon {
   Transformer: new (options: { config: NativeModelConfig; store: NativeParamStore }) => NativeTransformer;
-  TransformerSession: new (options: { model?: NativeTransformer; forkOf?: NativeSession; seed: number }) => NativeSession;
+  TransformerSession: new (options: {
+    model?: NativeTransformer;
+    forkOf?: NativeSession;
+    seed: number;
+  }) => NativeSession;
 }
 
 /** The addon typed with the transformer classes. */

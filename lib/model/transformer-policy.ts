@@ -61,7 +61,8 @@ function splitmix64(x: bigint): bigint {
 }
 
 function checkSeed(seed: number, name: string): number {
-  if (!Number.isSafeInteger(seed) || seed < 0) throw new RangeError(`${name} must be a non-negative safe integer, got ${seed}`);
+  if (!Number.isSafeInteger(seed) || seed < 0)
+    throw new RangeError(`${name} must be a non-negative safe integer, got ${seed}`);
   return seed;
 }
 
@@ -152,27 +153,41 @@ export class TransformerPolicySession implements ModelSession {
     this.idle('sample');
     const o = options as Partial<SampleOptions>;
     if (typeof o !== 'object' || o === null) throw new TypeError('options must be an object');
-    if (!Number.isSafeInteger(o.maxTokens) || (o.maxTokens as number) < 0) throw new RangeError(`options.maxTokens must be an integer >= 0, got ${String(o.maxTokens)}`);
+    if (!Number.isSafeInteger(o.maxTokens) || (o.maxTokens as number) < 0)
+      throw new RangeError(`options.maxTokens must be an integer >= 0, got ${String(o.maxTokens)}`);
     const temperature = o.temperature ?? 1;
     const topP = o.topP ?? 1;
     const topK = o.topK ?? 0;
-    if (typeof temperature !== 'number' || !(temperature >= 0) || !Number.isFinite(temperature)) throw new RangeError(`options.temperature must be a finite number >= 0, got ${String(temperature)}`);
-    if (typeof topP !== 'number' || !(topP > 0 && topP <= 1)) throw new RangeError(`options.topP must be in (0, 1], got ${String(topP)}`);
-    if (!Number.isSafeInteger(topK) || topK < 0) throw new RangeError(`options.topK must be an integer >= 0, got ${String(topK)}`);
+    if (typeof temperature !== 'number' || !(temperature >= 0) || !Number.isFinite(temperature))
+      throw new RangeError(`options.temperature must be a finite number >= 0, got ${String(temperature)}`);
+    if (typeof topP !== 'number' || !(topP > 0 && topP <= 1))
+      throw new RangeError(`options.topP must be in (0, 1], got ${String(topP)}`);
+    if (!Number.isSafeInteger(topK) || topK < 0)
+      throw new RangeError(`options.topK must be an integer >= 0, got ${String(topK)}`);
     const minP = o.minP ?? 0;
     const repetitionPenalty = o.repetitionPenalty ?? 1;
     const presencePenalty = o.presencePenalty ?? 0;
     const frequencyPenalty = o.frequencyPenalty ?? 0;
     const logprobsMode = o.logprobsMode ?? 'tempered';
-    if (typeof minP !== 'number' || !(minP >= 0 && minP <= 1)) throw new RangeError(`options.minP must be in [0, 1], got ${String(minP)}`);
-    if (typeof repetitionPenalty !== 'number' || !(repetitionPenalty > 0) || !Number.isFinite(repetitionPenalty)) throw new RangeError(`options.repetitionPenalty must be a finite number > 0, got ${String(repetitionPenalty)}`);
-    if (typeof presencePenalty !== 'number' || !(presencePenalty >= -2 && presencePenalty <= 2)) throw new RangeError(`options.presencePenalty must be in [-2, 2], got ${String(presencePenalty)}`);
-    if (typeof frequencyPenalty !== 'number' || !(frequencyPenalty >= -2 && frequencyPenalty <= 2)) throw new RangeError(`options.frequencyPenalty must be in [-2, 2], got ${String(frequencyPenalty)}`);
-    if (logprobsMode !== 'tempered' && logprobsMode !== 'raw' && logprobsMode !== 'processed') throw new RangeError(`options.logprobsMode must be 'tempered', 'raw' or 'processed', got ${String(logprobsMode)}`);
+    if (typeof minP !== 'number' || !(minP >= 0 && minP <= 1))
+      throw new RangeError(`options.minP must be in [0, 1], got ${String(minP)}`);
+    if (typeof repetitionPenalty !== 'number' || !(repetitionPenalty > 0) || !Number.isFinite(repetitionPenalty))
+      throw new RangeError(`options.repetitionPenalty must be a finite number > 0, got ${String(repetitionPenalty)}`);
+    if (typeof presencePenalty !== 'number' || !(presencePenalty >= -2 && presencePenalty <= 2))
+      throw new RangeError(`options.presencePenalty must be in [-2, 2], got ${String(presencePenalty)}`);
+    if (typeof frequencyPenalty !== 'number' || !(frequencyPenalty >= -2 && frequencyPenalty <= 2))
+      throw new RangeError(`options.frequencyPenalty must be in [-2, 2], got ${String(frequencyPenalty)}`);
+    if (logprobsMode !== 'tempered' && logprobsMode !== 'raw' && logprobsMode !== 'processed')
+      throw new RangeError(
+        `options.logprobsMode must be 'tempered', 'raw' or 'processed', got ${String(logprobsMode)}`,
+      );
     const stop = o.stop ?? [];
     const V = this.policy.vocabSize;
-    for (const t of stop) if (!Number.isInteger(t) || t < 0 || t >= V) throw new RangeError(`options.stop holds ${String(t)}, not a token id in [0, ${V})`);
-    if (o.onTokens !== undefined && typeof o.onTokens !== 'function') throw new TypeError('options.onTokens must be a function');
+    for (const t of stop)
+      if (!Number.isInteger(t) || t < 0 || t >= V)
+        throw new RangeError(`options.stop holds ${String(t)}, not a token id in [0, ${V})`);
+    if (o.onTokens !== undefined && typeof o.onTokens !== 'function')
+      throw new TypeError('options.onTokens must be a function');
     if (this.native.length === 0) throw new RangeError('sample: append a prompt first (the session is empty)');
     return this.policy.enqueue(
       this,
@@ -250,12 +265,20 @@ export class TransformerPolicy implements TrainablePolicy {
     this.streamForwardsPerRun = options.streamForwardsPerRun ?? 1;
     this.activationCheckpointing = options.activationCheckpointing ?? 'none';
     if (this.activationCheckpointing !== 'none' && this.activationCheckpointing !== 'layers') {
-      throw new RangeError(`options.activationCheckpointing must be 'none' or 'layers', got ${JSON.stringify(this.activationCheckpointing)}`);
+      throw new RangeError(
+        `options.activationCheckpointing must be 'none' or 'layers', got ${JSON.stringify(this.activationCheckpointing)}`,
+      );
     }
-    if (!Number.isSafeInteger(this.streamForwardsPerRun) || this.streamForwardsPerRun < 1) throw new RangeError('options.streamForwardsPerRun must be an integer >= 1');
-    if (!Number.isSafeInteger(this.maxForwardsPerRun) || this.maxForwardsPerRun < 1) throw new RangeError('options.maxForwardsPerRun must be an integer >= 1');
-    if (!Number.isSafeInteger(this.prefillChunk) || this.prefillChunk < 1) throw new RangeError('options.prefillChunk must be an integer >= 1');
-    if (tokenizer && tokenizer.vocabSize > model.config.vocab) throw new RangeError(`the tokenizer has ${tokenizer.vocabSize} tokens, more than config.vocab (${model.config.vocab})`);
+    if (!Number.isSafeInteger(this.streamForwardsPerRun) || this.streamForwardsPerRun < 1)
+      throw new RangeError('options.streamForwardsPerRun must be an integer >= 1');
+    if (!Number.isSafeInteger(this.maxForwardsPerRun) || this.maxForwardsPerRun < 1)
+      throw new RangeError('options.maxForwardsPerRun must be an integer >= 1');
+    if (!Number.isSafeInteger(this.prefillChunk) || this.prefillChunk < 1)
+      throw new RangeError('options.prefillChunk must be an integer >= 1');
+    if (tokenizer && tokenizer.vocabSize > model.config.vocab)
+      throw new RangeError(
+        `the tokenizer has ${tokenizer.vocabSize} tokens, more than config.vocab (${model.config.vocab})`,
+      );
   }
 
   /** A policy with fresh parameters initialised from `options.seed`. */
@@ -275,7 +298,10 @@ export class TransformerPolicy implements TrainablePolicy {
    * tokenizer and sampler state (throws CheckpointError for a corrupt or mismatched file), on
    * `options.device` (default the CPU, whichever device saved it).
    */
-  static load(path: string, options: Omit<TransformerPolicyOptions, 'seed' | 'samplerSeed'> & { expectConfig?: ModelConfigInput } = {}): TransformerPolicy {
+  static load(
+    path: string,
+    options: Omit<TransformerPolicyOptions, 'seed' | 'samplerSeed'> & { expectConfig?: ModelConfigInput } = {},
+  ): TransformerPolicy {
     const ck: Checkpoint = loadCheckpoint(path, { expectConfig: options.expectConfig });
     const store = restoreParamStore(ck, undefined, { device: options.device });
     let model: Transformer;
@@ -297,7 +323,10 @@ export class TransformerPolicy implements TrainablePolicy {
    * checkpoint), with the same batched sampling and training calls. The policy owns the model
    * ({@link dispose} frees it) but not its store.
    */
-  static fromModel(model: Transformer, options: Omit<TransformerPolicyOptions, 'seed' | 'device'> = {}): TransformerPolicy {
+  static fromModel(
+    model: Transformer,
+    options: Omit<TransformerPolicyOptions, 'seed' | 'device'> = {},
+  ): TransformerPolicy {
     if (!(model instanceof Transformer)) throw new TypeError('model must be a Transformer');
     if (model.disposed) throw new Error('the model has been disposed');
     return new TransformerPolicy(model, options.tokenizer ?? null, options);
@@ -379,7 +408,11 @@ export class TransformerPolicy implements TrainablePolicy {
   }
 
   /** @internal Queues a job of `session` for the next batched run. */
-  enqueue(session: TransformerPolicySession, job: NativeJob, onTokens: Request['onTokens'] = null): Promise<SampleResult> {
+  enqueue(
+    session: TransformerPolicySession,
+    job: NativeJob,
+    onTokens: Request['onTokens'] = null,
+  ): Promise<SampleResult> {
     return new Promise<SampleResult>((resolve, reject) => {
       const req: Request = { session, job, started: false, tokens: [], logProbs: [], onTokens, resolve, reject };
       session.request = req;
@@ -407,8 +440,12 @@ export class TransformerPolicy implements TrainablePolicy {
     try {
       while (this.requests.size > 0) {
         const batch = [...this.requests];
-        const items = batch.map((r) => (r.started ? { session: r.session.native } : { session: r.session.native, job: r.job }));
-        const maxForwards = batch.some((r) => r.onTokens) ? Math.min(this.maxForwardsPerRun, this.streamForwardsPerRun) : this.maxForwardsPerRun;
+        const items = batch.map((r) =>
+          r.started ? { session: r.session.native } : { session: r.session.native, job: r.job },
+        );
+        const maxForwards = batch.some((r) => r.onTokens)
+          ? Math.min(this.maxForwardsPerRun, this.streamForwardsPerRun)
+          : this.maxForwardsPerRun;
         let results;
         try {
           results = await this.queue.run(() => this.model.run(items, { maxForwards, prefillChunk: this.prefillChunk }));
@@ -447,7 +484,9 @@ export class TransformerPolicy implements TrainablePolicy {
 
   /** A forward that keeps its activations for one backward (both queued). */
   async forward(batch: PackedBatch, options: LogProbOptions = {}): Promise<ForwardPass> {
-    const f = await this.queue.run(() => this.model.forwardAsync(batch, { activationCheckpointing: this.activationCheckpointing, ...options }));
+    const f = await this.queue.run(() =>
+      this.model.forwardAsync(batch, { activationCheckpointing: this.activationCheckpointing, ...options }),
+    );
     return {
       logProbs: f.logProbs,
       entropy: f.entropy,
@@ -457,7 +496,11 @@ export class TransformerPolicy implements TrainablePolicy {
   }
 
   /** forward + loss + backward; parameter gradients accumulate until the next optimizer step. */
-  async forwardBackward(batch: PackedBatch, loss: TokenLoss, options: LogProbOptions = {}): Promise<ForwardBackwardResult> {
+  async forwardBackward(
+    batch: PackedBatch,
+    loss: TokenLoss,
+    options: LogProbOptions = {},
+  ): Promise<ForwardBackwardResult> {
     const pass = await this.forward(batch, options);
     try {
       const T = pass.logProbs.length;
@@ -469,7 +512,8 @@ export class TransformerPolicy implements TrainablePolicy {
       switch (loss.kind) {
         case 'cross-entropy': {
           const w = loss.weights ?? null;
-          if (w && w.length !== T) throw new RangeError(`loss.weights has ${w.length} entries, the batch has ${T} tokens`);
+          if (w && w.length !== T)
+            throw new RangeError(`loss.weights has ${w.length} entries, the batch has ${T} tokens`);
           const d = new Float32Array(T);
           for (let t = 0; t < T; t++) {
             if (!targets || targets[t] < 0) continue;
@@ -482,7 +526,8 @@ export class TransformerPolicy implements TrainablePolicy {
         }
         case 'coefficients':
           grads = loss;
-          for (let t = 0; t < T; t++) value += (loss.dLogProbs?.[t] ?? 0) * pass.logProbs[t] + (loss.dEntropy?.[t] ?? 0) * pass.entropy[t];
+          for (let t = 0; t < T; t++)
+            value += (loss.dLogProbs?.[t] ?? 0) * pass.logProbs[t] + (loss.dEntropy?.[t] ?? 0) * pass.entropy[t];
           break;
         case 'custom': {
           const r = await loss.fn({ logProbs: pass.logProbs, entropy: pass.entropy });
@@ -516,7 +561,11 @@ export class TransformerPolicy implements TrainablePolicy {
   }
 
   /** forwardBackward over each micro-batch, then one optimizer step. */
-  async trainStep(batches: readonly PackedBatch[], loss: TokenLoss | ((batch: PackedBatch, index: number) => TokenLoss), options: TrainStepOptions): Promise<TrainStepResult> {
+  async trainStep(
+    batches: readonly PackedBatch[],
+    loss: TokenLoss | ((batch: PackedBatch, index: number) => TokenLoss),
+    options: TrainStepOptions,
+  ): Promise<TrainStepResult> {
     const { optimizer, ...forward } = options;
     let total = 0;
     let targets = 0;

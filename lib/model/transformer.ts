@@ -104,7 +104,8 @@ export function packSequences(sequences: readonly SequenceToPack[]): PackedSeque
   let at = 0;
   sequences.forEach((s, d) => {
     const n = s.tokens.length;
-    if (s.lossMask && s.lossMask.length !== n) throw new RangeError(`sequences[${d}].lossMask has ${s.lossMask.length} entries, tokens has ${n}`);
+    if (s.lossMask && s.lossMask.length !== n)
+      throw new RangeError(`sequences[${d}].lossMask has ${s.lossMask.length} entries, tokens has ${n}`);
     offsets[d] = at;
     for (let i = 0; i < n; i++) {
       tokens[at + i] = s.tokens[i];
@@ -121,13 +122,26 @@ export function packSequences(sequences: readonly SequenceToPack[]): PackedSeque
 /** The addon's forward options for `options` (unknown keys pass through: the addon refuses them by name). */
 function nativeForwardOptions(options: LogProbOptions, save: boolean): NativeForwardOptions {
   const { activationCheckpointing, lmHeadChunk, ...rest } = options;
-  if (activationCheckpointing !== undefined && activationCheckpointing !== 'none' && activationCheckpointing !== 'layers') {
-    throw new RangeError(`options.activationCheckpointing must be 'none' or 'layers', got ${JSON.stringify(activationCheckpointing)}`);
+  if (
+    activationCheckpointing !== undefined &&
+    activationCheckpointing !== 'none' &&
+    activationCheckpointing !== 'layers'
+  ) {
+    throw new RangeError(
+      `options.activationCheckpointing must be 'none' or 'layers', got ${JSON.stringify(activationCheckpointing)}`,
+    );
   }
   if (lmHeadChunk !== undefined && (!Number.isSafeInteger(lmHeadChunk) || lmHeadChunk < 0)) {
-    throw new RangeError(`options.lmHeadChunk must be a non-negative integer (0: automatic), got ${String(lmHeadChunk)}`);
+    throw new RangeError(
+      `options.lmHeadChunk must be a non-negative integer (0: automatic), got ${String(lmHeadChunk)}`,
+    );
   }
-  return { ...rest, save, ...(activationCheckpointing !== undefined ? { checkpoint: activationCheckpointing } : {}), ...(lmHeadChunk !== undefined ? { headChunk: lmHeadChunk } : {}) };
+  return {
+    ...rest,
+    save,
+    ...(activationCheckpointing !== undefined ? { checkpoint: activationCheckpointing } : {}),
+    ...(lmHeadChunk !== undefined ? { headChunk: lmHeadChunk } : {}),
+  };
 }
 
 /** A training forward that kept its activations (natively, in the tracked allocator). */
@@ -159,7 +173,10 @@ export class TrainForward implements LogProbResult {
 
   /** {@link backward} off the main thread (arguments are checked before it returns). */
   async backwardAsync(grads: TokenGradients): Promise<void> {
-    const done = this.model.backwardAsync(this.current(), { dLogProbs: grads.dLogProbs ?? null, dEntropy: grads.dEntropy ?? null });
+    const done = this.model.backwardAsync(this.current(), {
+      dLogProbs: grads.dLogProbs ?? null,
+      dEntropy: grads.dEntropy ?? null,
+    });
     this.state = null;
     await done;
   }
@@ -209,7 +226,8 @@ export class TransformerSession {
   append(tokens: ArrayLike<number>): number {
     if (!(tokens instanceof Int32Array)) {
       for (let i = 0; i < tokens.length; i++) {
-        if (!Number.isInteger(tokens[i])) throw new RangeError(`tokens[${i}] = ${String(tokens[i])} is not an integer token id`);
+        if (!Number.isInteger(tokens[i]))
+          throw new RangeError(`tokens[${i}] = ${String(tokens[i])} is not an integer token id`);
       }
     }
     return this.native.append(tokens instanceof Int32Array ? tokens : Int32Array.from(tokens));
@@ -339,7 +357,10 @@ export class Transformer {
    * its unfinished job. Each forward processes the pending tokens of every active job at once;
    * sampling happens natively between forwards. Resolves with the tokens sampled in this call.
    */
-  run(items: readonly { session: TransformerSession; job?: NativeJob }[], options: RunOptions = {}): Promise<NativeRunResult[]> {
+  run(
+    items: readonly { session: TransformerSession; job?: NativeJob }[],
+    options: RunOptions = {},
+  ): Promise<NativeRunResult[]> {
     return this.native.runAsync(
       items.map((it) => {
         if (it.session.model !== this) throw new RangeError('a session of another model was given to run()');

@@ -44,7 +44,8 @@ export function encodeWtf8(text: string): Uint8Array {
  */
 export function sequenceLength(bytes: Uint8Array, i: number, surrogates: boolean): number {
   const b0 = bytes[i];
-  const cont = (k: number, lo = 0x80, hi = 0xbf): boolean => i + k < bytes.length && bytes[i + k] >= lo && bytes[i + k] <= hi;
+  const cont = (k: number, lo = 0x80, hi = 0xbf): boolean =>
+    i + k < bytes.length && bytes[i + k] >= lo && bytes[i + k] <= hi;
   if (b0 < 0x80) return 1;
   if (b0 >= 0xc2 && b0 <= 0xdf) return cont(1) ? 2 : 0;
   if (b0 === 0xe0) return cont(1, 0xa0) && cont(2) ? 3 : 0;
@@ -63,7 +64,7 @@ export function sequenceLength(bytes: Uint8Array, i: number, surrogates: boolean
 export function decodeWtf8(bytes: Uint8Array): string {
   const units: number[] = [];
   let out = '';
-  for (let i = 0; i < bytes.length; ) {
+  for (let i = 0; i < bytes.length;) {
     const len = sequenceLength(bytes, i, true);
     let c: number;
     if (len === 0) {
@@ -74,7 +75,8 @@ export function decodeWtf8(bytes: Uint8Array): string {
       if (len === 1) c = b0;
       else if (len === 2) c = ((b0 & 0x1f) << 6) | (bytes[i + 1] & 0x3f);
       else if (len === 3) c = ((b0 & 0x0f) << 12) | ((bytes[i + 1] & 0x3f) << 6) | (bytes[i + 2] & 0x3f);
-      else c = ((b0 & 0x07) << 18) | ((bytes[i + 1] & 0x3f) << 12) | ((bytes[i + 2] & 0x3f) << 6) | (bytes[i + 3] & 0x3f);
+      else
+        c = ((b0 & 0x07) << 18) | ((bytes[i + 1] & 0x3f) << 12) | ((bytes[i + 2] & 0x3f) << 6) | (bytes[i + 3] & 0x3f);
       i += len;
     }
     if (c >= 0x10000) {

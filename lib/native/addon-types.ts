@@ -54,5 +54,8 @@ export interface CoreAddon {
   resetPeak(device: string): void;
   setLimit(device: string, bytes: number | null): void;
   allocTracked(count: number): Float32Array;
-  setErrorClasses(classes: { OutOfMemoryError: new (message: string) => Error; DeviceError: new (message: string) => Error }): void;
+  setErrorClasses(classes: {
+    OutOfMemoryError: new (message: string) => Error;
+    DeviceError: new (message: string) => Error;
+  }): void;
 }

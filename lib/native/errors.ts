@@ -60,10 +60,16 @@ export class NativeLoadError extends Error {
 
 /** True when `e` is an out-of-memory error raised by the addon. */
 export function isOutOfMemoryError(e: unknown): e is OutOfMemoryError {
-  return e instanceof OutOfMemoryError || (typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'ERR_SINKFLEX_OOM');
+  return (
+    e instanceof OutOfMemoryError ||
+    (typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'ERR_SINKFLEX_OOM')
+  );
 }
 
 /** True when `e` is a {@link DeviceError} (also one from another copy of the package: by its code). */
 export function isDeviceError(e: unknown): e is DeviceError {
-  return e instanceof DeviceError || (typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'ERR_SINKFLEX_DEVICE');
+  return (
+    e instanceof DeviceError ||
+    (typeof e === 'object' && e !== null && (e as { code?: unknown }).code === 'ERR_SINKFLEX_DEVICE')
+  );
 }

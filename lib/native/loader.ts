@@ -31,7 +31,8 @@ let cachedVersion: string | undefined;
 
 /** The package version (from its package.json). */
 export function packageVersion(): string {
-  cachedVersion ??= (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+  cachedVersion ??= (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string })
+    .version;
   return cachedVersion;
 }
 
@@ -56,10 +57,15 @@ export function loadAddon<T extends object = CoreAddon>(): T & CoreAddon {
     const dir = packageRoot();
     let loaded: CoreAddon;
     try {
-      loaded = (override !== null ? require(override) : (require('node-gyp-build') as (dir: string) => unknown)(dir)) as CoreAddon;
+      loaded = (
+        override !== null ? require(override) : (require('node-gyp-build') as (dir: string) => unknown)(dir)
+      ) as CoreAddon;
     } catch (e) {
       if (override !== null) {
-        throw new NativeLoadError(`could not load the sinkflex native addon SINKFLEX_ADDON=${override}: ${(e as Error).message}`, { cause: e });
+        throw new NativeLoadError(
+          `could not load the sinkflex native addon SINKFLEX_ADDON=${override}: ${(e as Error).message}`,
+          { cause: e },
+        );
       }
       throw new NativeLoadError(
         `could not load the sinkflex native addon from ${dir}: ${(e as Error).message}. ` +

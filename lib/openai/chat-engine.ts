@@ -108,8 +108,10 @@ export class ChatEngine {
     this.ttl = options.sessionTtlMs ?? 600000;
     this.renderTools = options.renderTools ?? true;
     if (typeof this.renderTools !== 'boolean') throw new TypeError('options.renderTools must be a boolean');
-    if (!Number.isSafeInteger(this.defaultMaxTokens) || this.defaultMaxTokens < 1) throw new RangeError('options.defaultMaxTokens must be a positive integer');
-    if (!Number.isSafeInteger(this.maxSessions) || this.maxSessions < 0) throw new RangeError('options.maxSessions must be an integer >= 0');
+    if (!Number.isSafeInteger(this.defaultMaxTokens) || this.defaultMaxTokens < 1)
+      throw new RangeError('options.defaultMaxTokens must be a positive integer');
+    if (!Number.isSafeInteger(this.maxSessions) || this.maxSessions < 0)
+      throw new RangeError('options.maxSessions must be an integer >= 0');
     if (!(this.ttl > 0)) throw new RangeError('options.sessionTtlMs must be positive');
   }
 
@@ -148,8 +150,15 @@ export class ChatEngine {
 
   /** The refusal of a prompt of `needed` tokens (at least, when `estimated`). */
   private tooLong(needed: number, estimated: boolean): RequestError {
-    const what = estimated ? `at least ${needed} tokens (counted from its length, before tokenizing)` : `${needed} tokens`;
-    return new RequestError(400, `the conversation needs ${what}; the model's context is ${this.policy.contextLength}`, 'messages', 'context_length_exceeded');
+    const what = estimated
+      ? `at least ${needed} tokens (counted from its length, before tokenizing)`
+      : `${needed} tokens`;
+    return new RequestError(
+      400,
+      `the conversation needs ${what}; the model's context is ${this.policy.contextLength}`,
+      'messages',
+      'context_length_exceeded',
+    );
   }
 
   /**
@@ -164,13 +173,25 @@ export class ChatEngine {
     this.sweep(now);
     const toolList: readonly ToolSchema[] = this.renderTools ? req.tools : [];
     const kwargs = req.templateKwargs;
-    if (kwargs && !this.template.templateVariables) throw new RequestError(400, "chat_template_kwargs: this model's chat format takes no template variables (only a Jinja chat template does)", 'chat_template_kwargs', 'invalid_value');
+    if (kwargs && !this.template.templateVariables)
+      throw new RequestError(
+        400,
+        "chat_template_kwargs: this model's chat format takes no template variables (only a Jinja chat template does)",
+        'chat_template_kwargs',
+        'invalid_value',
+      );
     const tools = JSON.stringify([toolList, kwargs ?? null]);
     const render = <T>(f: () => T): T => {
       try {
         return f();
       } catch (e) {
-        if (e instanceof ChatTemplateError) throw new RequestError(400, `the chat template cannot render these messages: ${e.message}`, 'messages', 'invalid_value');
+        if (e instanceof ChatTemplateError)
+          throw new RequestError(
+            400,
+            `the chat template cannot render these messages: ${e.message}`,
+            'messages',
+            'invalid_value',
+          );
         throw e;
       }
     };
@@ -182,17 +203,34 @@ export class ChatEngine {
     let conv: Conversation;
     let append: number[];
     if (kept && delta) {
-      const least = kept.context.length + (this.template.minTokens?.(delta, { ...opts, addGenerationPrompt: true }) ?? 0);
+      const least =
+        kept.context.length + (this.template.minTokens?.(delta, { ...opts, addGenerationPrompt: true }) ?? 0);
       if (least >= limit) throw this.tooLong(least, true);
       conv = kept;
-      append = render(() => this.template.renderAppend(req.messages.slice(0, req.messages.length - delta.length), delta, { ...opts, tools: toolList }));
+      append = render(() =>
+        this.template.renderAppend(req.messages.slice(0, req.messages.length - delta.length), delta, {
+          ...opts,
+          tools: toolList,
+        }),
+      );
       this.stats.continued++;
     } else {
-      const least = (this.template.minTokens?.(req.messages, { ...opts, tools: toolList, addGenerationPrompt: true }) ?? 0);
+      const least =
+        this.template.minTokens?.(req.messages, { ...opts, tools: toolList, addGenerationPrompt: true }) ?? 0;
       if (least >= limit) throw this.tooLong(least, true);
-      append = render(() => this.template.renderTokens(req.messages, { ...opts, tools: toolList, addGenerationPrompt: true }));
+      append = render(() =>
+        this.template.renderTokens(req.messages, { ...opts, tools: toolList, addGenerationPrompt: true }),
+      );
       if (id !== undefined && kept && !kept.busy) this.drop(id);
-      conv = { session: this.policy.createSession(req.seed !== undefined ? { seed: req.seed } : {}), seed: req.seed, tools, fingerprints: [], context: [], busy: false, lastUsed: now };
+      conv = {
+        session: this.policy.createSession(req.seed !== undefined ? { seed: req.seed } : {}),
+        seed: req.seed,
+        tools,
+        fingerprints: [],
+        context: [],
+        busy: false,
+        lastUsed: now,
+      };
       this.stats.fresh++;
     }
     const room = limit - conv.context.length - append.length;
@@ -203,7 +241,12 @@ export class ChatEngine {
     if (req.maxTokens !== undefined && req.maxTokens > room) {
       if (conv !== kept) conv.session.dispose();
       const prompt = conv.context.length + append.length;
-      throw new RequestError(400, `max_tokens is too large: ${req.maxTokens}. The model's context is ${limit} tokens and the conversation has ${prompt} (${req.maxTokens} > ${limit} - ${prompt})`, 'max_tokens', 'context_length_exceeded');
+      throw new RequestError(
+        400,
+        `max_tokens is too large: ${req.maxTokens}. The model's context is ${limit} tokens and the conversation has ${prompt} (${req.maxTokens} > ${limit} - ${prompt})`,
+        'max_tokens',
+        'context_length_exceeded',
+      );
     }
     const maxTokens = Math.min(req.maxTokens ?? this.defaultMaxTokens, room);
     conv.busy = true;
@@ -242,7 +285,13 @@ export class ChatEngine {
         if (id !== undefined) this.conversations.delete(id);
         conv.session.dispose();
       }
-      return { tokens, logProbs, finishReason: r.finishReason === 'stop' ? 'stop' : 'length', promptTokens, continued: !ownedHere };
+      return {
+        tokens,
+        logProbs,
+        finishReason: r.finishReason === 'stop' ? 'stop' : 'length',
+        promptTokens,
+        continued: !ownedHere,
+      };
     } catch (e) {
       if (id !== undefined && this.conversations.get(id) === conv) this.conversations.delete(id);
       conv.session.dispose();

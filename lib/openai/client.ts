@@ -20,8 +20,21 @@ import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 export type RoutingPolicy = 'round-robin' | 'least-busy';
 
 const CLIENT_KEYS = optionKeys<OpenAIClientOptions>({
-  baseURL: true, model: true, apiKey: true, timeoutMs: true, retries: true, backoffMs: true, maxBackoffMs: true, jitter: true, seed: true,
-  concurrency: true, routing: true, headers: true, fetch: true, maxConsecutiveFailures: true, endpointCooldownMs: true,
+  baseURL: true,
+  model: true,
+  apiKey: true,
+  timeoutMs: true,
+  retries: true,
+  backoffMs: true,
+  maxBackoffMs: true,
+  jitter: true,
+  seed: true,
+  concurrency: true,
+  routing: true,
+  headers: true,
+  fetch: true,
+  maxConsecutiveFailures: true,
+  endpointCooldownMs: true,
 });
 
 /** Options of {@link OpenAIChatClient}. */
@@ -89,7 +102,14 @@ export class OpenAIError extends Error {
 
   /** Whether another try may succeed. */
   get retryable(): boolean {
-    return this.kind !== 'http' || this.status === undefined || this.status === 408 || this.status === 409 || this.status === 429 || this.status >= 500;
+    return (
+      this.kind !== 'http' ||
+      this.status === undefined ||
+      this.status === 408 ||
+      this.status === 409 ||
+      this.status === 429 ||
+      this.status >= 500
+    );
   }
 }
 
@@ -129,7 +149,12 @@ export interface CompletionChoice {
   /** The generated text. */
   text?: string;
   /** Per-token log-probs (`logprobs: <n>`): the sampled tokens (`token_id:<n>` with `return_tokens_as_token_ids`) and their log-probs. */
-  logprobs?: { tokens?: unknown[] | null; token_logprobs?: unknown[] | null; text_offset?: unknown[] | null; top_logprobs?: unknown[] | null } | null;
+  logprobs?: {
+    tokens?: unknown[] | null;
+    token_logprobs?: unknown[] | null;
+    text_offset?: unknown[] | null;
+    top_logprobs?: unknown[] | null;
+  } | null;
   /** `stop` or `length`. */
   finish_reason?: string | null;
   /** The stop token id (or string) that ended the completion (vLLM). */
@@ -224,7 +249,8 @@ export interface EndpointStats {
 }
 
 function nonNegativeInt(v: number, name: string): number {
-  if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${name} must be a non-negative integer, got ${String(v)}`);
+  if (!Number.isSafeInteger(v) || v < 0)
+    throw new RangeError(`${name} must be a non-negative integer, got ${String(v)}`);
   return v;
 }
 
@@ -235,8 +261,14 @@ export function checkTextCompletion(json: unknown): string | null {
   if (!Array.isArray(choices) || choices.length === 0) return 'the response has no choices';
   const c = choices[0] as { logprobs?: unknown; token_ids?: unknown } | null;
   if (c === null || typeof c !== 'object') return 'the first choice is not an object';
-  if (c.logprobs !== undefined && c.logprobs !== null && (typeof c.logprobs !== 'object' || Array.isArray(c.logprobs))) return 'logprobs is not an object';
-  if (c.token_ids !== undefined && c.token_ids !== null && (!Array.isArray(c.token_ids) || !c.token_ids.every((t) => Number.isInteger(t)))) return 'token_ids is not an array of integers';
+  if (c.logprobs !== undefined && c.logprobs !== null && (typeof c.logprobs !== 'object' || Array.isArray(c.logprobs)))
+    return 'logprobs is not an object';
+  if (
+    c.token_ids !== undefined &&
+    c.token_ids !== null &&
+    (!Array.isArray(c.token_ids) || !c.token_ids.every((t) => Number.isInteger(t)))
+  )
+    return 'token_ids is not an array of integers';
   return null;
 }
 
@@ -246,11 +278,19 @@ export function checkCompletion(json: unknown): string | null {
   const choices = (json as { choices?: unknown }).choices;
   if (!Array.isArray(choices) || choices.length === 0) return 'the response has no choices';
   const c = choices[0] as { message?: unknown; token_ids?: unknown };
-  if (c === null || typeof c !== 'object' || c.message === null || typeof c.message !== 'object') return 'the first choice has no message';
+  if (c === null || typeof c !== 'object' || c.message === null || typeof c.message !== 'object')
+    return 'the first choice has no message';
   const m = c.message as { content?: unknown; tool_calls?: unknown };
-  if (m.content !== undefined && m.content !== null && typeof m.content !== 'string' && !Array.isArray(m.content)) return 'the message content is neither text nor null';
-  if (m.tool_calls !== undefined && m.tool_calls !== null && !Array.isArray(m.tool_calls)) return 'tool_calls is not an array';
-  if (c.token_ids !== undefined && c.token_ids !== null && (!Array.isArray(c.token_ids) || !c.token_ids.every((t) => Number.isInteger(t)))) return 'token_ids is not an array of integers';
+  if (m.content !== undefined && m.content !== null && typeof m.content !== 'string' && !Array.isArray(m.content))
+    return 'the message content is neither text nor null';
+  if (m.tool_calls !== undefined && m.tool_calls !== null && !Array.isArray(m.tool_calls))
+    return 'tool_calls is not an array';
+  if (
+    c.token_ids !== undefined &&
+    c.token_ids !== null &&
+    (!Array.isArray(c.token_ids) || !c.token_ids.every((t) => Number.isInteger(t)))
+  )
+    return 'token_ids is not an array of integers';
   return null;
 }
 
@@ -295,29 +335,44 @@ export class OpenAIChatClient {
 
   /** @param options - endpoints, model, key, timeout, retries, concurrency, routing. */
   constructor(options: OpenAIClientOptions) {
-    if (options === null || typeof options !== 'object') throw new TypeError('OpenAIChatClient expects an options object');
+    if (options === null || typeof options !== 'object')
+      throw new TypeError('OpenAIChatClient expects an options object');
     refuseUnknownOptions(options, CLIENT_KEYS, 'OpenAIChatClient');
-    if (typeof options.model !== 'string' || options.model === '') throw new TypeError('options.model must be a non-empty string');
-    const urls = options.baseURL === undefined ? [process.env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1'] : typeof options.baseURL === 'string' ? [options.baseURL] : [...options.baseURL];
+    if (typeof options.model !== 'string' || options.model === '')
+      throw new TypeError('options.model must be a non-empty string');
+    const urls =
+      options.baseURL === undefined
+        ? [process.env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1']
+        : typeof options.baseURL === 'string'
+          ? [options.baseURL]
+          : [...options.baseURL];
     if (urls.length === 0) throw new RangeError('options.baseURL: give at least one base URL');
     this.baseURLs = urls.map((u, i) => {
-      if (typeof u !== 'string' || !/^https?:\/\//.test(u)) throw new TypeError(`options.baseURL[${i}] must be an http(s) URL, got ${JSON.stringify(u)}`);
+      if (typeof u !== 'string' || !/^https?:\/\//.test(u))
+        throw new TypeError(`options.baseURL[${i}] must be an http(s) URL, got ${JSON.stringify(u)}`);
       return u.replace(/\/+$/, '');
     });
     this.model = options.model;
     this.apiKey = options.apiKey ?? process.env.OPENAI_API_KEY;
     this.timeoutMs = options.timeoutMs ?? 60000;
-    if (!(this.timeoutMs > 0 && Number.isFinite(this.timeoutMs))) throw new RangeError(`options.timeoutMs must be a positive number, got ${String(options.timeoutMs)}`);
+    if (!(this.timeoutMs > 0 && Number.isFinite(this.timeoutMs)))
+      throw new RangeError(`options.timeoutMs must be a positive number, got ${String(options.timeoutMs)}`);
     this.retries = nonNegativeInt(options.retries ?? 3, 'options.retries');
     this.backoffMs = options.backoffMs ?? 500;
     this.maxBackoffMs = options.maxBackoffMs ?? 10000;
-    if (!(this.backoffMs >= 0) || !(this.maxBackoffMs >= 0)) throw new RangeError('options.backoffMs and options.maxBackoffMs must be >= 0');
+    if (!(this.backoffMs >= 0) || !(this.maxBackoffMs >= 0))
+      throw new RangeError('options.backoffMs and options.maxBackoffMs must be >= 0');
     this.jitter = options.jitter ?? 0.25;
-    if (!(this.jitter >= 0 && this.jitter <= 1)) throw new RangeError(`options.jitter must be in [0, 1], got ${String(options.jitter)}`);
+    if (!(this.jitter >= 0 && this.jitter <= 1))
+      throw new RangeError(`options.jitter must be in [0, 1], got ${String(options.jitter)}`);
     this.concurrency = options.concurrency ?? 32;
-    if (!Number.isSafeInteger(this.concurrency) || this.concurrency < 1) throw new RangeError(`options.concurrency must be a positive integer, got ${String(options.concurrency)}`);
+    if (!Number.isSafeInteger(this.concurrency) || this.concurrency < 1)
+      throw new RangeError(`options.concurrency must be a positive integer, got ${String(options.concurrency)}`);
     this.routing = options.routing ?? 'least-busy';
-    if (this.routing !== 'round-robin' && this.routing !== 'least-busy') throw new RangeError(`options.routing must be 'round-robin' or 'least-busy', got ${JSON.stringify(this.routing)}`);
+    if (this.routing !== 'round-robin' && this.routing !== 'least-busy')
+      throw new RangeError(
+        `options.routing must be 'round-robin' or 'least-busy', got ${JSON.stringify(this.routing)}`,
+      );
     this.headers = { ...(options.headers ?? {}) };
     this.doFetch = options.fetch ?? fetch;
     this.random = mulberry32(nonNegativeInt(options.seed ?? 0, 'options.seed'));
@@ -325,7 +380,10 @@ export class OpenAIChatClient {
     this.downUntil = this.baseURLs.map(() => 0);
     this.maxConsecutiveFailures = nonNegativeInt(options.maxConsecutiveFailures ?? 0, 'options.maxConsecutiveFailures');
     this.cooldownMs = options.endpointCooldownMs ?? 0;
-    if (!(this.cooldownMs >= 0 && Number.isFinite(this.cooldownMs))) throw new RangeError(`options.endpointCooldownMs must be a number >= 0, got ${String(options.endpointCooldownMs)}`);
+    if (!(this.cooldownMs >= 0 && Number.isFinite(this.cooldownMs)))
+      throw new RangeError(
+        `options.endpointCooldownMs must be a number >= 0, got ${String(options.endpointCooldownMs)}`,
+      );
   }
 
   /** Calls that failed to reach a server (network errors and timeouts, after their retries). */
@@ -346,7 +404,11 @@ export class OpenAIChatClient {
     }
     this.connectionFailureCount++;
     this.consecutive++;
-    if (this.maxConsecutiveFailures > 0 && this.consecutive >= this.maxConsecutiveFailures && this.stopReason === null) {
+    if (
+      this.maxConsecutiveFailures > 0 &&
+      this.consecutive >= this.maxConsecutiveFailures &&
+      this.stopReason === null
+    ) {
       this.stopReason = `stopped after ${this.consecutive} consecutive calls failed to reach the server (last: ${error.message})`;
     }
   }
@@ -397,7 +459,8 @@ export class OpenAIChatClient {
     const any = (f: (j: number) => boolean): boolean => this.endpoints.some((_, j) => f(j));
     if (!any(ok)) ok = (j) => this.usable(j, avoid, now, false);
     if (!any(ok)) ok = (j) => this.usable(j, -1, now, false);
-    if (!any(ok)) throw new OpenAIError('no base URL is enabled (every server was taken out of routing)', 'network', undefined, 0);
+    if (!any(ok))
+      throw new OpenAIError('no base URL is enabled (every server was taken out of routing)', 'network', undefined, 0);
     let i = -1;
     if (this.routing === 'round-robin' || n === 1) {
       for (let k = 0; k < n && i < 0; k++) {
@@ -442,7 +505,8 @@ export class OpenAIChatClient {
    */
   async listModels(baseURL: string = this.baseURLs[0]): Promise<ModelCard[]> {
     const base = baseURL.replace(/\/+$/, '');
-    if (!this.baseURLs.includes(base)) throw new RangeError(`listModels: ${JSON.stringify(baseURL)} is not one of the client's base URLs`);
+    if (!this.baseURLs.includes(base))
+      throw new RangeError(`listModels: ${JSON.stringify(baseURL)} is not one of the client's base URLs`);
     const ctrl = new AbortController();
     const timer = setTimeout(() => ctrl.abort(), this.timeoutMs);
     try {
@@ -450,17 +514,28 @@ export class OpenAIChatClient {
       if (!res.ok) throw new OpenAIError(`GET /models answered ${res.status}`, 'http', res.status);
       const json = (await res.json()) as { data?: unknown };
       if (!Array.isArray(json.data)) throw new OpenAIError('GET /models: no data array', 'invalid_response');
-      return json.data.filter((m): m is ModelCard => m !== null && typeof m === 'object' && typeof (m as { id?: unknown }).id === 'string');
+      return json.data.filter(
+        (m): m is ModelCard => m !== null && typeof m === 'object' && typeof (m as { id?: unknown }).id === 'string',
+      );
     } catch (e) {
       if (e instanceof OpenAIError) throw e;
-      throw new OpenAIError(ctrl.signal.aborted ? `GET /models timed out after ${this.timeoutMs} ms` : `GET /models failed: ${failureText(e)}`, ctrl.signal.aborted ? 'timeout' : 'network');
+      throw new OpenAIError(
+        ctrl.signal.aborted
+          ? `GET /models timed out after ${this.timeoutMs} ms`
+          : `GET /models failed: ${failureText(e)}`,
+        ctrl.signal.aborted ? 'timeout' : 'network',
+      );
     } finally {
       clearTimeout(timer);
     }
   }
 
   private requestHeaders(): Record<string, string> {
-    return { 'content-type': 'application/json', ...(this.apiKey ? { authorization: `Bearer ${this.apiKey}` } : {}), ...this.headers };
+    return {
+      'content-type': 'application/json',
+      ...(this.apiKey ? { authorization: `Bearer ${this.apiKey}` } : {}),
+      ...this.headers,
+    };
   }
 
   /**
@@ -468,8 +543,14 @@ export class OpenAIChatClient {
    * options; throws {@link OpenAIError} when every try failed or the server refused the request.
    */
   async createChatCompletion(request: ChatCompletionRequest, options: CallOptions = {}): Promise<ChatCompletionResult> {
-    if (request === null || typeof request !== 'object' || !Array.isArray(request.messages)) throw new TypeError('request must be an object with a messages array');
-    const r = await this.call('/chat/completions', JSON.stringify({ ...request, model: this.model }), checkCompletion, options);
+    if (request === null || typeof request !== 'object' || !Array.isArray(request.messages))
+      throw new TypeError('request must be an object with a messages array');
+    const r = await this.call(
+      '/chat/completions',
+      JSON.stringify({ ...request, model: this.model }),
+      checkCompletion,
+      options,
+    );
     return { ...r, response: r.json as ChatCompletionResponse };
   }
 
@@ -479,9 +560,20 @@ export class OpenAIChatClient {
    * throws {@link OpenAIError} when every try failed or the server refused the request.
    */
   async createCompletion(request: CompletionRequest, options: CallOptions = {}): Promise<CompletionResult> {
-    if (request === null || typeof request !== 'object' || (typeof request.prompt !== 'string' && !Array.isArray(request.prompt))) throw new TypeError('request must be an object with a prompt (text or token ids)');
-    if (request.model !== undefined && (typeof request.model !== 'string' || request.model === '')) throw new TypeError('request.model must be a non-empty string when given');
-    const r = await this.call('/completions', JSON.stringify({ ...request, model: request.model ?? this.model }), checkTextCompletion, options);
+    if (
+      request === null ||
+      typeof request !== 'object' ||
+      (typeof request.prompt !== 'string' && !Array.isArray(request.prompt))
+    )
+      throw new TypeError('request must be an object with a prompt (text or token ids)');
+    if (request.model !== undefined && (typeof request.model !== 'string' || request.model === ''))
+      throw new TypeError('request.model must be a non-empty string when given');
+    const r = await this.call(
+      '/completions',
+      JSON.stringify({ ...request, model: request.model ?? this.model }),
+      checkTextCompletion,
+      options,
+    );
     return { ...r, response: r.json as CompletionResponse };
   }
 
@@ -493,15 +585,26 @@ export class OpenAIChatClient {
    * (`network`, `timeout`) when the server cannot be reached in `timeoutMs` (default the
    * client's).
    */
-  async postTo(baseURL: string, path: string, body: unknown, options: { root?: boolean; timeoutMs?: number } = {}): Promise<AdminResponse> {
+  async postTo(
+    baseURL: string,
+    path: string,
+    body: unknown,
+    options: { root?: boolean; timeoutMs?: number } = {},
+  ): Promise<AdminResponse> {
     const base = baseURL.replace(/\/+$/, '');
-    if (!this.baseURLs.includes(base)) throw new RangeError(`postTo: ${JSON.stringify(baseURL)} is not one of the client's base URLs`);
+    if (!this.baseURLs.includes(base))
+      throw new RangeError(`postTo: ${JSON.stringify(baseURL)} is not one of the client's base URLs`);
     const url = `${options.root ? base.replace(/\/v1$/, '') : base}${path}`;
     const timeoutMs = options.timeoutMs ?? this.timeoutMs;
     const ctrl = new AbortController();
     const timer = setTimeout(() => ctrl.abort(), timeoutMs);
     try {
-      const res = await this.doFetch(url, { method: 'POST', headers: this.requestHeaders(), body: JSON.stringify(body), signal: ctrl.signal });
+      const res = await this.doFetch(url, {
+        method: 'POST',
+        headers: this.requestHeaders(),
+        body: JSON.stringify(body),
+        signal: ctrl.signal,
+      });
       const text = await res.text();
       let json: unknown = undefined;
       try {
@@ -511,14 +614,22 @@ export class OpenAIChatClient {
       }
       return { status: res.status, ok: res.ok, text, json };
     } catch (e) {
-      throw new OpenAIError(ctrl.signal.aborted ? `POST ${url} timed out after ${timeoutMs} ms` : `POST ${url} failed: ${failureText(e)}`, ctrl.signal.aborted ? 'timeout' : 'network');
+      throw new OpenAIError(
+        ctrl.signal.aborted ? `POST ${url} timed out after ${timeoutMs} ms` : `POST ${url} failed: ${failureText(e)}`,
+        ctrl.signal.aborted ? 'timeout' : 'network',
+      );
     } finally {
       clearTimeout(timer);
     }
   }
 
   /** The shared retry loop of the calls (see the module description). */
-  private async call(path: string, body: string, check: (json: unknown) => string | null, options: CallOptions): Promise<{ json: unknown; baseURL: string; attempts: number; ms: number }> {
+  private async call(
+    path: string,
+    body: string,
+    check: (json: unknown) => string | null,
+    options: CallOptions,
+  ): Promise<{ json: unknown; baseURL: string; attempts: number; ms: number }> {
     if (this.stopReason !== null) throw new OpenAIError(this.stopReason, 'network', undefined, 0);
     const t0 = performance.now();
     let last = new OpenAIError('no call made', 'network');
@@ -543,11 +654,19 @@ export class OpenAIChatClient {
       const ctrl = new AbortController();
       const timer = setTimeout(() => ctrl.abort(), this.timeoutMs);
       try {
-        const res = await this.doFetch(`${ep.baseURL}${path}`, { method: 'POST', headers: this.requestHeaders(), body, signal: ctrl.signal });
+        const res = await this.doFetch(`${ep.baseURL}${path}`, {
+          method: 'POST',
+          headers: this.requestHeaders(),
+          body,
+          signal: ctrl.signal,
+        });
         const text = await res.text();
         if (!res.ok) {
           const ra = Number(res.headers.get('retry-after'));
-          const err = Number.isFinite(ra) && ra > 0 ? new RetryAfter(`${ep.baseURL} answered ${res.status}: ${text.slice(0, 300)}`, res.status, ra * 1000) : new OpenAIError(`${ep.baseURL} answered ${res.status}: ${text.slice(0, 300)}`, 'http', res.status);
+          const err =
+            Number.isFinite(ra) && ra > 0
+              ? new RetryAfter(`${ep.baseURL} answered ${res.status}: ${text.slice(0, 300)}`, res.status, ra * 1000)
+              : new OpenAIError(`${ep.baseURL} answered ${res.status}: ${text.slice(0, 300)}`, 'http', res.status);
           if (!err.retryable) throw new OpenAIError(err.message, 'http', res.status, attempt + 1);
           throw err;
         }
@@ -555,7 +674,10 @@ export class OpenAIChatClient {
         try {
           json = JSON.parse(text);
         } catch {
-          throw new OpenAIError(`${ep.baseURL} answered with something that is not JSON: ${JSON.stringify(text.slice(0, 120))}`, 'invalid_response');
+          throw new OpenAIError(
+            `${ep.baseURL} answered with something that is not JSON: ${JSON.stringify(text.slice(0, 120))}`,
+            'invalid_response',
+          );
         }
         const problem = check(json);
         if (problem) throw new OpenAIError(`${ep.baseURL}: ${problem}`, 'invalid_response');
@@ -569,8 +691,17 @@ export class OpenAIChatClient {
           throw e;
         }
         if (e instanceof OpenAIError && e.kind !== 'network' && e.kind !== 'timeout') this.countOutcome(null); // the server answered
-        last = e instanceof OpenAIError ? e : new OpenAIError(ctrl.signal.aborted ? `${ep.baseURL} timed out after ${this.timeoutMs} ms` : `${ep.baseURL}: request failed: ${failureText(e)}`, ctrl.signal.aborted ? 'timeout' : 'network');
-        if (this.cooldownMs > 0 && (last.kind === 'network' || last.kind === 'timeout')) this.downUntil[i] = Date.now() + this.cooldownMs;
+        last =
+          e instanceof OpenAIError
+            ? e
+            : new OpenAIError(
+                ctrl.signal.aborted
+                  ? `${ep.baseURL} timed out after ${this.timeoutMs} ms`
+                  : `${ep.baseURL}: request failed: ${failureText(e)}`,
+                ctrl.signal.aborted ? 'timeout' : 'network',
+              );
+        if (this.cooldownMs > 0 && (last.kind === 'network' || last.kind === 'timeout'))
+          this.downUntil[i] = Date.now() + this.cooldownMs;
         if (this.endpoints.length > 1) {
           avoid = i;
           if (options.affinity !== undefined) this.sticky.delete(options.affinity);

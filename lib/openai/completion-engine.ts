@@ -101,7 +101,8 @@ export class CompletionEngine {
   constructor(options: CompletionEngineOptions = {}) {
     this.maxSessions = options.maxSessions ?? 256;
     this.ttl = options.sessionTtlMs ?? 600000;
-    if (!Number.isSafeInteger(this.maxSessions) || this.maxSessions < 0) throw new RangeError('options.maxSessions must be an integer >= 0');
+    if (!Number.isSafeInteger(this.maxSessions) || this.maxSessions < 0)
+      throw new RangeError('options.maxSessions must be an integer >= 0');
     if (!(this.ttl > 0)) throw new RangeError('options.sessionTtlMs must be positive');
   }
 
@@ -134,7 +135,8 @@ export class CompletionEngine {
    * when weights change, since their KV caches were computed with the old ones.
    */
   clear(modelName?: string): void {
-    for (const [id, k] of [...this.kept]) if (!k.busy && (modelName === undefined || k.modelName === modelName)) this.drop(id);
+    for (const [id, k] of [...this.kept])
+      if (!k.busy && (modelName === undefined || k.modelName === modelName)) this.drop(id);
   }
 
   /**
@@ -148,19 +150,37 @@ export class CompletionEngine {
     const now = Date.now();
     this.sweep(now);
     const limit = c.model.contextLength;
-    if (c.prompt.length >= limit) throw new RequestError(400, `the prompt has ${c.prompt.length} tokens; the model's context is ${limit} (at least one token must fit after it)`, 'prompt', 'context_length_exceeded');
+    if (c.prompt.length >= limit)
+      throw new RequestError(
+        400,
+        `the prompt has ${c.prompt.length} tokens; the model's context is ${limit} (at least one token must fit after it)`,
+        'prompt',
+        'context_length_exceeded',
+      );
     const id = c.sessionId;
     const prior = id !== undefined ? this.kept.get(id) : undefined;
     let k: Kept;
     let append: readonly number[];
-    const continued = prior !== undefined && !prior.busy && prior.modelName === c.modelName && prior.seed === c.seed && extends_(c.prompt, prior.context);
+    const continued =
+      prior !== undefined &&
+      !prior.busy &&
+      prior.modelName === c.modelName &&
+      prior.seed === c.seed &&
+      extends_(c.prompt, prior.context);
     if (continued && prior) {
       k = prior;
       append = c.prompt.slice(prior.context.length);
       this.stats.continued++;
     } else {
       if (id !== undefined && prior && !prior.busy) this.drop(id);
-      k = { session: c.model.createSession(c.seed !== undefined ? { seed: c.seed } : {}), modelName: c.modelName, seed: c.seed, context: [], busy: false, lastUsed: now };
+      k = {
+        session: c.model.createSession(c.seed !== undefined ? { seed: c.seed } : {}),
+        modelName: c.modelName,
+        seed: c.seed,
+        context: [],
+        busy: false,
+        lastUsed: now,
+      };
       append = c.prompt;
       this.stats.fresh++;
     }
@@ -195,7 +215,12 @@ export class CompletionEngine {
         if (id !== undefined && other === k) this.kept.delete(id);
         k.session.dispose();
       }
-      return { tokens, logProbs: Array.from(r.logProbs), finishReason: r.finishReason === 'stop' ? 'stop' : 'length', continued };
+      return {
+        tokens,
+        logProbs: Array.from(r.logProbs),
+        finishReason: r.finishReason === 'stop' ? 'stop' : 'length',
+        continued,
+      };
     } catch (e) {
       if (id !== undefined && this.kept.get(id) === k) this.kept.delete(id);
       k.session.dispose();

@@ -47,7 +47,8 @@ export interface CompletionRequestParams extends CommonRequestFields {
   sessionId?: string;
 }
 
-const bad = (message: string, param: string | null): RequestError => new RequestError(400, message, param, 'invalid_value');
+const bad = (message: string, param: string | null): RequestError =>
+  new RequestError(400, message, param, 'invalid_value');
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -59,7 +60,8 @@ function tokenIds(v: unknown, param: string, allowEmpty: boolean): number[] {
   if (!Array.isArray(v)) throw bad(`${param} must be a list of token ids`, param);
   if (!allowEmpty && v.length === 0) throw bad(`${param} must not be empty`, param);
   v.forEach((t, i) => {
-    if (typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0) throw bad(`${param}[${i}] must be a token id (an integer >= 0), got ${JSON.stringify(t)}`, `${param}[${i}]`);
+    if (typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0)
+      throw bad(`${param}[${i}] must be a token id (an integer >= 0), got ${JSON.stringify(t)}`, `${param}[${i}]`);
   });
   return v as number[];
 }
@@ -67,7 +69,8 @@ function tokenIds(v: unknown, param: string, allowEmpty: boolean): number[] {
 function number(body: Record<string, unknown>, key: string, lo: number, hi: number, loOpen = false): number | null {
   const v = body[key];
   if (!given(v)) return null;
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || (loOpen && v === lo) || v > hi) throw bad(`${key} must be a number in ${loOpen ? '(' : '['}${lo}, ${hi}], got ${JSON.stringify(v)}`, key);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || (loOpen && v === lo) || v > hi)
+    throw bad(`${key} must be a number in ${loOpen ? '(' : '['}${lo}, ${hi}], got ${JSON.stringify(v)}`, key);
   return v;
 }
 
@@ -92,36 +95,47 @@ export function parseCompletionRequest(body: unknown): CompletionRequestParams {
   let maxTokens: number | null = null;
   if (given(body.max_tokens)) {
     const v = body.max_tokens;
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw bad(`max_tokens must be a positive integer, got ${JSON.stringify(v)}`, 'max_tokens');
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1)
+      throw bad(`max_tokens must be a positive integer, got ${JSON.stringify(v)}`, 'max_tokens');
     maxTokens = v;
   }
   let topK: number | null = null;
   if (given(body.top_k)) {
     const v = body.top_k;
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < -1) throw bad(`top_k must be an integer >= -1 (-1 or 0: off), got ${JSON.stringify(v)}`, 'top_k');
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < -1)
+      throw bad(`top_k must be an integer >= -1 (-1 or 0: off), got ${JSON.stringify(v)}`, 'top_k');
     topK = v;
   }
   const seed = body.seed;
-  if (given(seed) && (typeof seed !== 'number' || !Number.isSafeInteger(seed) || seed < 0)) throw bad(`seed must be a non-negative integer, got ${JSON.stringify(seed)}`, 'seed');
+  if (given(seed) && (typeof seed !== 'number' || !Number.isSafeInteger(seed) || seed < 0))
+    throw bad(`seed must be a non-negative integer, got ${JSON.stringify(seed)}`, 'seed');
   const stop = body.stop;
-  if (given(stop) && stop !== '' && !(Array.isArray(stop) && stop.length === 0)) throw bad('stop strings are not supported: give stop_token_ids', 'stop');
+  if (given(stop) && stop !== '' && !(Array.isArray(stop) && stop.length === 0))
+    throw bad('stop strings are not supported: give stop_token_ids', 'stop');
   const stopTokenIds = given(body.stop_token_ids) ? tokenIds(body.stop_token_ids, 'stop_token_ids', true).slice() : [];
   let logprobs = false;
   if (given(body.logprobs)) {
     const v = body.logprobs;
-    if (typeof v !== 'number' || !Number.isSafeInteger(v)) throw bad(`logprobs must be an integer (0: the sampled tokens' log-probs), got ${JSON.stringify(v)}`, 'logprobs');
-    if (v !== 0) throw bad(`logprobs ${v} is not supported: only the sampled tokens' log-probs are returned (logprobs: 0)`, 'logprobs');
+    if (typeof v !== 'number' || !Number.isSafeInteger(v))
+      throw bad(`logprobs must be an integer (0: the sampled tokens' log-probs), got ${JSON.stringify(v)}`, 'logprobs');
+    if (v !== 0)
+      throw bad(
+        `logprobs ${v} is not supported: only the sampled tokens' log-probs are returned (logprobs: 0)`,
+        'logprobs',
+      );
     logprobs = true;
   }
   for (const key of ['return_tokens_as_token_ids', 'return_token_ids', 'echo', 'stream', 'ignore_eos']) {
     if (given(body[key]) && typeof body[key] !== 'boolean') throw bad(`${key} must be a boolean`, key);
   }
   if (body.echo === true) throw bad('echo is not supported', 'echo');
-  if (body.stream === true) throw bad('streaming completions are not supported (stream: false; /v1/chat/completions streams)', 'stream');
+  if (body.stream === true)
+    throw bad('streaming completions are not supported (stream: false; /v1/chat/completions streams)', 'stream');
   if (given(body.n) && body.n !== 1) throw bad('n must be 1', 'n');
   if (given(body.best_of) && body.best_of !== 1) throw bad('best_of must be 1', 'best_of');
   const sessionId = body.session_id;
-  if (given(sessionId) && (typeof sessionId !== 'string' || sessionId === '' || sessionId.length > 256)) throw bad('session_id must be a non-empty string of at most 256 characters', 'session_id');
+  if (given(sessionId) && (typeof sessionId !== 'string' || sessionId === '' || sessionId.length > 256))
+    throw bad('session_id must be a non-empty string of at most 256 characters', 'session_id');
   const req: CompletionRequestParams = {
     ...checkCommonFields(body, { penalties: true }),
     model,

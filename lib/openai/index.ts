@@ -19,10 +19,22 @@ export {
   type RoutingPolicy,
 } from './client.js';
 export { PretrainedAdapterHost, type AdapterHostStats, type PretrainedAdapterHostOptions } from './lora-host.js';
-export { AdapterNotFoundError, transformerWeightsHost, type AdapterHost, type AdapterLoadResult, type WeightsHost } from './model-hosts.js';
+export {
+  AdapterNotFoundError,
+  transformerWeightsHost,
+  type AdapterHost,
+  type AdapterLoadResult,
+  type WeightsHost,
+} from './model-hosts.js';
 export { OpenAIChatPolicy, type OpenAIPolicyOptions, type OpenAITurnLog, type SeedMode } from './policy.js';
 export type { ChatRequest } from './server-request.js';
-export { generationConfigDefaults, resolveSampling, type RequestedSampling, type ResolvedSampling, type SamplingDefaults } from './sampling-defaults.js';
+export {
+  generationConfigDefaults,
+  resolveSampling,
+  type RequestedSampling,
+  type ResolvedSampling,
+  type SamplingDefaults,
+} from './sampling-defaults.js';
 export { startChatServer, type ChatServer, type ChatServerOptions } from './server.js';
 export type { AdminEvent } from './serving-routes.js';
 export {

@@ -46,7 +46,14 @@ import {
   type PretrainedModel,
   type TransformerPolicy,
 } from '../model/index.js';
-import type { GenerateRequest, GenerativeModel, ModelSession, SampleOptions, SampleResult, SessionOptions } from '../model/policy.js';
+import type {
+  GenerateRequest,
+  GenerativeModel,
+  ModelSession,
+  SampleOptions,
+  SampleResult,
+  SessionOptions,
+} from '../model/policy.js';
 import { AdapterNotFoundError, type AdapterHost, type AdapterLoadResult } from './model-hosts.js';
 
 /** Options of {@link PretrainedAdapterHost}. */
@@ -106,7 +113,8 @@ export class PretrainedAdapterHost implements AdapterHost {
   ) {
     const model = pretrained;
     this.maxAdapters = options.maxAdapters ?? 8;
-    if (!Number.isSafeInteger(this.maxAdapters) || this.maxAdapters < 1) throw new RangeError(`options.maxAdapters must be a positive integer, got ${String(options.maxAdapters)}`);
+    if (!Number.isSafeInteger(this.maxAdapters) || this.maxAdapters < 1)
+      throw new RangeError(`options.maxAdapters must be a positive integer, got ${String(options.maxAdapters)}`);
     this.ownLora = model.lora;
     if (this.ownLora !== null) {
       this.ownValues = new Map();
@@ -140,17 +148,23 @@ export class PretrainedAdapterHost implements AdapterHost {
     const a = await readPeftAdapter(path);
     checkPeftAdapter(this.pretrained.modelConfig, a);
     if (!this.held.has(name) && this.held.size >= this.maxAdapters) {
-      throw new Error(`${this.held.size} adapters are loaded, the most this server holds (${this.maxAdapters}): unload one first`);
+      throw new Error(
+        `${this.held.size} adapters are loaded, the most this server holds (${this.maxAdapters}): unload one first`,
+      );
     }
     let rebuilt = false;
     const slots = this.pretrained.lora;
     if (slots === null || !sameLoraSettings(slots, a.lora)) {
       if (this.ownLora !== null) {
-        throw new Error(`the adapter's LoRA settings (${describeLora(a.lora)}) differ from those of the served model's own adapter (${describeLora(this.ownLora)}): this server runs adapters of those settings only`);
+        throw new Error(
+          `the adapter's LoRA settings (${describeLora(a.lora)}) differ from those of the served model's own adapter (${describeLora(this.ownLora)}): this server runs adapters of those settings only`,
+        );
       }
       const others = [...this.held.keys()].filter((k) => k !== name);
       if (slots !== null && others.length > 0) {
-        throw new Error(`the adapter's LoRA settings (${describeLora(a.lora)}) differ from those of the adapters loaded now (${describeLora(slots)}: ${others.join(', ')}); one model runs adapters of one setting: unload those first, or use another server`);
+        throw new Error(
+          `the adapter's LoRA settings (${describeLora(a.lora)}) differ from those of the adapters loaded now (${describeLora(slots)}: ${others.join(', ')}); one model runs adapters of one setting: unload those first, or use another server`,
+        );
       }
       if (this.busy) throw new Error('requests are sampling: the LoRA slots are rebuilt with none in flight');
       this.pretrained.resetAdapters(a.lora);
@@ -167,7 +181,8 @@ export class PretrainedAdapterHost implements AdapterHost {
 
   async unload(name: string): Promise<void> {
     if (!this.held.has(name)) throw new Error(`the adapter '${name}' is not loaded`);
-    if (this.active === name && this.busy) throw new Error(`requests of the adapter '${name}' are sampling: it is unloaded with none in flight`);
+    if (this.active === name && this.busy)
+      throw new Error(`requests of the adapter '${name}' are sampling: it is unloaded with none in flight`);
     this.held.delete(name);
     this.views.delete(name);
     const gone = new Error(`the adapter '${name}' was unloaded`);
@@ -205,7 +220,8 @@ export class PretrainedAdapterHost implements AdapterHost {
    * counts a sample of `key` running; call the returned function when it is done.
    */
   acquire(key: Key): Promise<() => void> {
-    if (key !== null && !this.held.has(key)) return Promise.reject(new Error(`the adapter '${key}' is not loaded (it was unloaded)`));
+    if (key !== null && !this.held.has(key))
+      return Promise.reject(new Error(`the adapter '${key}' is not loaded (it was unloaded)`));
     if (!this.switching && this.waiters.length === 0 && this.active === key) return Promise.resolve(this.grant());
     return new Promise<() => void>((grant, fail) => {
       if (this.running > 0 || this.switching || this.waiters.length > 0) this.stats.waited++;
@@ -231,7 +247,7 @@ export class PretrainedAdapterHost implements AdapterHost {
     if (this.switching || this.running > 0 || this.waiters.length === 0) return;
     const target = this.waiters[0].key;
     if (target === this.active) {
-      for (let i = 0; i < this.waiters.length; ) {
+      for (let i = 0; i < this.waiters.length;) {
         if (this.waiters[i].key === target) this.waiters.splice(i, 1)[0].grant(this.grant());
         else i++;
       }
@@ -261,13 +277,18 @@ export class PretrainedAdapterHost implements AdapterHost {
   private write(key: Key): Promise<void> {
     const policy = this.policy;
     return policy.betweenRuns(() => {
-      if (policy.pending > 0) throw new Error(`internal: ${policy.pending} sample(s) not started through the adapter host are running; the LoRA slots cannot change`);
+      if (policy.pending > 0)
+        throw new Error(
+          `internal: ${policy.pending} sample(s) not started through the adapter host are running; the LoRA slots cannot change`,
+        );
       const config = policy.config;
       if (config.lora === null) return; // no slots: the base as it is
       const store = policy.model.store;
       if (key === null) {
         if (this.ownValues) for (const [n, v] of this.ownValues) store.write(n, v);
-        else for (const s of loraAdapterSlots(config)) store.write(s.bName, new Float32Array(Math.max(1, s.experts) * s.out * config.lora.rank));
+        else
+          for (const s of loraAdapterSlots(config))
+            store.write(s.bName, new Float32Array(Math.max(1, s.experts) * s.out * config.lora.rank));
         return;
       }
       const h = this.held.get(key);

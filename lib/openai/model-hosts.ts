@@ -72,7 +72,10 @@ export interface WeightsHost {
 function checkpointFile(path: string): string {
   if (existsSync(path) && statSync(path).isDirectory()) {
     const f = join(path, 'policy.safetensors');
-    if (!existsSync(f)) throw new Error(`${path} is a folder without policy.safetensors (give a checkpoint file or a run's checkpoint folder)`);
+    if (!existsSync(f))
+      throw new Error(
+        `${path} is a folder without policy.safetensors (give a checkpoint file or a run's checkpoint folder)`,
+      );
     return f;
   }
   return path;
@@ -91,8 +94,12 @@ export function transformerWeightsHost(policy: TransformerPolicy): WeightsHost {
       const ck = loadCheckpoint(checkpointFile(path), { expectConfig: policy.config });
       const mine = policy.tokenizer ? JSON.stringify(policy.tokenizer.toJSON()) : null;
       const theirs = ck.tokenizer ? JSON.stringify(ck.tokenizer) : null;
-      if (mine !== null && theirs !== null && mine !== theirs) throw new Error(`${path}: the checkpoint's tokenizer differs from the served model's (start the server from a checkpoint of the same run)`);
-      if (policy.pending > 0) throw new Error('the policy is still sampling; weights are reloaded with no request in flight');
+      if (mine !== null && theirs !== null && mine !== theirs)
+        throw new Error(
+          `${path}: the checkpoint's tokenizer differs from the served model's (start the server from a checkpoint of the same run)`,
+        );
+      if (policy.pending > 0)
+        throw new Error('the policy is still sampling; weights are reloaded with no request in flight');
       restoreParamStore(ck, policy.model.store);
     },
   };

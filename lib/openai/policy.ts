@@ -12,7 +12,12 @@
  */
 import type { ChatAssistantMessage, ChatMessage } from '../model/chat-template.js';
 import type { ChatConversation, ChatPolicy, ChatPolicyRequest, ChatTurn, SessionContext } from '../rollout/policy.js';
-import { OpenAIChatClient, type ChatCompletionRequest, type ChatCompletionResponse, type OpenAIClientOptions } from './client.js';
+import {
+  OpenAIChatClient,
+  type ChatCompletionRequest,
+  type ChatCompletionResponse,
+  type OpenAIClientOptions,
+} from './client.js';
 import { readAssistantReply } from './tool-calls.js';
 import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
@@ -20,7 +25,15 @@ import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 export type SeedMode = 'episode' | 'turn' | 'none';
 
 const POLICY_KEYS = optionKeys<OpenAIPolicyOptions>({
-  client: true, temperature: true, topP: true, maxTokens: true, seedMode: true, sessions: true, logprobs: true, tokenIds: true, extraBody: true,
+  client: true,
+  temperature: true,
+  topP: true,
+  maxTokens: true,
+  seedMode: true,
+  sessions: true,
+  logprobs: true,
+  tokenIds: true,
+  extraBody: true,
 });
 
 /** Options of {@link OpenAIChatPolicy}. */
@@ -76,13 +89,24 @@ export interface OpenAITurnLog {
 let conversationCounter = 0;
 
 /** Converts the agent loop's messages to the wire format (the model's own replies restored by position). */
-function wireMessages(messages: readonly ChatMessage[], own: ReadonlyMap<number, ChatAssistantMessage>): Record<string, unknown>[] {
+function wireMessages(
+  messages: readonly ChatMessage[],
+  own: ReadonlyMap<number, ChatAssistantMessage>,
+): Record<string, unknown>[] {
   return messages.map((m, i) => {
     if (m.role !== 'assistant') return { ...m };
     const mine = own.get(i);
-    const out: Record<string, unknown> = { role: 'assistant', content: mine ? (mine.content ?? null) : (m.content ?? null) };
+    const out: Record<string, unknown> = {
+      role: 'assistant',
+      content: mine ? (mine.content ?? null) : (m.content ?? null),
+    };
     const calls = m.tool_calls && m.tool_calls.length > 0 ? m.tool_calls : mine?.tool_calls;
-    if (calls && calls.length > 0) out.tool_calls = calls.map((c, k) => ({ id: c.id ?? `call_${i}_${k}`, type: 'function', function: { name: c.function.name, arguments: c.function.arguments } }));
+    if (calls && calls.length > 0)
+      out.tool_calls = calls.map((c, k) => ({
+        id: c.id ?? `call_${i}_${k}`,
+        type: 'function',
+        function: { name: c.function.name, arguments: c.function.arguments },
+      }));
     return out;
   });
 }
@@ -105,7 +129,10 @@ class OpenAIConversation implements ChatConversation {
     if (this.closed) throw new Error('OpenAIConversation: respond after dispose()');
     const o = this.policy.options;
     const p = request.params;
-    const maxTokens = o.maxTokens !== undefined && p.maxTokens !== undefined ? Math.min(o.maxTokens, p.maxTokens) : (o.maxTokens ?? p.maxTokens);
+    const maxTokens =
+      o.maxTokens !== undefined && p.maxTokens !== undefined
+        ? Math.min(o.maxTokens, p.maxTokens)
+        : (o.maxTokens ?? p.maxTokens);
     const temperature = o.temperature ?? p.temperature;
     const topP = o.topP ?? p.topP;
     const seed = o.seedMode === 'none' ? undefined : o.seedMode === 'turn' ? p.seed : this.context.seed;
@@ -124,14 +151,26 @@ class OpenAIConversation implements ChatConversation {
     const r = await this.policy.client.createChatCompletion(body, o.sessions ? { affinity: this.id } : {});
     const choice = r.response.choices[0];
     const reply = readAssistantReply(choice.message, `call_${this.turns.length}_`);
-    const log: OpenAITurnLog = { baseURL: r.baseURL, attempts: r.attempts, ms: r.ms, finishReason: choice.finish_reason ?? null, ...tokenInfo(r.response) };
+    const log: OpenAITurnLog = {
+      baseURL: r.baseURL,
+      attempts: r.attempts,
+      ms: r.ms,
+      finishReason: choice.finish_reason ?? null,
+      ...tokenInfo(r.response),
+    };
     if (reply.problem) log.problem = reply.problem;
     this.turns.push(log);
     this.own.set(request.messages.length, reply.message);
-    const turn: ChatTurn = { message: reply.message, finishReason: choice.finish_reason === 'length' ? 'length' : 'stop' };
+    const turn: ChatTurn = {
+      message: reply.message,
+      finishReason: choice.finish_reason === 'length' ? 'length' : 'stop',
+    };
     if (reply.rawText !== undefined) turn.rawText = reply.rawText;
     if (o.tokenIds === 'template') {
-      if (!log.tokenIds) throw new Error('the server returned no token_ids (tokenIds: template needs a server that supports return_token_ids)');
+      if (!log.tokenIds)
+        throw new Error(
+          'the server returned no token_ids (tokenIds: template needs a server that supports return_token_ids)',
+        );
       turn.tokens = log.tokenIds;
       if (log.logProbs && log.logProbs.length === log.tokenIds.length) turn.logProbs = log.logProbs;
     }
@@ -151,8 +190,10 @@ function tokenInfo(res: ChatCompletionResponse): Pick<OpenAITurnLog, 'tokenIds' 
   const out: Pick<OpenAITurnLog, 'tokenIds' | 'logProbs' | 'promptTokens'> = {};
   if (Array.isArray(c.token_ids)) out.tokenIds = c.token_ids.slice();
   const lp = c.logprobs?.content;
-  if (Array.isArray(lp) && lp.every((x) => typeof x?.logprob === 'number')) out.logProbs = lp.map((x) => x.logprob as number);
-  const pt = res.usage?.prompt_tokens ?? (Array.isArray(res.prompt_token_ids) ? res.prompt_token_ids.length : undefined);
+  if (Array.isArray(lp) && lp.every((x) => typeof x?.logprob === 'number'))
+    out.logProbs = lp.map((x) => x.logprob as number);
+  const pt =
+    res.usage?.prompt_tokens ?? (Array.isArray(res.prompt_token_ids) ? res.prompt_token_ids.length : undefined);
   if (typeof pt === 'number') out.promptTokens = pt;
   return out;
 }
@@ -162,19 +203,37 @@ export class OpenAIChatPolicy implements ChatPolicy {
   /** The client. */
   readonly client: OpenAIChatClient;
   /** The options (client excluded), defaults filled in. */
-  readonly options: Required<Pick<OpenAIPolicyOptions, 'seedMode' | 'sessions' | 'logprobs' | 'tokenIds'>> & Omit<OpenAIPolicyOptions, 'client'>;
+  readonly options: Required<Pick<OpenAIPolicyOptions, 'seedMode' | 'sessions' | 'logprobs' | 'tokenIds'>> &
+    Omit<OpenAIPolicyOptions, 'client'>;
   private readonly logs = new Map<string, OpenAITurnLog[]>();
 
   /** @param options - the client (or its options), sampling overrides, seeding, sessions, token ids. */
   constructor(options: OpenAIPolicyOptions) {
-    if (options === null || typeof options !== 'object') throw new TypeError('OpenAIChatPolicy expects an options object');
+    if (options === null || typeof options !== 'object')
+      throw new TypeError('OpenAIChatPolicy expects an options object');
     refuseUnknownOptions(options, POLICY_KEYS, 'OpenAIChatPolicy');
     this.client = options.client instanceof OpenAIChatClient ? options.client : new OpenAIChatClient(options.client);
     const { client: _client, ...rest } = options;
-    this.options = { ...rest, seedMode: options.seedMode ?? 'episode', sessions: options.sessions ?? false, logprobs: options.logprobs ?? false, tokenIds: options.tokenIds ?? 'none' };
-    if (!['episode', 'turn', 'none'].includes(this.options.seedMode)) throw new RangeError(`seedMode must be 'episode', 'turn' or 'none', got ${JSON.stringify(this.options.seedMode)}`);
-    if (!['none', 'record', 'template'].includes(this.options.tokenIds)) throw new RangeError(`tokenIds must be 'none', 'record' or 'template', got ${JSON.stringify(this.options.tokenIds)}`);
-    if (this.options.maxTokens !== undefined && (!Number.isSafeInteger(this.options.maxTokens) || this.options.maxTokens < 1)) throw new RangeError(`maxTokens must be a positive integer, got ${String(this.options.maxTokens)}`);
+    this.options = {
+      ...rest,
+      seedMode: options.seedMode ?? 'episode',
+      sessions: options.sessions ?? false,
+      logprobs: options.logprobs ?? false,
+      tokenIds: options.tokenIds ?? 'none',
+    };
+    if (!['episode', 'turn', 'none'].includes(this.options.seedMode))
+      throw new RangeError(
+        `seedMode must be 'episode', 'turn' or 'none', got ${JSON.stringify(this.options.seedMode)}`,
+      );
+    if (!['none', 'record', 'template'].includes(this.options.tokenIds))
+      throw new RangeError(
+        `tokenIds must be 'none', 'record' or 'template', got ${JSON.stringify(this.options.tokenIds)}`,
+      );
+    if (
+      this.options.maxTokens !== undefined &&
+      (!Number.isSafeInteger(this.options.maxTokens) || this.options.maxTokens < 1)
+    )
+      throw new RangeError(`maxTokens must be a positive integer, got ${String(this.options.maxTokens)}`);
   }
 
   /** A conversation for one episode. */

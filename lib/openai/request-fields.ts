@@ -11,7 +11,8 @@
 import { RequestError } from './server-request.js';
 
 const bad = (message: string, param: string): RequestError => new RequestError(400, message, param, 'invalid_value');
-const unsupported = (message: string, param: string): RequestError => new RequestError(400, message, param, 'unsupported_value');
+const unsupported = (message: string, param: string): RequestError =>
+  new RequestError(400, message, param, 'unsupported_value');
 
 const given = (v: unknown): boolean => v !== undefined && v !== null;
 
@@ -36,40 +37,61 @@ export interface CommonFieldOptions {
  * `logit_bias`, `response_format`, `stream_options` (only with `stream: true`, as vLLM
  * requires), `skip_special_tokens`.
  */
-export function checkCommonFields(body: Record<string, unknown>, options: CommonFieldOptions = {}): CommonRequestFields {
-  if (given(body.user) && typeof body.user !== 'string') throw bad(`user must be a string, got ${JSON.stringify(body.user)}`, 'user');
+export function checkCommonFields(
+  body: Record<string, unknown>,
+  options: CommonFieldOptions = {},
+): CommonRequestFields {
+  if (given(body.user) && typeof body.user !== 'string')
+    throw bad(`user must be a string, got ${JSON.stringify(body.user)}`, 'user');
   for (const key of ['presence_penalty', 'frequency_penalty']) {
     const v = body[key];
     if (!given(v)) continue;
-    if (typeof v !== 'number' || !Number.isFinite(v)) throw bad(`${key} must be a number, got ${JSON.stringify(v)}`, key);
+    if (typeof v !== 'number' || !Number.isFinite(v))
+      throw bad(`${key} must be a number, got ${JSON.stringify(v)}`, key);
     if (v < -2 || v > 2) throw bad(`${key} must be in [-2, 2], got ${v}`, key);
-    if (v !== 0 && options.penalties !== true) throw unsupported(`${key} is not supported on this route (only 0; /v1/completions applies it)`, key);
+    if (v !== 0 && options.penalties !== true)
+      throw unsupported(`${key} is not supported on this route (only 0; /v1/completions applies it)`, key);
   }
   const bias = body.logit_bias;
   if (given(bias)) {
     if (!isObject(bias)) throw bad('logit_bias must be an object mapping token ids to biases', 'logit_bias');
     for (const [k, v] of Object.entries(bias)) {
       if (!/^\d+$/.test(k)) throw bad(`logit_bias key ${JSON.stringify(k)} is not a token id`, 'logit_bias');
-      if (typeof v !== 'number' || !Number.isFinite(v)) throw bad(`logit_bias[${k}] must be a number, got ${JSON.stringify(v)}`, 'logit_bias');
+      if (typeof v !== 'number' || !Number.isFinite(v))
+        throw bad(`logit_bias[${k}] must be a number, got ${JSON.stringify(v)}`, 'logit_bias');
     }
     if (Object.keys(bias).length > 0) throw unsupported('logit_bias is not supported by this server', 'logit_bias');
   }
   const format = body.response_format;
   if (given(format)) {
-    if (!isObject(format) || typeof format.type !== 'string') throw bad("response_format must be an object with a type ('text', 'json_object' or 'json_schema')", 'response_format');
-    if (!['text', 'json_object', 'json_schema'].includes(format.type)) throw bad(`response_format.type must be 'text', 'json_object' or 'json_schema', got ${JSON.stringify(format.type)}`, 'response_format.type');
-    if (format.type !== 'text') throw unsupported(`response_format ${format.type} is not supported by this server (no constrained decoding; only 'text')`, 'response_format');
+    if (!isObject(format) || typeof format.type !== 'string')
+      throw bad(
+        "response_format must be an object with a type ('text', 'json_object' or 'json_schema')",
+        'response_format',
+      );
+    if (!['text', 'json_object', 'json_schema'].includes(format.type))
+      throw bad(
+        `response_format.type must be 'text', 'json_object' or 'json_schema', got ${JSON.stringify(format.type)}`,
+        'response_format.type',
+      );
+    if (format.type !== 'text')
+      throw unsupported(
+        `response_format ${format.type} is not supported by this server (no constrained decoding; only 'text')`,
+        'response_format',
+      );
   }
   const so = body.stream_options;
   if (given(so)) {
     if (!isObject(so)) throw bad('stream_options must be an object', 'stream_options');
     for (const key of ['include_usage', 'continuous_usage_stats']) {
-      if (given(so[key]) && typeof so[key] !== 'boolean') throw bad(`stream_options.${key} must be a boolean`, `stream_options.${key}`);
+      if (given(so[key]) && typeof so[key] !== 'boolean')
+        throw bad(`stream_options.${key} must be a boolean`, `stream_options.${key}`);
     }
     if (body.stream !== true) throw bad('stream_options can only be given with stream: true', 'stream_options');
   }
   const skip = body.skip_special_tokens;
-  if (given(skip) && typeof skip !== 'boolean') throw bad('skip_special_tokens must be a boolean', 'skip_special_tokens');
+  if (given(skip) && typeof skip !== 'boolean')
+    throw bad('skip_special_tokens must be a boolean', 'skip_special_tokens');
   return { skipSpecialTokens: skip !== false };
 }
 
@@ -88,13 +110,16 @@ export interface ChatRequestFields extends CommonRequestFields {
 export function checkChatFields(body: Record<string, unknown>): ChatRequestFields {
   const common = checkCommonFields(body);
   const parallel = body.parallel_tool_calls;
-  if (given(parallel) && typeof parallel !== 'boolean') throw bad('parallel_tool_calls must be a boolean', 'parallel_tool_calls');
+  if (given(parallel) && typeof parallel !== 'boolean')
+    throw bad('parallel_tool_calls must be a boolean', 'parallel_tool_calls');
   if (Array.isArray(body.tools)) {
     body.tools.forEach((t, i) => {
       const f = isObject(t) && isObject(t.function) ? t.function : null;
       if (!f) return; // the tools' shape is checked with the request
-      if (given(f.parameters) && !isObject(f.parameters)) throw bad(`tools[${i}].function.parameters must be a JSON Schema object`, `tools[${i}].function.parameters`);
-      if (given(f.description) && typeof f.description !== 'string') throw bad(`tools[${i}].function.description must be a string`, `tools[${i}].function.description`);
+      if (given(f.parameters) && !isObject(f.parameters))
+        throw bad(`tools[${i}].function.parameters must be a JSON Schema object`, `tools[${i}].function.parameters`);
+      if (given(f.description) && typeof f.description !== 'string')
+        throw bad(`tools[${i}].function.description must be a string`, `tools[${i}].function.description`);
     });
   }
   const kwargs = body.chat_template_kwargs;

@@ -28,7 +28,14 @@ export interface SamplingDefaults {
 }
 
 /** transformers' `GenerationConfig` defaults of the fields vLLM reads (a field equal to its default is not a "diff"). */
-const HF_DEFAULTS: Readonly<Record<string, number | null>> = { temperature: 1, top_k: 50, top_p: 1, min_p: null, repetition_penalty: 1, max_new_tokens: null };
+const HF_DEFAULTS: Readonly<Record<string, number | null>> = {
+  temperature: 1,
+  top_k: 50,
+  top_p: 1,
+  min_p: null,
+  repetition_penalty: 1,
+  max_new_tokens: null,
+};
 
 /**
  * The defaults vLLM takes from a model's `generation_config.json` (parsed; null: the model has

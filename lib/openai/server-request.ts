@@ -83,7 +83,8 @@ export interface ChatRequest extends ChatRequestFields {
   sessionId?: string;
 }
 
-const bad = (message: string, param: string | null): RequestError => new RequestError(400, message, param, 'invalid_value');
+const bad = (message: string, param: string | null): RequestError =>
+  new RequestError(400, message, param, 'invalid_value');
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -95,7 +96,8 @@ function text(v: unknown, param: string, nullable: boolean): string | null {
   if (Array.isArray(v)) {
     return v
       .map((p, i) => {
-        if (!isObject(p) || p.type !== 'text' || typeof p.text !== 'string') throw bad(`${param}[${i}] must be a text part ({ type: 'text', text })`, `${param}[${i}]`);
+        if (!isObject(p) || p.type !== 'text' || typeof p.text !== 'string')
+          throw bad(`${param}[${i}] must be a text part ({ type: 'text', text })`, `${param}[${i}]`);
         return p.text;
       })
       .join('');
@@ -107,10 +109,19 @@ function toolCalls(v: unknown, param: string): ChatToolCall[] {
   if (!Array.isArray(v)) throw bad(`${param} must be an array`, param);
   return v.map((c, i) => {
     const p = `${param}[${i}]`;
-    if (!isObject(c) || !isObject(c.function)) throw bad(`${p} must be { type: 'function', function: { name, arguments } }`, p);
+    if (!isObject(c) || !isObject(c.function))
+      throw bad(`${p} must be { type: 'function', function: { name, arguments } }`, p);
     const f = c.function;
-    if (typeof f.name !== 'string' || f.name === '') throw bad(`${p}.function.name must be a non-empty string`, `${p}.function.name`);
-    const args = f.arguments === undefined ? '{}' : typeof f.arguments === 'string' ? f.arguments : isObject(f.arguments) ? JSON.stringify(f.arguments) : null;
+    if (typeof f.name !== 'string' || f.name === '')
+      throw bad(`${p}.function.name must be a non-empty string`, `${p}.function.name`);
+    const args =
+      f.arguments === undefined
+        ? '{}'
+        : typeof f.arguments === 'string'
+          ? f.arguments
+          : isObject(f.arguments)
+            ? JSON.stringify(f.arguments)
+            : null;
     if (args === null) throw bad(`${p}.function.arguments must be a JSON string`, `${p}.function.arguments`);
     const call: ChatToolCall = { type: 'function', function: { name: f.name, arguments: args } };
     if (typeof c.id === 'string') call.id = c.id;
@@ -128,26 +139,32 @@ function message(m: unknown, i: number): ChatMessage {
     case 'user':
       return { role: 'user', content: text(m.content, `${p}.content`, false) as string };
     case 'tool': {
-      if (m.tool_call_id !== undefined && typeof m.tool_call_id !== 'string') throw bad(`${p}.tool_call_id must be a string`, `${p}.tool_call_id`);
+      if (m.tool_call_id !== undefined && typeof m.tool_call_id !== 'string')
+        throw bad(`${p}.tool_call_id must be a string`, `${p}.tool_call_id`);
       const out: ChatMessage = { role: 'tool', content: text(m.content, `${p}.content`, false) as string };
       if (typeof m.tool_call_id === 'string') out.tool_call_id = m.tool_call_id;
       return out;
     }
     case 'assistant': {
       const content = text(m.content, `${p}.content`, true);
-      const calls = m.tool_calls === undefined || m.tool_calls === null ? [] : toolCalls(m.tool_calls, `${p}.tool_calls`);
+      const calls =
+        m.tool_calls === undefined || m.tool_calls === null ? [] : toolCalls(m.tool_calls, `${p}.tool_calls`);
       if (content === null && calls.length === 0) throw bad(`${p} needs content or tool_calls`, `${p}.content`);
       return calls.length > 0 ? { role: 'assistant', content, tool_calls: calls } : { role: 'assistant', content };
     }
     default:
-      throw bad(`${p}.role must be one of system, developer, user, assistant, tool; got ${JSON.stringify(m.role)}`, `${p}.role`);
+      throw bad(
+        `${p}.role must be one of system, developer, user, assistant, tool; got ${JSON.stringify(m.role)}`,
+        `${p}.role`,
+      );
   }
 }
 
 function number(body: Record<string, unknown>, key: string, lo: number, hi: number, fallback: number): number {
   const v = body[key];
   if (v === undefined || v === null) return fallback;
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi) throw bad(`${key} must be a number in [${lo}, ${hi}], got ${JSON.stringify(v)}`, key);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi)
+    throw bad(`${key} must be a number in [${lo}, ${hi}], got ${JSON.stringify(v)}`, key);
   return v;
 }
 
@@ -155,18 +172,30 @@ function number(body: Record<string, unknown>, key: string, lo: number, hi: numb
 export function parseChatRequest(body: unknown): ChatRequest {
   if (!isObject(body)) throw bad('the request body must be a JSON object', null);
   if (typeof body.model !== 'string' || body.model === '') throw bad('model must be a non-empty string', 'model');
-  if (!Array.isArray(body.messages) || body.messages.length === 0) throw bad('messages must be a non-empty array', 'messages');
+  if (!Array.isArray(body.messages) || body.messages.length === 0)
+    throw bad('messages must be a non-empty array', 'messages');
   const messages = body.messages.map(message);
   let tools: ToolSchema[] = [];
   if (body.tools !== undefined && body.tools !== null) {
     if (!Array.isArray(body.tools)) throw bad('tools must be an array', 'tools');
     tools = body.tools.map((t, i) => {
-      if (!isObject(t) || t.type !== 'function' || !isObject(t.function) || typeof t.function.name !== 'string' || t.function.name === '') throw bad(`tools[${i}] must be { type: 'function', function: { name, description?, parameters? } }`, `tools[${i}]`);
+      if (
+        !isObject(t) ||
+        t.type !== 'function' ||
+        !isObject(t.function) ||
+        typeof t.function.name !== 'string' ||
+        t.function.name === ''
+      )
+        throw bad(
+          `tools[${i}] must be { type: 'function', function: { name, description?, parameters? } }`,
+          `tools[${i}]`,
+        );
       return t;
     });
   }
   const choice = body.tool_choice;
-  if (choice !== undefined && choice !== null && choice !== 'auto' && choice !== 'none') throw bad(`tool_choice ${JSON.stringify(choice)} is not supported (use 'auto' or 'none')`, 'tool_choice');
+  if (choice !== undefined && choice !== null && choice !== 'auto' && choice !== 'none')
+    throw bad(`tool_choice ${JSON.stringify(choice)} is not supported (use 'auto' or 'none')`, 'tool_choice');
   const toolCallsAllowed = tools.length > 0 && choice !== 'none';
   if (choice === 'none') tools = [];
   const n = body.n;
@@ -175,20 +204,30 @@ export function parseChatRequest(body: unknown): ChatRequest {
   for (const key of ['max_completion_tokens', 'max_tokens']) {
     const v = body[key];
     if (v === undefined || v === null) continue;
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw bad(`${key} must be a positive integer, got ${JSON.stringify(v)}`, key);
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1)
+      throw bad(`${key} must be a positive integer, got ${JSON.stringify(v)}`, key);
     maxTokens ??= v;
   }
   const seed = body.seed;
-  if (seed !== undefined && seed !== null && (typeof seed !== 'number' || !Number.isSafeInteger(seed) || seed < 0)) throw bad(`seed must be a non-negative integer, got ${JSON.stringify(seed)}`, 'seed');
+  if (seed !== undefined && seed !== null && (typeof seed !== 'number' || !Number.isSafeInteger(seed) || seed < 0))
+    throw bad(`seed must be a non-negative integer, got ${JSON.stringify(seed)}`, 'seed');
   const stop = body.stop;
-  if (stop !== undefined && stop !== null && !(Array.isArray(stop) && stop.length === 0)) throw bad('stop sequences are not supported (the reply ends at the chat template end token)', 'stop');
+  if (stop !== undefined && stop !== null && !(Array.isArray(stop) && stop.length === 0))
+    throw bad('stop sequences are not supported (the reply ends at the chat template end token)', 'stop');
   const top = body.top_logprobs;
-  if (top !== undefined && top !== null && top !== 0) throw bad('top_logprobs is not supported (only the sampled tokens have log-probs)', 'top_logprobs');
+  if (top !== undefined && top !== null && top !== 0)
+    throw bad('top_logprobs is not supported (only the sampled tokens have log-probs)', 'top_logprobs');
   for (const key of ['stream', 'logprobs', 'return_token_ids']) {
-    if (body[key] !== undefined && body[key] !== null && typeof body[key] !== 'boolean') throw bad(`${key} must be a boolean`, key);
+    if (body[key] !== undefined && body[key] !== null && typeof body[key] !== 'boolean')
+      throw bad(`${key} must be a boolean`, key);
   }
   const sessionId = body.session_id;
-  if (sessionId !== undefined && sessionId !== null && (typeof sessionId !== 'string' || sessionId === '' || sessionId.length > 256)) throw bad('session_id must be a non-empty string of at most 256 characters', 'session_id');
+  if (
+    sessionId !== undefined &&
+    sessionId !== null &&
+    (typeof sessionId !== 'string' || sessionId === '' || sessionId.length > 256)
+  )
+    throw bad('session_id must be a non-empty string of at most 256 characters', 'session_id');
   const streamOptions = body.stream_options;
   const req: ChatRequest = {
     ...checkChatFields(body),

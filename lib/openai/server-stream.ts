@@ -81,7 +81,15 @@ export class ReplyStream {
       if (t === tpl.message) {
         if (this.state === 'text') out += this.flush(true);
         this.state = 'text';
-      } else if (this.state === 'start' || t === tpl.end || t === tpl.call || !Number.isInteger(t) || t < 0 || t >= tok.vocabSize || tok.isSpecial(t)) {
+      } else if (
+        this.state === 'start' ||
+        t === tpl.end ||
+        t === tpl.call ||
+        !Number.isInteger(t) ||
+        t < 0 ||
+        t >= tok.vocabSize ||
+        tok.isSpecial(t)
+      ) {
         // the end of the reply, a tool call, or something the template would not parse: the
         // rest is sent when the reply is complete
         this.state = 'held';
@@ -100,7 +108,8 @@ export class ReplyStream {
    */
   finish(content: string | null): string {
     const final = content ?? '';
-    if (!final.startsWith(this.sentText)) throw new Error(`streamed text ${JSON.stringify(this.sentText.slice(0, 80))} does not begin the reply's content`);
+    if (!final.startsWith(this.sentText))
+      throw new Error(`streamed text ${JSON.stringify(this.sentText.slice(0, 80))} does not begin the reply's content`);
     this.state = 'held';
     return this.emit(final.slice(this.sentText.length));
   }
@@ -127,7 +136,13 @@ export class SseReply {
     id: string,
     model: string,
   ) {
-    this.base = { id, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model, system_fingerprint: 'sinkflex' };
+    this.base = {
+      id,
+      object: 'chat.completion.chunk',
+      created: Math.floor(Date.now() / 1000),
+      model,
+      system_fingerprint: 'sinkflex',
+    };
   }
 
   /** Whether the stream has begun (headers sent). */
@@ -144,7 +159,12 @@ export class SseReply {
   begin(): void {
     if (this.started) return;
     this.started = true;
-    this.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+    this.res.writeHead(200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
     this.res.flushHeaders();
     this.chunk({ delta: { role: 'assistant', content: '' }, finish_reason: null });
   }
@@ -158,7 +178,11 @@ export class SseReply {
   /** A content delta (with the log-probs of its tokens, when given). */
   content(text: string, logprobs?: unknown[]): void {
     if (text === '' && !logprobs) return;
-    this.chunk({ delta: text === '' ? {} : { content: text }, ...(logprobs ? { logprobs: { content: logprobs } } : {}), finish_reason: null });
+    this.chunk({
+      delta: text === '' ? {} : { content: text },
+      ...(logprobs ? { logprobs: { content: logprobs } } : {}),
+      finish_reason: null,
+    });
   }
 
   /** A reasoning delta (`delta.reasoning_content`, as vLLM's reasoning parsers send it). */
@@ -168,7 +192,21 @@ export class SseReply {
 
   /** Tool calls, one chunk each, indexed from `first` (the calls of the reply sent before them). */
   toolCalls(calls: readonly StreamToolCall[], first = 0): void {
-    calls.forEach((call, i) => this.chunk({ delta: { tool_calls: [{ index: first + i, id: call.id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } }] }, finish_reason: null }));
+    calls.forEach((call, i) =>
+      this.chunk({
+        delta: {
+          tool_calls: [
+            {
+              index: first + i,
+              id: call.id,
+              type: 'function',
+              function: { name: call.function.name, arguments: call.function.arguments },
+            },
+          ],
+        },
+        finish_reason: null,
+      }),
+    );
   }
 
   /** The last chunk (finish reason, token ids when asked), the usage chunk when asked, and `[DONE]`. */

@@ -63,7 +63,13 @@ export interface ChatServerOptions extends ChatEngineOptions {
   /** Largest request body in bytes. Default 32 MiB. */
   maxBodyBytes?: number;
   /** Called after each completion request (for logs). */
-  onRequest?: (info: { status: number; ms: number; promptTokens: number; completionTokens: number; continued: boolean }) => void;
+  onRequest?: (info: {
+    status: number;
+    ms: number;
+    promptTokens: number;
+    completionTokens: number;
+    continued: boolean;
+  }) => void;
   /** Called after each adapter load or unload and weight reload, refused ones included (for logs). */
   onAdmin?: (info: AdminEvent) => void;
   /** Runtime LoRA adapters (`/v1/load_lora_adapter`, `/v1/unload_lora_adapter`); without it those routes answer 404. */
@@ -109,7 +115,13 @@ class BodyTooLarge extends RequestError {}
  * while it uploads (curl, fetch) stops there; one that uploads everything first (Python's
  * urllib) still gets its 413 instead of a connection reset.
  */
-function readBody(req: IncomingMessage, res: ServerResponse, limit: number, dropLimit: number, lingerMs: number): Promise<string> {
+function readBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  limit: number,
+  dropLimit: number,
+  lingerMs: number,
+): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -135,7 +147,11 @@ function readBody(req: IncomingMessage, res: ServerResponse, limit: number, drop
         chunks.length = 0;
         const err = new BodyTooLarge(413, `the request body is larger than ${limit} bytes`, null, 'request_too_large');
         const text = JSON.stringify(err.toJSON());
-        res.writeHead(413, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), connection: 'close' });
+        res.writeHead(413, {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(text),
+          connection: 'close',
+        });
         res.write(text);
         timer = setTimeout(close, lingerMs);
         timer.unref();
@@ -168,7 +184,12 @@ function newCompletionId(): { id: string; callPrefix: string } {
  * The log-probs entries of some sampled tokens (OpenAI's `logprobs.content`): each token's text
  * and its bytes (the tokenizer's `tokenBytes` where it has one, else the UTF-8 of its text).
  */
-function logprobEntries(template: ChatFormat, tokens: readonly number[], logProbs: readonly number[], skipSpecialTokens: boolean): Record<string, unknown>[] {
+function logprobEntries(
+  template: ChatFormat,
+  tokens: readonly number[],
+  logProbs: readonly number[],
+  skipSpecialTokens: boolean,
+): Record<string, unknown>[] {
   const tok = template.tokenizer;
   return tokens.map((t, i) => {
     const text = tok.decode([t], { skipSpecialTokens });
@@ -179,7 +200,13 @@ function logprobEntries(template: ChatFormat, tokens: readonly number[], logProb
 }
 
 /** The OpenAI-style completion for an engine result. */
-function completionBody(template: ChatFormat, model: string, req: ChatRequest, r: EngineResult, ids = newCompletionId()): { id: string; message: Record<string, unknown>; finish: string; body: Record<string, unknown> } {
+function completionBody(
+  template: ChatFormat,
+  model: string,
+  req: ChatRequest,
+  r: EngineResult,
+  ids = newCompletionId(),
+): { id: string; message: Record<string, unknown>; finish: string; body: Record<string, unknown> } {
   const { id, callPrefix } = ids;
   const parsed = r.finishReason === 'stop' ? template.parseAssistant(r.tokens, callPrefix) : null;
   let message: Record<string, unknown>;
@@ -200,7 +227,8 @@ function completionBody(template: ChatFormat, model: string, req: ChatRequest, r
     if (reasoning) message.reasoning_content = reasoning;
   }
   const choice: Record<string, unknown> = { index: 0, message, finish_reason: finish };
-  if (req.logprobs) choice.logprobs = { content: logprobEntries(template, r.tokens, r.logProbs, req.skipSpecialTokens) };
+  if (req.logprobs)
+    choice.logprobs = { content: logprobEntries(template, r.tokens, r.logProbs, req.skipSpecialTokens) };
   if (req.returnTokenIds) choice.token_ids = r.tokens;
   const body: Record<string, unknown> = {
     id,
@@ -209,12 +237,15 @@ function completionBody(template: ChatFormat, model: string, req: ChatRequest, r
     model,
     system_fingerprint: 'sinkflex',
     choices: [choice],
-    usage: { prompt_tokens: r.promptTokens.length, completion_tokens: r.tokens.length, total_tokens: r.promptTokens.length + r.tokens.length },
+    usage: {
+      prompt_tokens: r.promptTokens.length,
+      completion_tokens: r.tokens.length,
+      total_tokens: r.promptTokens.length + r.tokens.length,
+    },
   };
   if (req.returnTokenIds) body.prompt_token_ids = r.promptTokens;
   return { id, message, finish, body };
 }
-
 
 /** The error as the server answers it (499 when the client went away, 500 for a failure of ours). */
 function asRequestError(e: unknown): RequestError {
@@ -225,8 +256,22 @@ function asRequestError(e: unknown): RequestError {
 }
 
 const SERVER_KEYS = optionKeys<ChatServerOptions>({
-  policy: true, template: true, modelName: true, host: true, port: true, apiKey: true, maxBodyBytes: true, onRequest: true, onAdmin: true,
-  adapters: true, weights: true, samplingDefaults: true, logprobsMode: true, defaultMaxTokens: true, maxSessions: true, sessionTtlMs: true,
+  policy: true,
+  template: true,
+  modelName: true,
+  host: true,
+  port: true,
+  apiKey: true,
+  maxBodyBytes: true,
+  onRequest: true,
+  onAdmin: true,
+  adapters: true,
+  weights: true,
+  samplingDefaults: true,
+  logprobsMode: true,
+  defaultMaxTokens: true,
+  maxSessions: true,
+  sessionTtlMs: true,
   renderTools: true,
 });
 
@@ -234,15 +279,21 @@ const SERVER_KEYS = optionKeys<ChatServerOptions>({
 export async function startChatServer(options: ChatServerOptions): Promise<ChatServer> {
   if (options === null || typeof options !== 'object') throw new TypeError('startChatServer expects an options object');
   refuseUnknownOptions(options, SERVER_KEYS, 'startChatServer');
-  if (!options.policy || typeof options.policy.createSession !== 'function') throw new TypeError('options.policy must be a GenerativeModel (createSession)');
-  if (!options.template || typeof options.template.renderTokens !== 'function' || typeof options.template.parseAssistant !== 'function') {
-    throw new TypeError('options.template must be a ChatFormat (a ChatTemplate, or a pretrained model\'s chat)');
+  if (!options.policy || typeof options.policy.createSession !== 'function')
+    throw new TypeError('options.policy must be a GenerativeModel (createSession)');
+  if (
+    !options.template ||
+    typeof options.template.renderTokens !== 'function' ||
+    typeof options.template.parseAssistant !== 'function'
+  ) {
+    throw new TypeError("options.template must be a ChatFormat (a ChatTemplate, or a pretrained model's chat)");
   }
   const engine = new ChatEngine(options.policy, options.template, options);
   const template = options.template;
   const model = options.modelName ?? 'sinkflex';
   const limit = options.maxBodyBytes ?? 32 * 2 ** 20;
-  if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError('options.maxBodyBytes must be a positive integer');
+  if (!Number.isSafeInteger(limit) || limit < 1)
+    throw new RangeError('options.maxBodyBytes must be a positive integer');
   const created = Math.floor(Date.now() / 1000);
   const routes = new ServingRoutes({
     policy: options.policy,
@@ -271,7 +322,8 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = (req.url ?? '/').split('?')[0].replace(/\/+$/, '');
     if (url === '/health') return sendJSON(res, 200, { status: 'ok' });
-    if (options.apiKey !== undefined && req.headers.authorization !== `Bearer ${options.apiKey}`) throw new RequestError(401, 'invalid or missing API key (Authorization: Bearer …)', null, 'invalid_api_key');
+    if (options.apiKey !== undefined && req.headers.authorization !== `Bearer ${options.apiKey}`)
+      throw new RequestError(401, 'invalid or missing API key (Authorization: Bearer …)', null, 'invalid_api_key');
     if (await routes.handle(req, res, url, () => readJson(req, res))) return;
     if (url !== '/v1/chat/completions') throw new RequestError(404, `no route ${req.method} ${url}`, null, 'not_found');
     if (req.method !== 'POST') throw new RequestError(405, `${req.method} is not allowed on /v1/chat/completions`);
@@ -287,7 +339,13 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
 
   const chatCompletion = async (res: ServerResponse, chat: ChatRequest, t0: number): Promise<void> => {
     const engine = routes.chatEngine(chat.model);
-    if (!engine) throw new RequestError(404, `the model '${chat.model}' does not exist (this server serves '${model}')`, 'model', 'model_not_found');
+    if (!engine)
+      throw new RequestError(
+        404,
+        `the model '${chat.model}' does not exist (this server serves '${model}')`,
+        'model',
+        'model_not_found',
+      );
     // a client that goes away stops its generation (and frees its session)
     const gone = new AbortController();
     res.on('close', () => {
@@ -315,7 +373,13 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
     if (!sse || !reply) {
       const r = await engine.complete(chat, { signal: gone.signal });
       sendJSON(res, 200, completionBody(template, chat.model, chat, r, ids).body);
-      options.onRequest?.({ status: 200, ms: performance.now() - t0, promptTokens: r.promptTokens.length, completionTokens: r.tokens.length, continued: r.continued });
+      options.onRequest?.({
+        status: 200,
+        ms: performance.now() - t0,
+        promptTokens: r.promptTokens.length,
+        completionTokens: r.tokens.length,
+        continued: r.continued,
+      });
       return;
     }
     let r: EngineResult;
@@ -332,18 +396,35 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
       const c = completionBody(template, chat.model, chat, r, ids);
       const content = typeof c.message.content === 'string' ? c.message.content : null;
       const calls = (c.message.tool_calls ?? []) as ChatToolCall[];
-      if (formatStream) send(formatStream.finish({ content, reasoning: typeof c.message.reasoning_content === 'string' ? c.message.reasoning_content : null, toolCalls: calls }));
+      if (formatStream)
+        send(
+          formatStream.finish({
+            content,
+            reasoning: typeof c.message.reasoning_content === 'string' ? c.message.reasoning_content : null,
+            toolCalls: calls,
+          }),
+        );
       else {
         sse.content(reply.finish(content));
         sse.toolCalls(calls);
       }
-      sse.end(c.finish, chat.returnTokenIds ? r.tokens : undefined, chat.streamUsage ? (c.body.usage as Record<string, unknown>) : undefined);
+      sse.end(
+        c.finish,
+        chat.returnTokenIds ? r.tokens : undefined,
+        chat.streamUsage ? (c.body.usage as Record<string, unknown>) : undefined,
+      );
     } catch (e) {
       // once the stream has begun, an error goes as an error event (the status is sent)
       if (sse.begun && !(e instanceof ClientGone)) sse.fail(asRequestError(e).toJSON().error);
       throw e;
     }
-    options.onRequest?.({ status: 200, ms: performance.now() - t0, promptTokens: r.promptTokens.length, completionTokens: r.tokens.length, continued: r.continued });
+    options.onRequest?.({
+      status: 200,
+      ms: performance.now() - t0,
+      promptTokens: r.promptTokens.length,
+      completionTokens: r.tokens.length,
+      continued: r.continued,
+    });
   };
 
   const server: Server = createServer((req, res) => {
@@ -353,7 +434,8 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
         // the 413 is already on its way (readBody); nobody is left to answer
       } else if (!res.headersSent) sendJSON(res, err.status, err.toJSON());
       else if (!res.writableEnded) res.end();
-      if (!routes.reported(e)) options.onRequest?.({ status: err.status, ms: 0, promptTokens: 0, completionTokens: 0, continued: false });
+      if (!routes.reported(e))
+        options.onRequest?.({ status: err.status, ms: 0, promptTokens: 0, completionTokens: 0, continued: false });
     });
   });
   await new Promise<void>((resolve, reject) => {

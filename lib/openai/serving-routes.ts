@@ -67,7 +67,13 @@ export interface ServingRoutesOptions {
   /** A kept completion session idle this long (ms) is dropped. Default 600000. */
   sessionTtlMs?: number;
   /** Called after each completions request (for logs). */
-  onRequest?: (info: { status: number; ms: number; promptTokens: number; completionTokens: number; continued: boolean }) => void;
+  onRequest?: (info: {
+    status: number;
+    ms: number;
+    promptTokens: number;
+    completionTokens: number;
+    continued: boolean;
+  }) => void;
   /** Called after each adapter load or unload and weight reload, refused ones included (for logs). */
   onAdmin?: (info: AdminEvent) => void;
 }
@@ -108,7 +114,9 @@ function sendText(res: ServerResponse, status: number, text: string): void {
 }
 
 function field(body: unknown, key: string): unknown {
-  return body !== null && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>)[key] : undefined;
+  return body !== null && typeof body === 'object' && !Array.isArray(body)
+    ? (body as Record<string, unknown>)[key]
+    : undefined;
 }
 
 /**
@@ -117,7 +125,10 @@ function field(body: unknown, key: string): unknown {
  * `stop_token_ids` one, which answers the stop token's id).
  */
 function tokenizerEos(tokenizer: ChatFormatTokenizer): number | null {
-  const t = tokenizer as ChatFormatTokenizer & { specialTokensMap?: { eos_token?: unknown }; tokenToId?: (token: string) => number | undefined };
+  const t = tokenizer as ChatFormatTokenizer & {
+    specialTokensMap?: { eos_token?: unknown };
+    tokenToId?: (token: string) => number | undefined;
+  };
   const eos = t.specialTokensMap?.eos_token;
   if (typeof eos !== 'string' || typeof t.tokenToId !== 'function') return null;
   return t.tokenToId(eos) ?? null;
@@ -201,8 +212,24 @@ export class ServingRoutes {
   /** The `GET /v1/models` body: the base model, then the adapters. */
   models(): Record<string, unknown> {
     const o = this.options;
-    const base = { id: o.modelName, object: 'model', created: o.created, owned_by: 'sinkflex', root: o.modelName, parent: null, max_model_len: o.policy.contextLength };
-    const adapters = [...this.adapterPaths].map(([id, root]) => ({ id, object: 'model', created: o.created, owned_by: 'sinkflex', root, parent: o.modelName, max_model_len: o.policy.contextLength }));
+    const base = {
+      id: o.modelName,
+      object: 'model',
+      created: o.created,
+      owned_by: 'sinkflex',
+      root: o.modelName,
+      parent: null,
+      max_model_len: o.policy.contextLength,
+    };
+    const adapters = [...this.adapterPaths].map(([id, root]) => ({
+      id,
+      object: 'model',
+      created: o.created,
+      owned_by: 'sinkflex',
+      root,
+      parent: o.modelName,
+      max_model_len: o.policy.contextLength,
+    }));
     return { object: 'list', data: [base, ...adapters] };
   }
 
@@ -250,14 +277,29 @@ export class ServingRoutes {
   }
 
   /** Runs an admin route and reports it to `onAdmin` (its error: thrown, or returned when already answered). */
-  private async logged(action: AdminEvent['action'], res: ServerResponse, body: unknown, run: (body: unknown) => Promise<string | null | void>): Promise<void> {
+  private async logged(
+    action: AdminEvent['action'],
+    res: ServerResponse,
+    body: unknown,
+    run: (body: unknown) => Promise<string | null | void>,
+  ): Promise<void> {
     const t0 = performance.now();
     const text = (k: string): string | null => {
       const v = field(body, k);
       return typeof v === 'string' ? v : null;
     };
     const report = (status: number, error: string | null): void =>
-      this.options.onAdmin?.({ action, name: text('lora_name'), path: action === 'unload_lora_adapter' ? null : text(action === 'update_weights_from_disk' ? 'model_path' : 'lora_path'), status, ms: performance.now() - t0, error });
+      this.options.onAdmin?.({
+        action,
+        name: text('lora_name'),
+        path:
+          action === 'unload_lora_adapter'
+            ? null
+            : text(action === 'update_weights_from_disk' ? 'model_path' : 'lora_path'),
+        status,
+        ms: performance.now() - t0,
+        error,
+      });
     let answered: string | null | void;
     try {
       answered = await run(body);
@@ -283,19 +325,42 @@ export class ServingRoutes {
     const r = parseCompletionRequest(body);
     const model = this.modelFor(r.model);
     const name = r.model ?? this.options.modelName;
-    if (!model) throw new RequestError(404, `the model '${name}' does not exist (this server serves '${this.options.modelName}'${this.adapterPaths.size > 0 ? ` and the adapters ${[...this.adapterPaths.keys()].map((a) => `'${a}'`).join(', ')}` : ''})`, 'model', 'model_not_found');
+    if (!model)
+      throw new RequestError(
+        404,
+        `the model '${name}' does not exist (this server serves '${this.options.modelName}'${this.adapterPaths.size > 0 ? ` and the adapters ${[...this.adapterPaths.keys()].map((a) => `'${a}'`).join(', ')}` : ''})`,
+        'model',
+        'model_not_found',
+      );
     const vocab = model.vocabSize;
     const prompt = typeof r.prompt === 'string' ? this.options.tokenizer.encode(r.prompt) : r.prompt;
     if (prompt.length === 0) throw new RequestError(400, 'the prompt has no tokens', 'prompt', 'invalid_value');
     const badAt = (ids: readonly number[]): number => ids.findIndex((t) => t >= vocab);
     let i = badAt(prompt);
-    if (i >= 0) throw new RequestError(400, `prompt[${i}] is ${prompt[i]}, not a token id of the model (vocabulary ${vocab})`, `prompt[${i}]`, 'invalid_value');
+    if (i >= 0)
+      throw new RequestError(
+        400,
+        `prompt[${i}] is ${prompt[i]}, not a token id of the model (vocabulary ${vocab})`,
+        `prompt[${i}]`,
+        'invalid_value',
+      );
     const room = model.contextLength - prompt.length;
     if (r.maxTokens !== null && r.maxTokens > room && room >= 1) {
-      throw new RequestError(400, `max_tokens is too large: ${r.maxTokens}. The model's context is ${model.contextLength} tokens and the prompt has ${prompt.length} (${r.maxTokens} > ${model.contextLength} - ${prompt.length})`, 'max_tokens', 'context_length_exceeded');
+      throw new RequestError(
+        400,
+        `max_tokens is too large: ${r.maxTokens}. The model's context is ${model.contextLength} tokens and the prompt has ${prompt.length} (${r.maxTokens} > ${model.contextLength} - ${prompt.length})`,
+        'max_tokens',
+        'context_length_exceeded',
+      );
     }
     i = badAt(r.stopTokenIds);
-    if (i >= 0) throw new RequestError(400, `stop_token_ids[${i}] is ${r.stopTokenIds[i]}, not a token id of the model (vocabulary ${vocab})`, `stop_token_ids[${i}]`, 'invalid_value');
+    if (i >= 0)
+      throw new RequestError(
+        400,
+        `stop_token_ids[${i}] is ${r.stopTokenIds[i]}, not a token id of the model (vocabulary ${vocab})`,
+        `stop_token_ids[${i}]`,
+        'invalid_value',
+      );
     const gone = new AbortController();
     res.on('close', () => {
       if (!res.writableFinished) gone.abort(new ClientGone());
@@ -305,7 +370,8 @@ export class ServingRoutes {
     let out: EngineCompletionResult;
     try {
       const live = this.modelFor(r.model); // an adapter may have been unloaded while this request waited
-      if (!live) throw new RequestError(404, `the model '${name}' does not exist (it was unloaded)`, 'model', 'model_not_found');
+      if (!live)
+        throw new RequestError(404, `the model '${name}' does not exist (it was unloaded)`, 'model', 'model_not_found');
       out = await this.completions.complete(
         {
           model: live,
@@ -314,7 +380,10 @@ export class ServingRoutes {
           ...sampling,
           logprobsMode: this.options.logprobsMode === 'raw_logprobs' ? 'raw' : 'processed',
           // vLLM stops at the tokenizer's EOS unless ignore_eos
-          stop: this.eos !== null && !r.ignoreEos && !r.stopTokenIds.includes(this.eos) ? [...r.stopTokenIds, this.eos] : r.stopTokenIds,
+          stop:
+            this.eos !== null && !r.ignoreEos && !r.stopTokenIds.includes(this.eos)
+              ? [...r.stopTokenIds, this.eos]
+              : r.stopTokenIds,
           ...(r.seed !== undefined ? { seed: r.seed } : {}),
           ...(r.sessionId !== undefined ? { sessionId: r.sessionId } : {}),
         },
@@ -324,11 +393,22 @@ export class ServingRoutes {
       release();
     }
     sendJSON(res, 200, this.completionBody(name, r, prompt, out));
-    this.options.onRequest?.({ status: 200, ms: performance.now() - t0, promptTokens: prompt.length, completionTokens: out.tokens.length, continued: out.continued });
+    this.options.onRequest?.({
+      status: 200,
+      ms: performance.now() - t0,
+      promptTokens: prompt.length,
+      completionTokens: out.tokens.length,
+      continued: out.continued,
+    });
   }
 
   /** The completion in vLLM's response shape. */
-  private completionBody(model: string, r: CompletionRequestParams, prompt: readonly number[], out: EngineCompletionResult): Record<string, unknown> {
+  private completionBody(
+    model: string,
+    r: CompletionRequestParams,
+    prompt: readonly number[],
+    out: EngineCompletionResult,
+  ): Record<string, unknown> {
     const tok = this.options.tokenizer;
     const last = out.tokens[out.tokens.length - 1];
     const choice: Record<string, unknown> = {
@@ -341,7 +421,9 @@ export class ServingRoutes {
       prompt_logprobs: null,
     };
     if (r.logprobs) {
-      const tokens = out.tokens.map((t) => (r.tokensAsIds ? `token_id:${t}` : tok.decode([t], { skipSpecialTokens: r.skipSpecialTokens })));
+      const tokens = out.tokens.map((t) =>
+        r.tokensAsIds ? `token_id:${t}` : tok.decode([t], { skipSpecialTokens: r.skipSpecialTokens }),
+      );
       const offsets: number[] = [];
       let at = 0;
       for (const s of tokens) {
@@ -349,7 +431,12 @@ export class ServingRoutes {
         at += s.length;
       }
       const lps = out.logProbs.map(clampLogProb);
-      choice.logprobs = { text_offset: offsets, token_logprobs: lps, tokens, top_logprobs: tokens.map((s, k) => ({ [s]: lps[k] })) };
+      choice.logprobs = {
+        text_offset: offsets,
+        token_logprobs: lps,
+        tokens,
+        top_logprobs: tokens.map((s, k) => ({ [s]: lps[k] })),
+      };
     }
     if (r.returnTokenIds) {
       choice.token_ids = out.tokens;
@@ -362,12 +449,22 @@ export class ServingRoutes {
       model,
       system_fingerprint: 'sinkflex',
       choices: [choice],
-      usage: { prompt_tokens: prompt.length, completion_tokens: out.tokens.length, total_tokens: prompt.length + out.tokens.length },
+      usage: {
+        prompt_tokens: prompt.length,
+        completion_tokens: out.tokens.length,
+        total_tokens: prompt.length + out.tokens.length,
+      },
     };
   }
 
   private adapterHost(): AdapterHost {
-    if (!this.options.adapters) throw new RequestError(404, 'runtime LoRA adapters are not enabled on this server (it was started without an adapter host)', null, 'lora_not_enabled');
+    if (!this.options.adapters)
+      throw new RequestError(
+        404,
+        'runtime LoRA adapters are not enabled on this server (it was started without an adapter host)',
+        null,
+        'lora_not_enabled',
+      );
     return this.options.adapters;
   }
 
@@ -393,21 +490,43 @@ export class ServingRoutes {
     const path = field(body, 'lora_path');
     const inplace = field(body, 'load_inplace');
     if (typeof name !== 'string' || name === '' || typeof path !== 'string' || path === '') {
-      throw new RequestError(400, "Both 'lora_name' and 'lora_path' must be provided (non-empty strings).", typeof name !== 'string' || name === '' ? 'lora_name' : 'lora_path', 'invalid_value');
+      throw new RequestError(
+        400,
+        "Both 'lora_name' and 'lora_path' must be provided (non-empty strings).",
+        typeof name !== 'string' || name === '' ? 'lora_name' : 'lora_path',
+        'invalid_value',
+      );
     }
-    if (inplace !== undefined && inplace !== null && typeof inplace !== 'boolean') throw new RequestError(400, 'load_inplace must be a boolean', 'load_inplace', 'invalid_value');
-    if (name === this.options.modelName) throw new RequestError(400, `'${name}' is the base model's name; give the adapter another name`, 'lora_name', 'invalid_value');
+    if (inplace !== undefined && inplace !== null && typeof inplace !== 'boolean')
+      throw new RequestError(400, 'load_inplace must be a boolean', 'load_inplace', 'invalid_value');
+    if (name === this.options.modelName)
+      throw new RequestError(
+        400,
+        `'${name}' is the base model's name; give the adapter another name`,
+        'lora_name',
+        'invalid_value',
+      );
     await this.exclusive(async () => {
       if (this.adapterPaths.has(name) && inplace !== true) {
-        throw new RequestError(400, `The lora adapter '${name}' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.`, 'lora_name', 'adapter_already_loaded');
+        throw new RequestError(
+          400,
+          `The lora adapter '${name}' has already been loaded. If you want to load the adapter in place, set 'load_inplace' to True.`,
+          'lora_name',
+          'adapter_already_loaded',
+        );
       }
-      let rebuilt = false;
+      let rebuilt: boolean;
       try {
         rebuilt = (await host.load(name, path))?.rebuilt === true;
       } catch (e) {
         // vLLM answers 404 when there is no adapter at the path, 400 for one it cannot load
         const missing = e instanceof AdapterNotFoundError;
-        throw new RequestError(missing ? 404 : 400, `could not load the LoRA adapter '${name}' from ${path}: ${e instanceof Error ? e.message : String(e)}`, 'lora_path', missing ? 'adapter_not_found' : 'adapter_load_failed');
+        throw new RequestError(
+          missing ? 404 : 400,
+          `could not load the LoRA adapter '${name}' from ${path}: ${e instanceof Error ? e.message : String(e)}`,
+          'lora_path',
+          missing ? 'adapter_not_found' : 'adapter_load_failed',
+        );
       }
       if (rebuilt) this.dropAllSessions();
       this.dropAdapterSessions(name);
@@ -419,15 +538,27 @@ export class ServingRoutes {
   private async unloadAdapter(res: ServerResponse, body: unknown): Promise<void> {
     const host = this.adapterHost();
     const name = field(body, 'lora_name');
-    if (typeof name !== 'string' || name === '') throw new RequestError(400, "'lora_name' needs to be provided to unload a LoRA adapter.", 'lora_name', 'invalid_value');
+    if (typeof name !== 'string' || name === '')
+      throw new RequestError(
+        400,
+        "'lora_name' needs to be provided to unload a LoRA adapter.",
+        'lora_name',
+        'invalid_value',
+      );
     await this.exclusive(async () => {
-      if (!this.adapterPaths.has(name)) throw new RequestError(404, `The lora adapter '${name}' cannot be found.`, 'lora_name', 'adapter_not_found');
+      if (!this.adapterPaths.has(name))
+        throw new RequestError(404, `The lora adapter '${name}' cannot be found.`, 'lora_name', 'adapter_not_found');
       this.dropAdapterSessions(name);
       this.adapterPaths.delete(name);
       try {
         await host.unload(name);
       } catch (e) {
-        throw new RequestError(500, `could not unload the adapter '${name}': ${e instanceof Error ? e.message : String(e)}`, 'lora_name', 'adapter_unload_failed');
+        throw new RequestError(
+          500,
+          `could not unload the adapter '${name}': ${e instanceof Error ? e.message : String(e)}`,
+          'lora_name',
+          'adapter_unload_failed',
+        );
       }
     });
     sendText(res, 200, `Success: LoRA adapter '${name}' removed successfully.`);
@@ -435,7 +566,13 @@ export class ServingRoutes {
 
   /** Answers the route itself; resolves with the error it answered (null on success). */
   private async updateWeights(res: ServerResponse, body: unknown): Promise<string | null> {
-    if (!this.options.weights) throw new RequestError(404, 'reloading weights is not enabled on this server (it was started without a weights host)', null, 'weights_not_enabled');
+    if (!this.options.weights)
+      throw new RequestError(
+        404,
+        'reloading weights is not enabled on this server (it was started without a weights host)',
+        null,
+        'weights_not_enabled',
+      );
     const host = this.options.weights;
     const path = field(body, 'model_path');
     const fail = (status: number, message: string, param: string | null, code: string): string => {
@@ -443,14 +580,20 @@ export class ServingRoutes {
       sendJSON(res, status, { success: false, message, ...err.toJSON() });
       return message;
     };
-    if (typeof path !== 'string' || path === '') return fail(400, 'model_path must be a non-empty string (a checkpoint to load)', 'model_path', 'invalid_value');
+    if (typeof path !== 'string' || path === '')
+      return fail(400, 'model_path must be a non-empty string (a checkpoint to load)', 'model_path', 'invalid_value');
     try {
       await this.exclusive(async () => {
         await host.load(path);
         this.dropAllSessions(); // every kept context was computed with the old weights
       });
     } catch (e) {
-      return fail(400, `could not load the weights from ${path}: ${e instanceof Error ? e.message : String(e)}`, 'model_path', 'weights_load_failed');
+      return fail(
+        400,
+        `could not load the weights from ${path}: ${e instanceof Error ? e.message : String(e)}`,
+        'model_path',
+        'weights_load_failed',
+      );
     }
     sendJSON(res, 200, { success: true, message: 'Succeeded to update model weights.', num_paused_requests: 0 });
     return null;

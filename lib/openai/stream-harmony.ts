@@ -54,7 +54,11 @@ export class HarmonyReplyStream {
   private text: number[] = [];
   private readonly messages: HarmonyParsedMessage[] = [];
   /** The reading of the complete messages. */
-  private reading: { content: string[]; reasoning: string[]; calls: ChatToolCall[] } = { content: [], reasoning: [], calls: [] };
+  private reading: { content: string[]; reasoning: string[]; calls: ChatToolCall[] } = {
+    content: [],
+    reasoning: [],
+    calls: [],
+  };
   private sentReasoning = '';
   private sentContent = '';
   private sentCalls: ChatToolCall[] = [];
@@ -149,7 +153,8 @@ export class HarmonyReplyStream {
 
   /** Whether a call message (complete or begun) comes before the first content message. */
   private callBeforeContent(): boolean {
-    const all: Header[] = this.fields !== null && this.state === 'content' ? [...this.messages, this.fields] : this.messages;
+    const all: Header[] =
+      this.fields !== null && this.state === 'content' ? [...this.messages, this.fields] : this.messages;
     const first = all.find((m) => m.channel !== 'analysis' || isCall(m));
     return first !== undefined && isCall(first);
   }
@@ -167,9 +172,21 @@ export class HarmonyReplyStream {
       (this.fields.channel === 'analysis' ? reasoning : content).push(partial);
     }
     // calls not allowed: a reply with a call is its raw text (texts back to back, the call as written)
-    const sureContent = this.callsAllowed ? content.join('\n') : content.length > 0 && !this.callBeforeContent() ? content[0] : '';
-    const now = { reasoning: reasoning.join('\n'), content: sureContent, calls: this.callsAllowed ? this.reading.calls : [] };
-    const d: ReplyDelta = { reasoning: this.extend(this.sentReasoning, now.reasoning), content: this.extend(this.sentContent, now.content), toolCalls: now.calls.slice(this.sentCalls.length) };
+    const sureContent = this.callsAllowed
+      ? content.join('\n')
+      : content.length > 0 && !this.callBeforeContent()
+        ? content[0]
+        : '';
+    const now = {
+      reasoning: reasoning.join('\n'),
+      content: sureContent,
+      calls: this.callsAllowed ? this.reading.calls : [],
+    };
+    const d: ReplyDelta = {
+      reasoning: this.extend(this.sentReasoning, now.reasoning),
+      content: this.extend(this.sentContent, now.content),
+      toolCalls: now.calls.slice(this.sentCalls.length),
+    };
     this.sentReasoning += d.reasoning;
     this.sentContent += d.content;
     this.sentCalls = this.sentCalls.concat(d.toolCalls);
@@ -181,7 +198,11 @@ export class HarmonyReplyStream {
     this.done = true;
     const reasoning = this.extend(this.sentReasoning, final.reasoning ?? '');
     const content = this.extend(this.sentContent, final.content ?? '');
-    const sameCalls = this.sentCalls.every((c, i) => final.toolCalls[i]?.function.name === c.function.name && final.toolCalls[i]?.function.arguments === c.function.arguments);
+    const sameCalls = this.sentCalls.every(
+      (c, i) =>
+        final.toolCalls[i]?.function.name === c.function.name &&
+        final.toolCalls[i]?.function.arguments === c.function.arguments,
+    );
     const toolCalls = sameCalls ? final.toolCalls.slice(this.sentCalls.length) : [];
     this.sentReasoning += reasoning;
     this.sentContent += content;

@@ -64,7 +64,11 @@ function settled(text: string, tags: readonly string[]): string {
 }
 
 /** What the reply text so far shows for sure: reasoning, content and complete calls. */
-function view(text: string, callsAllowed: boolean, idPrefix: string): { reasoning: string; content: string; calls: ChatToolCall[] } {
+function view(
+  text: string,
+  callsAllowed: boolean,
+  idPrefix: string,
+): { reasoning: string; content: string; calls: ChatToolCall[] } {
   const empty = { reasoning: '', content: '', calls: [] };
   const lead = text.trimStart();
   let rest: string;
@@ -92,7 +96,11 @@ function view(text: string, callsAllowed: boolean, idPrefix: string): { reasonin
     outside += rest.slice(at, open);
     const close = rest.indexOf(CLOSE_CALL, open + OPEN_CALL.length);
     if (close < 0) break; // a call being written
-    const call = readHermesCall(rest.slice(open + OPEN_CALL.length, close).trim(), calls.length, `${idPrefix}${calls.length}`);
+    const call = readHermesCall(
+      rest.slice(open + OPEN_CALL.length, close).trim(),
+      calls.length,
+      `${idPrefix}${calls.length}`,
+    );
     if (typeof call === 'string') break; // a broken call: the reading refuses the reply; nothing more is sure
     calls.push(call);
     at = close + CLOSE_CALL.length;
@@ -143,7 +151,11 @@ export class HermesTextStream {
     this.done = true;
     const reasoning = this.extend(this.sentReasoning, final.reasoning ?? '');
     const content = this.extend(this.sentContent, final.content ?? '');
-    const sameCalls = this.sentCalls.every((c, i) => final.toolCalls[i]?.function.name === c.function.name && final.toolCalls[i]?.function.arguments === c.function.arguments);
+    const sameCalls = this.sentCalls.every(
+      (c, i) =>
+        final.toolCalls[i]?.function.name === c.function.name &&
+        final.toolCalls[i]?.function.arguments === c.function.arguments,
+    );
     const toolCalls = sameCalls ? final.toolCalls.slice(this.sentCalls.length) : [];
     this.sentReasoning += reasoning;
     this.sentContent += content;

@@ -39,7 +39,13 @@ const TOKEN_ID = /^token_id:(\d+)$/;
  * `max_tokens`: the values that leave the distribution softmax(logits / temperature) untouched.
  * `top_k: -1` is "off" for vLLM (which also takes 0) and SGLang (which refuses 0).
  */
-export const SAMPLING_FIELDS: Readonly<Record<string, number>> = Object.freeze({ top_k: -1, min_p: 0, repetition_penalty: 1, presence_penalty: 0, frequency_penalty: 0 });
+export const SAMPLING_FIELDS: Readonly<Record<string, number>> = Object.freeze({
+  top_k: -1,
+  min_p: 0,
+  repetition_penalty: 1,
+  presence_penalty: 0,
+  frequency_penalty: 0,
+});
 
 /**
  * The sampled ids, log-probs and finish reason of a completion (vLLM's shape), or a
@@ -49,14 +55,23 @@ export function readTokenCompletion(response: CompletionResponse, where: string)
   const c = response.choices[0];
   const lp = c.logprobs;
   if (!lp || !Array.isArray(lp.token_logprobs)) {
-    throw new CompletionFormatError(`${where} answered a completion without log-probs (choices[0].logprobs.token_logprobs is missing): the rollout engine needs a server that returns the sampled tokens' log-probs for logprobs: 0, as vLLM does`);
+    throw new CompletionFormatError(
+      `${where} answered a completion without log-probs (choices[0].logprobs.token_logprobs is missing): the rollout engine needs a server that returns the sampled tokens' log-probs for logprobs: 0, as vLLM does`,
+    );
   }
   const logProbs = lp.token_logprobs.map((x, i) => {
-    if (typeof x !== 'number' || !Number.isFinite(x)) throw new CompletionFormatError(`${where}: choices[0].logprobs.token_logprobs[${i}] is ${JSON.stringify(x)}, not a log-prob`);
+    if (typeof x !== 'number' || !Number.isFinite(x))
+      throw new CompletionFormatError(
+        `${where}: choices[0].logprobs.token_logprobs[${i}] is ${JSON.stringify(x)}, not a log-prob`,
+      );
     return x;
   });
   let fromTokens: number[] | null = null;
-  if (Array.isArray(lp.tokens) && lp.tokens.length > 0 && lp.tokens.every((s) => typeof s === 'string' && TOKEN_ID.test(s))) {
+  if (
+    Array.isArray(lp.tokens) &&
+    lp.tokens.length > 0 &&
+    lp.tokens.every((s) => typeof s === 'string' && TOKEN_ID.test(s))
+  ) {
     fromTokens = lp.tokens.map((s) => Number((TOKEN_ID.exec(s as string) as RegExpExecArray)[1]));
   } else if (Array.isArray(lp.tokens) && lp.tokens.length === 0 && logProbs.length === 0) fromTokens = [];
   const ids = Array.isArray(c.token_ids) ? c.token_ids : null;
@@ -66,13 +81,21 @@ export function readTokenCompletion(response: CompletionResponse, where: string)
       `${where} answered a completion without token ids: choices[0].logprobs.tokens are not 'token_id:<id>' strings${sample} (return_tokens_as_token_ids) and choices[0].token_ids is missing (return_token_ids); the rollout engine needs the sampled ids, which vLLM returns for either`,
     );
   }
-  if (fromTokens !== null && ids !== null && (fromTokens.length !== ids.length || fromTokens.some((t, i) => t !== ids[i]))) {
-    throw new CompletionFormatError(`${where}: choices[0].logprobs.tokens (token_id:<id>) and choices[0].token_ids disagree`);
+  if (
+    fromTokens !== null &&
+    ids !== null &&
+    (fromTokens.length !== ids.length || fromTokens.some((t, i) => t !== ids[i]))
+  ) {
+    throw new CompletionFormatError(
+      `${where}: choices[0].logprobs.tokens (token_id:<id>) and choices[0].token_ids disagree`,
+    );
   }
   const tokens = (fromTokens ?? ids) as number[];
-  if (tokens.length !== logProbs.length) throw new CompletionFormatError(`${where}: ${tokens.length} token ids but ${logProbs.length} log-probs`);
+  if (tokens.length !== logProbs.length)
+    throw new CompletionFormatError(`${where}: ${tokens.length} token ids but ${logProbs.length} log-probs`);
   const finish = c.finish_reason;
-  if (finish !== 'stop' && finish !== 'length') throw new CompletionFormatError(`${where}: finish_reason ${JSON.stringify(finish)} (expected 'stop' or 'length')`);
+  if (finish !== 'stop' && finish !== 'length')
+    throw new CompletionFormatError(`${where}: finish_reason ${JSON.stringify(finish)} (expected 'stop' or 'length')`);
   return { tokens, logProbs, finishReason: finish };
 }
 

@@ -72,13 +72,21 @@ export function readAssistantReply(wire: WireAssistantMessage, idPrefix = 'call_
     structured.forEach((c, i) => {
       const name = c?.function?.name;
       if (typeof name !== 'string' || name === '') problem ??= `tool call ${i} has no function name`;
-      calls.push({ id: typeof c?.id === 'string' && c.id !== '' ? c.id : `${idPrefix}${i}`, type: 'function', function: { name: typeof name === 'string' ? name : '', arguments: argumentsText(c?.function?.arguments) } });
+      calls.push({
+        id: typeof c?.id === 'string' && c.id !== '' ? c.id : `${idPrefix}${i}`,
+        type: 'function',
+        function: { name: typeof name === 'string' ? name : '', arguments: argumentsText(c?.function?.arguments) },
+      });
     });
     if (problem) {
       const raw = (text ?? '') + structured.map((c) => hermes(c?.function?.name, c?.function?.arguments)).join('');
       return { message: { role: 'assistant', content: raw }, rawText: raw, problem };
     }
-    const message: ChatAssistantMessage = { role: 'assistant', content: text !== null && text.trim() !== '' ? text : null, tool_calls: calls };
+    const message: ChatAssistantMessage = {
+      role: 'assistant',
+      content: text !== null && text.trim() !== '' ? text : null,
+      tool_calls: calls,
+    };
     return { message };
   }
   if (text === null) return { message: { role: 'assistant', content: '' } };
@@ -87,7 +95,11 @@ export function readAssistantReply(wire: WireAssistantMessage, idPrefix = 'call_
   if (parsed.toolCalls.length === 0) return { message: { role: 'assistant', content: text } };
   const calls: ChatToolCall[] = parsed.toolCalls.map((c, i) => {
     const f = 'function' in c ? c.function : c;
-    return { id: `${idPrefix}${i}`, type: 'function', function: { name: f.name, arguments: argumentsText(f.arguments) } };
+    return {
+      id: `${idPrefix}${i}`,
+      type: 'function',
+      function: { name: f.name, arguments: argumentsText(f.arguments) },
+    };
   });
   return { message: { role: 'assistant', content: parsed.content, tool_calls: calls } };
 }

@@ -21,7 +21,13 @@ import type { ChatFormat } from '../model/chat-format.js';
 import { appendTokens, type ChatMessage, type ToolSchema } from '../model/chat-template.js';
 import { DataProto } from './data-proto.js';
 import { episodesToDataProto } from './batch.js';
-import { ABORT_REASONS, TRUNCATION_REASONS, type EpisodeEnd, type EpisodeRecord, type TokenizationCheck } from './episode-record.js';
+import {
+  ABORT_REASONS,
+  TRUNCATION_REASONS,
+  type EpisodeEnd,
+  type EpisodeRecord,
+  type TokenizationCheck,
+} from './episode-record.js';
 import type { TokenPolicy, TokenSession } from './policy.js';
 import { GenerationScheduler } from './scheduler.js';
 import { mixSeed } from './seeds.js';
@@ -56,8 +62,18 @@ export interface AgentLoopSampling {
 export type TokenizationSanityCheck = 'strict' | 'text' | 'disable';
 
 const AGENT_LOOP_KEYS = optionKeys<AgentLoopOptions>({
-  policy: true, template: true, env: true, concurrency: true, limits: true, sampling: true, sanityCheck: true, systemPrompt: true,
-  renderTools: true, keepAborted: true, maxBatchSize: true, onEpisode: true,
+  policy: true,
+  template: true,
+  env: true,
+  concurrency: true,
+  limits: true,
+  sampling: true,
+  sanityCheck: true,
+  systemPrompt: true,
+  renderTools: true,
+  keepAborted: true,
+  maxBatchSize: true,
+  onEpisode: true,
 });
 
 /** Options of {@link AgentLoop}. */
@@ -120,7 +136,8 @@ export interface RolloutJob {
 }
 
 function positiveInt(v: unknown, name: string): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new RangeError(`${name} must be a positive integer, got ${String(v)}`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1)
+    throw new RangeError(`${name} must be a positive integer, got ${String(v)}`);
   return v;
 }
 
@@ -164,9 +181,12 @@ export class AgentLoop {
   constructor(options: AgentLoopOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('AgentLoop expects an options object');
     refuseUnknownOptions(options, AGENT_LOOP_KEYS, 'AgentLoop');
-    if (!options.policy || typeof options.policy.createSession !== 'function') throw new TypeError('options.policy must be a TokenPolicy (createSession)');
-    if (!options.template || typeof options.template.renderAppend !== 'function') throw new TypeError('options.template must be a ChatFormat (e.g. a ChatTemplate)');
-    if (typeof options.env !== 'function') throw new TypeError('options.env must be a function that makes an environment');
+    if (!options.policy || typeof options.policy.createSession !== 'function')
+      throw new TypeError('options.policy must be a TokenPolicy (createSession)');
+    if (!options.template || typeof options.template.renderAppend !== 'function')
+      throw new TypeError('options.template must be a ChatFormat (e.g. a ChatTemplate)');
+    if (typeof options.env !== 'function')
+      throw new TypeError('options.env must be a function that makes an environment');
     this.policy = options.policy;
     this.template = options.template;
     this.makeEnv = options.env;
@@ -176,16 +196,23 @@ export class AgentLoop {
     this.maxContext = positiveInt(options.limits?.maxContextTokens ?? 32768, 'limits.maxContextTokens');
     this.temperature = options.sampling?.temperature ?? 1;
     this.topP = options.sampling?.topP ?? 1;
-    if (!(this.temperature >= 0 && Number.isFinite(this.temperature))) throw new RangeError(`sampling.temperature must be a finite number >= 0, got ${this.temperature}`);
+    if (!(this.temperature >= 0 && Number.isFinite(this.temperature)))
+      throw new RangeError(`sampling.temperature must be a finite number >= 0, got ${this.temperature}`);
     if (!(this.topP > 0 && this.topP <= 1)) throw new RangeError(`sampling.topP must be in (0, 1], got ${this.topP}`);
     this.sanity = options.sanityCheck ?? 'strict';
-    if (!['strict', 'text', 'disable'].includes(this.sanity)) throw new RangeError(`sanityCheck must be 'strict', 'text' or 'disable', got ${JSON.stringify(this.sanity)}`);
-    this.systemPromptOf = options.systemPrompt ?? ((info) => (typeof info.systemPrompt === 'string' ? info.systemPrompt : ''));
+    if (!['strict', 'text', 'disable'].includes(this.sanity))
+      throw new RangeError(`sanityCheck must be 'strict', 'text' or 'disable', got ${JSON.stringify(this.sanity)}`);
+    this.systemPromptOf =
+      options.systemPrompt ?? ((info) => (typeof info.systemPrompt === 'string' ? info.systemPrompt : ''));
     this.renderTools = options.renderTools ?? true;
     this.keepAborted = options.keepAborted ?? false;
-    if (options.onEpisode !== undefined && typeof options.onEpisode !== 'function') throw new TypeError('options.onEpisode must be a function');
+    if (options.onEpisode !== undefined && typeof options.onEpisode !== 'function')
+      throw new TypeError('options.onEpisode must be a function');
     this.onEpisode = options.onEpisode ?? null;
-    this.scheduler = new GenerationScheduler(this.policy, options.maxBatchSize !== undefined ? { maxBatchSize: options.maxBatchSize } : {});
+    this.scheduler = new GenerationScheduler(
+      this.policy,
+      options.maxBatchSize !== undefined ? { maxBatchSize: options.maxBatchSize } : {},
+    );
     this.stop = this.template.stopTokens;
   }
 
@@ -226,7 +253,11 @@ export class AgentLoop {
   async generate(request: RolloutRequest): Promise<DataProto> {
     const t0 = performance.now();
     const records = await this.rollout(request);
-    return episodesToDataProto(records, { padTokenId: this.template.pad, keepAborted: this.keepAborted, timingS: (performance.now() - t0) / 1000 });
+    return episodesToDataProto(records, {
+      padTokenId: this.template.pad,
+      keepAborted: this.keepAborted,
+      timingS: (performance.now() - t0) / 1000,
+    });
   }
 
   /** Closes the environments. The loop cannot be used afterwards. Idempotent. */
@@ -244,7 +275,8 @@ export class AgentLoop {
 
   /** The episodes of a request, in order (group, then sample). */
   jobs(request: RolloutRequest): RolloutJob[] {
-    if (request === null || typeof request !== 'object' || !Array.isArray(request.taskIds)) throw new TypeError('rollout request must be { taskIds: string[], n?, seed? }');
+    if (request === null || typeof request !== 'object' || !Array.isArray(request.taskIds))
+      throw new TypeError('rollout request must be { taskIds: string[], n?, seed? }');
     const n = positiveInt(request.n ?? 1, 'n');
     const seed = request.seed ?? 0;
     if (!Number.isSafeInteger(seed)) throw new RangeError(`seed must be an integer, got ${String(seed)}`);
@@ -252,7 +284,8 @@ export class AgentLoop {
     const jobs: RolloutJob[] = [];
     request.taskIds.forEach((taskId, g) => {
       if (typeof taskId !== 'string') throw new TypeError(`taskIds[${g}] must be a string`);
-      for (let s = 0; s < n; s++) jobs.push({ uid: `${prefix}${g}`, taskId, groupIndex: g, sampleIndex: s, seed: mixSeed(seed, g, s) });
+      for (let s = 0; s < n; s++)
+        jobs.push({ uid: `${prefix}${g}`, taskId, groupIndex: g, sampleIndex: s, seed: mixSeed(seed, g, s) });
     });
     return jobs;
   }
@@ -262,7 +295,8 @@ export class AgentLoop {
     let env = this.envs[slot];
     if (!env) {
       env = await this.makeEnv();
-      if (!env || typeof (env as { step?: unknown }).step !== 'function') throw new TypeError('options.env() must return an environment');
+      if (!env || typeof (env as { step?: unknown }).step !== 'function')
+        throw new TypeError('options.env() must return an environment');
       this.envs[slot] = env;
     }
     return env;
@@ -283,7 +317,11 @@ export class AgentLoop {
     return p;
   }
 
-  private renderObservation(history: readonly ChatMessage[], obs: readonly ChatMessage[], tools: readonly ToolSchema[]): number[] {
+  private renderObservation(
+    history: readonly ChatMessage[],
+    obs: readonly ChatMessage[],
+    tools: readonly ToolSchema[],
+  ): number[] {
     return this.template.renderAppend(history, obs, { tools });
   }
 
@@ -340,7 +378,10 @@ export class AgentLoop {
       rec.messages.push({ role: 'system', content: system }, ...first);
       tokenMessages.push({ role: 'system', content: system }, ...first);
       try {
-        rec.promptIds = [...this.prefixTokens(system, tools), ...this.renderObservation([{ role: 'system', content: system }], first, tools)];
+        rec.promptIds = [
+          ...this.prefixTokens(system, tools),
+          ...this.renderObservation([{ role: 'system', content: system }], first, tools),
+        ];
       } catch (e) {
         end('env_error', e);
         return rec;
@@ -366,7 +407,13 @@ export class AgentLoop {
         const budget = Math.min(this.maxTokensPerTurn, this.maxContext - used);
         let result;
         try {
-          result = await this.scheduler.sample(session, { maxTokens: budget, temperature: this.temperature, topP: this.topP, stop: this.stop, seed: mixSeed(job.seed, rec.numTurns) });
+          result = await this.scheduler.sample(session, {
+            maxTokens: budget,
+            temperature: this.temperature,
+            topP: this.topP,
+            stop: this.stop,
+            seed: mixSeed(job.seed, rec.numTurns),
+          });
         } catch (e) {
           end('policy_error', e);
           return rec;
@@ -392,7 +439,10 @@ export class AgentLoop {
           return rec;
         }
         if (tokens.length === 0 || !this.stop.includes(last)) {
-          end('policy_error', new Error("the policy reported finishReason 'stop' but the turn does not end with a stop token"));
+          end(
+            'policy_error',
+            new Error("the policy reported finishReason 'stop' but the turn does not end with a stop token"),
+          );
           cutTurn = true;
           return rec;
         }
@@ -407,13 +457,24 @@ export class AgentLoop {
           end('env_error', e);
           return rec;
         }
-        const [next, reward, terminated, truncated, stepInfo] = step as [unknown, number, boolean, boolean, Record<string, unknown>];
+        const [next, reward, terminated, truncated, stepInfo] = step as [
+          unknown,
+          number,
+          boolean,
+          boolean,
+          Record<string, unknown>,
+        ];
         const nextObs = Array.isArray(next) ? (next as ChatMessage[]) : [];
         rec.messages.push(...nextObs);
         if (terminated || truncated) {
           rec.reward = Number.isFinite(reward) ? reward : 0;
           rec.rewardInfo = stepInfo?.rewardInfo ?? null;
-          const reason = typeof stepInfo?.terminationReason === 'string' ? stepInfo.terminationReason : truncated ? 'max_steps' : 'terminated';
+          const reason =
+            typeof stepInfo?.terminationReason === 'string'
+              ? stepInfo.terminationReason
+              : truncated
+                ? 'max_steps'
+                : 'terminated';
           end(reason);
           if (truncated) rec.truncated = true;
           if (rec.aborted) rec.error = `the environment ended the episode with ${reason}`;
@@ -425,7 +486,11 @@ export class AgentLoop {
         }
         let obsTokens: number[];
         try {
-          obsTokens = this.renderObservation(rec.messages.slice(0, rec.messages.length - nextObs.length), nextObs, tools);
+          obsTokens = this.renderObservation(
+            rec.messages.slice(0, rec.messages.length - nextObs.length),
+            nextObs,
+            tools,
+          );
         } catch (e) {
           end('env_error', e);
           return rec;
@@ -455,12 +520,18 @@ export class AgentLoop {
         // a failing dispose does not change the episode
       }
       if (rec.aborted) rec.reward = 0;
-      if (this.sanity !== 'disable' && !rec.aborted) rec.tokenization = this.check(rec, tokenMessages, endsWithPrompt, cutTurn);
+      if (this.sanity !== 'disable' && !rec.aborted)
+        rec.tokenization = this.check(rec, tokenMessages, endsWithPrompt, cutTurn);
       rec.ms = performance.now() - t0;
     }
   }
 
-  private check(rec: EpisodeRecord, tokenMessages: ChatMessage[], endsWithPrompt: boolean, cutTurn: boolean): TokenizationCheck {
+  private check(
+    rec: EpisodeRecord,
+    tokenMessages: ChatMessage[],
+    endsWithPrompt: boolean,
+    cutTurn: boolean,
+  ): TokenizationCheck {
     if (rec.parseErrors > 0 || cutTurn || rec.promptIds.length === 0) return 'unchecked';
     const tools = this.renderTools ? rec.tools : [];
     let expected: number[];

@@ -41,7 +41,11 @@ function stats(values: readonly number[], name: string, out: Record<string, numb
  * (clip ratio: the fraction truncated by a token limit), `prompt_length/*`, `num_turns/*`,
  * `perf/total_num_tokens`, `timing_s/gen`.
  */
-export function rolloutMetrics(records: readonly EpisodeRecord[], kept: readonly EpisodeRecord[], timingS?: number): Record<string, number> {
+export function rolloutMetrics(
+  records: readonly EpisodeRecord[],
+  kept: readonly EpisodeRecord[],
+  timingS?: number,
+): Record<string, number> {
   const m: Record<string, number> = {};
   const count = (pred: (r: EpisodeRecord) => boolean): number => records.reduce((s, r) => s + (pred(r) ? 1 : 0), 0);
   m['rollout/episodes'] = records.length;
@@ -52,13 +56,33 @@ export function rolloutMetrics(records: readonly EpisodeRecord[], kept: readonly
   m['rollout/env_errors'] = count((r) => r.termination === 'env_error');
   m['rollout/parse_errors'] = records.reduce((s, r) => s + r.parseErrors, 0);
   m['rollout/tokenization_mismatches'] = count((r) => r.tokenization === 'mismatch');
-  for (const r of records) m[`rollout/termination/${r.termination}`] = (m[`rollout/termination/${r.termination}`] ?? 0) + 1;
+  for (const r of records)
+    m[`rollout/termination/${r.termination}`] = (m[`rollout/termination/${r.termination}`] ?? 0) + 1;
   m['response/aborted_ratio'] = records.length > 0 ? m['rollout/aborted'] / records.length : 0;
-  stats(kept.map((r) => r.reward), 'rollout/reward', m);
-  stats(kept.map((r) => r.responseIds.length), 'response_length', m);
-  if (kept.length > 0) m['response_length/clip_ratio'] = kept.filter((r) => r.termination === 'turn_token_limit' || r.termination === 'context_limit').length / kept.length;
-  stats(kept.map((r) => r.promptIds.length), 'prompt_length', m);
-  stats(kept.map((r) => r.numTurns), 'num_turns', m);
+  stats(
+    kept.map((r) => r.reward),
+    'rollout/reward',
+    m,
+  );
+  stats(
+    kept.map((r) => r.responseIds.length),
+    'response_length',
+    m,
+  );
+  if (kept.length > 0)
+    m['response_length/clip_ratio'] =
+      kept.filter((r) => r.termination === 'turn_token_limit' || r.termination === 'context_limit').length /
+      kept.length;
+  stats(
+    kept.map((r) => r.promptIds.length),
+    'prompt_length',
+    m,
+  );
+  stats(
+    kept.map((r) => r.numTurns),
+    'num_turns',
+    m,
+  );
   m['perf/total_num_tokens'] = kept.reduce((s, r) => s + r.promptIds.length + r.responseIds.length, 0);
   if (timingS !== undefined) m['timing_s/gen'] = timingS;
   return m;

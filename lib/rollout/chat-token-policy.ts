@@ -13,15 +13,28 @@
 import type { ChatFormat, ConversationReader } from '../model/chat-format.js';
 import type { ChatAssistantMessage } from '../model/chat-template.js';
 import { ConversationDecodeError } from '../model/conversation-decoder.js';
-import { isChatTurn, type ChatConversation, type ChatPolicy, type SessionContext, type TokenPolicy, type SampleOptions, type TokenSampleResult, type TokenSession } from './policy.js';
+import {
+  isChatTurn,
+  type ChatConversation,
+  type ChatPolicy,
+  type SessionContext,
+  type TokenPolicy,
+  type SampleOptions,
+  type TokenSampleResult,
+  type TokenSession,
+} from './policy.js';
 
 /** Checks sampling parameters (shared by the policies of this package). */
 export function checkSampleParams(params: SampleOptions): void {
   if (params === null || typeof params !== 'object') throw new TypeError('sample params must be an object');
-  if (!Number.isInteger(params.maxTokens) || params.maxTokens < 1) throw new RangeError(`maxTokens must be a positive integer, got ${String(params.maxTokens)}`);
-  if (params.temperature !== undefined && !(params.temperature >= 0 && Number.isFinite(params.temperature))) throw new RangeError(`temperature must be a finite number >= 0, got ${params.temperature}`);
-  if (params.topP !== undefined && !(params.topP > 0 && params.topP <= 1)) throw new RangeError(`topP must be in (0, 1], got ${params.topP}`);
-  if (params.stop !== undefined && !Array.isArray(params.stop)) throw new TypeError('stop must be an array of token ids');
+  if (!Number.isInteger(params.maxTokens) || params.maxTokens < 1)
+    throw new RangeError(`maxTokens must be a positive integer, got ${String(params.maxTokens)}`);
+  if (params.temperature !== undefined && !(params.temperature >= 0 && Number.isFinite(params.temperature)))
+    throw new RangeError(`temperature must be a finite number >= 0, got ${params.temperature}`);
+  if (params.topP !== undefined && !(params.topP > 0 && params.topP <= 1))
+    throw new RangeError(`topP must be in (0, 1], got ${params.topP}`);
+  if (params.stop !== undefined && !Array.isArray(params.stop))
+    throw new TypeError('stop must be an array of token ids');
 }
 
 class ChatTokenSession implements TokenSession {
@@ -50,7 +63,8 @@ class ChatTokenSession implements TokenSession {
     if (this.closed) throw new Error('ChatTokenSession: sample after dispose()');
     if (this.busy) throw new Error('ChatTokenSession: one sample at a time');
     checkSampleParams(params);
-    if (!this.decoder.awaitingAssistant) throw new ConversationDecodeError('the context does not end with a generation prompt (<|start|>assistant)');
+    if (!this.decoder.awaitingAssistant)
+      throw new ConversationDecodeError('the context does not end with a generation prompt (<|start|>assistant)');
     this.busy = true;
     try {
       const reply = await this.conversation.respond({
@@ -64,9 +78,12 @@ class ChatTokenSession implements TokenSession {
       if (turn.tokens !== undefined) {
         const vocab = this.template.tokenizer.vocabSize;
         body = Array.from(turn.tokens);
-        for (const t of body) if (!Number.isInteger(t) || t < 0 || t >= vocab) throw new RangeError(`the reply's token ${String(t)} is not in the template's vocabulary [0, ${vocab})`);
+        for (const t of body)
+          if (!Number.isInteger(t) || t < 0 || t >= vocab)
+            throw new RangeError(`the reply's token ${String(t)} is not in the template's vocabulary [0, ${vocab})`);
         if (turn.logProbs !== undefined) {
-          if (turn.logProbs.length !== body.length) throw new RangeError(`the reply has ${turn.logProbs.length} log-probs for ${body.length} tokens`);
+          if (turn.logProbs.length !== body.length)
+            throw new RangeError(`the reply has ${turn.logProbs.length} log-probs for ${body.length} tokens`);
           logProbs = Array.from(turn.logProbs);
         }
       } else if (turn.rawText !== undefined) {
@@ -107,7 +124,10 @@ class ChatTokenSession implements TokenSession {
 }
 
 /** A chat format that can read its token streams back into messages and render an assistant reply's tokens. */
-type MessageLevelFormat = ChatFormat & { createReader(): ConversationReader; renderAssistantBody(m: ChatAssistantMessage): number[] };
+type MessageLevelFormat = ChatFormat & {
+  createReader(): ConversationReader;
+  renderAssistantBody(m: ChatAssistantMessage): number[];
+};
 
 /** A {@link ChatPolicy} as a {@link TokenPolicy} (see the module description). */
 export class ChatTokenPolicy implements TokenPolicy {
@@ -124,8 +144,14 @@ export class ChatTokenPolicy implements TokenPolicy {
     readonly chat: ChatPolicy,
     template: ChatFormat,
   ) {
-    if (!template || typeof template.createReader !== 'function' || typeof template.renderAssistantBody !== 'function') {
-      throw new TypeError('ChatTokenPolicy needs a chat format that reads its token streams back into messages (createReader) and renders replies (renderAssistantBody), such as the built-in ChatTemplate');
+    if (
+      !template ||
+      typeof template.createReader !== 'function' ||
+      typeof template.renderAssistantBody !== 'function'
+    ) {
+      throw new TypeError(
+        'ChatTokenPolicy needs a chat format that reads its token streams back into messages (createReader) and renders replies (renderAssistantBody), such as the built-in ChatTemplate',
+      );
     }
     this.template = template;
   }

@@ -97,7 +97,8 @@ class CompletionTokenSession implements TokenSession {
     const vocab = this.policy.vocabSize;
     for (let i = 0; i < tokens.length; i++) {
       const t = tokens[i];
-      if (!Number.isInteger(t) || t < 0 || t >= vocab) throw new RangeError(`append: token ${i} is ${String(t)}, not an id in [0, ${vocab})`);
+      if (!Number.isInteger(t) || t < 0 || t >= vocab)
+        throw new RangeError(`append: token ${i} is ${String(t)}, not an id in [0, ${vocab})`);
     }
     for (let i = 0; i < tokens.length; i++) this.context.push(tokens[i]);
   }
@@ -138,15 +139,18 @@ class CompletionTokenSession implements TokenSession {
 }
 
 function checkCompletion(r: TokenCompletion, maxTokens: number, vocab: number): string | null {
-  if (r === null || typeof r !== 'object' || !Array.isArray(r.tokens) || !Array.isArray(r.logProbs)) return 'no tokens and log-probs';
+  if (r === null || typeof r !== 'object' || !Array.isArray(r.tokens) || !Array.isArray(r.logProbs))
+    return 'no tokens and log-probs';
   if (r.tokens.length > maxTokens) return `${r.tokens.length} tokens for max_tokens ${maxTokens}`;
   if (r.logProbs.length !== r.tokens.length) return `${r.logProbs.length} log-probs for ${r.tokens.length} tokens`;
   for (let i = 0; i < r.tokens.length; i++) {
     const t = r.tokens[i];
     if (!Number.isInteger(t) || t < 0 || t >= vocab) return `token ${i} is ${String(t)}, not an id in [0, ${vocab})`;
-    if (!Number.isFinite(r.logProbs[i]) || r.logProbs[i] > 1e-6) return `log-prob ${i} is ${r.logProbs[i]}, not a finite number <= 0`;
+    if (!Number.isFinite(r.logProbs[i]) || r.logProbs[i] > 1e-6)
+      return `log-prob ${i} is ${r.logProbs[i]}, not a finite number <= 0`;
   }
-  if (r.finishReason !== 'stop' && r.finishReason !== 'length') return `finish reason ${JSON.stringify(r.finishReason)}`;
+  if (r.finishReason !== 'stop' && r.finishReason !== 'length')
+    return `finish reason ${JSON.stringify(r.finishReason)}`;
   return null;
 }
 
@@ -161,10 +165,14 @@ export class CompletionTokenPolicy implements TokenPolicy {
 
   /** @param options - the service, the vocabulary size, seeding. */
   constructor(options: CompletionTokenPolicyOptions) {
-    if (options === null || typeof options !== 'object') throw new TypeError('CompletionTokenPolicy expects an options object');
-    if (!options.completions || typeof options.completions.complete !== 'function') throw new TypeError('options.completions must be a TokenCompletions (complete)');
-    if (!Number.isSafeInteger(options.vocabSize) || options.vocabSize < 1) throw new RangeError(`options.vocabSize must be a positive integer, got ${String(options.vocabSize)}`);
-    if (options.sessions !== undefined && typeof options.sessions !== 'boolean') throw new TypeError('options.sessions must be a boolean');
+    if (options === null || typeof options !== 'object')
+      throw new TypeError('CompletionTokenPolicy expects an options object');
+    if (!options.completions || typeof options.completions.complete !== 'function')
+      throw new TypeError('options.completions must be a TokenCompletions (complete)');
+    if (!Number.isSafeInteger(options.vocabSize) || options.vocabSize < 1)
+      throw new RangeError(`options.vocabSize must be a positive integer, got ${String(options.vocabSize)}`);
+    if (options.sessions !== undefined && typeof options.sessions !== 'boolean')
+      throw new TypeError('options.sessions must be a boolean');
     this.completions = options.completions;
     this.vocabSize = options.vocabSize;
     this.sessions = options.sessions ?? false;

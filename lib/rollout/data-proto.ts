@@ -95,7 +95,8 @@ function checkIndices(indices: ArrayLike<number>, batchSize: number, what: strin
   const out = Array.from(indices);
   for (let i = 0; i < out.length; i++) {
     const v = out[i];
-    if (!Number.isInteger(v) || v < 0 || v >= batchSize) throw new DataProtoError(`${what}[${i}] = ${String(v)} is not a row index of a batch of ${batchSize}`);
+    if (!Number.isInteger(v) || v < 0 || v >= batchSize)
+      throw new DataProtoError(`${what}[${i}] = ${String(v)} is not a row index of a batch of ${batchSize}`);
   }
   return out;
 }
@@ -109,7 +110,12 @@ export class DataProto {
   /** Batch-level information (a frozen shallow copy). */
   readonly meta: Readonly<Record<string, unknown>>;
 
-  private constructor(batchSize: number, tensors: Map<string, TensorColumn>, nonTensors: Map<string, readonly unknown[]>, meta: Record<string, unknown>) {
+  private constructor(
+    batchSize: number,
+    tensors: Map<string, TensorColumn>,
+    nonTensors: Map<string, readonly unknown[]>,
+    meta: Record<string, unknown>,
+  ) {
     this.batchSize = batchSize;
     this.tensorMap = tensors;
     this.nonTensorMap = nonTensors;
@@ -124,45 +130,70 @@ export class DataProto {
    * Typed arrays are not copied.
    */
   static create(init: DataProtoInit = {}): DataProto {
-    if (init === null || typeof init !== 'object') throw new TypeError('DataProto.create expects { tensors, nonTensors, meta, batchSize }');
+    if (init === null || typeof init !== 'object')
+      throw new TypeError('DataProto.create expects { tensors, nonTensors, meta, batchSize }');
     let batchSize = init.batchSize;
-    if (batchSize !== undefined && (!Number.isInteger(batchSize) || batchSize < 0)) throw new DataProtoError(`batchSize must be a non-negative integer, got ${String(batchSize)}`);
+    if (batchSize !== undefined && (!Number.isInteger(batchSize) || batchSize < 0))
+      throw new DataProtoError(`batchSize must be a non-negative integer, got ${String(batchSize)}`);
     const tensors = new Map<string, TensorColumn>();
     const nonTensors = new Map<string, readonly unknown[]>();
     for (const [name, v] of Object.entries(init.nonTensors ?? {})) {
       if (!Array.isArray(v)) throw new TypeError(`non-tensor column '${name}' must be an array (one value per row)`);
       if (batchSize === undefined) batchSize = v.length;
-      else if (v.length !== batchSize) throw new DataProtoError(`non-tensor column '${name}' has ${v.length} rows but the batch has ${batchSize}`);
+      else if (v.length !== batchSize)
+        throw new DataProtoError(`non-tensor column '${name}' has ${v.length} rows but the batch has ${batchSize}`);
       nonTensors.set(name, v);
     }
     for (const [name, input] of Object.entries(init.tensors ?? {})) {
-      if (nonTensors.has(name)) throw new DataProtoError(`'${name}' is given both as a tensor and as a non-tensor column`);
+      if (nonTensors.has(name))
+        throw new DataProtoError(`'${name}' is given both as a tensor and as a non-tensor column`);
       const data = isTensorData(input) ? input : (input as TensorColumn)?.data;
-      if (!isTensorData(data)) throw new TypeError(`tensor column '${name}' must be a Float32Array or an Int32Array (or { data, shape } with one)`);
+      if (!isTensorData(data))
+        throw new TypeError(
+          `tensor column '${name}' must be a Float32Array or an Int32Array (or { data, shape } with one)`,
+        );
       let shape: number[];
       if (isTensorData(input)) {
-        if (batchSize === undefined) throw new DataProtoError(`tensor column '${name}' is given without a shape: give batchSize or { data, shape }`);
+        if (batchSize === undefined)
+          throw new DataProtoError(
+            `tensor column '${name}' is given without a shape: give batchSize or { data, shape }`,
+          );
         if (batchSize === 0) shape = [0];
         else {
-          if (data.length % batchSize !== 0) throw new DataProtoError(`tensor column '${name}' has ${data.length} values, not a multiple of the batch size ${batchSize}`);
+          if (data.length % batchSize !== 0)
+            throw new DataProtoError(
+              `tensor column '${name}' has ${data.length} values, not a multiple of the batch size ${batchSize}`,
+            );
           shape = [data.length / batchSize];
         }
       } else {
         const s = (input as TensorColumn).shape;
-        if (!Array.isArray(s) || !s.every((d) => Number.isInteger(d) && d >= 0)) throw new DataProtoError(`tensor column '${name}': shape must be an array of non-negative integers, got ${JSON.stringify(s)}`);
+        if (!Array.isArray(s) || !s.every((d) => Number.isInteger(d) && d >= 0))
+          throw new DataProtoError(
+            `tensor column '${name}': shape must be an array of non-negative integers, got ${JSON.stringify(s)}`,
+          );
         shape = [...s];
       }
       const rs = rowSizeOf(shape);
       if (batchSize === undefined) {
-        if (rs === 0) throw new DataProtoError(`tensor column '${name}' has an empty row shape ${shapeText(shape)}: give batchSize`);
-        if (data.length % rs !== 0) throw new DataProtoError(`tensor column '${name}' has ${data.length} values, not a multiple of its row size ${rs} (shape ${shapeText(shape)})`);
+        if (rs === 0)
+          throw new DataProtoError(
+            `tensor column '${name}' has an empty row shape ${shapeText(shape)}: give batchSize`,
+          );
+        if (data.length % rs !== 0)
+          throw new DataProtoError(
+            `tensor column '${name}' has ${data.length} values, not a multiple of its row size ${rs} (shape ${shapeText(shape)})`,
+          );
         batchSize = data.length / rs;
       } else if (data.length !== batchSize * rs) {
-        throw new DataProtoError(`tensor column '${name}' has ${data.length} values but ${batchSize} rows of shape ${shapeText(shape)} need ${batchSize * rs}`);
+        throw new DataProtoError(
+          `tensor column '${name}' has ${data.length} values but ${batchSize} rows of shape ${shapeText(shape)} need ${batchSize * rs}`,
+        );
       }
       tensors.set(name, Object.freeze({ data, shape: Object.freeze(shape) }));
     }
-    if (init.meta !== undefined && (init.meta === null || typeof init.meta !== 'object' || Array.isArray(init.meta))) throw new TypeError('meta must be an object');
+    if (init.meta !== undefined && (init.meta === null || typeof init.meta !== 'object' || Array.isArray(init.meta)))
+      throw new TypeError('meta must be an object');
     return new DataProto(batchSize ?? 0, tensors, nonTensors, { ...(init.meta ?? {}) });
   }
 
@@ -272,7 +303,12 @@ export class DataProto {
     );
   }
 
-  private rebuild(tensors: [string, TensorColumn][], nonTensors: [string, readonly unknown[]][], meta: Record<string, unknown>, batchSize: number): DataProto {
+  private rebuild(
+    tensors: [string, TensorColumn][],
+    nonTensors: [string, readonly unknown[]][],
+    meta: Record<string, unknown>,
+    batchSize: number,
+  ): DataProto {
     return new DataProto(batchSize, new Map(tensors), new Map(nonTensors), meta);
   }
 
@@ -283,28 +319,39 @@ export class DataProto {
    */
   union(other: DataProto): DataProto {
     if (!(other instanceof DataProto)) throw new TypeError('union expects a DataProto');
-    if (other.batchSize !== this.batchSize) throw new DataProtoError(`union: batch sizes differ (${this.batchSize} and ${other.batchSize})`);
+    if (other.batchSize !== this.batchSize)
+      throw new DataProtoError(`union: batch sizes differ (${this.batchSize} and ${other.batchSize})`);
     const tensors = new Map(this.tensorMap);
     for (const [k, c] of other.tensorMap) {
-      if (this.nonTensorMap.has(k)) throw new DataProtoError(`union: '${k}' is a non-tensor column on one side and a tensor column on the other`);
+      if (this.nonTensorMap.has(k))
+        throw new DataProtoError(`union: '${k}' is a non-tensor column on one side and a tensor column on the other`);
       const mine = tensors.get(k);
       if (mine) {
-        if (!sameDtype(mine.data, c.data) || shapeText(mine.shape) !== shapeText(c.shape) || !deepEqual(mine.data, c.data)) {
-          throw new DataProtoError(`union: tensor column '${k}' differs between the two batches (${dtypeName(mine.data)} ${shapeText(mine.shape)} vs ${dtypeName(c.data)} ${shapeText(c.shape)}${sameDtype(mine.data, c.data) && shapeText(mine.shape) === shapeText(c.shape) ? ', different values' : ''})`);
+        if (
+          !sameDtype(mine.data, c.data) ||
+          shapeText(mine.shape) !== shapeText(c.shape) ||
+          !deepEqual(mine.data, c.data)
+        ) {
+          throw new DataProtoError(
+            `union: tensor column '${k}' differs between the two batches (${dtypeName(mine.data)} ${shapeText(mine.shape)} vs ${dtypeName(c.data)} ${shapeText(c.shape)}${sameDtype(mine.data, c.data) && shapeText(mine.shape) === shapeText(c.shape) ? ', different values' : ''})`,
+          );
         }
       } else tensors.set(k, c);
     }
     const nonTensors = new Map(this.nonTensorMap);
     for (const [k, v] of other.nonTensorMap) {
-      if (this.tensorMap.has(k)) throw new DataProtoError(`union: '${k}' is a tensor column on one side and a non-tensor column on the other`);
+      if (this.tensorMap.has(k))
+        throw new DataProtoError(`union: '${k}' is a tensor column on one side and a non-tensor column on the other`);
       const mine = nonTensors.get(k);
       if (mine) {
-        if (!deepEqual(mine, v)) throw new DataProtoError(`union: non-tensor column '${k}' differs between the two batches`);
+        if (!deepEqual(mine, v))
+          throw new DataProtoError(`union: non-tensor column '${k}' differs between the two batches`);
       } else nonTensors.set(k, v);
     }
     const meta: Record<string, unknown> = { ...this.meta };
     for (const [k, v] of Object.entries(other.meta)) {
-      if (k in meta && !deepEqual(meta[k], v)) throw new DataProtoError(`union: meta '${k}' differs between the two batches`);
+      if (k in meta && !deepEqual(meta[k], v))
+        throw new DataProtoError(`union: meta '${k}' differs between the two batches`);
       meta[k] = v;
     }
     return this.rebuild([...tensors], [...nonTensors], meta, this.batchSize);
@@ -325,16 +372,26 @@ export class DataProto {
     const total = parts.reduce((s, p) => s + p.batchSize, 0);
     parts.forEach((p, i) => {
       if (p.tensorKeys.slice().sort().join('\u0000') !== first.tensorKeys.slice().sort().join('\u0000')) {
-        throw new DataProtoError(`concat: part ${i} has tensor columns [${p.tensorKeys.join(', ')}], part 0 has [${first.tensorKeys.join(', ')}]`);
+        throw new DataProtoError(
+          `concat: part ${i} has tensor columns [${p.tensorKeys.join(', ')}], part 0 has [${first.tensorKeys.join(', ')}]`,
+        );
       }
       if (p.nonTensorKeys.slice().sort().join('\u0000') !== nk) {
-        throw new DataProtoError(`concat: part ${i} has non-tensor columns [${p.nonTensorKeys.join(', ')}], part 0 has [${first.nonTensorKeys.join(', ')}]`);
+        throw new DataProtoError(
+          `concat: part ${i} has non-tensor columns [${p.nonTensorKeys.join(', ')}], part 0 has [${first.nonTensorKeys.join(', ')}]`,
+        );
       }
       for (const k of first.tensorKeys) {
         const a = first.tensor(k);
         const b = p.tensor(k);
-        if (!sameDtype(a.data, b.data)) throw new DataProtoError(`concat: tensor column '${k}' is ${dtypeName(b.data)} in part ${i} but ${dtypeName(a.data)} in part 0`);
-        if (shapeText(a.shape) !== shapeText(b.shape)) throw new DataProtoError(`concat: tensor column '${k}' has row shape ${shapeText(b.shape)} in part ${i} but ${shapeText(a.shape)} in part 0`);
+        if (!sameDtype(a.data, b.data))
+          throw new DataProtoError(
+            `concat: tensor column '${k}' is ${dtypeName(b.data)} in part ${i} but ${dtypeName(a.data)} in part 0`,
+          );
+        if (shapeText(a.shape) !== shapeText(b.shape))
+          throw new DataProtoError(
+            `concat: tensor column '${k}' has row shape ${shapeText(b.shape)} in part ${i} but ${shapeText(a.shape)} in part 0`,
+          );
       }
     });
     const tensors: [string, TensorColumn][] = first.tensorKeys.map((k: string): [string, TensorColumn] => {
@@ -348,22 +405,30 @@ export class DataProto {
       }
       return [k, Object.freeze({ data: out, shape: c.shape })];
     });
-    const nonTensors: [string, unknown[]][] = first.nonTensorKeys.map((k: string): [string, unknown[]] => [k, parts.flatMap((p) => [...p.nonTensor(k)])]);
+    const nonTensors: [string, unknown[]][] = first.nonTensorKeys.map((k: string): [string, unknown[]] => [
+      k,
+      parts.flatMap((p) => [...p.nonTensor(k)]),
+    ]);
     const meta: Record<string, unknown> = {};
     const metrics: Record<string, unknown[]> = {};
     let anyMetrics = false;
     parts.forEach((p, i) => {
       for (const [k, v] of Object.entries(p.meta)) {
         if (k === 'metrics') {
-          if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new DataProtoError(`concat: meta.metrics of part ${i} must be an object of name → value`);
+          if (v === null || typeof v !== 'object' || Array.isArray(v))
+            throw new DataProtoError(`concat: meta.metrics of part ${i} must be an object of name → value`);
           anyMetrics = true;
-          for (const [m, x] of Object.entries(v as Record<string, unknown>)) (metrics[m] ??= []).push(...(Array.isArray(x) ? x : [x]));
+          for (const [m, x] of Object.entries(v as Record<string, unknown>))
+            (metrics[m] ??= []).push(...(Array.isArray(x) ? x : [x]));
           continue;
         }
         if (i === 0) meta[k] = v;
-        else if (!(k in meta) || !deepEqual(meta[k], v)) throw new DataProtoError(`concat: meta '${k}' of part ${i} differs from part 0 (only 'metrics' may differ)`);
+        else if (!(k in meta) || !deepEqual(meta[k], v))
+          throw new DataProtoError(`concat: meta '${k}' of part ${i} differs from part 0 (only 'metrics' may differ)`);
       }
-      if (i > 0) for (const k of Object.keys(meta)) if (!(k in p.meta)) throw new DataProtoError(`concat: part ${i} has no meta '${k}' (part 0 has it)`);
+      if (i > 0)
+        for (const k of Object.keys(meta))
+          if (!(k in p.meta)) throw new DataProtoError(`concat: part ${i} has no meta '${k}' (part 0 has it)`);
     });
     if (anyMetrics) meta.metrics = metrics;
     return new DataProto(total, new Map(tensors), new Map(nonTensors), meta);
@@ -371,7 +436,8 @@ export class DataProto {
 
   /** Rows `[start, end)` (negative indices count from the end, as in `Array.slice`); tensors are views. */
   slice(start = 0, end = this.batchSize): DataProto {
-    if (!Number.isInteger(start) || !Number.isInteger(end)) throw new DataProtoError(`slice bounds must be integers, got ${start}, ${end}`);
+    if (!Number.isInteger(start) || !Number.isInteger(end))
+      throw new DataProtoError(`slice bounds must be integers, got ${start}, ${end}`);
     const s = Math.max(0, start < 0 ? this.batchSize + start : Math.min(start, this.batchSize));
     const e = Math.max(s, end < 0 ? this.batchSize + end : Math.min(end, this.batchSize));
     const tensors: [string, TensorColumn][] = [...this.tensorMap].map(([k, c]) => {
@@ -384,15 +450,20 @@ export class DataProto {
 
   /** `n` equal parts (VERL's `chunk`): the batch size must be divisible by `n` (see {@link padToDivisor}). */
   chunk(n: number): DataProto[] {
-    if (!Number.isInteger(n) || n < 1) throw new DataProtoError(`chunk: the number of chunks must be a positive integer, got ${String(n)}`);
-    if (this.batchSize % n !== 0) throw new DataProtoError(`chunk: a batch of ${this.batchSize} cannot be split into ${n} equal chunks (pad it with padToDivisor(${n}) first)`);
+    if (!Number.isInteger(n) || n < 1)
+      throw new DataProtoError(`chunk: the number of chunks must be a positive integer, got ${String(n)}`);
+    if (this.batchSize % n !== 0)
+      throw new DataProtoError(
+        `chunk: a batch of ${this.batchSize} cannot be split into ${n} equal chunks (pad it with padToDivisor(${n}) first)`,
+      );
     const size = this.batchSize / n;
     return Array.from({ length: n }, (_, i) => this.slice(i * size, (i + 1) * size));
   }
 
   /** Parts of `size` rows (the last one may be smaller), VERL's `split(split_size)`. */
   split(size: number): DataProto[] {
-    if (!Number.isInteger(size) || size < 1) throw new DataProtoError(`split: the part size must be a positive integer, got ${String(size)}`);
+    if (!Number.isInteger(size) || size < 1)
+      throw new DataProtoError(`split: the part size must be a positive integer, got ${String(size)}`);
     const out: DataProto[] = [];
     for (let s = 0; s < this.batchSize; s += size) out.push(this.slice(s, s + size));
     return out;
@@ -403,7 +474,8 @@ export class DataProto {
    * `rollout.n`) or tiled `[a, b, a, b]`. `options` is `{ interleave }` or the boolean itself.
    */
   repeat(times: number, options: boolean | { interleave?: boolean } = {}): DataProto {
-    if (!Number.isInteger(times) || times < 1) throw new DataProtoError(`repeat: times must be a positive integer, got ${String(times)}`);
+    if (!Number.isInteger(times) || times < 1)
+      throw new DataProtoError(`repeat: times must be a positive integer, got ${String(times)}`);
     const interleave = typeof options === 'boolean' ? options : (options.interleave ?? true);
     const idx: number[] = [];
     if (interleave) for (let i = 0; i < this.batchSize; i++) for (let r = 0; r < times; r++) idx.push(i);
@@ -420,7 +492,10 @@ export class DataProto {
     if (Array.isArray(keys)) {
       const names = keys as readonly string[];
       for (const n of names) if (!this.has(n)) throw new DataProtoError(`select: no column '${n}'`);
-      return this.select({ tensors: names.filter((n) => this.tensorMap.has(n)), nonTensors: names.filter((n) => this.nonTensorMap.has(n)) });
+      return this.select({
+        tensors: names.filter((n) => this.tensorMap.has(n)),
+        nonTensors: names.filter((n) => this.nonTensorMap.has(n)),
+      });
     }
     keys = keys as SelectKeys;
     const pick = <V>(map: Map<string, V>, names: readonly string[] | undefined, kind: string): [string, V][] => {
@@ -439,14 +514,20 @@ export class DataProto {
         meta[k] = this.meta[k];
       }
     }
-    return this.rebuild(pick(this.tensorMap, keys.tensors, 'tensor'), pick(this.nonTensorMap, keys.nonTensors, 'non-tensor'), meta, this.batchSize);
+    return this.rebuild(
+      pick(this.tensorMap, keys.tensors, 'tensor'),
+      pick(this.nonTensorMap, keys.nonTensors, 'non-tensor'),
+      meta,
+      this.batchSize,
+    );
   }
 
   /** The rows at `indices` (in that order; repeats allowed) or where a boolean mask of `batchSize` entries is true. Copies. */
   selectRows(indices: ArrayLike<number> | readonly boolean[]): DataProto {
     const arr = Array.from(indices as ArrayLike<number | boolean>);
     if (arr.length > 0 && typeof arr[0] === 'boolean') {
-      if (arr.length !== this.batchSize) throw new DataProtoError(`selectRows: a boolean mask needs ${this.batchSize} entries, got ${arr.length}`);
+      if (arr.length !== this.batchSize)
+        throw new DataProtoError(`selectRows: a boolean mask needs ${this.batchSize} entries, got ${arr.length}`);
       return this.gather(arr.flatMap((b, i) => (b ? [i] : [])));
     }
     return this.gather(checkIndices(arr as number[], this.batchSize, 'selectRows'));
@@ -455,7 +536,8 @@ export class DataProto {
   /** The rows in the order of `permutation` (each index exactly once; VERL's `reorder`). Copies. */
   reorder(permutation: ArrayLike<number>): DataProto {
     const idx = checkIndices(permutation, this.batchSize, 'reorder');
-    if (idx.length !== this.batchSize) throw new DataProtoError(`reorder: the permutation has ${idx.length} entries, the batch ${this.batchSize} rows`);
+    if (idx.length !== this.batchSize)
+      throw new DataProtoError(`reorder: the permutation has ${idx.length} entries, the batch ${this.batchSize} rows`);
     const seen = new Uint8Array(this.batchSize);
     for (const i of idx) {
       if (seen[i]) throw new DataProtoError(`reorder: row ${i} appears twice (not a permutation)`);
@@ -470,7 +552,8 @@ export class DataProto {
    * `slice(0, -pad)` after a chunked computation).
    */
   padToDivisor(divisor: number): { batch: DataProto; pad: number } {
-    if (!Number.isInteger(divisor) || divisor < 1) throw new DataProtoError(`padToDivisor: divisor must be a positive integer, got ${String(divisor)}`);
+    if (!Number.isInteger(divisor) || divisor < 1)
+      throw new DataProtoError(`padToDivisor: divisor must be a positive integer, got ${String(divisor)}`);
     if (this.batchSize === 0) return { batch: this, pad: 0 };
     const pad = (divisor - (this.batchSize % divisor)) % divisor;
     if (pad === 0) return { batch: this, pad: 0 };
@@ -492,7 +575,9 @@ export class DataProto {
 
   /** A short description: batch size, columns with dtypes and shapes, meta keys. */
   toString(): string {
-    const t = [...this.tensorMap].map(([k, c]) => `${k}: ${dtypeName(c.data)}${shapeText([this.batchSize, ...c.shape])}`);
+    const t = [...this.tensorMap].map(
+      ([k, c]) => `${k}: ${dtypeName(c.data)}${shapeText([this.batchSize, ...c.shape])}`,
+    );
     return `DataProto(batchSize=${this.batchSize}, tensors={${t.join(', ')}}, nonTensors=[${this.nonTensorKeys.join(', ')}], meta=[${Object.keys(this.meta).join(', ')}])`;
   }
 }

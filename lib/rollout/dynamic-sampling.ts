@@ -33,7 +33,11 @@ export interface DynamicSamplingOptions {
 /** Thrown when the cap on generation rounds is reached before the batch is full. */
 export class DynamicSamplingError extends Error {
   /** @param message - what happened. @param kept - groups kept. @param rounds - rounds run. */
-  constructor(message: string, readonly kept: number, readonly rounds: number) {
+  constructor(
+    message: string,
+    readonly kept: number,
+    readonly rounds: number,
+  ) {
     super(message);
     this.name = 'DynamicSamplingError';
   }
@@ -47,14 +51,21 @@ export class DynamicSamplingError extends Error {
  * groups; its `meta.metrics` add `rollout/dynamic/{rounds,groups_generated,groups_kept,
  * groups_dropped}` and count every generated episode.
  */
-export async function generateWithDynamicSampling(loop: AgentLoop, options: DynamicSamplingOptions): Promise<DataProto> {
+export async function generateWithDynamicSampling(
+  loop: AgentLoop,
+  options: DynamicSamplingOptions,
+): Promise<DataProto> {
   const { batchSize, n } = options;
-  if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${String(batchSize)}`);
-  if (!Number.isInteger(n) || n < 2) throw new RangeError(`dynamic sampling needs n >= 2 samples per task, got ${String(n)}`);
+  if (!Number.isInteger(batchSize) || batchSize < 1)
+    throw new RangeError(`batchSize must be a positive integer, got ${String(batchSize)}`);
+  if (!Number.isInteger(n) || n < 2)
+    throw new RangeError(`dynamic sampling needs n >= 2 samples per task, got ${String(n)}`);
   const genBatchSize = options.genBatchSize ?? batchSize;
-  if (!Number.isInteger(genBatchSize) || genBatchSize < 1) throw new RangeError(`genBatchSize must be a positive integer, got ${String(genBatchSize)}`);
+  if (!Number.isInteger(genBatchSize) || genBatchSize < 1)
+    throw new RangeError(`genBatchSize must be a positive integer, got ${String(genBatchSize)}`);
   const maxRounds = options.maxRounds ?? 10;
-  if (!Number.isInteger(maxRounds) || maxRounds < 0) throw new RangeError(`maxRounds must be a non-negative integer, got ${String(maxRounds)}`);
+  if (!Number.isInteger(maxRounds) || maxRounds < 0)
+    throw new RangeError(`maxRounds must be a non-negative integer, got ${String(maxRounds)}`);
   const metric = options.metric ?? ((r: EpisodeRecord) => r.reward);
   const seed = options.seed ?? 0;
   const t0 = performance.now();
@@ -64,7 +75,8 @@ export async function generateWithDynamicSampling(loop: AgentLoop, options: Dyna
   let round = 0;
   while (kept.length < batchSize && (maxRounds === 0 || round < maxRounds)) {
     const taskIds = options.sampleTasks(genBatchSize, round);
-    if (!Array.isArray(taskIds) || taskIds.length === 0) throw new RangeError(`sampleTasks returned no task ids for round ${round}`);
+    if (!Array.isArray(taskIds) || taskIds.length === 0)
+      throw new RangeError(`sampleTasks returned no task ids for round ${round}`);
     const records = await loop.rollout({ taskIds, n, seed: mixSeed(seed, round), uidPrefix: `r${round}g` });
     all.push(...records);
     const groups = new Map<string, EpisodeRecord[]>();
@@ -83,7 +95,11 @@ export async function generateWithDynamicSampling(loop: AgentLoop, options: Dyna
     round++;
   }
   if (kept.length < batchSize && !options.allowPartial) {
-    throw new DynamicSamplingError(`dynamic sampling kept ${kept.length} of ${batchSize} groups after ${round} generation rounds (${generated} groups generated): the tasks may be too hard or too easy; raise maxRounds or genBatchSize, or set allowPartial`, kept.length, round);
+    throw new DynamicSamplingError(
+      `dynamic sampling kept ${kept.length} of ${batchSize} groups after ${round} generation rounds (${generated} groups generated): the tasks may be too hard or too easy; raise maxRounds or genBatchSize, or set allowPartial`,
+      kept.length,
+      round,
+    );
   }
   const chosen = kept.slice(0, batchSize).flat();
   const timingS = (performance.now() - t0) / 1000;

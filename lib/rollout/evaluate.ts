@@ -23,8 +23,24 @@ import { mixSeed } from './seeds.js';
 import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 const EVALUATE_KEYS = optionKeys<EvaluatePolicyOptions>({
-  policy: true, template: true, env: true, taskIds: true, trials: true, k: true, seed: true, temperature: true, topP: true, limits: true,
-  concurrency: true, systemPrompt: true, renderTools: true, sanityCheck: true, source: true, taskKind: true, episodeRetries: true, onProgress: true,
+  policy: true,
+  template: true,
+  env: true,
+  taskIds: true,
+  trials: true,
+  k: true,
+  seed: true,
+  temperature: true,
+  topP: true,
+  limits: true,
+  concurrency: true,
+  systemPrompt: true,
+  renderTools: true,
+  sanityCheck: true,
+  source: true,
+  taskKind: true,
+  episodeRetries: true,
+  onProgress: true,
 });
 
 /** Options of {@link evaluatePolicy}. */
@@ -146,15 +162,22 @@ export async function evaluatePolicy(options: EvaluatePolicyOptions): Promise<Ev
   refuseUnknownOptions(options, EVALUATE_KEYS, 'evaluatePolicy');
   const t0 = performance.now();
   const trials = options.trials ?? 1;
-  if (!Number.isSafeInteger(trials) || trials < 1) throw new RangeError(`trials must be a positive integer, got ${String(trials)}`);
-  if (!Array.isArray(options.taskIds) || options.taskIds.length === 0) throw new RangeError('taskIds must be a non-empty array of task ids');
+  if (!Number.isSafeInteger(trials) || trials < 1)
+    throw new RangeError(`trials must be a positive integer, got ${String(trials)}`);
+  if (!Array.isArray(options.taskIds) || options.taskIds.length === 0)
+    throw new RangeError('taskIds must be a non-empty array of task ids');
   const ks = options.k ?? Array.from({ length: trials }, (_, i) => i + 1);
-  for (const k of ks) if (!Number.isSafeInteger(k) || k < 1 || k > trials) throw new RangeError(`k must be an integer in [1, trials = ${trials}], got ${String(k)}`);
+  for (const k of ks)
+    if (!Number.isSafeInteger(k) || k < 1 || k > trials)
+      throw new RangeError(`k must be an integer in [1, trials = ${trials}], got ${String(k)}`);
   const retries = nonNegativeInt(options.episodeRetries ?? 0, 'episodeRetries');
   const source = options.source ?? 'tau-retail';
   const kinds = options.taskIds.map((id) => {
     const kind = options.taskKind ? options.taskKind(id) : null;
-    if (kind !== null && (typeof kind !== 'string' || !TASK_KIND_PATTERN.test(kind))) throw new RangeError(`taskKind('${id}') must be null or a string matching ${String(TASK_KIND_PATTERN)} (a metric name segment), got ${JSON.stringify(kind)}`);
+    if (kind !== null && (typeof kind !== 'string' || !TASK_KIND_PATTERN.test(kind)))
+      throw new RangeError(
+        `taskKind('${id}') must be null or a string matching ${String(TASK_KIND_PATTERN)} (a metric name segment), got ${JSON.stringify(kind)}`,
+      );
     return kind;
   });
   const seed = options.seed ?? 0;
@@ -183,7 +206,12 @@ export async function evaluatePolicy(options: EvaluatePolicyOptions): Promise<Ev
       if (failed.length === 0) break;
       retried += failed.length;
       done -= failed.length;
-      const again = await loop.rollout({ taskIds: failed.map((i) => episodes[i].taskId), n: 1, seed: mixSeed(seed, 0x5e7, attempt), uidPrefix: 'retry' });
+      const again = await loop.rollout({
+        taskIds: failed.map((i) => episodes[i].taskId),
+        n: 1,
+        seed: mixSeed(seed, 0x5e7, attempt),
+        uidPrefix: 'retry',
+      });
       failed.forEach((i, j) => {
         const old = episodes[i];
         episodes[i] = { ...again[j], uid: old.uid, groupIndex: old.groupIndex, sampleIndex: old.sampleIndex };
@@ -194,7 +222,14 @@ export async function evaluatePolicy(options: EvaluatePolicyOptions): Promise<Ev
   }
   onProgress?.(total, total);
 
-  const perTask: TaskEvaluation[] = options.taskIds.map((taskId, g) => ({ taskId, kind: kinds[g], rewards: [], successes: 0, trials: 0, terminations: [] }));
+  const perTask: TaskEvaluation[] = options.taskIds.map((taskId, g) => ({
+    taskId,
+    kind: kinds[g],
+    rewards: [],
+    successes: 0,
+    trials: 0,
+    terminations: [],
+  }));
   for (const e of episodes) {
     const t = perTask[e.groupIndex];
     const r = e.aborted || !Number.isFinite(e.reward) ? 0 : e.reward;

@@ -8,7 +8,16 @@
  * @module
  */
 import type { ChatAssistantMessage, ChatMessage, ChatTemplate } from '../model/chat-template.js';
-import { ExpertAirlineAgent, ExpertRetailAgent, ExpertTelecomAgent, normalizeAction, type Message, type OpenAIToolSchema, type TauAgent, type TauTask } from '../tau/index.js';
+import {
+  ExpertAirlineAgent,
+  ExpertRetailAgent,
+  ExpertTelecomAgent,
+  normalizeAction,
+  type Message,
+  type OpenAIToolSchema,
+  type TauAgent,
+  type TauTask,
+} from '../tau/index.js';
 import { ChatTokenPolicy } from './chat-token-policy.js';
 import type { ChatConversation, ChatPolicy, ChatPolicyRequest, SessionContext } from './policy.js';
 
@@ -54,7 +63,13 @@ export function tauMessageOf(m: ChatMessage): Message | null {
     case 'user':
       return { role: 'user', content: m.content };
     case 'tool':
-      return { role: 'tool', id: m.tool_call_id ?? '', content: m.content, requestor: 'assistant', error: m.content.startsWith('Error:') };
+      return {
+        role: 'tool',
+        id: m.tool_call_id ?? '',
+        content: m.content,
+        requestor: 'assistant',
+        error: m.content.startsWith('Error:'),
+      };
     case 'assistant':
       return {
         role: 'assistant',
@@ -69,7 +84,12 @@ export function tauMessageOf(m: ChatMessage): Message | null {
                 } catch {
                   // unparseable arguments: seen as no arguments
                 }
-                return { id: c.id ?? `call_${i}`, name: c.function.name, arguments: args, requestor: 'assistant' as const };
+                return {
+                  id: c.id ?? `call_${i}`,
+                  name: c.function.name,
+                  arguments: args,
+                  requestor: 'assistant' as const,
+                };
               }),
             }
           : {}),
@@ -87,7 +107,15 @@ export function chatMessageOfAction(action: unknown): ChatAssistantMessage {
   const m = norm.message;
   const calls = m.toolCalls ?? [];
   return calls.length > 0
-    ? { role: 'assistant', content: m.content, tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: JSON.stringify(c.arguments) } })) }
+    ? {
+        role: 'assistant',
+        content: m.content,
+        tool_calls: calls.map((c) => ({
+          id: c.id,
+          type: 'function',
+          function: { name: c.name, arguments: JSON.stringify(c.arguments) },
+        })),
+      }
     : { role: 'assistant', content: m.content };
 }
 
@@ -105,7 +133,12 @@ class ExpertConversation implements ChatConversation {
     if (!this.agent) {
       this.agent = this.create(this.task, this.context);
       const policy = typeof this.context.envInfo.policy === 'string' ? this.context.envInfo.policy : '';
-      this.agent.reset({ task: this.task, tools: request.tools as unknown as readonly OpenAIToolSchema[], policy, seed: this.context.seed });
+      this.agent.reset({
+        task: this.task,
+        tools: request.tools as unknown as readonly OpenAIToolSchema[],
+        policy,
+        seed: this.context.seed,
+      });
     }
     const fresh = request.messages.slice(this.seen);
     this.seen = request.messages.length + 1; // + the reply, which comes back as the next message

@@ -35,7 +35,13 @@ export {
   type KindEvaluation,
   type TaskEvaluation,
 } from './evaluate.js';
-export { ExpertChatPolicy, ExpertTokenPolicy, tauMessageOf, type ExpertPolicyOptions, type TaskLookup } from './expert-policy.js';
+export {
+  ExpertChatPolicy,
+  ExpertTokenPolicy,
+  tauMessageOf,
+  type ExpertPolicyOptions,
+  type TaskLookup,
+} from './expert-policy.js';
 export { packMicroBatches, unpackDocuments, type PackedMicroBatch, type PackOptions } from './packing.js';
 export {
   balanceBatch,

@@ -19,7 +19,13 @@ import { DataProto, DataProtoError, type TensorData } from './data-proto.js';
 import { partitionByBudget, type PartitionMethod } from './partition.js';
 import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
-const PACK_KEYS = optionKeys<PackOptions>({ maxTokens: true, columns: true, method: true, inputIdsKey: true, attentionMaskKey: true });
+const PACK_KEYS = optionKeys<PackOptions>({
+  maxTokens: true,
+  columns: true,
+  method: true,
+  inputIdsKey: true,
+  attentionMaskKey: true,
+});
 
 /** Options of {@link packMicroBatches}. */
 export interface PackOptions {
@@ -68,7 +74,10 @@ function realSpans(batch: DataProto, maskKey: string, L: number): Span[] {
       if (mask[b * L + j] === 0) continue;
       if (mask[b * L + j] !== 1) throw new DataProtoError(`${maskKey}[${b}, ${j}] is ${mask[b * L + j]}, not 0 or 1`);
       if (start < 0) start = j;
-      else if (end !== j) throw new DataProtoError(`row ${b} of ${maskKey} is not one contiguous run of 1s (packing needs left/right padding only)`);
+      else if (end !== j)
+        throw new DataProtoError(
+          `row ${b} of ${maskKey} is not one contiguous run of 1s (packing needs left/right padding only)`,
+        );
       end = j + 1;
     }
     spans.push(start < 0 ? { start: 0, length: 0 } : { start, length: end - start });
@@ -79,7 +88,10 @@ function realSpans(batch: DataProto, maskKey: string, L: number): Span[] {
 function columnWidth(batch: DataProto, name: string, L: number): number {
   const shape = batch.tensor(name).shape;
   if (shape.length === 0) return 0;
-  if (shape.length !== 1 || shape[0] > L) throw new DataProtoError(`column '${name}' has row shape [${shape.join(', ')}]: packing needs [] or [k] with k <= ${L}`);
+  if (shape.length !== 1 || shape[0] > L)
+    throw new DataProtoError(
+      `column '${name}' has row shape [${shape.join(', ')}]: packing needs [] or [k] with k <= ${L}`,
+    );
   return shape[0];
 }
 
@@ -88,7 +100,8 @@ function sequentialGroups(lengths: readonly number[], maxTokens: number): number
   let cur: number[] = [];
   let used = 0;
   lengths.forEach((l, i) => {
-    if (l > maxTokens) throw new RangeError(`sequence ${i} has ${l} tokens, more than the micro-batch budget of ${maxTokens} tokens`);
+    if (l > maxTokens)
+      throw new RangeError(`sequence ${i} has ${l} tokens, more than the micro-batch budget of ${maxTokens} tokens`);
     if (used + l > maxTokens && cur.length > 0) {
       groups.push(cur);
       cur = [];
@@ -113,15 +126,20 @@ export function packMicroBatches(batch: DataProto, options: PackOptions): Packed
   const shape = batch.tensor(idsKey).shape;
   if (shape.length !== 1) throw new DataProtoError(`'${idsKey}' must have row shape [L], got [${shape.join(', ')}]`);
   const L = shape[0];
-  if (batch.tensor(maskKey).shape.length !== 1 || batch.tensor(maskKey).shape[0] !== L) throw new DataProtoError(`'${maskKey}' must have row shape [${L}] like '${idsKey}'`);
+  if (batch.tensor(maskKey).shape.length !== 1 || batch.tensor(maskKey).shape[0] !== L)
+    throw new DataProtoError(`'${maskKey}' must have row shape [${L}] like '${idsKey}'`);
   const spans = realSpans(batch, maskKey, L);
   const columns = options.columns ?? [];
   const widths = columns.map((c) => columnWidth(batch, c, L));
   const nonEmpty = spans.map((s, i) => (s.length > 0 ? i : -1)).filter((i) => i >= 0);
   const lengths = nonEmpty.map((i) => spans[i].length);
   const method = options.method ?? 'karmarkar-karp';
-  if (!Number.isInteger(options.maxTokens) || options.maxTokens < 1) throw new RangeError(`maxTokens must be a positive integer, got ${String(options.maxTokens)}`);
-  const groups = method === 'sequential' ? sequentialGroups(lengths, options.maxTokens) : partitionByBudget(lengths, options.maxTokens, method);
+  if (!Number.isInteger(options.maxTokens) || options.maxTokens < 1)
+    throw new RangeError(`maxTokens must be a positive integer, got ${String(options.maxTokens)}`);
+  const groups =
+    method === 'sequential'
+      ? sequentialGroups(lengths, options.maxTokens)
+      : partitionByBudget(lengths, options.maxTokens, method);
   return groups.map((g) => {
     const rows = Int32Array.from(g.map((k) => nonEmpty[k]));
     const T = g.reduce((s, k) => s + lengths[k], 0);
@@ -169,22 +187,34 @@ export function packMicroBatches(batch: DataProto, options: PackOptions): Packed
  * `[B, width]` aligned to the last `width` positions of `input_ids` (`width` = R for response
  * columns, L for full rows; default L). Positions that are padding or outside the span are 0.
  */
-export function unpackColumn(batch: DataProto, micro: readonly PackedMicroBatch[], values: readonly ArrayLike<number>[], options: { width?: number; inputIdsKey?: string; attentionMaskKey?: string } = {}): Float32Array {
+export function unpackColumn(
+  batch: DataProto,
+  micro: readonly PackedMicroBatch[],
+  values: readonly ArrayLike<number>[],
+  options: { width?: number; inputIdsKey?: string; attentionMaskKey?: string } = {},
+): Float32Array {
   const idsKey = options.inputIdsKey ?? 'input_ids';
   const L = batch.tensor(idsKey).shape[0];
   const width = options.width ?? L;
-  if (!Number.isInteger(width) || width < 0 || width > L) throw new DataProtoError(`width must be an integer in [0, ${L}], got ${String(width)}`);
-  if (values.length !== micro.length) throw new DataProtoError(`unpackColumn: ${values.length} value arrays for ${micro.length} micro-batches`);
+  if (!Number.isInteger(width) || width < 0 || width > L)
+    throw new DataProtoError(`width must be an integer in [0, ${L}], got ${String(width)}`);
+  if (values.length !== micro.length)
+    throw new DataProtoError(`unpackColumn: ${values.length} value arrays for ${micro.length} micro-batches`);
   const spans = realSpans(batch, options.attentionMaskKey ?? 'attention_mask', L);
   const out = new Float32Array(batch.batchSize * width);
   const offset = L - width;
   micro.forEach((mb, m) => {
     const v = values[m];
-    if (v.length !== mb.numTokens) throw new DataProtoError(`unpackColumn: micro-batch ${m} has ${mb.numTokens} tokens but ${v.length} values`);
+    if (v.length !== mb.numTokens)
+      throw new DataProtoError(`unpackColumn: micro-batch ${m} has ${mb.numTokens} tokens but ${v.length} values`);
     mb.rows.forEach((row, d) => {
-      if (row < 0 || row >= batch.batchSize) throw new DataProtoError(`micro-batch ${m} refers to row ${row}, outside the batch of ${batch.batchSize}`);
+      if (row < 0 || row >= batch.batchSize)
+        throw new DataProtoError(`micro-batch ${m} refers to row ${row}, outside the batch of ${batch.batchSize}`);
       const { start, length } = spans[row];
-      if (mb.cuSeqlens[d + 1] - mb.cuSeqlens[d] !== length) throw new DataProtoError(`micro-batch ${m}, document ${d}: ${mb.cuSeqlens[d + 1] - mb.cuSeqlens[d]} tokens, but row ${row} has ${length}`);
+      if (mb.cuSeqlens[d + 1] - mb.cuSeqlens[d] !== length)
+        throw new DataProtoError(
+          `micro-batch ${m}, document ${d}: ${mb.cuSeqlens[d + 1] - mb.cuSeqlens[d]} tokens, but row ${row} has ${length}`,
+        );
       for (let j = 0; j < length; j++) {
         const pos = start + j - offset;
         if (pos >= 0) out[row * width + pos] = v[mb.cuSeqlens[d] + j];
@@ -195,7 +225,9 @@ export function unpackColumn(batch: DataProto, micro: readonly PackedMicroBatch[
 }
 
 /** The documents of a micro-batch as separate sequences (row, tokens, positions and carried columns). */
-export function unpackDocuments(micro: PackedMicroBatch): { row: number; inputIds: Int32Array; positionIds: Int32Array; columns: Record<string, TensorData> }[] {
+export function unpackDocuments(
+  micro: PackedMicroBatch,
+): { row: number; inputIds: Int32Array; positionIds: Int32Array; columns: Record<string, TensorData> }[] {
   return Array.from(micro.rows, (row, d) => {
     const s = micro.cuSeqlens[d];
     const e = micro.cuSeqlens[d + 1];

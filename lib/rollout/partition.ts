@@ -35,10 +35,15 @@ function sortParts(parts: Part[]): void {
 function checkArgs(weights: readonly number[], k: number, equalSize: boolean): void {
   if (!Array.isArray(weights)) throw new TypeError('weights must be an array of numbers');
   weights.forEach((w, i) => {
-    if (typeof w !== 'number' || !Number.isFinite(w) || w < 0) throw new RangeError(`weights[${i}] must be a finite number >= 0, got ${String(w)}`);
+    if (typeof w !== 'number' || !Number.isFinite(w) || w < 0)
+      throw new RangeError(`weights[${i}] must be a finite number >= 0, got ${String(w)}`);
   });
-  if (!Number.isInteger(k) || k < 1) throw new RangeError(`the number of parts must be a positive integer, got ${String(k)}`);
-  if (equalSize && weights.length % k !== 0) throw new RangeError(`equal-size partitioning needs the item count (${weights.length}) to be a multiple of the number of parts (${k})`);
+  if (!Number.isInteger(k) || k < 1)
+    throw new RangeError(`the number of parts must be a positive integer, got ${String(k)}`);
+  if (equalSize && weights.length % k !== 0)
+    throw new RangeError(
+      `equal-size partitioning needs the item count (${weights.length}) to be a multiple of the number of parts (${k})`,
+    );
 }
 
 class MaxHeap {
@@ -93,7 +98,11 @@ function finish(parts: Part[]): number[][] {
  * with the lightest of the other, until one state is left. Returns k lists of item indices
  * (each sorted), parts ordered by decreasing sum.
  */
-export function karmarkarKarp(weights: readonly number[], k: number, options: { equalSize?: boolean } = {}): number[][] {
+export function karmarkarKarp(
+  weights: readonly number[],
+  k: number,
+  options: { equalSize?: boolean } = {},
+): number[][] {
   const equalSize = options.equalSize ?? false;
   checkArgs(weights, k, equalSize);
   if (weights.length === 0) return Array.from({ length: k }, () => []);
@@ -105,17 +114,24 @@ export function karmarkarKarp(weights: readonly number[], k: number, options: { 
     heap.push({ parts, spread: parts[0].sum - parts[parts.length - 1].sum, id: id++ });
   };
   if (equalSize) {
-    for (let off = 0; off < order.length; off += k) push(order.slice(off, off + k).map((i) => ({ sum: weights[i], items: [i], first: i })));
+    for (let off = 0; off < order.length; off += k)
+      push(order.slice(off, off + k).map((i) => ({ sum: weights[i], items: [i], first: i })));
   } else {
-    for (const i of order) push([{ sum: weights[i], items: [i], first: i }, ...Array.from({ length: k - 1 }, () => ({ sum: 0, items: [] as number[], first: Infinity }))]);
+    for (const i of order)
+      push([
+        { sum: weights[i], items: [i], first: i },
+        ...Array.from({ length: k - 1 }, () => ({ sum: 0, items: [] as number[], first: Infinity })),
+      ]);
   }
   while (heap.size > 1) {
     const a = heap.pop();
     const b = heap.pop();
-    push(a.parts.map((p, i) => {
-      const q = b.parts[k - 1 - i];
-      return { sum: p.sum + q.sum, items: [...p.items, ...q.items], first: Math.min(p.first, q.first) };
-    }));
+    push(
+      a.parts.map((p, i) => {
+        const q = b.parts[k - 1 - i];
+        return { sum: p.sum + q.sum, items: [...p.items, ...q.items], first: Math.min(p.first, q.first) };
+      }),
+    );
   }
   return finish(heap.pop().parts);
 }
@@ -124,7 +140,11 @@ export function karmarkarKarp(weights: readonly number[], k: number, options: { 
  * Greedy largest-first partitioning: items in decreasing weight go to the lightest part (with
  * `equalSize`, among the parts that are not full). Returns k lists of item indices (each sorted).
  */
-export function greedyPartition(weights: readonly number[], k: number, options: { equalSize?: boolean } = {}): number[][] {
+export function greedyPartition(
+  weights: readonly number[],
+  k: number,
+  options: { equalSize?: boolean } = {},
+): number[][] {
   const equalSize = options.equalSize ?? false;
   checkArgs(weights, k, equalSize);
   const cap = equalSize ? weights.length / k : Infinity;
@@ -142,7 +162,12 @@ export function greedyPartition(weights: readonly number[], k: number, options: 
 }
 
 /** Partitions with `method`. */
-export function partition(weights: readonly number[], k: number, method: PartitionMethod = 'karmarkar-karp', equalSize = false): number[][] {
+export function partition(
+  weights: readonly number[],
+  k: number,
+  method: PartitionMethod = 'karmarkar-karp',
+  equalSize = false,
+): number[][] {
   if (method === 'karmarkar-karp') return karmarkarKarp(weights, k, { equalSize });
   if (method === 'greedy') return greedyPartition(weights, k, { equalSize });
   throw new RangeError(`partition method must be 'karmarkar-karp' or 'greedy', got ${JSON.stringify(method)}`);
@@ -153,18 +178,26 @@ export function partition(weights: readonly number[], k: number, method: Partiti
  * every part's sum within `maxTokens` (VERL's `rearrange_micro_batches`). Each length must fit
  * the budget. Empty parts are left out; parts are ordered by their first item.
  */
-export function partitionByBudget(lengths: readonly number[], maxTokens: number, method: PartitionMethod = 'karmarkar-karp'): number[][] {
-  if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new RangeError(`maxTokens must be a positive integer, got ${String(maxTokens)}`);
+export function partitionByBudget(
+  lengths: readonly number[],
+  maxTokens: number,
+  method: PartitionMethod = 'karmarkar-karp',
+): number[][] {
+  if (!Number.isInteger(maxTokens) || maxTokens < 1)
+    throw new RangeError(`maxTokens must be a positive integer, got ${String(maxTokens)}`);
   lengths.forEach((l, i) => {
-    if (!Number.isInteger(l) || l < 0) throw new RangeError(`lengths[${i}] must be a non-negative integer, got ${String(l)}`);
-    if (l > maxTokens) throw new RangeError(`sequence ${i} has ${l} tokens, more than the micro-batch budget of ${maxTokens} tokens`);
+    if (!Number.isInteger(l) || l < 0)
+      throw new RangeError(`lengths[${i}] must be a non-negative integer, got ${String(l)}`);
+    if (l > maxTokens)
+      throw new RangeError(`sequence ${i} has ${l} tokens, more than the micro-batch budget of ${maxTokens} tokens`);
   });
   const n = lengths.length;
   if (n === 0) return [];
   const total = lengths.reduce((s, l) => s + l, 0);
   for (let k = Math.max(1, Math.ceil(total / maxTokens)); k < n; k++) {
     const parts = partition(lengths, k, method).filter((p) => p.length > 0);
-    if (parts.every((p) => p.reduce((s, i) => s + lengths[i], 0) <= maxTokens)) return parts.sort((a, b) => a[0] - b[0]);
+    if (parts.every((p) => p.reduce((s, i) => s + lengths[i], 0) <= maxTokens))
+      return parts.sort((a, b) => a[0] - b[0]);
   }
   return lengths.map((_, i) => [i]);
 }
@@ -211,11 +244,14 @@ export function rowTokenCounts(batch: DataProto, attentionMaskKey = 'attention_m
  * balances the work (VERL's `balance_batch`).
  */
 export function balanceBatch(batch: DataProto, parts: number, options: BalanceOptions = {}): BalanceResult {
-  if (!Number.isInteger(parts) || parts < 1) throw new DataProtoError(`parts must be a positive integer, got ${String(parts)}`);
+  if (!Number.isInteger(parts) || parts < 1)
+    throw new DataProtoError(`parts must be a positive integer, got ${String(parts)}`);
   const tokens = rowTokenCounts(batch, options.attentionMaskKey);
   const work = options.workload ? tokens.map(options.workload) : tokens;
   const equal = options.equalSize ?? true;
-  const partitions = partition(work, parts, options.method ?? 'karmarkar-karp', equal).sort((a, b) => (a[0] ?? Infinity) - (b[0] ?? Infinity));
+  const partitions = partition(work, parts, options.method ?? 'karmarkar-karp', equal).sort(
+    (a, b) => (a[0] ?? Infinity) - (b[0] ?? Infinity),
+  );
   const workloads = partitions.map((p) => p.reduce((s, i) => s + work[i], 0));
   const before: number[] = [];
   if (batch.batchSize % parts === 0) {

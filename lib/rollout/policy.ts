@@ -72,13 +72,18 @@ function asError(e: unknown): Error {
  * `sample`, never rejecting: a failed request (or a failed batch, for all its requests) gives
  * an Error in its slot.
  */
-export async function generateBatch(policy: TokenPolicy, requests: readonly TokenSampleRequest[]): Promise<Array<TokenSampleResult | Error>> {
+export async function generateBatch(
+  policy: TokenPolicy,
+  requests: readonly TokenSampleRequest[],
+): Promise<Array<TokenSampleResult | Error>> {
   if (requests.length === 0) return [];
   if (typeof policy.generateBatch === 'function') {
     try {
       const out = await policy.generateBatch(requests);
       if (!Array.isArray(out) || out.length !== requests.length) {
-        const e = new Error(`generateBatch returned ${Array.isArray(out) ? out.length : typeof out} results for ${requests.length} requests`);
+        const e = new Error(
+          `generateBatch returned ${Array.isArray(out) ? out.length : typeof out} results for ${requests.length} requests`,
+        );
         return requests.map(() => e);
       }
       return out;

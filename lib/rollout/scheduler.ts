@@ -5,7 +5,13 @@
  * `generateBatch` call, so a model decodes all waiting episodes at once.
  * @module
  */
-import { generateBatch, type TokenPolicy, type SampleOptions, type TokenSampleResult, type TokenSession } from './policy.js';
+import {
+  generateBatch,
+  type TokenPolicy,
+  type SampleOptions,
+  type TokenSampleResult,
+  type TokenSession,
+} from './policy.js';
 
 interface Pending {
   session: TokenSession;
@@ -75,7 +81,10 @@ export class GenerationScheduler {
       this.stats.batches++;
       this.stats.requests += batch.length;
       this.stats.maxBatch = Math.max(this.stats.maxBatch, batch.length);
-      void generateBatch(this.policy, batch.map((p) => ({ session: p.session, params: p.params }))).then((results) => {
+      void generateBatch(
+        this.policy,
+        batch.map((p) => ({ session: p.session, params: p.params })),
+      ).then((results) => {
         this.inFlight--;
         batch.forEach((p, i) => {
           const r = results[i];

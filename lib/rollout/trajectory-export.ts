@@ -58,7 +58,10 @@ export interface ExportOptions<Turn = unknown> {
 }
 
 /** One line per kept episode. */
-export function trajectoryLines<Turn = unknown>(records: readonly EpisodeRecord[], options: ExportOptions<Turn> = {}): TrajectoryLine<Turn>[] {
+export function trajectoryLines<Turn = unknown>(
+  records: readonly EpisodeRecord[],
+  options: ExportOptions<Turn> = {},
+): TrajectoryLine<Turn>[] {
   refuseUnknownOptions(options, EXPORT_KEYS, 'trajectoryLines (trajectoriesToJsonl, writeTrajectories)');
   const out: TrajectoryLine<Turn>[] = [];
   for (const r of records) {
@@ -87,14 +90,21 @@ export function trajectoryLines<Turn = unknown>(records: readonly EpisodeRecord[
 }
 
 /** The JSONL text of {@link trajectoryLines} (one object per line, trailing newline). */
-export function trajectoriesToJsonl<Turn = unknown>(records: readonly EpisodeRecord[], options: ExportOptions<Turn> = {}): string {
+export function trajectoriesToJsonl<Turn = unknown>(
+  records: readonly EpisodeRecord[],
+  options: ExportOptions<Turn> = {},
+): string {
   return trajectoryLines(records, options)
     .map((l) => JSON.stringify(l) + '\n')
     .join('');
 }
 
 /** Writes {@link trajectoriesToJsonl} to `path`; returns the number of lines. */
-export function writeTrajectories<Turn = unknown>(path: string, records: readonly EpisodeRecord[], options: ExportOptions<Turn> = {}): number {
+export function writeTrajectories<Turn = unknown>(
+  path: string,
+  records: readonly EpisodeRecord[],
+  options: ExportOptions<Turn> = {},
+): number {
   const lines = trajectoryLines(records, options);
   writeFileSync(path, lines.map((l) => JSON.stringify(l) + '\n').join(''));
   return lines.length;

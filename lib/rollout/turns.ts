@@ -4,7 +4,7 @@
  * @module
  */
 import type { ChatFormat } from '../model/chat-format.js';
-import type { ChatAssistantMessage, ChatTemplate } from '../model/chat-template.js';
+import type { ChatAssistantMessage } from '../model/chat-template.js';
 import type { TokenSampleResult } from './policy.js';
 
 /**
@@ -41,18 +41,24 @@ export function parseTurn(template: ChatFormat, tokens: ArrayLike<number>, idPre
 
 /** Checks a policy's result against the request; returns the problem or null. */
 export function checkSampleResult(result: TokenSampleResult, maxTokens: number, vocabSize: number): string | null {
-  if (result === null || typeof result !== 'object') return `the policy returned ${result === null ? 'null' : typeof result} instead of a sample result`;
+  if (result === null || typeof result !== 'object')
+    return `the policy returned ${result === null ? 'null' : typeof result} instead of a sample result`;
   const { tokens, logProbs, finishReason } = result;
-  if (tokens === null || typeof tokens !== 'object' || typeof tokens.length !== 'number') return 'the sample result has no tokens array';
+  if (tokens === null || typeof tokens !== 'object' || typeof tokens.length !== 'number')
+    return 'the sample result has no tokens array';
   if (tokens.length > maxTokens) return `the policy returned ${tokens.length} tokens for maxTokens ${maxTokens}`;
   for (let i = 0; i < tokens.length; i++) {
     const t = tokens[i];
-    if (!Number.isInteger(t) || t < 0 || t >= vocabSize) return `sampled token ${i} is ${String(t)}, not an id in [0, ${vocabSize})`;
+    if (!Number.isInteger(t) || t < 0 || t >= vocabSize)
+      return `sampled token ${i} is ${String(t)}, not an id in [0, ${vocabSize})`;
   }
-  if (finishReason !== 'stop' && finishReason !== 'length' && finishReason !== 'context') return `finishReason must be 'stop', 'length' or 'context', got ${JSON.stringify(finishReason)}`;
+  if (finishReason !== 'stop' && finishReason !== 'length' && finishReason !== 'context')
+    return `finishReason must be 'stop', 'length' or 'context', got ${JSON.stringify(finishReason)}`;
   if (logProbs !== undefined) {
-    if (logProbs === null || typeof logProbs !== 'object' || logProbs.length !== tokens.length) return `the policy returned ${logProbs?.length ?? 'no'} log-probs for ${tokens.length} tokens`;
-    for (let i = 0; i < logProbs.length; i++) if (!Number.isFinite(logProbs[i])) return `log-prob ${i} is ${logProbs[i]}`;
+    if (logProbs === null || typeof logProbs !== 'object' || logProbs.length !== tokens.length)
+      return `the policy returned ${logProbs?.length ?? 'no'} log-probs for ${tokens.length} tokens`;
+    for (let i = 0; i < logProbs.length; i++)
+      if (!Number.isFinite(logProbs[i])) return `log-prob ${i} is ${logProbs[i]}`;
   }
   return null;
 }

@@ -44,7 +44,11 @@ function parseCallObject(obj: unknown): { name: unknown; arguments: unknown } | 
  * Parses raw model text: `<tool_call>{"name": …, "arguments": …}</tool_call>` (Hermes/Qwen
  * style) or a bare JSON object with a string `name` is a tool call; anything else is text.
  */
-export function parseActionText(text: string): { content: string | null; toolCalls: ToolCallInput[]; problem?: string } {
+export function parseActionText(text: string): {
+  content: string | null;
+  toolCalls: ToolCallInput[];
+  problem?: string;
+} {
   const calls: ToolCallInput[] = [];
   let problem: string | undefined;
   const tagged = [...text.matchAll(TOOL_CALL_TAG)];
@@ -66,7 +70,10 @@ export function parseActionText(text: string): { content: string | null; toolCal
     try {
       const parsed = parseCallObject(JSON.parse(trimmed));
       if (parsed && typeof parsed.name === 'string') {
-        return { content: null, toolCalls: [{ name: parsed.name, arguments: parsed.arguments as Record<string, unknown> }] };
+        return {
+          content: null,
+          toolCalls: [{ name: parsed.name, arguments: parsed.arguments as Record<string, unknown> }],
+        };
       }
     } catch {
       // not JSON: plain text
@@ -82,7 +89,7 @@ export function parseActionText(text: string): { content: string | null; toolCal
  * call, or that is not a message at all, gives `invalid`.
  */
 export function normalizeAction(action: unknown, nextId: () => string): NormalizedAction {
-  let content: string | null = null;
+  let content: string | null;
   let rawCalls: unknown[] = [];
   let problem: string | undefined;
   if (typeof action === 'string') {
@@ -92,7 +99,8 @@ export function normalizeAction(action: unknown, nextId: () => string): Normaliz
     problem = parsed.problem;
   } else if (action !== null && typeof action === 'object' && !Array.isArray(action)) {
     const a = action as Record<string, unknown>;
-    if (a.role !== undefined && a.role !== 'assistant') return { kind: 'invalid', reason: `action role must be 'assistant', got ${JSON.stringify(a.role)}` };
+    if (a.role !== undefined && a.role !== 'assistant')
+      return { kind: 'invalid', reason: `action role must be 'assistant', got ${JSON.stringify(a.role)}` };
     if (a.content !== undefined && a.content !== null && typeof a.content !== 'string') {
       return { kind: 'invalid', reason: 'action content must be a string or null' };
     }
@@ -103,14 +111,20 @@ export function normalizeAction(action: unknown, nextId: () => string): Normaliz
       rawCalls = tc;
     }
   } else {
-    return { kind: 'invalid', reason: `an action must be a string or an assistant message object, got ${action === null ? 'null' : typeof action}` };
+    return {
+      kind: 'invalid',
+      reason: `an action must be a string or an assistant message object, got ${action === null ? 'null' : typeof action}`,
+    };
   }
   if (content !== null && content.trim().length === 0) content = null;
 
   const calls: ToolCall[] = [];
   for (const raw of rawCalls) {
     const parsed = parseCallObject(raw);
-    const id = raw && typeof raw === 'object' && typeof (raw as { id?: unknown }).id === 'string' ? ((raw as { id: string }).id) : nextId();
+    const id =
+      raw && typeof raw === 'object' && typeof (raw as { id?: unknown }).id === 'string'
+        ? (raw as { id: string }).id
+        : nextId();
     if (!parsed || typeof parsed.name !== 'string' || parsed.name.length === 0) {
       problem ??= 'a tool call has no tool name';
       calls.push({ id, name: String(parsed?.name ?? ''), arguments: {}, requestor: 'assistant' });
@@ -133,14 +147,22 @@ export function normalizeAction(action: unknown, nextId: () => string): Normaliz
   }
 
   if (content === null && calls.length === 0) {
-    if (problem && typeof action === 'string') return { kind: 'malformed', message: { role: 'assistant', content: action }, reason: problem };
+    if (problem && typeof action === 'string')
+      return { kind: 'malformed', message: { role: 'assistant', content: action }, reason: problem };
     return { kind: 'invalid', reason: problem ?? 'the message has neither text nor a tool call' };
   }
-  const message: AssistantMessage = calls.length > 0 ? { role: 'assistant', content, toolCalls: calls } : { role: 'assistant', content };
+  const message: AssistantMessage =
+    calls.length > 0 ? { role: 'assistant', content, toolCalls: calls } : { role: 'assistant', content };
   if (problem) return { kind: 'malformed', message, reason: problem };
-  if (calls.length > 1) return { kind: 'malformed', message, reason: 'only one tool call per message is allowed; none of them was run' };
+  if (calls.length > 1)
+    return { kind: 'malformed', message, reason: 'only one tool call per message is allowed; none of them was run' };
   if (calls.length === 1 && content !== null) {
-    return { kind: 'malformed', message, reason: 'a message must either call one tool or talk to the user, not both; the tool was not run and the text was not delivered' };
+    return {
+      kind: 'malformed',
+      message,
+      reason:
+        'a message must either call one tool or talk to the user, not both; the tool was not run and the text was not delivered',
+    };
   }
   if (calls.length === 1) return { kind: 'tool', message, call: calls[0] };
   return { kind: 'text', message };

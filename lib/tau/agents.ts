@@ -42,7 +42,13 @@ export interface EpisodeResult {
 }
 
 /** Runs one conversation of `agent` on `task` through `episode` (async user simulators allowed). */
-export async function runEpisode<S extends WorldState>(episode: TauEpisode<S>, agent: TauAgent, task: TauTask, seed = 0, maxActions = 1000): Promise<EpisodeResult> {
+export async function runEpisode<S extends WorldState>(
+  episode: TauEpisode<S>,
+  agent: TauAgent,
+  task: TauTask,
+  seed = 0,
+  maxActions = 1000,
+): Promise<EpisodeResult> {
   let step = await episode.reset(task, seed);
   agent.reset({ task, tools: episode.tools, policy: episode.policy, seed });
   let actions = 0;
@@ -54,7 +60,13 @@ export async function runEpisode<S extends WorldState>(episode: TauEpisode<S>, a
 }
 
 /** Synchronous {@link runEpisode} for synchronous users and agents. */
-export function runEpisodeSync<S extends WorldState>(episode: TauEpisode<S>, agent: TauAgent, task: TauTask, seed = 0, maxActions = 1000): EpisodeResult {
+export function runEpisodeSync<S extends WorldState>(
+  episode: TauEpisode<S>,
+  agent: TauAgent,
+  task: TauTask,
+  seed = 0,
+  maxActions = 1000,
+): EpisodeResult {
   let step = episode.resetSync(task, seed);
   agent.reset({ task, tools: episode.tools, policy: episode.policy, seed });
   let actions = 0;
@@ -67,7 +79,15 @@ export function runEpisodeSync<S extends WorldState>(episode: TauEpisode<S>, age
   return { final: step, trajectory: episode.trajectory(), actions };
 }
 
-const PHRASES = ['Sure.', 'Let me check that for you.', 'Could you tell me more?', 'Okay.', 'Thanks for waiting.', 'Hello there.', 'I understand.'];
+const PHRASES = [
+  'Sure.',
+  'Let me check that for you.',
+  'Could you tell me more?',
+  'Okay.',
+  'Thanks for waiting.',
+  'Hello there.',
+  'I understand.',
+];
 
 /**
  * A random baseline: each turn it either says a generic phrase or calls a random tool with
@@ -89,13 +109,17 @@ export class RandomAgent implements TauAgent {
   /** A random action. */
   act(observation: readonly Message[]): AssistantAction {
     for (const m of observation) {
-      for (const tok of (m.content ?? '').match(/#W\d{7}|\b\d{10}\b|[a-z]+_[a-z]+_\d{4}|(?:credit_card|paypal|gift_card)_\d{7}|[\w.]+@example\.com/g) ?? []) this.seen.push(tok);
+      for (const tok of (m.content ?? '').match(
+        /#W\d{7}|\b\d{10}\b|[a-z]+_[a-z]+_\d{4}|(?:credit_card|paypal|gift_card)_\d{7}|[\w.]+@example\.com/g,
+      ) ?? [])
+        this.seen.push(tok);
     }
     if (this.rng.chance(0.4) || this.tools.length === 0) return { role: 'assistant', content: this.rng.pick(PHRASES) };
     const tool = this.rng.pick(this.tools);
     const props = (tool.function.parameters.properties ?? {}) as Record<string, { type?: string }>;
     const args: Record<string, unknown> = {};
-    const value = () => (this.seen.length > 0 && this.rng.chance(0.7) ? this.rng.pick(this.seen) : this.rng.digits(this.rng.int(3, 10)));
+    const value = () =>
+      this.seen.length > 0 && this.rng.chance(0.7) ? this.rng.pick(this.seen) : this.rng.digits(this.rng.int(3, 10));
     for (const [k, schema] of Object.entries(props)) args[k] = schema.type === 'array' ? [value()] : value();
     return { role: 'assistant', content: null, toolCalls: [{ name: tool.function.name, arguments: args }] };
   }

@@ -58,7 +58,14 @@ export interface TauDomain<S extends WorldState> {
  */
 export function callDomainTool<S extends WorldState>(domain: TauDomain<S>, state: S, call: ToolCall): ToolMessage {
   const kit = call.requestor === 'user' ? domain.userTools : domain.tools;
-  if (!kit) return { role: 'tool', id: call.id, content: `Error: no ${call.requestor} tools in domain ${domain.name}`, requestor: call.requestor, error: true };
+  if (!kit)
+    return {
+      role: 'tool',
+      id: call.id,
+      content: `Error: no ${call.requestor} tools in domain ${domain.name}`,
+      requestor: call.requestor,
+      error: true,
+    };
   const res = kit.call(state, call);
   domain.sync?.(state);
   return res;

@@ -79,10 +79,15 @@ export class TauEpisode<S extends WorldState> {
    * @param domain - the world's domain.
    * @param options - user simulator, limits, greeting, judge.
    */
-  constructor(readonly domain: TauDomain<S>, options: TauEpisodeOptions) {
+  constructor(
+    readonly domain: TauDomain<S>,
+    options: TauEpisodeOptions,
+  ) {
     this.opts = { maxSteps: 100, maxErrors: 10, greeting: DEFAULT_GREETING, ...options };
-    if (!Number.isInteger(this.opts.maxSteps) || this.opts.maxSteps < 1) throw new RangeError('maxSteps must be a positive integer');
-    if (!Number.isInteger(this.opts.maxErrors) || this.opts.maxErrors < 1) throw new RangeError('maxErrors must be a positive integer');
+    if (!Number.isInteger(this.opts.maxSteps) || this.opts.maxSteps < 1)
+      throw new RangeError('maxSteps must be a positive integer');
+    if (!Number.isInteger(this.opts.maxErrors) || this.opts.maxErrors < 1)
+      throw new RangeError('maxErrors must be a positive integer');
     this.evaluator = new TauEvaluator(domain);
   }
 
@@ -165,7 +170,9 @@ export class TauEpisode<S extends WorldState> {
         const out = this.opts.user.respond(r.value.input);
         if (isPromise(out)) {
           out.catch(() => undefined);
-          throw new TypeError('this user simulator is asynchronous: use reset()/act() instead of resetSync()/actSync()');
+          throw new TypeError(
+            'this user simulator is asynchronous: use reset()/act() instead of resetSync()/actSync()',
+          );
         }
         reply = out;
       } catch (e) {
@@ -195,7 +202,10 @@ export class TauEpisode<S extends WorldState> {
     }
     if (r.value === 'grade') {
       const sim = this.simulation() as SimulationRun;
-      this.finalInfo = await this.evaluator.evaluateAsync(this.task as TauTask, sim, { ...this.opts.evaluation, judge: this.opts.judge });
+      this.finalInfo = await this.evaluator.evaluateAsync(this.task as TauTask, sim, {
+        ...this.opts.evaluation,
+        judge: this.opts.judge,
+      });
       return this.finalStep(this.lastObservation);
     }
     return r.value;
@@ -225,7 +235,11 @@ export class TauEpisode<S extends WorldState> {
   private visible(from: number): Message[] {
     return this.messages
       .slice(from)
-      .filter((m) => !(m.role === 'user' && m.toolCalls && m.toolCalls.length > 0) && !(m.role === 'tool' && m.requestor === 'user'));
+      .filter(
+        (m) =>
+          !(m.role === 'user' && m.toolCalls && m.toolCalls.length > 0) &&
+          !(m.role === 'tool' && m.requestor === 'user'),
+      );
   }
 
   private end(reason: TerminationReason, from: number): 'grade' {
@@ -268,13 +282,20 @@ export class TauEpisode<S extends WorldState> {
 
   private *userTurn(agentText: string, from: number): Generator<UserRequest, EpisodeStep | 'grade', UserReply | Error> {
     for (;;) {
-      const reply = yield { input: { history: this.messages.slice(), agentText, toolResults: this.pendingUserResults } };
+      const reply = yield {
+        input: { history: this.messages.slice(), agentText, toolResults: this.pendingUserResults },
+      };
       this.pendingUserResults = [];
       if (reply instanceof Error) return this.end('user_error', from);
       const calls = Array.isArray(reply?.toolCalls) ? reply.toolCalls : [];
       const text = typeof reply?.content === 'string' && reply.content.trim().length > 0 ? reply.content : null;
       if (calls.length > 0 && this.domain.userTools) {
-        const toolCalls: ToolCall[] = calls.map((c) => ({ id: this.nextId(), name: c.name, arguments: c.arguments ?? {}, requestor: 'user' }));
+        const toolCalls: ToolCall[] = calls.map((c) => ({
+          id: this.nextId(),
+          name: c.name,
+          arguments: c.arguments ?? {},
+          requestor: 'user',
+        }));
         this.messages.push({ role: 'user', content: text, toolCalls } satisfies UserMessage);
         this.steps++;
         for (const c of toolCalls) {
@@ -317,13 +338,27 @@ export class TauEpisode<S extends WorldState> {
     const after = from + 1;
     if (norm.kind === 'malformed') {
       for (const c of norm.message.toolCalls ?? []) {
-        this.messages.push({ role: 'tool', id: c.id, content: `Error: ${norm.reason}`, requestor: 'assistant', error: true, rejected: true });
+        this.messages.push({
+          role: 'tool',
+          id: c.id,
+          content: `Error: ${norm.reason}`,
+          requestor: 'assistant',
+          error: true,
+          rejected: true,
+        });
       }
       if ((norm.message.toolCalls ?? []).length === 0) {
         // text only but flagged malformed (e.g. an unparseable <tool_call> block): answer with a synthetic call id
         const id = this.nextId();
         norm.message.toolCalls = [{ id, name: '', arguments: {}, requestor: 'assistant' }];
-        this.messages.push({ role: 'tool', id, content: `Error: ${norm.reason}`, requestor: 'assistant', error: true, rejected: true });
+        this.messages.push({
+          role: 'tool',
+          id,
+          content: `Error: ${norm.reason}`,
+          requestor: 'assistant',
+          error: true,
+          rejected: true,
+        });
       }
       this.steps++;
       this.errors++;

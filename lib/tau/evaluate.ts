@@ -23,7 +23,8 @@ import type { ToolKind } from './tools.js';
  * LLM user has no give-up; the same conversation would go on until `max_steps`). Only
  * `user_stop` and `agent_stop` are graded; every other reason scores 0, as in tau2.
  */
-export type TerminationReason = 'user_stop' | 'agent_stop' | 'max_steps' | 'too_many_errors' | 'agent_error' | 'user_error' | 'user_give_up';
+export type TerminationReason =
+  'user_stop' | 'agent_stop' | 'max_steps' | 'too_many_errors' | 'agent_error' | 'user_error' | 'user_give_up';
 
 /** A finished (or resumed) conversation to grade. */
 export interface SimulationRun {
@@ -124,7 +125,10 @@ export interface RewardInfo {
 }
 
 /** An LLM judge for NL assertions: one verdict per assertion, in order. */
-export type NLJudge = (transcript: readonly Message[], assertions: readonly string[]) => Promise<{ met: boolean; reasoning: string }[]>;
+export type NLJudge = (
+  transcript: readonly Message[],
+  assertions: readonly string[],
+) => Promise<{ met: boolean; reasoning: string }[]>;
 
 /** Evaluation options. */
 export interface EvaluateOptions {
@@ -158,7 +162,8 @@ export function callResultPairs(messages: readonly Message[]): { call: ToolCall;
   const results = new Map<string, ToolMessage>();
   for (const m of messages) if (m.role === 'tool' && !results.has(m.id)) results.set(m.id, m);
   const pairs: { call: ToolCall; result: ToolMessage | undefined }[] = [];
-  for (const m of messages) if (isToolCallMessage(m)) for (const c of m.toolCalls) pairs.push({ call: c, result: results.get(c.id) });
+  for (const m of messages)
+    if (isToolCallMessage(m)) for (const c of m.toolCalls) pairs.push({ call: c, result: results.get(c.id) });
   return pairs;
 }
 
@@ -212,9 +217,16 @@ export class TauEvaluator<S extends WorldState> {
       this.replay(state, task.initial_state?.message_history ?? [], false);
       const failed: GoldActionError[] = [];
       for (const a of task.evaluation_criteria?.actions ?? []) {
-        const call: ToolCall = { id: `gold_${a.action_id}`, name: a.name, arguments: a.arguments, requestor: a.requestor ?? 'assistant' };
+        const call: ToolCall = {
+          id: `gold_${a.action_id}`,
+          name: a.name,
+          arguments: a.arguments,
+          requestor: a.requestor ?? 'assistant',
+        };
         const kit = this.toolkitFor(call);
-        const res = kit ? callDomainTool(this.domain, state, call) : { error: true, content: 'Error: no tools for this requestor' };
+        const res = kit
+          ? callDomainTool(this.domain, state, call)
+          : { error: true, content: 'Error: no tools for this requestor' };
         const mutating = kit?.get(a.name)?.mutates ?? true;
         if (res.error && mutating) failed.push({ action_id: a.action_id, name: a.name, error: res.content });
       }
@@ -230,12 +242,19 @@ export class TauEvaluator<S extends WorldState> {
   }
 
   /** Grades, asking `judge` about the task's NL assertions when they are in the basis. */
-  async evaluateAsync(task: TauTask, run: SimulationRun, options: EvaluateOptions & { judge?: NLJudge } = {}): Promise<RewardInfo> {
+  async evaluateAsync(
+    task: TauTask,
+    run: SimulationRun,
+    options: EvaluateOptions & { judge?: NLJudge } = {},
+  ): Promise<RewardInfo> {
     let nl: NLAssertionCheck[] | null = null;
     const assertions = task.evaluation_criteria?.nl_assertions ?? [];
     const graded = run.terminationReason === 'user_stop' || run.terminationReason === 'agent_stop';
     if (graded && options.judge && assertions.length > 0 && rewardBasis(task).includes('NL_ASSERTION')) {
-      const verdicts = await options.judge([...(task.initial_state?.message_history ?? []), ...run.messages], assertions);
+      const verdicts = await options.judge(
+        [...(task.initial_state?.message_history ?? []), ...run.messages],
+        assertions,
+      );
       nl = assertions.map((a, i) => ({
         nlAssertion: a,
         met: verdicts[i]?.met === true,
@@ -245,7 +264,12 @@ export class TauEvaluator<S extends WorldState> {
     return this.grade(task, run, options, nl);
   }
 
-  private grade(task: TauTask, run: SimulationRun, options: EvaluateOptions, nl: NLAssertionCheck[] | null): RewardInfo {
+  private grade(
+    task: TauTask,
+    run: SimulationRun,
+    options: EvaluateOptions,
+    nl: NLAssertionCheck[] | null,
+  ): RewardInfo {
     const basis = rewardBasis(task);
     const empty: RewardInfo = {
       reward: 0,
@@ -260,7 +284,10 @@ export class TauEvaluator<S extends WorldState> {
       info: {},
     };
     if (run.terminationReason !== 'user_stop' && run.terminationReason !== 'agent_stop') {
-      return { ...empty, info: { note: `Simulation terminated prematurely. Termination reason: ${run.terminationReason}` } };
+      return {
+        ...empty,
+        info: { note: `Simulation terminated prematurely. Termination reason: ${run.terminationReason}` },
+      };
     }
     const ec = task.evaluation_criteria;
     if (!ec) return { ...empty, reward: 1, info: { note: 'No evaluation criteria' } };
@@ -286,7 +313,12 @@ export class TauEvaluator<S extends WorldState> {
       const gold = this.goldState(task);
       const match = predicted.equals(gold.state);
       gold.hash ??= gold.state.hash();
-      dbCheck = { dbMatch: match, dbReward: match ? 1 : 0, goldHash: gold.hash, predictedHash: match ? gold.hash : predicted.hash() };
+      dbCheck = {
+        dbMatch: match,
+        dbReward: match ? 1 : 0,
+        goldHash: gold.hash,
+        predictedHash: match ? gold.hash : predicted.hash(),
+      };
       // tau2 logs a failing gold action, skips it and scores the DB check all the same
       if (gold.failed.length > 0) info.gold_action_errors = gold.failed;
       for (const a of ec.env_assertions ?? []) {
@@ -330,11 +362,17 @@ export class TauEvaluator<S extends WorldState> {
     }
 
     // communicate
-    const texts = full.filter((m) => m.role === 'assistant' && hasText(m)).map((m) => (m.content as string).toLowerCase().replace(/,/g, ''));
+    const texts = full
+      .filter((m) => m.role === 'assistant' && hasText(m))
+      .map((m) => (m.content as string).toLowerCase().replace(/,/g, ''));
     const communicateChecks: CommunicateCheck[] = (ec.communicate_info ?? []).map((s) => {
       const needle = s.toLowerCase();
       const met = texts.some((t) => t.includes(needle));
-      return { info: s, met, justification: met ? `Information '${s}' communicated.` : `Information '${s}' not communicated.` };
+      return {
+        info: s,
+        met,
+        justification: met ? `Information '${s}' communicated.` : `Information '${s}' not communicated.`,
+      };
     });
     if (basis.includes('COMMUNICATE')) {
       const r = communicateChecks.every((c) => c.met) ? 1 : 0;

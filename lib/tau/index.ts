@@ -5,8 +5,21 @@
  * users and expert agents).
  * @packageDocumentation
  */
-export { normalizeAction, parseActionText, type AssistantAction, type NormalizedAction, type ToolCallInput } from './action.js';
-export { RandomAgent, runEpisode, runEpisodeSync, type AgentContext, type EpisodeResult, type TauAgent } from './agents.js';
+export {
+  normalizeAction,
+  parseActionText,
+  type AssistantAction,
+  type NormalizedAction,
+  type ToolCallInput,
+} from './action.js';
+export {
+  RandomAgent,
+  runEpisode,
+  runEpisodeSync,
+  type AgentContext,
+  type EpisodeResult,
+  type TauAgent,
+} from './agents.js';
 export { CowMap } from './cow.js';
 export type { StateAssertion, TauDomain, WorldState } from './domain.js';
 export { createAirlineDomain, type AirlineDomain, type AirlineDomainOptions } from './domains/airline/domain.js';
@@ -87,7 +100,11 @@ export { createTelecomDomain, type TelecomDomain, type TelecomDomainOptions } fr
 export { ExpertTelecomAgent } from './domains/telecom/expert.js';
 export { TELECOM_FAULTS, type FaultContext, type FaultSpec } from './domains/telecom/faults.js';
 export { generateTelecomDb, type GenerateTelecomDbOptions } from './domains/telecom/generate-db.js';
-export { generateTelecomTasks, type GenerateTelecomTasksOptions, type TelecomTask } from './domains/telecom/generate-tasks.js';
+export {
+  generateTelecomTasks,
+  type GenerateTelecomTasksOptions,
+  type TelecomTask,
+} from './domains/telecom/generate-tasks.js';
 export { loadTau2Telecom, type Tau2TelecomData } from './domains/telecom/loader.js';
 export {
   scenarioFromTau2Task,

@@ -36,9 +36,12 @@ export function jsonReaders(prefix: string): JsonReaders {
     throw new TypeError(`${prefix}: ${where}: ${what}`);
   };
   const str = (v: unknown, where: string): string => (typeof v === 'string' ? v : fail(where, 'expected a string'));
-  const num = (v: unknown, where: string): number => (typeof v === 'number' && Number.isFinite(v) ? v : fail(where, 'expected a number'));
+  const num = (v: unknown, where: string): number =>
+    typeof v === 'number' && Number.isFinite(v) ? v : fail(where, 'expected a number');
   const obj = (v: unknown, where: string): Record<string, unknown> =>
-    v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : fail(where, 'expected an object');
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? (v as Record<string, unknown>)
+      : fail(where, 'expected an object');
   const arr = (v: unknown, where: string): unknown[] => (Array.isArray(v) ? v : fail(where, 'expected an array'));
   const strList = (v: unknown, where: string): string[] => arr(v, where).map((x, i) => str(x, `${where}[${i}]`));
   return {
@@ -57,7 +60,9 @@ export function jsonReaders(prefix: string): JsonReaders {
     optStrList: (v, where) => (v === null || v === undefined ? null : strList(v, where)),
     optStr: (v, where) => (v === null || v === undefined ? null : str(v, where)),
     oneOf<T extends string>(v: unknown, values: readonly T[], where: string): T {
-      return values.includes(v as T) ? (v as T) : fail(where, `expected one of ${values.map((x) => JSON.stringify(x)).join(', ')}, got ${JSON.stringify(v)}`);
+      return values.includes(v as T)
+        ? (v as T)
+        : fail(where, `expected one of ${values.map((x) => JSON.stringify(x)).join(', ')}, got ${JSON.stringify(v)}`);
     },
   };
 }

@@ -129,7 +129,12 @@ export function transcript(messages: readonly Message[]): string {
     .map((m) => {
       if (m.role !== 'tool' && m.role !== 'system' && m.toolCalls && m.toolCalls.length > 0) {
         const calls = m.toolCalls
-          .map((c) => `${c.name}(${Object.entries(c.arguments).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(', ')})`)
+          .map(
+            (c) =>
+              `${c.name}(${Object.entries(c.arguments)
+                .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+                .join(', ')})`,
+          )
           .join('; ');
         return `${m.role}: ${m.content ? `${m.content} ` : ''}${calls}`;
       }

@@ -43,25 +43,45 @@ function actionText(a: Record<string, unknown>): string {
 export function explainReward(info: RewardInfo | Readonly<Record<string, unknown>> | null | undefined): RewardReason[] {
   if (!isRecord(info) || typeof info.reward !== 'number') return [];
   const out: RewardReason[] = [];
-  const basis = Array.isArray(info.rewardBasis) ? info.rewardBasis.filter((b): b is string => typeof b === 'string') : [];
+  const basis = Array.isArray(info.rewardBasis)
+    ? info.rewardBasis.filter((b): b is string => typeof b === 'string')
+    : [];
   const breakdown = isRecord(info.rewardBreakdown) ? info.rewardBreakdown : {};
-  const parts = basis.filter((b) => typeof breakdown[b] === 'number').map((b) => `${b} ${fmtNumber(breakdown[b] as number)}`);
-  out.push({ ok: null, text: `reward ${fmtNumber(info.reward)}${parts.length > 0 ? ` = ${parts.join(' × ')}` : ''}${basis.length > 0 ? ` (basis ${basis.join(', ')})` : ''}` });
+  const parts = basis
+    .filter((b) => typeof breakdown[b] === 'number')
+    .map((b) => `${b} ${fmtNumber(breakdown[b] as number)}`);
+  out.push({
+    ok: null,
+    text: `reward ${fmtNumber(info.reward)}${parts.length > 0 ? ` = ${parts.join(' × ')}` : ''}${basis.length > 0 ? ` (basis ${basis.join(', ')})` : ''}`,
+  });
   const notes = isRecord(info.info) ? info.info : {};
   for (const key of ['note', 'error', 'env', 'nl'] as const) {
     if (typeof notes[key] === 'string') out.push({ ok: key === 'error' ? false : null, text: notes[key] as string });
   }
-  for (const g of records(notes.gold_action_errors)) out.push({ ok: null, text: `gold action ${String(g.action_id ?? '')} ${String(g.name ?? '')} failed on the gold database: ${String(g.error ?? '')}` });
-  const notEvaluated = Array.isArray(info.notEvaluated) ? info.notEvaluated.filter((b): b is string => typeof b === 'string') : [];
-  if (notEvaluated.length > 0) out.push({ ok: null, text: `not evaluated (left out of the reward): ${notEvaluated.join(', ')}` });
+  for (const g of records(notes.gold_action_errors))
+    out.push({
+      ok: null,
+      text: `gold action ${String(g.action_id ?? '')} ${String(g.name ?? '')} failed on the gold database: ${String(g.error ?? '')}`,
+    });
+  const notEvaluated = Array.isArray(info.notEvaluated)
+    ? info.notEvaluated.filter((b): b is string => typeof b === 'string')
+    : [];
+  if (notEvaluated.length > 0)
+    out.push({ ok: null, text: `not evaluated (left out of the reward): ${notEvaluated.join(', ')}` });
   const inBasis = (b: string) => (basis.includes(b) ? '' : ' (diagnostic, not in the basis)');
   if (isRecord(info.dbCheck)) {
     const match = info.dbCheck.dbMatch === true;
-    out.push({ ok: match, text: `${match ? 'database matches' : 'database differs from'} the gold database${inBasis('DB')}` });
+    out.push({
+      ok: match,
+      text: `${match ? 'database matches' : 'database differs from'} the gold database${inBasis('DB')}`,
+    });
   }
   for (const c of records(info.envAssertions)) {
     const met = c.met === true;
-    out.push({ ok: met, text: `env assertion ${String(c.funcName ?? '?')}${met ? ' holds' : ` fails${typeof c.note === 'string' ? `: ${c.note}` : ''}`}${inBasis('ENV_ASSERTION')}` });
+    out.push({
+      ok: met,
+      text: `env assertion ${String(c.funcName ?? '?')}${met ? ' holds' : ` fails${typeof c.note === 'string' ? `: ${c.note}` : ''}`}${inBasis('ENV_ASSERTION')}`,
+    });
   }
   for (const c of records(info.actionChecks)) {
     const met = c.actionMatch === true;
@@ -70,11 +90,17 @@ export function explainReward(info: RewardInfo | Readonly<Record<string, unknown
   }
   for (const c of records(info.communicateChecks)) {
     const met = c.met === true;
-    out.push({ ok: met, text: `fact ${met ? 'communicated' : 'not communicated'}: '${String(c.info ?? '')}'${inBasis('COMMUNICATE')}` });
+    out.push({
+      ok: met,
+      text: `fact ${met ? 'communicated' : 'not communicated'}: '${String(c.info ?? '')}'${inBasis('COMMUNICATE')}`,
+    });
   }
   for (const c of records(info.nlAssertions)) {
     const met = c.met === true;
-    out.push({ ok: met, text: `NL assertion ${met ? 'met' : 'not met'}: ${String(c.nlAssertion ?? '')}${typeof c.justification === 'string' ? ` (${c.justification})` : ''}` });
+    out.push({
+      ok: met,
+      text: `NL assertion ${met ? 'met' : 'not met'}: ${String(c.nlAssertion ?? '')}${typeof c.justification === 'string' ? ` (${c.justification})` : ''}`,
+    });
   }
   return out;
 }

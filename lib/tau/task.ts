@@ -84,7 +84,10 @@ export interface EvaluationCriteria {
 /** Initial state of a task. */
 export interface InitialState {
   /** Partial database updates merged into the fresh database. */
-  initialization_data?: { agent_data?: Record<string, unknown> | null; user_data?: Record<string, unknown> | null } | null;
+  initialization_data?: {
+    agent_data?: Record<string, unknown> | null;
+    user_data?: Record<string, unknown> | null;
+  } | null;
   /** Calls run on the fresh environment before the conversation. */
   initialization_actions?: EnvFunctionCall[] | null;
   /** A conversation to resume from. */
@@ -118,7 +121,11 @@ export function rewardBasis(task: TauTask): RewardType[] {
 
 /** Renders a user scenario the way tau2 does for the LLM user (labelled, indented blocks). */
 export function renderScenario(scenario: UserScenario): string {
-  const indent = (s: string) => s.split('\n').map((l) => `  ${l}`).join('\n');
+  const indent = (s: string) =>
+    s
+      .split('\n')
+      .map((l) => `  ${l}`)
+      .join('\n');
   const lines: string[] = [];
   if (scenario.persona) lines.push('Persona:', indent(scenario.persona));
   const ins = scenario.instructions;
@@ -137,7 +144,8 @@ export function renderScenario(scenario: UserScenario): string {
 
 /** Checks the minimal shape of a task read from JSON; throws a TypeError naming the problem. */
 export function checkTask(value: unknown, where = 'task'): TauTask {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new TypeError(`${where}: not an object`);
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new TypeError(`${where}: not an object`);
   const t = value as Record<string, unknown>;
   if (typeof t.id !== 'string') throw new TypeError(`${where}: id must be a string`);
   const us = t.user_scenario as Record<string, unknown> | undefined;

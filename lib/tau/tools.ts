@@ -72,7 +72,8 @@ export interface Tool<S> {
 function formatIssues(name: string, error: z.ZodError, raw: unknown): string {
   const parts = error.issues.map((issue) => {
     const path = issue.path.map(String).join('.');
-    if (issue.code === 'unrecognized_keys') return `unexpected argument(s) ${issue.keys.map((k) => `'${k}'`).join(', ')}`;
+    if (issue.code === 'unrecognized_keys')
+      return `unexpected argument(s) ${issue.keys.map((k) => `'${k}'`).join(', ')}`;
     if (issue.code === 'invalid_type' && issue.path.length === 1) {
       const present = raw !== null && typeof raw === 'object' && (issue.path[0] as string) in (raw as object);
       if (!present) return `missing required argument '${path}'`;
@@ -116,8 +117,7 @@ export function defineTool<S, Shape extends z.ZodRawShape>(spec: ToolSpec<S, Sha
 export type ResultSerializer = (value: unknown) => string;
 
 /** tau2's rule: strings pass through, everything else is `json.dumps`-ed (Python style). */
-export const tau2Serializer: ResultSerializer = (value) =>
-  typeof value === 'string' ? value : pyJsonDumps(value);
+export const tau2Serializer: ResultSerializer = (value) => (typeof value === 'string' ? value : pyJsonDumps(value));
 
 /** The outcome of running one call. */
 export interface ToolOutcome {
@@ -135,7 +135,10 @@ export class Toolkit<S> {
    * @param tools - the tools, in the order they are shown to the model.
    * @param serialize - how results become text (default {@link tau2Serializer}).
    */
-  constructor(readonly tools: readonly Tool<S>[], readonly serialize: ResultSerializer = tau2Serializer) {
+  constructor(
+    readonly tools: readonly Tool<S>[],
+    readonly serialize: ResultSerializer = tau2Serializer,
+  ) {
     this.byName = new Map(tools.map((t) => [t.name, t]));
     if (this.byName.size !== tools.length) throw new Error('Toolkit: duplicate tool names');
   }

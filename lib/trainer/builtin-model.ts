@@ -9,7 +9,13 @@
  */
 import { join } from 'node:path';
 
-import { ChatTemplate, modelConfig, TransformerPolicy, type ChatFormatTokenizer, type ModelConfig } from '../model/index.js';
+import {
+  ChatTemplate,
+  modelConfig,
+  TransformerPolicy,
+  type ChatFormatTokenizer,
+  type ModelConfig,
+} from '../model/index.js';
 import type { DeviceRequest } from '../native/index.js';
 import { transformerWeightsHost, type WeightsHost } from '../openai/index.js';
 import { RunFolderError, writeFileSynced, type TrainerState } from './checkpoint.js';
@@ -58,13 +64,19 @@ export class BuiltinModel implements ModelHandle {
   ) {
     if (!policy.tokenizer) {
       policy.dispose();
-      throw new RunFolderError(`the checkpoint ${source} has no tokenizer (the chat template needs one; a checkpoint of a pretrained model's run is loaded through its checkpoint folder)`);
+      throw new RunFolderError(
+        `the checkpoint ${source} has no tokenizer (the chat template needs one; a checkpoint of a pretrained model's run is loaded through its checkpoint folder)`,
+      );
     }
     this.chat = new ChatTemplate(policy.tokenizer);
     this.demonstrations = {
       template: this.chat,
       // demonstrations only need to fit the model's context (the expert's turns may be longer than the rollout's per-turn limit)
-      limits: (l) => ({ maxTurns: Math.max(64, l.maxTurns), maxTokensPerTurn: l.maxContextTokens, maxContextTokens: l.maxContextTokens }),
+      limits: (l) => ({
+        maxTurns: Math.max(64, l.maxTurns),
+        maxTokensPerTurn: l.maxContextTokens,
+        maxContextTokens: l.maxContextTokens,
+      }),
       sequences: (records) => ({ sequences: records.map(episodeSequence), tooLong: 0 }),
       induction: true,
     };
@@ -121,18 +133,34 @@ export class BuiltinModel implements ModelHandle {
  * for a new run trains the tokenizer on the run's world and creates the model (seed `config.seed`).
  */
 export const planBuiltinRun: RunModelPlanner = async (config, options) => {
-  if (options.modelDir !== undefined) throw new RunFolderError(`modelDir: ${options.out} is a run of the built-in model, which has no base model folder`);
+  if (options.modelDir !== undefined)
+    throw new RunFolderError(`modelDir: ${options.out} is a run of the built-in model, which has no base model folder`);
   return {
     config,
     changed: false,
     open: async (o) => {
       const device = o.device ?? config.model.device;
       const common = { device, activationCheckpointing: config.model.activationCheckpointing };
-      if (o.checkpoint !== null) return new BuiltinModel(TransformerPolicy.load(join(o.checkpoint, 'policy.safetensors'), common), o.checkpoint, o.run ?? null, device);
+      if (o.checkpoint !== null)
+        return new BuiltinModel(
+          TransformerPolicy.load(join(o.checkpoint, 'policy.safetensors'), common),
+          o.checkpoint,
+          o.run ?? null,
+          device,
+        );
       if (!o.world) throw new TypeError('a new run of the built-in model needs its world (to train the tokenizer)');
       o.onPhase?.('tokenizer', 'training the tokenizer on expert demonstrations');
       const tokenizer = await trainRunTokenizer(config, o.world);
-      return new BuiltinModel(TransformerPolicy.create(runModelConfig(config, tokenizer.vocabSize), { seed: config.seed, tokenizer, ...common }), null, null, device);
+      return new BuiltinModel(
+        TransformerPolicy.create(runModelConfig(config, tokenizer.vocabSize), {
+          seed: config.seed,
+          tokenizer,
+          ...common,
+        }),
+        null,
+        null,
+        device,
+      );
     },
   };
 };

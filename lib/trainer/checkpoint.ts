@@ -25,7 +25,18 @@
  * checkpoints beyond `keep` are then deleted.
  * @module
  */
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
 import { basename, dirname, join, normalize, resolve } from 'node:path';
 
 import type { TransformerPolicy } from '../model/index.js';
@@ -109,7 +120,10 @@ export function listCheckpoints(out: string): number[] {
 
 /** Whether `dir` is a checkpoint folder: trainer.json and a policy (`policy.safetensors`, or a LoRA run's `adapter/`). */
 export function isCheckpointFolder(dir: string): boolean {
-  return existsSync(join(dir, 'trainer.json')) && (existsSync(join(dir, 'policy.safetensors')) || existsSync(join(dir, 'adapter', 'adapter_config.json')));
+  return (
+    existsSync(join(dir, 'trainer.json')) &&
+    (existsSync(join(dir, 'policy.safetensors')) || existsSync(join(dir, 'adapter', 'adapter_config.json')))
+  );
 }
 
 interface CheckpointTemp {
@@ -130,7 +144,13 @@ function checkpointTemp(out: string, step: number): CheckpointTemp {
 }
 
 /** Writes config.json and trainer.json, renames the folder into place, drops checkpoints beyond `keep`. */
-function commitCheckpoint(out: string, c: CheckpointTemp, config: TrainConfig, state: TrainerState, keep: number): string {
+function commitCheckpoint(
+  out: string,
+  c: CheckpointTemp,
+  config: TrainConfig,
+  state: TrainerState,
+  keep: number,
+): string {
   writeFileSynced(join(c.tmp, 'config.json'), JSON.stringify(config, null, 2));
   writeFileSynced(join(c.tmp, 'trainer.json'), JSON.stringify(state, null, 2));
   fsyncDir(c.tmp);
@@ -138,7 +158,8 @@ function commitCheckpoint(out: string, c: CheckpointTemp, config: TrainConfig, s
   renameSync(c.tmp, c.final);
   fsyncDir(c.parent);
   const steps = listCheckpoints(out);
-  for (const k of steps.slice(0, Math.max(0, steps.length - keep))) rmSync(checkpointDir(out, k), { recursive: true, force: true });
+  for (const k of steps.slice(0, Math.max(0, steps.length - keep)))
+    rmSync(checkpointDir(out, k), { recursive: true, force: true });
   return c.final;
 }
 
@@ -148,7 +169,13 @@ function commitCheckpoint(out: string, c: CheckpointTemp, config: TrainConfig, s
  * and keeps the newest `keep` ones. A failing `write` leaves nothing behind.
  * @returns the checkpoint folder.
  */
-export async function writeRunCheckpoint(out: string, config: TrainConfig, state: TrainerState, keep: number, write: (dir: string) => Promise<void>): Promise<string> {
+export async function writeRunCheckpoint(
+  out: string,
+  config: TrainConfig,
+  state: TrainerState,
+  keep: number,
+  write: (dir: string) => Promise<void>,
+): Promise<string> {
   const c = checkpointTemp(out, state.step);
   try {
     await write(c.tmp);
@@ -165,7 +192,13 @@ export async function writeRunCheckpoint(out: string, config: TrainConfig, state
  * the newest `keep` ones (as {@link writeRunCheckpoint}).
  * @returns the checkpoint folder.
  */
-export function saveRunCheckpoint(out: string, policy: TransformerPolicy, config: TrainConfig, state: TrainerState, keep: number): string {
+export function saveRunCheckpoint(
+  out: string,
+  policy: TransformerPolicy,
+  config: TrainConfig,
+  state: TrainerState,
+  keep: number,
+): string {
   const c = checkpointTemp(out, state.step);
   try {
     policy.save(join(c.tmp, 'policy.safetensors'), { trainer: state as unknown as Record<string, unknown> });
@@ -240,8 +273,10 @@ export function readMetricsFile(path: string): MetricsFile {
       }
       throw new RunFolderError(`${path}:${i + 1}: not a JSON line (${(e as Error).message})`);
     }
-    if (row === null || typeof row !== 'object' || Array.isArray(row)) throw new RunFolderError(`${path}:${i + 1}: a metrics row must be a JSON object`);
-    if (typeof (row as MetricsRow).step !== 'number') throw new RunFolderError(`${path}:${i + 1}: a metrics row needs a numeric "step"`);
+    if (row === null || typeof row !== 'object' || Array.isArray(row))
+      throw new RunFolderError(`${path}:${i + 1}: a metrics row must be a JSON object`);
+    if (typeof (row as MetricsRow).step !== 'number')
+      throw new RunFolderError(`${path}:${i + 1}: a metrics row needs a numeric "step"`);
     rows.push(row as MetricsRow);
   }
   return { rows, tornLastLine };
@@ -261,7 +296,9 @@ export function resumeRunFolder(dir: string): string {
     const m = /^step-(\d+)$/.exec(basename(abs));
     const run = normalize(join(dir, '..', '..'));
     if (!m || basename(dirname(abs)) !== 'checkpoints' || !existsSync(join(run, 'config.json'))) {
-      throw new RunFolderError(`${dir} is a checkpoint folder outside a run folder: only a run folder can be resumed (eval and serve load a checkpoint folder)`);
+      throw new RunFolderError(
+        `${dir} is a checkpoint folder outside a run folder: only a run folder can be resumed (eval and serve load a checkpoint folder)`,
+      );
     }
     const steps = listCheckpoints(run);
     const newest = steps[steps.length - 1];

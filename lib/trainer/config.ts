@@ -78,13 +78,20 @@ const LoraSchema = z.strictObject({
    * can adapt — all seven on a dense model, the attention's four on a mixture of experts such as
    * gpt-oss).
    */
-  targets: z.union([z.literal('all-linear'), z.array(z.enum(LORA_TARGETS)).min(1)], { error: `must be 'all-linear' or a non-empty list of module names among ${LORA_TARGETS.join(', ')}` }),
+  targets: z.union([z.literal('all-linear'), z.array(z.enum(LORA_TARGETS)).min(1)], {
+    error: `must be 'all-linear' or a non-empty list of module names among ${LORA_TARGETS.join(', ')}`,
+  }),
   /** Rank-stabilised scale alpha / √rank (PEFT's use_rslora). */
   rslora: z.boolean(),
 });
 
 /** The default `model.lora`: rank 16, alpha 32, every linear projection. */
-export const DEFAULT_LORA: Readonly<z.infer<typeof LoraSchema>> = Object.freeze({ rank: 16, alpha: 32, targets: 'all-linear', rslora: false });
+export const DEFAULT_LORA: Readonly<z.infer<typeof LoraSchema>> = Object.freeze({
+  rank: 16,
+  alpha: 32,
+  targets: 'all-linear',
+  rslora: false,
+});
 
 const ModelSchema = z.strictObject({
   /**
@@ -93,7 +100,9 @@ const ModelSchema = z.strictObject({
    * Llama — with its own tokenizer and chat format; the `preset` … `window` fields and the
    * `tokenizer` section do not apply). Absent in older runs: builtin.
    */
-  source: z.string().refine((v) => v === 'builtin' || (v.startsWith('hf:') && v.length > 3), { message: "must be 'builtin' or 'hf:<model folder>'" }),
+  source: z.string().refine((v) => v === 'builtin' || (v.startsWith('hf:') && v.length > 3), {
+    message: "must be 'builtin' or 'hf:<model folder>'",
+  }),
   /**
    * hf sources: LoRA adapters to train over the frozen base (default rank 16, alpha 32,
    * all-linear); null trains every parameter (full fine-tuning: float32, for small models). The
@@ -173,7 +182,9 @@ const RolloutSchema = z.strictObject({
    */
   engine: z.enum(['local', 'openai', 'vllm', 'sglang']),
   /** Base URLs of the servers (`http://host:port/v1`) for engine `openai`; episodes go to the least loaded. */
-  servers: z.array(z.string().regex(/^https?:\/\/\S+$/, 'must be an http(s) base URL such as http://127.0.0.1:8000/v1')),
+  servers: z.array(
+    z.string().regex(/^https?:\/\/\S+$/, 'must be an http(s) base URL such as http://127.0.0.1:8000/v1'),
+  ),
   /**
    * Engine `openai`: send a session id per episode with the episode's seed (`sinkflex serve`
    * keeps the episode's context and random stream, so sampling equals the local engine's). Off:
@@ -322,7 +333,9 @@ export const TrainConfigSchema = z.strictObject({
 export type TrainConfig = z.infer<typeof TrainConfigSchema>;
 
 /** A partial configuration (presets, files, overrides). */
-export type TrainConfigPatch = { [K in keyof TrainConfig]?: TrainConfig[K] extends object ? Partial<TrainConfig[K]> : TrainConfig[K] };
+export type TrainConfigPatch = {
+  [K in keyof TrainConfig]?: TrainConfig[K] extends object ? Partial<TrainConfig[K]> : TrainConfig[K];
+};
 
 /** The names of the presets. */
 export type PresetName = TrainConfig['preset'];
@@ -339,7 +352,19 @@ export const DEFAULT_CONFIG: TrainConfig = {
     users: 30,
     orders: 60,
     customers: 60,
-    kinds: { cancel: 1, modify_address: 0, modify_payment: 0, modify_items: 0, return: 0, exchange: 0, user_address: 0, lookup_tracking: 1, lookup_price: 0, refuse: 3, transfer: 3 },
+    kinds: {
+      cancel: 1,
+      modify_address: 0,
+      modify_payment: 0,
+      modify_items: 0,
+      return: 0,
+      exchange: 0,
+      user_address: 0,
+      lookup_tracking: 1,
+      lookup_price: 0,
+      refuse: 3,
+      transfer: 3,
+    },
     changeOfMind: 0,
     secondRequest: 0,
     maxFaults: 1,
@@ -350,10 +375,52 @@ export const DEFAULT_CONFIG: TrainConfig = {
     maxErrors: 10,
   },
   tokenizer: { vocabSize: 2048, corpusEpisodes: 64, digitGroup: 2 },
-  model: { source: 'builtin', lora: { ...DEFAULT_LORA }, dtype: 'auto', preset: 'tiny', width: 0, layers: 0, ffn: 0, window: -1, tokenShift: true, context: 2048, device: 'cpu', activationCheckpointing: 'none' },
+  model: {
+    source: 'builtin',
+    lora: { ...DEFAULT_LORA },
+    dtype: 'auto',
+    preset: 'tiny',
+    width: 0,
+    layers: 0,
+    ffn: 0,
+    window: -1,
+    tokenShift: true,
+    context: 2048,
+    device: 'cpu',
+    activationCheckpointing: 'none',
+  },
   prompt: { system: 'compact', renderTools: false },
-  rollout: { n: 8, tasksPerStep: 16, temperature: 0.7, topP: 1, maxTurns: 14, maxTokensPerTurn: 96, maxContextTokens: 2048, concurrency: 64, engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600, maxLogprobDiff: 1e-2 },
-  sft: { inductionSteps: 0, inductionTokens: 2048, inductionSpan: 24, episodes: 4096, demoWorlds: 16, observationWeight: 1, steps: 2400, tokensPerStep: 8192, lr: 3e-3, warmup: 10, weightDecay: 0 },
+  rollout: {
+    n: 8,
+    tasksPerStep: 16,
+    temperature: 0.7,
+    topP: 1,
+    maxTurns: 14,
+    maxTokensPerTurn: 96,
+    maxContextTokens: 2048,
+    concurrency: 64,
+    engine: 'local',
+    servers: [],
+    sessions: false,
+    model: '',
+    timeoutS: 120,
+    retries: 3,
+    syncTimeoutS: 600,
+    maxLogprobDiff: 1e-2,
+  },
+  sft: {
+    inductionSteps: 0,
+    inductionTokens: 2048,
+    inductionSpan: 24,
+    episodes: 4096,
+    demoWorlds: 16,
+    observationWeight: 1,
+    steps: 2400,
+    tokensPerStep: 8192,
+    lr: 3e-3,
+    warmup: 10,
+    weightDecay: 0,
+  },
   grpo: {
     steps: 40,
     lr: 2e-4,
@@ -382,10 +449,29 @@ export const PRESETS: Record<PresetName, TrainConfigPatch> = {
     preset: 'smoke',
     world: { trainTasks: 8, valTasks: 4, users: 40, orders: 80 },
     tokenizer: { vocabSize: 512, corpusEpisodes: 8 },
-    model: { preset: 'tiny', width: 64, layers: 2, ffn: 128, window: -1, tokenShift: false, context: 2048, device: 'cpu' },
+    model: {
+      preset: 'tiny',
+      width: 64,
+      layers: 2,
+      ffn: 128,
+      window: -1,
+      tokenShift: false,
+      context: 2048,
+      device: 'cpu',
+    },
     rollout: { n: 2, tasksPerStep: 2, maxTurns: 4, maxTokensPerTurn: 24, concurrency: 8 },
-    sft: { inductionSteps: 2, inductionTokens: 512, episodes: 8, demoWorlds: 1, steps: 3, tokensPerStep: 4096, warmup: 1 },
-    grpo: { steps: 3, miniBatches: 2, ppoEpochs: 1, klCoef: 0.01, microBatchTokens: 4096 } as Partial<TrainConfig['grpo']>,
+    sft: {
+      inductionSteps: 2,
+      inductionTokens: 512,
+      episodes: 8,
+      demoWorlds: 1,
+      steps: 3,
+      tokensPerStep: 4096,
+      warmup: 1,
+    },
+    grpo: { steps: 3, miniBatches: 2, ppoEpochs: 1, klCoef: 0.01, microBatchTokens: 4096 } as Partial<
+      TrainConfig['grpo']
+    >,
     val: { every: 2, trials: 2 },
     output: { saveEvery: 1, keepCheckpoints: 2, samplesPerStep: 2 },
   },
@@ -426,7 +512,8 @@ export function parseOverride(assignment: string): Record<string, unknown> {
   const eq = assignment.indexOf('=');
   if (eq <= 0) throw new ConfigError(`--set expects path=value, got ${JSON.stringify(assignment)}`);
   const path = assignment.slice(0, eq).trim().split('.');
-  if (path.some((p) => p.length === 0)) throw new ConfigError(`--set: bad field path ${JSON.stringify(assignment.slice(0, eq))}`);
+  if (path.some((p) => p.length === 0))
+    throw new ConfigError(`--set: bad field path ${JSON.stringify(assignment.slice(0, eq))}`);
   const raw = assignment.slice(eq + 1);
   let value: unknown = raw;
   try {
@@ -463,7 +550,9 @@ export function readConfigFile(path: string): Record<string, unknown> {
     else throw new ConfigError(`config file ${path}: use .json or .toml`);
   } catch (e) {
     if (e instanceof ConfigError) throw e;
-    throw new ConfigError(`config file ${path} is not valid ${ext === '.toml' ? 'TOML' : 'JSON'}: ${(e as Error).message}`);
+    throw new ConfigError(
+      `config file ${path} is not valid ${ext === '.toml' ? 'TOML' : 'JSON'}: ${(e as Error).message}`,
+    );
   }
   if (!isPlainObject(data)) throw new ConfigError(`config file ${path} must hold an object`);
   return data;
@@ -474,9 +563,16 @@ export function validateConfig(value: unknown): TrainConfig {
   const r = TrainConfigSchema.safeParse(value);
   if (r.success) {
     const c = r.data;
-    if (c.rollout.maxContextTokens > c.model.context) throw new ConfigError(`rollout.maxContextTokens (${c.rollout.maxContextTokens}) exceeds model.context (${c.model.context})`);
-    if (c.grpo.estimator === 'grpo_passk' && c.rollout.n < 2) throw new ConfigError('grpo.estimator grpo_passk needs rollout.n >= 2');
-    if (c.rollout.engine !== 'local' && c.rollout.servers.length === 0) throw new ConfigError(`rollout.servers: give at least one server base URL (http://host:port/v1) for rollout.engine '${c.rollout.engine}'`);
+    if (c.rollout.maxContextTokens > c.model.context)
+      throw new ConfigError(
+        `rollout.maxContextTokens (${c.rollout.maxContextTokens}) exceeds model.context (${c.model.context})`,
+      );
+    if (c.grpo.estimator === 'grpo_passk' && c.rollout.n < 2)
+      throw new ConfigError('grpo.estimator grpo_passk needs rollout.n >= 2');
+    if (c.rollout.engine !== 'local' && c.rollout.servers.length === 0)
+      throw new ConfigError(
+        `rollout.servers: give at least one server base URL (http://host:port/v1) for rollout.engine '${c.rollout.engine}'`,
+      );
     const fullWeights = c.model.source === 'builtin' || c.model.lora === null;
     if (c.rollout.engine === 'vllm' && fullWeights) {
       throw new ConfigError(
@@ -484,17 +580,34 @@ export function validateConfig(value: unknown): TrainConfig {
       );
     }
     if (c.rollout.engine === 'sglang' && c.model.source === 'builtin') {
-      throw new ConfigError("rollout.engine 'sglang' with model.source 'builtin': SGLang loads Hugging Face model folders, and the built-in model has no Hugging Face architecture it could be written as; serve it with sinkflex serve (rollout.engine 'openai')");
+      throw new ConfigError(
+        "rollout.engine 'sglang' with model.source 'builtin': SGLang loads Hugging Face model folders, and the built-in model has no Hugging Face architecture it could be written as; serve it with sinkflex serve (rollout.engine 'openai')",
+      );
     }
     // every demonstration and episode (up to rollout.maxContextTokens) must fit one packed batch
-    if (c.sft.tokensPerStep < c.rollout.maxContextTokens) throw new ConfigError(`sft.tokensPerStep (${c.sft.tokensPerStep}) is less than rollout.maxContextTokens (${c.rollout.maxContextTokens}): a demonstration of that length would not fit one SFT step`);
-    if (c.grpo.microBatchTokens < c.rollout.maxContextTokens) throw new ConfigError(`grpo.microBatchTokens (${c.grpo.microBatchTokens}) is less than rollout.maxContextTokens (${c.rollout.maxContextTokens}): an episode of that length would not fit one micro-batch`);
+    if (c.sft.tokensPerStep < c.rollout.maxContextTokens)
+      throw new ConfigError(
+        `sft.tokensPerStep (${c.sft.tokensPerStep}) is less than rollout.maxContextTokens (${c.rollout.maxContextTokens}): a demonstration of that length would not fit one SFT step`,
+      );
+    if (c.grpo.microBatchTokens < c.rollout.maxContextTokens)
+      throw new ConfigError(
+        `grpo.microBatchTokens (${c.grpo.microBatchTokens}) is less than rollout.maxContextTokens (${c.rollout.maxContextTokens}): an episode of that length would not fit one micro-batch`,
+      );
     const m = c.model;
     if (m.source === 'builtin') {
-      if (m.dtype === 'bfloat16') throw new ConfigError("model.dtype: the built-in model trains in float32 ('auto' or 'float32'); bfloat16 applies to hf sources");
-      if (m.lora !== null && JSON.stringify(m.lora) !== JSON.stringify(DEFAULT_LORA)) throw new ConfigError("model.lora: the built-in model trains all its parameters; LoRA applies to hf sources (model.source 'hf:<dir>')");
+      if (m.dtype === 'bfloat16')
+        throw new ConfigError(
+          "model.dtype: the built-in model trains in float32 ('auto' or 'float32'); bfloat16 applies to hf sources",
+        );
+      if (m.lora !== null && JSON.stringify(m.lora) !== JSON.stringify(DEFAULT_LORA))
+        throw new ConfigError(
+          "model.lora: the built-in model trains all its parameters; LoRA applies to hf sources (model.source 'hf:<dir>')",
+        );
     } else {
-      if (m.lora === null && m.dtype === 'bfloat16') throw new ConfigError('model.dtype bfloat16: full fine-tuning (model.lora null) trains float32 parameters; use LoRA to keep a bfloat16 base');
+      if (m.lora === null && m.dtype === 'bfloat16')
+        throw new ConfigError(
+          'model.dtype bfloat16: full fine-tuning (model.lora null) trains float32 parameters; use LoRA to keep a bfloat16 base',
+        );
     }
     return c;
   }
@@ -508,13 +621,38 @@ export function validateConfig(value: unknown): TrainConfig {
  */
 const ADDED_FIELDS = {
   tokenizer: { digitGroup: 0 },
-  model: { device: 'cpu', source: 'builtin', lora: DEFAULT_LORA, dtype: 'auto', tokenShift: false, activationCheckpointing: 'none' },
+  model: {
+    device: 'cpu',
+    source: 'builtin',
+    lora: DEFAULT_LORA,
+    dtype: 'auto',
+    tokenShift: false,
+    activationCheckpointing: 'none',
+  },
   sft: { demoWorlds: 0, observationWeight: 0 },
-  rollout: { engine: 'local', servers: [], sessions: false, model: '', timeoutS: 120, retries: 3, syncTimeoutS: 600, maxLogprobDiff: 1e-2 },
+  rollout: {
+    engine: 'local',
+    servers: [],
+    sessions: false,
+    model: '',
+    timeoutS: 120,
+    retries: 3,
+    syncTimeoutS: 600,
+    maxLogprobDiff: 1e-2,
+  },
 } as const;
 
 /** The rollout fields a resumed run may change (where and how episodes are sampled, not what is sampled). */
-export const ROLLOUT_ENGINE_FIELDS = ['engine', 'servers', 'sessions', 'model', 'timeoutS', 'retries', 'syncTimeoutS', 'maxLogprobDiff'] as const;
+export const ROLLOUT_ENGINE_FIELDS = [
+  'engine',
+  'servers',
+  'sessions',
+  'model',
+  'timeoutS',
+  'retries',
+  'syncTimeoutS',
+  'maxLogprobDiff',
+] as const;
 
 /** A change of {@link ROLLOUT_ENGINE_FIELDS}. */
 export type RolloutEnginePatch = Partial<Pick<TrainConfig['rollout'], (typeof ROLLOUT_ENGINE_FIELDS)[number]>>;
@@ -535,7 +673,8 @@ export interface ResolveConfigOptions {
 /** Defaults ← preset ← patches, validated. */
 export function resolveConfig(options: ResolveConfigOptions = {}): TrainConfig {
   const preset = options.preset ?? 'default';
-  if (!(preset in PRESETS)) throw new ConfigError(`preset: expected one of ${Object.keys(PRESETS).join(', ')}, got ${JSON.stringify(preset)}`);
+  if (!(preset in PRESETS))
+    throw new ConfigError(`preset: expected one of ${Object.keys(PRESETS).join(', ')}, got ${JSON.stringify(preset)}`);
   const merged = deepMerge(DEFAULT_CONFIG, PRESETS[preset], ...(options.patches ?? []));
   return validateConfig(merged);
 }

@@ -27,12 +27,17 @@ export interface EvalReport extends EvaluationResult {
 }
 
 /** Why `r` is not a real evaluation (see {@link EvalReport.problem}), or null. */
-export function evalProblem(r: { episodes: readonly unknown[]; aborted: number; connection?: EvalReport['connection'] }): string | null {
+export function evalProblem(r: {
+  episodes: readonly unknown[];
+  aborted: number;
+  connection?: EvalReport['connection'];
+}): string | null {
   const n = r.episodes.length;
   const c = r.connection;
   if (c?.stopped) return `${r.aborted} of ${n} episodes aborted; ${c.stopped}`;
   if (n > 0 && r.aborted === n) return `all ${n} episodes aborted`;
-  if (c && c.failures > 0 && r.aborted > 0) return `${r.aborted} of ${n} episodes aborted; ${c.failures} calls failed to reach the server`;
+  if (c && c.failures > 0 && r.aborted > 0)
+    return `${r.aborted} of ${n} episodes aborted; ${c.failures} calls failed to reach the server`;
   return null;
 }
 
@@ -60,8 +65,20 @@ export function formatEvalReport(r: EvalReport): string {
     ['success rate', r.successRate.toFixed(4)],
     ...Object.entries(r.passHatK).map(([k, v]): [string, string] => [`pass^${k}`, v.toFixed(4)]),
     ['aborted', `${r.aborted} (${r.retried} reruns)`],
-    ...(r.connection && r.connection.failures > 0 ? [['connection', `${r.connection.failures} calls failed to reach the server${r.connection.stopped ? '; stopped early' : ''}`] as [string, string]] : []),
-    ['terminations', Object.entries(r.terminations).map(([k, v]) => `${k} ${v}`).join(', ')],
+    ...(r.connection && r.connection.failures > 0
+      ? [
+          [
+            'connection',
+            `${r.connection.failures} calls failed to reach the server${r.connection.stopped ? '; stopped early' : ''}`,
+          ] as [string, string],
+        ]
+      : []),
+    [
+      'terminations',
+      Object.entries(r.terminations)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', '),
+    ],
     ['time', `${r.seconds.toFixed(1)} s`],
   ];
   if (r.exported !== undefined) rows.push(['exported', `${r.exported} trajectories`]);
@@ -73,9 +90,15 @@ export function formatEvalReport(r: EvalReport): string {
 /** The per-kind results as a text table: kind, tasks, episodes, mean reward (mean@1), success rate. */
 export function formatKindTable(perKind: EvaluationResult['perKind']): string {
   const head = ['kind', 'tasks', 'episodes', 'mean@1', 'success'];
-  const body = perKind.map((k) => [k.kind, String(k.tasks), String(k.episodes), k.meanReward.toFixed(4), (k.episodes > 0 ? k.successes / k.episodes : 0).toFixed(4)]);
+  const body = perKind.map((k) => [
+    k.kind,
+    String(k.tasks),
+    String(k.episodes),
+    k.meanReward.toFixed(4),
+    (k.episodes > 0 ? k.successes / k.episodes : 0).toFixed(4),
+  ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
   return [line(head), ...body.map(line)].join('\n');
 }
-

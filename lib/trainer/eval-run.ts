@@ -104,17 +104,20 @@ export interface EvalOptions {
   onProgress?: (done: number, total: number) => void;
 }
 
-
 /** Runs an evaluation (see the module description); the model it opens is disposed before it returns. */
 export async function runEval(o: EvalOptions): Promise<EvalReport> {
   if (o.modelDir !== undefined && o.checkpoint === undefined) {
-    if (o.policy !== 'builtin') throw new Error('--model-dir runs the model in process: use it with --policy builtin (the default)');
+    if (o.policy !== 'builtin')
+      throw new Error('--model-dir runs the model in process: use it with --policy builtin (the default)');
     if (o.tasks === 'run') throw new Error('--tasks run needs --checkpoint <training run or checkpoint folder>');
   }
   // with --checkpoint, --model-dir is the base folder of a Hugging Face model's run, moved (its fingerprint must match)
   const source = o.checkpoint ?? o.modelDir;
   const modelDir = o.checkpoint !== undefined && o.modelDir !== undefined ? { modelDir: o.modelDir } : {};
-  const model = source !== undefined ? await openModel(source, { device: o.device ?? 'cpu', dtype: o.dtype ?? 'auto', ...modelDir }) : null;
+  const model =
+    source !== undefined
+      ? await openModel(source, { device: o.device ?? 'cpu', dtype: o.dtype ?? 'auto', ...modelDir })
+      : null;
   try {
     return await evalWith(o, model);
   } finally {
@@ -135,8 +138,18 @@ function evalTasks(o: EvalOptions, run: RunInfo | null): EvalTasks {
   const envId = o.env ?? run?.env ?? 'sinkflex/TauRetail-v0';
   const domain = EVAL_DOMAINS[envId];
   if (!domain) throw new Error(`unknown env ${envId} (${Object.keys(EVAL_DOMAINS).join(', ')})`);
-  if (domain === 'airline' && o.user !== 'llm') throw new Error(`${envId} needs --user llm: tau2's airline tasks have no scripted user`);
-  const user = o.user === 'llm' ? { kind: 'llm' as const, baseURL: o.userBaseURL, model: o.userModel, apiKey: o.userApiKey, timeoutMs: o.timeoutMs } : { kind: 'scripted' as const };
+  if (domain === 'airline' && o.user !== 'llm')
+    throw new Error(`${envId} needs --user llm: tau2's airline tasks have no scripted user`);
+  const user =
+    o.user === 'llm'
+      ? {
+          kind: 'llm' as const,
+          baseURL: o.userBaseURL,
+          model: o.userModel,
+          apiKey: o.userApiKey,
+          timeoutMs: o.timeoutMs,
+        }
+      : { kind: 'scripted' as const };
   if (o.user === 'llm' && !o.userModel) throw new Error('--user llm needs --user-model');
   const tasksArg = o.tasks ?? (run ? 'run' : 'generated');
   const limit = (ids: readonly string[]) => (o.limitTasks !== undefined ? ids.slice(0, o.limitTasks) : ids);
@@ -144,14 +157,16 @@ function evalTasks(o: EvalOptions, run: RunInfo | null): EvalTasks {
     if (!run) throw new Error('--tasks run needs --checkpoint <training run or checkpoint folder>');
     if (run.env !== envId) throw new Error(`--tasks run: the run trained on ${run.env}, not ${envId}`);
     const tw = buildWorld(run.config);
-    const makeEnv = o.user === 'llm' ? () => createTauEnv({ world: tw.world, user }) : trainEnvFactory(run.config, tw.world);
+    const makeEnv =
+      o.user === 'llm' ? () => createTauEnv({ world: tw.world, user }) : trainEnvFactory(run.config, tw.world);
     return { envId, domain, makeEnv, taskIds: limit(tw.valIds), world: tw.world };
   }
   const split = o.split ? { split: o.split } : {};
   let source: TauTaskSource;
   if (tasksArg !== 'generated') source = { kind: 'tau2', path: tasksArg, ...split };
   else if (domain !== 'airline') source = { kind: 'generated', seed: o.taskSeed ?? 0, count: o.taskCount ?? 20 };
-  else if (o.tasks === undefined) source = { kind: 'tau2', ...split }; // airline has no generator: $SINKFLEX_TAU2_DIR/airline
+  else if (o.tasks === undefined)
+    source = { kind: 'tau2', ...split }; // airline has no generator: $SINKFLEX_TAU2_DIR/airline
   else throw new Error(`${envId} has no generated tasks: give --tasks <tau2 airline folder> (and --split)`);
   const world = loadTauWorld(domain, source);
   return { envId, domain, makeEnv: () => createTauEnv({ world, user }), taskIds: limit(world.taskIds), world };
@@ -173,12 +188,34 @@ async function evalPolicy(o: EvalOptions, model: ModelHandle | null): Promise<Ev
   if (o.policy === 'builtin') {
     if (!model) throw new Error('--policy builtin needs --checkpoint (or --model-dir)');
     const maxContext = o.maxContextTokens ?? runContext ?? model.policy.contextLength;
-    return { policy: model.policy, template: model.chat, name: model.description, maxContext, chat: null, client: null };
+    return {
+      policy: model.policy,
+      template: model.chat,
+      name: model.description,
+      maxContext,
+      chat: null,
+      client: null,
+    };
   }
   if (o.policy !== 'openai') throw new Error(`unknown policy ${String(o.policy)} (builtin or openai)`);
   if (!o.model) throw new Error('--policy openai needs --model');
-  if (o.maxConnectionFailures !== undefined && (!Number.isSafeInteger(o.maxConnectionFailures) || o.maxConnectionFailures < 0)) throw new Error(`--max-connection-failures must be an integer >= 0, got ${o.maxConnectionFailures}`);
-  const client = new OpenAIChatClient({ baseURL: o.baseURL && o.baseURL.length > 0 ? o.baseURL : undefined, model: o.model, apiKey: o.apiKey, timeoutMs: o.timeoutMs, retries: o.retries, backoffMs: o.backoffMs, concurrency: o.maxInFlight, routing: o.routing, seed: o.seed ?? 0, maxConsecutiveFailures: o.maxConnectionFailures ?? 5 });
+  if (
+    o.maxConnectionFailures !== undefined &&
+    (!Number.isSafeInteger(o.maxConnectionFailures) || o.maxConnectionFailures < 0)
+  )
+    throw new Error(`--max-connection-failures must be an integer >= 0, got ${o.maxConnectionFailures}`);
+  const client = new OpenAIChatClient({
+    baseURL: o.baseURL && o.baseURL.length > 0 ? o.baseURL : undefined,
+    model: o.model,
+    apiKey: o.apiKey,
+    timeoutMs: o.timeoutMs,
+    retries: o.retries,
+    backoffMs: o.backoffMs,
+    concurrency: o.maxInFlight,
+    routing: o.routing,
+    seed: o.seed ?? 0,
+    maxConsecutiveFailures: o.maxConnectionFailures ?? 5,
+  });
   let sessions = o.serverSessions === 'on';
   if ((o.serverSessions ?? 'auto') === 'auto') {
     try {
@@ -198,8 +235,20 @@ async function evalPolicy(o: EvalOptions, model: ModelHandle | null): Promise<Ev
     template = new ChatTemplate(trainChatTokenizer(' ', { vocabSize: 262 }));
     maxContext ??= 1 << 20;
   }
-  const chat = new OpenAIChatPolicy({ client, sessions, tokenIds: sessions && o.checkpoint ? 'template' : 'none', logprobs: sessions });
-  return { policy: new ChatTokenPolicy(chat, template), template, name: `openai ${o.model} @ ${client.baseURLs.join(', ')}${sessions ? ' (sessions)' : ''}`, maxContext, chat, client };
+  const chat = new OpenAIChatPolicy({
+    client,
+    sessions,
+    tokenIds: sessions && o.checkpoint ? 'template' : 'none',
+    logprobs: sessions,
+  });
+  return {
+    policy: new ChatTokenPolicy(chat, template),
+    template,
+    name: `openai ${o.model} @ ${client.baseURLs.join(', ')}${sessions ? ' (sessions)' : ''}`,
+    maxContext,
+    chat,
+    client,
+  };
 }
 
 async function evalWith(o: EvalOptions, model: ModelHandle | null): Promise<EvalReport> {
@@ -216,20 +265,33 @@ async function evalWith(o: EvalOptions, model: ModelHandle | null): Promise<Eval
     ...(o.k ? { k: o.k } : {}),
     seed: o.seed ?? run?.config.val.seed ?? 0,
     concurrency: o.concurrency ?? 4,
-    limits: { maxTurns: o.maxTurns ?? run?.config.rollout.maxTurns ?? 30, maxTokensPerTurn: o.maxTokensPerTurn ?? run?.config.rollout.maxTokensPerTurn ?? 512, maxContextTokens: maxContext },
+    limits: {
+      maxTurns: o.maxTurns ?? run?.config.rollout.maxTurns ?? 30,
+      maxTokensPerTurn: o.maxTokensPerTurn ?? run?.config.rollout.maxTokensPerTurn ?? 512,
+      maxContextTokens: maxContext,
+    },
     temperature: o.temperature ?? run?.config.val.temperature ?? 1,
     topP: o.topP ?? 1,
     source: `tau-${domain}`,
     taskKind: (id) => taskKind(world.task(id)),
     episodeRetries: o.episodeRetries ?? 1,
     renderTools: o.renderTools ?? run?.prompt.renderTools ?? true,
-    ...(o.systemPrompt !== undefined ? { systemPrompt: () => o.systemPrompt as string } : run ? { systemPrompt: run.prompt.systemPrompt } : {}),
+    ...(o.systemPrompt !== undefined
+      ? { systemPrompt: () => o.systemPrompt as string }
+      : run
+        ? { systemPrompt: run.prompt.systemPrompt }
+        : {}),
     ...(o.onProgress ? { onProgress: o.onProgress } : {}),
   });
   const report: EvalReport = { ...result, policy: name, env: envId, tasks: taskIds.length, trials, problem: null };
   if (client) report.connection = { failures: client.connectionFailures, stopped: client.stopped };
   report.problem = evalProblem(report);
-  if (o.export) report.exported = writeTrajectories(o.export, result.episodes, chat ? { turnLog: (r) => chat.takeTurnLog(r.taskId, r.seed) } : {});
+  if (o.export)
+    report.exported = writeTrajectories(
+      o.export,
+      result.episodes,
+      chat ? { turnLog: (r) => chat.takeTurnLog(r.taskId, r.seed) } : {},
+    );
   return report;
 }
 
@@ -244,4 +306,3 @@ export function openaiCheckpointProblem(loaded: { template: ChatFormat; checkpoi
   if (typeof t.createReader === 'function' && typeof t.renderAssistantBody === 'function') return null;
   return `--policy openai --checkpoint ${loaded.checkpoint}: the checkpoint is a run of a pretrained model, whose chat format (its Jinja template or harmony) the client cannot use to read the server's replies token for token; evaluate it in process (--policy builtin --checkpoint ${loaded.checkpoint}), or against its server without --checkpoint (--policy openai --model <name> --base-url <url>)`;
 }
-

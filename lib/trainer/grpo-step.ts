@@ -50,10 +50,19 @@ function split(batch: PackedSequences, values: Float32Array): Float32Array[] {
   return out;
 }
 
-async function perSequenceLogProbs(policy: LogProbSource, seqs: readonly MaskedSequence[], budget: number, temperature: number): Promise<{ logProbs: Float32Array[]; entropy: Float32Array[] }> {
+async function perSequenceLogProbs(
+  policy: LogProbSource,
+  seqs: readonly MaskedSequence[],
+  budget: number,
+  temperature: number,
+): Promise<{ logProbs: Float32Array[]; entropy: Float32Array[] }> {
   const logProbs: Float32Array[] = new Array(seqs.length);
   const entropy: Float32Array[] = new Array(seqs.length);
-  for (const mb of packInOrder(seqs, seqs.map((_, i) => i), budget)) {
+  for (const mb of packInOrder(
+    seqs,
+    seqs.map((_, i) => i),
+    budget,
+  )) {
     const r = await policy.logProbs(mb.batch, { temperature });
     const lp = split(mb.batch, r.logProbs);
     const en = split(mb.batch, r.entropy);
@@ -66,7 +75,13 @@ async function perSequenceLogProbs(policy: LogProbSource, seqs: readonly MaskedS
 }
 
 /** Weight of each scored token in the aggregated loss (for the entropy gradient, which the loss kernel does not give). */
-function aggWeight(mode: TrainConfig['grpo']['aggMode'], tokensOfRow: number, globalTokens: number, globalSeqs: number, lossScale: number): number {
+function aggWeight(
+  mode: TrainConfig['grpo']['aggMode'],
+  tokensOfRow: number,
+  globalTokens: number,
+  globalSeqs: number,
+  lossScale: number,
+): number {
   switch (mode) {
     case 'token-mean':
       return 1 / globalTokens;
@@ -91,7 +106,11 @@ function acc(sums: Map<string, [number, number]>, k: string, v: number, w: numbe
  * Runs one GRPO step on `taskIds` (one group of `rollout.n` samples each) with rollout seed
  * `mixSeed(config.seed, step)`.
  */
-export async function grpoStep(ctx: GrpoStepContext, step: number, taskIds: readonly string[]): Promise<GrpoStepResult> {
+export async function grpoStep(
+  ctx: GrpoStepContext,
+  step: number,
+  taskIds: readonly string[],
+): Promise<GrpoStepResult> {
   const { policy, loop, config } = ctx;
   const g = config.grpo;
   const temperature = config.rollout.temperature;
@@ -141,7 +160,10 @@ export async function grpoStep(ctx: GrpoStepContext, step: number, taskIds: read
 
     // 4. advantages
     const rewards = Float32Array.from(kept, (r) => r.reward);
-    const adv = computeAdvantages(rewards, groupIds(kept.map((r) => r.uid)), { estimator: g.estimator, normByStd: g.normByStd });
+    const adv = computeAdvantages(rewards, groupIds(kept.map((r) => r.uid)), {
+      estimator: g.estimator,
+      normByStd: g.normByStd,
+    });
     const scoredTokens = seqs.map((s) => s.lossMask.reduce((a, b) => a + b, 0) - (s.lossMask[0] ?? 0));
     let advTok = 0;
     let nTok = 0;
@@ -159,7 +181,14 @@ export async function grpoStep(ctx: GrpoStepContext, step: number, taskIds: read
     const sums = new Map<string, [number, number]>();
     const gradNorms: number[] = [];
     const lossScale = config.rollout.maxContextTokens;
-    const lossOptions: PolicyLossOptions = { clipLow: g.clipLow, clipHigh: g.clipHigh, entropyCoef: g.entropyCoef, aggMode: g.aggMode, lossScale, ...(ref ? { klType: g.klType, klCoef: g.klCoef } : { klCoef: 0 }) };
+    const lossOptions: PolicyLossOptions = {
+      clipLow: g.clipLow,
+      clipHigh: g.clipHigh,
+      entropyCoef: g.entropyCoef,
+      aggMode: g.aggMode,
+      lossScale,
+      ...(ref ? { klType: g.klType, klCoef: g.klCoef } : { klCoef: 0 }),
+    };
     let updates = 0;
     for (let epoch = 0; epoch < g.ppoEpochs; epoch++) {
       const order = seededPermutation(seqs.length, mixSeed(config.seed, 0x9b0, step, epoch));
@@ -196,7 +225,14 @@ export async function grpoStep(ctx: GrpoStepContext, step: number, taskIds: read
               }
             });
             const res = policyLoss(
-              { logProbs: lp, oldLogProbs: oldLp, advantages: advRows, responseMask: mask, entropy: ent, ...(refLp ? { refLogProbs: refLp } : {}) },
+              {
+                logProbs: lp,
+                oldLogProbs: oldLp,
+                advantages: advRows,
+                responseMask: mask,
+                entropy: ent,
+                ...(refLp ? { refLogProbs: refLp } : {}),
+              },
               { batch: rows, responseLen: L },
               { ...lossOptions, globalTokenCount: globalTokens, globalSeqCount: Math.max(1, globalSeqs) },
             );
@@ -216,7 +252,13 @@ export async function grpoStep(ctx: GrpoStepContext, step: number, taskIds: read
                 mbTokens++;
               }
             });
-            for (const key of ['actor/pg_clipfrac', 'actor/pg_clipfrac_lower', 'actor/ppo_kl', 'actor/kl_loss', 'actor/entropy'] as const) {
+            for (const key of [
+              'actor/pg_clipfrac',
+              'actor/pg_clipfrac_lower',
+              'actor/ppo_kl',
+              'actor/kl_loss',
+              'actor/entropy',
+            ] as const) {
               const v = res.metrics[key];
               if (v !== undefined) acc(sums, key, v, mbTokens);
             }
@@ -225,7 +267,12 @@ export async function grpoStep(ctx: GrpoStepContext, step: number, taskIds: read
             pass.release();
           }
         }
-        const opt = await policy.optimizerStep({ lr: g.lr, weightDecay: g.weightDecay, maxGradNorm: g.maxGradNorm, skipNonFinite: true });
+        const opt = await policy.optimizerStep({
+          lr: g.lr,
+          weightDecay: g.weightDecay,
+          maxGradNorm: g.maxGradNorm,
+          skipNonFinite: true,
+        });
         updates++;
         if (!opt.applied) skipped++;
         else gradNorms.push(opt.gradNorm);

@@ -11,13 +11,40 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
-import { hfFolderFingerprint, loadPretrained, TransformerPolicy, type ChatFormat, type ChatFormatTokenizer, type HfDtypeOption, type PretrainedModel } from '../model/index.js';
+import {
+  hfFolderFingerprint,
+  loadPretrained,
+  TransformerPolicy,
+  type ChatFormat,
+  type ChatFormatTokenizer,
+  type HfDtypeOption,
+  type PretrainedModel,
+} from '../model/index.js';
 import type { DeviceRequest } from '../native/index.js';
 import { PretrainedAdapterHost } from '../openai/index.js';
 import { writeTextAtomic, type TrainerState } from './checkpoint.js';
 import { REFERENCE_FILE } from './builtin-model.js';
-import { AdapterReference, BASE_FILE, checkRunBase, currentRunBase, loadRunModel, readRunBase, REFERENCE_ADAPTER_DIR, runBaseJson, writeRunPolicy, type RunBase } from './hf-run.js';
-import type { AdapterHostOptions, DemonstrationFormat, ModelAdapters, ModelHandle, ReferencePolicy, RunInfo, RunModelPlanner } from './model-handle.js';
+import {
+  AdapterReference,
+  BASE_FILE,
+  checkRunBase,
+  currentRunBase,
+  loadRunModel,
+  readRunBase,
+  REFERENCE_ADAPTER_DIR,
+  runBaseJson,
+  writeRunPolicy,
+  type RunBase,
+} from './hf-run.js';
+import type {
+  AdapterHostOptions,
+  DemonstrationFormat,
+  ModelAdapters,
+  ModelHandle,
+  ReferencePolicy,
+  RunInfo,
+  RunModelPlanner,
+} from './model-handle.js';
 import { renderDemonstrations } from './sft.js';
 import { byteTemplate } from './world.js';
 
@@ -64,8 +91,15 @@ export class HfModel implements ModelHandle {
   }
 
   /** Opens a model folder (with a PEFT adapter folder applied, when given). */
-  static async openFolder(dir: string, options: { device: DeviceRequest; dtype: HfDtypeOption; adapter?: string }): Promise<HfModel> {
-    const m = await loadPretrained(dir, { device: options.device, dtype: options.dtype, ...(options.adapter !== undefined ? { adapter: options.adapter } : {}) });
+  static async openFolder(
+    dir: string,
+    options: { device: DeviceRequest; dtype: HfDtypeOption; adapter?: string },
+  ): Promise<HfModel> {
+    const m = await loadPretrained(dir, {
+      device: options.device,
+      dtype: options.dtype,
+      ...(options.adapter !== undefined ? { adapter: options.adapter } : {}),
+    });
     return new HfModel(m, { source: dir, run: null, base: null, device: options.device });
   }
 
@@ -96,7 +130,8 @@ export class HfModel implements ModelHandle {
   get description(): string {
     const m = this.pretrained;
     const run = this.origin.run;
-    if (run) return `pretrained ${m.architecture} ${m.dir}${m.lora ? ' + adapter' : ''} ${this.origin.source} (step ${run.step})`;
+    if (run)
+      return `pretrained ${m.architecture} ${m.dir}${m.lora ? ' + adapter' : ''} ${this.origin.source} (step ${run.step})`;
     return `pretrained ${m.architecture} ${m.dir}${m.lora ? ' + adapter' : ''} (${m.device}${m.fallback ? `: ${m.fallback}` : ''})`;
   }
 
@@ -107,11 +142,15 @@ export class HfModel implements ModelHandle {
 
   writeRunFiles(out: string, resume: boolean): void {
     const base = this.origin.base;
-    if (base && (!resume || !existsSync(join(out, BASE_FILE)))) writeTextAtomic(join(out, BASE_FILE), runBaseJson(base));
+    if (base && (!resume || !existsSync(join(out, BASE_FILE))))
+      writeTextAtomic(join(out, BASE_FILE), runBaseJson(base));
   }
 
   async writeCheckpoint(dir: string, state: TrainerState): Promise<void> {
-    const base = this.origin.base ?? { dir: resolve(this.pretrained.dir), fingerprint: await hfFolderFingerprint(this.pretrained.dir) };
+    const base = this.origin.base ?? {
+      dir: resolve(this.pretrained.dir),
+      fingerprint: await hfFolderFingerprint(this.pretrained.dir),
+    };
     await writeRunPolicy(dir, this.pretrained, base, state);
   }
 
@@ -128,7 +167,10 @@ export class HfModel implements ModelHandle {
   /** A host over this model (a run's model takes adapters of its own settings only when it trains LoRA). */
   adapterHost(options: AdapterHostOptions = {}): PretrainedAdapterHost | null {
     if (this.origin.run && this.adapters === null) return null;
-    return new PretrainedAdapterHost(this.pretrained, options.maxAdapters !== undefined ? { maxAdapters: options.maxAdapters } : {});
+    return new PretrainedAdapterHost(
+      this.pretrained,
+      options.maxAdapters !== undefined ? { maxAdapters: options.maxAdapters } : {},
+    );
   }
 
   weightsHost(): null {
@@ -166,9 +208,20 @@ export const planHfRun: RunModelPlanner = async (configIn, options) => {
     open: async (o) => {
       const device = o.device ?? planned.model.device;
       const step = o.run ? ` and the checkpoint of step ${o.run.step}` : ' and its checkpoint';
-      o.onPhase?.('model', `loading ${base.dir}${planned.model.lora ? ' with LoRA adapters' : ' (full fine-tuning)'}${o.checkpoint !== null ? step : ''}`);
-      const m = await loadRunModel({ ...planned, model: { ...planned.model, device } }, base, { checkpoint: o.checkpoint, training: o.training });
-      return new HfModel(m, { source: o.checkpoint ?? base.dir, run: o.run ?? null, base, device: planned.model.device });
+      o.onPhase?.(
+        'model',
+        `loading ${base.dir}${planned.model.lora ? ' with LoRA adapters' : ' (full fine-tuning)'}${o.checkpoint !== null ? step : ''}`,
+      );
+      const m = await loadRunModel({ ...planned, model: { ...planned.model, device } }, base, {
+        checkpoint: o.checkpoint,
+        training: o.training,
+      });
+      return new HfModel(m, {
+        source: o.checkpoint ?? base.dir,
+        run: o.run ?? null,
+        base,
+        device: planned.model.device,
+      });
     },
   };
 };

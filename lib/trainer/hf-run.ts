@@ -85,7 +85,8 @@ export function runBaseJson(base: RunBase): string {
 /** Reads the base.json of a run or checkpoint folder. */
 export function readRunBase(folder: string): RunBase {
   const path = join(folder, BASE_FILE);
-  if (!existsSync(path)) throw new RunFolderError(`${folder} has no ${BASE_FILE} (the base model record of a run of a pretrained model)`);
+  if (!existsSync(path))
+    throw new RunFolderError(`${folder} has no ${BASE_FILE} (the base model record of a run of a pretrained model)`);
   let v: unknown;
   try {
     v = JSON.parse(readFileSync(path, 'utf8'));
@@ -93,7 +94,8 @@ export function readRunBase(folder: string): RunBase {
     throw new RunFolderError(`${path} is not valid JSON: ${(e as Error).message}`);
   }
   const b = v as RunBase;
-  if (typeof b?.dir !== 'string' || typeof b.fingerprint?.digest !== 'string' || !Array.isArray(b.fingerprint.files)) throw new RunFolderError(`${path} must hold { dir, fingerprint: { files, digest } }`);
+  if (typeof b?.dir !== 'string' || typeof b.fingerprint?.digest !== 'string' || !Array.isArray(b.fingerprint.files))
+    throw new RunFolderError(`${path} must hold { dir, fingerprint: { files, digest } }`);
   return b;
 }
 
@@ -109,11 +111,15 @@ export function checkRunBase(saved: RunBase, now: RunBase): void {
 /** The model config of the base folder (config.json parsed, context capped at `model.context`). */
 async function baseModelConfig(config: TrainConfig, dir: string): Promise<ModelConfig> {
   try {
-    return parseHfConfig(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')), { maxPositions: config.model.context }).modelConfig;
+    return parseHfConfig(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')), {
+      maxPositions: config.model.context,
+    }).modelConfig;
   } catch (e) {
     const message = (e as Error).message;
     // an HfConfigError already names the file (`config.json: <field>: …`)
-    throw new ConfigError(`model.source ${config.model.source}: ${message.startsWith('config.json: ') ? message : `config.json: ${message}`}`);
+    throw new ConfigError(
+      `model.source ${config.model.source}: ${message.startsWith('config.json: ') ? message : `config.json: ${message}`}`,
+    );
   }
 }
 
@@ -121,7 +127,10 @@ async function baseModelConfig(config: TrainConfig, dir: string): Promise<ModelC
  * The LoRA settings of a run over a model of `modelConfig` (`all-linear`: every projection the
  * model can adapt — the attention's four on a mixture of experts), or null for full fine-tuning.
  */
-export function runLora(config: Pick<TrainConfig, 'model'>, modelConfig: Pick<ModelConfig, 'experts'>): LoraConfigInput | null {
+export function runLora(
+  config: Pick<TrainConfig, 'model'>,
+  modelConfig: Pick<ModelConfig, 'experts'>,
+): LoraConfigInput | null {
   const l = config.model.lora;
   if (l === null) return null;
   const targets = resolveLoraTargets(l.targets === 'all-linear' ? 'all-linear' : [...l.targets], modelConfig);
@@ -143,18 +152,41 @@ export interface LoadRunModelOptions {
  * checkpoint's AdamW moments, optimizer step and RNG states are restored too. Errors of the
  * LoRA settings name `model.lora.<field>`.
  */
-export async function loadRunModel(config: TrainConfig, base: RunBase, options: LoadRunModelOptions): Promise<PretrainedModel> {
+export async function loadRunModel(
+  config: TrainConfig,
+  base: RunBase,
+  options: LoadRunModelOptions,
+): Promise<PretrainedModel> {
   const mc = await baseModelConfig(config, base.dir);
   const lora = runLora(config, mc);
   const ck = options.checkpoint;
-  const common = { device: config.model.device, maxPositions: config.model.context, seed: config.seed, policy: { samplerSeed: config.seed }, activationCheckpointing: config.model.activationCheckpointing };
+  const common = {
+    device: config.model.device,
+    maxPositions: config.model.context,
+    seed: config.seed,
+    policy: { samplerSeed: config.seed },
+    activationCheckpointing: config.model.activationCheckpointing,
+  };
   let m: PretrainedModel | null = null;
   try {
     if (lora !== null) {
-      m = await loadPretrained(base.dir, { ...common, dtype: config.model.dtype, ...(ck ? { adapter: join(ck, ADAPTER_DIR) } : { lora }) });
+      m = await loadPretrained(base.dir, {
+        ...common,
+        dtype: config.model.dtype,
+        ...(ck ? { adapter: join(ck, ADAPTER_DIR) } : { lora }),
+      });
       const have = m.lora;
-      if (ck && (have === null || have.rank !== lora.rank || have.alpha !== lora.alpha || have.rslora !== (lora.rslora ?? false) || have.targets.join() !== lora.targets.join())) {
-        throw new RunFolderError(`${join(ck, ADAPTER_DIR)}: the adapter (rank ${have?.rank}, alpha ${have?.alpha}, targets ${have?.targets.join(', ')}) is not the one model.lora describes (rank ${lora.rank}, alpha ${lora.alpha}, targets ${lora.targets.join(', ')})`);
+      if (
+        ck &&
+        (have === null ||
+          have.rank !== lora.rank ||
+          have.alpha !== lora.alpha ||
+          have.rslora !== (lora.rslora ?? false) ||
+          have.targets.join() !== lora.targets.join())
+      ) {
+        throw new RunFolderError(
+          `${join(ck, ADAPTER_DIR)}: the adapter (rank ${have?.rank}, alpha ${have?.alpha}, targets ${have?.targets.join(', ')}) is not the one model.lora describes (rank ${lora.rank}, alpha ${lora.alpha}, targets ${lora.targets.join(', ')})`,
+        );
       }
       if (ck && options.training) {
         const st = loadOptimizerState(join(ck, OPTIMIZER_FILE));
@@ -176,7 +208,8 @@ export async function loadRunModel(config: TrainConfig, base: RunBase, options: 
     return m;
   } catch (e) {
     m?.dispose();
-    if (e instanceof RangeError && /^options\.lora/.test(e.message)) throw new ConfigError(`model.${e.message.slice('options.'.length)}`);
+    if (e instanceof RangeError && /^options\.lora/.test(e.message))
+      throw new ConfigError(`model.${e.message.slice('options.'.length)}`);
     throw e;
   }
 }
@@ -186,7 +219,12 @@ export async function loadRunModel(config: TrainConfig, base: RunBase, options: 
  * `adapter/`) and `optimizer.safetensors` (the adapters' moments, step, store and sampler RNG
  * states, `state`); for full fine-tuning `policy.safetensors`; and base.json.
  */
-export async function writeRunPolicy(dir: string, m: PretrainedModel, base: RunBase, state: TrainerState): Promise<void> {
+export async function writeRunPolicy(
+  dir: string,
+  m: PretrainedModel,
+  base: RunBase,
+  state: TrainerState,
+): Promise<void> {
   const trainer = state as unknown as Record<string, unknown>;
   if (m.lora !== null) {
     await m.saveAdapter(join(dir, ADAPTER_DIR));
@@ -215,8 +253,14 @@ export class AdapterReference implements LogProbSource {
     const a = await readPeftAdapter(dir);
     const lora = policy.config.lora;
     if (lora === null) throw new RangeError('the policy has no LoRA adapters');
-    if (a.lora.rank !== lora.rank || a.lora.targets.join() !== lora.targets.join() || a.layers !== policy.config.layers) {
-      throw new RunFolderError(`${dir}: the reference adapter (rank ${a.lora.rank}, targets ${a.lora.targets.join(', ')}, ${a.layers} layers) does not fit the policy's adapters (rank ${lora.rank}, targets ${lora.targets.join(', ')}, ${policy.config.layers} layers)`);
+    if (
+      a.lora.rank !== lora.rank ||
+      a.lora.targets.join() !== lora.targets.join() ||
+      a.layers !== policy.config.layers
+    ) {
+      throw new RunFolderError(
+        `${dir}: the reference adapter (rank ${a.lora.rank}, targets ${a.lora.targets.join(', ')}, ${a.layers} layers) does not fit the policy's adapters (rank ${lora.rank}, targets ${lora.targets.join(', ')}, ${policy.config.layers} layers)`,
+      );
     }
     // our parameter names and layouts (expert adapters converted from PEFT's stacked tensors)
     return new AdapterReference(policy, peftAdapterValues(policy.config, a));
@@ -224,7 +268,8 @@ export class AdapterReference implements LogProbSource {
 
   /** Log-probs of the base + reference adapter (see the class description). */
   async logProbs(batch: PackedBatch, options: LogProbOptions = {}): Promise<LogProbResult> {
-    if (this.policy.pending > 0) throw new Error('the adapter reference swaps the adapter values: no samples may run meanwhile');
+    if (this.policy.pending > 0)
+      throw new Error('the adapter reference swaps the adapter values: no samples may run meanwhile');
     const store = this.policy.model.store;
     const current = new Map<string, Float32Array>();
     for (const [name, ref] of this.values) {

@@ -21,7 +21,18 @@ export {
   type TrainEnvId,
 } from './config.js';
 export { loadPolicy, type LoadedPolicy, type LoadPolicyOptions } from './load-policy.js';
-export type { AdapterHostOptions, DemonstrationFormat, LogProbSource, ModelAdapterHost, ModelAdapters, ModelHandle, ModelKind, ReferencePolicy, RunInfo, RunLimits } from './model-handle.js';
+export type {
+  AdapterHostOptions,
+  DemonstrationFormat,
+  LogProbSource,
+  ModelAdapterHost,
+  ModelAdapters,
+  ModelHandle,
+  ModelKind,
+  ReferencePolicy,
+  RunInfo,
+  RunLimits,
+} from './model-handle.js';
 export { locateModel, openModel, type ModelLocation, type OpenModelOptions } from './open-model.js';
 export type { KindGain, MetricsRow } from './report.js';
 export type { PublishAdapter, PublishWeights } from './rollout-engine.js';

@@ -47,5 +47,12 @@ export interface LoadPolicyOptions {
  */
 export async function loadPolicy(path: string, options: LoadPolicyOptions = {}): Promise<LoadedPolicy> {
   const m = await openModel(path, options.modelDir !== undefined ? { modelDir: options.modelDir } : {});
-  return { policy: m.policy, template: m.chat, checkpoint: m.source ?? path, run: m.run, pretrained: m.pretrained, dispose: () => m.dispose() };
+  return {
+    policy: m.policy,
+    template: m.chat,
+    checkpoint: m.source ?? path,
+    run: m.run,
+    pretrained: m.pretrained,
+    dispose: () => m.dispose(),
+  };
 }

@@ -8,7 +8,18 @@
  * ask which kind they hold. {@link planRunModel} is the one place that picks the kind of a run.
  * @module
  */
-import type { ChatFormat, ChatFormatTokenizer, ChatTemplate, GenerativeModel, LogProbOptions, LogProbResult, LoraConfig, PackedBatch, PretrainedModel, TransformerPolicy } from '../model/index.js';
+import type {
+  ChatFormat,
+  ChatFormatTokenizer,
+  ChatTemplate,
+  GenerativeModel,
+  LogProbOptions,
+  LogProbResult,
+  LoraConfig,
+  PackedBatch,
+  PretrainedModel,
+  TransformerPolicy,
+} from '../model/index.js';
 import type { DeviceRequest } from '../native/index.js';
 import type { AdapterHost, WeightsHost } from '../openai/index.js';
 import type { EpisodeRecord } from '../rollout/index.js';
@@ -66,7 +77,10 @@ export interface DemonstrationFormat {
   /** The episode limits of the collection, from the run's rollout limits. */
   limits(rollout: RunLimits): RunLimits;
   /** The training sequences of the kept episodes, and how many were too long to keep. */
-  sequences(records: readonly EpisodeRecord[], options: { renderTools: boolean; maxTokens: number }): { sequences: MaskedSequence[]; tooLong: number };
+  sequences(
+    records: readonly EpisodeRecord[],
+    options: { renderTools: boolean; maxTokens: number },
+  ): { sequences: MaskedSequence[]; tooLong: number };
   /** Whether the copy-task warm-up runs before SFT (it teaches a small fresh model to copy). */
   induction: boolean;
 }

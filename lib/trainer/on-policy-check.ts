@@ -49,8 +49,15 @@ export interface LogProbDiff {
 }
 
 /** The mean |a − b| of each sample's sampled tokens, the trainer's log-probs computed in packed micro-batches. */
-async function diffs(policy: LogProbSource, samples: readonly Sample[], budget: number): Promise<{ sum: number; n: number }[]> {
-  const seqs = samples.map((s) => ({ tokens: [...s.prompt, ...s.tokens], lossMask: [...new Array<number>(s.prompt.length).fill(0), ...new Array<number>(s.tokens.length).fill(1)] }));
+async function diffs(
+  policy: LogProbSource,
+  samples: readonly Sample[],
+  budget: number,
+): Promise<{ sum: number; n: number }[]> {
+  const seqs = samples.map((s) => ({
+    tokens: [...s.prompt, ...s.tokens],
+    lossMask: [...new Array<number>(s.prompt.length).fill(0), ...new Array<number>(s.tokens.length).fill(1)],
+  }));
   const out: { sum: number; n: number }[] = samples.map(() => ({ sum: 0, n: 0 }));
   // one temperature per packed call: group the samples by temperature
   const byT = new Map<number, number[]>();
@@ -98,7 +105,12 @@ export class OnPolicyCheck {
     if (!(done.request.temperature > 0) || done.result.tokens.length === 0) return;
     const list = this.samples.get(done.baseURL) ?? [];
     if (list.length >= this.perServer) return;
-    list.push({ prompt: done.request.prompt.slice(), tokens: done.result.tokens.slice(), logProbs: done.result.logProbs.slice(), temperature: done.request.temperature });
+    list.push({
+      prompt: done.request.prompt.slice(),
+      tokens: done.result.tokens.slice(),
+      logProbs: done.result.logProbs.slice(),
+      temperature: done.request.temperature,
+    });
     this.samples.set(done.baseURL, list);
   }
 
@@ -130,7 +142,12 @@ export class OnPolicyCheck {
       }
     }
     if (bad.length > 0) {
-      const which = bad.map((b) => `${b.baseURL}: mean |server log-prob - trainer log-prob| ${b.mean.toExponential(3)} over ${b.tokens} sampled tokens`).join('; ');
+      const which = bad
+        .map(
+          (b) =>
+            `${b.baseURL}: mean |server log-prob - trainer log-prob| ${b.mean.toExponential(3)} over ${b.tokens} sampled tokens`,
+        )
+        .join('; ');
       throw new OffPolicyError(
         `rollout servers sample off-policy (above rollout.maxLogprobDiff ${this.bound}): ${which}. Likely causes: sampling defaults the server applies (vLLM: the model's generation_config.json, e.g. top_k or repetition_penalty; start it with --generation-config vllm), its log-probs mode (vLLM: start it with --logprobs-mode processed_logprobs, whose log-probs are taken after the temperature as the trainer's are), an adapter request served by the base model (SGLang: the adapter must be named by lora_path or model '<base>:<adapter>'), or another base model, checkpoint or dtype than the trainer's`,
       );

@@ -22,7 +22,14 @@ import { dirname, join, resolve } from 'node:path';
 import type { HfDtypeOption } from '../model/index.js';
 import type { DeviceRequest } from '../native/index.js';
 import { BuiltinModel, planBuiltinRun } from './builtin-model.js';
-import { checkpointDir, isCheckpointFolder, listCheckpoints, readRunConfig, readTrainerState, RunFolderError } from './checkpoint.js';
+import {
+  checkpointDir,
+  isCheckpointFolder,
+  listCheckpoints,
+  readRunConfig,
+  readTrainerState,
+  RunFolderError,
+} from './checkpoint.js';
 import { hfSourceDir, validateSavedConfig, type TrainConfig } from './config.js';
 import { HfModel, planHfRun } from './hf-model.js';
 import type { ModelHandle, PlanRunModelOptions, RunModelPlan } from './model-handle.js';
@@ -81,7 +88,10 @@ export function locateModel(path: string): ModelLocation {
     return { kind: 'run', dir: checkpointDir(dir, steps[steps.length - 1]) };
   }
   const file = newestSafetensors(dir, 2);
-  if (file === null) throw new RunFolderError(`${dir} is neither a run folder (config.json), a checkpoint folder (policy.safetensors + trainer.json), a Hugging Face model folder nor a folder holding a .safetensors checkpoint`);
+  if (file === null)
+    throw new RunFolderError(
+      `${dir} is neither a run folder (config.json), a checkpoint folder (policy.safetensors + trainer.json), a Hugging Face model folder nor a folder holding a .safetensors checkpoint`,
+    );
   return { kind: 'file', file };
 }
 
@@ -118,25 +128,50 @@ const OPEN_MODEL_KEYS = new Set(['device', 'dtype', 'adapter', 'modelDir']);
  * ```
  */
 export async function openModel(source: string, options: OpenModelOptions = {}): Promise<ModelHandle> {
-  if (typeof source !== 'string' || source === '') throw new TypeError('source must be a path (a run or checkpoint folder, a .safetensors file or a Hugging Face model folder)');
-  for (const key of Object.keys(options)) if (!OPEN_MODEL_KEYS.has(key)) throw new RangeError(`options.${key} is not an option of openModel (known: ${[...OPEN_MODEL_KEYS].join(', ')})`);
+  if (typeof source !== 'string' || source === '')
+    throw new TypeError(
+      'source must be a path (a run or checkpoint folder, a .safetensors file or a Hugging Face model folder)',
+    );
+  for (const key of Object.keys(options))
+    if (!OPEN_MODEL_KEYS.has(key))
+      throw new RangeError(`options.${key} is not an option of openModel (known: ${[...OPEN_MODEL_KEYS].join(', ')})`);
   const where = locateModel(source);
   const device = options.device ?? 'cpu';
   if (where.kind === 'hf') {
-    if (options.modelDir !== undefined) throw new RunFolderError(`modelDir: ${where.dir} is a Hugging Face model folder, not a run's checkpoint (modelDir names the moved base folder of a run)`);
-    return HfModel.openFolder(where.dir, { device, dtype: options.dtype ?? 'auto', ...(options.adapter !== undefined ? { adapter: options.adapter } : {}) });
+    if (options.modelDir !== undefined)
+      throw new RunFolderError(
+        `modelDir: ${where.dir} is a Hugging Face model folder, not a run's checkpoint (modelDir names the moved base folder of a run)`,
+      );
+    return HfModel.openFolder(where.dir, {
+      device,
+      dtype: options.dtype ?? 'auto',
+      ...(options.adapter !== undefined ? { adapter: options.adapter } : {}),
+    });
   }
   const what = where.kind === 'file' ? where.file : where.dir;
-  if (options.adapter !== undefined) throw new RunFolderError(`adapter: ${what} is not a Hugging Face model folder (a run's checkpoint brings its own adapter)`);
+  if (options.adapter !== undefined)
+    throw new RunFolderError(
+      `adapter: ${what} is not a Hugging Face model folder (a run's checkpoint brings its own adapter)`,
+    );
   if (where.kind === 'file') {
-    if (options.modelDir !== undefined) throw new RunFolderError(`modelDir: ${where.file} is a checkpoint file of the built-in model, which has no base model folder`);
+    if (options.modelDir !== undefined)
+      throw new RunFolderError(
+        `modelDir: ${where.file} is a checkpoint file of the built-in model, which has no base model folder`,
+      );
     return BuiltinModel.openFile(where.file, device);
   }
   const state = readTrainerState(where.dir);
   const cfgPath = join(where.dir, 'config.json');
   const runDir = dirname(dirname(where.dir));
-  const saved = existsSync(cfgPath) ? validateSavedConfig(JSON.parse(readFileSync(cfgPath, 'utf8'))) : readRunConfig(runDir);
-  const plan = await planRunModel(saved, { out: runDir, checkpoint: where.dir, resume: true, ...(options.modelDir !== undefined ? { modelDir: options.modelDir } : {}) });
+  const saved = existsSync(cfgPath)
+    ? validateSavedConfig(JSON.parse(readFileSync(cfgPath, 'utf8')))
+    : readRunConfig(runDir);
+  const plan = await planRunModel(saved, {
+    out: runDir,
+    checkpoint: where.dir,
+    resume: true,
+    ...(options.modelDir !== undefined ? { modelDir: options.modelDir } : {}),
+  });
   const run = { prompt: promptSettings(plan.config), env: plan.config.env, config: plan.config, step: state.step };
   return plan.open({ checkpoint: where.dir, training: false, run, device });
 }

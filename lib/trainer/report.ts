@@ -97,11 +97,15 @@ export function tickLabel(v: number, step: number): string {
 export function lineChartSvg(rows: readonly MetricsRow[], spec: ChartSpec, width = 440, height = 240): string {
   const xKey = spec.x ?? 'step';
   const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
-  const series = spec.keys.map((k) => ({ key: k, pts: rows.filter((r) => finite(r[k]) && finite(r[xKey])).map((r) => [r[xKey] as number, r[k] as number] as const) }));
+  const series = spec.keys.map((k) => ({
+    key: k,
+    pts: rows.filter((r) => finite(r[k]) && finite(r[xKey])).map((r) => [r[xKey] as number, r[k] as number] as const),
+  }));
   const all = series.flatMap((s) => s.pts);
   const pad = { l: 48, r: 12, t: 28, b: 36 };
   const head = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img"><title>${esc(spec.title)}</title><rect width="100%" height="100%" fill="#fff"/><text x="${width / 2}" y="18" text-anchor="middle" font-size="13" font-family="sans-serif">${esc(spec.title)}</text>`;
-  if (all.length === 0) return `${head}<text x="${width / 2}" y="${height / 2}" text-anchor="middle" font-size="12" fill="#888" font-family="sans-serif">no data yet</text></svg>`;
+  if (all.length === 0)
+    return `${head}<text x="${width / 2}" y="${height / 2}" text-anchor="middle" font-size="12" fill="#888" font-family="sans-serif">no data yet</text></svg>`;
   let x0 = Math.min(...all.map((p) => p[0]));
   let x1 = Math.max(...all.map((p) => p[0]));
   const integerX = all.every((p) => Number.isInteger(p[0]));
@@ -123,20 +127,31 @@ export function lineChartSvg(rows: readonly MetricsRow[], spec: ChartSpec, width
   const parts: string[] = [head];
   parts.push(`<g font-size="10" font-family="sans-serif" fill="#444">`);
   for (const y of yt.values) {
-    parts.push(`<line x1="${pad.l}" x2="${pad.l + W}" y1="${sy(y).toFixed(1)}" y2="${sy(y).toFixed(1)}" stroke="#eee"/><text x="${pad.l - 4}" y="${(sy(y) + 3).toFixed(1)}" text-anchor="end">${tickLabel(y, yt.step)}</text>`);
+    parts.push(
+      `<line x1="${pad.l}" x2="${pad.l + W}" y1="${sy(y).toFixed(1)}" y2="${sy(y).toFixed(1)}" stroke="#eee"/><text x="${pad.l - 4}" y="${(sy(y) + 3).toFixed(1)}" text-anchor="end">${tickLabel(y, yt.step)}</text>`,
+    );
   }
   for (const x of integerX ? xTicks : xt.values) {
-    parts.push(`<text x="${sx(x).toFixed(1)}" y="${pad.t + H + 14}" text-anchor="middle">${tickLabel(x, xt.step)}</text>`);
+    parts.push(
+      `<text x="${sx(x).toFixed(1)}" y="${pad.t + H + 14}" text-anchor="middle">${tickLabel(x, xt.step)}</text>`,
+    );
   }
-  parts.push(`<text x="${pad.l + W / 2}" y="${height - 4}" text-anchor="middle">${esc(spec.xLabel ?? 'step')}</text></g>`);
+  parts.push(
+    `<text x="${pad.l + W / 2}" y="${height - 4}" text-anchor="middle">${esc(spec.xLabel ?? 'step')}</text></g>`,
+  );
   parts.push(`<rect x="${pad.l}" y="${pad.t}" width="${W}" height="${H}" fill="none" stroke="#999"/>`);
   series.forEach((s, i) => {
     if (s.pts.length === 0) return;
     const c = COLORS[i % COLORS.length];
     const d = s.pts.map((p, j) => `${j === 0 ? 'M' : 'L'}${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(' ');
     parts.push(`<path d="${d}" fill="none" stroke="${c}" stroke-width="1.8"/>`);
-    for (const p of s.pts) parts.push(`<circle cx="${sx(p[0]).toFixed(1)}" cy="${sy(p[1]).toFixed(1)}" r="2.2" fill="${c}"><title>${esc(s.key)} @ ${p[0]}: ${fmt(p[1])}</title></circle>`);
-    parts.push(`<text x="${pad.l + 6}" y="${pad.t + 12 + 12 * i}" font-size="10" font-family="sans-serif" fill="${c}">${esc(s.key)}</text>`);
+    for (const p of s.pts)
+      parts.push(
+        `<circle cx="${sx(p[0]).toFixed(1)}" cy="${sy(p[1]).toFixed(1)}" r="2.2" fill="${c}"><title>${esc(s.key)} @ ${p[0]}: ${fmt(p[1])}</title></circle>`,
+      );
+    parts.push(
+      `<text x="${pad.l + 6}" y="${pad.t + 12 + 12 * i}" font-size="10" font-family="sans-serif" fill="${c}">${esc(s.key)}</text>`,
+    );
   });
   parts.push('</svg>');
   return parts.join('');
@@ -196,13 +211,18 @@ export function kindGains(rows: readonly MetricsRow[], source: string): KindGain
 
 function kindTableHtml(gains: readonly KindGain[]): string {
   if (gains.length === 0) return '';
-  const row = (g: KindGain) => `<tr><th>${esc(g.kind)}</th><td>${g.first.toFixed(3)}</td><td>${g.last.toFixed(3)}</td><td>${(g.last - g.first >= 0 ? '+' : '') + (g.last - g.first).toFixed(3)}</td><td>${g.best.toFixed(3)}</td></tr>`;
+  const row = (g: KindGain) =>
+    `<tr><th>${esc(g.kind)}</th><td>${g.first.toFixed(3)}</td><td>${g.last.toFixed(3)}</td><td>${(g.last - g.first >= 0 ? '+' : '') + (g.last - g.first).toFixed(3)}</td><td>${g.best.toFixed(3)}</td></tr>`;
   return `<table><tr><th>kind</th><th>after SFT</th><th>last</th><th>gain</th><th>best</th></tr>${gains.map(row).join('')}</table>`;
 }
 
 /** One chart per task kind: its validation mean@1 on a 0..1 axis. */
 export function kindCharts(rows: readonly MetricsRow[], source: string): ChartSpec[] {
-  return validationKinds(rows, source).map((kind) => ({ title: `${kind}: validation mean@1`, keys: [`val-core/${source}/${kind}/reward/mean@1`], yRange: [0, 1] as const }));
+  return validationKinds(rows, source).map((kind) => ({
+    title: `${kind}: validation mean@1`,
+    keys: [`val-core/${source}/${kind}/reward/mean@1`],
+    yRange: [0, 1] as const,
+  }));
 }
 
 /** Options of {@link renderReport}. */
@@ -227,8 +247,19 @@ export interface ReportOptions {
 export function renderReport(rows: readonly MetricsRow[], options: ReportOptions): string {
   const charts = defaultCharts(options.source).map((c) => lineChartSvg(rows, c));
   const kinds = kindCharts(rows, options.source).map((c) => lineChartSvg(rows, c, 300, 180));
-  const kindSection = kinds.length > 0 ? `<h2>Validation by task kind</h2>${kindTableHtml(kindGains(rows, options.source))}<div class="grid">${kinds.join('\n')}</div>` : '';
-  const transcripts = options.validations ? validationTranscriptsHtml(options.validations, rows, options.source, options.transcriptCaps ?? REPORT_TRANSCRIPT_CAPS, options.validationsOmitted ?? 0) : '';
+  const kindSection =
+    kinds.length > 0
+      ? `<h2>Validation by task kind</h2>${kindTableHtml(kindGains(rows, options.source))}<div class="grid">${kinds.join('\n')}</div>`
+      : '';
+  const transcripts = options.validations
+    ? validationTranscriptsHtml(
+        options.validations,
+        rows,
+        options.source,
+        options.transcriptCaps ?? REPORT_TRANSCRIPT_CAPS,
+        options.validationsOmitted ?? 0,
+      )
+    : '';
   const summary = Object.entries(options.summary ?? {})
     .map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(String(v))}</td></tr>`)
     .join('');

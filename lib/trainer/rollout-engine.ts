@@ -34,7 +34,14 @@ import { basename, join } from 'node:path';
 
 import type { ChatFormat } from '../model/chat-format.js';
 import type { TransformerPolicy } from '../model/index.js';
-import { CompletionFormatError, OpenAIChatClient, OpenAITokenCompletions, readTokenCompletion, SAMPLING_FIELDS, type CompletionResponse } from '../openai/index.js';
+import {
+  CompletionFormatError,
+  OpenAIChatClient,
+  OpenAITokenCompletions,
+  readTokenCompletion,
+  SAMPLING_FIELDS,
+  type CompletionResponse,
+} from '../openai/index.js';
 import { CompletionTokenPolicy, type TokenPolicy } from '../rollout/index.js';
 import type { TrainConfig } from './config.js';
 import type { LogProbSource } from './model-handle.js';
@@ -95,7 +102,14 @@ export interface RolloutEngineOptions {
 export function createRolloutEngine(options: RolloutEngineOptions): RolloutEngine {
   if (options.config.rollout.engine === 'local') {
     const policy: TokenPolicy = options.policy;
-    return { kind: 'local', policy, sync: async () => undefined, checkOnPolicy: async () => ({}), takeMetrics: () => ({}), dispose: () => undefined };
+    return {
+      kind: 'local',
+      policy,
+      sync: async () => undefined,
+      checkOnPolicy: async () => ({}),
+      takeMetrics: () => ({}),
+      dispose: () => undefined,
+    };
   }
   return new ServerRolloutEngine(options);
 }
@@ -132,7 +146,10 @@ class ServerRolloutEngine implements RolloutEngine {
   constructor(private readonly o: RolloutEngineOptions) {
     this.r = o.config.rollout;
     this.kind = this.r.engine === 'local' ? 'openai' : this.r.engine;
-    if (this.kind === 'sglang' && !o.publishAdapter && !o.publishWeights) throw new Error("rollout.engine 'sglang' without adapters needs the step's Hugging Face model folder (publishWeights): SGLang's /update_weights_from_disk loads model folders");
+    if (this.kind === 'sglang' && !o.publishAdapter && !o.publishWeights)
+      throw new Error(
+        "rollout.engine 'sglang' without adapters needs the step's Hugging Face model folder (publishWeights): SGLang's /update_weights_from_disk loads model folders",
+      );
     this.client = new OpenAIChatClient({
       baseURL: this.r.servers,
       // the base model's name is learned at the first sync when not configured
@@ -146,7 +163,11 @@ class ServerRolloutEngine implements RolloutEngine {
     });
     this.onPolicy = new OnPolicyCheck(this.client.baseURLs, this.r.maxLogprobDiff, o.config.grpo.microBatchTokens);
     this.completions = new OpenAITokenCompletions(this.client, { onCompletion: (done) => this.onPolicy.record(done) });
-    this.policy = new CompletionTokenPolicy({ completions: this.completions, vocabSize: o.template.tokenizer.vocabSize, sessions: this.r.sessions });
+    this.policy = new CompletionTokenPolicy({
+      completions: this.completions,
+      vocabSize: o.template.tokenizer.vocabSize,
+      sessions: this.r.sessions,
+    });
     this.weightsDir = join(o.out, 'rollout-weights');
     this.syncTimeoutMs = this.r.syncTimeoutS * 1000;
   }
@@ -199,7 +220,9 @@ class ServerRolloutEngine implements RolloutEngine {
         why.push(`${base}: ${errorText(e)}`);
       }
     }
-    throw new Error(`rollout.model: cannot learn the served model's name from the servers (set rollout.model): ${why.join('; ')}`);
+    throw new Error(
+      `rollout.model: cannot learn the served model's name from the servers (set rollout.model): ${why.join('; ')}`,
+    );
   }
 
   /** Applies the per-server outcomes of a sync: who took the policy stays in routing (warnings when a server leaves or comes back). */
@@ -210,14 +233,19 @@ class ServerRolloutEngine implements RolloutEngine {
       if (error === null) took.push(base);
       else failed.push(`${base}: ${error}`);
     }
-    if (took.length === 0) throw new Error(`rollout.servers: no server took ${what} of step ${step}: ${failed.join('; ')}`);
+    if (took.length === 0)
+      throw new Error(`rollout.servers: no server took ${what} of step ${step}: ${failed.join('; ')}`);
     for (const { base, error } of outcomes) {
       if (error === null) {
         this.client.setEnabled(base, true);
-        if (this.down.delete(base)) this.o.onWarning?.(`rollout server ${base} took ${what} of step ${step} and is back in routing`);
+        if (this.down.delete(base))
+          this.o.onWarning?.(`rollout server ${base} took ${what} of step ${step} and is back in routing`);
       } else {
         this.client.setEnabled(base, false);
-        if (!this.down.has(base)) this.o.onWarning?.(`rollout server ${base} did not take ${what} of step ${step} and is out of routing (it is tried again at each sync): ${error}`);
+        if (!this.down.has(base))
+          this.o.onWarning?.(
+            `rollout server ${base} did not take ${what} of step ${step} and is out of routing (it is tried again at each sync): ${error}`,
+          );
         this.down.add(base);
       }
     }
@@ -228,7 +256,9 @@ class ServerRolloutEngine implements RolloutEngine {
    * Runs `load` on every server; a server out of routing is first asked for its models list
    * (with the request timeout), so that a dead one does not hold each sync for `syncTimeoutS`.
    */
-  private async each(load: (base: string) => Promise<string | null>): Promise<{ base: string; error: string | null }[]> {
+  private async each(
+    load: (base: string) => Promise<string | null>,
+  ): Promise<{ base: string; error: string | null }[]> {
     return Promise.all(
       this.client.baseURLs.map(async (base) => {
         try {
@@ -246,11 +276,17 @@ class ServerRolloutEngine implements RolloutEngine {
     const file = join(this.weightsDir, `step-${step}.safetensors`);
     this.o.policy.save(file, { optimizer: false });
     const outcomes = await this.each(async (base) => {
-      const r = await this.client.postTo(base, '/update_weights_from_disk', { model_path: file }, { root: true, timeoutMs: this.syncTimeoutMs });
+      const r = await this.client.postTo(
+        base,
+        '/update_weights_from_disk',
+        { model_path: file },
+        { root: true, timeoutMs: this.syncTimeoutMs },
+      );
       return r.ok ? null : `POST /update_weights_from_disk answered ${r.status}: ${r.text.slice(0, 300)}`;
     });
     const took = this.settle(step, 'the weights', outcomes);
-    for (const f of readdirSync(this.weightsDir)) if (f !== basename(file)) rmSync(join(this.weightsDir, f), { force: true });
+    for (const f of readdirSync(this.weightsDir))
+      if (f !== basename(file)) rmSync(join(this.weightsDir, f), { force: true });
     return took;
   }
 
@@ -260,17 +296,27 @@ class ServerRolloutEngine implements RolloutEngine {
     const publish = this.o.publishWeights as PublishWeights;
     const dir = await publish(step, join(this.weightsDir, `step-${step}`));
     const outcomes = await this.each(async (base) => {
-      const r = await this.client.postTo(base, '/update_weights_from_disk', { model_path: dir }, { root: true, timeoutMs: this.syncTimeoutMs });
+      const r = await this.client.postTo(
+        base,
+        '/update_weights_from_disk',
+        { model_path: dir },
+        { root: true, timeoutMs: this.syncTimeoutMs },
+      );
       const answer = r.json as { success?: unknown; message?: unknown } | undefined;
       if (r.ok && answer !== undefined && answer !== null && answer.success === true) return null;
       return `POST /update_weights_from_disk answered ${r.status}: ${r.text.slice(0, 300)}`;
     });
     const took = this.settle(step, 'the weights', outcomes);
-    for (const f of readdirSync(this.weightsDir)) if (join(this.weightsDir, f) !== dir) rmSync(join(this.weightsDir, f), { recursive: true, force: true });
+    for (const f of readdirSync(this.weightsDir))
+      if (join(this.weightsDir, f) !== dir) rmSync(join(this.weightsDir, f), { recursive: true, force: true });
     return took;
   }
 
-  private async adminPost(base: string, path: string, body: unknown): Promise<{ ok: boolean; status: number; text: string }> {
+  private async adminPost(
+    base: string,
+    path: string,
+    body: unknown,
+  ): Promise<{ ok: boolean; status: number; text: string }> {
     if (!this.rootAdmin.has(base)) {
       const r = await this.client.postTo(base, path, body, { timeoutMs: this.syncTimeoutMs });
       // a 404 about an adapter (vLLM: "No adapter found", an unknown name) comes from the route itself
@@ -284,9 +330,16 @@ class ServerRolloutEngine implements RolloutEngine {
   private async syncAdapter(step: number, path: string): Promise<string[]> {
     const name = `${runTag(this.o.out)}-step-${step}`;
     const outcomes = await this.each(async (base) => {
-      const r = await this.adminPost(base, '/load_lora_adapter', { lora_name: name, lora_path: path, load_inplace: true });
+      const r = await this.adminPost(base, '/load_lora_adapter', {
+        lora_name: name,
+        lora_path: path,
+        load_inplace: true,
+      });
       if (r.ok) return null;
-      const hint = r.status === 404 && !/adapter/i.test(r.text) ? ' (no runtime LoRA route: start vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and --enable-lora)' : '';
+      const hint =
+        r.status === 404 && !/adapter/i.test(r.text)
+          ? ' (no runtime LoRA route: start vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True and --enable-lora)'
+          : '';
       return `POST /load_lora_adapter answered ${r.status}: ${r.text.slice(0, 300)}${hint}`;
     });
     const took = this.settle(step, `the adapter ${name}`, outcomes);
@@ -300,7 +353,10 @@ class ServerRolloutEngine implements RolloutEngine {
         if (old === undefined || old === name) return;
         try {
           const r = await this.adminPost(base, '/unload_lora_adapter', { lora_name: old });
-          if (!r.ok) this.o.onWarning?.(`rollout server ${base} did not unload the adapter ${old}: ${r.status} ${r.text.slice(0, 200)}`);
+          if (!r.ok)
+            this.o.onWarning?.(
+              `rollout server ${base} did not unload the adapter ${old}: ${r.status} ${r.text.slice(0, 200)}`,
+            );
         } catch (e) {
           this.o.onWarning?.(`rollout server ${base} did not unload the adapter ${old}: ${errorText(e)}`);
         }
@@ -326,9 +382,11 @@ class ServerRolloutEngine implements RolloutEngine {
       return_token_ids: true,
     };
     const r = await this.client.postTo(base, '/completions', body);
-    if (!r.ok) throw new Error(`rollout server ${base}: POST /completions answered ${r.status}: ${r.text.slice(0, 300)}`);
+    if (!r.ok)
+      throw new Error(`rollout server ${base}: POST /completions answered ${r.status}: ${r.text.slice(0, 300)}`);
     const json = r.json as CompletionResponse | undefined;
-    if (!json || !Array.isArray(json.choices) || json.choices.length === 0) throw new CompletionFormatError(`rollout server ${base}: POST /completions answered without choices`);
+    if (!json || !Array.isArray(json.choices) || json.choices.length === 0)
+      throw new CompletionFormatError(`rollout server ${base}: POST /completions answered without choices`);
     readTokenCompletion(json, `rollout server ${base}`);
   }
 

@@ -16,7 +16,15 @@
  */
 import type { ChatFormat, GenerativeModel, HfDtypeOption } from '../model/index.js';
 import type { DeviceRequest } from '../native/index.js';
-import { generationConfigDefaults, startChatServer, type AdapterHost, type AdminEvent, type ChatServer, type SamplingDefaults, type WeightsHost } from '../openai/index.js';
+import {
+  generationConfigDefaults,
+  startChatServer,
+  type AdapterHost,
+  type AdminEvent,
+  type ChatServer,
+  type SamplingDefaults,
+  type WeightsHost,
+} from '../openai/index.js';
 import type { ModelHandle } from './model-handle.js';
 import { openModel } from './open-model.js';
 
@@ -97,11 +105,19 @@ async function loadServed(options: ServeOptions): Promise<Served> {
   const source = options.checkpoint ?? options.modelDir;
   if (source === undefined) throw new Error('serve needs --checkpoint or --model-dir');
   // with --checkpoint, --model-dir is the base folder of a Hugging Face model's run, moved (its fingerprint must match)
-  const modelDir = options.checkpoint !== undefined && options.modelDir !== undefined ? { modelDir: options.modelDir } : {};
-  const model: ModelHandle = await openModel(source, { device: options.device ?? 'cpu', dtype: options.dtype ?? 'auto', ...modelDir });
+  const modelDir =
+    options.checkpoint !== undefined && options.modelDir !== undefined ? { modelDir: options.modelDir } : {};
+  const model: ModelHandle = await openModel(source, {
+    device: options.device ?? 'cpu',
+    dtype: options.dtype ?? 'auto',
+    ...modelDir,
+  });
   try {
     // the model's own host unless the caller gave one or none; requests for the base model go through it too: it decides what the LoRA slots hold
-    const host = options.adapters === undefined ? model.adapterHost(options.maxAdapters !== undefined ? { maxAdapters: options.maxAdapters } : {}) : null;
+    const host =
+      options.adapters === undefined
+        ? model.adapterHost(options.maxAdapters !== undefined ? { maxAdapters: options.maxAdapters } : {})
+        : null;
     return {
       policy: host ? host.base : model.policy,
       template: model.chat,
@@ -129,13 +145,19 @@ export function adminLogLine(i: AdminEvent): string {
 }
 
 /** The completion defaults of `--generation-config` (`auto`: the model's, as vLLM takes them; `vllm`: none). */
-function generationDefaults(mode: 'auto' | 'vllm', generationConfig: Readonly<Record<string, unknown>> | null): SamplingDefaults {
-  if (mode !== 'auto' && mode !== 'vllm') throw new Error(`--generation-config must be auto or vllm, got ${JSON.stringify(mode)}`);
+function generationDefaults(
+  mode: 'auto' | 'vllm',
+  generationConfig: Readonly<Record<string, unknown>> | null,
+): SamplingDefaults {
+  if (mode !== 'auto' && mode !== 'vllm')
+    throw new Error(`--generation-config must be auto or vllm, got ${JSON.stringify(mode)}`);
   return mode === 'auto' ? generationConfigDefaults(generationConfig) : {};
 }
 
 /** Loads the checkpoint (or model folder) and starts the server (the caller disposes it, which also frees the policy). */
-export async function serve(options: ServeOptions): Promise<ChatServer & { checkpoint: string; renderTools: boolean; adapters: AdapterHost | null }> {
+export async function serve(
+  options: ServeOptions,
+): Promise<ChatServer & { checkpoint: string; renderTools: boolean; adapters: AdapterHost | null }> {
   const b = await loadServed(options);
   try {
     const renderTools = resolveToolsSection(options.toolsSection, b.runRenderTools);
@@ -154,7 +176,10 @@ export async function serve(options: ServeOptions): Promise<ChatServer & { check
       ...(options.maxTokens !== undefined ? { defaultMaxTokens: options.maxTokens } : {}),
       ...(options.log
         ? {
-            onRequest: (i) => process.stderr.write(`${new Date().toISOString()} ${i.status} ${i.ms.toFixed(0)} ms prompt ${i.promptTokens} completion ${i.completionTokens}${i.continued ? ' (session)' : ''}\n`),
+            onRequest: (i) =>
+              process.stderr.write(
+                `${new Date().toISOString()} ${i.status} ${i.ms.toFixed(0)} ms prompt ${i.promptTokens} completion ${i.completionTokens}${i.continued ? ' (session)' : ''}\n`,
+              ),
             onAdmin: (i) => process.stderr.write(`${adminLogLine(i)}\n`),
           }
         : {}),
@@ -163,10 +188,16 @@ export async function serve(options: ServeOptions): Promise<ChatServer & { check
       await server.dispose();
       b.dispose();
     };
-    return { ...server, checkpoint: b.checkpoint, renderTools, adapters: b.adapters, dispose, [Symbol.asyncDispose]: dispose };
+    return {
+      ...server,
+      checkpoint: b.checkpoint,
+      renderTools,
+      adapters: b.adapters,
+      dispose,
+      [Symbol.asyncDispose]: dispose,
+    };
   } catch (e) {
     b.dispose();
     throw e;
   }
 }
-

@@ -11,7 +11,17 @@
  * @module
  */
 import type { AnyEnv } from '../gym/index.js';
-import { ChatTemplateError, packSequences, type ChatAssistantMessage, type ChatFormat, type ChatMessage, type ChatTemplate, type PackedSequences, type ToolSchema, type TransformerPolicy } from '../model/index.js';
+import {
+  ChatTemplateError,
+  packSequences,
+  type ChatAssistantMessage,
+  type ChatFormat,
+  type ChatMessage,
+  type ChatTemplate,
+  type PackedSequences,
+  type ToolSchema,
+  type TransformerPolicy,
+} from '../model/index.js';
 import { AgentLoop, ExpertTokenPolicy, mixSeed, type EpisodeRecord } from '../rollout/index.js';
 import type { TauWorld } from '../gym/index.js';
 import type { TrainConfig } from './config.js';
@@ -27,7 +37,10 @@ export interface MaskedSequence {
 
 /** The full sequence of an episode: prompt ‖ response, loss mask 0 ‖ response mask. */
 export function episodeSequence(r: EpisodeRecord): MaskedSequence {
-  return { tokens: [...r.promptIds, ...r.responseIds], lossMask: [...new Array<number>(r.promptIds.length).fill(0), ...r.responseMask] };
+  return {
+    tokens: [...r.promptIds, ...r.responseIds],
+    lossMask: [...new Array<number>(r.promptIds.length).fill(0), ...r.responseMask],
+  };
 }
 
 /** Where demonstrations come from. */
@@ -51,7 +64,9 @@ export interface DemonstrationOptions {
 }
 
 /** Runs the expert and keeps the successful, complete episodes (reward 1, not truncated nor aborted). */
-export async function collectDemonstrations(o: DemonstrationOptions): Promise<{ kept: EpisodeRecord[]; all: EpisodeRecord[] }> {
+export async function collectDemonstrations(
+  o: DemonstrationOptions,
+): Promise<{ kept: EpisodeRecord[]; all: EpisodeRecord[] }> {
   if (o.count === 0 || o.taskIds.length === 0) return { kept: [], all: [] };
   const loop = new AgentLoop({
     policy: new ExpertTokenPolicy(o.template, { tasks: o.world }),
@@ -97,7 +112,13 @@ function callsOf(m: ChatAssistantMessage): { name: string; args: unknown }[] {
  * @returns the tokens and the message parsed back from them (tool call ids `<idPrefix>0`, …),
  *   which is what the agent loop keeps in the conversation after such a turn.
  */
-export function assistantTurnTokens(format: ChatFormat, history: readonly ChatMessage[], message: ChatAssistantMessage, tools: readonly ToolSchema[], idPrefix = 'call_'): { tokens: number[]; message: ChatAssistantMessage } {
+export function assistantTurnTokens(
+  format: ChatFormat,
+  history: readonly ChatMessage[],
+  message: ChatAssistantMessage,
+  tools: readonly ToolSchema[],
+  idPrefix = 'call_',
+): { tokens: number[]; message: ChatAssistantMessage } {
   let tokens: number[];
   if (typeof format.renderAssistantBody === 'function') tokens = format.renderAssistantBody(message);
   else {
@@ -105,7 +126,10 @@ export function assistantTurnTokens(format: ChatFormat, history: readonly ChatMe
     const full = format.renderTokens([...history, message], { tools });
     let same = 0;
     while (same < prompt.length && same < full.length && prompt[same] === full[same]) same++;
-    if (same < prompt.length) throw new ChatTemplateError('the chat format renders an assistant turn that does not follow its generation prompt (no token-in/token-out rendering of the reply)');
+    if (same < prompt.length)
+      throw new ChatTemplateError(
+        'the chat format renders an assistant turn that does not follow its generation prompt (no token-in/token-out rendering of the reply)',
+      );
     const rest = full.slice(prompt.length);
     const stop = rest.findIndex((t) => format.stopTokens.includes(t));
     if (stop < 0) throw new ChatTemplateError('the chat format renders an assistant turn without a stop token');
@@ -115,7 +139,10 @@ export function assistantTurnTokens(format: ChatFormat, history: readonly ChatMe
   if (!back.ok) throw new ChatTemplateError(`the rendering of an assistant turn does not parse back: ${back.error}`);
   const want = { content: (message.content ?? '').trim(), calls: callsOf(message) };
   const got = { content: (back.message.content ?? '').trim(), calls: callsOf(back.message) };
-  if (JSON.stringify(got) !== JSON.stringify(want)) throw new ChatTemplateError(`the rendering of an assistant turn parses back to another message: ${JSON.stringify(got)} instead of ${JSON.stringify(want)}`);
+  if (JSON.stringify(got) !== JSON.stringify(want))
+    throw new ChatTemplateError(
+      `the rendering of an assistant turn parses back to another message: ${JSON.stringify(got)} instead of ${JSON.stringify(want)}`,
+    );
   return { tokens, message: back.message };
 }
 
@@ -130,15 +157,23 @@ export function assistantTurnTokens(format: ChatFormat, history: readonly ChatMe
  * from its tokens, tool call ids `call_<turn>_<k>`; mask 0); what follows the last turn is not
  * part of the episode.
  */
-export function renderDemonstration(format: ChatFormat, episode: Pick<EpisodeRecord, 'messages' | 'numTurns'>, tools: readonly ToolSchema[]): MaskedSequence {
+export function renderDemonstration(
+  format: ChatFormat,
+  episode: Pick<EpisodeRecord, 'messages' | 'numTurns'>,
+  tools: readonly ToolSchema[],
+): MaskedSequence {
   const messages = episode.messages as ChatMessage[];
   if (messages[0]?.role !== 'system') throw new ChatTemplateError('a demonstration starts with its system message');
   // the model's turns are the last numTurns assistant messages (observations hold none after the first)
   const turnAt = messages.map((m, i) => (m.role === 'assistant' ? i : -1)).filter((i) => i >= 0);
   const turns = turnAt.slice(turnAt.length - episode.numTurns);
-  if (episode.numTurns < 1 || turns.length !== episode.numTurns) throw new ChatTemplateError(`a demonstration has ${turns.length} assistant messages for ${episode.numTurns} turns`);
+  if (episode.numTurns < 1 || turns.length !== episode.numTurns)
+    throw new ChatTemplateError(`a demonstration has ${turns.length} assistant messages for ${episode.numTurns} turns`);
   const system = messages[0];
-  const tokens = [...format.renderTokens([system], { tools }), ...format.renderAppend([system], messages.slice(1, turns[0]), { tools })];
+  const tokens = [
+    ...format.renderTokens([system], { tools }),
+    ...format.renderAppend([system], messages.slice(1, turns[0]), { tools }),
+  ];
   const lossMask = new Array<number>(tokens.length).fill(0);
   const history: ChatMessage[] = messages.slice(0, turns[0]);
   turns.forEach((at, k) => {
@@ -169,7 +204,11 @@ export interface RenderedDemonstrations {
  * `format` ({@link renderDemonstration}, tools rendered when `renderTools`), keeping those of at
  * most `maxTokens` tokens.
  */
-export function renderDemonstrations(format: ChatFormat, records: readonly EpisodeRecord[], options: { renderTools: boolean; maxTokens: number }): RenderedDemonstrations {
+export function renderDemonstrations(
+  format: ChatFormat,
+  records: readonly EpisodeRecord[],
+  options: { renderTools: boolean; maxTokens: number },
+): RenderedDemonstrations {
   const sequences: MaskedSequence[] = [];
   let tooLong = 0;
   for (const r of records) {
@@ -195,7 +234,11 @@ export function seededPermutation(n: number, seed: number): number[] {
  * tokens each, first fit in order. A sequence longer than the budget throws.
  * @returns the packed batches and, for each, the indices of its sequences.
  */
-export function packInOrder(seqs: readonly MaskedSequence[], order: readonly number[], maxTokens: number): { batch: PackedSequences; indices: number[] }[] {
+export function packInOrder(
+  seqs: readonly MaskedSequence[],
+  order: readonly number[],
+  maxTokens: number,
+): { batch: PackedSequences; indices: number[] }[] {
   const out: { batch: PackedSequences; indices: number[] }[] = [];
   let cur: number[] = [];
   let size = 0;
@@ -207,7 +250,8 @@ export function packInOrder(seqs: readonly MaskedSequence[], order: readonly num
   };
   for (const i of order) {
     const n = seqs[i].tokens.length;
-    if (n > maxTokens) throw new RangeError(`a sequence of ${n} tokens exceeds the micro-batch budget of ${maxTokens} tokens`);
+    if (n > maxTokens)
+      throw new RangeError(`a sequence of ${n} tokens exceeds the micro-batch budget of ${maxTokens} tokens`);
     if (size + n > maxTokens) flush();
     cur.push(i);
     size += n;
@@ -222,7 +266,12 @@ export function packInOrder(seqs: readonly MaskedSequence[], order: readonly num
  * `inductionTokens` tokens, with the loss on the repeated half; linear warm-up to `sft.lr`, then constant.
  * @returns the loss of each step.
  */
-export async function runInductionWarmup(policy: TransformerPolicy, sft: TrainConfig['sft'], seed: number, onStep?: (step: number, loss: number) => void): Promise<number[]> {
+export async function runInductionWarmup(
+  policy: TransformerPolicy,
+  sft: TrainConfig['sft'],
+  seed: number,
+  onStep?: (step: number, loss: number) => void,
+): Promise<number[]> {
   const tok = policy.tokenizer;
   const low = tok ? tok.specialTokens.length : 0;
   const high = policy.vocabSize;
@@ -234,11 +283,18 @@ export async function runInductionWarmup(policy: TransformerPolicy, sft: TrainCo
     const seqs: MaskedSequence[] = [];
     for (let used = 0, k = 0; used + perSeq <= Math.max(perSeq, sft.inductionTokens); used += perSeq, k++) {
       const a = Array.from({ length: span }, (_, i) => low + (mixSeed(seed, 0x1d0, step, k, i) % (high - low)));
-      seqs.push({ tokens: [bos, ...a, ...a], lossMask: Array.from({ length: perSeq }, (_, i) => (i > span + 1 ? 1 : 0)) });
+      seqs.push({
+        tokens: [bos, ...a, ...a],
+        lossMask: Array.from({ length: perSeq }, (_, i) => (i > span + 1 ? 1 : 0)),
+      });
     }
     // linear warm-up, then the constant peak rate (the circuit forms late; a decay would slow it)
     const lr = sft.warmup > 0 && step <= sft.warmup ? (sft.lr * step) / sft.warmup : sft.lr;
-    const r = await policy.trainStep([packSequences(seqs)], { kind: 'cross-entropy' }, { optimizer: { lr, weightDecay: sft.weightDecay, maxGradNorm: 1 } });
+    const r = await policy.trainStep(
+      [packSequences(seqs)],
+      { kind: 'cross-entropy' },
+      { optimizer: { lr, weightDecay: sft.weightDecay, maxGradNorm: 1 } },
+    );
     losses.push(r.loss);
     onStep?.(step, r.loss);
   }
@@ -276,11 +332,18 @@ export function sftLearningRate(step: number, sft: TrainConfig['sft']): number {
  * the first assistant token is never a target. The weights are divided by their sum (a weighted
  * mean). `assistant` marks the positions whose target is an assistant token.
  */
-export function observationWeightedStep(seqs: readonly MaskedSequence[], observationWeight: number): { batch: PackedSequences; weights: Float32Array; assistant: Uint8Array } {
-  if (!Number.isFinite(observationWeight) || observationWeight < 0) throw new RangeError(`sft.observationWeight must be a finite number >= 0, got ${observationWeight}`);
+export function observationWeightedStep(
+  seqs: readonly MaskedSequence[],
+  observationWeight: number,
+): { batch: PackedSequences; weights: Float32Array; assistant: Uint8Array } {
+  if (!Number.isFinite(observationWeight) || observationWeight < 0)
+    throw new RangeError(`sft.observationWeight must be a finite number >= 0, got ${observationWeight}`);
   const widened: MaskedSequence[] = seqs.map((s) => {
     const first = s.lossMask.indexOf(1);
-    return { tokens: s.tokens, lossMask: s.lossMask.map((m, i) => (m !== 0 || (observationWeight > 0 && first >= 0 && i > first) ? 1 : 0)) };
+    return {
+      tokens: s.tokens,
+      lossMask: s.lossMask.map((m, i) => (m !== 0 || (observationWeight > 0 && first >= 0 && i > first) ? 1 : 0)),
+    };
   });
   const batch = packSequences(widened);
   const total = batch.tokens.length;
@@ -323,23 +386,36 @@ export async function runSft(
   let queue: { batch: PackedSequences; indices: number[] }[] = [];
   let pass = 0;
   for (let step = 1; step <= sft.steps; step++) {
-    if (queue.length === 0) queue = packInOrder(seqs, seededPermutation(seqs.length, mixSeed(seed, 0x5f7, pass++)), sft.tokensPerStep);
+    if (queue.length === 0)
+      queue = packInOrder(seqs, seededPermutation(seqs.length, mixSeed(seed, 0x5f7, pass++)), sft.tokensPerStep);
     const { batch, indices } = queue.shift() as { batch: PackedSequences; indices: number[] };
     const lr = sftLearningRate(step, sft);
     const optimizer = { lr, weightDecay: sft.weightDecay, maxGradNorm: 1 };
     let info: SftStepInfo;
     if (sft.observationWeight > 0) {
-      const w = observationWeightedStep(indices.map((i) => seqs[i]), sft.observationWeight);
+      const w = observationWeightedStep(
+        indices.map((i) => seqs[i]),
+        sft.observationWeight,
+      );
       const fb = await policy.forwardBackward(w.batch, { kind: 'cross-entropy', weights: w.weights });
       const opt = await policy.optimizerStep(optimizer);
       let own = 0;
       let count = 0;
       let other = 0;
       for (let t = 0; t < w.weights.length; t++) {
-        if (w.assistant[t]) (own -= fb.logProbs[t]), count++;
-        else if (w.weights[t] > 0) other -= fb.logProbs[t];
+        if (w.assistant[t]) {
+          own -= fb.logProbs[t];
+          count++;
+        } else if (w.weights[t] > 0) other -= fb.logProbs[t];
       }
-      info = { step, loss: count ? own / count : 0, gradNorm: opt.gradNorm, lr, tokens: count, observationLoss: fb.targets > count ? other / (fb.targets - count) : 0 };
+      info = {
+        step,
+        loss: count ? own / count : 0,
+        gradNorm: opt.gradNorm,
+        lr,
+        tokens: count,
+        observationLoss: fb.targets > count ? other / (fb.targets - count) : 0,
+      };
     } else {
       const r = await policy.trainStep([batch], { kind: 'cross-entropy' }, { optimizer });
       info = { step, loss: r.loss, gradNorm: r.optimizer.gradNorm, lr, tokens: r.targets, observationLoss: 0 };

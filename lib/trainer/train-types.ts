@@ -10,7 +10,11 @@ import type { PublishAdapter } from './rollout-engine.js';
 
 /** A progress event of a run. */
 export type TrainEvent =
-  | { kind: 'phase'; phase: 'model' | 'tokenizer' | 'demonstrations' | 'sft' | 'validation' | 'grpo' | 'done'; message: string }
+  | {
+      kind: 'phase';
+      phase: 'model' | 'tokenizer' | 'demonstrations' | 'sft' | 'validation' | 'grpo' | 'done';
+      message: string;
+    }
   | { kind: 'sft'; step: number; total: number; loss: number }
   | { kind: 'grpo'; step: number; total: number; metrics: Record<string, number> }
   | { kind: 'validation'; step: number; meanAt1: number; metrics: Record<string, number> }

@@ -26,7 +26,13 @@ export interface TranscriptCaps {
 }
 
 /** The report's caps. */
-export const REPORT_TRANSCRIPT_CAPS: Readonly<TranscriptCaps> = Object.freeze({ validations: 8, perKind: 2, messages: 40, messageChars: 600, totalChars: 1_000_000 });
+export const REPORT_TRANSCRIPT_CAPS: Readonly<TranscriptCaps> = Object.freeze({
+  validations: 8,
+  perKind: 2,
+  messages: 40,
+  messageChars: 600,
+  totalChars: 1_000_000,
+});
 
 /** `text`, clipped to `max` characters with a note of what was cut. */
 export function clipText(text: string, max: number): string {
@@ -37,14 +43,19 @@ function messageHtml(m: ChatMessage, caps: TranscriptCaps): string {
   const clip = (s: string) => esc(clipText(s, caps.messageChars));
   if (m.role === 'assistant') {
     const parts: string[] = [];
-    if (typeof m.content === 'string' && m.content.length > 0) parts.push(`<div class="m a"><span class="who">assistant</span><div class="txt">${clip(m.content)}</div></div>`);
+    if (typeof m.content === 'string' && m.content.length > 0)
+      parts.push(`<div class="m a"><span class="who">assistant</span><div class="txt">${clip(m.content)}</div></div>`);
     for (const c of m.tool_calls ?? []) {
-      parts.push(`<div class="m c"><span class="who">tool call</span><div class="txt"><b>${esc(c.function.name)}</b>(${clip(c.function.arguments)})</div></div>`);
+      parts.push(
+        `<div class="m c"><span class="who">tool call</span><div class="txt"><b>${esc(c.function.name)}</b>(${clip(c.function.arguments)})</div></div>`,
+      );
     }
-    if (parts.length === 0) parts.push('<div class="m a"><span class="who">assistant</span><div class="txt"><i>(empty)</i></div></div>');
+    if (parts.length === 0)
+      parts.push('<div class="m a"><span class="who">assistant</span><div class="txt"><i>(empty)</i></div></div>');
     return parts.join('');
   }
-  if (m.role === 'tool') return `<div class="m t"><span class="who">tool result${m.name ? ` (${esc(m.name)})` : ''}</span><div class="txt">${clip(m.content)}</div></div>`;
+  if (m.role === 'tool')
+    return `<div class="m t"><span class="who">tool result${m.name ? ` (${esc(m.name)})` : ''}</span><div class="txt">${clip(m.content)}</div></div>`;
   return `<div class="m ${m.role === 'user' ? 'u' : 's'}"><span class="who">${esc(m.role)}</span><div class="txt">${clip(m.content)}</div></div>`;
 }
 
@@ -53,15 +64,26 @@ export function transcriptHtml(t: ValidationTranscript, caps: TranscriptCaps = R
   const reward = Number.isInteger(t.reward) ? String(t.reward) : t.reward.toFixed(3);
   const cls = t.reward >= 1 - 1e-6 ? 'ok' : t.reward > 0 ? 'part' : 'bad';
   const summary = `<span class="rw ${cls}">reward ${reward}</span> · ${esc(t.task_id)} (trial ${t.trial}) · ${esc(t.termination)} · ${t.num_turns} turns`;
-  const why = explainReward(t.reward_info as Record<string, unknown> | null).map((r) => `<li class="${r.ok === null ? 'note' : r.ok ? 'ok' : 'bad'}">${esc(r.text)}</li>`);
-  if (t.aborted) why.unshift(`<li class="bad">aborted: ${esc(clipText(t.error ?? 'no error recorded', caps.messageChars))}</li>`);
-  if (why.length === 0) why.push(`<li class="note">no reward breakdown (the episode ended by ${esc(t.termination)})</li>`);
+  const why = explainReward(t.reward_info as Record<string, unknown> | null).map(
+    (r) => `<li class="${r.ok === null ? 'note' : r.ok ? 'ok' : 'bad'}">${esc(r.text)}</li>`,
+  );
+  if (t.aborted)
+    why.unshift(`<li class="bad">aborted: ${esc(clipText(t.error ?? 'no error recorded', caps.messageChars))}</li>`);
+  if (why.length === 0)
+    why.push(`<li class="note">no reward breakdown (the episode ended by ${esc(t.termination)})</li>`);
   let msgs = t.messages.map((m) => messageHtml(m, caps));
-  if (typeof t.cut_turn === 'string') msgs.push(`<div class="m a"><span class="who">assistant (cut off)</span><div class="txt">${esc(clipText(t.cut_turn, caps.messageChars))}<br><i>— cut off by ${esc(t.termination)}</i></div></div>`);
+  if (typeof t.cut_turn === 'string')
+    msgs.push(
+      `<div class="m a"><span class="who">assistant (cut off)</span><div class="txt">${esc(clipText(t.cut_turn, caps.messageChars))}<br><i>— cut off by ${esc(t.termination)}</i></div></div>`,
+    );
   if (msgs.length > caps.messages) {
     const head = Math.ceil((caps.messages * 3) / 4);
     const tail = caps.messages - head;
-    msgs = [...msgs.slice(0, head), `<div class="m s"><i>… ${msgs.length - head - tail} messages elided …</i></div>`, ...(tail > 0 ? msgs.slice(msgs.length - tail) : [])];
+    msgs = [
+      ...msgs.slice(0, head),
+      `<div class="m s"><i>… ${msgs.length - head - tail} messages elided …</i></div>`,
+      ...(tail > 0 ? msgs.slice(msgs.length - tail) : []),
+    ];
   }
   return `<details class="tr"><summary>${summary}</summary><ul class="why">${why.join('')}</ul><div class="msgs">${msgs.join('')}</div></details>`;
 }
@@ -76,9 +98,16 @@ function fmtMean(v: unknown): string {
  * metrics) give each validation's mean@1 overall and per kind; `omitted` is the number of
  * validations left out of the report by `caps.validations`.
  */
-export function validationTranscriptsHtml(logs: readonly ValidationLog[], rows: readonly MetricsRow[], source: string, caps: TranscriptCaps = REPORT_TRANSCRIPT_CAPS, omitted = 0): string {
+export function validationTranscriptsHtml(
+  logs: readonly ValidationLog[],
+  rows: readonly MetricsRow[],
+  source: string,
+  caps: TranscriptCaps = REPORT_TRANSCRIPT_CAPS,
+  omitted = 0,
+): string {
   const notes = `Up to ${caps.perKind} conversations per task kind (the first validation tasks of each kind, first trial: the same tasks at every validation) for the first validation and the newest ${caps.validations - 1}; messages clipped to ${caps.messageChars} characters, transcripts to ${caps.messages} messages, about ${Math.round(caps.totalChars / 1000)} kB of transcripts in all. The run folder's validation/step-&lt;k&gt;.jsonl files hold more, in full.`;
-  if (logs.length === 0) return `<h2>Validation conversations</h2><p class="small">${notes}</p><p class="small">No validation yet.</p>`;
+  if (logs.length === 0)
+    return `<h2>Validation conversations</h2><p class="small">${notes}</p><p class="small">No validation yet.</p>`;
   const share = Math.floor(caps.totalChars / logs.length);
   const blocks = logs.map((log, i) => {
     const row = rows.find((r) => r.phase === 'val' && r.step === log.step) ?? {};
@@ -107,10 +136,16 @@ export function validationTranscriptsHtml(logs: readonly ValidationLog[], rows: 
       }
       if (items.length > 0) parts.push(head + items.join(''));
     }
-    if (left > 0) parts.push(`<p class="small">${left} more transcript${left === 1 ? '' : 's'} of this validation in validation/step-${log.step}.jsonl (report size cap).</p>`);
+    if (left > 0)
+      parts.push(
+        `<p class="small">${left} more transcript${left === 1 ? '' : 's'} of this validation in validation/step-${log.step}.jsonl (report size cap).</p>`,
+      );
     const open = i === logs.length - 1 ? ' open' : '';
     return `<details class="val"${open}><summary>step ${log.step} — mean@1 ${fmtMean(row[`val-core/${source}/reward/mean@1`])}</summary>${parts.join('')}</details>`;
   });
-  const skipped = omitted > 0 ? `<p class="small">${omitted} other validation${omitted === 1 ? '' : 's'} not shown (see validation/).</p>` : '';
+  const skipped =
+    omitted > 0
+      ? `<p class="small">${omitted} other validation${omitted === 1 ? '' : 's'} not shown (see validation/).</p>`
+      : '';
   return `<h2>Validation conversations</h2><p class="small">${notes}</p>${skipped}${blocks.join('\n')}`;
 }

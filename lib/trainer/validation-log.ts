@@ -63,7 +63,10 @@ export interface ValidationLog {
  * The text of an episode's last model turn when a limit cut it off (its tokens end the
  * response, unparsed and without a stop token; they are in no message), or null.
  */
-export function cutTurnText(e: Pick<EpisodeRecord, 'termination' | 'responseIds' | 'responseMask'>, format: Pick<ChatFormat, 'tokenizer' | 'stopTokens'>): string | null {
+export function cutTurnText(
+  e: Pick<EpisodeRecord, 'termination' | 'responseIds' | 'responseMask'>,
+  format: Pick<ChatFormat, 'tokenizer' | 'stopTokens'>,
+): string | null {
   if (e.termination !== 'turn_token_limit' && e.termination !== 'context_limit') return null;
   let i = e.responseMask.length;
   while (i > 0 && e.responseMask[i - 1] === 1) i--;
@@ -85,10 +88,15 @@ export interface SelectTranscriptsOptions {
  * without a kind form one group), the first `perKind` tasks' first trials (then further trials
  * when there are fewer tasks than `perKind`).
  */
-export function selectValidationTranscripts(result: Pick<EvaluationResult, 'episodes' | 'perTask'>, step: number, options: SelectTranscriptsOptions = {}): ValidationTranscript[] {
+export function selectValidationTranscripts(
+  result: Pick<EvaluationResult, 'episodes' | 'perTask'>,
+  step: number,
+  options: SelectTranscriptsOptions = {},
+): ValidationTranscript[] {
   const perKind = options.perKind ?? VALIDATION_TRANSCRIPTS_PER_KIND;
   const format = options.format;
-  if (!Number.isSafeInteger(perKind) || perKind < 0) throw new RangeError(`perKind must be an integer >= 0, got ${perKind}`);
+  if (!Number.isSafeInteger(perKind) || perKind < 0)
+    throw new RangeError(`perKind must be an integer >= 0, got ${perKind}`);
   const kindOf = (e: EpisodeRecord) => result.perTask[e.groupIndex]?.kind ?? null;
   const ordered = [...result.episodes].sort((a, b) => a.sampleIndex - b.sampleIndex || a.groupIndex - b.groupIndex);
   const groups = new Map<string | null, EpisodeRecord[]>();
@@ -134,7 +142,10 @@ export function validationFile(out: string, step: number): string {
 /** Writes the transcripts of the validation after `step` (atomically: a kill leaves the old file or the new one). */
 export function writeValidationLog(out: string, step: number, transcripts: readonly ValidationTranscript[]): void {
   mkdirSync(validationDir(out), { recursive: true });
-  writeTextAtomic(validationFile(out, step), transcripts.map((t) => JSON.stringify(t)).join('\n') + (transcripts.length > 0 ? '\n' : ''));
+  writeTextAtomic(
+    validationFile(out, step),
+    transcripts.map((t) => JSON.stringify(t)).join('\n') + (transcripts.length > 0 ? '\n' : ''),
+  );
 }
 
 /** The steps that have a validation transcript file, ascending. */
@@ -151,7 +162,14 @@ export function listValidationSteps(out: string): number[] {
 function isTranscript(v: unknown): v is ValidationTranscript {
   if (typeof v !== 'object' || v === null) return false;
   const r = v as Record<string, unknown>;
-  return typeof r.step === 'number' && (r.kind === null || typeof r.kind === 'string') && typeof r.task_id === 'string' && typeof r.reward === 'number' && typeof r.termination === 'string' && Array.isArray(r.messages);
+  return (
+    typeof r.step === 'number' &&
+    (r.kind === null || typeof r.kind === 'string') &&
+    typeof r.task_id === 'string' &&
+    typeof r.reward === 'number' &&
+    typeof r.termination === 'string' &&
+    Array.isArray(r.messages)
+  );
 }
 
 /** Reads the transcripts of the validation after `step`; a bad line is a {@link RunFolderError} naming the file and the line. */
@@ -167,7 +185,10 @@ export function readValidationLog(out: string, step: number): ValidationLog {
     } catch {
       throw new RunFolderError(`${path}:${i + 1}: not a JSON line: ${line.slice(0, 80)}`);
     }
-    if (!isTranscript(v)) throw new RunFolderError(`${path}:${i + 1}: not a validation transcript (needs step, kind, task_id, reward, termination, messages)`);
+    if (!isTranscript(v))
+      throw new RunFolderError(
+        `${path}:${i + 1}: not a validation transcript (needs step, kind, task_id, reward, termination, messages)`,
+      );
     transcripts.push(v);
   });
   return { step, transcripts };

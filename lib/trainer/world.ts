@@ -33,11 +33,32 @@ export function buildWorld(config: Pick<TrainConfig, 'env' | 'world'>): TrainWor
     world = loadTauWorld(
       domain,
       domain === 'retail'
-        ? { kind: 'generated', seed: w.seed, count, distinct: true, users: w.users, orders: w.orders, weights: w.kinds, changeOfMind: w.changeOfMind, secondRequest: w.secondRequest }
-        : { kind: 'generated', seed: w.seed, count, distinct: true, customers: w.customers, maxFaults: w.maxFaults, unfixableRate: w.unfixableRate },
+        ? {
+            kind: 'generated',
+            seed: w.seed,
+            count,
+            distinct: true,
+            users: w.users,
+            orders: w.orders,
+            weights: w.kinds,
+            changeOfMind: w.changeOfMind,
+            secondRequest: w.secondRequest,
+          }
+        : {
+            kind: 'generated',
+            seed: w.seed,
+            count,
+            distinct: true,
+            customers: w.customers,
+            maxFaults: w.maxFaults,
+            unfixableRate: w.unfixableRate,
+          },
     );
   } catch (e) {
-    throw new RangeError(`world (trainTasks + valTasks = ${count} tasks; world.users / world.orders / world.customers size the database): ${(e as Error).message}`, { cause: e });
+    throw new RangeError(
+      `world (trainTasks + valTasks = ${count} tasks; world.users / world.orders / world.customers size the database): ${(e as Error).message}`,
+      { cause: e },
+    );
   }
   const ids = world.taskIds;
   return { world, trainIds: ids.slice(0, w.trainTasks), valIds: ids.slice(w.trainTasks) };
@@ -49,13 +70,21 @@ export function buildWorld(config: Pick<TrainConfig, 'env' | 'world'>): TrainWor
  * demonstration tasks (`trainIds` and `valIds` together).
  */
 export function demonstrationWorlds(config: Pick<TrainConfig, 'env' | 'world' | 'sft'>): TrainWorld[] {
-  return Array.from({ length: config.sft.demoWorlds }, (_, i) => buildWorld({ env: config.env, world: { ...config.world, seed: mixSeed(config.world.seed, 0xde3, i) } }));
+  return Array.from({ length: config.sft.demoWorlds }, (_, i) =>
+    buildWorld({ env: config.env, world: { ...config.world, seed: mixSeed(config.world.seed, 0xde3, i) } }),
+  );
 }
 
 /** An environment factory for the agent loop (scripted user with the configured patience). */
 export function trainEnvFactory(config: Pick<TrainConfig, 'world'>, world: TauWorld): () => TauEnv {
   const w = config.world;
-  return () => new TauEnv({ world, user: { kind: 'scripted', patience: w.userPatience, hardness: w.userHardness }, maxSteps: w.maxSteps, maxErrors: w.maxErrors });
+  return () =>
+    new TauEnv({
+      world,
+      user: { kind: 'scripted', patience: w.userPatience, hardness: w.userHardness },
+      maxSteps: w.maxSteps,
+      maxErrors: w.maxErrors,
+    });
 }
 
 /** The short system prompts of the `compact` prompt format (the model learns the tools from the demonstrations). */
@@ -81,7 +110,11 @@ export function promptSettings(config: Pick<TrainConfig, 'env' | 'prompt'>): Pro
   const domain = domainOf(config.env);
   const sys = config.prompt.system;
   if (sys === 'full') {
-    return { systemPrompt: (info) => (typeof info.systemPrompt === 'string' ? info.systemPrompt : ''), systemPromptText: null, renderTools: config.prompt.renderTools };
+    return {
+      systemPrompt: (info) => (typeof info.systemPrompt === 'string' ? info.systemPrompt : ''),
+      systemPromptText: null,
+      renderTools: config.prompt.renderTools,
+    };
   }
   const text = sys === 'compact' ? COMPACT_SYSTEM_PROMPTS[domain] : sys;
   return { systemPrompt: () => text, systemPromptText: text, renderTools: config.prompt.renderTools };
@@ -137,7 +170,9 @@ export async function trainRunTokenizer(config: TrainConfig, tw: TrainWorld): Pr
   for (const r of records) {
     for (const m of r.messages) {
       if (typeof m.content === 'string') corpus.push(m.content);
-      if (m.role === 'assistant' && m.tool_calls) for (const c of m.tool_calls) corpus.push(JSON.stringify({ name: c.function.name, arguments: parseJson(c.function.arguments) }));
+      if (m.role === 'assistant' && m.tool_calls)
+        for (const c of m.tool_calls)
+          corpus.push(JSON.stringify({ name: c.function.name, arguments: parseJson(c.function.arguments) }));
     }
   }
   return trainChatTokenizer(corpus, { vocabSize: config.tokenizer.vocabSize, digitGroup: config.tokenizer.digitGroup });

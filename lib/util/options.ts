@@ -21,10 +21,19 @@ export function optionKeys<T extends object>(keys: { readonly [K in keyof Requir
  * key of `options` outside `known`, and a TypeError when `options` is given but is not an
  * object. `undefined` passes (the defaults).
  */
-export function refuseUnknownOptions(options: unknown, known: readonly string[] | ReadonlySet<string>, fn: string, name = 'options'): void {
+export function refuseUnknownOptions(
+  options: unknown,
+  known: readonly string[] | ReadonlySet<string>,
+  fn: string,
+  name = 'options',
+): void {
   if (options === undefined) return;
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new TypeError(`${fn}: ${name} must be an object, got ${options === null ? 'null' : Array.isArray(options) ? 'an array' : typeof options}`);
-  const has = known instanceof Set ? (k: string) => known.has(k) : (k: string) => (known as readonly string[]).includes(k);
+  if (typeof options !== 'object' || options === null || Array.isArray(options))
+    throw new TypeError(
+      `${fn}: ${name} must be an object, got ${options === null ? 'null' : Array.isArray(options) ? 'an array' : typeof options}`,
+    );
+  const has =
+    known instanceof Set ? (k: string) => known.has(k) : (k: string) => (known as readonly string[]).includes(k);
   for (const key of Object.keys(options)) {
     if (!has(key)) throw new RangeError(`${name}.${key} is not an option of ${fn} (known: ${[...known].join(', ')})`);
   }

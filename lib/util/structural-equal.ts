@@ -41,7 +41,13 @@ const DEFAULTS: Resolved = { nanEqual: true, rtol: 0, atol: 0, exact: true, same
 function resolve(o: StructuralEqualOptions | undefined): Resolved {
   if (o === undefined) return DEFAULTS;
   const tol = o.tolerance ?? null;
-  return { nanEqual: o.nanEqual ?? true, rtol: tol?.rtol ?? 0, atol: tol?.atol ?? 0, exact: tol === null, sameClass: o.objects === 'sameClass' };
+  return {
+    nanEqual: o.nanEqual ?? true,
+    rtol: tol?.rtol ?? 0,
+    atol: tol?.atol ?? 0,
+    exact: tol === null,
+    sameClass: o.objects === 'sameClass',
+  };
 }
 
 function isPlainObject(x: object): boolean {
@@ -55,7 +61,8 @@ function typedArraysEqual(x: ArrayLike<number>, y: ArrayLike<number>, o: Resolve
     const a = x[i];
     const b = y[i];
     if (a === b || (a !== a && b !== b)) continue; // equal, or both NaN
-    if (o.exact || !Number.isFinite(a) || !Number.isFinite(b) || Math.abs(a - b) > o.atol + o.rtol * Math.abs(b)) return false;
+    if (o.exact || !Number.isFinite(a) || !Number.isFinite(b) || Math.abs(a - b) > o.atol + o.rtol * Math.abs(b))
+      return false;
   }
   return true;
 }
@@ -70,7 +77,8 @@ function equal(a: unknown, b: unknown, o: Resolved): boolean {
     return true;
   }
   if (ArrayBuffer.isView(a) || ArrayBuffer.isView(b)) {
-    if (!ArrayBuffer.isView(a) || !ArrayBuffer.isView(b) || Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
+    if (!ArrayBuffer.isView(a) || !ArrayBuffer.isView(b) || Object.getPrototypeOf(a) !== Object.getPrototypeOf(b))
+      return false;
     return typedArraysEqual(a as unknown as ArrayLike<number>, b as unknown as ArrayLike<number>, o);
   }
   if (a instanceof Date) return b instanceof Date && a.getTime() === b.getTime();
@@ -84,7 +92,8 @@ function equal(a: unknown, b: unknown, o: Resolved): boolean {
     for (const v of a) if (!b.has(v)) return false;
     return true;
   }
-  if (o.sameClass ? Object.getPrototypeOf(a) !== Object.getPrototypeOf(b) : !isPlainObject(a) || !isPlainObject(b)) return false;
+  if (o.sameClass ? Object.getPrototypeOf(a) !== Object.getPrototypeOf(b) : !isPlainObject(a) || !isPlainObject(b))
+    return false;
   const ka = Object.keys(a);
   if (ka.length !== Object.keys(b).length) return false;
   for (const k of ka) {

@@ -64,8 +64,8 @@ int ParseNode(const Napi::Value& v, const std::string& name, const Shape& s, Mas
   if (depth > MaskProgram::kMaxDepth) ThrowRange(v.Env(), name + " is nested deeper than 32 levels");
   Napi::Object o = RequireObject(v, name);
   if (!o.Has("kind")) return ParseStandard(o, name, s, h);
-  const std::string kind =
-      RequireEnum(o.Get("kind"), name + ".kind", {"all", "causal", "slidingWindow", "prefix", "documents", "and", "or", "not"});
+  const std::string kind = RequireEnum(o.Get("kind"), name + ".kind",
+                                       {"all", "causal", "slidingWindow", "prefix", "documents", "and", "or", "not"});
   MaskProgram& p = h->program;
   if (kind == "all" || kind == "causal") {
     OnlyFields(o, name, {"kind"});
@@ -172,11 +172,14 @@ TensorIn F32Input(Call* c, const Napi::Value& v, const std::string& name, std::i
   }
   t.tensor = RequireTensor(v, name);
   if (t.tensor->slot() != c->device) {
-    ThrowRange(v.Env(), name + " is on " + SlotName(t.tensor->slot()) + ", but the call runs on " + SlotName(c->device));
+    ThrowRange(v.Env(),
+               name + " is on " + SlotName(t.tensor->slot()) + ", but the call runs on " + SlotName(c->device));
   }
-  if (t.tensor->dtype() != DType::kF32) ThrowType(v.Env(), name + " must be float32, got " + DTypeName(t.tensor->dtype()));
+  if (t.tensor->dtype() != DType::kF32)
+    ThrowType(v.Env(), name + " must be float32, got " + DTypeName(t.tensor->dtype()));
   if (t.tensor->count() != static_cast<std::size_t>(n)) {
-    ThrowRange(v.Env(), name + " has " + std::to_string(t.tensor->count()) + " elements, expected " + std::to_string(n));
+    ThrowRange(v.Env(),
+               name + " has " + std::to_string(t.tensor->count()) + " elements, expected " + std::to_string(n));
   }
   return t;
 }
@@ -187,13 +190,15 @@ Napi::Value ParseOptions(const Napi::Value& v, bool backward, Call* c, bool* dev
   Napi::Object o = IsNullish(v) ? Napi::Object::New(env) : RequireObject(v, "opts");
   if (backward) {
     OnlyFields(o, "opts",
-               {"mask", "blockMask", "scale", "softcap", "impl", "device", "isa", "blockSize", "saved", "dLse", "backwardSplit"});
+               {"mask", "blockMask", "scale", "softcap", "impl", "device", "isa", "blockSize", "saved", "dLse",
+                "backwardSplit"});
   } else {
     OnlyFields(o, "opts", {"mask", "blockMask", "scale", "softcap", "impl", "device", "isa", "blockSize", "save"});
   }
   const Napi::Value bmv = Field(o, "blockMask");
   if (!IsNullish(bmv)) {
-    c->blockMask = *RequireHandle<BlockMaskRef>(bmv, kBlockMaskTag, "opts.blockMask", "a block mask from createBlockMask");
+    c->blockMask =
+        *RequireHandle<BlockMaskRef>(bmv, kBlockMaskTag, "opts.blockMask", "a block mask from createBlockMask");
     c->keep.push_back(bmv);
   }
   const Napi::Value mv = Field(o, "mask");
@@ -215,15 +220,16 @@ Napi::Value ParseOptions(const Napi::Value& v, bool backward, Call* c, bool* dev
     c->opts.softcap = static_cast<float>(x);
   }
   const Napi::Value impl = Field(o, "impl");
-  if (!IsNullish(impl)) c->impl = RequireEnum(impl, "opts.impl", {"fused", "eager"}) == "eager" ? Impl::kEager : Impl::kFused;
+  if (!IsNullish(impl))
+    c->impl = RequireEnum(impl, "opts.impl", {"fused", "eager"}) == "eager" ? Impl::kEager : Impl::kFused;
   const Napi::Value dev = Field(o, "device");
   *deviceGiven = !IsNullish(dev);
   if (*deviceGiven) c->device = RequireDevice(dev, "opts.device");
   const Napi::Value isa = Field(o, "isa");
   if (!IsNullish(isa)) {
     const std::string s = RequireEnum(isa, "opts.isa", {"auto", "avx512", "avx2", "generic"});
-    c->opts.isa = s == "avx512" ? attention::CpuIsa::kAvx512
-                  : s == "avx2" ? attention::CpuIsa::kAvx2
+    c->opts.isa = s == "avx512"    ? attention::CpuIsa::kAvx512
+                  : s == "avx2"    ? attention::CpuIsa::kAvx2
                   : s == "generic" ? attention::CpuIsa::kGeneric
                                    : attention::CpuIsa::kAuto;
     if (!attention::IsaSupported(c->opts.isa)) ThrowRange(env, "opts.isa '" + s + "' is not supported by this CPU");
@@ -277,7 +283,8 @@ void CheckSinks(Napi::Env env, const Call& c) {
     s = copy.data();
   }
   for (std::int64_t h = 0; h < n; ++h) {
-    if (std::isnan(s[h]) || s[h] == INFINITY) ThrowRange(env, "sinks[" + std::to_string(h) + "] must be finite or -Infinity");
+    if (std::isnan(s[h]) || s[h] == INFINITY)
+      ThrowRange(env, "sinks[" + std::to_string(h) + "] must be finite or -Infinity");
   }
 }
 
@@ -311,7 +318,8 @@ Call ParseCall(const Napi::CallbackInfo& info, bool backward) {
   if (c.saved && c.impl != Impl::kEager) ThrowRange(info.Env(), "opts.saved needs opts.impl 'eager'");
   if (c.save && c.impl != Impl::kEager) ThrowRange(info.Env(), "opts.save needs opts.impl 'eager'");
   if (c.saved && c.saved->slot != c.device) {
-    ThrowRange(info.Env(), "opts.saved was made on " + SlotName(c.saved->slot) + ", but this call runs on " + SlotName(c.device));
+    ThrowRange(info.Env(),
+               "opts.saved was made on " + SlotName(c.saved->slot) + ", but this call runs on " + SlotName(c.device));
   }
   CheckDevice(c);
   CheckSinks(info.Env(), c);
@@ -365,9 +373,8 @@ void RunBackward(const Call& c, BackwardResult* r) {
   r->dk = HostBuffer<float>(static_cast<std::size_t>(c.shape.kvElems()), "attention dk");
   r->dv = HostBuffer<float>(static_cast<std::size_t>(c.shape.kvElems()), "attention dv");
   if (c.sinks.given()) r->dSinks = HostBuffer<float>(static_cast<std::size_t>(c.shape.qHeads), "attention dSinks");
-  const attention::BackwardArgs a{c.q.host,    c.k.host,    c.v.host,         c.sinks.host,     c.out.host,
-                                  c.lse.host,  c.dOut.host, c.dLse.host,      r->dq.data(),     r->dk.data(),
-                                  r->dv.data(), r->dSinks.data()};
+  const attention::BackwardArgs a{c.q.host,    c.k.host,    c.v.host,     c.sinks.host, c.out.host,   c.lse.host,
+                                  c.dOut.host, c.dLse.host, r->dq.data(), r->dk.data(), r->dv.data(), r->dSinks.data()};
   if (c.impl == Impl::kEager) {
     attention::EagerBackward(c.shape, c.opts, a, c.saved ? &c.saved->cpu : nullptr);
   } else {
@@ -409,18 +416,21 @@ Napi::Value ForwardAsync(const Napi::CallbackInfo& info) {
   auto c = std::make_shared<Call>(ParseCall(info, false));
   auto r = std::make_shared<ForwardResult>();
   return AsyncTask::Run(
-      info.Env(), [c, r] { RunForward(*c, r.get()); }, [r](Napi::Env env) { return ForwardValue(env, r.get()); }, c->keep);
+      info.Env(), [c, r] { RunForward(*c, r.get()); }, [r](Napi::Env env) { return ForwardValue(env, r.get()); },
+      c->keep);
 }
 
 Napi::Value BackwardAsync(const Napi::CallbackInfo& info) {
   auto c = std::make_shared<Call>(ParseCall(info, true));
   auto r = std::make_shared<BackwardResult>();
   return AsyncTask::Run(
-      info.Env(), [c, r] { RunBackward(*c, r.get()); }, [r](Napi::Env env) { return BackwardValue(env, r.get()); }, c->keep);
+      info.Env(), [c, r] { RunBackward(*c, r.get()); }, [r](Napi::Env env) { return BackwardValue(env, r.get()); },
+      c->keep);
 }
 
 Napi::Value ReleaseSaved(const Napi::CallbackInfo& info) {
-  RequireHandle<SavedRef>(info[0], kSavedTag, "saved", "saved state from an eager forward")->reset();  // frees host or device probabilities
+  RequireHandle<SavedRef>(info[0], kSavedTag, "saved", "saved state from an eager forward")
+      ->reset();  // frees host or device probabilities
   return info.Env().Undefined();
 }
 
@@ -430,8 +440,9 @@ Napi::Value CreateBlockMask(const Napi::CallbackInfo& info) {
   auto holder = std::make_shared<BlockMaskHolder>();
   holder->mask = ParseMask(info[0], "mask", s);
   holder->signature = holder->mask->program.Signature();
-  const std::int64_t bs = IsNullish(info[2]) ? attention::kDefaultBlockSize
-                                             : RequireInt(info[2], "blockSize", BlockMask::kMinBlock, BlockMask::kMaxBlock);
+  const std::int64_t bs = IsNullish(info[2])
+                              ? attention::kDefaultBlockSize
+                              : RequireInt(info[2], "blockSize", BlockMask::kMinBlock, BlockMask::kMaxBlock);
   if (bs % 16 != 0) ThrowRange(env, "blockSize must be a multiple of 16 in [16, 256], got " + std::to_string(bs));
   holder->blocks = BlockMask::Build(holder->mask->program, s, bs);
   const BlockMask& bm = holder->blocks;
@@ -461,7 +472,8 @@ Napi::Value CreateDenseMask(const Napi::CallbackInfo& info) {
   const Shape s = ParseShape(info[1]);
   const std::shared_ptr<MaskHolder> h = ParseMask(info[0], "mask", s);
   const std::int64_t n = attention::DenseMaskSize(h->program, s);
-  if (n > (std::int64_t{1} << 32)) ThrowRange(info.Env(), "the dense mask would have " + std::to_string(n) + " entries");
+  if (n > (std::int64_t{1} << 32))
+    ThrowRange(info.Env(), "the dense mask would have " + std::to_string(n) + " entries");
   Napi::Uint8Array out = Napi::Uint8Array::New(info.Env(), static_cast<std::size_t>(n));
   attention::DenseMask(h->program, s, out.Data());
   return out;
@@ -478,8 +490,8 @@ Napi::Value Info(const Napi::CallbackInfo& info) {
   o.Set("isas", isas);
   const attention::CudaBackend* cb = attention::GetCudaBackend();
   o.Set("cudaKernels", cb != nullptr);
-  o.Set("cudaMaxFusedHeadDim", cb != nullptr ? Napi::Value(Napi::Number::New(env, static_cast<double>(cb->maxFusedHeadDim)))
-                                             : env.Null());
+  o.Set("cudaMaxFusedHeadDim",
+        cb != nullptr ? Napi::Value(Napi::Number::New(env, static_cast<double>(cb->maxFusedHeadDim))) : env.Null());
   o.Set("defaultBlockSize", static_cast<double>(attention::kDefaultBlockSize));
   o.Set("maxHeadDim", static_cast<double>(attention::kMaxHeadDim));
   return o;

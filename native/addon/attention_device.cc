@@ -44,9 +44,12 @@ void CpuTensorForward(const Call& c, ForwardResult* r) {
   const Shape& s = c.shape;
   HostBuffer<float> out(static_cast<std::size_t>(s.qElems()), "attention out");
   HostBuffer<float> lse(static_cast<std::size_t>(s.lseElems()), "attention lse");
-  const attention::ForwardArgs a{HostView(c.q, &temps, "attention q (fp32)"), HostView(c.k, &temps, "attention k (fp32)"),
-                                 HostView(c.v, &temps, "attention v (fp32)"), HostView(c.sinks, &temps, "attention sinks"),
-                                 out.data(), lse.data()};
+  const attention::ForwardArgs a{HostView(c.q, &temps, "attention q (fp32)"),
+                                 HostView(c.k, &temps, "attention k (fp32)"),
+                                 HostView(c.v, &temps, "attention v (fp32)"),
+                                 HostView(c.sinks, &temps, "attention sinks"),
+                                 out.data(),
+                                 lse.data()};
   if (c.impl == Impl::kEager) {
     if (c.save) r->saved = std::make_shared<SavedState>();
     attention::EagerForward(s, c.opts, a, r->saved ? &r->saved->cpu : nullptr);
@@ -146,7 +149,8 @@ void CudaForward(const Call& c, ForwardResult* r) {
   a.q = DeviceView(c.q, index, qn, &temps, "attention q");
   a.k = DeviceView(c.k, index, kvn, &temps, "attention k");
   a.v = DeviceView(c.v, index, kvn, &temps, "attention v");
-  a.sinks = static_cast<const float*>(DeviceView(c.sinks, index, static_cast<std::size_t>(s.qHeads), &temps, "attention sinks"));
+  a.sinks = static_cast<const float*>(
+      DeviceView(c.sinks, index, static_cast<std::size_t>(s.qHeads), &temps, "attention sinks"));
   DeviceOut out(index, c.dtype, qn, "attention out");
   DeviceOut lse(index, DType::kF32, static_cast<std::size_t>(s.lseElems()), "attention lse");
   a.out = out.ptr();

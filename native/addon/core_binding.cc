@@ -74,8 +74,8 @@ Napi::Value MemoryStatsOf(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("currentBytes", static_cast<double>(s.current));
   o.Set("peakBytes", static_cast<double>(s.peak));
-  o.Set("limitBytes", s.limit ? Napi::Value(Napi::Number::New(info.Env(), static_cast<double>(s.limit)))
-                              : info.Env().Null());
+  o.Set("limitBytes",
+        s.limit ? Napi::Value(Napi::Number::New(info.Env(), static_cast<double>(s.limit))) : info.Env().Null());
   return o;
 }
 

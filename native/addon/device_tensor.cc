@@ -18,24 +18,22 @@ class DeviceTensor : public Napi::ObjectWrap<DeviceTensor> {
  public:
   static Napi::Function Define(Napi::Env env) {
     std::vector<PropertyDescriptor> props = {
-        InstanceAccessor<&DeviceTensor::Shape>("shape"),
-        InstanceAccessor<&DeviceTensor::Dtype>("dtype"),
-        InstanceAccessor<&DeviceTensor::Device>("device"),
-        InstanceAccessor<&DeviceTensor::Size>("size"),
-        InstanceAccessor<&DeviceTensor::Bytes>("bytes"),
-        InstanceAccessor<&DeviceTensor::Disposed>("disposed"),
-        InstanceMethod<&DeviceTensor::ToArray>("toArray"),
-        InstanceMethod<&DeviceTensor::Dispose>("dispose"),
+        InstanceAccessor<&DeviceTensor::Shape>("shape"),   InstanceAccessor<&DeviceTensor::Dtype>("dtype"),
+        InstanceAccessor<&DeviceTensor::Device>("device"), InstanceAccessor<&DeviceTensor::Size>("size"),
+        InstanceAccessor<&DeviceTensor::Bytes>("bytes"),   InstanceAccessor<&DeviceTensor::Disposed>("disposed"),
+        InstanceMethod<&DeviceTensor::ToArray>("toArray"), InstanceMethod<&DeviceTensor::Dispose>("dispose"),
     };
     // [Symbol.dispose] = dispose, for `using` (Node >= 20.4 defines Symbol.dispose)
     const Napi::Value disposeSymbol = env.Global().Get("Symbol").As<Napi::Object>().Get("dispose");
-    if (disposeSymbol.IsSymbol()) props.push_back(InstanceMethod<&DeviceTensor::Dispose>(disposeSymbol.As<Napi::Symbol>()));
+    if (disposeSymbol.IsSymbol())
+      props.push_back(InstanceMethod<&DeviceTensor::Dispose>(disposeSymbol.As<Napi::Symbol>()));
     return DefineClass(env, "DeviceTensor", props);
   }
 
   explicit DeviceTensor(const Napi::CallbackInfo& info) : Napi::ObjectWrap<DeviceTensor>(info) {
     Napi::Env env = info.Env();
-    if (info.Length() != 1 || !info[0].IsExternal() || !info[0].As<Napi::External<TensorRef>>().CheckTypeTag(&kTokenTag)) {
+    if (info.Length() != 1 || !info[0].IsExternal() ||
+        !info[0].As<Napi::External<TensorRef>>().CheckTypeTag(&kTokenTag)) {
       throw Napi::TypeError::New(env, "DeviceTensor cannot be constructed directly; use toDevice()");
     }
     storage_ = std::move(*info[0].As<Napi::External<TensorRef>>().Data());  // the token keeps no reference
@@ -66,12 +64,15 @@ class DeviceTensor : public Napi::ObjectWrap<DeviceTensor> {
 
   Napi::Value Shape(const Napi::CallbackInfo& info) {
     Napi::Array a = Napi::Array::New(info.Env(), shape_.size());
-    for (std::size_t i = 0; i < shape_.size(); ++i) a.Set(static_cast<std::uint32_t>(i), static_cast<double>(shape_[i]));
+    for (std::size_t i = 0; i < shape_.size(); ++i)
+      a.Set(static_cast<std::uint32_t>(i), static_cast<double>(shape_[i]));
     return a;
   }
   Napi::Value Dtype(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), DTypeName(dtype_)); }
   Napi::Value Device(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), SlotName(slot_)); }
-  Napi::Value Size(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(count_)); }
+  Napi::Value Size(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), static_cast<double>(count_));
+  }
   Napi::Value Bytes(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), static_cast<double>(count_ * DTypeSize(dtype_)));
   }
@@ -149,8 +150,8 @@ TensorRef RequireTensor(const Napi::Value& v, const std::string& name) {
 }
 
 Napi::Object WrapTensor(Napi::Env env, TensorRef storage) {
-  auto token = Napi::External<TensorRef>::New(env, new TensorRef(std::move(storage)),
-                                               [](Napi::Env, TensorRef* p) { delete p; });
+  auto token =
+      Napi::External<TensorRef>::New(env, new TensorRef(std::move(storage)), [](Napi::Env, TensorRef* p) { delete p; });
   token.TypeTag(&kTokenTag);
   return GetClass(env, kClassKey).New({token});
 }

@@ -14,13 +14,13 @@ FloatIn ReadFloatIn(const Napi::Value& v, const std::string& name, std::size_t c
   if (IsDeviceTensor(v)) {
     in.tensor = RequireTensor(v, name);
     if (in.tensor->dtype() != DType::kF32) {
-      throw Napi::TypeError::New(v.Env(), name + " must be a float32 DeviceTensor, got " +
-                                              DTypeName(in.tensor->dtype()));
+      throw Napi::TypeError::New(v.Env(),
+                                 name + " must be a float32 DeviceTensor, got " + DTypeName(in.tensor->dtype()));
     }
     in.count = in.tensor->count();
     if (!any && in.count != count) {
-      throw Napi::RangeError::New(v.Env(), name + " has " + std::to_string(in.count) + " elements, expected " +
-                                               std::to_string(count));
+      throw Napi::RangeError::New(
+          v.Env(), name + " has " + std::to_string(in.count) + " elements, expected " + std::to_string(count));
     }
     return in;
   }
@@ -44,8 +44,8 @@ int CallSlot(Napi::Env env, const std::vector<const FloatIn*>& inputs, int reque
   }
   if (slot < 0) return requested < 0 ? kCpuDevice : requested;
   if (requested >= 0 && requested != slot) {
-    throw Napi::RangeError::New(env, "opts.device is " + SlotName(requested) + " but the DeviceTensor arguments are on " +
-                                         SlotName(slot));
+    throw Napi::RangeError::New(
+        env, "opts.device is " + SlotName(requested) + " but the DeviceTensor arguments are on " + SlotName(slot));
   }
   return slot;
 }

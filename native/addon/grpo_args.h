@@ -75,7 +75,8 @@ struct FloatOut {
   Napi::Value ToJs(Napi::Env env);
 };
 
-/** Reads opts.out (Float32Array of `count`, not overlapping `inputs`), or nothing; RangeError with DeviceTensor calls. */
+/** Reads opts.out (Float32Array of `count`, not overlapping `inputs`), or nothing; RangeError with DeviceTensor calls.
+ */
 void SetFloatOut(FloatOut& out, const Napi::Object& opts, std::size_t count, bool tensors, int slot,
                  std::vector<std::int64_t> shape, const std::vector<const FloatIn*>& inputs);
 

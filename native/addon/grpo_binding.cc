@@ -103,18 +103,21 @@ struct AdvantageJob {
   void Run() {
     Staging st(slot);
     if (!st.onCuda()) {
-      grpo::ComputeAdvantages(st.Host(rewards, "grpo advantages: rewards"), ids, n, opts, out.HostData("grpo advantages"));
+      grpo::ComputeAdvantages(st.Host(rewards, "grpo advantages: rewards"), ids, n, opts,
+                              out.HostData("grpo advantages"));
       return;
     }
     const grpo::CudaGrpoBackend& cb = Backend();
     const grpo::GroupPlan plan = grpo::PlanGroups(ids, n);
-    const grpo::DeviceCheck check = cb.advantages(slot - 1, st.Device(rewards, "grpo advantages: rewards"), n, plan, opts,
-                                                  out.DeviceData("grpo advantages"));
+    const grpo::DeviceCheck check = cb.advantages(slot - 1, st.Device(rewards, "grpo advantages: rewards"), n, plan,
+                                                  opts, out.DeviceData("grpo advantages"));
     if (check.bad >= 0 || (opts.estimator == Estimator::kGrpoPassK && plan.singleton >= 0)) {
-      RethrowOnCpu([&] {
-        HostBuffer<float> scratch(static_cast<std::size_t>(n), "grpo advantages: check");
-        grpo::ComputeAdvantages(st.Host(rewards, "grpo advantages: rewards"), ids, n, opts, scratch.data());
-      }, "grpo advantages");
+      RethrowOnCpu(
+          [&] {
+            HostBuffer<float> scratch(static_cast<std::size_t>(n), "grpo advantages: check");
+            grpo::ComputeAdvantages(st.Host(rewards, "grpo advantages: rewards"), ids, n, opts, scratch.data());
+          },
+          "grpo advantages");
     }
     out.Download("grpo advantages");
   }
@@ -166,21 +169,23 @@ struct BroadcastJob {
   void Run() {
     Staging st(slot);
     auto cpu = [&](float* dst) {
-      grpo::BroadcastAdvantages(st.Host(adv, "grpo broadcast: adv"), st.Host(mask, "grpo broadcast: responseMask"), batch,
-                                len, dst);
+      grpo::BroadcastAdvantages(st.Host(adv, "grpo broadcast: adv"), st.Host(mask, "grpo broadcast: responseMask"),
+                                batch, len, dst);
     };
     if (!st.onCuda()) {
       cpu(out.HostData("grpo broadcast"));
       return;
     }
-    const grpo::DeviceCheck check =
-        Backend().broadcast(slot - 1, st.Device(adv, "grpo broadcast: adv"), st.Device(mask, "grpo broadcast: responseMask"),
-                            batch, len, out.DeviceData("grpo broadcast"));
+    const grpo::DeviceCheck check = Backend().broadcast(slot - 1, st.Device(adv, "grpo broadcast: adv"),
+                                                        st.Device(mask, "grpo broadcast: responseMask"), batch, len,
+                                                        out.DeviceData("grpo broadcast"));
     if (check.bad >= 0) {
-      RethrowOnCpu([&] {
-        HostBuffer<float> scratch(static_cast<std::size_t>(batch * len), "grpo broadcast: check");
-        cpu(scratch.data());
-      }, "grpo broadcast");
+      RethrowOnCpu(
+          [&] {
+            HostBuffer<float> scratch(static_cast<std::size_t>(batch * len), "grpo broadcast: check");
+            cpu(scratch.data());
+          },
+          "grpo broadcast");
     }
     out.Download("grpo broadcast");
   }
@@ -241,10 +246,12 @@ struct LossJob {
     bool ok = false;
     result = Backend().policyLoss(slot - 1, Bind(st, true), opts, out.DeviceData("grpo policyLoss: dLogProbs"), &ok);
     if (!ok) {
-      RethrowOnCpu([&] {
-        HostBuffer<float> scratch(static_cast<std::size_t>(in.batch * in.responseLen), "grpo policyLoss: check");
-        grpo::PolicyLoss(Bind(st, false), opts, scratch.data());
-      }, "grpo policyLoss");
+      RethrowOnCpu(
+          [&] {
+            HostBuffer<float> scratch(static_cast<std::size_t>(in.batch * in.responseLen), "grpo policyLoss: check");
+            grpo::PolicyLoss(Bind(st, false), opts, scratch.data());
+          },
+          "grpo policyLoss");
     }
     out.Download("grpo policyLoss: dLogProbs");
   }
@@ -259,8 +266,8 @@ KlType ParseKl(const Napi::Value& v) {
 }
 
 AggMode ParseAgg(const Napi::Value& v) {
-  const std::string m = RequireEnum(v, "aggMode", {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean",
-                                                   "seq-mean-token-sum-norm"});
+  const std::string m =
+      RequireEnum(v, "aggMode", {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"});
   if (m == "token-mean") return AggMode::kTokenMean;
   if (m == "seq-mean-token-sum") return AggMode::kSeqMeanTokenSum;
   if (m == "seq-mean-token-mean") return AggMode::kSeqMeanTokenMean;

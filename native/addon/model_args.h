@@ -143,8 +143,9 @@ class Args {
     if (!a || !b || a->bytes == 0 || b->bytes == 0) return;
     if (allowSame && a->ptr == b->ptr && a->bytes == b->bytes) return;
     if (a->ptr < b->ptr + b->bytes && b->ptr < a->ptr + a->bytes) {
-      throw Napi::RangeError::New(env_, std::string(out) + (allowSame ? " must be " + std::string(in) + " itself or not overlap it"
-                                                                      : " must not overlap " + std::string(in)));
+      throw Napi::RangeError::New(
+          env_, std::string(out) + (allowSame ? " must be " + std::string(in) + " itself or not overlap it"
+                                              : " must not overlap " + std::string(in)));
     }
   }
   /** Disjoint(out, each of ins). */

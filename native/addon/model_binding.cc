@@ -64,7 +64,8 @@ void RunGemm(const GemmCall& g, bool naive, const ModelOps& ops = CpuOps()) {
   const std::int64_t ldc = std::max<std::int64_t>(1, g.n);
   if (g.a.bf16 || g.b.bf16) {
     if (naive) throw ArgumentError("gemmNaive takes float32 arrays only");
-    ops.gemmMixed(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a.ptr, g.a.bf16, lda, g.b.ptr, g.b.bf16, ldb, g.beta, g.c, ldc);
+    ops.gemmMixed(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a.ptr, g.a.bf16, lda, g.b.ptr, g.b.bf16, ldb, g.beta,
+                  g.c, ldc);
     return;
   }
   auto fn = naive ? GemmNaive : ops.gemm;
@@ -121,7 +122,8 @@ Napi::Value SetMatmulPrecisionJs(const Napi::CallbackInfo& info) {
  */
 Napi::Value GemmTimeCudaJs(const Napi::CallbackInfo& info) {
   const Napi::Object o = RequireObject(info[0], "options");
-  OnlyFields(o, "options", {"m", "n", "k", "transA", "transB", "aDtype", "bDtype", "precision", "iterations", "device"});
+  OnlyFields(o, "options",
+             {"m", "n", "k", "transA", "transB", "aDtype", "bDtype", "precision", "iterations", "device"});
   GemmTimingArgs g;
   g.m = RequireInt(Field(o, "m"), "options.m", 1, kMaxDim);
   g.n = RequireInt(Field(o, "n"), "options.n", 1, kMaxDim);
@@ -149,7 +151,8 @@ Napi::Value GemmTimeCudaJs(const Napi::CallbackInfo& info) {
   const GemmTimer timer = GetGemmTimer();
   if (timer == nullptr) throw DeviceError("gemmTimeCuda: this build has no CUDA GEMM kernels");
   if (g.device >= static_cast<int>(CudaDevices().size())) {
-    throw DeviceError("gemmTimeCuda: cuda:" + std::to_string(g.device) + " is not available: " + CudaUnavailableReason());
+    throw DeviceError("gemmTimeCuda: cuda:" + std::to_string(g.device) +
+                      " is not available: " + CudaUnavailableReason());
   }
   return Napi::Number::New(info.Env(), timer(g));
 }
@@ -170,8 +173,10 @@ Napi::Value LinearForwardJs(const Napi::CallbackInfo& info) {
   const float* b = a.OptF32("bias", out);
   float* y = a.F32("out", T * out);
   a.DisjointAll("out", {"x", "weight", "bias"});
-  if (w.bf16) a.Ops().linearForwardBf16(x, w.bits(), b, y, T, in, out);
-  else a.Ops().linearForward(x, w.f32(), b, y, T, in, out);
+  if (w.bf16)
+    a.Ops().linearForwardBf16(x, w.bits(), b, y, T, in, out);
+  else
+    a.Ops().linearForward(x, w.f32(), b, y, T, in, out);
   a.Finish();
   return info.Env().Undefined();
 }
@@ -189,7 +194,9 @@ Napi::Value LinearBackwardJs(const Napi::CallbackInfo& info) {
   a.DisjointAll("dweight", {"dy", "x", "weight", "dbias"});
   a.DisjointAll("dbias", {"dy"});
   if (w.bf16) {
-    if (dw) throw Napi::TypeError::New(info.Env(), "dweight must be null for a bfloat16 weight (bfloat16 weights are frozen)");
+    if (dw)
+      throw Napi::TypeError::New(info.Env(),
+                                 "dweight must be null for a bfloat16 weight (bfloat16 weights are frozen)");
     a.Ops().linearBackwardBf16(w.bits(), dy, dx, db, T, in, out, a.Bool("accumulate", false));
   } else {
     a.Ops().linearBackward(x, w.f32(), dy, dx, dw, db, T, in, out, a.Bool("accumulate", false));
@@ -274,8 +281,10 @@ Napi::Value RopeJs(const Napi::CallbackInfo& info, bool backward) {
   }
   const RopeScaling scaling = ParseRopeScaling(a.Get("scaling"), "scaling");
   const RopeTable& table = CachedRopeTable(Dh, theta, scaling, maxPos + 1);
-  if (backward) a.Ops().ropeBackward(table, x, out, pos, T, H);
-  else a.Ops().ropeForward(table, x, out, pos, T, H);
+  if (backward)
+    a.Ops().ropeBackward(table, x, out, pos, T, H);
+  else
+    a.Ops().ropeForward(table, x, out, pos, T, H);
   a.Finish();
   return info.Env().Undefined();
 }
@@ -343,8 +352,10 @@ Napi::Value EmbeddingForwardJs(const Napi::CallbackInfo& info) {
   float* out = a.F32("out", T * D);
   a.DisjointAll("out", {"table", "ids"});
   if (a.OnCuda()) CheckTokenIds(a.HostI32("ids"), T, V, "ids", false);
-  if (table.bf16) a.Ops().embeddingForwardBf16(table.bits(), ids, out, T, V, D);
-  else a.Ops().embeddingForward(table.f32(), ids, out, T, V, D);
+  if (table.bf16)
+    a.Ops().embeddingForwardBf16(table.bits(), ids, out, T, V, D);
+  else
+    a.Ops().embeddingForward(table.f32(), ids, out, T, V, D);
   a.Finish();
   return info.Env().Undefined();
 }
@@ -432,7 +443,8 @@ Napi::Value CrossEntropyBackwardJs(const Napi::CallbackInfo& info) {
   a.Disjoint("dlogits", "logits", !accumulate);
   a.DisjointAll("dlogits", {"targets", "lse"});
   if (a.OnCuda()) CheckTokenIds(a.HostI32("targets"), T, V, "targets", true);
-  a.Ops().crossEntropyBackward(logits, targets, lse, dlogits, T, V, static_cast<float>(a.Num("gradScale", 1.0)), accumulate);
+  a.Ops().crossEntropyBackward(logits, targets, lse, dlogits, T, V, static_cast<float>(a.Num("gradScale", 1.0)),
+                               accumulate);
   a.Finish();
   return info.Env().Undefined();
 }
@@ -494,7 +506,8 @@ Napi::Value ParamLayoutJs(const Napi::CallbackInfo& info) {
     Napi::Object o = Napi::Object::New(env);
     o.Set("name", s.name);
     Napi::Array shape = Napi::Array::New(env, s.shape.size());
-    for (std::size_t d = 0; d < s.shape.size(); ++d) shape.Set(static_cast<std::uint32_t>(d), static_cast<double>(s.shape[d]));
+    for (std::size_t d = 0; d < s.shape.size(); ++d)
+      shape.Set(static_cast<std::uint32_t>(d), static_cast<double>(s.shape[d]));
     o.Set("shape", shape);
     o.Set("init", s.init == ParamInit::kNormal    ? "normal"
                   : s.init == ParamInit::kUniform ? "uniform"
@@ -532,7 +545,9 @@ model::RopeScaling ParseRopeScaling(const Napi::Value& v, const std::string& nam
     const Napi::Value f = Field(o, key);
     return IsNullish(f) ? def : RequireNumber(f, name + "." + key);
   };
-  auto context = [&] { return RequireInt(Field(o, "originalContext"), name + ".originalContext", 1, std::int64_t{1} << 24); };
+  auto context = [&] {
+    return RequireInt(Field(o, "originalContext"), name + ".originalContext", 1, std::int64_t{1} << 24);
+  };
   r.factor = num("factor");
   if (type == "linear") {
     r.type = model::RopeScaling::Type::kLinear;
@@ -552,7 +567,8 @@ model::RopeScaling ParseRopeScaling(const Napi::Value& v, const std::string& nam
     if (!IsNullish(af)) {
       r.attentionFactor = RequireNumber(af, name + ".attentionFactor");
       if (!(r.attentionFactor > 0.0)) {
-        throw Napi::RangeError::New(v.Env(), name + ".attentionFactor must be > 0 or null, got " + std::to_string(r.attentionFactor));
+        throw Napi::RangeError::New(
+            v.Env(), name + ".attentionFactor must be > 0 or null, got " + std::to_string(r.attentionFactor));
       }
     }
     r.mscale = optNum("mscale", 0.0);
@@ -573,15 +589,17 @@ model::LoraSettings ParseLora(const Napi::Value& v, const std::string& name) {
   if (!targets.IsArray()) throw Napi::TypeError::New(v.Env(), name + ".targets must be an array of module names");
   const Napi::Array arr = targets.As<Napi::Array>();
   std::vector<std::string> names;
-  for (int t = 0; t < model::kLoraTargets; ++t) names.push_back(model::LoraTargetName(static_cast<model::LoraTarget>(t)));
+  for (int t = 0; t < model::kLoraTargets; ++t)
+    names.push_back(model::LoraTargetName(static_cast<model::LoraTarget>(t)));
   for (std::uint32_t i = 0; i < arr.Length(); ++i) {
     const std::string where = name + ".targets[" + std::to_string(i) + "]";
     const std::string t = RequireString(arr.Get(i), where);
     const auto it = std::find(names.begin(), names.end(), t);
     if (it == names.end()) {
-      throw Napi::RangeError::New(v.Env(), where + " = '" + t +
-                                               "' is not a LoRA target (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, "
-                                               "experts.gate_up_proj, experts.down_proj)");
+      throw Napi::RangeError::New(
+          v.Env(), where + " = '" + t +
+                       "' is not a LoRA target (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, "
+                       "experts.gate_up_proj, experts.down_proj)");
     }
     const std::uint32_t bit = 1u << static_cast<unsigned>(it - names.begin());
     if (l.targets & bit) throw Napi::RangeError::New(v.Env(), where + " = '" + t + "' is listed twice");
@@ -617,8 +635,9 @@ model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& nam
   c.initStd = num("initStd", c.initStd);
   const Napi::Value sw = Field(o, "swiglu");
   if (!IsNullish(sw)) {
-    c.swiglu = RequireEnum(sw, name + ".swiglu", {"standard", "clamped"}) == "clamped" ? model::SwiGluParams::GptOss()
-                                                                                         : model::SwiGluParams::Standard();
+    c.swiglu = RequireEnum(sw, name + ".swiglu", {"standard", "clamped"}) == "clamped"
+                   ? model::SwiGluParams::GptOss()
+                   : model::SwiGluParams::Standard();
   }
   // `bias` (legacy) sets the three bias flags that are not given; when given with them it must
   // equal their conjunction (what TypeScript's validated configs carry).
@@ -638,13 +657,16 @@ model::ModelConfig ParseModelConfig(const Napi::Value& v, const std::string& nam
   c.tokenShift = OptionalBoolField(o, "tokenShift", name, false);
   const Napi::Value lt = Field(o, "layerTypes");
   if (!IsNullish(lt)) {
-    if (!lt.IsArray()) throw Napi::TypeError::New(v.Env(), name + ".layerTypes must be null or an array of 'sliding' / 'full'");
+    if (!lt.IsArray())
+      throw Napi::TypeError::New(v.Env(), name + ".layerTypes must be null or an array of 'sliding' / 'full'");
     const Napi::Array arr = lt.As<Napi::Array>();
     for (std::uint32_t i = 0; i < arr.Length(); ++i) {
-      const std::string t = RequireEnum(arr.Get(i), name + ".layerTypes[" + std::to_string(i) + "]", {"sliding", "full"});
+      const std::string t =
+          RequireEnum(arr.Get(i), name + ".layerTypes[" + std::to_string(i) + "]", {"sliding", "full"});
       c.layerTypes.push_back(t == "sliding" ? model::LayerType::kSliding : model::LayerType::kFull);
     }
-    if (c.layerTypes.empty()) throw Napi::RangeError::New(v.Env(), name + ".layerTypes must not be empty (null: the built-in rule)");
+    if (c.layerTypes.empty())
+      throw Napi::RangeError::New(v.Env(), name + ".layerTypes must not be empty (null: the built-in rule)");
   }
   c.experts = optInteger("experts");
   c.expertsPerToken = optInteger("expertsPerToken");

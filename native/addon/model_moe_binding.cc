@@ -77,9 +77,10 @@ Napi::Value MoeForwardJs(const Napi::CallbackInfo& info) {
   const float* x = a.F32("x", T * p.width);
   float* out = a.F32("out", T * p.width);
   float* logits = a.F32("logits", T * p.experts);
-  a.DisjointAll("out", {"x", "router", "gateUp", "down", "gateUpScales", "downScales", "routerBias", "gateUpBias", "downBias", "logits",
-                        "gateUpLoraA", "gateUpLoraB", "downLoraA", "downLoraB"});
-  a.DisjointAll("logits", {"x", "router", "gateUp", "down", "gateUpScales", "downScales", "routerBias", "gateUpBias", "downBias"});
+  a.DisjointAll("out", {"x", "router", "gateUp", "down", "gateUpScales", "downScales", "routerBias", "gateUpBias",
+                        "downBias", "logits", "gateUpLoraA", "gateUpLoraB", "downLoraA", "downLoraB"});
+  a.DisjointAll("logits", {"x", "router", "gateUp", "down", "gateUpScales", "downScales", "routerBias", "gateUpBias",
+                           "downBias"});
   auto box = std::make_unique<MoeStateBox>();
   box->D = p.width;
   box->F = p.ffn;
@@ -125,14 +126,16 @@ Napi::Value MoeBackwardJs(const Napi::CallbackInfo& info) {
   }
   const MoeStateBox& box = *sv.As<Napi::External<MoeStateBox>>().Data();
   if (box.device && !a.OnCuda()) {
-    throw Napi::RangeError::New(info.Env(), "state was made by a forward on cuda: run the backward there (device 'cuda')");
+    throw Napi::RangeError::New(info.Env(),
+                                "state was made by a forward on cuda: run the backward there (device 'cuda')");
   }
   if (!box.device && a.OnCuda()) {
     throw Napi::RangeError::New(info.Env(), "state was made by a forward on the cpu: run the backward there");
   }
   const std::int64_t savedT = box.device ? box.device->T : box.saved.T;
   if (savedT != T || box.D != p.width || box.F != p.ffn || box.E != p.experts || box.K != p.topK) {
-    throw Napi::RangeError::New(info.Env(), "state was made by a forward of other shapes (rows, width, ffn, experts, topK)");
+    throw Napi::RangeError::New(info.Env(),
+                                "state was made by a forward of other shapes (rows, width, ffn, experts, topK)");
   }
   const float* x = a.F32("x", T * p.width);
   const float* dout = a.F32("dout", T * p.width);
@@ -146,27 +149,32 @@ Napi::Value MoeBackwardJs(const Napi::CallbackInfo& info) {
   g.downBias = a.OptF32("ddownBias", p.experts * p.width);
   if ((!p.lora.gateUp() && (a.Has("dgateUpLoraA") || a.Has("dgateUpLoraB"))) ||
       (!p.lora.down() && (a.Has("ddownLoraA") || a.Has("ddownLoraB")))) {
-    throw Napi::TypeError::New(info.Env(), "an expert adapter gradient (dgateUpLoraA, ...) is given without its adapter");
+    throw Napi::TypeError::New(info.Env(),
+                               "an expert adapter gradient (dgateUpLoraA, ...) is given without its adapter");
   }
   const std::int64_t rank = p.lora.rank;
   g.gateUpLoraA = a.OptF32("dgateUpLoraA", p.experts * rank * p.width);
   g.gateUpLoraB = a.OptF32("dgateUpLoraB", p.experts * 2 * p.ffn * rank);
   g.downLoraA = a.OptF32("ddownLoraA", p.experts * rank * p.ffn);
   g.downLoraB = a.OptF32("ddownLoraB", p.experts * p.width * rank);
-  for (const char* out : {"dx", "drouter", "drouterBias", "dgateUp", "dgateUpBias", "ddown", "ddownBias", "dgateUpLoraA",
-                          "dgateUpLoraB", "ddownLoraA", "ddownLoraB"}) {
+  for (const char* out : {"dx", "drouter", "drouterBias", "dgateUp", "dgateUpBias", "ddown", "ddownBias",
+                          "dgateUpLoraA", "dgateUpLoraB", "ddownLoraA", "ddownLoraB"}) {
     a.DisjointAll(out, {"x", "dout", "router", "gateUp", "down", "routerBias", "gateUpBias", "downBias", "gateUpLoraA",
                         "gateUpLoraB", "downLoraA", "downLoraB"});
   }
-  a.DisjointAll("dx", {"drouter", "drouterBias", "dgateUp", "dgateUpBias", "ddown", "ddownBias", "dgateUpLoraA", "dgateUpLoraB",
-                       "ddownLoraA", "ddownLoraB"});
-  if (p.router.bf16 && g.router) throw Napi::TypeError::New(info.Env(), "drouter must be null for a bfloat16 router (frozen)");
-  if (p.gateUp.frozen() && g.gateUp) throw Napi::TypeError::New(info.Env(), "dgateUp must be null for bfloat16 experts (frozen; MXFP4 experts too)");
-  if (p.down.frozen() && g.down) throw Napi::TypeError::New(info.Env(), "ddown must be null for bfloat16 experts (frozen; MXFP4 experts too)");
+  a.DisjointAll("dx", {"drouter", "drouterBias", "dgateUp", "dgateUpBias", "ddown", "ddownBias", "dgateUpLoraA",
+                       "dgateUpLoraB", "ddownLoraA", "ddownLoraB"});
+  if (p.router.bf16 && g.router)
+    throw Napi::TypeError::New(info.Env(), "drouter must be null for a bfloat16 router (frozen)");
+  if (p.gateUp.frozen() && g.gateUp)
+    throw Napi::TypeError::New(info.Env(), "dgateUp must be null for bfloat16 experts (frozen; MXFP4 experts too)");
+  if (p.down.frozen() && g.down)
+    throw Napi::TypeError::New(info.Env(), "ddown must be null for bfloat16 experts (frozen; MXFP4 experts too)");
   if (box.device) {
     const int device = box.device->index.device();
     if (box.device->T > 0 && a.Device() != device) {
-      throw Napi::RangeError::New(info.Env(), "state lives on cuda:" + std::to_string(device) + ": run the backward there");
+      throw Napi::RangeError::New(info.Env(),
+                                  "state lives on cuda:" + std::to_string(device) + ": run the backward there");
     }
     CudaMoe(info.Env()).backward(p, x, dout, *box.device, dx, g, a.Bool("accumulate", false));
     a.Finish();

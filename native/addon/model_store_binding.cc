@@ -86,7 +86,10 @@ std::vector<model::ParamSpec> ParseSpecs(const Napi::Value& v, const std::string
 ParamBuffer ParseWhich(const Napi::Value& v) {
   if (IsNullish(v)) return ParamBuffer::kValue;
   const std::string s = RequireEnum(v, "which", {"value", "grad", "m", "v"});
-  return s == "grad" ? ParamBuffer::kGrad : s == "m" ? ParamBuffer::kM : s == "v" ? ParamBuffer::kV : ParamBuffer::kValue;
+  return s == "grad" ? ParamBuffer::kGrad
+         : s == "m"  ? ParamBuffer::kM
+         : s == "v"  ? ParamBuffer::kV
+                     : ParamBuffer::kValue;
 }
 
 class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
@@ -129,9 +132,11 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
       const Napi::Object o = RequireObject(info[0], "options");
       const std::int64_t seed = RequireInt(Field(o, "seed"), "options.seed", 0, (std::int64_t{1} << 53) - 1);
       const bool hasSpecs = !IsNullish(Field(o, "specs")), hasConfig = !IsNullish(Field(o, "config"));
-      if (hasSpecs == hasConfig) throw Napi::TypeError::New(info.Env(), "options must have exactly one of specs and config");
+      if (hasSpecs == hasConfig)
+        throw Napi::TypeError::New(info.Env(), "options must have exactly one of specs and config");
       std::vector<model::ParamSpec> specs =
-          hasSpecs ? ParseSpecs(Field(o, "specs")) : model::ParamLayout(ParseModelConfig(Field(o, "config"), "options.config"));
+          hasSpecs ? ParseSpecs(Field(o, "specs"))
+                   : model::ParamLayout(ParseModelConfig(Field(o, "config"), "options.config"));
       const Napi::Value device = Field(o, "device");
       const int slot = IsNullish(device) ? kCpuDevice : RequireDevice(device, "options.device");
       store_ = std::make_shared<ParamStore>(std::move(specs), static_cast<std::uint64_t>(seed), slot - 1);
@@ -210,9 +215,13 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
         // raw bfloat16 bits, copied without rounding (a loader's checkpoint bits)
         const Napi::Uint16Array bits = v.As<Napi::Uint16Array>();
         if (!p.bf16() || which != ParamBuffer::kValue) {
-          throw Napi::TypeError::New(info.Env(), "data: a Uint16Array (bfloat16 bits) is accepted only for the value of a "
-                                                 "bfloat16 parameter; '" + p.spec.name + "' is " +
-                                                     (p.bf16() ? "bfloat16 (write its value)" : p.mxfp4() ? "MXFP4 (use writeMxfp4)" : "float32"));
+          throw Napi::TypeError::New(info.Env(),
+                                     "data: a Uint16Array (bfloat16 bits) is accepted only for the value of a "
+                                     "bfloat16 parameter; '" +
+                                         p.spec.name + "' is " +
+                                         (p.bf16()    ? "bfloat16 (write its value)"
+                                          : p.mxfp4() ? "MXFP4 (use writeMxfp4)"
+                                                      : "float32"));
         }
         if (bits.ElementLength() != static_cast<std::size_t>(p.numel)) {
           throw Napi::RangeError::New(info.Env(), "data must have " + std::to_string(p.numel) + " elements, got " +
@@ -230,7 +239,8 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
   Napi::Value ReadBf16(const Napi::CallbackInfo& info) {
     return Guarded(info, [&] {
       model::Parameter& p = Param(info);
-      if (!p.bf16() && !p.mxfp4()) throw Napi::TypeError::New(info.Env(), "readBf16: parameter '" + p.spec.name + "' is float32 (use read)");
+      if (!p.bf16() && !p.mxfp4())
+        throw Napi::TypeError::New(info.Env(), "readBf16: parameter '" + p.spec.name + "' is float32 (use read)");
       Napi::Uint16Array out = Napi::Uint16Array::New(info.Env(), static_cast<std::size_t>(p.numel));
       store_->ReadBf16(p, out.Data());
       return Napi::Value(out);
@@ -262,12 +272,14 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
       const std::size_t n = static_cast<std::size_t>(p.numel);
       auto bytes = [&](const Napi::Value& v, const char* what, std::size_t len) {
         if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
-          throw Napi::TypeError::New(env, std::string("writeMxfp4: ") + what + " of '" + p.spec.name + "' must be a Uint8Array");
+          throw Napi::TypeError::New(
+              env, std::string("writeMxfp4: ") + what + " of '" + p.spec.name + "' must be a Uint8Array");
         }
         const Napi::Uint8Array a = v.As<Napi::Uint8Array>();
         if (a.ElementLength() != len) {
           throw Napi::RangeError::New(env, std::string("writeMxfp4: ") + what + " of '" + p.spec.name + "' must have " +
-                                               std::to_string(len) + " bytes, got " + std::to_string(a.ElementLength()));
+                                               std::to_string(len) + " bytes, got " +
+                                               std::to_string(a.ElementLength()));
         }
         return a.Data();
       };
@@ -301,9 +313,10 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
       const ParamBuffer which = ParseWhich(info[1]);
       float* ptr = ParamStore::Buffer(p, which);
       if (ptr == nullptr) {
-        throw Napi::Error::New(env, "view: parameter '" + p.spec.name + "' has no float32 " +
-                                        (which == ParamBuffer::kValue ? "values (it is bfloat16 or MXFP4; use read() and readBf16())"
-                                                                      : "gradient or moments (it is not trainable)"));
+        throw Napi::Error::New(
+            env, "view: parameter '" + p.spec.name + "' has no float32 " +
+                     (which == ParamBuffer::kValue ? "values (it is bfloat16 or MXFP4; use read() and readBf16())"
+                                                   : "gradient or moments (it is not trainable)"));
       }
       // Drop references to views that were collected, then hand out a new aliasing view that
       // keeps the store alive until it is collected or detached.
@@ -416,9 +429,8 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
   }
 
   Napi::Value Device(const Napi::CallbackInfo& info) {
-    return Guarded(info, [&] {
-      return Napi::Value(Napi::String::New(info.Env(), DeviceName(Store(info.Env()).device() + 1)));
-    });
+    return Guarded(
+        info, [&] { return Napi::Value(Napi::String::New(info.Env(), DeviceName(Store(info.Env()).device() + 1))); });
   }
 
   Napi::Value Append(const Napi::CallbackInfo& info) {
@@ -497,7 +509,8 @@ class ParamStoreWrap : public Napi::ObjectWrap<ParamStoreWrap> {
       if (s.device() >= 0) throw Napi::Error::New(info.Env(), "mergeLora runs on CPU stores only");
       std::unique_lock<std::shared_mutex> lock(s.layoutMutex(), std::try_to_lock);
       if (!lock.owns_lock()) {
-        throw Napi::Error::New(info.Env(), "the store is in use by a running forward, backward or generation; wait for it");
+        throw Napi::Error::New(info.Env(),
+                               "the store is in use by a running forward, backward or generation; wait for it");
       }
       model::LoraMerge(w, rowOffset, a, b, scale);
       return info.Env().Undefined();
@@ -531,8 +544,6 @@ std::shared_ptr<model::ParamStore> UnwrapParamStore(const Napi::Value& v, const 
   return store;
 }
 
-void RegisterParamStore(Napi::Env env, Napi::Object exports) {
-  exports.Set("ParamStore", ParamStoreWrap::Define(env));
-}
+void RegisterParamStore(Napi::Env env, Napi::Object exports) { exports.Set("ParamStore", ParamStoreWrap::Define(env)); }
 
 }  // namespace sinkflex::addon

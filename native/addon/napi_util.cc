@@ -29,11 +29,16 @@ std::string TypeName(const Napi::Value& v) {
   if (v.IsNull()) return "null";
   if (v.IsTypedArray()) {
     switch (v.As<Napi::TypedArray>().TypedArrayType()) {
-      case napi_float32_array: return "Float32Array";
-      case napi_float64_array: return "Float64Array";
-      case napi_int32_array: return "Int32Array";
-      case napi_uint8_array: return "Uint8Array";
-      default: return "another typed array";
+      case napi_float32_array:
+        return "Float32Array";
+      case napi_float64_array:
+        return "Float64Array";
+      case napi_int32_array:
+        return "Int32Array";
+      case napi_uint8_array:
+        return "Uint8Array";
+      default:
+        return "another typed array";
     }
   }
   if (v.IsArray()) return "an Array";
@@ -100,8 +105,8 @@ Napi::Float32Array RequireF32(const Napi::Value& v, const std::string& name) {
 Napi::Float32Array RequireF32(const Napi::Value& v, const std::string& name, std::size_t length) {
   Napi::Float32Array a = RequireF32(v, name);
   if (a.ElementLength() != length) {
-    ThrowRange(v.Env(), name + " has length " + std::to_string(a.ElementLength()) + ", expected " +
-                            std::to_string(length));
+    ThrowRange(v.Env(),
+               name + " has length " + std::to_string(a.ElementLength()) + ", expected " + std::to_string(length));
   }
   return a;
 }
@@ -112,8 +117,8 @@ Napi::Int32Array RequireI32(const Napi::Value& v, const std::string& name, std::
   }
   Napi::Int32Array a = v.As<Napi::Int32Array>();
   if (a.ElementLength() != length) {
-    ThrowRange(v.Env(), name + " has length " + std::to_string(a.ElementLength()) + ", expected " +
-                            std::to_string(length));
+    ThrowRange(v.Env(),
+               name + " has length " + std::to_string(a.ElementLength()) + ", expected " + std::to_string(length));
   }
   return a;
 }
@@ -127,7 +132,8 @@ bool OptionalF32(const Napi::Value& v, const std::string& name, std::size_t leng
 std::int64_t RequireInt(const Napi::Value& v, const std::string& name, std::int64_t min, std::int64_t max) {
   if (!v.IsNumber()) ThrowType(v.Env(), name + " must be an integer, got " + TypeName(v));
   const double d = v.As<Napi::Number>().DoubleValue();
-  if (!std::isfinite(d) || std::floor(d) != d) ThrowRange(v.Env(), name + " must be an integer, got " + std::to_string(d));
+  if (!std::isfinite(d) || std::floor(d) != d)
+    ThrowRange(v.Env(), name + " must be an integer, got " + std::to_string(d));
   if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
     ThrowRange(v.Env(), name + " must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " +
                             std::to_string(static_cast<long long>(d)));
@@ -143,7 +149,8 @@ double RequireNumber(const Napi::Value& v, const std::string& name) {
 }
 
 Napi::Object RequireObject(const Napi::Value& v, const std::string& name) {
-  if (!v.IsObject() || v.IsArray() || v.IsTypedArray()) ThrowType(v.Env(), name + " must be an object, got " + TypeName(v));
+  if (!v.IsObject() || v.IsArray() || v.IsTypedArray())
+    ThrowType(v.Env(), name + " must be an object, got " + TypeName(v));
   return v.As<Napi::Object>();
 }
 
@@ -190,8 +197,8 @@ Napi::Error ToJsError(Napi::Env env, std::exception_ptr ep) {
 
 Napi::Function MakeFunction(Napi::Env env, const char* name, Napi::Value (*fn)(const Napi::CallbackInfo&)) {
   return Napi::Function::New(
-      env,
-      [fn](const Napi::CallbackInfo& info) -> Napi::Value { return Guarded(info, [&] { return fn(info); }); }, name);
+      env, [fn](const Napi::CallbackInfo& info) -> Napi::Value { return Guarded(info, [&] { return fn(info); }); },
+      name);
 }
 
 void Export(Napi::Env env, Napi::Object exports, const char* name, Napi::Value (*fn)(const Napi::CallbackInfo&)) {
@@ -219,11 +226,10 @@ Napi::Float32Array AdoptF32(Napi::Env env, HostBuffer<float>&& buf) {
   if (count == 0) return Napi::Float32Array::New(env, 0);
   float* ptr = buf.release();
   const std::size_t bytes = count * sizeof(float);
-  Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
-      env, ptr, bytes, [bytes](Napi::Env finalEnv, void* p) {
-        HostFree(p, bytes);
-        Napi::MemoryManagement::AdjustExternalMemory(finalEnv, -static_cast<std::int64_t>(bytes));
-      });
+  Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, ptr, bytes, [bytes](Napi::Env finalEnv, void* p) {
+    HostFree(p, bytes);
+    Napi::MemoryManagement::AdjustExternalMemory(finalEnv, -static_cast<std::int64_t>(bytes));
+  });
   Napi::MemoryManagement::AdjustExternalMemory(env, static_cast<std::int64_t>(bytes));
   return Napi::Float32Array::New(env, count, ab, 0);
 }

@@ -19,8 +19,8 @@ namespace sinkflex::addon {
 namespace {
 
 using model::Session;
-using model::Transformer;
 using model::TrainState;
+using model::Transformer;
 
 constexpr napi_type_tag kTransformerTag = {0x1c7e5a3f9d2b4086ull, 0xb3f08d6e2a1c5947ull};
 constexpr napi_type_tag kSessionTag = {0x8d2f6b1e4a9c3057ull, 0x5e7a0c3b9f1d2684ull};
@@ -101,7 +101,7 @@ model::TrainForwardOptions ParseForwardOptions(const Napi::Value& v) {
   const Napi::Value impl = Field(obj, "impl");
   if (!IsNullish(impl)) {
     o.impl = RequireEnum(impl, "options.impl", {"fused", "eager"}) == "eager" ? model::AttentionImpl::kEager
-                                                                            : model::AttentionImpl::kFused;
+                                                                              : model::AttentionImpl::kFused;
   }
   const Napi::Value temp = Field(obj, "temperature");
   if (!IsNullish(temp)) {
@@ -111,7 +111,8 @@ model::TrainForwardOptions ParseForwardOptions(const Napi::Value& v) {
   }
   o.save = OptionalBool(obj, "save", "options.save", false);
   const Napi::Value checkpoint = Field(obj, "checkpoint");
-  if (!IsNullish(checkpoint)) o.checkpointLayers = RequireEnum(checkpoint, "options.checkpoint", {"none", "layers"}) == "layers";
+  if (!IsNullish(checkpoint))
+    o.checkpointLayers = RequireEnum(checkpoint, "options.checkpoint", {"none", "layers"}) == "layers";
   const Napi::Value chunk = Field(obj, "headChunk");
   if (!IsNullish(chunk)) o.headChunk = RequireInt(chunk, "options.headChunk", 0, std::int64_t{1} << 40);
   return o;
@@ -195,8 +196,7 @@ class TransformerWrap : public Napi::ObjectWrap<TransformerWrap> {
     r.Set("entropy", AdoptF32(env, std::move(out.entropy)));
     if (out.state) {
       auto* box = new StateBox{m, std::move(out.state)};
-      Napi::External<StateBox> ext =
-          Napi::External<StateBox>::New(env, box, [](Napi::Env, StateBox* b) { delete b; });
+      Napi::External<StateBox> ext = Napi::External<StateBox>::New(env, box, [](Napi::Env, StateBox* b) { delete b; });
       ext.TypeTag(&kStateTag);
       r.Set("state", ext);
     } else {
@@ -410,7 +410,9 @@ class SessionWrap : public Napi::ObjectWrap<SessionWrap> {
 };
 
 model::SampleParams ParseSampleParams(const Napi::Object& o, const std::string& name) {
-  OnlyFields(o, name, {"kind", "temperature", "topP", "topK", "minP", "repetitionPenalty", "presencePenalty", "frequencyPenalty", "logprobsMode", "maxTokens", "stop"});
+  OnlyFields(o, name,
+             {"kind", "temperature", "topP", "topK", "minP", "repetitionPenalty", "presencePenalty", "frequencyPenalty",
+              "logprobsMode", "maxTokens", "stop"});
   model::SampleParams p;
   auto num = [&](const char* key, double def) {
     const Napi::Value f = Field(o, key);
@@ -425,18 +427,25 @@ model::SampleParams ParseSampleParams(const Napi::Object& o, const std::string& 
   p.minP = num("minP", 0.0);
   if (!(p.minP >= 0.0 && p.minP <= 1.0)) ThrowRange(o.Env(), name + ".minP must be in [0, 1]");
   p.repetitionPenalty = num("repetitionPenalty", 1.0);
-  if (!(p.repetitionPenalty > 0.0) || !std::isfinite(p.repetitionPenalty)) ThrowRange(o.Env(), name + ".repetitionPenalty must be a finite number > 0");
+  if (!(p.repetitionPenalty > 0.0) || !std::isfinite(p.repetitionPenalty))
+    ThrowRange(o.Env(), name + ".repetitionPenalty must be a finite number > 0");
   p.presencePenalty = num("presencePenalty", 0.0);
-  if (!(p.presencePenalty >= -2.0 && p.presencePenalty <= 2.0)) ThrowRange(o.Env(), name + ".presencePenalty must be in [-2, 2]");
+  if (!(p.presencePenalty >= -2.0 && p.presencePenalty <= 2.0))
+    ThrowRange(o.Env(), name + ".presencePenalty must be in [-2, 2]");
   p.frequencyPenalty = num("frequencyPenalty", 0.0);
-  if (!(p.frequencyPenalty >= -2.0 && p.frequencyPenalty <= 2.0)) ThrowRange(o.Env(), name + ".frequencyPenalty must be in [-2, 2]");
+  if (!(p.frequencyPenalty >= -2.0 && p.frequencyPenalty <= 2.0))
+    ThrowRange(o.Env(), name + ".frequencyPenalty must be in [-2, 2]");
   const Napi::Value mode = Field(o, "logprobsMode");
   if (!IsNullish(mode)) {
     const std::string m = RequireString(mode, name + ".logprobsMode");
-    if (m == "tempered") p.logprobsMode = model::LogprobsMode::kTempered;
-    else if (m == "raw") p.logprobsMode = model::LogprobsMode::kRaw;
-    else if (m == "processed") p.logprobsMode = model::LogprobsMode::kProcessed;
-    else ThrowRange(o.Env(), name + ".logprobsMode must be 'tempered', 'raw' or 'processed'");
+    if (m == "tempered")
+      p.logprobsMode = model::LogprobsMode::kTempered;
+    else if (m == "raw")
+      p.logprobsMode = model::LogprobsMode::kRaw;
+    else if (m == "processed")
+      p.logprobsMode = model::LogprobsMode::kProcessed;
+    else
+      ThrowRange(o.Env(), name + ".logprobsMode must be 'tempered', 'raw' or 'processed'");
   }
   p.maxTokens = RequireInt(Field(o, "maxTokens"), name + ".maxTokens", 0, std::int64_t{1} << 31);
   const Napi::Value stop = Field(o, "stop");
@@ -470,8 +479,10 @@ Napi::Value TransformerWrap::RunAsync(const Napi::CallbackInfo& info) {
     if (!IsNullish(info[1])) {
       const Napi::Object o = RequireObject(info[1], "options");
       OnlyFields(o, "options", {"maxForwards", "prefillChunk"});
-      if (!IsNullish(Field(o, "maxForwards"))) ro.maxForwards = RequireInt(Field(o, "maxForwards"), "options.maxForwards", 0, kMaxSeed);
-      if (!IsNullish(Field(o, "prefillChunk"))) ro.prefillChunk = RequireInt(Field(o, "prefillChunk"), "options.prefillChunk", 1, kMaxSeed);
+      if (!IsNullish(Field(o, "maxForwards")))
+        ro.maxForwards = RequireInt(Field(o, "maxForwards"), "options.maxForwards", 0, kMaxSeed);
+      if (!IsNullish(Field(o, "prefillChunk")))
+        ro.prefillChunk = RequireInt(Field(o, "prefillChunk"), "options.prefillChunk", 1, kMaxSeed);
     }
     // Parse and check everything before touching any session.
     std::vector<std::shared_ptr<Session>> sessions;

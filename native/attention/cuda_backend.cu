@@ -53,7 +53,8 @@ void RequireBackward(const DeviceBackwardArgs& a, bool needOut) {
 // Says once per process why a bf16 call does not use the tensor cores.
 void NoteNoTensorCores(std::once_flag& once, const std::string& why) {
   std::call_once(once, [&] {
-    std::fprintf(stderr, "sinkflex: bf16 CUDA attention without tensor cores (%s): the fp32-arithmetic kernels run instead\n",
+    std::fprintf(stderr,
+                 "sinkflex: bf16 CUDA attention without tensor cores (%s): the fp32-arithmetic kernels run instead\n",
                  why.c_str());
   });
 }

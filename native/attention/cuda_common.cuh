@@ -51,7 +51,7 @@ struct DevTiles {
   const std::uint8_t* states = nullptr;  // [entries][qTiles][kTiles], BlockState values
   const std::int32_t* kvPtr = nullptr;   // [entries * qTiles + 1]: non-empty key tiles of each query tile
   const std::int32_t* kvIdx = nullptr;
-  const std::int32_t* qPtr = nullptr;    // [entries * kTiles + 1]: non-empty query tiles of each key tile
+  const std::int32_t* qPtr = nullptr;  // [entries * kTiles + 1]: non-empty query tiles of each key tile
   const std::int32_t* qIdx = nullptr;
   int qTiles = 0, kTiles = 0, entries = 1;
 };
@@ -71,14 +71,20 @@ __device__ __forceinline__ bool MaskAllowed(const DevMask& m, long long b, long 
     const DevMaskOp op = m.ops[p];
     bool v;
     switch (op.kind) {
-      case kOpAll: v = true; break;
-      case kOpCausal: v = j <= i; break;
+      case kOpAll:
+        v = true;
+        break;
+      case kOpCausal:
+        v = j <= i;
+        break;
       case kOpWindow: {
         const long long d = i >= j ? i - j : j - i;
         v = d <= op.value - 1;
         break;
       }
-      case kOpPrefix: v = j < op.value; break;
+      case kOpPrefix:
+        v = j < op.value;
+        break;
       case kOpDocuments: {
         const std::int32_t* row = m.ids + op.idsOffset + b * op.idsStride;
         v = row[i] == row[j];

@@ -138,7 +138,8 @@ __device__ float BlockReduce(float v, bool isMax, float* scratch) {
 
 __global__ void DenseMaskKernel(AttnParams p, std::uint8_t* mask) {  // row = (mask batch, i)
   const long long row = blockIdx.x, b = row / p.T, i = row % p.T;
-  for (long long j = threadIdx.x; j < p.Tk; j += kThreads) mask[row * p.Tk + j] = MaskAllowed(p.mask, b, p.qOffset + i, j);
+  for (long long j = threadIdx.x; j < p.Tk; j += kThreads)
+    mask[row * p.Tk + j] = MaskAllowed(p.mask, b, p.qOffset + i, j);
 }
 
 __global__ void PrepareScoresKernel(AttnParams p, float* S, const std::uint8_t* mask, bool maskPerBatch,

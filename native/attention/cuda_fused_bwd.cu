@@ -29,7 +29,8 @@ struct BwdCfg {
   static constexpr int RM = BM / 16, CN = BN / 16, KN = BN / 16, ON = DB / 16;
   static constexpr int DP = DB + 1, PP = BN + 1;
   static constexpr std::size_t kSmem =
-      (2 * std::size_t(BM) * DP + 2 * std::size_t(BN) * DP + std::size_t(BM) * PP + 2 * std::size_t(BM)) * sizeof(float);
+      (2 * std::size_t(BM) * DP + 2 * std::size_t(BN) * DP + std::size_t(BM) * PP + 2 * std::size_t(BM)) *
+      sizeof(float);
 };
 
 template <typename T, int DB, int ROWS>
@@ -108,8 +109,8 @@ __device__ __forceinline__ void StepGrads(const AttnParams& p, long long b, long
         z = cap * th;
         dt = 1.0f - th * th;
       }
-      const bool visible = i < p.T && j < p.Tk && L != -INFINITY &&
-                           (!partial || MaskAllowed(p.mask, b, p.qOffset + i, j));
+      const bool visible =
+          i < p.T && j < p.Tk && L != -INFINITY && (!partial || MaskAllowed(p.mask, b, p.qOffset + i, j));
       const float P = visible ? expf(z - L) : 0.0f;
       pr[r][c] = P;
       ds[r][c] = P * (dp[r][c] - Di) * dt;
@@ -156,11 +157,10 @@ __global__ void SinkGradKernel(AttnParams p, const float* __restrict__ sinks, co
 }
 
 template <typename T, int DB, int BM, int BN>
-__global__ void __launch_bounds__(kThreads) KeyGradKernel(AttnParams p, const T* __restrict__ q,
-                                                          const T* __restrict__ k, const T* __restrict__ v,
-                                                          const T* __restrict__ dOut, const float* __restrict__ lse,
-                                                          const float* __restrict__ delta, T* __restrict__ dk,
-                                                          T* __restrict__ dv) {
+__global__ void __launch_bounds__(kThreads)
+    KeyGradKernel(AttnParams p, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                  const T* __restrict__ dOut, const float* __restrict__ lse, const float* __restrict__ delta,
+                  T* __restrict__ dk, T* __restrict__ dv) {
   using C = BwdCfg<DB, BM, BN>;
   constexpr int RM = C::RM, CN = C::CN, KN = C::KN, ON = C::ON, DP = C::DP, PP = C::PP;
   constexpr int kSub = kTile / BN;
@@ -262,10 +262,10 @@ __global__ void __launch_bounds__(kThreads) KeyGradKernel(AttnParams p, const T*
 }
 
 template <typename T, int DB, int BM, int BN>
-__global__ void __launch_bounds__(kThreads) QueryGradKernel(AttnParams p, const T* __restrict__ q,
-                                                            const T* __restrict__ k, const T* __restrict__ v,
-                                                            const T* __restrict__ dOut, const float* __restrict__ lse,
-                                                            const float* __restrict__ delta, T* __restrict__ dq) {
+__global__ void __launch_bounds__(kThreads)
+    QueryGradKernel(AttnParams p, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                    const T* __restrict__ dOut, const float* __restrict__ lse, const float* __restrict__ delta,
+                    T* __restrict__ dq) {
   using C = BwdCfg<DB, BM, BN>;
   constexpr int RM = C::RM, CN = C::CN, ON = C::ON, DP = C::DP, PP = C::PP;
   constexpr int kSub = kTile / BM;
@@ -354,16 +354,18 @@ void LaunchGrads(const AttnParams& p, const DeviceBackwardArgs& a, const float* 
   RequireSharedMemory(C::kSmem, "the fused attention backward");
   auto kvKernel = KeyGradKernel<T, DB, BM, BN>;
   auto qKernel = QueryGradKernel<T, DB, BM, BN>;
-  SFX_CUDA_CHECK(cudaFuncSetAttribute(kvKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmem)));
-  SFX_CUDA_CHECK(cudaFuncSetAttribute(qKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmem)));
+  SFX_CUDA_CHECK(
+      cudaFuncSetAttribute(kvKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmem)));
+  SFX_CUDA_CHECK(
+      cudaFuncSetAttribute(qKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmem)));
   const long long kvBlocks = static_cast<long long>(p.tiles.kTiles) * (kTile / BN) * p.B * p.Hkv;
   const long long qBlocks = static_cast<long long>(p.tiles.qTiles) * (kTile / BM) * p.B * p.Hq;
   if (kvBlocks > 2147483647LL || qBlocks > 2147483647LL) throw ArgumentError("too many tiles for one launch");
-  SFX_LAUNCH(kvKernel, static_cast<unsigned>(kvBlocks), kThreads, C::kSmem, stream)(p, q, k, v, dOut, a.lse, delta,
-                                                                            static_cast<T*>(a.dk), static_cast<T*>(a.dv));
+  SFX_LAUNCH(kvKernel, static_cast<unsigned>(kvBlocks), kThreads, C::kSmem, stream)
+  (p, q, k, v, dOut, a.lse, delta, static_cast<T*>(a.dk), static_cast<T*>(a.dv));
   SFX_CUDA_LAUNCH_CHECK("KeyGradKernel");
-  SFX_LAUNCH(qKernel, static_cast<unsigned>(qBlocks), kThreads, C::kSmem, stream)(p, q, k, v, dOut, a.lse, delta,
-                                                                          static_cast<T*>(a.dq));
+  SFX_LAUNCH(qKernel, static_cast<unsigned>(qBlocks), kThreads, C::kSmem, stream)
+  (p, q, k, v, dOut, a.lse, delta, static_cast<T*>(a.dq));
   SFX_CUDA_LAUNCH_CHECK("QueryGradKernel");
 }
 
@@ -372,8 +374,8 @@ void LaunchPrologueTyped(const AttnParams& p, const DeviceBackwardArgs& a, float
   const long long rows = p.B * p.Hq * p.T;
   const long long deltaBlocks = (rows * 32 + kThreads - 1) / kThreads;
   if (deltaBlocks > 2147483647LL) throw ArgumentError("too many rows for one launch");
-  SFX_LAUNCH(DeltaKernel<T>, static_cast<unsigned>(deltaBlocks), kThreads, 0, stream)(
-      p, static_cast<const T*>(a.out), static_cast<const T*>(a.dOut), a.dLse, delta);
+  SFX_LAUNCH(DeltaKernel<T>, static_cast<unsigned>(deltaBlocks), kThreads, 0, stream)
+  (p, static_cast<const T*>(a.out), static_cast<const T*>(a.dOut), a.dLse, delta);
   SFX_CUDA_LAUNCH_CHECK("DeltaKernel");
   if (a.sinks != nullptr && a.dSinks != nullptr) {
     SFX_LAUNCH(SinkGradKernel, static_cast<unsigned>(p.Hq), kThreads, 0, stream)(p, a.sinks, a.lse, delta, a.dSinks);

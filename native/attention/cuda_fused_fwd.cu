@@ -24,7 +24,8 @@ template <int DB, int BM, int BN>
 struct FwdCfg {
   static constexpr int RM = BM / 16, CN = BN / 16, ON = DB / 16;
   static constexpr int DP = DB + 1, PP = BN + 1;  // odd strides: no bank conflicts
-  static constexpr std::size_t kSmem = (std::size_t(BM) * DP + std::size_t(BN) * DP + std::size_t(BM) * PP) * sizeof(float);
+  static constexpr std::size_t kSmem =
+      (std::size_t(BM) * DP + std::size_t(BN) * DP + std::size_t(BM) * PP) * sizeof(float);
 };
 
 // Loads `rows` rows of the tensor [.., row, heads, D] starting at `base` (row stride `stride`)
@@ -42,10 +43,9 @@ __device__ __forceinline__ void LoadTile(float* S, const T* base, long long stri
 }
 
 template <typename T, int DB, int BM, int BN>
-__global__ void __launch_bounds__(kThreads) FusedForwardKernel(AttnParams p, const T* __restrict__ q,
-                                                               const T* __restrict__ k, const T* __restrict__ v,
-                                                               const float* __restrict__ sinks, T* __restrict__ out,
-                                                               float* __restrict__ lse) {
+__global__ void __launch_bounds__(kThreads)
+    FusedForwardKernel(AttnParams p, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                       const float* __restrict__ sinks, T* __restrict__ out, float* __restrict__ lse) {
   using C = FwdCfg<DB, BM, BN>;
   constexpr int RM = C::RM, CN = C::CN, ON = C::ON, DP = C::DP, PP = C::PP;
   constexpr int kSub = kTile / BM;

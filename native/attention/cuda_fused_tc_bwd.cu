@@ -39,8 +39,7 @@ __device__ __forceinline__ void ProbAndGrad(const AttnParams& p, long long b, lo
     z = p.softcap * th;
     dt = 1.0f - th * th;
   }
-  const bool visible =
-      i < p.T && j < p.Tk && L != -INFINITY && (!partial || MaskAllowed(p.mask, b, p.qOffset + i, j));
+  const bool visible = i < p.T && j < p.Tk && L != -INFINITY && (!partial || MaskAllowed(p.mask, b, p.qOffset + i, j));
   P = visible ? expf(z - L) : 0.0f;
   dS = P * (dp - Di) * dt;
 }
@@ -54,14 +53,11 @@ struct TcKeyCfg {
 };
 
 template <int DB, int QS>
-__global__ void __launch_bounds__(kThreads) TcKeyGradKernel(AttnParams p, const std::uint16_t* __restrict__ q,
-                                                            const std::uint16_t* __restrict__ k,
-                                                            const std::uint16_t* __restrict__ v,
-                                                            const std::uint16_t* __restrict__ dOut,
-                                                            const float* __restrict__ lse,
-                                                            const float* __restrict__ delta,
-                                                            std::uint16_t* __restrict__ dk, std::uint16_t* __restrict__ dv,
-                                                            int split, float* __restrict__ partial) {
+__global__ void __launch_bounds__(kThreads)
+    TcKeyGradKernel(AttnParams p, const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
+                    const std::uint16_t* __restrict__ v, const std::uint16_t* __restrict__ dOut,
+                    const float* __restrict__ lse, const float* __restrict__ delta, std::uint16_t* __restrict__ dk,
+                    std::uint16_t* __restrict__ dv, int split, float* __restrict__ partial) {
   using C = TcKeyCfg<DB, QS>;
   constexpr int RP = C::RP, NT = QS / 8, ON = DB / 8;
   SFX_DYNAMIC_SHARED(TcChunk, raw);
@@ -143,7 +139,7 @@ __global__ void __launch_bounds__(kThreads) TcKeyGradKernel(AttnParams p, const 
             const long long j = j0 + r0 + g + 8 * (e >> 1), i = i0 + c;
             ProbAndGrad(p, b, i, j, partial, s[n][e], dp[n][e], Ls[c], Ds[c], s[n][e], dp[n][e]);
           }
-        // dV += Pᵀ dO and dK += dSᵀ Q, P and dS as bf16 A fragments (16 keys x 16 queries per step).
+          // dV += Pᵀ dO and dK += dSᵀ Q, P and dS as bf16 A fragments (16 keys x 16 queries per step).
 #pragma unroll
         for (int kk = 0; kk < QS / 16; ++kk) {
           std::uint32_t ap[4], ad[4];
@@ -188,8 +184,8 @@ __global__ void __launch_bounds__(kThreads) TcKeyGradKernel(AttnParams p, const 
 }
 
 /** dk and dv = the sums over the `split` partial planes (in order), rounded to bf16. */
-__global__ void SumSplitsKernel(long long n, int split, const float* __restrict__ partial, std::uint16_t* __restrict__ dk,
-                                std::uint16_t* __restrict__ dv) {
+__global__ void SumSplitsKernel(long long n, int split, const float* __restrict__ partial,
+                                std::uint16_t* __restrict__ dk, std::uint16_t* __restrict__ dv) {
   const long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n) return;
   float sk = 0.0f, sv = 0.0f;
@@ -210,13 +206,10 @@ struct TcQueryCfg {
 };
 
 template <int DB, int BN>
-__global__ void __launch_bounds__(kThreads) TcQueryGradKernel(AttnParams p, const std::uint16_t* __restrict__ q,
-                                                              const std::uint16_t* __restrict__ k,
-                                                              const std::uint16_t* __restrict__ v,
-                                                              const std::uint16_t* __restrict__ dOut,
-                                                              const float* __restrict__ lse,
-                                                              const float* __restrict__ delta,
-                                                              std::uint16_t* __restrict__ dq) {
+__global__ void __launch_bounds__(kThreads)
+    TcQueryGradKernel(AttnParams p, const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
+                      const std::uint16_t* __restrict__ v, const std::uint16_t* __restrict__ dOut,
+                      const float* __restrict__ lse, const float* __restrict__ delta, std::uint16_t* __restrict__ dq) {
   using C = TcQueryCfg<DB, BN>;
   constexpr int RP = C::RP, NT = BN / 8, ON = DB / 8;
   SFX_DYNAMIC_SHARED(TcChunk, raw);
@@ -297,7 +290,7 @@ __global__ void __launch_bounds__(kThreads) TcQueryGradKernel(AttnParams p, cons
           float P;
           ProbAndGrad(p, b, i, j, partial, s[n][e], dp[n][e], L[hr], Di[hr], P, dp[n][e]);
         }
-      // dQ += dS K (dS as bf16 A fragments, K through ldmatrix.trans).
+        // dQ += dS K (dS as bf16 A fragments, K through ldmatrix.trans).
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
         std::uint32_t ad[4];
@@ -329,7 +322,8 @@ __global__ void __launch_bounds__(kThreads) TcQueryGradKernel(AttnParams p, cons
 }
 
 template <int DB, int QS, int BN>
-void LaunchGrads(int device, const AttnParams& p, const DeviceBackwardArgs& a, const float* delta, cudaStream_t stream) {
+void LaunchGrads(int device, const AttnParams& p, const DeviceBackwardArgs& a, const float* delta,
+                 cudaStream_t stream) {
   using KC = TcKeyCfg<DB, QS>;
   using QC = TcQueryCfg<DB, BN>;
   const auto* q = static_cast<const std::uint16_t*>(a.q);
@@ -339,8 +333,10 @@ void LaunchGrads(int device, const AttnParams& p, const DeviceBackwardArgs& a, c
   RequireSharedMemory(KC::kSmem > QC::kSmem ? KC::kSmem : QC::kSmem, "the tensor-core attention backward");
   auto kvKernel = TcKeyGradKernel<DB, QS>;
   auto qKernel = TcQueryGradKernel<DB, BN>;
-  SFX_CUDA_CHECK(cudaFuncSetAttribute(kvKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(KC::kSmem)));
-  SFX_CUDA_CHECK(cudaFuncSetAttribute(qKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(QC::kSmem)));
+  SFX_CUDA_CHECK(
+      cudaFuncSetAttribute(kvKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(KC::kSmem)));
+  SFX_CUDA_CHECK(
+      cudaFuncSetAttribute(qKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(QC::kSmem)));
   // Split the group's query heads over blocks when (key tile, batch, kv head) blocks alone would
   // not fill the GPU: the smallest divisor of G that gives 4 blocks per multiprocessor, else G.
   const long long kvBase = static_cast<long long>(p.tiles.kTiles) * p.B * p.Hkv;
@@ -357,19 +353,19 @@ void LaunchGrads(int device, const AttnParams& p, const DeviceBackwardArgs& a, c
   const long long n = p.B * p.Tk * p.Hkv * p.D;
   DeviceBuffer<float> partial(device, split > 1 ? static_cast<std::size_t>(2 * split * n) : 1,
                               "tensor-core attention backward dk/dv partials");
-  SFX_LAUNCH(kvKernel, static_cast<unsigned>(kvBlocks), kThreads, KC::kSmem, stream)(
-      p, q, k, v, dOut, a.lse, delta, static_cast<std::uint16_t*>(a.dk), static_cast<std::uint16_t*>(a.dv), split,
-      partial.data());
+  SFX_LAUNCH(kvKernel, static_cast<unsigned>(kvBlocks), kThreads, KC::kSmem, stream)
+  (p, q, k, v, dOut, a.lse, delta, static_cast<std::uint16_t*>(a.dk), static_cast<std::uint16_t*>(a.dv), split,
+   partial.data());
   SFX_CUDA_LAUNCH_CHECK("TcKeyGradKernel");
   if (split > 1) {
     const long long blocks = (n + 255) / 256;
     if (blocks > 2147483647LL) throw ArgumentError("too many dk/dv elements for one launch");
-    SFX_LAUNCH(SumSplitsKernel, static_cast<unsigned>(blocks), 256, 0, stream)(
-        n, split, partial.data(), static_cast<std::uint16_t*>(a.dk), static_cast<std::uint16_t*>(a.dv));
+    SFX_LAUNCH(SumSplitsKernel, static_cast<unsigned>(blocks), 256, 0, stream)
+    (n, split, partial.data(), static_cast<std::uint16_t*>(a.dk), static_cast<std::uint16_t*>(a.dv));
     SFX_CUDA_LAUNCH_CHECK("SumSplitsKernel");
   }
-  SFX_LAUNCH(qKernel, static_cast<unsigned>(qBlocks), kThreads, QC::kSmem, stream)(
-      p, q, k, v, dOut, a.lse, delta, static_cast<std::uint16_t*>(a.dq));
+  SFX_LAUNCH(qKernel, static_cast<unsigned>(qBlocks), kThreads, QC::kSmem, stream)
+  (p, q, k, v, dOut, a.lse, delta, static_cast<std::uint16_t*>(a.dq));
   SFX_CUDA_LAUNCH_CHECK("TcQueryGradKernel");
   SFX_CUDA_CHECK(cudaStreamSynchronize(stream));  // partial is freed on return
 }

@@ -31,11 +31,10 @@ struct TcFwdCfg {
 };
 
 template <int DB>
-__global__ void __launch_bounds__(kThreads) TcForwardKernel(AttnParams p, const std::uint16_t* __restrict__ q,
-                                                            const std::uint16_t* __restrict__ k,
-                                                            const std::uint16_t* __restrict__ v,
-                                                            const float* __restrict__ sinks,
-                                                            std::uint16_t* __restrict__ out, float* __restrict__ lse) {
+__global__ void __launch_bounds__(kThreads)
+    TcForwardKernel(AttnParams p, const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
+                    const std::uint16_t* __restrict__ v, const float* __restrict__ sinks,
+                    std::uint16_t* __restrict__ out, float* __restrict__ lse) {
   using C = TcFwdCfg<DB>;
   constexpr int QP = C::QP, NT = kBN / 8, ON = DB / 8, KD = DB / 16;
   SFX_DYNAMIC_SHARED(TcChunk, raw);
@@ -189,9 +188,9 @@ void Launch(const AttnParams& p, const DeviceForwardArgs& a, cudaStream_t stream
   SFX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmem)));
   const long long blocks = static_cast<long long>(p.tiles.qTiles) * p.B * p.Hq;
   if (blocks > 2147483647LL) throw ArgumentError("too many (query tile, batch, head) blocks for one launch");
-  SFX_LAUNCH(kernel, static_cast<unsigned>(blocks), kThreads, C::kSmem, stream)(
-      p, static_cast<const std::uint16_t*>(a.q), static_cast<const std::uint16_t*>(a.k),
-      static_cast<const std::uint16_t*>(a.v), a.sinks, static_cast<std::uint16_t*>(a.out), a.lse);
+  SFX_LAUNCH(kernel, static_cast<unsigned>(blocks), kThreads, C::kSmem, stream)
+  (p, static_cast<const std::uint16_t*>(a.q), static_cast<const std::uint16_t*>(a.k),
+   static_cast<const std::uint16_t*>(a.v), a.sinks, static_cast<std::uint16_t*>(a.out), a.lse);
   SFX_CUDA_LAUNCH_CHECK("TcForwardKernel");
 }
 

@@ -15,14 +15,22 @@ namespace {
 
 DevMaskKind KindOf(MaskKind k) {
   switch (k) {
-    case MaskKind::kAll: return kOpAll;
-    case MaskKind::kCausal: return kOpCausal;
-    case MaskKind::kWindow: return kOpWindow;
-    case MaskKind::kPrefix: return kOpPrefix;
-    case MaskKind::kDocuments: return kOpDocuments;
-    case MaskKind::kAnd: return kOpAnd;
-    case MaskKind::kOr: return kOpOr;
-    case MaskKind::kNot: return kOpNot;
+    case MaskKind::kAll:
+      return kOpAll;
+    case MaskKind::kCausal:
+      return kOpCausal;
+    case MaskKind::kWindow:
+      return kOpWindow;
+    case MaskKind::kPrefix:
+      return kOpPrefix;
+    case MaskKind::kDocuments:
+      return kOpDocuments;
+    case MaskKind::kAnd:
+      return kOpAnd;
+    case MaskKind::kOr:
+      return kOpOr;
+    case MaskKind::kNot:
+      return kOpNot;
   }
   return kOpAll;
 }
@@ -115,13 +123,15 @@ DevicePlan::DevicePlan(int device, const Shape& s, const Options& opts, bool wit
   for (std::int64_t e = 0; e < E; ++e) {
     for (std::int64_t qt = 0; qt < qT; ++qt) {
       for (std::int64_t kt = 0; kt < kT; ++kt) {
-        if (states[static_cast<std::size_t>((e * qT + qt) * kT + kt)] != kBlockEmpty) kvIdx.push_back(static_cast<std::int32_t>(kt));
+        if (states[static_cast<std::size_t>((e * qT + qt) * kT + kt)] != kBlockEmpty)
+          kvIdx.push_back(static_cast<std::int32_t>(kt));
       }
       kvPtr.push_back(static_cast<std::int32_t>(kvIdx.size()));
     }
     for (std::int64_t kt = 0; kt < kT; ++kt) {
       for (std::int64_t qt = 0; qt < qT; ++qt) {
-        if (states[static_cast<std::size_t>((e * qT + qt) * kT + kt)] != kBlockEmpty) qIdx.push_back(static_cast<std::int32_t>(qt));
+        if (states[static_cast<std::size_t>((e * qT + qt) * kT + kt)] != kBlockEmpty)
+          qIdx.push_back(static_cast<std::int32_t>(qt));
       }
       qPtr.push_back(static_cast<std::int32_t>(qIdx.size()));
     }
@@ -146,9 +156,9 @@ void RequireSharedMemory(std::size_t bytes, const char* kernel) {
   SFX_CUDA_CHECK(cudaGetDevice(&device));
   SFX_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   if (bytes > static_cast<std::size_t>(optin)) {
-    throw DeviceError(std::string(kernel) + " needs " + std::to_string(bytes) + " bytes of shared memory per block; cuda:" +
-                      std::to_string(device) + " allows " + std::to_string(optin) +
-                      " (use a smaller headDim, impl 'eager', or the cpu)");
+    throw DeviceError(std::string(kernel) + " needs " + std::to_string(bytes) +
+                      " bytes of shared memory per block; cuda:" + std::to_string(device) + " allows " +
+                      std::to_string(optin) + " (use a smaller headDim, impl 'eager', or the cpu)");
   }
 }
 

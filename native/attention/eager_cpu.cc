@@ -30,8 +30,7 @@ struct Eager {
   const KernelTable* kt;
   std::int64_t T, Tk, Tk1, D, Hq, Hkv, G, chunks;
 
-  Eager(const Shape& shape, const Options& opts)
-      : s(shape), r(Resolve(shape, opts)), kt(&KernelsFor(opts.isa)) {
+  Eager(const Shape& shape, const Options& opts) : s(shape), r(Resolve(shape, opts)), kt(&KernelsFor(opts.isa)) {
     T = s.qLen;
     Tk = s.kvLen;
     Tk1 = Tk + 1;

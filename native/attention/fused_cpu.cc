@@ -171,9 +171,11 @@ void FusedBackward(const Shape& shape, const Options& opts, const BackwardArgs& 
   // The split (which fixes the order of the dk/dv sums) depends on the shape only: the same
   // bits whatever the thread count.
   const std::int64_t Hkv = shape.kvHeads;
-  const std::int64_t slots = std::min(shape.group(), std::max<std::int64_t>(1, (kSplitTasks + B * Hkv - 1) / (B * Hkv)));
+  const std::int64_t slots =
+      std::min(shape.group(), std::max<std::int64_t>(1, (kSplitTasks + B * Hkv - 1) / (B * Hkv)));
   BackwardSplit split = opts.backwardSplit;
-  if (split == BackwardSplit::kAuto) split = B * Hkv * slots >= kSplitTasks ? BackwardSplit::kGroups : BackwardSplit::kBlocks;
+  if (split == BackwardSplit::kAuto)
+    split = B * Hkv * slots >= kSplitTasks ? BackwardSplit::kGroups : BackwardSplit::kBlocks;
   if (split == BackwardSplit::kGroups) {
     const std::int64_t kvn = shape.kvElems();
     HostBuffer<float> dkPart(static_cast<std::size_t>((slots - 1) * kvn), "fused attention backward dk partials");

@@ -10,8 +10,8 @@
 // are copied (and transposed) into per-thread scratch; nothing of the size of K or V is copied.
 
 // Copies `rows` rows of D floats (times `scale`) into R[r * dPad + d], zero for d >= D.
-void LoadRows(const float* base, std::int64_t stride, std::int64_t D, std::int64_t rows, std::int64_t dPad,
-              float scale, float* R) {
+void LoadRows(const float* base, std::int64_t stride, std::int64_t D, std::int64_t rows, std::int64_t dPad, float scale,
+              float* R) {
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* src = base + r * stride;
     float* dst = R + r * dPad;
@@ -57,9 +57,8 @@ inline const float* KvRow(const FusedCtx& c, const float* x, std::int64_t b, std
 // St = K (Qs)^T for keys j0 .. j0 + cols (Qt: the block's query rows times the scale,
 // transposed); softcap (Tt = 1 - tanh^2 when Tt is given); -inf where the mask hides a key
 // (partial tiles only). Rows of St past `cols` are not written.
-void Scores(const FusedCtx& c, std::int64_t b, BlockState state, std::int64_t i0, std::int64_t rows,
-            std::int64_t j0, std::int64_t cols, const float* K, const float* Qt, float* St, float* Tt,
-            std::uint8_t* rm) {
+void Scores(const FusedCtx& c, std::int64_t b, BlockState state, std::int64_t i0, std::int64_t rows, std::int64_t j0,
+            std::int64_t cols, const float* K, const float* Qt, float* St, float* Tt, std::uint8_t* rm) {
   const std::int64_t bs = c.bs, ld = c.shape.kvHeads * c.shape.headDim;
   Gemm(GemmArgs{cols, bs, c.shape.headDim, K, ld, 1, Qt, bs, St, bs, false});
   if (c.softcap > 0.0f) {
@@ -88,7 +87,7 @@ void FusedForwardTask(const FusedCtx& c, std::int64_t task, float* scr) {
   const std::int64_t h = t % Hq, rest = t / Hq, b = rest % s.batch, qb = rest / s.batch;
   const std::int64_t kvh = h / s.group(), entry = c.blocks->Entry(b);
   const std::int64_t i0 = qb * bs, rows = MinI(bs, s.qLen - i0);
-  float* Qt = scr;           // [D][bs] query rows times the scale, transposed
+  float* Qt = scr;             // [D][bs] query rows times the scale, transposed
   float* accT = Qt + Dp * bs;  // [D][bs] output accumulator, transposed
   float* St = accT + Dp * bs;  // [bs][bs]
   float* m = St + bs * bs;
@@ -152,11 +151,11 @@ void FusedForwardTask(const FusedCtx& c, std::int64_t task, float* scr) {
 
 // Backward scratch, carved in a fixed order (see FusedBackwardScratch).
 struct BwdScratch {
-  float *Qs, *dO;          // [bs][dPad] query rows times the scale, dO rows
-  float *Qt, *dOt;         // [dPad][bs] the same, transposed (zero past the block's rows)
-  float *accA, *accB;      // [bs][dPad] each: dK and dV, or dQ transposed ([D][bs])
-  float *St, *dPt, *Tt;    // [bs][bs] key-major: P, dS (dP before), tanh'
-  float *L, *Dl;           // [bs] lse (+inf where it is -inf, past the rows too) and D
+  float *Qs, *dO;        // [bs][dPad] query rows times the scale, dO rows
+  float *Qt, *dOt;       // [dPad][bs] the same, transposed (zero past the block's rows)
+  float *accA, *accB;    // [bs][dPad] each: dK and dV, or dQ transposed ([D][bs])
+  float *St, *dPt, *Tt;  // [bs][bs] key-major: P, dS (dP before), tanh'
+  float *L, *Dl;         // [bs] lse (+inf where it is -inf, past the rows too) and D
   std::uint8_t* rm;
   BwdScratch(float* p, std::int64_t bs, std::int64_t Dp) {
     Qs = p;
@@ -196,8 +195,8 @@ void LoadQuerySide(const FusedCtx& c, std::int64_t b, std::int64_t h, std::int64
 
 // One tile of the backward, key-major: P = exp(S - L) into w.St, dS = P (dO V^T - D) (times
 // tanh') into w.dPt; K and V are the tile's first key rows in place.
-void TileGrads(const FusedCtx& c, std::int64_t b, BlockState state, std::int64_t i0, std::int64_t rows,
-               std::int64_t j0, std::int64_t cols, const float* K, const float* V, const BwdScratch& w) {
+void TileGrads(const FusedCtx& c, std::int64_t b, BlockState state, std::int64_t i0, std::int64_t rows, std::int64_t j0,
+               std::int64_t cols, const float* K, const float* V, const BwdScratch& w) {
   const std::int64_t bs = c.bs, ld = c.shape.kvHeads * c.shape.headDim;
   const bool capped = c.softcap > 0.0f;
   Scores(c, b, state, i0, rows, j0, cols, K, w.Qt, w.St, capped ? w.Tt : nullptr, w.rm);
@@ -297,7 +296,7 @@ void FusedBackwardGroupTask(const FusedCtx& c, std::int64_t task, float* scr) {
         const std::int64_t kvOff = ((b * s.kvLen + j0) * Hkv + kvh) * D;
         Gemm(GemmArgs{cols, D, rows, w.St, bs, 1, w.dO, Dp, dv + kvOff, ld, true});   // dV += P^T dO
         Gemm(GemmArgs{cols, D, rows, w.dPt, bs, 1, w.Qs, Dp, dk + kvOff, ld, true});  // dK += dS^T (c Q)
-        Gemm(GemmArgs{D, bs, cols, K, 1, ld, w.dPt, bs, w.accA, bs, true});          // dQ^T += K^T dS^T
+        Gemm(GemmArgs{D, bs, cols, K, 1, ld, w.dPt, bs, w.accA, bs, true});           // dQ^T += K^T dS^T
       }
       StoreColumns(w.accA, bs, D, rows, c.scale, c.dq + ((b * s.qLen + i0) * Hq + h) * D, Hq * D);
     }
@@ -305,6 +304,7 @@ void FusedBackwardGroupTask(const FusedCtx& c, std::int64_t task, float* scr) {
 }
 
 const KernelTable kTable = {
-    SFX_ISA_NAME,           FusedForwardTask, FusedBackwardKvTask, FusedBackwardQTask, FusedBackwardGroupTask, Gemm,
-    RowMax,                 ExpSubSum,        ScaleRow,            Dot,                SoftmaxGrad,
+    SFX_ISA_NAME, FusedForwardTask, FusedBackwardKvTask, FusedBackwardQTask, FusedBackwardGroupTask,
+    Gemm,         RowMax,           ExpSubSum,           ScaleRow,           Dot,
+    SoftmaxGrad,
 };

@@ -70,8 +70,8 @@ inline vf Exp(vf x) {
 
 // C[R x NV*W] (+)= A[R x K] B[K x NV*W], accumulators in registers.
 template <int R, int NV>
-inline void Micro(std::int64_t K, const float* A, std::int64_t sAm, std::int64_t sAk, const float* B,
-                  std::int64_t ldb, float* C, std::int64_t ldc, bool accumulate) {
+inline void Micro(std::int64_t K, const float* A, std::int64_t sAm, std::int64_t sAk, const float* B, std::int64_t ldb,
+                  float* C, std::int64_t ldc, bool accumulate) {
   vf c[R][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -133,17 +133,32 @@ void Gemm(const GemmArgs& g) {
       float* Cm = g.C + m0 * g.ldc + n0;
       switch (g.M - m0) {
 #if SFX_ROWS > 7
-        case 7: MicroNv<7>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
-        case 6: MicroNv<6>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
+        case 7:
+          MicroNv<7>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc);
+          break;
+        case 6:
+          MicroNv<6>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc);
+          break;
 #endif
 #if SFX_ROWS > 5
-        case 5: MicroNv<5>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
-        case 4: MicroNv<4>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
+        case 5:
+          MicroNv<5>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc);
+          break;
+        case 4:
+          MicroNv<4>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc);
+          break;
 #endif
-        case 3: MicroNv<3>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
-        case 2: MicroNv<2>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
-        case 1: MicroNv<1>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc); break;
-        default: break;
+        case 3:
+          MicroNv<3>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc);
+          break;
+        case 2:
+          MicroNv<2>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc);
+          break;
+        case 1:
+          MicroNv<1>(nv, kc, Am, g.sAm, g.sAk, B + n0, g.ldb, Cm, g.ldc, acc);
+          break;
+        default:
+          break;
       }
     }
     for (std::int64_t n = nVec; n < g.N; ++n) {  // columns that do not fill a vector

@@ -93,7 +93,8 @@ int MaskProgram::AddPrefix(std::int64_t length) {
 }
 
 int MaskProgram::AddDocuments(const std::int32_t* ids, std::int64_t idsStride, std::int64_t batch) {
-  if (ids == nullptr || idsStride < 1 || batch < 1) throw ArgumentError("documents needs ids, a positive stride and batch");
+  if (ids == nullptr || idsStride < 1 || batch < 1)
+    throw ArgumentError("documents needs ids, a positive stride and batch");
   Node n{MaskKind::kDocuments};
   n.ids = ids;
   n.idsStride = idsStride;
@@ -103,7 +104,8 @@ int MaskProgram::AddDocuments(const std::int32_t* ids, std::int64_t idsStride, s
 }
 
 int MaskProgram::AddGroup(MaskKind kind, const std::vector<int>& children) {
-  if (children.empty()) throw ArgumentError(std::string(kind == MaskKind::kAnd ? "and" : "or") + " needs at least one mask");
+  if (children.empty())
+    throw ArgumentError(std::string(kind == MaskKind::kAnd ? "and" : "or") + " needs at least one mask");
   Node n{kind};
   n.first = static_cast<int>(kids_.size());
   n.count = static_cast<int>(children.size());
@@ -177,7 +179,8 @@ void MaskProgram::Check(const Shape& shape) const {
     }
     if (shape.qOffset + shape.qLen > shape.kvLen) {
       throw ArgumentError("documentIds need every query position inside the keys: qOffset + qLen (" +
-                          std::to_string(shape.qOffset + shape.qLen) + ") > kvLen (" + std::to_string(shape.kvLen) + ")");
+                          std::to_string(shape.qOffset + shape.qLen) + ") > kvLen (" + std::to_string(shape.kvLen) +
+                          ")");
     }
   }
 }
@@ -322,10 +325,18 @@ BlockState MaskProgram::Classify(std::int64_t b, std::int64_t i0, std::int64_t i
 void MaskProgram::Describe(int node, std::string* s) const {
   const Node& nd = nodes_[node];
   switch (nd.kind) {
-    case MaskKind::kAll: *s += "all"; return;
-    case MaskKind::kCausal: *s += "causal"; return;
-    case MaskKind::kWindow: *s += "window(" + std::to_string(nd.value) + ")"; return;
-    case MaskKind::kPrefix: *s += "prefix(" + std::to_string(nd.value) + ")"; return;
+    case MaskKind::kAll:
+      *s += "all";
+      return;
+    case MaskKind::kCausal:
+      *s += "causal";
+      return;
+    case MaskKind::kWindow:
+      *s += "window(" + std::to_string(nd.value) + ")";
+      return;
+    case MaskKind::kPrefix:
+      *s += "prefix(" + std::to_string(nd.value) + ")";
+      return;
     case MaskKind::kDocuments:
       *s += "documents(" + std::to_string(nd.idsBatch) + "x" + std::to_string(nd.idsStride) + ":" +
             std::to_string(Fnv1a(nd.ids, nd.idsBatch * nd.idsStride)) + ")";
@@ -423,8 +434,10 @@ BlockMask BlockMask::Build(const MaskProgram& mask, const Shape& shape, std::int
     }
     bm.kvPtr_[row + 1] = nonEmpty;
   }
-  bm.kvIdx_ = HostBuffer<std::int32_t>(static_cast<std::size_t>(std::max<std::int64_t>(nonEmpty, 1)), "attention block mask");
-  bm.qIdx_ = HostBuffer<std::int32_t>(static_cast<std::size_t>(std::max<std::int64_t>(nonEmpty, 1)), "attention block mask");
+  bm.kvIdx_ =
+      HostBuffer<std::int32_t>(static_cast<std::size_t>(std::max<std::int64_t>(nonEmpty, 1)), "attention block mask");
+  bm.qIdx_ =
+      HostBuffer<std::int32_t>(static_cast<std::size_t>(std::max<std::int64_t>(nonEmpty, 1)), "attention block mask");
   std::int64_t w = 0;
   for (std::int64_t row = 0; row < rows; ++row) {
     for (std::int64_t kb = 0; kb < nk; ++kb) {
@@ -447,17 +460,17 @@ BlockMask BlockMask::Build(const MaskProgram& mask, const Shape& shape, std::int
 void BlockMask::CheckFits(const Shape& shape, const std::string& what) const {
   if (shape.qLen != qLen_ || shape.kvLen != kvLen_ || shape.qOffset != qOffset_ ||
       (batch_ != 1 && batch_ != shape.batch)) {
-    throw ArgumentError(what + " was built for seqLen " + std::to_string(qLen_) +
-                        (kvLen_ != qLen_ || qOffset_ != 0
-                             ? " (kvLen " + std::to_string(kvLen_) + ", queryOffset " + std::to_string(qOffset_) + ")"
-                             : std::string()) +
-                        (batch_ != 1 ? " and batch " + std::to_string(batch_) : std::string()) +
-                        ", but the call has seqLen " + std::to_string(shape.qLen) +
-                        (shape.kvLen != shape.qLen || shape.qOffset != 0
-                             ? " (kvLen " + std::to_string(shape.kvLen) + ", queryOffset " +
-                                   std::to_string(shape.qOffset) + ")"
-                             : std::string()) +
-                        " and batch " + std::to_string(shape.batch));
+    throw ArgumentError(
+        what + " was built for seqLen " + std::to_string(qLen_) +
+        (kvLen_ != qLen_ || qOffset_ != 0
+             ? " (kvLen " + std::to_string(kvLen_) + ", queryOffset " + std::to_string(qOffset_) + ")"
+             : std::string()) +
+        (batch_ != 1 ? " and batch " + std::to_string(batch_) : std::string()) + ", but the call has seqLen " +
+        std::to_string(shape.qLen) +
+        (shape.kvLen != shape.qLen || shape.qOffset != 0
+             ? " (kvLen " + std::to_string(shape.kvLen) + ", queryOffset " + std::to_string(shape.qOffset) + ")"
+             : std::string()) +
+        " and batch " + std::to_string(shape.batch));
   }
 }
 

@@ -57,8 +57,8 @@ class MaskProgram {
   /** The shorthand of the JS API: causal AND (window OR prefix) AND documents. */
   struct Standard {
     bool causal = true;
-    std::int64_t window = 0;  // 0 = none
-    std::int64_t prefix = 0;  // 0 = none; only matters with a window
+    std::int64_t window = 0;                    // 0 = none
+    std::int64_t prefix = 0;                    // 0 = none; only matters with a window
     const std::int32_t* documentIds = nullptr;  // [batch][kvLen] or nullptr
   };
   /** Builds the tree of a Standard mask (idsStride/batch describe documentIds). */
@@ -94,8 +94,8 @@ class MaskProgram {
    */
   struct PostfixOp {
     MaskKind kind = MaskKind::kAll;
-    std::int64_t value = 0;               // window or prefix
-    const std::int32_t* ids = nullptr;    // documents: [batch][idsStride]
+    std::int64_t value = 0;             // window or prefix
+    const std::int32_t* ids = nullptr;  // documents: [batch][idsStride]
     std::int64_t idsStride = 0;
     std::int64_t idsBatch = 0;
   };
@@ -118,7 +118,8 @@ class MaskProgram {
   // out[c] = Allowed(b, i, j + c) (byKey) or Allowed(b, i + c, j) (by query), c in [0, n <= kChunk).
   void EvalChunk(int node, bool byKey, std::int64_t b, std::int64_t i, std::int64_t j, std::int64_t n,
                  std::uint8_t* out) const;
-  BlockState Interval(int node, std::int64_t b, std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const;
+  BlockState Interval(int node, std::int64_t b, std::int64_t i0, std::int64_t i1, std::int64_t j0,
+                      std::int64_t j1) const;
   void Describe(int node, std::string* s) const;
   void EmitPostfix(int node, std::vector<PostfixOp>* out) const;
 

@@ -18,7 +18,8 @@ namespace sinkflex::attention {
 namespace {
 
 void RequireAtLeast(std::int64_t v, std::int64_t min, const char* name) {
-  if (v < min) throw ArgumentError(std::string(name) + " must be >= " + std::to_string(min) + ", got " + std::to_string(v));
+  if (v < min)
+    throw ArgumentError(std::string(name) + " must be >= " + std::to_string(min) + ", got " + std::to_string(v));
 }
 
 std::atomic<const CudaBackend*> g_cuda{nullptr};
@@ -34,7 +35,8 @@ void ValidateShape(const Shape& s) {
   RequireAtLeast(s.headDim, 1, "shape.headDim");
   RequireAtLeast(s.qOffset, 0, "shape.queryOffset");
   if (s.headDim > kMaxHeadDim) {
-    throw ArgumentError("shape.headDim must be <= " + std::to_string(kMaxHeadDim) + ", got " + std::to_string(s.headDim));
+    throw ArgumentError("shape.headDim must be <= " + std::to_string(kMaxHeadDim) + ", got " +
+                        std::to_string(s.headDim));
   }
   if (s.qHeads % s.kvHeads != 0) {
     throw ArgumentError("shape.qHeads (" + std::to_string(s.qHeads) + ") must be a multiple of shape.kvHeads (" +
@@ -53,7 +55,8 @@ void ValidateShape(const Shape& s) {
 Resolved Resolve(const Shape& shape, const Options& opts) {
   ValidateShape(shape);
   Resolved r{};
-  r.scale = std::isnan(opts.scale) ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.headDim))) : opts.scale;
+  r.scale =
+      std::isnan(opts.scale) ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.headDim))) : opts.scale;
   if (!std::isfinite(r.scale)) throw ArgumentError("scale must be a finite number");
   if (!std::isfinite(opts.softcap) || opts.softcap < 0.0f) {
     throw ArgumentError("softcap must be a finite number >= 0 (0 = none), got " + std::to_string(opts.softcap));
@@ -75,9 +78,12 @@ double EagerTensorBytes(const Shape& s) {
 
 const char* IsaName(CpuIsa isa) {
   switch (isa == CpuIsa::kAuto ? BestIsa() : isa) {
-    case CpuIsa::kAvx512: return "avx512";
-    case CpuIsa::kAvx2: return "avx2";
-    default: return "generic";
+    case CpuIsa::kAvx512:
+      return "avx512";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    default:
+      return "generic";
   }
 }
 
@@ -85,9 +91,12 @@ bool IsaSupported(CpuIsa isa) {
   const CpuFeatures& f = GetCpuFeatures();
   switch (isa) {
     case CpuIsa::kAuto:
-    case CpuIsa::kGeneric: return true;
-    case CpuIsa::kAvx2: return Avx2Compiled() && f.avx2 && f.fma;
-    case CpuIsa::kAvx512: return Avx512Compiled() && f.avx512f && f.avx2 && f.fma;
+    case CpuIsa::kGeneric:
+      return true;
+    case CpuIsa::kAvx2:
+      return Avx2Compiled() && f.avx2 && f.fma;
+    case CpuIsa::kAvx512:
+      return Avx512Compiled() && f.avx512f && f.avx2 && f.fma;
   }
   return false;
 }
@@ -102,9 +111,12 @@ const KernelTable& KernelsFor(CpuIsa isa) {
   if (isa == CpuIsa::kAuto) isa = BestIsa();
   if (!IsaSupported(isa)) throw ArgumentError(std::string("this CPU cannot run the ") + IsaName(isa) + " kernels");
   switch (isa) {
-    case CpuIsa::kAvx512: return Avx512Kernels();
-    case CpuIsa::kAvx2: return Avx2Kernels();
-    default: return GenericKernels();
+    case CpuIsa::kAvx512:
+      return Avx512Kernels();
+    case CpuIsa::kAvx2:
+      return Avx2Kernels();
+    default:
+      return GenericKernels();
   }
 }
 

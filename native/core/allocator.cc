@@ -17,7 +17,8 @@ struct Counters {
 Counters g_counters[kMaxDevices];
 
 Counters& At(int device) {
-  if (device < 0 || device >= kMaxDevices) throw ArgumentError("device index " + std::to_string(device) + " is out of range");
+  if (device < 0 || device >= kMaxDevices)
+    throw ArgumentError("device index " + std::to_string(device) + " is out of range");
   return g_counters[device];
 }
 
@@ -25,10 +26,9 @@ Counters& At(int device) {
 
 OutOfMemoryError::OutOfMemoryError(const std::string& device, std::size_t requested, std::size_t current,
                                    std::size_t limit, const std::string& what)
-    : std::runtime_error(
-          "out of memory on " + device + ": " + what + " requested " + FormatBytes(requested) + " with " +
-          FormatBytes(current) + " in use, " +
-          (limit ? "limit " + FormatBytes(limit) : std::string("the system refused the allocation"))),
+    : std::runtime_error("out of memory on " + device + ": " + what + " requested " + FormatBytes(requested) +
+                         " with " + FormatBytes(current) + " in use, " +
+                         (limit ? "limit " + FormatBytes(limit) : std::string("the system refused the allocation"))),
       device_(device),
       requested_(requested),
       current_(current),

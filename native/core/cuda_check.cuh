@@ -31,7 +31,8 @@ inline void CudaCheck(cudaError_t err, const char* what, const char* file, int l
 // emulator (scripts/cuda-emulator: every .cu compiled as C++ and run on the CPU, for checking
 // kernels without a GPU) can replace them.
 #ifndef SFX_LAUNCH
-/** `SFX_LAUNCH(kernel, grid, block, sharedBytes, stream)(args...)` = kernel<<<grid, block, sharedBytes, stream>>>(args...). */
+/** `SFX_LAUNCH(kernel, grid, block, sharedBytes, stream)(args...)` = kernel<<<grid, block, sharedBytes,
+ * stream>>>(args...). */
 #define SFX_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
 #endif
 #ifndef SFX_DYNAMIC_SHARED

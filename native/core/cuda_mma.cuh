@@ -88,7 +88,9 @@ __device__ __forceinline__ void LdMatrixX2(unsigned r[2], const void* row) {
 #if defined(__CUDA_ARCH__)
   const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
   if (Trans) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(addr));
   } else {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
   }

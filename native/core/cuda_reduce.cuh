@@ -30,24 +30,34 @@ __device__ T BlockReduce(typename Element<T>::type v, T* sh, int n, Combine comb
 
 struct Add {
   template <typename T>
-  __device__ T operator()(T a, T b) const { return a + b; }
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct MaxF {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 struct Min {
   template <typename T>
-  __device__ T operator()(T a, T b) const { return b < a ? b : a; }
+  __device__ T operator()(T a, T b) const {
+    return b < a ? b : a;
+  }
 };
 
 /** Sum over the block. */
 template <typename T>
-__device__ T BlockSum(typename Element<T>::type v, T* sh, int n) { return BlockReduce<T>(v, sh, n, Add{}); }
+__device__ T BlockSum(typename Element<T>::type v, T* sh, int n) {
+  return BlockReduce<T>(v, sh, n, Add{});
+}
 /** Largest value over the block (fmaxf: a NaN loses to a number). */
 template <typename T>
-__device__ T BlockMax(typename Element<T>::type v, T* sh, int n) { return BlockReduce<T>(v, sh, n, MaxF{}); }
+__device__ T BlockMax(typename Element<T>::type v, T* sh, int n) {
+  return BlockReduce<T>(v, sh, n, MaxF{});
+}
 /** Smallest value over the block. */
 template <typename T>
-__device__ T BlockMin(typename Element<T>::type v, T* sh, int n) { return BlockReduce<T>(v, sh, n, Min{}); }
+__device__ T BlockMin(typename Element<T>::type v, T* sh, int n) {
+  return BlockReduce<T>(v, sh, n, Min{});
+}
 
 }  // namespace sinkflex::cuda_reduce

@@ -19,8 +19,8 @@ class ArgumentError : public std::invalid_argument {
 /** An allocation that would exceed the tracked limit of a device (or that the system refused). */
 class OutOfMemoryError : public std::runtime_error {
  public:
-  OutOfMemoryError(const std::string& device, std::size_t requested, std::size_t current,
-                   std::size_t limit, const std::string& what);
+  OutOfMemoryError(const std::string& device, std::size_t requested, std::size_t current, std::size_t limit,
+                   const std::string& what);
   const std::string& device() const { return device_; }
   std::size_t requested() const { return requested_; }
   std::size_t current() const { return current_; }

@@ -79,8 +79,7 @@ GroupStats Stats(const float* rewards, const std::uint32_t* members, std::int64_
 /** num / den where den == 0 only happens with num == 0 (eps == 0 and equal rewards): 0. */
 double SafeDiv(double num, double den) { return den == 0 ? 0.0 : num / den; }
 
-void Group(const float* rewards, const std::uint32_t* members, std::int64_t g, const AdvantageOptions& o,
-           float* out) {
+void Group(const float* rewards, const std::uint32_t* members, std::int64_t g, const AdvantageOptions& o, float* out) {
   switch (o.estimator) {
     case Estimator::kGrpo: {
       // VERL: a group of one has mean 0 and std 1.
@@ -146,8 +145,8 @@ GroupPlan PlanGroups(const std::int32_t* groupIds, std::int64_t n) {
                       std::to_string(groupIds[singleton]) + " (response " + std::to_string(singleton) + ") has 1");
 }
 
-void ComputeAdvantages(const float* rewards, const std::int32_t* groupIds, std::int64_t n,
-                       const AdvantageOptions& opts, float* out) {
+void ComputeAdvantages(const float* rewards, const std::int32_t* groupIds, std::int64_t n, const AdvantageOptions& opts,
+                       float* out) {
   if (n < 1) throw ArgumentError("rewards must not be empty");
   if (n > std::numeric_limits<std::int32_t>::max()) throw ArgumentError("rewards has more than 2^31 - 1 responses");
   if (!(opts.eps >= 0) || !std::isfinite(opts.eps)) throw ArgumentError("eps must be a finite number >= 0");

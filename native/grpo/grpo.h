@@ -36,8 +36,8 @@ struct AdvantageOptions {
  * responses' index order. Throws ArgumentError for non-finite rewards, n < 1, and groups of one
  * under grpo_passk.
  */
-void ComputeAdvantages(const float* rewards, const std::int32_t* groupIds, std::int64_t n,
-                       const AdvantageOptions& opts, float* out);
+void ComputeAdvantages(const float* rewards, const std::int32_t* groupIds, std::int64_t n, const AdvantageOptions& opts,
+                       float* out);
 
 /**
  * Token advantages: out[i, t] = adv[i] where responseMask[i, t] == 1, else 0.

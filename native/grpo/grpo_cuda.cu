@@ -25,9 +25,9 @@ namespace {
 using cuda_reduce::BlockMin;
 using cuda_reduce::BlockSum;
 
-constexpr int kThreads = 128;           // advantages: threads per group
-constexpr int kLossThreads = 256;       // policy loss / broadcast: threads per block
-constexpr int kPerThread = 8;           // tokens per thread
+constexpr int kThreads = 128;                            // advantages: threads per group
+constexpr int kLossThreads = 256;                        // policy loss / broadcast: threads per block
+constexpr int kPerThread = 8;                            // tokens per thread
 constexpr long long kChunk = kLossThreads * kPerThread;  // tokens per block (one row's piece)
 constexpr long long kNone = 0x7fffffffffffffffLL;
 
@@ -35,9 +35,9 @@ __device__ __forceinline__ double SafeDiv(double num, double den) { return den =
 
 // ---- advantages: one block per group --------------------------------------------------------
 
-__global__ void __launch_bounds__(kThreads) AdvantageKernel(const float* rewards, const std::uint32_t* order,
-                                                            const long long* starts, int estimator, int normByStd,
-                                                            double eps, float* out, long long* bad) {
+__global__ void __launch_bounds__(kThreads)
+    AdvantageKernel(const float* rewards, const std::uint32_t* order, const long long* starts, int estimator,
+                    int normByStd, double eps, float* out, long long* bad) {
   __shared__ double shd[kThreads];
   __shared__ long long shl[kThreads];
   __shared__ long long shp[kThreads];
@@ -157,8 +157,8 @@ DeviceCheck Advantages(int device, const float* rewards, std::int64_t n, const G
 
 // ---- broadcast ------------------------------------------------------------------------------
 
-__global__ void __launch_bounds__(kLossThreads) BroadcastKernel(const float* adv, const float* mask, long long len,
-                                                                long long total, float* out, int* bad) {
+__global__ void __launch_bounds__(kLossThreads)
+    BroadcastKernel(const float* adv, const float* mask, long long len, long long total, float* out, int* bad) {
   __shared__ long long shl[kLossThreads];
   const long long base = static_cast<long long>(blockIdx.x) * kChunk;
   long long flag = 0;
@@ -207,8 +207,8 @@ struct LossLayout {
   }
 };
 
-__global__ void __launch_bounds__(kLossThreads) MaskCountKernel(const float* mask, long long len, long long chunksPerRow,
-                                                                long long* counts, int* bad) {
+__global__ void __launch_bounds__(kLossThreads)
+    MaskCountKernel(const float* mask, long long len, long long chunksPerRow, long long* counts, int* bad) {
   __shared__ long long shl[kLossThreads];
   const long long row = blockIdx.x / chunksPerRow;
   const long long start = (blockIdx.x % chunksPerRow) * kChunk;

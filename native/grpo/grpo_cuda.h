@@ -17,7 +17,8 @@
 
 namespace sinkflex::grpo {
 
-/** Responses grouped by id: `order` lists each group's members in index order, group g is order[starts[g] .. starts[g+1]). */
+/** Responses grouped by id: `order` lists each group's members in index order, group g is order[starts[g] ..
+ * starts[g+1]). */
 struct GroupPlan {
   std::vector<std::uint32_t> order;
   std::vector<std::int64_t> starts;  // groups + 1 entries
@@ -60,7 +61,8 @@ void RegisterCudaGrpoBackend(const CudaGrpoBackend* backend);
 /** The registered backend, or null in builds without CUDA GRPO kernels. */
 const CudaGrpoBackend* GetCudaGrpoBackend();
 
-/** The aggregation divisor (docs/design.md, "GRPO — semantics", "Aggregation") of a batch with `tokens` unmasked tokens in `sequences` non-empty rows. */
+/** The aggregation divisor (docs/design.md, "GRPO — semantics", "Aggregation") of a batch with `tokens` unmasked tokens
+ * in `sequences` non-empty rows. */
 double AggregationDenominator(const PolicyLossOptions& o, std::int64_t tokens, std::int64_t sequences,
                               std::int64_t responseLen);
 

@@ -36,10 +36,10 @@ struct PieceArgs {
 
 /** Unweighted sums over the piece's unmasked tokens. */
 struct PieceSums {
-  double pg = 0;           // per-token policy loss
-  double kl = 0;           // KL estimate
-  double ent = 0;          // entropy
-  double negLogRatio = 0;  // -(clamped logp - oldLogp)
+  double pg = 0;               // per-token policy loss
+  double kl = 0;               // KL estimate
+  double ent = 0;              // entropy
+  double negLogRatio = 0;      // -(clamped logp - oldLogp)
   std::int64_t clip = 0;       // tokens where the clipped term is the larger
   std::int64_t clipLower = 0;  // tokens where the dual clip bounds the loss
   bool bad = false;            // a non-finite value at an unmasked token (caller rescans)

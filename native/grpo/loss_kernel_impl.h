@@ -197,15 +197,20 @@ SINKFLEX_ALWAYS_INLINE PieceSums ForKl(const PieceArgs& a, const TokenConsts& c)
 }  // namespace sinkflex::grpo::SINKFLEX_SIMD_NS
 
 /** Defines `PieceSums name(const PieceArgs&, const TokenConsts&, KlType)` for this lane count. */
-#define SINKFLEX_DEFINE_LOSS_PIECE(name, attributes)                                                    \
-  attributes PieceSums name(const PieceArgs& a, const TokenConsts& c, KlType kl) {                      \
-    using namespace ::sinkflex::grpo::SINKFLEX_SIMD_NS;                                                  \
-    switch (kl) {                                                                                        \
-      case KlType::kK1: return ForKl<KlType::kK1>(a, c);                                                 \
-      case KlType::kK2: return ForKl<KlType::kK2>(a, c);                                                 \
-      case KlType::kK3: return ForKl<KlType::kK3>(a, c);                                                 \
-      case KlType::kAbs: return ForKl<KlType::kAbs>(a, c);                                               \
-      case KlType::kNone: break;                                                                         \
-    }                                                                                                    \
-    return ForKl<KlType::kNone>(a, c);                                                                   \
+#define SINKFLEX_DEFINE_LOSS_PIECE(name, attributes)                               \
+  attributes PieceSums name(const PieceArgs& a, const TokenConsts& c, KlType kl) { \
+    using namespace ::sinkflex::grpo::SINKFLEX_SIMD_NS;                            \
+    switch (kl) {                                                                  \
+      case KlType::kK1:                                                            \
+        return ForKl<KlType::kK1>(a, c);                                           \
+      case KlType::kK2:                                                            \
+        return ForKl<KlType::kK2>(a, c);                                           \
+      case KlType::kK3:                                                            \
+        return ForKl<KlType::kK3>(a, c);                                           \
+      case KlType::kAbs:                                                           \
+        return ForKl<KlType::kAbs>(a, c);                                          \
+      case KlType::kNone:                                                          \
+        break;                                                                     \
+    }                                                                              \
+    return ForKl<KlType::kNone>(a, c);                                             \
   }

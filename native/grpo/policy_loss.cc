@@ -76,7 +76,8 @@ void RequireRange(double v, const char* name, double lo, bool loOpen, double hi,
   for (std::int64_t i = b; i < b + g.Size(p); ++i) {
     if (in.responseMask[i] == 0.0f) continue;
     auto check = [&](const float* a, const char* name, std::int64_t idx, const std::string& where) {
-      if (a && !std::isfinite(a[idx])) throw ArgumentError(std::string(name) + where + " is " + DescribeValue(a[idx]) + why);
+      if (a && !std::isfinite(a[idx]))
+        throw ArgumentError(std::string(name) + where + " is " + DescribeValue(a[idx]) + why);
     };
     check(in.logProbs, "logProbs", i, At(g, i));
     check(in.oldLogProbs, "oldLogProbs", i, At(g, i));
@@ -102,10 +103,13 @@ struct TaskSums {
 double AggregationDenominator(const PolicyLossOptions& o, std::int64_t tokens, std::int64_t sequences,
                               std::int64_t responseLen) {
   switch (o.aggMode) {
-    case AggMode::kTokenMean: return o.globalTokenCount ? *o.globalTokenCount : static_cast<double>(tokens);
+    case AggMode::kTokenMean:
+      return o.globalTokenCount ? *o.globalTokenCount : static_cast<double>(tokens);
     case AggMode::kSeqMeanTokenSum:
-    case AggMode::kSeqMeanTokenMean: return o.globalSeqCount ? *o.globalSeqCount : static_cast<double>(sequences);
-    case AggMode::kSeqMeanTokenSumNorm: return o.lossScale ? *o.lossScale : static_cast<double>(responseLen);
+    case AggMode::kSeqMeanTokenMean:
+      return o.globalSeqCount ? *o.globalSeqCount : static_cast<double>(sequences);
+    case AggMode::kSeqMeanTokenSumNorm:
+      return o.lossScale ? *o.lossScale : static_cast<double>(responseLen);
   }
   return 0;
 }
@@ -122,7 +126,8 @@ void ValidatePolicyLoss(const PolicyLossInputs& in, const PolicyLossOptions& o) 
   RequireRange(o.klCoef, "klCoef", 0, false, HUGE_VAL, "a finite number >= 0");
   RequireRange(o.entropyCoef, "entropyCoef", -HUGE_VAL, false, HUGE_VAL, "finite");
   if (o.lossScale) RequireRange(*o.lossScale, "lossScale", 0, true, HUGE_VAL, "a finite number > 0");
-  if (o.globalTokenCount) RequireRange(*o.globalTokenCount, "globalTokenCount", 0, true, HUGE_VAL, "a finite number > 0");
+  if (o.globalTokenCount)
+    RequireRange(*o.globalTokenCount, "globalTokenCount", 0, true, HUGE_VAL, "a finite number > 0");
   if (o.globalSeqCount) RequireRange(*o.globalSeqCount, "globalSeqCount", 0, true, HUGE_VAL, "a finite number > 0");
   if (o.klType != KlType::kNone && !in.refLogProbs) throw ArgumentError("klType needs refLogProbs");
   if (o.klType == KlType::kNone && o.klCoef != 0) throw ArgumentError("klCoef is not 0 but there are no refLogProbs");
@@ -151,7 +156,8 @@ PolicyLossResult PolicyLoss(const PolicyLossInputs& in, const PolicyLossOptions&
   // Row counts, tokens and non-empty rows (exact integers: order does not matter).
   std::vector<std::int64_t> rowCount(static_cast<std::size_t>(in.batch), 0);
   std::int64_t tokens = 0, sequences = 0;
-  for (std::int64_t p = 0; p < g.pieces; ++p) rowCount[static_cast<std::size_t>(g.Row(p))] += pieceCount[static_cast<std::size_t>(p)];
+  for (std::int64_t p = 0; p < g.pieces; ++p)
+    rowCount[static_cast<std::size_t>(g.Row(p))] += pieceCount[static_cast<std::size_t>(p)];
   for (std::int64_t c : rowCount) {
     tokens += c;
     sequences += c > 0 ? 1 : 0;
@@ -161,8 +167,9 @@ PolicyLossResult PolicyLoss(const PolicyLossInputs& in, const PolicyLossOptions&
   const double denom = AggregationDenominator(o, tokens, sequences, in.responseLen);
   const double G = denom > 0 ? 1.0 / denom : 0.0;  // nothing unmasked: loss 0, gradient 0
   auto rowWeight = [&](std::int64_t row) {
-    return o.aggMode == AggMode::kSeqMeanTokenMean ? G / (static_cast<double>(rowCount[static_cast<std::size_t>(row)]) + 1e-8)
-                                                   : G;
+    return o.aggMode == AggMode::kSeqMeanTokenMean
+               ? G / (static_cast<double>(rowCount[static_cast<std::size_t>(row)]) + 1e-8)
+               : G;
   };
 
   // Pass B: the fused token kernel.

@@ -61,18 +61,20 @@ struct VN {
 };
 using FV = VN<float>;
 using IV = VN<std::int32_t>;
-#define SINKFLEX_VN_BINOP(R, A, op)                             \
-  inline R operator op(const A& a, const A& b) {                \
-    R r;                                                        \
-    for (int i = 0; i < kVec; ++i) r.v[i] = a.v[i] op b.v[i];   \
-    return r;                                                   \
+#define SINKFLEX_VN_BINOP(R, A, op)                           \
+  inline R operator op(const A& a, const A& b) {              \
+    R r;                                                      \
+    for (int i = 0; i < kVec; ++i) r.v[i] = a.v[i] op b.v[i]; \
+    return r;                                                 \
   }
-#define SINKFLEX_VN_CMP(A, op)                                          \
-  inline IV operator op(const A& a, const A& b) {                       \
-    IV r;                                                               \
-    for (int i = 0; i < kVec; ++i) r.v[i] = a.v[i] op b.v[i] ? -1 : 0;  \
-    return r;                                                           \
+#define SINKFLEX_VN_CMP(A, op)                                         \
+  inline IV operator op(const A& a, const A& b) {                      \
+    IV r;                                                              \
+    for (int i = 0; i < kVec; ++i) r.v[i] = a.v[i] op b.v[i] ? -1 : 0; \
+    return r;                                                          \
   }
+// The operators, one macro invocation each (no semicolons, so clang-format leaves them alone).
+// clang-format off
 SINKFLEX_VN_BINOP(FV, FV, +) SINKFLEX_VN_BINOP(FV, FV, -) SINKFLEX_VN_BINOP(FV, FV, *)
 SINKFLEX_VN_BINOP(IV, IV, +) SINKFLEX_VN_BINOP(IV, IV, -) SINKFLEX_VN_BINOP(IV, IV, &)
 SINKFLEX_VN_BINOP(IV, IV, |)
@@ -85,6 +87,7 @@ inline FV operator-(const FV& a) {
   for (int i = 0; i < kVec; ++i) r.v[i] = -a.v[i];
   return r;
 }
+// clang-format on
 inline IV operator~(const IV& a) {
   IV r;
   for (int i = 0; i < kVec; ++i) r.v[i] = ~a.v[i];

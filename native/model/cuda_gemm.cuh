@@ -7,12 +7,12 @@
 // as float32 or as bfloat16 bits: a bfloat16 element is widened exactly to float32 as it is
 // loaded into shared memory, so the result is the float32 GEMM of the widened matrix bit for
 // bit; an MXFP4 B (the experts kept packed) is decoded exactly as it is loaded, so the result is the
-// GEMM of its bfloat16 dequantization bit for bit. Besides the plain launch, a grouped launch runs many independent GEMMs with the same
-// transposes and leading dimensions (the experts of an MoE layer: each group its own row range
-// and weight matrix) as one grid over a list of (group, row tile) entries, so only the tiles that
-// exist are launched. Shared by cuda_ops.cu and cuda_moe.cu (an anonymous namespace: each file
-// its own copy). With the matmul precision 'medium' (matmul_precision.h) both launches run the
-// bfloat16 tensor-core GEMM of cuda_gemm_tc.cuh instead. Included by .cu files only.
+// GEMM of its bfloat16 dequantization bit for bit. Besides the plain launch, a grouped launch runs many independent
+// GEMMs with the same transposes and leading dimensions (the experts of an MoE layer: each group its own row range and
+// weight matrix) as one grid over a list of (group, row tile) entries, so only the tiles that exist are launched.
+// Shared by cuda_ops.cu and cuda_moe.cu (an anonymous namespace: each file its own copy). With the matmul precision
+// 'medium' (matmul_precision.h) both launches run the bfloat16 tensor-core GEMM of cuda_gemm_tc.cuh instead. Included
+// by .cu files only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -52,8 +52,8 @@ __device__ __forceinline__ float LoadElement(const Mxfp4Operand& p) { return Mxf
  */
 template <typename PA, typename PB>
 __device__ __forceinline__ void GemmTile(int transA, int transB, long long M, long long N, long long K, float alpha,
-                                         PA A, long long lda, PB B, long long ldb, float beta, float* C,
-                                         long long ldc, long long row0, long long col0) {
+                                         PA A, long long lda, PB B, long long ldb, float beta, float* C, long long ldc,
+                                         long long row0, long long col0) {
   __shared__ float As[kTileK][kTileM + 1];
   __shared__ float Bs[kTileK][kTileN + 1];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -92,9 +92,9 @@ __device__ __forceinline__ void GemmTile(int transA, int transB, long long M, lo
 }
 
 template <typename TA, typename TB>
-__global__ void __launch_bounds__(256) GemmKernel(int transA, int transB, long long M, long long N, long long K,
-                                                  float alpha, const TA* A, long long lda, const TB* B, long long ldb,
-                                                  float beta, float* C, long long ldc) {
+__global__ void __launch_bounds__(256)
+    GemmKernel(int transA, int transB, long long M, long long N, long long K, float alpha, const TA* A, long long lda,
+               const TB* B, long long ldb, float beta, float* C, long long ldc) {
   GemmTile(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, static_cast<long long>(blockIdx.y) * kTileM,
            static_cast<long long>(blockIdx.x) * kTileN);
 }
@@ -108,10 +108,13 @@ void LaunchGemmT(cudaStream_t s, bool transA, bool transB, std::int64_t m, std::
     LaunchGemmTc(s, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  if (CeilDiv<std::int64_t>(m, kTileM) >= 65536) throw ArgumentError("gemm: m is too large for the CUDA kernel (>= 4194304 rows)");
-  const dim3 grid(static_cast<unsigned>(CeilDiv<std::int64_t>(n, kTileN)), static_cast<unsigned>(CeilDiv<std::int64_t>(m, kTileM)));
+  if (CeilDiv<std::int64_t>(m, kTileM) >= 65536)
+    throw ArgumentError("gemm: m is too large for the CUDA kernel (>= 4194304 rows)");
+  const dim3 grid(static_cast<unsigned>(CeilDiv<std::int64_t>(n, kTileN)),
+                  static_cast<unsigned>(CeilDiv<std::int64_t>(m, kTileM)));
   auto* kernel = GemmKernel<TA, TB>;  // (a template-id with a comma cannot be a macro argument)
-  SFX_LAUNCH(kernel, grid, dim3(256), 0, s)(transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  SFX_LAUNCH(kernel, grid, dim3(256), 0, s)
+  (transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   SFX_CUDA_LAUNCH_CHECK("GemmKernel");
 }
 
@@ -128,9 +131,9 @@ struct GemmGroupTile {
 
 /** PA, PB: pointers to float32 or bfloat16 bits, or (PB) an Mxfp4Operand. */
 template <typename PA, typename PB>
-__global__ void __launch_bounds__(256) GroupedGemmKernel(const GemmGroupTile* tiles, int transA, int transB, float alpha,
-                                                         PA A, long long lda, PB B, long long ldb, float beta, float* C,
-                                                         long long ldc) {
+__global__ void __launch_bounds__(256)
+    GroupedGemmKernel(const GemmGroupTile* tiles, int transA, int transB, float alpha, PA A, long long lda, PB B,
+                      long long ldb, float beta, float* C, long long ldc) {
   const GemmGroupTile t = tiles[blockIdx.y];
   const long long col0 = static_cast<long long>(blockIdx.x) * kTileN;
   if (col0 >= t.n) return;  // the whole block leaves: a narrower group than the grid

@@ -54,10 +54,13 @@ struct Operand {
   DeviceBuffer<float> f32;
   DeviceBuffer<std::uint16_t> bf16;
   Operand(int device, std::size_t n, bool isBf16, std::uint64_t seed)
-      : f32(device, isBf16 ? 0 : n, "gemm timing operand (cuda)"), bf16(device, isBf16 ? n : 0, "gemm timing operand (cuda)") {
+      : f32(device, isBf16 ? 0 : n, "gemm timing operand (cuda)"),
+        bf16(device, isBf16 ? n : 0, "gemm timing operand (cuda)") {
     const std::vector<std::uint16_t> bits = RandomBf16(n, seed);
-    if (isBf16) bf16.Upload(bits.data());
-    else f32.Upload(Widen(bits).data());
+    if (isBf16)
+      bf16.Upload(bits.data());
+    else
+      f32.Upload(Widen(bits).data());
   }
 };
 
@@ -70,10 +73,14 @@ double TimeGemm(const GemmTimingArgs& g) {
   SetMatmulPrecision(g.tensorCores ? MatmulPrecision::kMedium : MatmulPrecision::kHighest);
   CudaStream stream;
   auto once = [&] {
-    if (g.aBf16 && g.bBf16) Launch(stream, g, a.bf16.data(), b.bf16.data(), c.data());
-    else if (g.aBf16) Launch(stream, g, a.bf16.data(), b.f32.data(), c.data());
-    else if (g.bBf16) Launch(stream, g, a.f32.data(), b.bf16.data(), c.data());
-    else Launch(stream, g, a.f32.data(), b.f32.data(), c.data());
+    if (g.aBf16 && g.bBf16)
+      Launch(stream, g, a.bf16.data(), b.bf16.data(), c.data());
+    else if (g.aBf16)
+      Launch(stream, g, a.bf16.data(), b.f32.data(), c.data());
+    else if (g.bBf16)
+      Launch(stream, g, a.f32.data(), b.bf16.data(), c.data());
+    else
+      Launch(stream, g, a.f32.data(), b.f32.data(), c.data());
   };
   double seconds = 0.0;
   try {

@@ -2,7 +2,8 @@
 //   PTX ISA mma.m16n8k16 / ldmatrix (native/core/cuda_mma.cuh).
 // Tests: test/model/cuda-gemm-tc.test.ts (GEMM, linear layers, the MoE layer with float32,
 //   bfloat16 and packed MXFP4 experts and a whole transformer with matmulPrecision 'medium', on a
-//   GPU or on the CUDA emulator in both thread orders); scripts/check-tensor-core-ptx.mjs (the kernels' sm_90 PTX holds mma).
+//   GPU or on the CUDA emulator in both thread orders); scripts/check-tensor-core-ptx.mjs (the kernels' sm_90 PTX holds
+//   mma).
 // The tensor-core GEMM of the CUDA model ops: C = alpha op(A) op(B) + beta C with bfloat16
 // operands and float32 accumulation (mma.sync m16n8k16), used instead of the float32 GEMM of
 // cuda_gemm.cuh when the matmul precision is 'medium' (matmul_precision.h). A block of 256
@@ -41,7 +42,7 @@ namespace {
 namespace tc {
 
 constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 32, kThreads = 256;
-constexpr int kRowPad = kBlockK + 8;  // elements per shared row: 80 bytes, 16-byte aligned
+constexpr int kRowPad = kBlockK + 8;                      // elements per shared row: 80 bytes, 16-byte aligned
 constexpr int kPerThread = kBlockM * kBlockK / kThreads;  // operand elements each thread stages (16)
 
 /** An operand element as bfloat16 bits: float32 rounded to nearest even. */
@@ -75,7 +76,8 @@ __device__ __forceinline__ void LoadSlice(P X, long long ld, bool kContiguous, l
     const P base = X + p;
 #pragma unroll
     for (int s = 0; s < kPerThread; ++s) {
-      if (r + 8 * s < rows) regs[s / 2] |= static_cast<unsigned>(Bf16Operand(base + (r + 8 * s) * ld)) << (16 * (s % 2));
+      if (r + 8 * s < rows)
+        regs[s / 2] |= static_cast<unsigned>(Bf16Operand(base + (r + 8 * s) * ld)) << (16 * (s % 2));
     }
   } else {
     const long long r = r0 + tid % kBlockM, p = k0 + tid / kBlockM;
@@ -89,14 +91,17 @@ __device__ __forceinline__ void LoadSlice(P X, long long ld, bool kContiguous, l
 }
 
 /** Stores what LoadSlice read into a shared stage laid out [row][k] (rows of kRowPad elements). */
-__device__ __forceinline__ void StoreSlice(bool kContiguous, const unsigned regs[kPerThread / 2], std::uint16_t* stage) {
+__device__ __forceinline__ void StoreSlice(bool kContiguous, const unsigned regs[kPerThread / 2],
+                                           std::uint16_t* stage) {
   const int tid = static_cast<int>(threadIdx.x);
   const int i = kContiguous ? tid / kBlockK : tid % kBlockM, kk = kContiguous ? tid % kBlockK : tid / kBlockM;
 #pragma unroll
   for (int s = 0; s < kPerThread; ++s) {
     const std::uint16_t v = static_cast<std::uint16_t>(regs[s / 2] >> (16 * (s % 2)));
-    if (kContiguous) stage[(i + 8 * s) * kRowPad + kk] = v;
-    else stage[i * kRowPad + kk + 2 * s] = v;
+    if (kContiguous)
+      stage[(i + 8 * s) * kRowPad + kk] = v;
+    else
+      stage[i * kRowPad + kk + 2 * s] = v;
   }
 }
 
@@ -188,9 +193,9 @@ __device__ __forceinline__ void GemmTileTc(int transA, int transB, long long M, 
 }
 
 template <typename PA, typename PB>
-__global__ void __launch_bounds__(kThreads) GemmTcKernel(int transA, int transB, long long M, long long N, long long K,
-                                                         float alpha, PA A, long long lda, PB B,
-                                                         long long ldb, float beta, float* C, long long ldc) {
+__global__ void __launch_bounds__(kThreads)
+    GemmTcKernel(int transA, int transB, long long M, long long N, long long K, float alpha, PA A, long long lda, PB B,
+                 long long ldb, float beta, float* C, long long ldc) {
   GemmTileTc<PA, PB>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                      static_cast<long long>(blockIdx.y) * kBlockM, static_cast<long long>(blockIdx.x) * kBlockN);
 }
@@ -201,13 +206,14 @@ struct GroupTile {
 };
 
 template <typename PA, typename PB>
-__global__ void __launch_bounds__(kThreads) GroupedGemmTcKernel(const GroupTile* tiles, int transA, int transB,
-                                                                float alpha, PA A, long long lda, PB B,
-                                                                long long ldb, float beta, float* C, long long ldc) {
+__global__ void __launch_bounds__(kThreads)
+    GroupedGemmTcKernel(const GroupTile* tiles, int transA, int transB, float alpha, PA A, long long lda, PB B,
+                        long long ldb, float beta, float* C, long long ldc) {
   const GroupTile t = tiles[blockIdx.y];
   const long long col0 = static_cast<long long>(blockIdx.x) * kBlockN;
   if (col0 >= t.n) return;  // the whole block leaves: a narrower group than the grid
-  GemmTileTc<PA, PB>(transA, transB, t.m, t.n, t.k, alpha, A + t.a, lda, B + t.b, ldb, beta, C + t.c, ldc, t.row0, col0);
+  GemmTileTc<PA, PB>(transA, transB, t.m, t.n, t.k, alpha, A + t.a, lda, B + t.b, ldb, beta, C + t.c, ldc, t.row0,
+                     col0);
 }
 
 }  // namespace tc
@@ -231,15 +237,20 @@ inline bool UseTensorCoreGemm() {
   return false;
 }
 
-/** C = alpha op(A) op(B) + beta C on `s` on the tensor cores (A and B float32 or bfloat16 bits, rounded to bfloat16). */
+/** C = alpha op(A) op(B) + beta C on `s` on the tensor cores (A and B float32 or bfloat16 bits, rounded to bfloat16).
+ */
 template <typename TA, typename TB>
 void LaunchGemmTc(cudaStream_t s, bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-                  const TA* a, std::int64_t lda, const TB* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+                  const TA* a, std::int64_t lda, const TB* b, std::int64_t ldb, float beta, float* c,
+                  std::int64_t ldc) {
   if (m == 0 || n == 0) return;
-  if (CeilDiv<std::int64_t>(m, tc::kBlockM) >= 65536) throw ArgumentError("gemm: m is too large for the CUDA kernel (>= 8388608 rows)");
-  const dim3 grid(static_cast<unsigned>(CeilDiv<std::int64_t>(n, tc::kBlockN)), static_cast<unsigned>(CeilDiv<std::int64_t>(m, tc::kBlockM)));
+  if (CeilDiv<std::int64_t>(m, tc::kBlockM) >= 65536)
+    throw ArgumentError("gemm: m is too large for the CUDA kernel (>= 8388608 rows)");
+  const dim3 grid(static_cast<unsigned>(CeilDiv<std::int64_t>(n, tc::kBlockN)),
+                  static_cast<unsigned>(CeilDiv<std::int64_t>(m, tc::kBlockM)));
   auto* kernel = tc::GemmTcKernel<const TA*, const TB*>;  // (a template-id with a comma cannot be a macro argument)
-  SFX_LAUNCH(kernel, grid, dim3(tc::kThreads), 0, s)(transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  SFX_LAUNCH(kernel, grid, dim3(tc::kThreads), 0, s)
+  (transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   SFX_CUDA_LAUNCH_CHECK("GemmTcKernel");
 }
 

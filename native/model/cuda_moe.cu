@@ -65,7 +65,8 @@ __global__ void FillRowsKernel(const float* b, float* y, long long rows, long lo
 }
 
 /** y[r, c] = b[expert[r], c] (the bias rows of each assignment row's expert). */
-__global__ void FillExpertRowsKernel(const float* b, const std::int32_t* expert, float* y, long long rows, long long cols) {
+__global__ void FillExpertRowsKernel(const float* b, const std::int32_t* expert, float* y, long long rows,
+                                     long long cols) {
   const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < rows * cols) y[i] = b[static_cast<long long>(expert[i / cols]) * cols + i % cols];
 }
@@ -117,7 +118,8 @@ __global__ void RouteKernel(const float* logits, long long T, long long E, long 
   const double m = z[idx[0]];
   double sum = 0.0;
   for (long long s = 0; s < K; ++s) sum += exp(static_cast<double>(z[idx[s]]) - m);
-  for (long long s = 0; s < K; ++s) weight[t * K + s] = static_cast<float>(exp(static_cast<double>(z[idx[s]]) - m) / sum);
+  for (long long s = 0; s < K; ++s)
+    weight[t * K + s] = static_cast<float>(exp(static_cast<double>(z[idx[s]]) - m) / sum);
 }
 
 /** out[r] = x[rows[r]] for rows of `cols` floats. */
@@ -144,9 +146,9 @@ __global__ void CombineKernel(const float* y, const float* w, const std::int32_t
  * Block (t, s): dw[t, s] = dout[t] . y[rowOf[t, s]] (double partials, a fixed tree), and the
  * expert's output gradient dy[rowOf[t, s]] = w[t, s] dout[t].
  */
-__global__ void __launch_bounds__(kDotThreads) SlotGradKernel(const float* dout, const float* y, const float* w,
-                                                              const std::int32_t* rowOf, long long K, long long D,
-                                                              double* dw, float* dy) {
+__global__ void __launch_bounds__(kDotThreads)
+    SlotGradKernel(const float* dout, const float* y, const float* w, const std::int32_t* rowOf, long long K,
+                   long long D, double* dw, float* dy) {
   __shared__ double sh[kDotThreads];
   const long long t = blockIdx.x, s = blockIdx.y;
   const long long row = rowOf[t * K + s];
@@ -206,9 +208,8 @@ std::vector<ExpertRows> Active(const std::vector<std::int64_t>& offsets) {
  * `group(e, r0, n)` gives each expert's GemmGroup (offsets into A, B and C).
  */
 template <typename Fn>
-void ExpertGemm(int device, const std::vector<ExpertRows>& active, Fn&& group, bool transA, bool transB,
-                const float* a, std::int64_t lda, const WeightData& b, std::int64_t ldb, float beta, float* c,
-                std::int64_t ldc) {
+void ExpertGemm(int device, const std::vector<ExpertRows>& active, Fn&& group, bool transA, bool transB, const float* a,
+                std::int64_t lda, const WeightData& b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   std::vector<GemmGroup> groups;
   groups.reserve(active.size());
   for (const ExpertRows& x : active) groups.push_back(group(x.e, x.r0, x.n));
@@ -216,7 +217,8 @@ void ExpertGemm(int device, const std::vector<ExpertRows>& active, Fn&& group, b
     const Mxfp4Operand w{static_cast<const std::uint8_t*>(b.data), b.scales, 0};
     GroupedGemm(device, groups, transA, transB, 1.0f, a, lda, w, ldb, beta, c, ldc);
   } else if (b.bf16) {
-    GroupedGemm(device, groups, transA, transB, 1.0f, a, lda, static_cast<const std::uint16_t*>(b.data), ldb, beta, c, ldc);
+    GroupedGemm(device, groups, transA, transB, 1.0f, a, lda, static_cast<const std::uint16_t*>(b.data), ldb, beta, c,
+                ldc);
   } else {
     GroupedGemm(device, groups, transA, transB, 1.0f, a, lda, static_cast<const float*>(b.data), ldb, beta, c, ldc);
   }
@@ -228,60 +230,82 @@ void ExpertGemm(int device, const std::vector<ExpertRows>& active, Fn&& group, b
  */
 template <typename Fn>
 void ExpertGemmF32(int device, const std::vector<ExpertRows>& active, Fn&& group, bool transA, bool transB, float alpha,
-                   const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+                   const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+                   std::int64_t ldc) {
   std::vector<GemmGroup> groups;
   groups.reserve(active.size());
   for (const ExpertRows& x : active) groups.push_back(group(x.e, x.r0, x.n));
   GroupedGemm(device, groups, transA, transB, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-/** Per active expert e over its rows v [n, in]: t = v A_e^T [n, R], then y [n, out] += scale t B_e^T (A [E, R, in], B [E, out, R]). */
-void LoraExpertsForward(int device, const std::vector<ExpertRows>& active, const float* v, std::int64_t in, const float* A,
-                        const float* B, std::int64_t out, std::int64_t R, float scale, float* t, float* y) {
-  ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, R, in, r0 * in, e * R * in, r0 * R}; },
-                false, true, 1.0f, v, in, A, in, 0.0f, t, R);
-  ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, out, R, r0 * R, e * out * R, r0 * out}; },
-                false, true, scale, t, R, B, R, 1.0f, y, out);
+/** Per active expert e over its rows v [n, in]: t = v A_e^T [n, R], then y [n, out] += scale t B_e^T (A [E, R, in], B
+ * [E, out, R]). */
+void LoraExpertsForward(int device, const std::vector<ExpertRows>& active, const float* v, std::int64_t in,
+                        const float* A, const float* B, std::int64_t out, std::int64_t R, float scale, float* t,
+                        float* y) {
+  ExpertGemmF32(
+      device, active,
+      [&](long long e, long long r0, long long n) { return GemmGroup{n, R, in, r0 * in, e * R * in, r0 * R}; }, false,
+      true, 1.0f, v, in, A, in, 0.0f, t, R);
+  ExpertGemmF32(
+      device, active,
+      [&](long long e, long long r0, long long n) { return GemmGroup{n, out, R, r0 * R, e * out * R, r0 * out}; },
+      false, true, scale, t, R, B, R, 1.0f, y, out);
 }
 
 /**
  * The backward of LoraExpertsForward for the output gradient dy [A, out]: t = v A_e^T recomputed,
  * dB_e += scale dy^T t, dt = scale dy B_e, dA_e += dt^T v, dv += dt A_e (dA, dB may be null).
  */
-void LoraExpertsBackward(int device, const std::vector<ExpertRows>& active, const float* v, std::int64_t in, const float* A,
-                         const float* B, std::int64_t out, std::int64_t R, float scale, const float* dy, float* dv, float* dA,
-                         float* dB, float* t, float* dt) {
-  ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, R, in, r0 * in, e * R * in, r0 * R}; },
-                false, true, 1.0f, v, in, A, in, 0.0f, t, R);
+void LoraExpertsBackward(int device, const std::vector<ExpertRows>& active, const float* v, std::int64_t in,
+                         const float* A, const float* B, std::int64_t out, std::int64_t R, float scale, const float* dy,
+                         float* dv, float* dA, float* dB, float* t, float* dt) {
+  ExpertGemmF32(
+      device, active,
+      [&](long long e, long long r0, long long n) { return GemmGroup{n, R, in, r0 * in, e * R * in, r0 * R}; }, false,
+      true, 1.0f, v, in, A, in, 0.0f, t, R);
   if (dB) {
-    ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{out, R, n, r0 * out, r0 * R, e * out * R}; },
-                  true, false, scale, dy, out, t, R, 1.0f, dB, R);
+    ExpertGemmF32(
+        device, active,
+        [&](long long e, long long r0, long long n) { return GemmGroup{out, R, n, r0 * out, r0 * R, e * out * R}; },
+        true, false, scale, dy, out, t, R, 1.0f, dB, R);
   }
-  ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, R, out, r0 * out, e * out * R, r0 * R}; },
-                false, false, scale, dy, out, B, R, 0.0f, dt, R);
+  ExpertGemmF32(
+      device, active,
+      [&](long long e, long long r0, long long n) { return GemmGroup{n, R, out, r0 * out, e * out * R, r0 * R}; },
+      false, false, scale, dy, out, B, R, 0.0f, dt, R);
   if (dA) {
-    ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{R, in, n, r0 * R, r0 * in, e * R * in}; },
-                  true, false, 1.0f, dt, R, v, in, 1.0f, dA, in);
+    ExpertGemmF32(
+        device, active,
+        [&](long long e, long long r0, long long n) { return GemmGroup{R, in, n, r0 * R, r0 * in, e * R * in}; }, true,
+        false, 1.0f, dt, R, v, in, 1.0f, dA, in);
   }
-  ExpertGemmF32(device, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, in, R, r0 * R, e * R * in, r0 * in}; },
-                false, false, 1.0f, dt, R, A, in, 1.0f, dv, in);
+  ExpertGemmF32(
+      device, active,
+      [&](long long e, long long r0, long long n) { return GemmGroup{n, in, R, r0 * R, e * R * in, r0 * in}; }, false,
+      false, 1.0f, dt, R, A, in, 1.0f, dv, in);
 }
 
 /** C = op(A) op(B) + beta C with B float32 or bfloat16 bits (one plain GEMM). */
-void WeightGemm(cudaStream_t s, bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
-                std::int64_t lda, const WeightData& b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  if (b.bf16) LaunchGemmT(s, transA, transB, m, n, k, 1.0f, a, lda, static_cast<const std::uint16_t*>(b.data), ldb, beta, c, ldc);
-  else LaunchGemmT(s, transA, transB, m, n, k, 1.0f, a, lda, static_cast<const float*>(b.data), ldb, beta, c, ldc);
+void WeightGemm(cudaStream_t s, bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k,
+                const float* a, std::int64_t lda, const WeightData& b, std::int64_t ldb, float beta, float* c,
+                std::int64_t ldc) {
+  if (b.bf16)
+    LaunchGemmT(s, transA, transB, m, n, k, 1.0f, a, lda, static_cast<const std::uint16_t*>(b.data), ldb, beta, c, ldc);
+  else
+    LaunchGemmT(s, transA, transB, m, n, k, 1.0f, a, lda, static_cast<const float*>(b.data), ldb, beta, c, ldc);
 }
 
 /** Sums of rows per expert into acc[E, cols] (+=), for the active experts. */
-void AddExpertColumns(int device, const std::vector<ExpertRows>& active, const float* src, std::int64_t cols, float* acc) {
+void AddExpertColumns(int device, const std::vector<ExpertRows>& active, const float* src, std::int64_t cols,
+                      float* acc) {
   if (active.empty() || cols == 0) return;
   Require(active.size() < 65536, "moe: too many active experts for one launch");
   DeviceBuffer<ExpertRows> list(device, active.size(), "moe active experts (cuda)");
   list.Upload(active.data());
   Op op;
-  SFX_LAUNCH(AddExpertColumnsKernel, dim3(Blocks(cols, 128), static_cast<unsigned>(active.size())), dim3(128), 0, op.stream)
+  SFX_LAUNCH(AddExpertColumnsKernel, dim3(Blocks(cols, 128), static_cast<unsigned>(active.size())), dim3(128), 0,
+             op.stream)
   (list.data(), src, cols, acc);
   SFX_CUDA_LAUNCH_CHECK("AddExpertColumnsKernel");
   op.Done();
@@ -389,12 +413,16 @@ void Forward(const MoeParams& p, const float* x, float* out, std::int64_t T, Dev
     SFX_CUDA_LAUNCH_CHECK("FillExpertRowsKernel");
     op.Done();
   }
-  ExpertGemm(dev, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, 2 * F, D, r0 * D, e * 2 * F * D, r0 * 2 * F}; },
-             false, true, xg.data(), D, p.gateUp, D, p.gateUpBias ? 1.0f : 0.0f, s.h.data(), 2 * F);
+  ExpertGemm(
+      dev, active,
+      [&](long long e, long long r0, long long n) { return GemmGroup{n, 2 * F, D, r0 * D, e * 2 * F * D, r0 * 2 * F}; },
+      false, true, xg.data(), D, p.gateUp, D, p.gateUpBias ? 1.0f : 0.0f, s.h.data(), 2 * F);
   const MoeLora& l = p.lora;
   const std::int64_t R = l.rank;
-  DeviceBuffer<float> loraT = (l.gateUp() || l.down()) ? Floats(dev, A * R, "moe expert lora x A^T (cuda)") : DeviceBuffer<float>();
-  if (l.gateUp()) LoraExpertsForward(dev, active, xg.data(), D, l.gateUpA, l.gateUpB, 2 * F, R, l.scale, loraT.data(), s.h.data());
+  DeviceBuffer<float> loraT =
+      (l.gateUp() || l.down()) ? Floats(dev, A * R, "moe expert lora x A^T (cuda)") : DeviceBuffer<float>();
+  if (l.gateUp())
+    LoraExpertsForward(dev, active, xg.data(), D, l.gateUpA, l.gateUpB, 2 * F, R, l.scale, loraT.data(), s.h.data());
   xg.reset();
   ops.swiGluForward(s.h.data(), s.act.data(), A, F, p.swiglu);
   if (p.downBias) {
@@ -404,9 +432,12 @@ void Forward(const MoeParams& p, const float* x, float* out, std::int64_t T, Dev
     SFX_CUDA_LAUNCH_CHECK("FillExpertRowsKernel");
     op.Done();
   }
-  ExpertGemm(dev, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, D, F, r0 * F, e * D * F, r0 * D}; },
-             false, true, s.act.data(), F, p.down, F, p.downBias ? 1.0f : 0.0f, s.y.data(), D);
-  if (l.down()) LoraExpertsForward(dev, active, s.act.data(), F, l.downA, l.downB, D, R, l.scale, loraT.data(), s.y.data());
+  ExpertGemm(
+      dev, active,
+      [&](long long e, long long r0, long long n) { return GemmGroup{n, D, F, r0 * F, e * D * F, r0 * D}; }, false,
+      true, s.act.data(), F, p.down, F, p.downBias ? 1.0f : 0.0f, s.y.data(), D);
+  if (l.down())
+    LoraExpertsForward(dev, active, s.act.data(), F, l.downA, l.downB, D, R, l.scale, loraT.data(), s.y.data());
   loraT.reset();
 
   // out[t] = sum over slots, in slot order
@@ -436,8 +467,10 @@ void Backward(const MoeParams& p, const float* x, const float* dout, const Devic
   const int dev = CurrentDevice();
   const std::vector<ExpertRows> active = Active(s.offsets);
   const std::int64_t R = l.rank;
-  DeviceBuffer<float> loraT = (l.gateUp() || l.down()) ? Floats(dev, A * R, "moe expert lora x A^T (cuda)") : DeviceBuffer<float>();
-  DeviceBuffer<float> loraDt = (l.gateUp() || l.down()) ? Floats(dev, A * R, "moe expert lora dt (cuda)") : DeviceBuffer<float>();
+  DeviceBuffer<float> loraT =
+      (l.gateUp() || l.down()) ? Floats(dev, A * R, "moe expert lora x A^T (cuda)") : DeviceBuffer<float>();
+  DeviceBuffer<float> loraDt =
+      (l.gateUp() || l.down()) ? Floats(dev, A * R, "moe expert lora dt (cuda)") : DeviceBuffer<float>();
 
   // router: dw[t, s] = dout[t] . y[t, s]; softmax over the chosen k; logit gradients; router weights and dx
   DeviceBuffer<float> dlogits = Floats(dev, T * E, "moe router logit gradients (cuda)");
@@ -446,7 +479,8 @@ void Backward(const MoeParams& p, const float* x, const float* dout, const Devic
   {
     DeviceBuffer<double> dw(dev, static_cast<std::size_t>(A), "moe slot weight gradients (cuda)");
     Op op;
-    SFX_LAUNCH(SlotGradKernel, dim3(static_cast<unsigned>(T), static_cast<unsigned>(K)), dim3(kDotThreads), 0, op.stream)
+    SFX_LAUNCH(SlotGradKernel, dim3(static_cast<unsigned>(T), static_cast<unsigned>(K)), dim3(kDotThreads), 0,
+               op.stream)
     (dout, s.y.data(), s.weight.data(), s.rowOf.data(), K, D, dw.data(), dYa.data());
     SFX_CUDA_LAUNCH_CHECK("SlotGradKernel");
     SFX_LAUNCH(RouterGradKernel, Blocks(T, 128), dim3(128), 0, op.stream)
@@ -469,29 +503,38 @@ void Backward(const MoeParams& p, const float* x, const float* dout, const Devic
   DeviceBuffer<float> dXa = Floats(dev, A * D, "moe expert input gradients (cuda)");
   if (g.downBias) AddExpertColumns(dev, active, dYa.data(), D, g.downBias);
   if (g.down) {
-    ExpertGemm(dev, active, [&](long long e, long long r0, long long n) { return GemmGroup{D, F, n, r0 * D, r0 * F, e * D * F}; },
-               true, false, dYa.data(), D, WeightData{s.act.data(), false}, F, 1.0f, g.down, F);
+    ExpertGemm(
+        dev, active,
+        [&](long long e, long long r0, long long n) { return GemmGroup{D, F, n, r0 * D, r0 * F, e * D * F}; }, true,
+        false, dYa.data(), D, WeightData{s.act.data(), false}, F, 1.0f, g.down, F);
   }
-  ExpertGemm(dev, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, F, D, r0 * D, e * D * F, r0 * F}; },
-             false, false, dYa.data(), D, p.down, F, 0.0f, dact.data(), F);
+  ExpertGemm(
+      dev, active,
+      [&](long long e, long long r0, long long n) { return GemmGroup{n, F, D, r0 * D, e * D * F, r0 * F}; }, false,
+      false, dYa.data(), D, p.down, F, 0.0f, dact.data(), F);
   if (l.down()) {
-    LoraExpertsBackward(dev, active, s.act.data(), F, l.downA, l.downB, D, R, l.scale, dYa.data(), dact.data(), g.downLoraA,
-                        g.downLoraB, loraT.data(), loraDt.data());
+    LoraExpertsBackward(dev, active, s.act.data(), F, l.downA, l.downB, D, R, l.scale, dYa.data(), dact.data(),
+                        g.downLoraA, g.downLoraB, loraT.data(), loraDt.data());
   }
   dYa.reset();
   ops.swiGluBackward(s.h.data(), dact.data(), dh.data(), A, F, p.swiglu, false);
   dact.reset();
   if (g.gateUpBias) AddExpertColumns(dev, active, dh.data(), 2 * F, g.gateUpBias);
   if (g.gateUp) {
-    ExpertGemm(dev, active,
-               [&](long long e, long long r0, long long n) { return GemmGroup{2 * F, D, n, r0 * 2 * F, r0 * D, e * 2 * F * D}; },
-               true, false, dh.data(), 2 * F, WeightData{xg.data(), false}, D, 1.0f, g.gateUp, D);
+    ExpertGemm(
+        dev, active,
+        [&](long long e, long long r0, long long n) {
+          return GemmGroup{2 * F, D, n, r0 * 2 * F, r0 * D, e * 2 * F * D};
+        },
+        true, false, dh.data(), 2 * F, WeightData{xg.data(), false}, D, 1.0f, g.gateUp, D);
   }
-  ExpertGemm(dev, active, [&](long long e, long long r0, long long n) { return GemmGroup{n, D, 2 * F, r0 * 2 * F, e * 2 * F * D, r0 * D}; },
-             false, false, dh.data(), 2 * F, p.gateUp, D, 0.0f, dXa.data(), D);
+  ExpertGemm(
+      dev, active,
+      [&](long long e, long long r0, long long n) { return GemmGroup{n, D, 2 * F, r0 * 2 * F, e * 2 * F * D, r0 * D}; },
+      false, false, dh.data(), 2 * F, p.gateUp, D, 0.0f, dXa.data(), D);
   if (l.gateUp()) {
-    LoraExpertsBackward(dev, active, xg.data(), D, l.gateUpA, l.gateUpB, 2 * F, R, l.scale, dh.data(), dXa.data(), g.gateUpLoraA,
-                        g.gateUpLoraB, loraT.data(), loraDt.data());
+    LoraExpertsBackward(dev, active, xg.data(), D, l.gateUpA, l.gateUpB, 2 * F, R, l.scale, dh.data(), dXa.data(),
+                        g.gateUpLoraA, g.gateUpLoraB, loraT.data(), loraDt.data());
   }
 
   // dx[t] (+)= router part + the experts' parts in slot order

@@ -41,7 +41,8 @@ __host__ __device__ __forceinline__ float Mxfp4Value(const Mxfp4Operand& p) {
   const unsigned code = (p.offset & 1) ? (byte >> 4) : (byte & 15u);
   const unsigned scale = p.scales[p.offset >> 5];
   const unsigned e = (code >> 1) & 3u, m = code & 1u;
-  const float mag = e == 0 ? 0.5f * static_cast<float>(m) : (1.0f + 0.5f * static_cast<float>(m)) * static_cast<float>(1u << (e - 1));
+  const float mag =
+      e == 0 ? 0.5f * static_cast<float>(m) : (1.0f + 0.5f * static_cast<float>(m)) * static_cast<float>(1u << (e - 1));
   const unsigned powerBits = scale == 0 ? 0x00400000u : scale << 23;  // 2^(scale - 127); 255 -> infinity
   float power;
   memcpy(&power, &powerBits, sizeof(power));

@@ -78,13 +78,17 @@ void GemmMixed(bool transA, bool transB, std::int64_t m, std::int64_t n, std::in
   using U16 = std::uint16_t;
   Op op;
   if (aBf16 && bBf16) {
-    LaunchGemmT(op.stream, transA, transB, m, n, k, alpha, static_cast<const U16*>(a), lda, static_cast<const U16*>(b), ldb, beta, c, ldc);
+    LaunchGemmT(op.stream, transA, transB, m, n, k, alpha, static_cast<const U16*>(a), lda, static_cast<const U16*>(b),
+                ldb, beta, c, ldc);
   } else if (aBf16) {
-    LaunchGemmT(op.stream, transA, transB, m, n, k, alpha, static_cast<const U16*>(a), lda, static_cast<const float*>(b), ldb, beta, c, ldc);
+    LaunchGemmT(op.stream, transA, transB, m, n, k, alpha, static_cast<const U16*>(a), lda,
+                static_cast<const float*>(b), ldb, beta, c, ldc);
   } else if (bBf16) {
-    LaunchGemmT(op.stream, transA, transB, m, n, k, alpha, static_cast<const float*>(a), lda, static_cast<const U16*>(b), ldb, beta, c, ldc);
+    LaunchGemmT(op.stream, transA, transB, m, n, k, alpha, static_cast<const float*>(a), lda,
+                static_cast<const U16*>(b), ldb, beta, c, ldc);
   } else {
-    LaunchGemm(op.stream, transA, transB, m, n, k, alpha, static_cast<const float*>(a), lda, static_cast<const float*>(b), ldb, beta, c, ldc);
+    LaunchGemm(op.stream, transA, transB, m, n, k, alpha, static_cast<const float*>(a), lda,
+               static_cast<const float*>(b), ldb, beta, c, ldc);
   }
   op.Done();
 }
@@ -127,7 +131,8 @@ void LinearBackward(const float* x, const float* w, const float* dy, float* dx, 
   if (T == 0 && !dx) return;
   const std::int64_t ldIn = std::max<std::int64_t>(1, in), ldOut = std::max<std::int64_t>(1, out);
   Op op;
-  if (dx) LaunchGemm(op.stream, false, false, T, in, out, 1.0f, dy, ldOut, w, ldIn, accumulateDx ? 1.0f : 0.0f, dx, ldIn);
+  if (dx)
+    LaunchGemm(op.stream, false, false, T, in, out, 1.0f, dy, ldOut, w, ldIn, accumulateDx ? 1.0f : 0.0f, dx, ldIn);
   if (dw) LaunchGemm(op.stream, true, false, out, in, T, 1.0f, dy, ldOut, x, ldIn, 1.0f, dw, ldIn);
   if (db && T > 0 && out > 0) {
     SFX_LAUNCH(AddColumnsKernel, Blocks(out, 128), dim3(128), 0, op.stream)(dy, T, out, db);
@@ -136,8 +141,8 @@ void LinearBackward(const float* x, const float* w, const float* dy, float* dx, 
   op.Done();
 }
 
-void LinearForwardBf16(const float* x, const std::uint16_t* w, const float* b, float* y, std::int64_t T, std::int64_t in,
-                       std::int64_t out) {
+void LinearForwardBf16(const float* x, const std::uint16_t* w, const float* b, float* y, std::int64_t T,
+                       std::int64_t in, std::int64_t out) {
   Require(T >= 0 && in >= 0 && out >= 0, "linear sizes must be non-negative");
   if (T == 0 || out == 0) return;
   Op op;
@@ -158,7 +163,8 @@ void LinearBackwardBf16(const std::uint16_t* w, const float* dy, float* dx, floa
   if (T == 0 && !dx) return;
   const std::int64_t ldIn = std::max<std::int64_t>(1, in), ldOut = std::max<std::int64_t>(1, out);
   Op op;
-  if (dx) LaunchGemmT(op.stream, false, false, T, in, out, 1.0f, dy, ldOut, w, ldIn, accumulateDx ? 1.0f : 0.0f, dx, ldIn);
+  if (dx)
+    LaunchGemmT(op.stream, false, false, T, in, out, 1.0f, dy, ldOut, w, ldIn, accumulateDx ? 1.0f : 0.0f, dx, ldIn);
   if (db && T > 0 && out > 0) {
     SFX_LAUNCH(AddColumnsKernel, Blocks(out, 128), dim3(128), 0, op.stream)(dy, T, out, db);
     SFX_CUDA_LAUNCH_CHECK("AddColumnsKernel");
@@ -168,8 +174,8 @@ void LinearBackwardBf16(const std::uint16_t* w, const float* dy, float* dx, floa
 
 // ---- RMSNorm ----------------------------------------------------------------------------------
 
-__global__ void __launch_bounds__(kRowThreads) RmsNormForwardKernel(const float* x, const float* g, float* y,
-                                                                    float* rstd, long long D, float eps) {
+__global__ void __launch_bounds__(kRowThreads)
+    RmsNormForwardKernel(const float* x, const float* g, float* y, float* rstd, long long D, float eps) {
   __shared__ double sh[kRowThreads];
   const long long r = blockIdx.x;
   const float* xr = x + r * D;
@@ -181,9 +187,9 @@ __global__ void __launch_bounds__(kRowThreads) RmsNormForwardKernel(const float*
   for (long long i = threadIdx.x; i < D; i += kRowThreads) y[r * D + i] = xr[i] * rs * g[i];
 }
 
-__global__ void __launch_bounds__(kRowThreads) RmsNormBackwardKernel(const float* x, const float* g, const float* rstd,
-                                                                     const float* dy, float* dx, long long D,
-                                                                     int accumulate) {
+__global__ void __launch_bounds__(kRowThreads)
+    RmsNormBackwardKernel(const float* x, const float* g, const float* rstd, const float* dy, float* dx, long long D,
+                          int accumulate) {
   __shared__ double sh[kRowThreads];
   const long long r = blockIdx.x;
   const float* xr = x + r * D;
@@ -213,8 +219,8 @@ __global__ void RmsNormWeightGradKernel(const float* x, const float* rstd, const
 constexpr long long kNormChunkRows = 256;  // rows per partial sum of the gain gradient (many rows: q/k norm over heads)
 
 /** partial[c, d] = sum over rows [c rows, (c + 1) rows) of dy[r, d] x[r, d] rstd[r], rows in order. */
-__global__ void RmsNormWeightPartialKernel(const float* x, const float* rstd, const float* dy, float* partial, long long T,
-                                           long long D, long long rows) {
+__global__ void RmsNormWeightPartialKernel(const float* x, const float* rstd, const float* dy, float* partial,
+                                           long long T, long long D, long long rows) {
   const long long d = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (d >= D) return;
   const long long r0 = static_cast<long long>(blockIdx.y) * rows, r1 = r0 + rows < T ? r0 + rows : T;
@@ -259,8 +265,10 @@ void RmsNormBackward(const float* x, const float* g, const float* rstd, const fl
       SFX_LAUNCH(RmsNormWeightGradKernel, Blocks(D, 128), dim3(128), 0, op.stream)(x, rstd, dy, dg, T, D);
       SFX_CUDA_LAUNCH_CHECK("RmsNormWeightGradKernel");
     } else {
-      partial = DeviceBuffer<float>(CurrentDevice(), static_cast<std::size_t>(chunks * D), "rmsnorm gain partial sums (cuda)");
-      SFX_LAUNCH(RmsNormWeightPartialKernel, dim3(Blocks(D, 128), static_cast<unsigned>(chunks)), dim3(128), 0, op.stream)
+      partial = DeviceBuffer<float>(CurrentDevice(), static_cast<std::size_t>(chunks * D),
+                                    "rmsnorm gain partial sums (cuda)");
+      SFX_LAUNCH(RmsNormWeightPartialKernel, dim3(Blocks(D, 128), static_cast<unsigned>(chunks)), dim3(128), 0,
+                 op.stream)
       (x, rstd, dy, partial.data(), T, D, rows);
       SFX_CUDA_LAUNCH_CHECK("RmsNormWeightPartialKernel");
       SFX_LAUNCH(AddPartialsKernel, Blocks(D, 128), dim3(128), 0, op.stream)(partial.data(), chunks, D, dg);
@@ -292,10 +300,12 @@ void RopeApply(const RopeTable& table, const float* x, float* out, const std::in
   op.Done();
 }
 
-void RopeForward(const RopeTable& t, const float* x, float* out, const std::int32_t* pos, std::int64_t T, std::int64_t H) {
+void RopeForward(const RopeTable& t, const float* x, float* out, const std::int32_t* pos, std::int64_t T,
+                 std::int64_t H) {
   RopeApply(t, x, out, pos, T, H, 1.0f);
 }
-void RopeBackward(const RopeTable& t, const float* dy, float* dx, const std::int32_t* pos, std::int64_t T, std::int64_t H) {
+void RopeBackward(const RopeTable& t, const float* dy, float* dx, const std::int32_t* pos, std::int64_t T,
+                  std::int64_t H) {
   RopeApply(t, dy, dx, pos, T, H, -1.0f);
 }
 
@@ -357,14 +367,16 @@ void SwiGluBackward(const float* h, const float* dout, float* dh, std::int64_t T
   CheckSwiGluParams(p);
   if (T == 0 || F == 0) return;
   Op op;
-  SFX_LAUNCH(SwiGluBackwardKernel, Blocks(T * F, 256), dim3(256), 0, op.stream)(h, dout, dh, T, F, p, accumulate ? 1 : 0);
+  SFX_LAUNCH(SwiGluBackwardKernel, Blocks(T * F, 256), dim3(256), 0, op.stream)
+  (h, dout, dh, T, F, p, accumulate ? 1 : 0);
   SFX_CUDA_LAUNCH_CHECK("SwiGluBackwardKernel");
   op.Done();
 }
 
 // ---- embedding --------------------------------------------------------------------------------
 
-__global__ void EmbeddingForwardKernel(const float* table, const std::int32_t* ids, float* out, long long T, long long D) {
+__global__ void EmbeddingForwardKernel(const float* table, const std::int32_t* ids, float* out, long long T,
+                                       long long D) {
   const long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= T * D) return;
   out[e] = table[static_cast<long long>(ids[e / D]) * D + e % D];
@@ -378,13 +390,15 @@ __global__ void EmbeddingForwardBf16Kernel(const std::uint16_t* table, const std
 }
 
 /** dtable[ids[t], d] += dout[t, d], tokens in order per column (deterministic, no atomics). */
-__global__ void EmbeddingBackwardKernel(const std::int32_t* ids, const float* dout, float* dtable, long long T, long long D) {
+__global__ void EmbeddingBackwardKernel(const std::int32_t* ids, const float* dout, float* dtable, long long T,
+                                        long long D) {
   const long long d = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (d >= D) return;
   for (long long t = 0; t < T; ++t) dtable[static_cast<long long>(ids[t]) * D + d] += dout[t * D + d];
 }
 
-void EmbeddingForward(const float* table, const std::int32_t* ids, float* out, std::int64_t T, std::int64_t, std::int64_t D) {
+void EmbeddingForward(const float* table, const std::int32_t* ids, float* out, std::int64_t T, std::int64_t,
+                      std::int64_t D) {
   if (T == 0 || D == 0) return;
   Op op;
   SFX_LAUNCH(EmbeddingForwardKernel, Blocks(T * D, 256), dim3(256), 0, op.stream)(table, ids, out, T, D);
@@ -412,9 +426,9 @@ void EmbeddingBackward(const std::int32_t* ids, const float* dout, float* dtable
 
 // ---- log-softmax / cross-entropy ---------------------------------------------------------------
 
-__global__ void __launch_bounds__(kRowThreads) LogSoftmaxForwardKernel(const float* logits, const std::int32_t* targets,
-                                                                       long long V, float scale, float* logp,
-                                                                       float* entropy, float* lse) {
+__global__ void __launch_bounds__(kRowThreads)
+    LogSoftmaxForwardKernel(const float* logits, const std::int32_t* targets, long long V, float scale, float* logp,
+                            float* entropy, float* lse) {
   __shared__ double shd[kRowThreads];
   __shared__ float shf[kRowThreads];
   const long long r = blockIdx.x;
@@ -599,11 +613,17 @@ double SumSquares(const float* x, std::int64_t n) {
   return s;
 }
 
-const ModelOps kCudaOps = {UseDevice,        Gemm,           LinearForward,       LinearBackward,       RmsNormForward,
-                           RmsNormBackward,  RopeForward,    RopeBackward,        SwiGluForward,        SwiGluBackward,
-                           EmbeddingForward, EmbeddingBackward, LogSoftmaxForward, LogSoftmaxBackward, CrossEntropyForward,
-                           CrossEntropyBackward, AdamWUpdate, SumSquares, GemmMixed, LinearForwardBf16,
-                           LinearBackwardBf16, EmbeddingForwardBf16};
+const ModelOps kCudaOps = {UseDevice,           Gemm,
+                           LinearForward,       LinearBackward,
+                           RmsNormForward,      RmsNormBackward,
+                           RopeForward,         RopeBackward,
+                           SwiGluForward,       SwiGluBackward,
+                           EmbeddingForward,    EmbeddingBackward,
+                           LogSoftmaxForward,   LogSoftmaxBackward,
+                           CrossEntropyForward, CrossEntropyBackward,
+                           AdamWUpdate,         SumSquares,
+                           GemmMixed,           LinearForwardBf16,
+                           LinearBackwardBf16,  EmbeddingForwardBf16};
 
 [[maybe_unused]] const bool kRegistered = (RegisterCudaOps(&kCudaOps), true);
 

@@ -55,9 +55,9 @@ __global__ void GatherRowsKernel(const float* x, const std::int32_t* rows, float
 
 // One block per (query row, head): keys in chunks of kDecodeThreads (one score per thread), an
 // online softmax seeded by the sink (m = sink, l = 1), outputs accumulated in shared memory.
-__global__ void __launch_bounds__(kDecodeThreads) DecodeAttentionKernel(const DecodeRow* rows, const float* q,
-                                                                        const float* sinks, float* out, long long H,
-                                                                        long long KV, long long Dh, float scale) {
+__global__ void __launch_bounds__(kDecodeThreads)
+    DecodeAttentionKernel(const DecodeRow* rows, const float* q, const float* sinks, float* out, long long H,
+                          long long KV, long long Dh, float scale) {
   SFX_DYNAMIC_SHARED(float, sh);
   float* qs = sh;
   float* acc = qs + Dh;
@@ -178,7 +178,8 @@ void DecodeAttention(const DecodeRow* rows, std::int64_t R, const float* q, cons
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
   Op op;
   SFX_LAUNCH(DecodeAttentionKernel, dim3(static_cast<unsigned>(R), static_cast<unsigned>(H)), dim3(kDecodeThreads),
-             shared, op.stream)(dev.data(), q, sinks, out, H, KV, Dh, scale);
+             shared, op.stream)
+  (dev.data(), q, sinks, out, H, KV, Dh, scale);
   SFX_CUDA_LAUNCH_CHECK("DecodeAttentionKernel");
   op.Done();
 }

@@ -19,9 +19,10 @@
 namespace sinkflex::model {
 namespace {
 
-constexpr std::int64_t kKc = kGemmDepthBlock;  // depth of one packed block (A and B panels stay in L1/L2)
+constexpr std::int64_t kKc = kGemmDepthBlock;   // depth of one packed block (A and B panels stay in L1/L2)
 constexpr std::int64_t kSerialFlops = 1 << 21;  // below this, no threads
-constexpr std::int64_t kSmallM = kGemmSmallRows;  // M up to this: the small-M path (B packed a panel at a time, read once)
+constexpr std::int64_t kSmallM =
+    kGemmSmallRows;  // M up to this: the small-M path (B packed a panel at a time, read once)
 
 inline float Elem(const float* p) { return *p; }
 inline float Elem(const std::uint16_t* p) { return Bf16ToFloat(*p); }
@@ -45,15 +46,17 @@ void CheckArgs(bool transA, bool transB, std::int64_t M, std::int64_t N, std::in
 void ScaleC(std::int64_t M, std::int64_t N, float beta, float* C, std::int64_t ldc) {
   for (std::int64_t i = 0; i < M; ++i) {
     float* c = C + i * ldc;
-    if (beta == 0.0f) std::fill(c, c + N, 0.0f);
-    else if (beta != 1.0f) for (std::int64_t j = 0; j < N; ++j) c[j] *= beta;
+    if (beta == 0.0f)
+      std::fill(c, c + N, 0.0f);
+    else if (beta != 1.0f)
+      for (std::int64_t j = 0; j < N; ++j) c[j] *= beta;
   }
 }
 
 /** Packs rows [r0, r0 + mr) x depth [k0, k0 + kc) of op(A) as dst[p * mr + i], zero-padded past M. */
 template <typename T>
-void PackA(bool transA, const T* A, std::int64_t lda, std::int64_t M, std::int64_t r0, std::int64_t k0,
-           std::int64_t kc, int mr, float* dst) {
+void PackA(bool transA, const T* A, std::int64_t lda, std::int64_t M, std::int64_t r0, std::int64_t k0, std::int64_t kc,
+           int mr, float* dst) {
   const std::int64_t rows = std::min<std::int64_t>(mr, M - r0);
   if (!transA) {
     for (std::int64_t i = 0; i < rows; ++i) {
@@ -74,8 +77,8 @@ void PackA(bool transA, const T* A, std::int64_t lda, std::int64_t M, std::int64
 
 /** Packs depth [k0, k0 + kc) x columns [c0, c0 + nr) of op(B) as dst[p * nr + j], zero-padded past N. */
 template <typename T>
-void PackB(bool transB, const T* B, std::int64_t ldb, std::int64_t N, std::int64_t c0, std::int64_t k0,
-           std::int64_t kc, int nr, float* dst) {
+void PackB(bool transB, const T* B, std::int64_t ldb, std::int64_t N, std::int64_t c0, std::int64_t k0, std::int64_t kc,
+           int nr, float* dst) {
   const std::int64_t cols = std::min<std::int64_t>(nr, N - c0);
   if (!transB) {
     for (std::int64_t p = 0; p < kc; ++p) {
@@ -98,8 +101,8 @@ void PackB(bool transB, const T* B, std::int64_t ldb, std::int64_t N, std::int64
  * PackB for an MXFP4 B (decoded exactly, element by element, to the float32 values its bfloat16
  * dequantization widens to: the same packed panel as the bfloat16 path gets).
  */
-void PackB(bool transB, Mxfp4Ptr B, std::int64_t ldb, std::int64_t N, std::int64_t c0, std::int64_t k0,
-           std::int64_t kc, int nr, float* dst) {
+void PackB(bool transB, Mxfp4Ptr B, std::int64_t ldb, std::int64_t N, std::int64_t c0, std::int64_t k0, std::int64_t kc,
+           int nr, float* dst) {
   const float* table = Mxfp4Table();
   const std::int64_t cols = std::min<std::int64_t>(nr, N - c0);
   if (!transB) {
@@ -142,11 +145,15 @@ void GemmSmallM(const KernelTable& kt, bool transB, std::int64_t M, std::int64_t
   Run(parallel, tasks, [&](std::int64_t t) {
     const std::int64_t n0 = t * chunk, n1 = std::min(N, n0 + chunk);
     if (bBf16) {
-      if (transB) kt.gemmSmallTransBBf16(M, n0, n1, K, alpha, A, lda, bh, ldb, beta, C, ldc);
-      else kt.gemmSmallNoTransBf16(M, n0, n1, K, alpha, A, lda, bh, ldb, beta, C, ldc);
+      if (transB)
+        kt.gemmSmallTransBBf16(M, n0, n1, K, alpha, A, lda, bh, ldb, beta, C, ldc);
+      else
+        kt.gemmSmallNoTransBf16(M, n0, n1, K, alpha, A, lda, bh, ldb, beta, C, ldc);
     } else {
-      if (transB) kt.gemmSmallTransB(M, n0, n1, K, alpha, A, lda, bf, ldb, beta, C, ldc);
-      else kt.gemmSmallNoTrans(M, n0, n1, K, alpha, A, lda, bf, ldb, beta, C, ldc);
+      if (transB)
+        kt.gemmSmallTransB(M, n0, n1, K, alpha, A, lda, bf, ldb, beta, C, ldc);
+      else
+        kt.gemmSmallNoTrans(M, n0, n1, K, alpha, A, lda, bf, ldb, beta, C, ldc);
     }
   });
 }
@@ -174,8 +181,10 @@ void GemmPacked(const KernelTable& kt, bool transA, bool transB, std::int64_t M,
   std::int64_t mcP = std::min<std::int64_t>(4, mPanels), ncP = std::min<std::int64_t>(16, nPanels);
   auto tiles = [&] { return ((mPanels + mcP - 1) / mcP) * ((nPanels + ncP - 1) / ncP); };
   while (tiles() < 4 * threads && (mcP > 1 || ncP > 1)) {
-    if (mcP >= ncP && mcP > 1) mcP = (mcP + 1) / 2;
-    else ncP = (ncP + 1) / 2;
+    if (mcP >= ncP && mcP > 1)
+      mcP = (mcP + 1) / 2;
+    else
+      ncP = (ncP + 1) / 2;
   }
   const std::int64_t mTiles = (mPanels + mcP - 1) / mcP, nTiles = (nPanels + ncP - 1) / ncP;
 
@@ -206,7 +215,8 @@ void GemmPacked(const KernelTable& kt, bool transA, bool transB, std::int64_t M,
               kt.gemmMicroDirectA(kc, A + ip * mr * lda + k0, lda, bpan, crow + jp * nr, ldc, alpha, blockBeta, n);
             }
           } else {
-            kt.gemmMicro(kc, ap.data() + (ip - firstPackedA) * mr * kc, bpan, crow + jp * nr, ldc, alpha, blockBeta, m, n);
+            kt.gemmMicro(kc, ap.data() + (ip - firstPackedA) * mr * kc, bpan, crow + jp * nr, ldc, alpha, blockBeta, m,
+                         n);
           }
         }
       }
@@ -274,7 +284,8 @@ void GemmMixed(bool transA, bool transB, std::int64_t M, std::int64_t N, std::in
   if (M <= kSmallM && !transA) {
     if (aBf16) {  // a few rows: widen them (small) and stream B as for float32 rows
       HostBuffer<float> rows(static_cast<std::size_t>(M * K), "gemm widened A rows");
-      for (std::int64_t i = 0; i < M; ++i) kt.widenBf16(static_cast<const std::uint16_t*>(A) + i * lda, rows.data() + i * K, K);
+      for (std::int64_t i = 0; i < M; ++i)
+        kt.widenBf16(static_cast<const std::uint16_t*>(A) + i * lda, rows.data() + i * K, K);
       GemmSmallM(kt, transB, M, N, K, alpha, rows.data(), K, B, bBf16, ldb, beta, C, ldc, parallel);
       return;
     }
@@ -302,9 +313,8 @@ void Gemm(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t
   GemmMixed(transA, transB, M, N, K, alpha, A, false, lda, B, false, ldb, beta, C, ldc);
 }
 
-void GemmNaive(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
-               const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
-               std::int64_t ldc) {
+void GemmNaive(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A,
+               std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
   CheckArgs(transA, transB, M, N, K, A, lda, B, ldb, C, ldc);
   for (std::int64_t i = 0; i < M; ++i) {
     for (std::int64_t j = 0; j < N; ++j) {

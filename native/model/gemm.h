@@ -59,9 +59,8 @@ void GemmMxfp4B(bool transB, std::int64_t M, std::int64_t N, std::int64_t K, flo
                 std::int64_t lda, Mxfp4Ptr B, std::int64_t ldb, float beta, float* C, std::int64_t ldc);
 
 /** The same contract computed by a plain scalar triple loop (the benchmark's baseline). */
-void GemmNaive(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
-               const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
-               std::int64_t ldc);
+void GemmNaive(bool transA, bool transB, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A,
+               std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc);
 
 /** e.g. "avx512 12x32": the instruction set and register tile the packed path uses. */
 std::string GemmKernelName();

@@ -98,8 +98,8 @@ void GemmSmallKT(bool transB, std::int64_t M, std::int64_t n0, std::int64_t n1, 
                  const float* A, std::int64_t lda, const TB* B, std::int64_t ldb, float beta, float* C,
                  std::int64_t ldc) {
   constexpr int NR = 2 * W;
-  using RowsFn = void (*)(std::int64_t, const float*, std::int64_t, const float*, float*, std::int64_t, float, float, int,
-                          int);
+  using RowsFn =
+      void (*)(std::int64_t, const float*, std::int64_t, const float*, float*, std::int64_t, float, float, int, int);
   static const RowsFn kRows[8] = {GemmMicroT<1, 2, true>, GemmMicroT<2, 2, true>, GemmMicroT<3, 2, true>,
                                   GemmMicroT<4, 2, true>, GemmMicroT<5, 2, true>, GemmMicroT<6, 2, true>,
                                   GemmMicroT<7, 2, true>, GemmMicroT<8, 2, true>};
@@ -143,9 +143,9 @@ void GemmSmallNoTransK(std::int64_t M, std::int64_t n0, std::int64_t n1, std::in
                        std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
   GemmSmallKT<float>(false, M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
-void GemmSmallTransBBf16K(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha,
-                          const float* A, std::int64_t lda, const std::uint16_t* B, std::int64_t ldb, float beta,
-                          float* C, std::int64_t ldc) {
+void GemmSmallTransBBf16K(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
+                          std::int64_t lda, const std::uint16_t* B, std::int64_t ldb, float beta, float* C,
+                          std::int64_t ldc) {
   GemmSmallKT<std::uint16_t>(true, M, n0, n1, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 void GemmSmallNoTransBf16K(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha,

@@ -27,14 +27,13 @@ constexpr std::int64_t kGemmKc = kGemmDepthBlock;
 
 /** Scalars of one AdamW update (bias corrections precomputed). */
 struct AdamWScalars {
-  float beta1, beta2;   // moment decay rates
-  float eps;            // denominator epsilon
-  float decayFactor;    // 1 - lr * weightDecay (1 for parameters without decay)
-  float gradScale;      // multiplies the gradient first (global-norm clipping), 1 for none
-  float stepSize;       // lr / (1 - beta1^t)
-  float invSqrtBc2;     // 1 / sqrt(1 - beta2^t)
+  float beta1, beta2;  // moment decay rates
+  float eps;           // denominator epsilon
+  float decayFactor;   // 1 - lr * weightDecay (1 for parameters without decay)
+  float gradScale;     // multiplies the gradient first (global-norm clipping), 1 for none
+  float stepSize;      // lr / (1 - beta1^t)
+  float invSqrtBc2;    // 1 / sqrt(1 - beta2^t)
 };
-
 
 struct KernelTable {
   const char* name;  // "generic", "avx2", "avx512"
@@ -55,9 +54,8 @@ struct KernelTable {
    * Columns [n0, n1) of C[M x N] = alpha * A[M x K] . B^T + beta C with B stored [N x K]; small M
    * (B read once whatever M; each element computed as gemmMicro computes it).
    */
-  void (*gemmSmallTransB)(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha,
-                          const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
-                          std::int64_t ldc);
+  void (*gemmSmallTransB)(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha, const float* A,
+                          std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc);
   /** Columns [n0, n1) of C = alpha * A[M x K] . B[K x N] + beta C; small M. */
   void (*gemmSmallNoTrans)(std::int64_t M, std::int64_t n0, std::int64_t n1, std::int64_t K, float alpha,
                            const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
@@ -77,14 +75,14 @@ struct KernelTable {
   void (*rmsNormForward)(const float* x, const float* g, float* y, float* rstd, std::int64_t rows, std::int64_t D,
                          float eps);
   /** dx (= or +=), and dgAcc[D] += sum over the rows of dy * x * rstd. */
-  void (*rmsNormBackward)(const float* x, const float* g, const float* rstd, const float* dy, float* dx,
-                          float* dgAcc, std::int64_t rows, std::int64_t D, bool accumulate);
+  void (*rmsNormBackward)(const float* x, const float* g, const float* rstd, const float* dy, float* dx, float* dgAcc,
+                          std::int64_t rows, std::int64_t D, bool accumulate);
   /**
    * Rotate-half RoPE of rows [T x H x Dh] with cos/sin tables [*, Dh/2] indexed by pos;
    * sign = +1 forward, -1 the inverse rotation (backward). out may alias x.
    */
-  void (*rope)(const float* x, float* out, const std::int32_t* pos, std::int64_t rows, std::int64_t H,
-               std::int64_t Dh, const float* cosT, const float* sinT, float sign);
+  void (*rope)(const float* x, float* out, const std::int32_t* pos, std::int64_t rows, std::int64_t H, std::int64_t Dh,
+               const float* cosT, const float* sinT, float sign);
   /** out[r, f] from h[r, 0:F] (gate) and h[r, F:2F] (up). */
   void (*swiGluForward)(const float* h, float* out, std::int64_t rows, std::int64_t F, SwiGluParams p);
   /** dh[r, 0:2F] (= or +=) from dout[r, 0:F]. */
@@ -100,9 +98,9 @@ struct KernelTable {
    * dlogits (= or +=; may alias logits when not accumulating) from dlogp (may be null) and
    * dentropy (may be null; then entropy may be null too).
    */
-  void (*logSoftmaxBackward)(const float* logits, const std::int32_t* targets, const float* lse,
-                             const float* entropy, const float* dlogp, const float* dentropy, float* dlogits,
-                             std::int64_t rows, std::int64_t V, float scale, bool accumulate);
+  void (*logSoftmaxBackward)(const float* logits, const std::int32_t* targets, const float* lse, const float* entropy,
+                             const float* dlogp, const float* dentropy, float* dlogits, std::int64_t rows,
+                             std::int64_t V, float scale, bool accumulate);
   void (*adamw)(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWScalars& s);
   /** Sum of squares (float lanes, double result). */
   double (*sumSquares)(const float* x, std::int64_t n);

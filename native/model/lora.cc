@@ -33,17 +33,19 @@ void LoraMerge(Parameter& w, std::int64_t rowOffset, const Parameter& a, const P
   const std::size_t nd = w.spec.shape.size();
   const bool experts = nd == 3;
   if ((nd != 2 && nd != 3) || a.spec.shape.size() != nd || b.spec.shape.size() != nd) {
-    throw ArgumentError("LoRA merge needs matrices, or [E, ...] stacks of them for the experts ('" + w.spec.name + "', '" +
-                        a.spec.name + "', '" + b.spec.name + "')");
+    throw ArgumentError("LoRA merge needs matrices, or [E, ...] stacks of them for the experts ('" + w.spec.name +
+                        "', '" + a.spec.name + "', '" + b.spec.name + "')");
   }
   const std::size_t o = experts ? 1 : 0;  // first matrix dimension
   const std::int64_t E = experts ? w.spec.shape[0] : 1;
   const std::int64_t rows = w.spec.shape[o], in = w.spec.shape[o + 1];
   const std::int64_t r = a.spec.shape[o], out = b.spec.shape[o];
-  if (a.spec.shape[o + 1] != in || b.spec.shape[o + 1] != r || (experts && (a.spec.shape[0] != E || b.spec.shape[0] != E))) {
-    throw ArgumentError("LoRA merge: '" + a.spec.name + "' [" + std::to_string(r) + ", " + std::to_string(a.spec.shape[o + 1]) +
-                        "] and '" + b.spec.name + "' [" + std::to_string(out) + ", " + std::to_string(b.spec.shape[o + 1]) +
-                        "] do not fit '" + w.spec.name + "' [" + std::to_string(rows) + ", " + std::to_string(in) + "]" +
+  if (a.spec.shape[o + 1] != in || b.spec.shape[o + 1] != r ||
+      (experts && (a.spec.shape[0] != E || b.spec.shape[0] != E))) {
+    throw ArgumentError("LoRA merge: '" + a.spec.name + "' [" + std::to_string(r) + ", " +
+                        std::to_string(a.spec.shape[o + 1]) + "] and '" + b.spec.name + "' [" + std::to_string(out) +
+                        ", " + std::to_string(b.spec.shape[o + 1]) + "] do not fit '" + w.spec.name + "' [" +
+                        std::to_string(rows) + ", " + std::to_string(in) + "]" +
                         (experts ? " (per expert, " + std::to_string(E) + " experts)" : std::string()));
   }
   if (rowOffset < 0 || rowOffset + out > rows) {
@@ -53,9 +55,11 @@ void LoraMerge(Parameter& w, std::int64_t rowOffset, const Parameter& a, const P
   if (a.bf16() || b.bf16()) throw ArgumentError("LoRA merge: the adapter matrices must be float32");
   if (w.mxfp4()) {
     throw ArgumentError("LoRA merge: '" + w.spec.name +
-                        "' is MXFP4, which cannot take a float update without re-quantizing (load the base with mxfp4: 'bf16' to merge into it)");
+                        "' is MXFP4, which cannot take a float update without re-quantizing (load the base with mxfp4: "
+                        "'bf16' to merge into it)");
   }
-  if (a.value.data() == nullptr || b.value.data() == nullptr || (w.value.data() == nullptr && w.value16.data() == nullptr)) {
+  if (a.value.data() == nullptr || b.value.data() == nullptr ||
+      (w.value.data() == nullptr && w.value16.data() == nullptr)) {
     throw ArgumentError("LoRA merge runs on CPU stores only");
   }
   const float s = static_cast<float>(scale);

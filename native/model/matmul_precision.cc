@@ -10,7 +10,9 @@ std::atomic<int> g_precision{static_cast<int>(MatmulPrecision::kHighest)};
 std::atomic<bool> g_noted{false};
 }  // namespace
 
-MatmulPrecision GetMatmulPrecision() { return static_cast<MatmulPrecision>(g_precision.load(std::memory_order_relaxed)); }
+MatmulPrecision GetMatmulPrecision() {
+  return static_cast<MatmulPrecision>(g_precision.load(std::memory_order_relaxed));
+}
 
 void SetMatmulPrecision(MatmulPrecision p) { g_precision.store(static_cast<int>(p), std::memory_order_relaxed); }
 
@@ -22,9 +24,12 @@ void NoteMatmulFallback(const std::string& reason) {
 }
 
 bool ParseMatmulPrecision(const std::string& name, MatmulPrecision* out) {
-  if (name == "highest") *out = MatmulPrecision::kHighest;
-  else if (name == "medium") *out = MatmulPrecision::kMedium;
-  else return false;
+  if (name == "highest")
+    *out = MatmulPrecision::kHighest;
+  else if (name == "medium")
+    *out = MatmulPrecision::kMedium;
+  else
+    return false;
   return true;
 }
 

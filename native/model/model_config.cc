@@ -18,9 +18,9 @@ void RequireRange(const char* name, std::int64_t v, std::int64_t lo, std::int64_
 }  // namespace
 
 const char* LoraTargetName(LoraTarget t) {
-  static const char* const kNames[kLoraTargets] = {"q_proj",    "k_proj",  "v_proj",
-                                                        "o_proj",    "gate_proj", "up_proj",
-                                                        "down_proj", "experts.gate_up_proj", "experts.down_proj"};
+  static const char* const kNames[kLoraTargets] = {"q_proj",           "k_proj",  "v_proj",    "o_proj",
+                                                   "gate_proj",        "up_proj", "down_proj", "experts.gate_up_proj",
+                                                   "experts.down_proj"};
   return kNames[static_cast<int>(t)];
 }
 
@@ -32,23 +32,30 @@ double LoraSettings::Scale() const {
 std::pair<std::int64_t, std::int64_t> LoraShape(const ModelConfig& c, LoraTarget t) {
   const std::int64_t q = c.heads * c.headDim, kv = c.kvHeads * c.headDim;
   switch (t) {
-    case LoraTarget::kQ: return {c.width, q};
+    case LoraTarget::kQ:
+      return {c.width, q};
     case LoraTarget::kK:
-    case LoraTarget::kV: return {c.width, kv};
-    case LoraTarget::kO: return {q, c.width};
+    case LoraTarget::kV:
+      return {c.width, kv};
+    case LoraTarget::kO:
+      return {q, c.width};
     case LoraTarget::kGate:
-    case LoraTarget::kUp: return {c.width, c.ffn};
-    case LoraTarget::kDown: return {c.ffn, c.width};
-    case LoraTarget::kExpertsGateUp: return {c.width, 2 * c.ffn};
-    case LoraTarget::kExpertsDown: return {c.ffn, c.width};
+    case LoraTarget::kUp:
+      return {c.width, c.ffn};
+    case LoraTarget::kDown:
+      return {c.ffn, c.width};
+    case LoraTarget::kExpertsGateUp:
+      return {c.width, 2 * c.ffn};
+    case LoraTarget::kExpertsDown:
+      return {c.ffn, c.width};
   }
   return {0, 0};
 }
 
 std::string LoraPrefix(std::int64_t layer, LoraTarget t) {
-  static const char* const kModules[kLoraTargets] = {"attn.q", "attn.k",   "attn.v",
-                                                          "attn.o", "mlp.gate", "mlp.up",
-                                                          "mlp.down", "mlp.experts.gate_up", "mlp.experts.down"};
+  static const char* const kModules[kLoraTargets] = {"attn.q",          "attn.k", "attn.v",   "attn.o",
+                                                     "mlp.gate",        "mlp.up", "mlp.down", "mlp.experts.gate_up",
+                                                     "mlp.experts.down"};
   return "layers." + std::to_string(layer) + "." + kModules[static_cast<int>(t)];
 }
 
@@ -67,9 +74,12 @@ void ModelConfig::Validate() const {
   RequireRange("context", context, 1, 1 << 24);
   RequireRange("window", window, 0, context);
   RequireRange("ffn", ffn, 1, 1 << 18);
-  if (!(std::isfinite(ropeTheta) && ropeTheta > 1.0)) throw ArgumentError("config.ropeTheta must be a finite number > 1");
-  if (!(std::isfinite(normEps) && normEps > 0.0 && normEps < 1.0)) throw ArgumentError("config.normEps must be in (0, 1)");
-  if (!(std::isfinite(initStd) && initStd > 0.0 && initStd < 10.0)) throw ArgumentError("config.initStd must be in (0, 10)");
+  if (!(std::isfinite(ropeTheta) && ropeTheta > 1.0))
+    throw ArgumentError("config.ropeTheta must be a finite number > 1");
+  if (!(std::isfinite(normEps) && normEps > 0.0 && normEps < 1.0))
+    throw ArgumentError("config.normEps must be in (0, 1)");
+  if (!(std::isfinite(initStd) && initStd > 0.0 && initStd < 10.0))
+    throw ArgumentError("config.initStd must be in (0, 10)");
   if (!(swiglu.alpha > 0.0f && std::isfinite(swiglu.alpha)) || !(swiglu.limit >= 0.0f && std::isfinite(swiglu.limit)) ||
       !std::isfinite(swiglu.upBias)) {
     throw ArgumentError("config.swiglu has invalid parameters");
@@ -95,8 +105,9 @@ void ModelConfig::Validate() const {
   }
   ropeScaling.Validate("config.ropeScaling");
   if (tokenShift && (lora.rank != 0 || lora.targets != 0)) {
-    throw ArgumentError("config.tokenShift cannot be combined with config.lora (LoRA adapts pretrained models, which have "
-                        "no token shift)");
+    throw ArgumentError(
+        "config.tokenShift cannot be combined with config.lora (LoRA adapts pretrained models, which have "
+        "no token shift)");
   }
   if (lora.rank != 0 || lora.targets != 0) {
     RequireRange("lora.rank", lora.rank, 1, 1 << 16);
@@ -116,8 +127,9 @@ void ModelConfig::Validate() const {
     } else {
       for (LoraTarget t : {LoraTarget::kExpertsGateUp, LoraTarget::kExpertsDown}) {
         if (lora.Has(t)) {
-          throw ArgumentError(std::string("config.lora.targets: '") + LoraTargetName(t) +
-                              "' adapts the experts of a mixture of experts, but this config has a dense MLP (experts = 0)");
+          throw ArgumentError(
+              std::string("config.lora.targets: '") + LoraTargetName(t) +
+              "' adapts the experts of a mixture of experts, but this config has a dense MLP (experts = 0)");
         }
       }
     }

@@ -30,7 +30,9 @@ constexpr int kLoraTargets = 9;
  * `mlp.experts.gate_up_proj` / `mlp.experts.down_proj`) adapt every expert of a mixture of
  * experts with its own pair: A [E, rank, in], B [E, out, rank] (docs/models.md, "LoRA on the experts").
  */
-inline bool IsExpertLoraTarget(LoraTarget t) { return t == LoraTarget::kExpertsGateUp || t == LoraTarget::kExpertsDown; }
+inline bool IsExpertLoraTarget(LoraTarget t) {
+  return t == LoraTarget::kExpertsGateUp || t == LoraTarget::kExpertsDown;
+}
 
 /** Our name of a target: PEFT's module name ("q_proj", ...) or "experts.gate_up_proj" / "experts.down_proj". */
 const char* LoraTargetName(LoraTarget t);
@@ -65,11 +67,11 @@ struct ModelConfig {
   double normEps = 1e-5;
   double initStd = 0.02;
   SwiGluParams swiglu = SwiGluParams::Standard();
-  bool qkvBias = false;  // biases on the q, k, v projections
-  bool oBias = false;    // bias on the output projection
-  bool mlpBias = false;  // biases on the MLP (dense: gate_up and down; MoE: router and experts)
-  bool sinks = true;     // a learned sink logit per head (gpt-oss); false: plain softmax attention
-  bool qkNorm = false;   // RMSNorm over every q and k head (weight [headDim]) before RoPE (Qwen3)
+  bool qkvBias = false;        // biases on the q, k, v projections
+  bool oBias = false;          // bias on the output projection
+  bool mlpBias = false;        // biases on the MLP (dense: gate_up and down; MoE: router and experts)
+  bool sinks = true;           // a learned sink logit per head (gpt-oss); false: plain softmax attention
+  bool qkNorm = false;         // RMSNorm over every q and k head (weight [headDim]) before RoPE (Qwen3)
   bool tieEmbeddings = false;  // the LM head is embed.weight (no lm_head.weight)
   /** One per layer, or empty: the built-in rule (even layers slide when window > 0). */
   std::vector<LayerType> layerTypes;

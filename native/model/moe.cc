@@ -21,7 +21,9 @@ namespace {
 constexpr std::int64_t kExpertParallelRows = 64;  // fewer rows per active expert: experts run side by side
 constexpr std::int64_t kTokenChunk = 64;          // tokens per task of the per-token loops
 
-HostBuffer<float> Floats(std::int64_t n, const char* what) { return HostBuffer<float>(static_cast<std::size_t>(n), what); }
+HostBuffer<float> Floats(std::int64_t n, const char* what) {
+  return HostBuffer<float>(static_cast<std::size_t>(n), what);
+}
 
 /**
  * C[n, N] = A[n, K] op(W_e) + beta C with W_e the matrix of expert e inside a [E, rows, cols]
@@ -62,7 +64,8 @@ void TokenChunks(std::int64_t T, std::int64_t costPerToken, Fn&& fn) {
 
 /** rows[r, 0:cols] = bias (each of n rows). */
 void FillRows(float* rows, const float* bias, std::int64_t n, std::int64_t cols) {
-  for (std::int64_t r = 0; r < n; ++r) std::memcpy(rows + r * cols, bias, static_cast<std::size_t>(cols) * sizeof(float));
+  for (std::int64_t r = 0; r < n; ++r)
+    std::memcpy(rows + r * cols, bias, static_cast<std::size_t>(cols) * sizeof(float));
 }
 
 /** The experts that have assignments, and whether to run them side by side. */
@@ -125,8 +128,8 @@ std::size_t MoeSaved::Bytes() const {
 void CheckMoeParams(const MoeParams& p) {
   auto range = [](const char* name, std::int64_t v, std::int64_t lo, std::int64_t hi) {
     if (v < lo || v > hi) {
-      throw ArgumentError(std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                          std::to_string(v));
+      throw ArgumentError(std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                          "], got " + std::to_string(v));
     }
   };
   range("width", p.width, 1, std::int64_t{1} << 20);
@@ -139,7 +142,8 @@ void CheckMoeParams(const MoeParams& p) {
   if (p.down.data == nullptr) throw ArgumentError("down weight is null");
   if (p.router.mxfp4()) throw ArgumentError("the router weight cannot be MXFP4 (float32 or bfloat16 only)");
   if ((p.gateUp.mxfp4() && p.width % kMxfp4Block != 0) || (p.down.mxfp4() && p.ffn % kMxfp4Block != 0)) {
-    throw ArgumentError("an MXFP4 expert weight needs its input size (width for gateUp, ffn for down) to be a multiple of 32");
+    throw ArgumentError(
+        "an MXFP4 expert weight needs its input size (width for gateUp, ffn for down) to be a multiple of 32");
   }
   const MoeLora& l = p.lora;
   if ((l.gateUpA == nullptr) != (l.gateUpB == nullptr) || (l.downA == nullptr) != (l.downB == nullptr)) {
@@ -166,7 +170,8 @@ void MoeForward(const MoeParams& p, const float* x, float* out, std::int64_t T, 
     logits = ownLogits.data();
   }
   if (p.routerBias) FillRows(logits, p.routerBias, T, E);
-  GemmMixed(false, true, T, E, D, 1.0f, x, false, D, p.router.data, p.router.bf16, D, p.routerBias ? 1.0f : 0.0f, logits, E);
+  GemmMixed(false, true, T, E, D, 1.0f, x, false, D, p.router.data, p.router.bf16, D, p.routerBias ? 1.0f : 0.0f,
+            logits, E);
   MoeSaved local;
   MoeSaved& s = saved ? *saved : local;
   s.T = T;
@@ -211,8 +216,8 @@ void MoeForward(const MoeParams& p, const float* x, float* out, std::int64_t T, 
     if (p.gateUpBias) FillRows(h, p.gateUpBias + e * 2 * F, n, 2 * F);
     ExpertGemm(true, n, 2 * F, D, xg.data() + r0 * D, D, p.gateUp, e, 2 * F, D, p.gateUpBias ? 1.0f : 0.0f, h, 2 * F);
     if (l.gateUp()) {
-      LoraForward(xg.data() + r0 * D, l.gateUpA + e * R * D, l.gateUpB + e * 2 * F * R, l.scale, loraT.data() + r0 * R, h,
-                  2 * F, n, D, 2 * F, R);
+      LoraForward(xg.data() + r0 * D, l.gateUpA + e * R * D, l.gateUpB + e * 2 * F * R, l.scale, loraT.data() + r0 * R,
+                  h, 2 * F, n, D, 2 * F, R);
     }
     SwiGluForward(h, act, n, F, p.swiglu);
     if (p.downBias) FillRows(y, p.downBias + e * D, n, D);
@@ -239,8 +244,8 @@ void MoeForward(const MoeParams& p, const float* x, float* out, std::int64_t T, 
   });
 }
 
-void MoeBackward(const MoeParams& p, const float* x, const float* dout, const MoeSaved& s, float* dx,
-                 const MoeGrads& g, bool accumulateDx) {
+void MoeBackward(const MoeParams& p, const float* x, const float* dout, const MoeSaved& s, float* dx, const MoeGrads& g,
+                 bool accumulateDx) {
   CheckMoeParams(p);
   const std::int64_t T = s.T, D = p.width, F = p.ffn, E = p.experts, K = p.topK, A = T * K;
   if (T == 0) return;
@@ -255,7 +260,8 @@ void MoeBackward(const MoeParams& p, const float* x, const float* dout, const Mo
   }
   const MoeLora& l = p.lora;
   if ((!l.gateUp() && (g.gateUpLoraA || g.gateUpLoraB)) || (!l.down() && (g.downLoraA || g.downLoraB))) {
-    throw ArgumentError("an expert adapter gradient is set, but the adapter is not (lora.gateUpA / lora.downA is null)");
+    throw ArgumentError(
+        "an expert adapter gradient is set, but the adapter is not (lora.gateUpA / lora.downA is null)");
   }
   const std::int64_t R = l.rank;
   // scratch per assignment row: x A^T (recomputed) and the adapter's dt
@@ -292,7 +298,8 @@ void MoeBackward(const MoeParams& p, const float* x, const float* dout, const Mo
   if (g.router) Gemm(true, false, E, D, T, 1.0f, dlogits.data(), E, x, D, 1.0f, g.router, D);
   if (g.routerBias) kt.addRows(dlogits.data(), T, E, E, g.routerBias);
   HostBuffer<float> dxRouter = Floats(T * D, "moe router input gradients");
-  GemmMixed(false, false, T, D, E, 1.0f, dlogits.data(), false, E, p.router.data, p.router.bf16, D, 0.0f, dxRouter.data(), D);
+  GemmMixed(false, false, T, D, E, 1.0f, dlogits.data(), false, E, p.router.data, p.router.bf16, D, 0.0f,
+            dxRouter.data(), D);
 
   // experts, grouped as in the forward
   HostBuffer<float> xg = Floats(A * D, "moe gathered rows");
@@ -329,8 +336,8 @@ void MoeBackward(const MoeParams& p, const float* x, const float* dout, const Mo
       const float* a = l.gateUpA + e * R * D;
       Gemm(false, true, n, R, D, 1.0f, xe, D, a, D, 0.0f, t, R);
       LoraBackward(xe, a, l.gateUpB + e * 2 * F * R, l.scale, t, dhe, 2 * F, dXa.data() + r0 * D,
-                   g.gateUpLoraA ? g.gateUpLoraA + e * R * D : nullptr, g.gateUpLoraB ? g.gateUpLoraB + e * 2 * F * R : nullptr,
-                   dt, n, D, 2 * F, R);
+                   g.gateUpLoraA ? g.gateUpLoraA + e * R * D : nullptr,
+                   g.gateUpLoraB ? g.gateUpLoraB + e * 2 * F * R : nullptr, dt, n, D, 2 * F, R);
     }
   });
 

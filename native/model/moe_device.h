@@ -45,8 +45,7 @@ struct DeviceMoeSaved {
 /** The CUDA MoE entry points (device pointers; synchronous, on the current device). */
 struct DeviceMoe {
   /** MoeForward of moe.h; `saved` (may be null) keeps what backward needs, `logits` [T, E] may be null. */
-  void (*forward)(const MoeParams& p, const float* x, float* out, std::int64_t T, DeviceMoeSaved* saved,
-                  float* logits);
+  void (*forward)(const MoeParams& p, const float* x, float* out, std::int64_t T, DeviceMoeSaved* saved, float* logits);
   /** MoeBackward of moe.h for the forward that filled `saved` with the same x. */
   void (*backward)(const MoeParams& p, const float* x, const float* dout, const DeviceMoeSaved& saved, float* dx,
                    const MoeGrads& grads, bool accumulateDx);

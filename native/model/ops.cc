@@ -56,7 +56,9 @@ void ForChunks(std::int64_t n, std::int64_t chunk, std::int64_t cost, Fn&& fn) {
 }
 
 /** Rows per task for rows costing `cost` elements each. */
-std::int64_t RowChunk(std::int64_t cost) { return std::max<std::int64_t>(1, kTaskWork / std::max<std::int64_t>(1, cost)); }
+std::int64_t RowChunk(std::int64_t cost) {
+  return std::max<std::int64_t>(1, kTaskWork / std::max<std::int64_t>(1, cost));
+}
 
 /** acc[0:cols] += sum over rows of src[r * ld + c], parallel over column blocks (deterministic). */
 void AddRowsParallel(const KernelTable& kt, const float* src, std::int64_t rows, std::int64_t cols, std::int64_t ld,
@@ -105,8 +107,8 @@ void LinearForward(const float* x, const float* w, const float* b, float* y, std
   Gemm(false, true, T, out, in, 1.0f, x, std::max<std::int64_t>(1, in), w, std::max<std::int64_t>(1, in), beta, y, out);
 }
 
-void LinearBackward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
-                    std::int64_t T, std::int64_t in, std::int64_t out, bool accumulateDx) {
+void LinearBackward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, std::int64_t T,
+                    std::int64_t in, std::int64_t out, bool accumulateDx) {
   RequireSizes({{"T", T}, {"in", in}, {"out", out}});
   if (T == 0 && !dx) return;
   const std::int64_t ldIn = std::max<std::int64_t>(1, in), ldOut = std::max<std::int64_t>(1, out);
@@ -142,7 +144,8 @@ void LinearBackwardBf16(const std::uint16_t* w, const float* dy, float* dx, floa
                         std::int64_t out, bool accumulateDx) {
   RequireSizes({{"T", T}, {"in", in}, {"out", out}});
   const std::int64_t ldIn = std::max<std::int64_t>(1, in), ldOut = std::max<std::int64_t>(1, out);
-  if (dx) GemmMixed(false, false, T, in, out, 1.0f, dy, false, ldOut, w, true, ldIn, accumulateDx ? 1.0f : 0.0f, dx, ldIn);
+  if (dx)
+    GemmMixed(false, false, T, in, out, 1.0f, dy, false, ldOut, w, true, ldIn, accumulateDx ? 1.0f : 0.0f, dx, ldIn);
   if (db && T > 0) {
     RequirePtr(dy, "dy");
     AddRowsParallel(ActiveKernels(), dy, T, out, out, db);
@@ -171,8 +174,8 @@ void RmsNormBackward(const float* x, const float* g, const float* rstd, const fl
   RequireSizes({{"T", T}, {"D", D}});
   Require(D > 0, "D must be positive");
   if (T == 0) return;
-  for (const auto& [p, n] : {std::pair<const void*, const char*>{x, "x"}, {g, "g"}, {rstd, "rstd"}, {dy, "dy"},
-                             {dx, "dx"}}) {
+  for (const auto& [p, n] :
+       {std::pair<const void*, const char*>{x, "x"}, {g, "g"}, {rstd, "rstd"}, {dy, "dy"}, {dx, "dx"}}) {
     RequirePtr(p, n);
   }
   const KernelTable& kt = ActiveKernels();
@@ -202,15 +205,18 @@ void RopeScaling::Validate(const char* prefix) const {
     }
   };
   switch (type) {
-    case Type::kNone: return;
-    case Type::kLinear: positive("factor", factor); return;
+    case Type::kNone:
+      return;
+    case Type::kLinear:
+      positive("factor", factor);
+      return;
     case Type::kLlama3:
       positive("factor", factor);
       positive("lowFreqFactor", lowFreqFactor);
       positive("highFreqFactor", highFreqFactor);
       if (!(highFreqFactor > lowFreqFactor)) {
-        throw ArgumentError(pre + ".highFreqFactor (" + std::to_string(highFreqFactor) + ") must exceed lowFreqFactor (" +
-                            std::to_string(lowFreqFactor) + ")");
+        throw ArgumentError(pre + ".highFreqFactor (" + std::to_string(highFreqFactor) +
+                            ") must exceed lowFreqFactor (" + std::to_string(lowFreqFactor) + ")");
       }
       context();
       return;
@@ -220,7 +226,8 @@ void RopeScaling::Validate(const char* prefix) const {
       positive("betaSlow", betaSlow);
       context();
       if (attentionFactor >= 0.0 || !std::isfinite(attentionFactor)) positive("attentionFactor", attentionFactor);
-      for (const auto& [field, v] : {std::pair<const char*, double>{"mscale", mscale}, {"mscaleAllDim", mscaleAllDim}}) {
+      for (const auto& [field, v] :
+           {std::pair<const char*, double>{"mscale", mscale}, {"mscaleAllDim", mscaleAllDim}}) {
         if (!(std::isfinite(v) && v >= 0.0)) {
           throw ArgumentError(pre + "." + field + " must be a finite number >= 0, got " + std::to_string(v));
         }
@@ -401,7 +408,8 @@ void EmbeddingForward(const float* table, const std::int32_t* ids, float* out, s
   CheckIds(ids, T, V, "ids", false);
   ForChunks(T, RowChunk(D), D, [&](std::int64_t, std::int64_t r0, std::int64_t r1) {
     for (std::int64_t t = r0; t < r1; ++t) {
-      std::memcpy(out + t * D, table + static_cast<std::int64_t>(ids[t]) * D, static_cast<std::size_t>(D) * sizeof(float));
+      std::memcpy(out + t * D, table + static_cast<std::int64_t>(ids[t]) * D,
+                  static_cast<std::size_t>(D) * sizeof(float));
     }
   });
 }
@@ -482,8 +490,8 @@ void LogSoftmaxBackward(const float* logits, const std::int32_t* targets, const 
   });
 }
 
-CrossEntropyResult CrossEntropyForward(const float* logits, const std::int32_t* targets, std::int64_t T,
-                                       std::int64_t V, float* losses, float* lse) {
+CrossEntropyResult CrossEntropyForward(const float* logits, const std::int32_t* targets, std::int64_t T, std::int64_t V,
+                                       float* losses, float* lse) {
   RequireSizes({{"T", T}, {"V", V}});
   RequirePtr(targets, "targets");
   HostBuffer<float> own;
@@ -525,8 +533,8 @@ void CheckAdamWOptions(const AdamWOptions& o) {
   Require(std::isfinite(o.weightDecay) && o.weightDecay >= 0.0, "weightDecay must be a finite number >= 0");
 }
 
-void AdamWUpdate(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWOptions& o,
-                 std::int64_t step, float gradScale, bool decay) {
+void AdamWUpdate(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWOptions& o, std::int64_t step,
+                 float gradScale, bool decay) {
   CheckAdamWOptions(o);
   RequireSizes({{"n", n}});
   Require(step >= 1, "step must be >= 1 (1-based)");
@@ -558,9 +566,8 @@ double SumSquares(const float* x, std::int64_t n) {
   const KernelTable& kt = ActiveKernels();
   const std::int64_t chunk = kTaskWork;
   HostBuffer<double> partial(static_cast<std::size_t>((n + chunk - 1) / chunk), "sum of squares partials");
-  ForChunks(n, chunk, 1, [&](std::int64_t c, std::int64_t i0, std::int64_t i1) {
-    partial[c] = kt.sumSquares(x + i0, i1 - i0);
-  });
+  ForChunks(n, chunk, 1,
+            [&](std::int64_t c, std::int64_t i0, std::int64_t i1) { partial[c] = kt.sumSquares(x + i0, i1 - i0); });
   double s = 0.0;
   for (std::size_t c = 0; c < partial.size(); ++c) s += partial[c];
   return s;

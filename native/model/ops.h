@@ -30,8 +30,8 @@ void LinearForward(const float* x, const float* w, const float* b, float* y, std
  * dx[T, in] = dy . W (or += when accumulateDx), dw[out, in] += dy^T . x, db[out] += sum_t dy.
  * Any of dx, dw, db may be null (that gradient is skipped).
  */
-void LinearBackward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
-                    std::int64_t T, std::int64_t in, std::int64_t out, bool accumulateDx);
+void LinearBackward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, std::int64_t T,
+                    std::int64_t in, std::int64_t out, bool accumulateDx);
 
 /**
  * LinearForward with W[out, in] stored as bfloat16 bits: widened exactly inside the GEMM (while
@@ -168,8 +168,8 @@ struct CrossEntropyResult {
   std::int64_t count;  // rows with targets[t] >= 0
 };
 /** Mean cross-entropy; losses[T] (may be null) gets -logp per row, 0 where ignored. */
-CrossEntropyResult CrossEntropyForward(const float* logits, const std::int32_t* targets, std::int64_t T,
-                                       std::int64_t V, float* losses, float* lse);
+CrossEntropyResult CrossEntropyForward(const float* logits, const std::int32_t* targets, std::int64_t T, std::int64_t V,
+                                       float* losses, float* lse);
 /** dlogits = gradScale (softmax - onehot) on rows with a target, 0 elsewhere (gradScale = 1/count for the mean). */
 void CrossEntropyBackward(const float* logits, const std::int32_t* targets, const float* lse, float* dlogits,
                           std::int64_t T, std::int64_t V, float gradScale, bool accumulate);
@@ -191,8 +191,8 @@ void CheckAdamWOptions(const AdamWOptions& o);
  * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)) with g = gradScale * grad;
  * step is 1-based; decay = false skips the weight decay.
  */
-void AdamWUpdate(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWOptions& o,
-                 std::int64_t step, float gradScale, bool decay);
+void AdamWUpdate(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamWOptions& o, std::int64_t step,
+                 float gradScale, bool decay);
 
 /** Sum of squares in double, deterministic (fixed chunking). */
 double SumSquares(const float* x, std::int64_t n);

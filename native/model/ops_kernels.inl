@@ -22,8 +22,10 @@ inline Vec LoadN(const std::uint16_t* p, std::int64_t n) {
   return Vec::LoadBf16(tmp);
 }
 inline void StoreN(Vec v, float* p, std::int64_t n) {
-  if (n >= W) v.Store(p);
-  else v.StorePartial(p, static_cast<int>(n));
+  if (n >= W)
+    v.Store(p);
+  else
+    v.StorePartial(p, static_cast<int>(n));
 }
 
 void RmsNormForwardK(const float* x, const float* g, float* y, float* rstd, std::int64_t rows, std::int64_t D,

@@ -10,11 +10,28 @@ namespace {
 
 void NoDevice(int) {}
 
-const ModelOps kCpuOps = {NoDevice,          Gemm,           LinearForward,       LinearBackward,       RmsNormForward,
-                          RmsNormBackward,   RopeForward,    RopeBackward,        SwiGluForward,        SwiGluBackward,
-                          EmbeddingForward,  EmbeddingBackward, LogSoftmaxForward, LogSoftmaxBackward, CrossEntropyForward,
-                          CrossEntropyBackward, AdamWUpdate, SumSquares, GemmMixed, LinearForwardBf16,
-                          LinearBackwardBf16, EmbeddingForwardBf16};
+const ModelOps kCpuOps = {NoDevice,
+                          Gemm,
+                          LinearForward,
+                          LinearBackward,
+                          RmsNormForward,
+                          RmsNormBackward,
+                          RopeForward,
+                          RopeBackward,
+                          SwiGluForward,
+                          SwiGluBackward,
+                          EmbeddingForward,
+                          EmbeddingBackward,
+                          LogSoftmaxForward,
+                          LogSoftmaxBackward,
+                          CrossEntropyForward,
+                          CrossEntropyBackward,
+                          AdamWUpdate,
+                          SumSquares,
+                          GemmMixed,
+                          LinearForwardBf16,
+                          LinearBackwardBf16,
+                          EmbeddingForwardBf16};
 
 std::atomic<const ModelOps*> g_cuda{nullptr};
 

@@ -28,8 +28,10 @@ template <typename T>
 void FillNormal(T* dst, std::int64_t n, double std, std::uint64_t seed, std::uint64_t index) {
   const std::int64_t chunks = (n + kInitChunk - 1) / kInitChunk;
   auto store = [](T* d, float v) {
-    if constexpr (std::is_same_v<T, float>) *d = v;
-    else *d = FloatToBf16(v);
+    if constexpr (std::is_same_v<T, float>)
+      *d = v;
+    else
+      *d = FloatToBf16(v);
   };
   auto body = [&](std::int64_t c) {
     Rng rng(Rng::Derive(seed, index, static_cast<std::uint64_t>(c)));
@@ -41,8 +43,10 @@ void FillNormal(T* dst, std::int64_t n, double std, std::uint64_t seed, std::uin
       if (i + 1 < i1) store(dst + i + 1, static_cast<float>(b * std));
     }
   };
-  if (chunks > 1) ThreadPool::Global().ParallelFor(chunks, [&](std::int64_t c, int) { body(c); });
-  else if (chunks == 1) body(0);
+  if (chunks > 1)
+    ThreadPool::Global().ParallelFor(chunks, [&](std::int64_t c, int) { body(c); });
+  else if (chunks == 1)
+    body(0);
 }
 
 /** Uniform values in (-b, b), b = std sqrt 3, as float32 or rounded to bfloat16 (same streams as FillNormal). */
@@ -55,12 +59,16 @@ void FillUniform(T* dst, std::int64_t n, double std, std::uint64_t seed, std::ui
     const std::int64_t i0 = c * kInitChunk, i1 = std::min(n, i0 + kInitChunk);
     for (std::int64_t i = i0; i < i1; ++i) {
       const float v = static_cast<float>((2.0 * rng.Uniform() - 1.0) * bound);
-      if constexpr (std::is_same_v<T, float>) dst[i] = v;
-      else dst[i] = FloatToBf16(v);
+      if constexpr (std::is_same_v<T, float>)
+        dst[i] = v;
+      else
+        dst[i] = FloatToBf16(v);
     }
   };
-  if (chunks > 1) ThreadPool::Global().ParallelFor(chunks, [&](std::int64_t c, int) { body(c); });
-  else if (chunks == 1) body(0);
+  if (chunks > 1)
+    ThreadPool::Global().ParallelFor(chunks, [&](std::int64_t c, int) { body(c); });
+  else if (chunks == 1)
+    body(0);
 }
 
 /** Blocks and scales of an MXFP4 tensor of numel elements all equal to 0 (ones: 1.0 = code 2, scale 127). */
@@ -92,9 +100,11 @@ void ParamStore::CheckSpecs(const std::vector<ParamSpec>& specs) const {
     const ParamSpec& s = specs[k];
     const std::size_t i = params_.size() + k;
     if (s.name.empty()) throw ArgumentError("parameter " + std::to_string(i) + " has an empty name");
-    if (index_.count(s.name) || !names.emplace(s.name, i).second) throw ArgumentError("duplicate parameter name '" + s.name + "'");
+    if (index_.count(s.name) || !names.emplace(s.name, i).second)
+      throw ArgumentError("duplicate parameter name '" + s.name + "'");
     if (s.shape.empty() || s.shape.size() > 4) {
-      throw ArgumentError("parameter '" + s.name + "' must have 1 to 4 dimensions, got " + std::to_string(s.shape.size()));
+      throw ArgumentError("parameter '" + s.name + "' must have 1 to 4 dimensions, got " +
+                          std::to_string(s.shape.size()));
     }
     std::int64_t n = 1;
     for (std::int64_t d : s.shape) {
@@ -114,14 +124,17 @@ void ParamStore::CheckSpecs(const std::vector<ParamSpec>& specs) const {
     }
     if (s.dtype == ParamDtype::kMxfp4) {
       if (s.trainable) {
-        throw ArgumentError("parameter '" + s.name + "': an MXFP4 parameter must be non-trainable (trainable parameters are float32)");
+        throw ArgumentError("parameter '" + s.name +
+                            "': an MXFP4 parameter must be non-trainable (trainable parameters are float32)");
       }
       if (s.shape.back() % kMxfp4Block != 0) {
-        throw ArgumentError("parameter '" + s.name + "': an MXFP4 parameter's last dimension must be a multiple of 32, got " +
+        throw ArgumentError("parameter '" + s.name +
+                            "': an MXFP4 parameter's last dimension must be a multiple of 32, got " +
                             std::to_string(s.shape.back()));
       }
       if (s.init != ParamInit::kZeros && s.init != ParamInit::kOnes) {
-        throw ArgumentError("parameter '" + s.name + "': an MXFP4 parameter starts as zeros or ones (then write its blocks and scales)");
+        throw ArgumentError("parameter '" + s.name +
+                            "': an MXFP4 parameter starts as zeros or ones (then write its blocks and scales)");
       }
     }
   }
@@ -143,14 +156,24 @@ void ParamStore::Add(std::vector<ParamSpec> specs) {
       auto init = [&](auto* dst) {
         using T = std::remove_pointer_t<decltype(dst)>;
         auto constant = [](float v) {
-          if constexpr (std::is_same_v<T, float>) return v;
-          else return FloatToBf16(v);
+          if constexpr (std::is_same_v<T, float>)
+            return v;
+          else
+            return FloatToBf16(v);
         };
         switch (s.init) {
-          case ParamInit::kNormal: FillNormal(dst, n, s.std, seed_, i); break;
-          case ParamInit::kUniform: FillUniform(dst, n, s.std, seed_, i); break;
-          case ParamInit::kOnes: std::fill(dst, dst + n, constant(1.0f)); break;
-          case ParamInit::kZeros: std::fill(dst, dst + n, constant(0.0f)); break;
+          case ParamInit::kNormal:
+            FillNormal(dst, n, s.std, seed_, i);
+            break;
+          case ParamInit::kUniform:
+            FillUniform(dst, n, s.std, seed_, i);
+            break;
+          case ParamInit::kOnes:
+            std::fill(dst, dst + n, constant(1.0f));
+            break;
+          case ParamInit::kZeros:
+            std::fill(dst, dst + n, constant(0.0f));
+            break;
         }
       };
       std::size_t bytes = 0;
@@ -243,7 +266,9 @@ void ParamStore::Drop(std::size_t count) {
 void ParamStore::Append(std::vector<ParamSpec> specs) {
   if (specs.empty()) throw ArgumentError("append needs at least one parameter");
   std::unique_lock<std::shared_mutex> lock(layoutMutex_, std::try_to_lock);
-  if (!lock.owns_lock()) throw ArgumentError("the store is in use by a running forward, backward or generation; wait for it before adding parameters");
+  if (!lock.owns_lock())
+    throw ArgumentError(
+        "the store is in use by a running forward, backward or generation; wait for it before adding parameters");
   Add(std::move(specs));
   ++layoutVersion_;
 }
@@ -252,7 +277,9 @@ void ParamStore::Freeze(const std::vector<std::string>& names) {
   std::vector<Parameter*> ps;
   for (const std::string& n : names) ps.push_back(&Get(n));
   std::unique_lock<std::shared_mutex> lock(layoutMutex_, std::try_to_lock);
-  if (!lock.owns_lock()) throw ArgumentError("the store is in use by a running forward, backward or generation; wait for it before freezing parameters");
+  if (!lock.owns_lock())
+    throw ArgumentError(
+        "the store is in use by a running forward, backward or generation; wait for it before freezing parameters");
   for (Parameter* p : ps) {
     if (!p->trainable()) continue;
     bytes_ -= 3 * static_cast<std::size_t>(p->numel) * sizeof(float);
@@ -269,11 +296,14 @@ void ParamStore::Freeze(const std::vector<std::string>& names) {
 
 void ParamStore::Truncate(std::size_t count) {
   if (count < 1 || count > params_.size()) {
-    throw ArgumentError("truncate keeps 1 to " + std::to_string(params_.size()) + " parameters, got " + std::to_string(count));
+    throw ArgumentError("truncate keeps 1 to " + std::to_string(params_.size()) + " parameters, got " +
+                        std::to_string(count));
   }
   if (count == params_.size()) return;
   std::unique_lock<std::shared_mutex> lock(layoutMutex_, std::try_to_lock);
-  if (!lock.owns_lock()) throw ArgumentError("the store is in use by a running forward, backward or generation; wait for it before removing parameters");
+  if (!lock.owns_lock())
+    throw ArgumentError(
+        "the store is in use by a running forward, backward or generation; wait for it before removing parameters");
   Drop(count);
   ++layoutVersion_;
 }
@@ -291,10 +321,14 @@ Parameter& ParamStore::Get(const std::string& name) {
 
 float* ParamStore::Buffer(Parameter& p, ParamBuffer which) {
   switch (which) {
-    case ParamBuffer::kValue: return p.value.data() ? p.value.data() : p.dValue.data();
-    case ParamBuffer::kGrad: return p.grad.data() ? p.grad.data() : p.dGrad.data();
-    case ParamBuffer::kM: return p.m.data() ? p.m.data() : p.dM.data();
-    case ParamBuffer::kV: return p.v.data() ? p.v.data() : p.dV.data();
+    case ParamBuffer::kValue:
+      return p.value.data() ? p.value.data() : p.dValue.data();
+    case ParamBuffer::kGrad:
+      return p.grad.data() ? p.grad.data() : p.dGrad.data();
+    case ParamBuffer::kM:
+      return p.m.data() ? p.m.data() : p.dM.data();
+    case ParamBuffer::kV:
+      return p.v.data() ? p.v.data() : p.dV.data();
   }
   return nullptr;
 }
@@ -353,7 +387,8 @@ void ParamStore::Write(Parameter& p, ParamBuffer which, const float* host) {
   RequireBuffer(p, which);
   const std::size_t n = static_cast<std::size_t>(p.numel);
   if (p.mxfp4()) {
-    throw ArgumentError("parameter '" + p.spec.name + "' is MXFP4: write its blocks and scales (float values are not re-quantized)");
+    throw ArgumentError("parameter '" + p.spec.name +
+                        "' is MXFP4: write its blocks and scales (float values are not re-quantized)");
   }
   if (which == ParamBuffer::kValue && p.bf16()) {
     if (device_ >= 0) {

@@ -28,7 +28,8 @@
 
 namespace sinkflex::model {
 
-/** How a parameter is initialised: normal(0, std), uniform with standard deviation std (U(-b, b), b = std sqrt 3), ones or zeros. */
+/** How a parameter is initialised: normal(0, std), uniform with standard deviation std (U(-b, b), b = std sqrt 3), ones
+ * or zeros. */
 enum class ParamInit { kNormal, kOnes, kZeros, kUniform };
 
 /**
@@ -42,8 +43,8 @@ struct ParamSpec {
   std::string name;
   std::vector<std::int64_t> shape;  // 1 to 4 dimensions, each >= 1
   ParamInit init = ParamInit::kNormal;
-  double std = 0.02;   // for kNormal and kUniform: the standard deviation
-  bool decay = true;   // AdamW weight decay applies
+  double std = 0.02;                        // for kNormal and kUniform: the standard deviation
+  bool decay = true;                        // AdamW weight decay applies
   ParamDtype dtype = ParamDtype::kFloat32;  // bfloat16 and MXFP4 require trainable = false (MXFP4: init zeros or ones)
   bool trainable = true;                    // false: no gradient, no AdamW moments
 };
@@ -56,12 +57,12 @@ struct ParamSpec {
 struct Parameter {
   ParamSpec spec;
   std::int64_t numel = 0;
-  HostBuffer<float> value, grad, m, v;               // a CPU store
-  HostBuffer<std::uint16_t> value16;                 // a CPU store's bfloat16 values (bits)
-  DeviceBuffer<float> dValue, dGrad, dM, dV;         // a CUDA store
-  DeviceBuffer<std::uint16_t> dValue16;              // a CUDA store's bfloat16 values (bits)
-  HostBuffer<std::uint8_t> blocks, scales;           // a CPU store's MXFP4 values (numel / 2, numel / 32 bytes)
-  DeviceBuffer<std::uint8_t> dBlocks, dScales;       // a CUDA store's MXFP4 values
+  HostBuffer<float> value, grad, m, v;          // a CPU store
+  HostBuffer<std::uint16_t> value16;            // a CPU store's bfloat16 values (bits)
+  DeviceBuffer<float> dValue, dGrad, dM, dV;    // a CUDA store
+  DeviceBuffer<std::uint16_t> dValue16;         // a CUDA store's bfloat16 values (bits)
+  HostBuffer<std::uint8_t> blocks, scales;      // a CPU store's MXFP4 values (numel / 2, numel / 32 bytes)
+  DeviceBuffer<std::uint8_t> dBlocks, dScales;  // a CUDA store's MXFP4 values
 
   bool bf16() const { return spec.dtype == ParamDtype::kBFloat16; }
   bool mxfp4() const { return spec.dtype == ParamDtype::kMxfp4; }
@@ -81,11 +82,11 @@ struct AdamWStepOptions : AdamWOptions {
 
 /** What an AdamW step did. */
 struct AdamWStepResult {
-  double gradNorm;   // global L2 norm of the gradients before clipping (NaN/Inf when not finite)
-  double clipScale;  // factor applied to the gradients (1 when not clipped)
-  bool finite;       // gradNorm is finite
-  bool applied;      // the update ran (false when skipped for a non-finite norm)
-  std::int64_t step; // optimiser steps taken so far
+  double gradNorm;    // global L2 norm of the gradients before clipping (NaN/Inf when not finite)
+  double clipScale;   // factor applied to the gradients (1 when not clipped)
+  bool finite;        // gradNorm is finite
+  bool applied;       // the update ran (false when skipped for a non-finite norm)
+  std::int64_t step;  // optimiser steps taken so far
 };
 
 class ParamStore {
@@ -127,7 +128,8 @@ class ParamStore {
    * dequantization (ArgumentError for a float32 one).
    */
   void ReadBf16(const Parameter& p, std::uint16_t* host) const;
-  /** Copies an MXFP4 parameter's blocks (numel / 2 bytes) and scales (numel / 32 bytes) (ArgumentError for another dtype). */
+  /** Copies an MXFP4 parameter's blocks (numel / 2 bytes) and scales (numel / 32 bytes) (ArgumentError for another
+   * dtype). */
   void ReadMxfp4(const Parameter& p, std::uint8_t* blocks, std::uint8_t* scales) const;
   /** Sets an MXFP4 parameter's blocks and scales (ArgumentError for another dtype). */
   void WriteMxfp4(Parameter& p, const std::uint8_t* blocks, const std::uint8_t* scales);

@@ -156,11 +156,11 @@ struct Vec {
     return m;
   }
 };
-#define SINKFLEX_VEC_BINOP(op)                                  \
-  inline Vec operator op(Vec a, Vec b) {                        \
-    Vec v;                                                      \
-    for (int i = 0; i < 8; ++i) v.r[i] = a.r[i] op b.r[i];      \
-    return v;                                                   \
+#define SINKFLEX_VEC_BINOP(op)                             \
+  inline Vec operator op(Vec a, Vec b) {                   \
+    Vec v;                                                 \
+    for (int i = 0; i < 8; ++i) v.r[i] = a.r[i] op b.r[i]; \
+    return v;                                              \
   }
 SINKFLEX_VEC_BINOP(+)
 SINKFLEX_VEC_BINOP(-)

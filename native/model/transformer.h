@@ -152,30 +152,30 @@ MoeParams BlockMoeParams(const ModelConfig& c, const BlockParams& p, WeightsOf w
 
 /** The rows of a batched decoding chunk: each session's pending tokens, end to end. */
 struct ChunkRows {
-  std::vector<std::int64_t> offset;       // session s's rows are [offset[s], offset[s + 1])
-  std::int64_t rows = 0;                  // offset.back()
-  HostBuffer<std::int32_t> tokens;        // [rows]
-  HostBuffer<std::int32_t> positions;     // [rows] the session's positions
-  HostBuffer<std::int32_t> prevTokens;    // [rows] config.tokenShift only: the token before each row
+  std::vector<std::int64_t> offset;     // session s's rows are [offset[s], offset[s + 1])
+  std::int64_t rows = 0;                // offset.back()
+  HostBuffer<std::int32_t> tokens;      // [rows]
+  HostBuffer<std::int32_t> positions;   // [rows] the session's positions
+  HostBuffer<std::int32_t> prevTokens;  // [rows] config.tokenShift only: the token before each row
 };
 
 /** Activations one layer keeps for its backward. */
 struct LayerActivations {
-  HostBuffer<float> x;       // [T, D] layer input (residual stream)
-  HostBuffer<float> n1;      // [T, D] attention RMSNorm output
-  HostBuffer<float> rstd1;   // [T]
-  HostBuffer<float> q, k, v; // [T, H*Dh], [T, KV*Dh] x2, after RoPE (q, k)
+  HostBuffer<float> x;                         // [T, D] layer input (residual stream)
+  HostBuffer<float> n1;                        // [T, D] attention RMSNorm output
+  HostBuffer<float> rstd1;                     // [T]
+  HostBuffer<float> q, k, v;                   // [T, H*Dh], [T, KV*Dh] x2, after RoPE (q, k)
   HostBuffer<float> qRaw, kRaw, rstdQ, rstdK;  // qkNorm: q, k before their norm; rstd per head row
-  HostBuffer<float> ao;      // [T, H*Dh] attention output
-  HostBuffer<float> lse;     // [H, T]
-  attention::EagerSaved eager;  // probabilities (eager only)
-  HostBuffer<float> xmid;    // [T, D] after the attention residual
-  HostBuffer<float> n2;      // [T, D] MLP RMSNorm output
-  HostBuffer<float> rstd2;   // [T]
-  HostBuffer<float> h;       // [T, 2F] gate_up output (dense)
-  HostBuffer<float> act;     // [T, F] SwiGLU output (dense)
-  MoeSaved moe;              // the experts' activations (MoE)
-  HostBuffer<float> loraT[kLoraTargets];  // [T, rank] x A^T of each adapted projection (LoRA)
+  HostBuffer<float> ao;                        // [T, H*Dh] attention output
+  HostBuffer<float> lse;                       // [H, T]
+  attention::EagerSaved eager;                 // probabilities (eager only)
+  HostBuffer<float> xmid;                      // [T, D] after the attention residual
+  HostBuffer<float> n2;                        // [T, D] MLP RMSNorm output
+  HostBuffer<float> rstd2;                     // [T]
+  HostBuffer<float> h;                         // [T, 2F] gate_up output (dense)
+  HostBuffer<float> act;                       // [T, F] SwiGLU output (dense)
+  MoeSaved moe;                                // the experts' activations (MoE)
+  HostBuffer<float> loraT[kLoraTargets];       // [T, rank] x A^T of each adapted projection (LoRA)
 };
 
 /** The device activations of a training forward over a CUDA store (transformer_device_train.cc). */
@@ -219,7 +219,7 @@ class TrainState {
 
 /** The keys and values one layer has cached for a sequence: rows [start, start + count) of the buffers. */
 struct LayerCache {
-  HostBuffer<float> k, v;   // [capacity, kvHeads * headDim]
+  HostBuffer<float> k, v;      // [capacity, kvHeads * headDim]
   DeviceBuffer<float> dk, dv;  // the same in device memory, for a CUDA model
   std::int64_t capacity = 0;
   std::int64_t start = 0;
@@ -228,7 +228,8 @@ struct LayerCache {
 
 /** The log-probability SampleToken returns for the sampled token. */
 enum class LogprobsMode {
-  /** softmax((penalised logits) / T): after the penalties and the temperature, before min_p/top-k/top-p (T = 0: no temperature). */
+  /** softmax((penalised logits) / T): after the penalties and the temperature, before min_p/top-k/top-p (T = 0: no
+     temperature). */
   kTempered,
   /** vLLM's raw_logprobs: log_softmax of the model's logits, before penalties and temperature. */
   kRaw,
@@ -445,8 +446,8 @@ class Transformer {
   void DeviceLayerForward(const DeviceContext& cx, std::int64_t l, const TrainState& st, DeviceTrainState& ds,
                           DeviceLayerActivations& a, DeviceBuffer<float>& x, bool save) const;
   void DeviceLayerBackward(const DeviceContext& cx, std::int64_t l, TrainState& st, DeviceTrainState& ds,
-                           DeviceLayerActivations& a, DeviceBuffer<float>& dx, DeviceBuffer<float>& dn,
-                           float* dsinks, float* dt) const;
+                           DeviceLayerActivations& a, DeviceBuffer<float>& dx, DeviceBuffer<float>& dn, float* dsinks,
+                           float* dt) const;
   void DeviceHeadBackward(const DeviceContext& cx, TrainState& st, const float* dlogp, const float* dentropy,
                           float* dn) const;
   void DeviceForwardChunk(const std::vector<Session*>& work, const std::vector<std::int64_t>& counts) const;
@@ -464,9 +465,9 @@ class Transformer {
   Parameter* shift_ = nullptr;  // token_shift.weight (config.tokenShift), else null
   std::vector<BlockParams> blocks_;
   Parameter* norm_;
-  Parameter* head_;  // embed_ with tieEmbeddings
-  float loraScale_ = 0.0f;            // config.lora.Scale()
-  std::uint64_t storeLayout_ = 0;     // the store's layoutVersion() at construction
+  Parameter* head_;                // embed_ with tieEmbeddings
+  float loraScale_ = 0.0f;         // config.lora.Scale()
+  std::uint64_t storeLayout_ = 0;  // the store's layoutVersion() at construction
   attention::MaskProgram causal_, window_;
   int device_ = -1;
   DeviceBuffer<float> ropeCos_, ropeSin_;  // the RoPE table on the device

@@ -54,10 +54,11 @@ struct DeviceContext {
    * The backward of Project: dx (= or += with accumulateDx; may be null), and the weight and
    * bias gradients (+=) of those that are trainable (a bfloat16 weight is frozen).
    */
-  void ProjectBackward(const float* x, const Parameter* w, const Parameter* b, const float* dy, float* dx, std::int64_t T,
-                       std::int64_t in, std::int64_t out, bool accumulateDx) const;
+  void ProjectBackward(const float* x, const Parameter* w, const Parameter* b, const float* dy, float* dx,
+                       std::int64_t T, std::int64_t in, std::int64_t out, bool accumulateDx) const;
   /** out[T, D] = table[ids] for the embedding table `w` (float32 or bfloat16). */
-  void Embed(const Parameter* w, const std::int32_t* ids, float* out, std::int64_t T, std::int64_t V, std::int64_t D) const;
+  void Embed(const Parameter* w, const std::int32_t* ids, float* out, std::int64_t T, std::int64_t V,
+             std::int64_t D) const;
   /** The CUDA MoE layer (DeviceError when this build has none). */
   const DeviceMoe& Moe() const;
 };
@@ -66,7 +67,8 @@ struct DeviceContext {
 inline float* DVal(const Parameter* p) { return p ? p->dValue.data() : nullptr; }
 /** The device gradient of an optional parameter: null when absent or frozen (no gradient accumulates). */
 inline float* DGrad(const Parameter* p) { return p && p->trainable() ? p->dGrad.data() : nullptr; }
-/** A device weight matrix as the kernels take it: float32 values, bfloat16 bits or MXFP4 blocks and scales (experts only). */
+/** A device weight matrix as the kernels take it: float32 values, bfloat16 bits or MXFP4 blocks and scales (experts
+ * only). */
 inline WeightData DWeights(const Parameter* p) {
   if (p->mxfp4()) return WeightData{p->dBlocks.data(), false, p->dScales.data()};
   return p->bf16() ? WeightData{p->dValue16.data(), true} : WeightData{p->dValue.data(), false};

@@ -103,9 +103,10 @@ void Transformer::DeviceForwardChunk(const std::vector<Session*>& work, const st
   DeviceBuffer<float> headRstd = c.qkNorm ? cx.Floats(R * H, "decode q/k norm rstd (cuda)") : DeviceBuffer<float>();
 
   // LoRA: y (row stride ldy) += scale (x A^T) B^T for the adapted projections.
-  DeviceBuffer<float> loraT = c.lora.enabled() ? cx.Floats(R * c.lora.rank, "decode lora x A^T (cuda)") : DeviceBuffer<float>();
-  auto lora = [&](const BlockParams& p, LoraTarget target, const float* in, std::int64_t nIn, float* y, std::int64_t ldy,
-                  std::int64_t nOut) {
+  DeviceBuffer<float> loraT =
+      c.lora.enabled() ? cx.Floats(R * c.lora.rank, "decode lora x A^T (cuda)") : DeviceBuffer<float>();
+  auto lora = [&](const BlockParams& p, LoraTarget target, const float* in, std::int64_t nIn, float* y,
+                  std::int64_t ldy, std::int64_t nOut) {
     const int t = static_cast<int>(target);
     if (p.loraA[t] == nullptr) return;
     DeviceLoraForward(cx, p.loraA[t], p.loraB[t], loraScale_, in, loraT.data(), y, ldy, R, nIn, nOut, c.lora.rank);

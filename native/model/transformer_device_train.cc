@@ -23,11 +23,11 @@
 namespace sinkflex::model {
 namespace {
 
-using attention::DeviceForwardArgs;
 using attention::DeviceBackwardArgs;
+using attention::DeviceForwardArgs;
 using attention::Shape;
 
-constexpr std::int64_t kSoftmaxRows = 32768;   // rows per CUDA log-softmax backward call (< 65536)
+constexpr std::int64_t kSoftmaxRows = 32768;  // rows per CUDA log-softmax backward call (< 65536)
 
 std::size_t Sum(std::initializer_list<std::size_t> sizes) {
   std::size_t n = 0;
@@ -42,7 +42,8 @@ DeviceContext DeviceContext::Get(int device) {
   const DeviceKernels* kernels = GetCudaDeviceKernels();
   const attention::CudaBackend* att = attention::GetCudaBackend();
   if (ops == nullptr || kernels == nullptr || att == nullptr) {
-    throw DeviceError("the transformer on cuda needs the CUDA model and attention kernels, which this build does not have");
+    throw DeviceError(
+        "the transformer on cuda needs the CUDA model and attention kernels, which this build does not have");
   }
   ops->useDevice(device);
   return DeviceContext{*ops, *kernels, *att, device};
@@ -70,30 +71,39 @@ DeviceBuffer<float> DeviceContext::Upload(const float* src, std::int64_t n, cons
 void DeviceContext::Project(const float* x, const Parameter* w, const Parameter* b, float* y, std::int64_t T,
                             std::int64_t in, std::int64_t out, bool accumulate) const {
   if (!accumulate) {
-    if (w->bf16()) ops.linearForwardBf16(x, w->dValue16.data(), DVal(b), y, T, in, out);
-    else ops.linearForward(x, w->dValue.data(), DVal(b), y, T, in, out);
+    if (w->bf16())
+      ops.linearForwardBf16(x, w->dValue16.data(), DVal(b), y, T, in, out);
+    else
+      ops.linearForward(x, w->dValue.data(), DVal(b), y, T, in, out);
     return;
   }
-  if (w->bf16()) ops.gemmMixed(false, true, T, out, in, 1.0f, x, false, in, w->dValue16.data(), true, in, 1.0f, y, out);
-  else ops.gemm(false, true, T, out, in, 1.0f, x, in, w->dValue.data(), in, 1.0f, y, out);
+  if (w->bf16())
+    ops.gemmMixed(false, true, T, out, in, 1.0f, x, false, in, w->dValue16.data(), true, in, 1.0f, y, out);
+  else
+    ops.gemm(false, true, T, out, in, 1.0f, x, in, w->dValue.data(), in, 1.0f, y, out);
   if (b != nullptr) kernels.addRows(y, b->dValue.data(), T, out);
 }
 
 void DeviceContext::ProjectBackward(const float* x, const Parameter* w, const Parameter* b, const float* dy, float* dx,
                                     std::int64_t T, std::int64_t in, std::int64_t out, bool accumulateDx) const {
-  if (w->bf16()) ops.linearBackwardBf16(w->dValue16.data(), dy, dx, DGrad(b), T, in, out, accumulateDx);
-  else ops.linearBackward(x, w->dValue.data(), dy, dx, DGrad(w), DGrad(b), T, in, out, accumulateDx);
+  if (w->bf16())
+    ops.linearBackwardBf16(w->dValue16.data(), dy, dx, DGrad(b), T, in, out, accumulateDx);
+  else
+    ops.linearBackward(x, w->dValue.data(), dy, dx, DGrad(w), DGrad(b), T, in, out, accumulateDx);
 }
 
 void DeviceContext::Embed(const Parameter* w, const std::int32_t* ids, float* out, std::int64_t T, std::int64_t V,
                           std::int64_t D) const {
-  if (w->bf16()) ops.embeddingForwardBf16(w->dValue16.data(), ids, out, T, V, D);
-  else ops.embeddingForward(w->dValue.data(), ids, out, T, V, D);
+  if (w->bf16())
+    ops.embeddingForwardBf16(w->dValue16.data(), ids, out, T, V, D);
+  else
+    ops.embeddingForward(w->dValue.data(), ids, out, T, V, D);
 }
 
 const DeviceMoe& DeviceContext::Moe() const {
   const DeviceMoe* moe = GetCudaMoe();
-  if (moe == nullptr) throw DeviceError("the MoE layer on cuda needs the CUDA MoE kernels, which this build does not have");
+  if (moe == nullptr)
+    throw DeviceError("the MoE layer on cuda needs the CUDA MoE kernels, which this build does not have");
   return *moe;
 }
 
@@ -140,8 +150,9 @@ void Transformer::InitDevice() {
   ropeSin_ = cx.Upload(rope_.sin(), n, "rope sin table (cuda)");
 }
 
-void Transformer::DeviceLayerForward(const DeviceContext& cx, std::int64_t l, const TrainState& st, DeviceTrainState& ds,
-                                     DeviceLayerActivations& a, DeviceBuffer<float>& x, bool save) const {
+void Transformer::DeviceLayerForward(const DeviceContext& cx, std::int64_t l, const TrainState& st,
+                                     DeviceTrainState& ds, DeviceLayerActivations& a, DeviceBuffer<float>& x,
+                                     bool save) const {
   const ModelOps& ops = cx.ops;
   const ModelConfig& c = config_;
   const std::int64_t T = st.T, D = c.width, H = c.heads, KV = c.kvHeads, Dh = c.headDim, F = c.ffn;
@@ -327,7 +338,8 @@ void Transformer::DeviceLayerBackward(const DeviceContext& cx, std::int64_t l, T
                   std::int64_t nOut, float* dIn) {
     const int t = static_cast<int>(target);
     if (p.loraA[t] == nullptr) return;
-    DeviceLoraBackward(cx, p.loraA[t], p.loraB[t], loraScale_, in, a.loraT[t].data(), dy, ldy, dIn, dt, T, nIn, nOut, R);
+    DeviceLoraBackward(cx, p.loraA[t], p.loraB[t], loraScale_, in, a.loraT[t].data(), dy, ldy, dIn, dt, T, nIn, nOut,
+                       R);
     a.loraT[t].reset();
   };
   if (c.experts > 0) {  // MoE: x_out = xmid + moe(norm(xmid))
@@ -473,8 +485,9 @@ void Transformer::DeviceBackward(TrainState& st, const float* dlogp, const float
     const DeviceBuffer<std::int32_t> dPrev = cx.Upload(st.prevTokens.data(), T, "transformer previous tokens (cuda)");
     DeviceBuffer<float> e = cx.Floats(T * D, "transformer previous-token embedding (cuda)");
     cx.Embed(embed_, dPrev.data(), e.data(), T, V, D);
-    DeviceBuffer<float> de = embed_->trainable() ? cx.Floats(T * D, "transformer previous-token embedding gradient (cuda)")
-                                                 : DeviceBuffer<float>();
+    DeviceBuffer<float> de = embed_->trainable()
+                                 ? cx.Floats(T * D, "transformer previous-token embedding gradient (cuda)")
+                                 : DeviceBuffer<float>();
     cx.ProjectBackward(e.data(), shift_, nullptr, dx.data(), embed_->trainable() ? de.data() : nullptr, T, D, D, false);
     if (embed_->trainable()) ops.embeddingBackward(dPrev.data(), de.data(), embed_->dGrad.data(), T, V, D);
   }

@@ -34,10 +34,12 @@ namespace {
 using attention::Shape;
 
 constexpr std::int64_t kMinCacheRows = 64;
-constexpr std::int64_t kDecodeRows = 8;  // sessions with at most this many new tokens use DecodeAttention
+constexpr std::int64_t kDecodeRows = 8;     // sessions with at most this many new tokens use DecodeAttention
 constexpr std::int64_t kBigAttention = 32;  // sessions with at least this many new tokens get the whole pool
 
-HostBuffer<float> Floats(std::int64_t n, const char* what) { return HostBuffer<float>(static_cast<std::size_t>(n), what); }
+HostBuffer<float> Floats(std::int64_t n, const char* what) {
+  return HostBuffer<float>(static_cast<std::size_t>(n), what);
+}
 
 /** Makes room for n more rows after dropping what a sliding window no longer needs. */
 void PrepareCache(LayerCache& c, std::int64_t n, std::int64_t rowFloats, std::int64_t window, std::int64_t maxRows) {
@@ -79,11 +81,10 @@ std::int64_t DecodeScratch(std::int64_t rows, std::int64_t G, std::int64_t Dh, s
  * Sink attention of a few query rows against a session's cache, read in place: for row r at
  * absolute position P = qOffset + r and head h, the visible keys are the contiguous range
  * [max(0, P - window + 1), P] (window 0: [0, P]); z_j = c q.k_j, m = max(z, s_h),
- * out = sum_j exp(z_j - m) v_j / (sum_j exp(z_j - m) + exp(s_h - m)) (sinks may be null: no s_h term) — the semantics of
- * FusedForward with a causal (+ window) mask, without its per-call packing of every cached
- * key and value into tiles, which costs more than the attention itself for one new token.
- * Per kv head, the scores of all its query rows and heads come from one product
- * K [keys x Dh] . Q^T [Dh x cols] (columns padded to a vector), the outputs from P . V.
+ * out = sum_j exp(z_j - m) v_j / (sum_j exp(z_j - m) + exp(s_h - m)) (sinks may be null: no s_h term) — the semantics
+ * of FusedForward with a causal (+ window) mask, without its per-call packing of every cached key and value into tiles,
+ * which costs more than the attention itself for one new token. Per kv head, the scores of all its query rows and heads
+ * come from one product K [keys x Dh] . Q^T [Dh x cols] (columns padded to a vector), the outputs from P . V.
  */
 void DecodeAttention(const attention::KernelTable& kt, const float* q, const float* k, const float* v,
                      const float* sinks, float* out, std::int64_t rows, std::int64_t kvLen, std::int64_t window,
@@ -144,23 +145,29 @@ void RowsLinear(const float* x, const Parameter* w, const Parameter* b, float* y
   const KernelTable& kt = ActiveKernels();
   const WeightData wd = Weights(w);
   GemmMixed(false, true, R, out, in, 1.0f, x, false, in, wd.data, wd.bf16, in, accumulate ? 1.0f : 0.0f, y, out);
-  if (b) for (std::int64_t r = 0; r < R; ++r) kt.add(y + r * out, b->value.data(), out);
+  if (b)
+    for (std::int64_t r = 0; r < R; ++r) kt.add(y + r * out, b->value.data(), out);
 }
 
 }  // namespace
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kContext: return "context";
-    default: return "";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kContext:
+      return "context";
+    default:
+      return "";
   }
 }
 
 namespace {
 
-/** The logits after vLLM's penalties (repetition over the whole history, frequency and presence over the job's output). */
+/** The logits after vLLM's penalties (repetition over the whole history, frequency and presence over the job's output).
+ */
 const float* PenalisedLogits(const float* logits, std::int64_t V, const SampleParams& params, SampleScratch* scratch,
                              const SampleHistory* history) {
   const bool repetition = params.repetitionPenalty != 1.0;
@@ -180,7 +187,8 @@ const float* PenalisedLogits(const float* logits, std::int64_t V, const SamplePa
   if (output && history->total > history->promptLen) {
     std::vector<std::int32_t>& counts = scratch->counts;
     counts.assign(static_cast<std::size_t>(V), 0);
-    for (std::int64_t i = history->promptLen; i < history->total; ++i) ++counts[static_cast<std::size_t>(history->tokens[i])];
+    for (std::int64_t i = history->promptLen; i < history->total; ++i)
+      ++counts[static_cast<std::size_t>(history->tokens[i])];
     const float fp = static_cast<float>(params.frequencyPenalty);
     const float pp = static_cast<float>(params.presencePenalty);
     for (std::int64_t i = 0; i < V; ++i) {
@@ -205,8 +213,11 @@ std::pair<std::int32_t, float> SampleToken(const float* rawLogits, std::int64_t 
   std::vector<float>& w = scratch->weights;
   w.resize(static_cast<std::size_t>(V));
   // vLLM's raw_logprobs: log_softmax of the model's own logits
-  const double rawLogZ = params.logprobsMode == LogprobsMode::kRaw ? std::log(kt.expSubSum(rawLogits, w.data(), V, rawMax)) : 0.0;
-  auto rawLogp = [&](std::int32_t token) { return static_cast<float>(static_cast<double>(rawLogits[token] - rawMax) - rawLogZ); };
+  const double rawLogZ =
+      params.logprobsMode == LogprobsMode::kRaw ? std::log(kt.expSubSum(rawLogits, w.data(), V, rawMax)) : 0.0;
+  auto rawLogp = [&](std::int32_t token) {
+    return static_cast<float>(static_cast<double>(rawLogits[token] - rawMax) - rawLogZ);
+  };
   const float* logits = PenalisedLogits(rawLogits, V, params, scratch, history);
   float m = -INFINITY;
   std::int32_t arg = 0;
@@ -329,12 +340,16 @@ void Session::StartSample(const SampleParams& p) {
   if (!(p.topP > 0.0 && p.topP <= 1.0)) throw ArgumentError("topP must be in (0, 1]");
   if (p.topK < 0) throw ArgumentError("topK must be >= 0");
   if (!(p.minP >= 0.0 && p.minP <= 1.0)) throw ArgumentError("minP must be in [0, 1]");
-  if (!(p.repetitionPenalty > 0.0) || !std::isfinite(p.repetitionPenalty)) throw ArgumentError("repetitionPenalty must be > 0");
-  if (!(p.presencePenalty >= -2.0 && p.presencePenalty <= 2.0)) throw ArgumentError("presencePenalty must be in [-2, 2]");
-  if (!(p.frequencyPenalty >= -2.0 && p.frequencyPenalty <= 2.0)) throw ArgumentError("frequencyPenalty must be in [-2, 2]");
+  if (!(p.repetitionPenalty > 0.0) || !std::isfinite(p.repetitionPenalty))
+    throw ArgumentError("repetitionPenalty must be > 0");
+  if (!(p.presencePenalty >= -2.0 && p.presencePenalty <= 2.0))
+    throw ArgumentError("presencePenalty must be in [-2, 2]");
+  if (!(p.frequencyPenalty >= -2.0 && p.frequencyPenalty <= 2.0))
+    throw ArgumentError("frequencyPenalty must be in [-2, 2]");
   if (p.maxTokens < 0) throw ArgumentError("maxTokens must be >= 0");
   for (std::int32_t s : p.stop) {
-    if (s < 0 || s >= model_->config().vocab) throw ArgumentError("stop token " + std::to_string(s) + " is out of range");
+    if (s < 0 || s >= model_->config().vocab)
+      throw ArgumentError("stop token " + std::to_string(s) + " is out of range");
   }
   params_ = p;
   jobStart_ = static_cast<std::int64_t>(tokens_.size());
@@ -393,7 +408,8 @@ std::unique_ptr<Session> Session::Fork(std::uint64_t seed) const {
 std::size_t Session::Bytes() const {
   const ModelConfig& c = model_->config();
   std::size_t n = logits_.size() * sizeof(float);
-  for (const LayerCache& l : layers_) n += 2 * static_cast<std::size_t>(l.capacity * c.kvHeads * c.headDim) * sizeof(float);
+  for (const LayerCache& l : layers_)
+    n += 2 * static_cast<std::size_t>(l.capacity * c.kvHeads * c.headDim) * sizeof(float);
   return n;
 }
 
@@ -417,7 +433,8 @@ ChunkRows Transformer::GatherChunk(const std::vector<Session*>& work, const std:
   if (shift_ != nullptr) {
     r.prevTokens = HostBuffer<std::int32_t>(static_cast<std::size_t>(r.rows), "decode previous tokens");
     for (std::size_t s = 0; s < S; ++s) {
-      for (std::int64_t i = 0; i < counts[s]; ++i) r.prevTokens[r.offset[s] + i] = i == 0 ? work[s]->lastToken_ : work[s]->pending_[i - 1];
+      for (std::int64_t i = 0; i < counts[s]; ++i)
+        r.prevTokens[r.offset[s] + i] = i == 0 ? work[s]->lastToken_ : work[s]->pending_[i - 1];
     }
   }
   return r;
@@ -451,8 +468,8 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
   HostBuffer<float> headRstd = c.qkNorm ? Floats(R * H, "decode q/k norm rstd") : HostBuffer<float>();
   // LoRA: y (row stride ldy) += scale (x A^T) B^T for the adapted projections.
   HostBuffer<float> loraT = c.lora.enabled() ? Floats(R * c.lora.rank, "decode lora x A^T") : HostBuffer<float>();
-  auto lora = [&](const BlockParams& p, LoraTarget target, const float* in, std::int64_t nIn, float* y, std::int64_t ldy,
-                  std::int64_t nOut) {
+  auto lora = [&](const BlockParams& p, LoraTarget target, const float* in, std::int64_t nIn, float* y,
+                  std::int64_t ldy, std::int64_t nOut) {
     const int t = static_cast<int>(target);
     if (p.loraA[t] == nullptr) return;
     LoraForward(in, p.loraA[t]->value.data(), p.loraB[t]->value.data(), loraScale_, loraT.data(), y, ldy, R, nIn, nOut,
@@ -470,12 +487,16 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
   std::vector<std::size_t> big, small;
   for (std::size_t s = 0; s < S; ++s) (counts[s] >= kBigAttention || S == 1 ? big : small).push_back(s);
 
-  if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), tokens.data(), x.data(), R, V, D);
-  else EmbeddingForward(embed_->value.data(), tokens.data(), x.data(), R, V, D);
+  if (embed_->bf16())
+    EmbeddingForwardBf16(embed_->value16.data(), tokens.data(), x.data(), R, V, D);
+  else
+    EmbeddingForward(embed_->value.data(), tokens.data(), x.data(), R, V, D);
   if (shift_ != nullptr) {  // x += embed[prevTokens] . token_shift^T
     HostBuffer<float> e = Floats(R * D, "decode previous-token embedding");
-    if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), prevTokens.data(), e.data(), R, V, D);
-    else EmbeddingForward(embed_->value.data(), prevTokens.data(), e.data(), R, V, D);
+    if (embed_->bf16())
+      EmbeddingForwardBf16(embed_->value16.data(), prevTokens.data(), e.data(), R, V, D);
+    else
+      EmbeddingForward(embed_->value.data(), prevTokens.data(), e.data(), R, V, D);
     RowsLinear(e.data(), shift_, nullptr, x.data(), R, D, D, true);
   }
   for (std::int64_t l = 0; l < c.layers; ++l) {
@@ -508,8 +529,8 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
       const float* vc = cache.v.data() + cache.start * kvDim;
       if (counts[s] <= kDecodeRows) {
         float* z = zScratch.data() + static_cast<std::size_t>(thread) * zStride;
-        DecodeAttention(akt, q.data() + offset[s] * qDim, kc, vc, Val(p.sinks), ao.data() + offset[s] * qDim,
-                        counts[s], cache.count, sliding ? c.window : 0, H, KV, Dh, z);
+        DecodeAttention(akt, q.data() + offset[s] * qDim, kc, vc, Val(p.sinks), ao.data() + offset[s] * qDim, counts[s],
+                        cache.count, sliding ? c.window : 0, H, KV, Dh, z);
         return;
       }
       Shape shape{1, counts[s], cache.count, H, KV, Dh, cache.count - counts[s]};
@@ -522,8 +543,9 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
     };
     for (std::size_t s : big) attend(s, 0);
     if (!small.empty()) {
-      ThreadPool::Global().ParallelFor(static_cast<std::int64_t>(small.size()),
-                                       [&](std::int64_t i, int thread) { attend(small[static_cast<std::size_t>(i)], thread); });
+      ThreadPool::Global().ParallelFor(static_cast<std::int64_t>(small.size()), [&](std::int64_t i, int thread) {
+        attend(small[static_cast<std::size_t>(i)], thread);
+      });
     }
     RowsLinear(ao.data(), p.o, p.oBias, x.data(), R, qDim, D, true);
     lora(p, LoraTarget::kO, ao.data(), qDim, x.data(), D, D);
@@ -550,7 +572,8 @@ void Transformer::ForwardChunk(const std::vector<Session*>& work, const std::vec
     const std::int64_t L = static_cast<std::int64_t>(needs.size());
     HostBuffer<float> last = Floats(L * D, "decode last rows");
     for (std::int64_t i = 0; i < L; ++i) {
-      std::memcpy(last.data() + i * D, x.data() + (offset[needs[i] + 1] - 1) * D, static_cast<std::size_t>(D) * sizeof(float));
+      std::memcpy(last.data() + i * D, x.data() + (offset[needs[i] + 1] - 1) * D,
+                  static_cast<std::size_t>(D) * sizeof(float));
     }
     RmsNormForward(last.data(), norm_->value.data(), last.data(), rstd.data(), L, D, eps);
     HostBuffer<float> logits = Floats(L * V, "decode logits");

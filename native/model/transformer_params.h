@@ -30,8 +30,10 @@ inline WeightData Weights(const Parameter* p) {
 inline void Project(const float* x, const Parameter* w, const Parameter* b, float* y, std::int64_t T, std::int64_t in,
                     std::int64_t out, bool accumulate) {
   if (!accumulate) {
-    if (w->bf16()) LinearForwardBf16(x, w->value16.data(), Val(b), y, T, in, out);
-    else LinearForward(x, w->value.data(), Val(b), y, T, in, out);
+    if (w->bf16())
+      LinearForwardBf16(x, w->value16.data(), Val(b), y, T, in, out);
+    else
+      LinearForward(x, w->value.data(), Val(b), y, T, in, out);
     return;
   }
   const WeightData wd = Weights(w);
@@ -48,8 +50,10 @@ inline void Project(const float* x, const Parameter* w, const Parameter* b, floa
  */
 inline void ProjectBackward(const float* x, const Parameter* w, const Parameter* b, const float* dy, float* dx,
                             std::int64_t T, std::int64_t in, std::int64_t out, bool accumulateDx) {
-  if (w->bf16()) LinearBackwardBf16(w->value16.data(), dy, dx, Grad(b), T, in, out, accumulateDx);
-  else LinearBackward(x, w->value.data(), dy, dx, Grad(w), Grad(b), T, in, out, accumulateDx);
+  if (w->bf16())
+    LinearBackwardBf16(w->value16.data(), dy, dx, Grad(b), T, in, out, accumulateDx);
+  else
+    LinearBackward(x, w->value.data(), dy, dx, Grad(w), Grad(b), T, in, out, accumulateDx);
 }
 
 }  // namespace sinkflex::model

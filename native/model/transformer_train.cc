@@ -24,7 +24,9 @@ using attention::BlockMask;
 using attention::MaskProgram;
 using attention::Shape;
 
-HostBuffer<float> Floats(std::int64_t n, const char* what) { return HostBuffer<float>(static_cast<std::size_t>(n), what); }
+HostBuffer<float> Floats(std::int64_t n, const char* what) {
+  return HostBuffer<float>(static_cast<std::size_t>(n), what);
+}
 
 HostBuffer<float> Copy(const float* src, std::int64_t n, const char* what) {
   HostBuffer<float> b = Floats(n, what);
@@ -85,12 +87,13 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
     const Parameter& p = store_->at(i);
     const ParamSpec& s = p.spec;
     if (s.name != layout[i].name || s.shape != layout[i].shape) {
-      throw ArgumentError("store parameter " + std::to_string(i) + " ('" + s.name +
-                          "') does not match the config's '" + layout[i].name + "' (name or shape)");
+      throw ArgumentError("store parameter " + std::to_string(i) + " ('" + s.name + "') does not match the config's '" +
+                          layout[i].name + "' (name or shape)");
     }
     // Only weight matrices may be stored as bfloat16; gains, sinks and biases stay float32.
     if (p.bf16() && !layout[i].decay) {
-      throw ArgumentError("parameter '" + s.name + "' must be float32 (norm gains, sinks and biases are not stored as bfloat16)");
+      throw ArgumentError("parameter '" + s.name +
+                          "' must be float32 (norm gains, sinks and biases are not stored as bfloat16)");
     }
     const bool adapter = s.name.size() > 7 && (s.name.compare(s.name.size() - 7, 7, ".lora_a") == 0 ||
                                                s.name.compare(s.name.size() - 7, 7, ".lora_b") == 0);
@@ -100,7 +103,8 @@ Transformer::Transformer(const ModelConfig& config, std::shared_ptr<ParamStore> 
       };
       const bool expert = endsWith(".mlp.experts.gate_up.weight") || endsWith(".mlp.experts.down.weight");
       if (!expert) {
-        throw ArgumentError("parameter '" + s.name + "' cannot be MXFP4 (only the experts' gate_up and down weights can)");
+        throw ArgumentError("parameter '" + s.name +
+                            "' cannot be MXFP4 (only the experts' gate_up and down weights can)");
       }
     }
     if (p.bf16() && adapter) {
@@ -324,12 +328,16 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
   std::unique_ptr<TrainState> st = NewTrainState(b, o, false);
 
   HostBuffer<float> x = Floats(T * D, "transformer residual");
-  if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), st->tokens.data(), x.data(), T, V, D);
-  else EmbeddingForward(embed_->value.data(), st->tokens.data(), x.data(), T, V, D);
+  if (embed_->bf16())
+    EmbeddingForwardBf16(embed_->value16.data(), st->tokens.data(), x.data(), T, V, D);
+  else
+    EmbeddingForward(embed_->value.data(), st->tokens.data(), x.data(), T, V, D);
   if (shift_ != nullptr) {  // x += embed[prevTokens] . token_shift^T
     HostBuffer<float> e = Floats(T * D, "transformer previous-token embedding");
-    if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), st->prevTokens.data(), e.data(), T, V, D);
-    else EmbeddingForward(embed_->value.data(), st->prevTokens.data(), e.data(), T, V, D);
+    if (embed_->bf16())
+      EmbeddingForwardBf16(embed_->value16.data(), st->prevTokens.data(), e.data(), T, V, D);
+    else
+      EmbeddingForward(embed_->value.data(), st->prevTokens.data(), e.data(), T, V, D);
     Project(e.data(), shift_, nullptr, x.data(), T, D, D, true);
   }
   const bool keepAll = o.save && !o.checkpointLayers;
@@ -370,8 +378,9 @@ MoeParams Transformer::Moe(const BlockParams& p) const { return BlockMoeParams(c
 
 void Transformer::CheckStoreLayout() const {
   if (store_->layoutVersion() != storeLayout_) {
-    throw ArgumentError("the store's parameters were added or removed since this model was made (LoRA adapters applied "
-                        "or merged): use the model made over the changed store");
+    throw ArgumentError(
+        "the store's parameters were added or removed since this model was made (LoRA adapters applied "
+        "or merged): use the model made over the changed store");
   }
 }
 
@@ -437,8 +446,8 @@ void Transformer::LayerBackward(std::int64_t l, TrainState& st, LayerActivations
     MoeBackward(Moe(p), a.n2.data(), dx.data(), a.moe, dn.data(), g, false);
     a.moe = MoeSaved();
     a.n2.reset();
-    RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(), Grad(p.mlpNorm), T,
-                    D, true);
+    RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(), Grad(p.mlpNorm), T, D,
+                    true);
     a.xmid.reset();
   } else {  // dense MLP: x_out = xmid + down(swiglu(gate_up(norm(xmid))))
     HostBuffer<float> dact = Floats(T * F, "transformer backward d activation");
@@ -454,8 +463,8 @@ void Transformer::LayerBackward(std::int64_t l, TrainState& st, LayerActivations
     lora(LoraTarget::kUp, a.n2.data(), D, dh.data() + F, 2 * F, F, dn.data());
     dh.reset();
     a.n2.reset();
-    RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(), Grad(p.mlpNorm), T,
-                    D, true);
+    RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(), Grad(p.mlpNorm), T, D,
+                    true);
     a.xmid.reset();
   }
   {  // attention: xmid = x + o(attention(rope(norm?(q)), rope(norm?(k)), v))
@@ -468,9 +477,8 @@ void Transformer::LayerBackward(std::int64_t l, TrainState& st, LayerActivations
     attention::Options ao;
     ao.mask = Sliding(l) ? &st.slidingMask : &st.fullMask;
     float* sinkGrad = p.sinks && p.sinks->trainable() ? dsinks : nullptr;
-    const attention::BackwardArgs args{a.q.data(), a.k.data(), a.v.data(), Val(p.sinks), a.ao.data(),
-                                       a.lse.data(), dao.data(), nullptr, dq.data(), dk.data(), dv.data(),
-                                       sinkGrad};
+    const attention::BackwardArgs args{a.q.data(), a.k.data(), a.v.data(), Val(p.sinks), a.ao.data(), a.lse.data(),
+                                       dao.data(), nullptr,    dq.data(),  dk.data(),    dv.data(),   sinkGrad};
     if (st.impl == AttentionImpl::kFused) {
       ao.blockMask = Sliding(l) ? st.slidingBlocks.get() : st.fullBlocks.get();
       attention::FusedBackward(shape, ao, args);
@@ -478,7 +486,8 @@ void Transformer::LayerBackward(std::int64_t l, TrainState& st, LayerActivations
       attention::EagerBackward(shape, ao, args, &a.eager);
       a.eager.probs.reset();
     }
-    if (sinkGrad) for (std::int64_t h = 0; h < H; ++h) p.sinks->grad[h] += dsinks[h];
+    if (sinkGrad)
+      for (std::int64_t h = 0; h < H; ++h) p.sinks->grad[h] += dsinks[h];
     dao.reset();
     a.ao.reset();
     a.lse.reset();
@@ -490,8 +499,8 @@ void Transformer::LayerBackward(std::int64_t l, TrainState& st, LayerActivations
     if (p.qNorm) {
       RmsNormBackward(a.qRaw.data(), p.qNorm->value.data(), a.rstdQ.data(), dq.data(), dq.data(), Grad(p.qNorm), T * H,
                       Dh, false);
-      RmsNormBackward(a.kRaw.data(), p.kNorm->value.data(), a.rstdK.data(), dk.data(), dk.data(), Grad(p.kNorm),
-                      T * KV, Dh, false);
+      RmsNormBackward(a.kRaw.data(), p.kNorm->value.data(), a.rstdK.data(), dk.data(), dk.data(), Grad(p.kNorm), T * KV,
+                      Dh, false);
       a.qRaw.reset();
       a.kRaw.reset();
     }
@@ -547,10 +556,12 @@ void Transformer::Backward(TrainState& st, const float* dlogp, const float* dent
   if (shift_ != nullptr && (shift_->trainable() || embed_->trainable())) {
     // x += e . S^T with e = embed[prevTokens]: dS += dx^T . e, de = dx . S, embed[prevTokens] += de
     HostBuffer<float> e = Floats(T * D, "transformer previous-token embedding");
-    if (embed_->bf16()) EmbeddingForwardBf16(embed_->value16.data(), st.prevTokens.data(), e.data(), T, V, D);
-    else EmbeddingForward(embed_->value.data(), st.prevTokens.data(), e.data(), T, V, D);
-    HostBuffer<float> de = embed_->trainable() ? Floats(T * D, "transformer previous-token embedding gradient")
-                                               : HostBuffer<float>();
+    if (embed_->bf16())
+      EmbeddingForwardBf16(embed_->value16.data(), st.prevTokens.data(), e.data(), T, V, D);
+    else
+      EmbeddingForward(embed_->value.data(), st.prevTokens.data(), e.data(), T, V, D);
+    HostBuffer<float> de =
+        embed_->trainable() ? Floats(T * D, "transformer previous-token embedding gradient") : HostBuffer<float>();
     ProjectBackward(e.data(), shift_, nullptr, dx.data(), embed_->trainable() ? de.data() : nullptr, T, D, D, false);
     if (embed_->trainable()) EmbeddingBackward(st.prevTokens.data(), de.data(), embed_->grad.data(), T, V, D);
   }

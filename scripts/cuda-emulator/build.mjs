@@ -36,8 +36,10 @@ const started = Date.now();
 mkdirSync(join(out, 'obj'), { recursive: true });
 mkdirSync(join(out, 'Release'), { recursive: true });
 
-const list = async (ext) => (await run(process.execPath, [join(root, 'native', 'sources.mjs'), ext], { cwd: root })).stdout
-  .split('\n').filter(Boolean);
+const list = async (ext) =>
+  (await run(process.execPath, [join(root, 'native', 'sources.mjs'), ext], { cwd: root })).stdout
+    .split('\n')
+    .filter(Boolean);
 const sources = [...(await list('cc')), ...(await list('cu')), 'scripts/cuda-emulator/emulator.cc'];
 
 /**
@@ -51,19 +53,28 @@ const depsOf = (file, base) => {
   } catch {
     return null;
   }
-  const rule = text.replace(/\\\n/g, ' ').split('\n').find((line) => /^\S+\.o: /.test(line));
+  const rule = text
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .find((line) => /^\S+\.o: /.test(line));
   if (rule === undefined) return null;
   const colon = rule.indexOf(': ');
-  return rule.slice(colon + 2).split(/\s+/).filter(Boolean).map((d) => (isAbsolute(d) ? d : join(base, d)));
+  return rule
+    .slice(colon + 2)
+    .split(/\s+/)
+    .filter(Boolean)
+    .map((d) => (isAbsolute(d) ? d : join(base, d)));
 };
 /** Whether every file of `deps` exists and is older than `t`. */
-const olderThan = (deps, t) => deps !== null && deps.every((d) => {
-  try {
-    return statSync(d).mtimeMs < t;
-  } catch {
-    return false;
-  }
-});
+const olderThan = (deps, t) =>
+  deps !== null &&
+  deps.every((d) => {
+    try {
+      return statSync(d).mtimeMs < t;
+    } catch {
+      return false;
+    }
+  });
 const mtime = (f) => {
   try {
     return statSync(f).mtimeMs;
@@ -74,7 +85,8 @@ const mtime = (f) => {
 
 // What differs between the ordinary build and this one: the CUDA build macros (a preprocessor
 // line testing one) and the CUDA headers.
-const CUDA_MACROS = /^\s*#\s*(?:if|ifdef|ifndef|elif|include)\b.*(?:SINKFLEX_WITH_CUDA|SINKFLEX_CUDA_EMULATOR|__CUDACC__|__CUDA_ARCH__|cuda_runtime|cuda_bf16)/m;
+const CUDA_MACROS =
+  /^\s*#\s*(?:if|ifdef|ifndef|elif|include)\b.*(?:SINKFLEX_WITH_CUDA|SINKFLEX_CUDA_EMULATOR|__CUDACC__|__CUDA_ARCH__|cuda_runtime|cuda_bf16)/m;
 const gypBuild = join(root, 'build');
 /** The fresh node-gyp object of a .cc source whose code does not depend on the CUDA macros, else null. */
 const gypObject = (src) => {
@@ -82,7 +94,10 @@ const gypObject = (src) => {
   const obj = join(gypBuild, 'Release', 'obj.target', 'sinkflex', src.replace(/\.cc$/, '.o'));
   const t = mtime(obj);
   if (t < 0) return null;
-  const deps = depsOf(join(gypBuild, 'Release', '.deps', 'Release', 'obj.target', 'sinkflex', `${src.replace(/\.cc$/, '.o')}.d`), gypBuild);
+  const deps = depsOf(
+    join(gypBuild, 'Release', '.deps', 'Release', 'obj.target', 'sinkflex', `${src.replace(/\.cc$/, '.o')}.d`),
+    gypBuild,
+  );
   if (!olderThan(deps, t)) return null;
   const own = deps.filter((d) => d.startsWith(join(root, 'native')));
   return own.some((d) => CUDA_MACROS.test(readFileSync(d, 'utf8'))) ? null : obj;
@@ -90,9 +105,18 @@ const gypObject = (src) => {
 
 const version = require(join(root, 'package.json')).version;
 const flags = [
-  '-std=c++17', '-O2', '-fPIC', '-pthread', '-fexceptions', '-DNAPI_VERSION=8', '-DNODE_ADDON_API_CPP_EXCEPTIONS',
-  `-DSINKFLEX_VERSION="${version}"`, '-DSINKFLEX_WITH_CUDA', '-DSINKFLEX_CUDA_EMULATOR',
-  `-I${join(here, 'include')}`, `-I${require('node-api-headers').include_dir}`,
+  '-std=c++17',
+  '-O2',
+  '-fPIC',
+  '-pthread',
+  '-fexceptions',
+  '-DNAPI_VERSION=8',
+  '-DNODE_ADDON_API_CPP_EXCEPTIONS',
+  `-DSINKFLEX_VERSION="${version}"`,
+  '-DSINKFLEX_WITH_CUDA',
+  '-DSINKFLEX_CUDA_EMULATOR',
+  `-I${join(here, 'include')}`,
+  `-I${require('node-api-headers').include_dir}`,
   `-I${join(root, require('node-addon-api').include_dir)}`,
   ...(sanitize ? ['-fsanitize=address', '-fno-omit-frame-pointer'] : []),
 ];
@@ -114,24 +138,42 @@ const jobs = sources.map((src) => async () => {
     return;
   }
   console.log(`emulator build: ${src}`);
-  await run(cxx, [...flags, ...(src.endsWith('.cu') ? ['-x', 'c++'] : []), '-MMD', '-MF', `${obj}.d`, '-c', join(root, src), '-o', obj],
-    { cwd: root, maxBuffer: 1 << 26 });
+  await run(
+    cxx,
+    [
+      ...flags,
+      ...(src.endsWith('.cu') ? ['-x', 'c++'] : []),
+      '-MMD',
+      '-MF',
+      `${obj}.d`,
+      '-c',
+      join(root, src),
+      '-o',
+      obj,
+    ],
+    { cwd: root, maxBuffer: 1 << 26 },
+  );
   objects.push(obj);
   counts.compiled++;
 });
 const width = Math.max(1, Number(process.env.SINKFLEX_BUILD_JOBS ?? 0) || cpus().length);
 let next = 0;
 try {
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (next < jobs.length) await jobs[next++]();
-  }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (next < jobs.length) await jobs[next++]();
+    }),
+  );
 } catch (e) {
   console.error(e.stderr || e.message);
   process.exit(1);
 }
 const binary = join(out, 'Release', 'sinkflex.node');
-await run(cxx, ['-shared', '-pthread', ...(sanitize ? ['-fsanitize=address'] : []), '-o', binary, ...objects.sort()],
-  { cwd: root });
-console.log(`emulator build: ${relative(root, binary)} (an emulated cuda:0): ${counts.compiled} compiled, ${counts.fresh} up to date, ` +
-  `${counts.reused} objects of the node-gyp build reused, ${width} jobs, ${((Date.now() - started) / 1000).toFixed(1)} s; ` +
-  `load it with SINKFLEX_ADDON=${relative(root, binary)}`);
+await run(cxx, ['-shared', '-pthread', ...(sanitize ? ['-fsanitize=address'] : []), '-o', binary, ...objects.sort()], {
+  cwd: root,
+});
+console.log(
+  `emulator build: ${relative(root, binary)} (an emulated cuda:0): ${counts.compiled} compiled, ${counts.fresh} up to date, ` +
+    `${counts.reused} objects of the node-gyp build reused, ${width} jobs, ${((Date.now() - started) / 1000).toFixed(1)} s; ` +
+    `load it with SINKFLEX_ADDON=${relative(root, binary)}`,
+);

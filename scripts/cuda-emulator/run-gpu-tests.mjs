@@ -42,11 +42,15 @@ if (!existsSync(addon)) {
 const backends = require(addon).backends();
 const cuda = backends.filter((b) => b.name === 'cuda');
 if (cuda.length === 0) {
-  console.error(`cuda emulator tests: ${addon} has no CUDA device (backends: ${backends.map((b) => b.device ?? b.name).join(', ')}); is it the emulator build?`);
+  console.error(
+    `cuda emulator tests: ${addon} has no CUDA device (backends: ${backends.map((b) => b.device ?? b.name).join(', ')}); is it the emulator build?`,
+  );
   process.exit(1);
 }
 const order = process.env.SFX_EMU_ORDER === 'reverse' ? 'reverse' : 'index';
-console.log(`cuda emulator tests: ${addon} (${cuda.map((b) => `${b.device} ${b.deviceName}`).join(', ')}), ${order} thread order, ${TESTS.length} files`);
+console.log(
+  `cuda emulator tests: ${addon} (${cuda.map((b) => `${b.device} ${b.deviceName}`).join(', ')}), ${order} thread order, ${TESTS.length} files`,
+);
 const tapDir = dirname(require.resolve('tap/package.json'));
 const tapBin = join(tapDir, JSON.parse(readFileSync(join(tapDir, 'package.json'), 'utf8')).bin.tap);
 const r = spawnSync(process.execPath, [tapBin, '--disable-coverage', ...process.argv.slice(2), ...TESTS], {

@@ -54,7 +54,11 @@ t.test('Promise variants give the same results as the synchronous calls', async 
     const gb = await sinkAttentionBackwardAsync(x.q, x.k, x.v, x.sinks, a.out, a.lse, x.dOut, shape, opts);
     t.same(gb, ga, `${impl} async gradients`);
   }
-  await t.rejects(sinkAttentionForwardAsync(x.q, x.k, x.v, x.sinks, { ...shape, qHeads: 3 }), RangeError, 'validation errors reject');
+  await t.rejects(
+    sinkAttentionForwardAsync(x.q, x.k, x.v, x.sinks, { ...shape, qHeads: 3 }),
+    RangeError,
+    'validation errors reject',
+  );
   await t.rejects(sinkAttentionBackwardAsync(x.q, x.k, x.v, x.sinks, x.q, x.q, x.dOut, shape), RangeError);
   // several at once (they share the kernel thread pool)
   const all = await Promise.all([1, 2, 3].map(() => sinkAttentionForwardAsync(x.q, x.k, x.v, x.sinks, shape)));
@@ -111,7 +115,9 @@ t.test('eager memory grows with seqLen^2 in the tracked allocator, fused memory 
   const eagerFwd = peakOf(() => sinkAttentionForward(x.q, x.k, x.v, x.sinks, shape, { impl: 'eager' }));
   t.ok(eagerFwd >= 2 * tensor, `eager forward holds scores and probabilities (${eagerFwd} >= ${2 * tensor})`);
   const f = sinkAttentionForward(x.q, x.k, x.v, x.sinks, shape);
-  const eagerBwd = peakOf(() => sinkAttentionBackward(x.q, x.k, x.v, x.sinks, f.out, f.lse, x.dOut, shape, { impl: 'eager' }));
+  const eagerBwd = peakOf(() =>
+    sinkAttentionBackward(x.q, x.k, x.v, x.sinks, f.out, f.lse, x.dOut, shape, { impl: 'eager' }),
+  );
   t.ok(eagerBwd >= 3 * tensor, `eager backward holds P, dP and dS (${eagerBwd} >= ${3 * tensor})`);
   const fusedFwd = peakOf(() => sinkAttentionForward(x.q, x.k, x.v, x.sinks, shape));
   const fusedBwd = peakOf(() => sinkAttentionBackward(x.q, x.k, x.v, x.sinks, f.out, f.lse, x.dOut, shape));
@@ -123,7 +129,10 @@ t.test('eager memory grows with seqLen^2 in the tracked allocator, fused memory 
   gc?.();
   const before = memory.currentBytes();
   layer.forward(x.q, x.k, x.v, x.sinks);
-  t.ok(memory.currentBytes() - before >= tensor, 'SinkAttention (eager) keeps the probabilities between forward and backward');
+  t.ok(
+    memory.currentBytes() - before >= tensor,
+    'SinkAttention (eager) keeps the probabilities between forward and backward',
+  );
   layer.release();
   t.ok(memory.currentBytes() - before < tensor, 'release frees them at once');
 });
@@ -148,8 +157,11 @@ t.test('out of memory under a tracked limit is a catchable error', async (t) => 
   const previous = memory.limitBytes();
   memory.setLimit(memory.currentBytes() + 1000);
   try {
-    await t.rejects(sinkAttentionForwardAsync(x.q, x.k, x.v, x.sinks, shape, { impl: 'eager' }), OutOfMemoryError,
-      'async calls reject with it');
+    await t.rejects(
+      sinkAttentionForwardAsync(x.q, x.k, x.v, x.sinks, shape, { impl: 'eager' }),
+      OutOfMemoryError,
+      'async calls reject with it',
+    );
   } finally {
     memory.setLimit(previous);
   }
@@ -164,7 +176,8 @@ t.test('results are deterministic, also across thread counts', async (t) => {
   t.same(b.out, a.out, 'same inputs, same bits');
   const digest = (arrays: Float32Array[]) => {
     let h = 0;
-    for (const arr of arrays) for (const w of new Uint32Array(arr.buffer, arr.byteOffset, arr.length)) h = (Math.imul(h, 31) + w) >>> 0;
+    for (const arr of arrays)
+      for (const w of new Uint32Array(arr.buffer, arr.byteOffset, arr.length)) h = (Math.imul(h, 31) + w) >>> 0;
     return h;
   };
   const split = (s: 'blocks' | 'groups') => {
@@ -206,12 +219,19 @@ t.test('every CPU vector code and tile size gives the same results', async (t) =
   const x = inputs(shape, 6);
   const mask = { window: 100, prefix: 3 };
   const base = sinkAttentionForward(x.q, x.k, x.v, x.sinks, shape, { mask, cpuKernel: 'generic', blockSize: 64 });
-  const gBase = sinkAttentionBackward(x.q, x.k, x.v, x.sinks, base.out, base.lse, x.dOut, shape, { mask, cpuKernel: 'generic' });
+  const gBase = sinkAttentionBackward(x.q, x.k, x.v, x.sinks, base.out, base.lse, x.dOut, shape, {
+    mask,
+    cpuKernel: 'generic',
+  });
   for (const cpuKernel of info.isas as ('avx512' | 'avx2' | 'generic')[]) {
     for (const blockSize of [16, 48, 128, 256]) {
       const r = sinkAttentionForward(x.q, x.k, x.v, x.sinks, shape, { mask, cpuKernel, blockSize });
       expectClose(t, r.out, base.out, `${cpuKernel} block ${blockSize} out`, 1e-6);
-      const g = sinkAttentionBackward(x.q, x.k, x.v, x.sinks, r.out, r.lse, x.dOut, shape, { mask, cpuKernel, blockSize });
+      const g = sinkAttentionBackward(x.q, x.k, x.v, x.sinks, r.out, r.lse, x.dOut, shape, {
+        mask,
+        cpuKernel,
+        blockSize,
+      });
       expectClose(t, g.dk, gBase.dk, `${cpuKernel} block ${blockSize} dk`, 1e-6);
     }
   }

@@ -28,9 +28,15 @@ t.test('runAttentionBench measures memory and speed side by side', async (t) => 
   });
   t.equal(r.memory.length, 8, 'fused and eager per mask and length');
   const eager4096 = r.memory.filter((m) => m.impl === 'eager' && m.seqLen === 4096);
-  t.ok(eager4096.every((m) => m.peakBytes === null && /out of memory/.test(m.error ?? '')), 'eager past the limit is reported as OOM');
+  t.ok(
+    eager4096.every((m) => m.peakBytes === null && /out of memory/.test(m.error ?? '')),
+    'eager past the limit is reported as OOM',
+  );
   const fused = r.memory.filter((m) => m.impl === 'fused');
-  t.ok(fused.every((m) => m.peakBytes !== null && m.peakBytes >= m.ioBytes), 'fused fits and counts its inputs and outputs');
+  t.ok(
+    fused.every((m) => m.peakBytes !== null && m.peakBytes >= m.ioBytes),
+    'fused fits and counts its inputs and outputs',
+  );
   const e128 = r.memory.find((m) => m.impl === 'eager' && m.seqLen === 128 && m.mask === 'full')!;
   t.ok(e128.peakBytes! > 3 * 4 * 2 * 128 * 129, 'eager peak holds three score-sized tensors');
   t.equal(r.speed.length, 2);
@@ -53,12 +59,34 @@ t.test('the CLI writes JSON and SVG', async (t) => {
   const log = console.log;
   console.log = () => undefined;
   try {
-    await main(['--mem-seqs', '64', '--mem-heads', '2/1', '--speed-seqs', 'none', '--head-dim', '8',
-      '--masks', 'window', '--window', '16', '--limit', '1', '--json', join(dir, 'r.json'), '--svg', join(dir, 'r.svg')]);
+    await main([
+      '--mem-seqs',
+      '64',
+      '--mem-heads',
+      '2/1',
+      '--speed-seqs',
+      'none',
+      '--head-dim',
+      '8',
+      '--masks',
+      'window',
+      '--window',
+      '16',
+      '--limit',
+      '1',
+      '--json',
+      join(dir, 'r.json'),
+      '--svg',
+      join(dir, 'r.svg'),
+    ]);
   } finally {
     console.log = log;
   }
-  const json = JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8')) as { memory: unknown[]; speed: unknown[]; command: string };
+  const json = JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8')) as {
+    memory: unknown[];
+    speed: unknown[];
+    command: string;
+  };
   t.equal(json.memory.length, 2);
   t.equal(json.speed.length, 0);
   t.match(json.command, /--mem-seqs 64/);

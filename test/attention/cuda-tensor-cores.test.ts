@@ -127,8 +127,13 @@ function inputs(s: AttentionShape, seed: number) {
 }
 
 /** Forward and backward of bf16 DeviceTensors on cuda; results as Float32Arrays. */
-function runCuda(s: AttentionShape, x: ReturnType<typeof inputs>, sinks: Float32Array | null, opts: AttentionOptions,
-  dLse: Float32Array | undefined) {
+function runCuda(
+  s: AttentionShape,
+  x: ReturnType<typeof inputs>,
+  sinks: Float32Array | null,
+  opts: AttentionOptions,
+  dLse: Float32Array | undefined,
+) {
   const Tk = kvLenOf(s);
   const o = { device: 'cuda' as const, dtype: 'bfloat16' as const };
   const q = toDevice(x.q, [s.batch, s.seqLen, s.qHeads, s.headDim], o);
@@ -138,7 +143,11 @@ function runCuda(s: AttentionShape, x: ReturnType<typeof inputs>, sinks: Float32
   const f = sinkAttentionForward(q, k, v, sinks, s, opts);
   const g = sinkAttentionBackward(q, k, v, sinks, f.out, f.lse, dOut, s, { ...opts, dLse });
   const r = {
-    out: f.out.toArray(), lse: f.lse.toArray(), dq: g.dq.toArray(), dk: g.dk.toArray(), dv: g.dv.toArray(),
+    out: f.out.toArray(),
+    lse: f.lse.toArray(),
+    dq: g.dq.toArray(),
+    dk: g.dk.toArray(),
+    dv: g.dv.toArray(),
     dSinks: g.dSinks ? g.dSinks.toArray() : null,
   };
   dispose(q, k, v, dOut, f.out, f.lse, g.dq, g.dk, g.dv, g.dSinks);
@@ -173,7 +182,12 @@ t.test('tensor-core kernels against the float64 reference on bf16-rounded inputs
       const dLse = c.dLse ? x.dLse : undefined;
       const mask = c.mask?.(x.rng, s);
       const opts: AttentionOptions = { mask, scale: c.scale, softcap: c.softcap };
-      const [q, k, v, dOut] = [x.q, x.k, x.v, x.dOut].map(bf16Array) as [Float32Array, Float32Array, Float32Array, Float32Array];
+      const [q, k, v, dOut] = [x.q, x.k, x.v, x.dOut].map(bf16Array) as [
+        Float32Array,
+        Float32Array,
+        Float32Array,
+        Float32Array,
+      ];
       const ref = { ...refForward(q, k, v, sinks, s, opts), ...refBackward(q, k, v, sinks, dOut, s, opts, dLse) };
       const tc = runCuda(s, x, sinks, opts, dLse);
       for (const name of NAMES) {
@@ -184,42 +198,64 @@ t.test('tensor-core kernels against the float64 reference on bf16-rounded inputs
         expectClose(t, tc[name]!, ref[name]!, `${name} vs float64 reference`, BOUND);
       }
       // the bf16 results are bf16 numbers
-      t.ok(same(tc.out, bf16Array(tc.out)) && same(tc.dq, bf16Array(tc.dq)) && same(tc.dk, bf16Array(tc.dk)), 'bf16 outputs');
+      t.ok(
+        same(tc.out, bf16Array(tc.out)) && same(tc.dq, bf16Array(tc.dq)) && same(tc.dk, bf16Array(tc.dk)),
+        'bf16 outputs',
+      );
       // the tensor-core path ran: the fp32-arithmetic kernels give other bits (and also pass)
       const fp = withoutTensorCores(() => runCuda(s, x, sinks, opts, dLse));
-      t.notOk(same(tc.out, fp.out) && same(tc.dq, fp.dq) && same(tc.dk, fp.dk) && same(tc.dv, fp.dv),
-        'SINKFLEX_ATTENTION_TENSOR_CORES=0 runs other kernels');
+      t.notOk(
+        same(tc.out, fp.out) && same(tc.dq, fp.dq) && same(tc.dk, fp.dk) && same(tc.dv, fp.dv),
+        'SINKFLEX_ATTENTION_TENSOR_CORES=0 runs other kernels',
+      );
       expectClose(t, fp.out, ref.out, 'fp32-arithmetic kernels: out', BOUND);
     });
   }
 });
 
-t.test('tensor-core backward is deterministic; headDim > 128 falls back to the fp32-arithmetic kernels', { skip: noGpu }, async (t) => {
-  const s = { batch: 1, seqLen: 70, qHeads: 4, kvHeads: 2, headDim: 64 };
-  const x = inputs(s, 400);
-  const opts: AttentionOptions = { mask: { window: 20 } };
-  const a = runCuda(s, x, x.sinks, opts, x.dLse);
-  const b = runCuda(s, x, x.sinks, opts, x.dLse);
-  for (const name of NAMES) t.ok(same(a[name]!, b[name]!), `${name}: the same bits twice`);
+t.test(
+  'tensor-core backward is deterministic; headDim > 128 falls back to the fp32-arithmetic kernels',
+  { skip: noGpu },
+  async (t) => {
+    const s = { batch: 1, seqLen: 70, qHeads: 4, kvHeads: 2, headDim: 64 };
+    const x = inputs(s, 400);
+    const opts: AttentionOptions = { mask: { window: 20 } };
+    const a = runCuda(s, x, x.sinks, opts, x.dLse);
+    const b = runCuda(s, x, x.sinks, opts, x.dLse);
+    for (const name of NAMES) t.ok(same(a[name]!, b[name]!), `${name}: the same bits twice`);
 
-  const w = { batch: 1, seqLen: 20, qHeads: 2, kvHeads: 1, headDim: 136 };
-  const y = inputs(w, 401);
-  const wide = runCuda(w, y, y.sinks, {}, undefined);
-  const fp = withoutTensorCores(() => runCuda(w, y, y.sinks, {}, undefined));
-  for (const name of NAMES) t.ok(same(wide[name]!, fp[name]!), `headDim 136 ${name}: the fp32-arithmetic kernels' bits`);
-  const [q, k, v, dOut] = [y.q, y.k, y.v, y.dOut].map(bf16Array) as [Float32Array, Float32Array, Float32Array, Float32Array];
-  expectClose(t, wide.dq, refBackward(q, k, v, y.sinks, dOut, w).dq, 'headDim 136 dq vs float64 reference', BOUND);
-});
+    const w = { batch: 1, seqLen: 20, qHeads: 2, kvHeads: 1, headDim: 136 };
+    const y = inputs(w, 401);
+    const wide = runCuda(w, y, y.sinks, {}, undefined);
+    const fp = withoutTensorCores(() => runCuda(w, y, y.sinks, {}, undefined));
+    for (const name of NAMES)
+      t.ok(same(wide[name]!, fp[name]!), `headDim 136 ${name}: the fp32-arithmetic kernels' bits`);
+    const [q, k, v, dOut] = [y.q, y.k, y.v, y.dOut].map(bf16Array) as [
+      Float32Array,
+      Float32Array,
+      Float32Array,
+      Float32Array,
+    ];
+    expectClose(t, wide.dq, refBackward(q, k, v, y.sinks, dOut, w).dq, 'headDim 136 dq vs float64 reference', BOUND);
+  },
+);
 
-const onEmulator = /emulator/.test(loadAddon().backends().find((b) => b.name === 'cuda')?.deviceName ?? '');
+const onEmulator = /emulator/.test(
+  loadAddon()
+    .backends()
+    .find((b) => b.name === 'cuda')?.deviceName ?? '',
+);
 
-t.test('a GPU without bf16 tensor cores runs the fp32-arithmetic kernels and says so once', {
-  skip: noGpu || (!onEmulator ? 'needs the CUDA emulator (SFX_EMU_CC pretends compute capability 7.5)' : false),
-}, async (t) => {
-  const s = { batch: 1, seqLen: 20, qHeads: 2, kvHeads: 1, headDim: 64 };
-  const x = inputs(s, 402);
-  const want = withoutTensorCores(() => runCuda(s, x, x.sinks, { mask: { window: 7 } }, undefined));
-  const script = `
+t.test(
+  'a GPU without bf16 tensor cores runs the fp32-arithmetic kernels and says so once',
+  {
+    skip: noGpu || (!onEmulator ? 'needs the CUDA emulator (SFX_EMU_CC pretends compute capability 7.5)' : false),
+  },
+  async (t) => {
+    const s = { batch: 1, seqLen: 20, qHeads: 2, kvHeads: 1, headDim: 64 };
+    const x = inputs(s, 402);
+    const want = withoutTensorCores(() => runCuda(s, x, x.sinks, { mask: { window: 7 } }, undefined));
+    const script = `
     const a = await import(${JSON.stringify(new URL('../../lib/attention/index.ts', import.meta.url).href)});
     const n = await import(${JSON.stringify(new URL('../../lib/native/index.ts', import.meta.url).href)});
     const { Rng } = await import(${JSON.stringify(new URL('./fixtures/reference.ts', import.meta.url).href)});
@@ -237,17 +273,20 @@ t.test('a GPU without bf16 tensor cores runs the fp32-arithmetic kernels and say
       res.push([f.out, f.lse, g.dq, g.dk, g.dv, g.dSinks].map((y) => Array.from(y.toArray())));
     }
     console.log(JSON.stringify(res));`;
-  const r = spawnSync(process.execPath, [...process.execArgv, '--input-type=module', '-e', script], {
-    env: { ...process.env, SFX_EMU_CC: '7.5' },
-    cwd: fileURLToPath(new URL('../..', import.meta.url)),
-    encoding: 'utf8',
-  });
-  t.equal(r.status, 0, r.stderr);
-  const runs = JSON.parse(r.stdout.trim().split('\n').pop()!) as number[][][];
-  for (const run of runs) {
-    NAMES.forEach((name, i) => t.same(run[i], Array.from(want[name]!), `${name}: the fp32-arithmetic kernels' values`));
-  }
-  const notes = r.stderr.split('\n').filter((l) => l.includes('bf16 CUDA attention without tensor cores'));
-  t.equal(notes.length, 1, 'said once');
-  t.match(notes[0], /older than sm_80/, 'with the reason');
-});
+    const r = spawnSync(process.execPath, [...process.execArgv, '--input-type=module', '-e', script], {
+      env: { ...process.env, SFX_EMU_CC: '7.5' },
+      cwd: fileURLToPath(new URL('../..', import.meta.url)),
+      encoding: 'utf8',
+    });
+    t.equal(r.status, 0, r.stderr);
+    const runs = JSON.parse(r.stdout.trim().split('\n').pop()!) as number[][][];
+    for (const run of runs) {
+      NAMES.forEach((name, i) =>
+        t.same(run[i], Array.from(want[name]!), `${name}: the fp32-arithmetic kernels' values`),
+      );
+    }
+    const notes = r.stderr.split('\n').filter((l) => l.includes('bf16 CUDA attention without tensor cores'));
+    t.equal(notes.length, 1, 'said once');
+    t.match(notes[0], /older than sm_80/, 'with the reason');
+  },
+);

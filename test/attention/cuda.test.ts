@@ -78,7 +78,10 @@ t.test("'cpu' DeviceTensors: same results as Float32Arrays, results stay DeviceT
   for (const impl of ['fused', 'eager'] as const) {
     const opts: AttentionOptions = { mask: { window: 9, prefix: 2 }, impl, softcap: 3, device: 'cpu' };
     const want = sinkAttentionForward(x.q, x.k, x.v, x.sinks, s, opts);
-    const wantG = sinkAttentionBackward(x.q, x.k, x.v, x.sinks, want.out, want.lse, x.dOut, s, { ...opts, dLse: x.dLse });
+    const wantG = sinkAttentionBackward(x.q, x.k, x.v, x.sinks, want.out, want.lse, x.dOut, s, {
+      ...opts,
+      dLse: x.dLse,
+    });
     const d = tensors(s, x, 'cpu', 'float32');
     const sinksT = toDevice(x.sinks, [s.qHeads], { device: 'cpu' });
     const r = sinkAttentionForward(d.q, d.k, d.v, sinksT, s, { ...opts, device: undefined });
@@ -90,7 +93,11 @@ t.test("'cpu' DeviceTensors: same results as Float32Arrays, results stay DeviceT
     t.same(arr(r.out), want.out, `${impl} out`);
     t.same(arr(r.lse), want.lse, `${impl} lse`);
     const dLseT = toDevice(x.dLse, [x.dLse.length], { device: 'cpu' });
-    const g = sinkAttentionBackward(d.q, d.k, d.v, x.sinks, r.out, r.lse, d.dOut, s, { ...opts, device: 'auto', dLse: dLseT });
+    const g = sinkAttentionBackward(d.q, d.k, d.v, x.sinks, r.out, r.lse, d.dOut, s, {
+      ...opts,
+      device: 'auto',
+      dLse: dLseT,
+    });
     t.same(g.dk.shape, d.k.shape);
     t.same(arr(g.dq), wantG.dq, `${impl} dq`);
     t.same(arr(g.dk), wantG.dk, `${impl} dk`);
@@ -102,14 +109,37 @@ t.test("'cpu' DeviceTensors: same results as Float32Arrays, results stay DeviceT
     const ga = await sinkAttentionBackwardAsync(d.q, d.k, d.v, null, ra.out, want0.lse, d.dOut, s, opts);
     t.equal(ga.dSinks, null, 'no sinks: dSinks null');
     t.same(arr(ga.dv), sinkAttentionBackward(x.q, x.k, x.v, null, want0.out, want0.lse, x.dOut, s, opts).dv);
-    dispose(d.q, d.k, d.v, d.dOut, sinksT, dLseT, r.out, r.lse, g.dq, g.dk, g.dv, g.dSinks, ra.out, ra.lse, ga.dq, ga.dk, ga.dv);
+    dispose(
+      d.q,
+      d.k,
+      d.v,
+      d.dOut,
+      sinksT,
+      dLseT,
+      r.out,
+      r.lse,
+      g.dq,
+      g.dk,
+      g.dv,
+      g.dSinks,
+      ra.out,
+      ra.lse,
+      ga.dq,
+      ga.dk,
+      ga.dv,
+    );
   }
 });
 
 t.test("'cpu' bfloat16 DeviceTensors: widened for the kernels, results narrowed", async (t) => {
   const s = { batch: 1, seqLen: 29, qHeads: 2, kvHeads: 1, headDim: 16 };
   const x = inputs(s, 2);
-  const [q, k, v, dOut] = [x.q, x.k, x.v, x.dOut].map(bf16Array) as [Float32Array, Float32Array, Float32Array, Float32Array];
+  const [q, k, v, dOut] = [x.q, x.k, x.v, x.dOut].map(bf16Array) as [
+    Float32Array,
+    Float32Array,
+    Float32Array,
+    Float32Array,
+  ];
   for (const impl of ['fused', 'eager'] as const) {
     const opts: AttentionOptions = { impl, mask: { documentIds: packedIds(x.rng, 1, 29, 3) } };
     const want = sinkAttentionForward(q, k, v, x.sinks, s, { ...opts, device: 'cpu' });
@@ -144,13 +174,34 @@ t.test("SinkAttention with 'cpu' DeviceTensors (eager keeps its probabilities)",
     const g = layer.backward(d.dOut);
     t.equal(layer.hasSaved, false);
     const want = sinkAttentionForward(x.q, x.k, x.v, x.sinks, s, { impl, mask: { window: 7 }, device: 'cpu' });
-    const wantG = sinkAttentionBackward(x.q, x.k, x.v, x.sinks, want.out, want.lse, x.dOut, s, { impl, mask: { window: 7 }, device: 'cpu' });
+    const wantG = sinkAttentionBackward(x.q, x.k, x.v, x.sinks, want.out, want.lse, x.dOut, s, {
+      impl,
+      mask: { window: 7 },
+      device: 'cpu',
+    });
     t.same(arr(r.out), want.out, `${impl} out`);
     t.same(arr(g.dq), wantG.dq, `${impl} dq`);
     const ra = await layer.forwardAsync(d.q, d.k, d.v, x.sinks);
     const ga = await layer.backwardAsync(d.dOut);
     t.same(arr(ga.dk), wantG.dk, `${impl} async dk`);
-    dispose(d.q, d.k, d.v, d.dOut, r.out, r.lse, g.dq, g.dk, g.dv, g.dSinks, ra.out, ra.lse, ga.dq, ga.dk, ga.dv, ga.dSinks);
+    dispose(
+      d.q,
+      d.k,
+      d.v,
+      d.dOut,
+      r.out,
+      r.lse,
+      g.dq,
+      g.dk,
+      g.dv,
+      g.dSinks,
+      ra.out,
+      ra.lse,
+      ga.dq,
+      ga.dk,
+      ga.dv,
+      ga.dSinks,
+    );
   }
 });
 
@@ -166,25 +217,57 @@ t.test('device calls: argument checks', async (t) => {
   bad(() => raw.attentionForward!(d.q, x.k, x.v, null, s, {}), 'TypeError', /^k must be a DeviceTensor \(q is one\)/);
   bad(() => raw.attentionForward!(x.q, d.k, x.v, null, s, {}), 'TypeError', /^k is a DeviceTensor but q is not/);
   bad(() => raw.attentionForward!(d.q, b.k, d.v, null, s, {}), 'TypeError', /^k is bfloat16, but q is float32/);
-  bad(() => raw.attentionForward!(d.q, d.k, d.q, null, s, {}), 'RangeError', /^v has 20 elements \(shape \[1, 5, 2, 2\]\), expected 10/);
+  bad(
+    () => raw.attentionForward!(d.q, d.k, d.q, null, s, {}),
+    'RangeError',
+    /^v has 20 elements \(shape \[1, 5, 2, 2\]\), expected 10/,
+  );
   bad(() => raw.attentionForward!(d.q, d.k, d.v, b.dOut, s, {}), 'TypeError', /^sinks must be float32/);
   bad(() => raw.attentionForward!(d.q, d.k, d.v, d.q, s, {}), 'RangeError', /^sinks has 20 elements, expected 2/);
-  bad(() => raw.attentionForward!(d.q, d.k, d.v, {}, s, {}), 'TypeError', /^sinks must be a Float32Array, got an object/);
-  bad(() => raw.attentionBackward!(d.q, d.k, d.v, null, r.out, b.q, d.dOut, s, {}), 'TypeError', /^lse must be float32/);
-  bad(() => raw.attentionBackward!(d.q, d.k, d.v, null, r.out, r.lse, d.dOut, s, { dLse: d.q }), 'RangeError', /^opts.dLse has 20 elements, expected 10/);
-  bad(() => raw.attentionBackward!(d.q, d.k, d.v, null, x.q, r.lse, d.dOut, s, {}), 'TypeError', /^out must be a DeviceTensor/);
-  bad(() => sinkAttentionForward(d.q, d.k, d.v, null, s, { device: 'cuda' }), 'RangeError', /opts.device is 'cuda' but the tensors are on 'cpu'/);
+  bad(
+    () => raw.attentionForward!(d.q, d.k, d.v, {}, s, {}),
+    'TypeError',
+    /^sinks must be a Float32Array, got an object/,
+  );
+  bad(
+    () => raw.attentionBackward!(d.q, d.k, d.v, null, r.out, b.q, d.dOut, s, {}),
+    'TypeError',
+    /^lse must be float32/,
+  );
+  bad(
+    () => raw.attentionBackward!(d.q, d.k, d.v, null, r.out, r.lse, d.dOut, s, { dLse: d.q }),
+    'RangeError',
+    /^opts.dLse has 20 elements, expected 10/,
+  );
+  bad(
+    () => raw.attentionBackward!(d.q, d.k, d.v, null, x.q, r.lse, d.dOut, s, {}),
+    'TypeError',
+    /^out must be a DeviceTensor/,
+  );
+  bad(
+    () => sinkAttentionForward(d.q, d.k, d.v, null, s, { device: 'cuda' }),
+    'RangeError',
+    /opts.device is 'cuda' but the tensors are on 'cpu'/,
+  );
   const sinksNaN = toDevice(Float32Array.of(0, NaN), [2], { device: 'cpu' });
   bad(() => sinkAttentionForward(d.q, d.k, d.v, sinksNaN, s), 'RangeError', /sinks\[1\] must be finite or -Infinity/);
   const gone = toDevice(x.k, [x.k.length], { device: 'cpu' });
   gone.dispose();
   t.throws(() => sinkAttentionForward(d.q, gone, d.v, null, s), { message: /^k is a disposed DeviceTensor/ });
   if (!cudaAvailable()) {
-    bad(() => raw.attentionForward!(d.q, d.k, d.v, null, s, { device: 'cuda' }), 'DeviceError', /device 'cuda' is not available/);
+    bad(
+      () => raw.attentionForward!(d.q, d.k, d.v, null, s, { device: 'cuda' }),
+      'DeviceError',
+      /device 'cuda' is not available/,
+    );
     t.throws(() => toDevice(x.q, [x.q.length], { device: 'cuda' }), DeviceUnavailableError);
   }
   const cb = attentionInfo();
-  t.equal(cb.cudaMaxFusedHeadDim === null, !cb.cudaKernels, 'cudaMaxFusedHeadDim is set exactly when CUDA kernels are built in');
+  t.equal(
+    cb.cudaMaxFusedHeadDim === null,
+    !cb.cudaKernels,
+    'cudaMaxFusedHeadDim is set exactly when CUDA kernels are built in',
+  );
   dispose(d.q, d.k, d.v, d.dOut, b.q, b.k, b.v, b.dOut, r.out, r.lse, sinksNaN);
 });
 
@@ -278,8 +361,16 @@ const CASES: Case[] = [
 ];
 
 /** Runs one case on `device` with Float32Arrays. */
-function run(c: Case, x: ReturnType<typeof inputs>, sinks: Float32Array | null, dLse: Float32Array | undefined,
-  mask: MaskSpec | undefined, impl: 'fused' | 'eager', device: 'cpu' | 'cuda', inputsOverride?: Float32Array[]) {
+function run(
+  c: Case,
+  x: ReturnType<typeof inputs>,
+  sinks: Float32Array | null,
+  dLse: Float32Array | undefined,
+  mask: MaskSpec | undefined,
+  impl: 'fused' | 'eager',
+  device: 'cpu' | 'cuda',
+  inputsOverride?: Float32Array[],
+) {
   const [q, k, v, dOut] = inputsOverride ?? [x.q, x.k, x.v, x.dOut];
   const opts: AttentionOptions = { mask, scale: c.scale, softcap: c.softcap, impl, device };
   const f = sinkAttentionForward(q!, k!, v!, sinks, c.shape, opts);
@@ -300,7 +391,10 @@ t.test('CUDA kernels against the CPU kernels and the float64 reference', { skip:
       const dLse = c.dLse ? x.dLse : undefined;
       const mask = c.mask?.(x.rng, s);
       const refOpts = { mask, scale: c.scale, softcap: c.softcap };
-      const ref = { ...refForward(x.q, x.k, x.v, sinks, s, refOpts), ...refBackward(x.q, x.k, x.v, sinks, x.dOut, s, refOpts, dLse) };
+      const ref = {
+        ...refForward(x.q, x.k, x.v, sinks, s, refOpts),
+        ...refBackward(x.q, x.k, x.v, sinks, x.dOut, s, refOpts, dLse),
+      };
       const names = ['out', 'lse', 'dq', 'dk', 'dv', 'dSinks'] as const;
       for (const impl of ['fused', 'eager'] as const) {
         const cpu = run(c, x, sinks, dLse, mask, impl, 'cpu');
@@ -321,8 +415,11 @@ t.test('CUDA kernels against the CPU kernels and the float64 reference', { skip:
         const r = sinkAttentionForward(d.q, d.k, d.v, sinksT, s, opts);
         t.equal(r.out.device, 'cuda:0');
         const g = sinkAttentionBackward(d.q, d.k, d.v, sinksT, r.out, r.lse, d.dOut, s, { ...opts, dLse });
-        t.same([arr(r.out), arr(r.lse), arr(g.dq), arr(g.dk), arr(g.dv)], [gpu.out, gpu.lse, gpu.dq, gpu.dk, gpu.dv],
-          `${impl} DeviceTensor results equal the Float32Array ones`);
+        t.same(
+          [arr(r.out), arr(r.lse), arr(g.dq), arr(g.dk), arr(g.dv)],
+          [gpu.out, gpu.lse, gpu.dq, gpu.dk, gpu.dv],
+          `${impl} DeviceTensor results equal the Float32Array ones`,
+        );
         // bf16 inputs: against the CPU on the rounded inputs, within 1e-2
         const rounded = [x.q, x.k, x.v, x.dOut].map(bf16Array);
         const cpuB = run(c, x, sinks, dLse, mask, impl, 'cpu', rounded);
@@ -342,27 +439,44 @@ t.test('CUDA kernels against the CPU kernels and the float64 reference', { skip:
   }
 });
 
-t.test('CUDA: long sequences, block masks of other sizes, determinism, Promise variants', { skip: noGpu }, async (t) => {
-  const s = { batch: 1, seqLen: 1000, qHeads: 8, kvHeads: 1, headDim: 64 };
-  const x = inputs(s, 7);
-  const mask = { window: 128, prefix: 4 };
-  const cpu = run({ name: '', shape: s }, x, x.sinks, x.dLse, mask, 'fused', 'cpu');
-  const gpu = run({ name: '', shape: s }, x, x.sinks, x.dLse, mask, 'fused', 'cuda');
-  for (const name of ['out', 'lse', 'dq', 'dk', 'dv', 'dSinks'] as const) expectClose(t, gpu[name]!, cpu[name]!, `seqLen 1000 ${name}`);
-  const again = run({ name: '', shape: s }, x, x.sinks, x.dLse, mask, 'fused', 'cuda');
-  t.same([again.dq, again.dk, again.dv, again.dSinks], [gpu.dq, gpu.dk, gpu.dv, gpu.dSinks], 'the backward is deterministic');
-  for (const blockSize of [32, 128]) {
-    const bm = createBlockMask(mask, s, blockSize);
-    const f = sinkAttentionForward(x.q, x.k, x.v, x.sinks, s, { blockMask: bm, device: 'cuda' });
-    expectClose(t, f.out, gpu.out, `block mask of ${blockSize}: out`, 1e-6);
-    const g = sinkAttentionBackward(x.q, x.k, x.v, x.sinks, f.out, f.lse, x.dOut, s, { blockMask: bm, device: 'cuda', dLse: x.dLse });
-    expectClose(t, g.dk, gpu.dk, `block mask of ${blockSize}: dk`, 1e-6);
-  }
-  const fa = await sinkAttentionForwardAsync(x.q, x.k, x.v, x.sinks, s, { mask, device: 'cuda' });
-  t.same(fa.out, gpu.out, 'async forward');
-  const ga = await sinkAttentionBackwardAsync(x.q, x.k, x.v, x.sinks, fa.out, fa.lse, x.dOut, s, { mask, device: 'cuda', dLse: x.dLse });
-  t.same(ga.dv, gpu.dv, 'async backward');
-});
+t.test(
+  'CUDA: long sequences, block masks of other sizes, determinism, Promise variants',
+  { skip: noGpu },
+  async (t) => {
+    const s = { batch: 1, seqLen: 1000, qHeads: 8, kvHeads: 1, headDim: 64 };
+    const x = inputs(s, 7);
+    const mask = { window: 128, prefix: 4 };
+    const cpu = run({ name: '', shape: s }, x, x.sinks, x.dLse, mask, 'fused', 'cpu');
+    const gpu = run({ name: '', shape: s }, x, x.sinks, x.dLse, mask, 'fused', 'cuda');
+    for (const name of ['out', 'lse', 'dq', 'dk', 'dv', 'dSinks'] as const)
+      expectClose(t, gpu[name]!, cpu[name]!, `seqLen 1000 ${name}`);
+    const again = run({ name: '', shape: s }, x, x.sinks, x.dLse, mask, 'fused', 'cuda');
+    t.same(
+      [again.dq, again.dk, again.dv, again.dSinks],
+      [gpu.dq, gpu.dk, gpu.dv, gpu.dSinks],
+      'the backward is deterministic',
+    );
+    for (const blockSize of [32, 128]) {
+      const bm = createBlockMask(mask, s, blockSize);
+      const f = sinkAttentionForward(x.q, x.k, x.v, x.sinks, s, { blockMask: bm, device: 'cuda' });
+      expectClose(t, f.out, gpu.out, `block mask of ${blockSize}: out`, 1e-6);
+      const g = sinkAttentionBackward(x.q, x.k, x.v, x.sinks, f.out, f.lse, x.dOut, s, {
+        blockMask: bm,
+        device: 'cuda',
+        dLse: x.dLse,
+      });
+      expectClose(t, g.dk, gpu.dk, `block mask of ${blockSize}: dk`, 1e-6);
+    }
+    const fa = await sinkAttentionForwardAsync(x.q, x.k, x.v, x.sinks, s, { mask, device: 'cuda' });
+    t.same(fa.out, gpu.out, 'async forward');
+    const ga = await sinkAttentionBackwardAsync(x.q, x.k, x.v, x.sinks, fa.out, fa.lse, x.dOut, s, {
+      mask,
+      device: 'cuda',
+      dLse: x.dLse,
+    });
+    t.same(ga.dv, gpu.dv, 'async backward');
+  },
+);
 
 t.test('CUDA: SinkAttention, memory, errors', { skip: noGpu }, async (t) => {
   const s = { batch: 1, seqLen: 300, qHeads: 4, kvHeads: 2, headDim: 64 };
@@ -378,7 +492,8 @@ t.test('CUDA: SinkAttention, memory, errors', { skip: noGpu }, async (t) => {
     const dl = new SinkAttention(s, { impl, mask: { window: 50 } });
     const before = memory.currentBytes('cuda');
     const rd = dl.forward(d.q, d.k, d.v, x.sinks);
-    if (impl === 'eager') t.ok(memory.currentBytes('cuda') - before >= 4 * 300 * 301 * 4, 'eager probabilities kept on the device');
+    if (impl === 'eager')
+      t.ok(memory.currentBytes('cuda') - before >= 4 * 300 * 301 * 4, 'eager probabilities kept on the device');
     const gd = dl.backward(d.dOut);
     expectClose(t, arr(gd.dk), want.dk, `SinkAttention ${impl} DeviceTensor dk`);
     dispose(d.q, d.k, d.v, d.dOut, rd.out, rd.lse, gd.dq, gd.dk, gd.dv, gd.dSinks);
@@ -402,7 +517,11 @@ t.test('CUDA: SinkAttention, memory, errors', { skip: noGpu }, async (t) => {
   const base = memory.currentBytes('cuda');
   let caught: unknown;
   try {
-    memory.withLimit(base + 16 * 1024 * 1024, () => sinkAttentionForward(d.q, d.k, d.v, y.sinks, m, { impl: 'eager' }), 'cuda');
+    memory.withLimit(
+      base + 16 * 1024 * 1024,
+      () => sinkAttentionForward(d.q, d.k, d.v, y.sinks, m, { impl: 'eager' }),
+      'cuda',
+    );
   } catch (e) {
     caught = e;
   }
@@ -412,12 +531,27 @@ t.test('CUDA: SinkAttention, memory, errors', { skip: noGpu }, async (t) => {
 
   const wide = { batch: 1, seqLen: 20, qHeads: 1, kvHeads: 1, headDim: 300 };
   const w = inputs(wide, 10);
-  t.throws(() => sinkAttentionForward(w.q, w.k, w.v, null, wide, { device: 'cuda' }), { name: 'RangeError', message: /headDim <= 256/ });
+  t.throws(() => sinkAttentionForward(w.q, w.k, w.v, null, wide, { device: 'cuda' }), {
+    name: 'RangeError',
+    message: /headDim <= 256/,
+  });
   const we = sinkAttentionForward(w.q, w.k, w.v, null, wide, { device: 'cuda', impl: 'eager' });
-  expectClose(t, we.out, sinkAttentionForward(w.q, w.k, w.v, null, wide, { device: 'cpu' }).out, 'eager takes headDim 300');
-  const c = tensors({ batch: 1, seqLen: 5, qHeads: 1, kvHeads: 1, headDim: 2 }, inputs({ batch: 1, seqLen: 5, qHeads: 1, kvHeads: 1, headDim: 2 }, 11), 'cpu', 'float32');
+  expectClose(
+    t,
+    we.out,
+    sinkAttentionForward(w.q, w.k, w.v, null, wide, { device: 'cpu' }).out,
+    'eager takes headDim 300',
+  );
+  const c = tensors(
+    { batch: 1, seqLen: 5, qHeads: 1, kvHeads: 1, headDim: 2 },
+    inputs({ batch: 1, seqLen: 5, qHeads: 1, kvHeads: 1, headDim: 2 }, 11),
+    'cpu',
+    'float32',
+  );
   const g2 = toDevice(new Float32Array(10), [10], { device: 'cuda' });
-  t.throws(() => sinkAttentionForward(c.q, g2, c.v, null, { batch: 1, seqLen: 5, qHeads: 1, kvHeads: 1, headDim: 2 }),
-    { name: 'RangeError', message: /k is on cuda:0, but q is on cpu/ });
+  t.throws(() => sinkAttentionForward(c.q, g2, c.v, null, { batch: 1, seqLen: 5, qHeads: 1, kvHeads: 1, headDim: 2 }), {
+    name: 'RangeError',
+    message: /k is on cuda:0, but q is on cpu/,
+  });
   dispose(c.q, c.k, c.v, c.dOut, g2);
 });

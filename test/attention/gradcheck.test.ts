@@ -43,7 +43,10 @@ t.test('float64 reference: backward equations match central differences', async 
   const ids = packedIds(rng, 2, 6, 2);
   const cases: [string, RefOptions][] = [
     ['causal', {}],
-    ['window 2 + prefix 1 + documents, softcap 1.5', { mask: { window: 2, prefix: 1, documentIds: ids }, softcap: 1.5 }],
+    [
+      'window 2 + prefix 1 + documents, softcap 1.5',
+      { mask: { window: 2, prefix: 1, documentIds: ids }, softcap: 1.5 },
+    ],
     ['non-causal, scale 0.7', { mask: { causal: false }, scale: 0.7 }],
   ];
   for (const [name, opts] of cases) {
@@ -58,7 +61,12 @@ t.test('float64 reference: backward equations match central differences', async 
     const g = refBackward(x.q, x.k, x.v, x.sinks, G, s, opts, H);
     const h = 1e-5;
     let worst = 0;
-    for (const [key, grad] of [['q', g.dq], ['k', g.dk], ['v', g.dv], ['sinks', g.dSinks!]] as const) {
+    for (const [key, grad] of [
+      ['q', g.dq],
+      ['k', g.dk],
+      ['v', g.dv],
+      ['sinks', g.dSinks!],
+    ] as const) {
       const a = x[key];
       for (let i = 0; i < a.length; i++) {
         const keep = a[i]!;
@@ -81,7 +89,11 @@ t.test('fp32 kernels: gradients match central differences of the fp32 forward', 
   const ids = packedIds(rng, 2, 9, 2);
   const masks: [string, MaskSpec, number | undefined][] = [
     ['causal', causal(), undefined],
-    ['and(causal, or(window 3, prefix 2), documents), softcap 2', and(causal(), or(slidingWindow(3), prefix(2)), documents(ids)), 2],
+    [
+      'and(causal, or(window 3, prefix 2), documents), softcap 2',
+      and(causal(), or(slidingWindow(3), prefix(2)), documents(ids)),
+      2,
+    ],
   ];
   for (const impl of ['fused', 'eager'] as AttentionImpl[]) {
     for (const [name, mask, softcap] of masks) {
@@ -98,7 +110,12 @@ t.test('fp32 kernels: gradients match central differences of the fp32 forward', 
       const g = sinkAttentionBackward(x.q, x.k, x.v, x.sinks, out, lse, G, s, { ...opts, dLse: H });
       const h = 2e-3;
       let worst = 0;
-      for (const [key, grad] of [['q', g.dq], ['k', g.dk], ['v', g.dv], ['sinks', g.dSinks!]] as const) {
+      for (const [key, grad] of [
+        ['q', g.dq],
+        ['k', g.dk],
+        ['v', g.dv],
+        ['sinks', g.dSinks!],
+      ] as const) {
         const a = x[key];
         let scale = 0;
         for (const z of grad) scale = Math.max(scale, Math.abs(z));

@@ -41,7 +41,12 @@ interface Case {
 const kvLenOf = (s: Shape) => s.kvLen ?? s.seqLen;
 
 const CASES: Case[] = [
-  { name: 'seqLen 1, headDim 1', shape: { batch: 1, seqLen: 1, qHeads: 1, kvHeads: 1, headDim: 1 }, sinks: true, allIsas: true },
+  {
+    name: 'seqLen 1, headDim 1',
+    shape: { batch: 1, seqLen: 1, qHeads: 1, kvHeads: 1, headDim: 1 },
+    sinks: true,
+    allIsas: true,
+  },
   {
     name: 'seqLen 7, headDim 33, GQA 2, window 3 + prefix 2, batch 2',
     shape: { batch: 2, seqLen: 7, qHeads: 4, kvHeads: 2, headDim: 33 },
@@ -164,7 +169,14 @@ for (const [index, c] of CASES.entries()) {
     const results: Record<string, Float32Array[]> = {};
     for (const impl of ['fused', 'eager'] as const) {
       for (const cpuKernel of c.allIsas ? isas : (['auto'] as CpuKernel[])) {
-        const opts: AttentionOptions = { mask, scale: c.scale, softcap: c.softcap, impl, cpuKernel, blockSize: c.blockSize };
+        const opts: AttentionOptions = {
+          mask,
+          scale: c.scale,
+          softcap: c.softcap,
+          impl,
+          cpuKernel,
+          blockSize: c.blockSize,
+        };
         const label = `${impl}/${cpuKernel}`;
         const { out, lse } = sinkAttentionForward(q, k, v, sinks, s, opts);
         expectClose(t, out, ref.out, `${label} out`);
@@ -192,14 +204,19 @@ for (const [index, c] of CASES.entries()) {
     // fused and eager agree with each other (to fp32 rounding)
     const fused = results[`fused/${c.allIsas ? isas[0] : 'auto'}`]!;
     const eager = results[`eager/${c.allIsas ? isas[0] : 'auto'}`]!;
-    ['out', 'lse', 'dq', 'dk', 'dv'].forEach((name, n) => expectClose(t, fused[n]!, eager[n]!, `fused vs eager ${name}`, 2e-6));
+    ['out', 'lse', 'dq', 'dk', 'dv'].forEach((name, n) =>
+      expectClose(t, fused[n]!, eager[n]!, `fused vs eager ${name}`, 2e-6),
+    );
   });
 }
 
 t.test('fully masked rows give out 0, lse = sink (or -Infinity) and zero gradients, no NaN', async (t) => {
   const rng = new Rng(7);
   const s = { batch: 1, seqLen: 5, qHeads: 2, kvHeads: 1, headDim: 3 };
-  const q = rng.floats(30), k = rng.floats(15), v = rng.floats(15), dOut = rng.floats(30);
+  const q = rng.floats(30),
+    k = rng.floats(15),
+    v = rng.floats(15),
+    dOut = rng.floats(30);
   const sinks = Float32Array.from([0.7, -1.2]);
   for (const impl of ['fused', 'eager'] as const) {
     // prefix(0) allows nothing: every row is fully masked
@@ -210,9 +227,22 @@ t.test('fully masked rows give out 0, lse = sink (or -Infinity) and zero gradien
       t.same(Array.from(out), new Array(30).fill(0), `${impl} out is 0 (sinks ${withSinks})`);
       const expected = [0, 0, 0, 0, 0, 1, 1, 1, 1, 1].map((h) => (withSinks ? sinks[h]! : -Infinity));
       t.same(Array.from(lse), expected, `${impl} lse is the sink or -Infinity`);
-      const g = sinkAttentionBackward(q, k, v, sk, out, lse, dOut, s,
-        impl === 'fused' ? { mask: prefix(0), impl, backwardSplit } : { mask: prefix(0), impl });
-      for (const a of [g.dq, g.dk, g.dv]) t.ok(a.every((x) => x === 0), `${impl} zero gradient`);
+      const g = sinkAttentionBackward(
+        q,
+        k,
+        v,
+        sk,
+        out,
+        lse,
+        dOut,
+        s,
+        impl === 'fused' ? { mask: prefix(0), impl, backwardSplit } : { mask: prefix(0), impl },
+      );
+      for (const a of [g.dq, g.dk, g.dv])
+        t.ok(
+          a.every((x) => x === 0),
+          `${impl} zero gradient`,
+        );
       if (withSinks) t.same(Array.from(g.dSinks!), [0, 0], `${impl} dSinks 0`);
     }
   }

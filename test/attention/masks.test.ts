@@ -100,7 +100,8 @@ t.test('queries after a cache: masks use absolute positions', async (t) => {
     const dense = createMask(mask, shape);
     const f = maskFn(mask as RefMaskSpec | undefined, 40);
     let wrong = 0;
-    for (let b = 0; b < 2; b++) for (let i = 0; i < 10; i++) for (let j = 0; j < 40; j++) if (dense.at(b, i, j) !== f(b, 30 + i, j)) wrong++;
+    for (let b = 0; b < 2; b++)
+      for (let i = 0; i < 10; i++) for (let j = 0; j < 40; j++) if (dense.at(b, i, j) !== f(b, 30 + i, j)) wrong++;
     t.equal(wrong, 0, describeMask(mask));
   }
 });
@@ -115,7 +116,8 @@ t.test('block masks classify every block pair exactly', async (t) => {
     const off = shape.queryOffset ?? 0;
     for (const [name, m] of MASKS) {
       let mask = m;
-      if (kvLen !== T && describeMask(m).includes('documents')) mask = { window: 16, documentIds: packedIds(rng, 2, kvLen, 3) };
+      if (kvLen !== T && describeMask(m).includes('documents'))
+        mask = { window: 16, documentIds: packedIds(rng, 2, kvLen, 3) };
       for (const bs of [16, 32, 64]) {
         const bm = createBlockMask(mask, shape, bs);
         t.ok(bm instanceof BlockMask);
@@ -175,8 +177,11 @@ t.test('block mask accessors', async (t) => {
 t.test('a block mask is reused by forward and backward, and must fit', async (t) => {
   const shape = { batch: 2, seqLen: 100, qHeads: 4, kvHeads: 2, headDim: 16 };
   const r = new Rng(5);
-  const q = r.floats(2 * 100 * 4 * 16), k = r.floats(2 * 100 * 2 * 16), v = r.floats(2 * 100 * 2 * 16);
-  const dOut = r.floats(q.length), sinks = r.floats(4);
+  const q = r.floats(2 * 100 * 4 * 16),
+    k = r.floats(2 * 100 * 2 * 16),
+    v = r.floats(2 * 100 * 2 * 16);
+  const dOut = r.floats(q.length),
+    sinks = r.floats(4);
   const mask = { window: 20, prefix: 2, documentIds: packedIds(r, 2, 100, 2) };
   const blockMask = createBlockMask(mask, shape, 32);
   const a = sinkAttentionForward(q, k, v, sinks, shape, { mask, blockSize: 32 });
@@ -222,7 +227,10 @@ t.test('builders check their arguments and describe themselves', async (t) => {
   t.same(maskFromOptions(), causal());
   t.same(maskFromOptions({ causal: false }), allKeys());
   t.same(maskFromOptions({ prefix: 4 }), causal(), 'a prefix alone changes nothing');
-  t.same(maskFromOptions({ window: 8, prefix: 2, documentIds: ids }), and(causal(), or(slidingWindow(8), prefix(2)), documents(ids)));
+  t.same(
+    maskFromOptions({ window: 8, prefix: 2, documentIds: ids }),
+    and(causal(), or(slidingWindow(8), prefix(2)), documents(ids)),
+  );
   t.same(maskFromOptions({ causal: false, window: 3 }), slidingWindow(3));
   t.equal(describeMask(undefined), 'causal');
   t.equal(describeMask({ window: 8, prefix: 2 }), 'and(causal, or(slidingWindow(8), prefix(2)))');

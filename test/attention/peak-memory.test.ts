@@ -71,15 +71,26 @@ function measure(seqLen: number): Measured {
   return JSON.parse(child.stdout.trim().split('\n').pop()!) as Measured;
 }
 
-t.test('fused forward + backward: extra peak RSS <= 1.2x the results, all of it tracked', { skip: !existsSync('/proc/self/status') && 'needs /proc (Linux)' }, async (t) => {
-  const r = measure(4096);
-  const mib = (b: number) => `${(b / 2 ** 20).toFixed(2)} MiB`;
-  t.comment(`results ${mib(r.resultBytes)}, extra peak RSS ${mib(r.osExtra)} (${(r.osExtra / r.resultBytes).toFixed(3)}x), ` +
-    `tracked ${mib(r.trackedExtra)} (${(r.trackedExtra / r.resultBytes).toFixed(3)}x), high-water mark reset: ${r.reset}`);
-  t.equal(r.resultBytes, 4 * (2 * 4096 * 16 * 64 + 16 * 4096 + 2 * 4096 * 2 * 64), 'out + lse + dq + dk + dv');
-  t.ok(r.osExtra >= r.resultBytes, 'the results themselves are resident');
-  t.ok(r.osExtra <= 1.2 * r.resultBytes, `extra peak RSS ${(r.osExtra / r.resultBytes).toFixed(3)}x <= 1.2x`);
-  t.ok(r.trackedExtra <= 1.2 * r.resultBytes, `tracked extra ${(r.trackedExtra / r.resultBytes).toFixed(3)}x <= 1.2x`);
-  t.ok(r.osExtra - r.trackedExtra <= 0.05 * r.resultBytes,
-    `what the OS sees beyond the tracked counter (${mib(r.osExtra - r.trackedExtra)}) is under 5% of the results`);
-});
+t.test(
+  'fused forward + backward: extra peak RSS <= 1.2x the results, all of it tracked',
+  { skip: !existsSync('/proc/self/status') && 'needs /proc (Linux)' },
+  async (t) => {
+    const r = measure(4096);
+    const mib = (b: number) => `${(b / 2 ** 20).toFixed(2)} MiB`;
+    t.comment(
+      `results ${mib(r.resultBytes)}, extra peak RSS ${mib(r.osExtra)} (${(r.osExtra / r.resultBytes).toFixed(3)}x), ` +
+        `tracked ${mib(r.trackedExtra)} (${(r.trackedExtra / r.resultBytes).toFixed(3)}x), high-water mark reset: ${r.reset}`,
+    );
+    t.equal(r.resultBytes, 4 * (2 * 4096 * 16 * 64 + 16 * 4096 + 2 * 4096 * 2 * 64), 'out + lse + dq + dk + dv');
+    t.ok(r.osExtra >= r.resultBytes, 'the results themselves are resident');
+    t.ok(r.osExtra <= 1.2 * r.resultBytes, `extra peak RSS ${(r.osExtra / r.resultBytes).toFixed(3)}x <= 1.2x`);
+    t.ok(
+      r.trackedExtra <= 1.2 * r.resultBytes,
+      `tracked extra ${(r.trackedExtra / r.resultBytes).toFixed(3)}x <= 1.2x`,
+    );
+    t.ok(
+      r.osExtra - r.trackedExtra <= 0.05 * r.resultBytes,
+      `what the OS sees beyond the tracked counter (${mib(r.osExtra - r.trackedExtra)}) is under 5% of the results`,
+    );
+  },
+);

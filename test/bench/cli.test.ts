@@ -18,7 +18,10 @@ async function caught(name: string, args: string[]): Promise<{ out: string; err:
   let out = '';
   let err = '';
   try {
-    await runBench(name, args, { exitOverride: true, output: { writeOut: (s) => void (out += s), writeErr: (s) => void (err += s) } });
+    await runBench(name, args, {
+      exitOverride: true,
+      output: { writeOut: (s) => void (out += s), writeErr: (s) => void (err += s) },
+    });
     return { out, err, error: null };
   } catch (e) {
     return { out, err, error: e as Caught };

@@ -12,7 +12,15 @@ import t from 'tap';
 import { main, maskedPairs } from '../../bench/gemm-gpu.js';
 
 t.test('maskedPairs counts the causal (windowed) query-key pairs', async (t) => {
-  for (const [s, w] of [[1, 0], [7, 0], [7, 3], [7, 7], [7, 9], [130, 128], [300, 128]] as const) {
+  for (const [s, w] of [
+    [1, 0],
+    [7, 0],
+    [7, 3],
+    [7, 7],
+    [7, 9],
+    [130, 128],
+    [300, 128],
+  ] as const) {
     let brute = 0;
     for (let i = 0; i < s; i++) for (let j = 0; j <= i; j++) if (w === 0 || i - j < w) brute++;
     t.equal(maskedPairs(s, w), brute, `seq ${s}, window ${w}`);
@@ -23,11 +31,14 @@ t.test('--only-attention prints the attention rows as TFLOP/s', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'sfx-gemm-bench-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'attention-gpu.json');
-  writeFileSync(file, JSON.stringify({
-    shape: { qHeads: 64, kvHeads: 8, headDim: 64, batch: 1, window: 128 },
-    rows: [{ impl: 'fused', mask: 'full', seqLen: 4096, forwardMs: 2, backwardMs: 5, peakBytes: 1 }],
-    torch: [{ impl: 'flex', mask: 'window', seqLen: 4096, forwardMs: null, backwardMs: 1, peakBytes: 1 }],
-  }));
+  writeFileSync(
+    file,
+    JSON.stringify({
+      shape: { qHeads: 64, kvHeads: 8, headDim: 64, batch: 1, window: 128 },
+      rows: [{ impl: 'fused', mask: 'full', seqLen: 4096, forwardMs: 2, backwardMs: 5, peakBytes: 1 }],
+      torch: [{ impl: 'flex', mask: 'window', seqLen: 4096, forwardMs: null, backwardMs: 1, peakBytes: 1 }],
+    }),
+  );
   const lines: string[] = [];
   const log = console.log;
   console.log = (...a: unknown[]) => void lines.push(a.join(' '));

@@ -12,14 +12,29 @@ import t from 'tap';
 import { type PhasePoint, main, memoryPlan } from '../../bench/gpt-oss-20b.js';
 
 t.test('memoryPlan: fixed + per-token through two lengths, the third checked', async (t) => {
-  const point = (tokens: number, above: number): PhasePoint => ({ phase: 'sft', tokens, status: 'ok', seconds: 1, tokensPerSecond: tokens, cpuSeconds: 1, cpuTokensPerSecond: tokens, trackedPeakAboveModelBytes: above, trackedPeakBytes: above + 1000, vmHwmBytes: 0, vmHwmReset: true });
+  const point = (tokens: number, above: number): PhasePoint => ({
+    phase: 'sft',
+    tokens,
+    status: 'ok',
+    seconds: 1,
+    tokensPerSecond: tokens,
+    cpuSeconds: 1,
+    cpuTokensPerSecond: tokens,
+    trackedPeakAboveModelBytes: above,
+    trackedPeakBytes: above + 1000,
+    vmHwmBytes: 0,
+    vmHwmReset: true,
+  });
   const rows = memoryPlan([point(100, 300), point(200, 500), point(50, 210)], [100, 200], 50, [1000], 1000, 900);
   t.equal(rows.length, 1, 'one row per phase with two lengths');
   t.equal(rows[0].perTokenBytes, 2);
   t.equal(rows[0].fixedBytes, 100);
   t.same(rows[0].points, [{ tokens: 1000, cpuBytes: 1000 + 100 + 2000, gpuBytes: 900 + 100 + 2000 }]);
   t.equal(rows[0].check!.predictedBytes, 200);
-  t.ok(Math.abs(rows[0].check!.relativeError - 10 / 210) < 1e-12, 'the check says how far the third length is from the line');
+  t.ok(
+    Math.abs(rows[0].check!.relativeError - 10 / 210) < 1e-12,
+    'the check says how far the third length is from the line',
+  );
 });
 
 t.test('sinkflex bench gpt-oss-20b --quick', async (t) => {
@@ -39,9 +54,19 @@ t.test('sinkflex bench gpt-oss-20b --quick', async (t) => {
   t.ok(existsSync(join(dir, 'r.svg')));
   t.equal(r.shape.layers, 2);
   t.ok(r.load !== null && r.load.checkpointBytes > 0 && r.load.storeBytes > 0 && r.load.loadSeconds > 0);
-  t.same(r.phases.map((p) => `${p.phase}@${p.tokens}`), ['logprobs@32', 'sft@32', 'grpo@32', 'logprobs@64', 'sft@64', 'grpo@64', 'logprobs@16', 'sft@16', 'grpo@16']);
-  t.ok(r.phases.every((p) => p.status === 'ok' && p.trackedPeakAboveModelBytes! > 0 && p.tokensPerSecond! > 0 && p.vmHwmBytes > 0));
-  t.same(r.plan.map((row) => row.phase), ['logprobs', 'sft', 'grpo']);
+  t.same(
+    r.phases.map((p) => `${p.phase}@${p.tokens}`),
+    ['logprobs@32', 'sft@32', 'grpo@32', 'logprobs@64', 'sft@64', 'grpo@64', 'logprobs@16', 'sft@16', 'grpo@16'],
+  );
+  t.ok(
+    r.phases.every(
+      (p) => p.status === 'ok' && p.trackedPeakAboveModelBytes! > 0 && p.tokensPerSecond! > 0 && p.vmHwmBytes > 0,
+    ),
+  );
+  t.same(
+    r.plan.map((row) => row.phase),
+    ['logprobs', 'sft', 'grpo'],
+  );
   t.ok(r.plan.every((row) => row.check !== null && row.points.length === 5 && row.perTokenBytes > 0));
   t.match(r.markdown, /Memory plan, grpo/);
 });
@@ -63,6 +88,9 @@ t.test('the training phases run with the activation checkpointing asked for', as
   const layers = await perToken('layers');
   t.equal(layers.logprobs, none.logprobs, 'log-probs keep no activations either way');
   for (const phase of ['sft', 'grpo']) {
-    t.ok(layers[phase] < none[phase], `${phase}: 'layers' keeps fewer bytes a token than 'none' (${layers[phase]} < ${none[phase]})`);
+    t.ok(
+      layers[phase] < none[phase],
+      `${phase}: 'layers' keeps fewer bytes a token than 'none' (${layers[phase]} < ${none[phase]})`,
+    );
   }
 });

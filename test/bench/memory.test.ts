@@ -19,7 +19,14 @@ t.test('runMemoryBench measures eager vs fused side by side and catches OOM', as
   const lines: string[] = [];
   const shape = { qHeads: 2, kvHeads: 1, headDim: 16, window: 16 };
   const r = await runMemoryBench({
-    shape, masks: ['window'], attentionSeqLens: [64, 2048], stepSeqLens: [64, 512], models: ['tiny'], limitBytes: 40 * MiB, repeats: 2, log: (l) => lines.push(l),
+    shape,
+    masks: ['window'],
+    attentionSeqLens: [64, 2048],
+    stepSeqLens: [64, 512],
+    models: ['tiny'],
+    limitBytes: 40 * MiB,
+    repeats: 2,
+    log: (l) => lines.push(l),
   });
   t.equal(r.bench, 'memory');
   t.equal(r.limitBytes, 40 * MiB);
@@ -28,7 +35,10 @@ t.test('runMemoryBench measures eager vs fused side by side and catches OOM', as
   // [heads, T, T + 1] fp32 eager scores: three of them in the backward.
   t.ok(at(64, 'eager').peakBytes! >= 3 * 4 * 2 * 64 * 65, 'eager holds score-sized tensors');
   const io = 4 * (4 * 2048 * 2 * 16 + 4 * 2048 * 16);
-  t.ok(at(2048, 'fused').peakBytes! >= io && at(2048, 'fused').peakBytes! < 2 * io, 'fused stays near its inputs, outputs and gradients');
+  t.ok(
+    at(2048, 'fused').peakBytes! >= io && at(2048, 'fused').peakBytes! < 2 * io,
+    'fused stays near its inputs, outputs and gradients',
+  );
   t.equal(at(2048, 'fused').ms!.n, 2, 'two repetitions');
   const oom = at(2048, 'eager');
   t.equal(oom.status, 'oom');
@@ -66,7 +76,15 @@ t.test('runMemoryBench measures eager vs fused side by side and catches OOM', as
 });
 
 t.test('points above --max-gflop are skipped, not faked', async (t) => {
-  const r = await runMemoryBench({ shape: { qHeads: 2, kvHeads: 1, headDim: 8, window: 8 }, masks: ['full'], attentionSeqLens: [32, 4096], stepSeqLens: [], maxGflop: 0.01, limitBytes: 64 * MiB, log: null });
+  const r = await runMemoryBench({
+    shape: { qHeads: 2, kvHeads: 1, headDim: 8, window: 8 },
+    masks: ['full'],
+    attentionSeqLens: [32, 4096],
+    stepSeqLens: [],
+    maxGflop: 0.01,
+    limitBytes: 64 * MiB,
+    log: null,
+  });
   const big = r.attention.filter((p) => p.seqLen === 4096);
   t.ok(big.every((p) => p.status === 'skipped' && p.peakBytes === null && /max-gflop/.test(p.note ?? '')));
   t.equal(r.steps.length, 0);
@@ -80,16 +98,44 @@ t.test('sinkflex bench lists the benches and bench memory writes JSON and SVG', 
   console.log = (...a: unknown[]) => void out.push(a.join(' '));
   try {
     await buildProgram().exitOverride().parseAsync(['node', 'sinkflex', 'bench']);
-    await buildProgram().exitOverride().parseAsync(['node', 'sinkflex', 'bench', 'memory', '--shape', 'tiny', '--seqs', '32', '--masks', 'full',
-      '--step-seqs', '32', '--model', 'tiny', '--limit', '0.25', '--json', join(dir, 'm.json')]);
+    await buildProgram()
+      .exitOverride()
+      .parseAsync([
+        'node',
+        'sinkflex',
+        'bench',
+        'memory',
+        '--shape',
+        'tiny',
+        '--seqs',
+        '32',
+        '--masks',
+        'full',
+        '--step-seqs',
+        '32',
+        '--model',
+        'tiny',
+        '--limit',
+        '0.25',
+        '--json',
+        join(dir, 'm.json'),
+      ]);
   } finally {
     console.log = log;
   }
   const text = out.join('\n');
-  for (const name of ['memory', 'speed', 'attention', 'model-train', 'grpo', 'gym', 'rollout', 'tau']) t.match(text, new RegExp(`\\n  ${name} `));
-  const json = JSON.parse(readFileSync(join(dir, 'm.json'), 'utf8')) as { bench: string; attention: unknown[]; command: string };
+  for (const name of ['memory', 'speed', 'attention', 'model-train', 'grpo', 'gym', 'rollout', 'tau'])
+    t.match(text, new RegExp(`\\n  ${name} `));
+  const json = JSON.parse(readFileSync(join(dir, 'm.json'), 'utf8')) as {
+    bench: string;
+    attention: unknown[];
+    command: string;
+  };
   t.equal(json.bench, 'memory');
   t.equal(json.attention.length, 2);
   t.ok(existsSync(join(dir, 'm.svg')));
-  await t.rejects(buildProgram().exitOverride().parseAsync(['node', 'sinkflex', 'bench', 'memory', '--limit', '0']), /--limit: '0'/);
+  await t.rejects(
+    buildProgram().exitOverride().parseAsync(['node', 'sinkflex', 'bench', 'memory', '--limit', '0']),
+    /--limit: '0'/,
+  );
 });

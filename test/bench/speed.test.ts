@@ -13,7 +13,16 @@ import { buildProgram } from '../../lib/cli/main.js';
 process.env.SINKFLEX_DEVICE = 'cpu';
 
 t.test('runSpeedBench times fused and eager side by side', async (t) => {
-  const r = await runSpeedBench({ shape: { qHeads: 2, kvHeads: 1, headDim: 16, window: 8 }, masks: ['full'], attentionSeqLens: [96], stepSeqLens: [64], models: ['tiny'], repeats: 2, peakSeconds: 0.05, log: null });
+  const r = await runSpeedBench({
+    shape: { qHeads: 2, kvHeads: 1, headDim: 16, window: 8 },
+    masks: ['full'],
+    attentionSeqLens: [96],
+    stepSeqLens: [64],
+    models: ['tiny'],
+    repeats: 2,
+    peakSeconds: 0.05,
+    log: null,
+  });
   t.ok(r.fmaPeakGflops > 0, 'measured peak');
   t.equal(r.points.length, 2);
   const a = r.points[0]!;
@@ -38,10 +47,52 @@ t.test('sinkflex bench speed writes JSON and SVG; layer benches pass through', a
   const log = console.log;
   console.log = () => undefined;
   try {
-    await buildProgram().exitOverride().parseAsync(['node', 'sinkflex', 'bench', 'speed', '--shape', 'tiny', '--seqs', '64', '--masks', 'window',
-      '--step-seqs', 'none', '--repeats', '1', '--peak-seconds', '0.05', '--json', join(dir, 's.json')]);
-    await buildProgram().exitOverride().parseAsync(['node', 'sinkflex', 'bench', 'attention', '--mem-seqs', '32', '--mem-heads', '2/1', '--speed-seqs', 'none',
-      '--head-dim', '8', '--masks', 'window', '--window', '8', '--limit', '1', '--json', join(dir, 'a.json')]);
+    await buildProgram()
+      .exitOverride()
+      .parseAsync([
+        'node',
+        'sinkflex',
+        'bench',
+        'speed',
+        '--shape',
+        'tiny',
+        '--seqs',
+        '64',
+        '--masks',
+        'window',
+        '--step-seqs',
+        'none',
+        '--repeats',
+        '1',
+        '--peak-seconds',
+        '0.05',
+        '--json',
+        join(dir, 's.json'),
+      ]);
+    await buildProgram()
+      .exitOverride()
+      .parseAsync([
+        'node',
+        'sinkflex',
+        'bench',
+        'attention',
+        '--mem-seqs',
+        '32',
+        '--mem-heads',
+        '2/1',
+        '--speed-seqs',
+        'none',
+        '--head-dim',
+        '8',
+        '--masks',
+        'window',
+        '--window',
+        '8',
+        '--limit',
+        '1',
+        '--json',
+        join(dir, 'a.json'),
+      ]);
   } finally {
     console.log = log;
   }
@@ -50,5 +101,8 @@ t.test('sinkflex bench speed writes JSON and SVG; layer benches pass through', a
   t.equal(json.points.length, 1);
   t.ok(existsSync(join(dir, 's.svg')));
   t.ok(existsSync(join(dir, 'a.json')), 'the attention bench ran through the CLI');
-  await t.rejects(buildProgram().exitOverride().parseAsync(['node', 'sinkflex', 'bench', 'speed', '--repeats', '-2']), /--repeats: '-2'/);
+  await t.rejects(
+    buildProgram().exitOverride().parseAsync(['node', 'sinkflex', 'bench', 'speed', '--repeats', '-2']),
+    /--repeats: '-2'/,
+  );
 });

@@ -8,7 +8,9 @@ async function run(args: string[]): Promise<string> {
   const log = console.log;
   console.log = (...a: unknown[]) => void lines.push(a.join(' '));
   try {
-    await buildProgram().exitOverride().parseAsync(['node', 'sinkflex', ...args]);
+    await buildProgram()
+      .exitOverride()
+      .parseAsync(['node', 'sinkflex', ...args]);
   } finally {
     console.log = log;
   }

@@ -55,7 +55,11 @@ function benchModulesLoadedBy(runs: string[][]): string[][] {
     process.stdout.write = write;
     console.log = log;
     console.log(JSON.stringify(result));`;
-  const child = spawnSync(process.execPath, [...process.execArgv, '--input-type=module', '-e', script], { cwd: fileURLToPath(root), encoding: 'utf8', timeout: 120_000 });
+  const child = spawnSync(process.execPath, [...process.execArgv, '--input-type=module', '-e', script], {
+    cwd: fileURLToPath(root),
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
   if (child.status !== 0) throw new Error(`child failed (${child.status}): ${child.stderr}`);
   const [program, ...perRun] = JSON.parse(child.stdout.trim().split('\n').pop()!) as string[][];
   if (!program.some((u) => u.endsWith('/lib/cli/main.ts'))) throw new Error('the hook saw no module of the program');
@@ -64,10 +68,17 @@ function benchModulesLoadedBy(runs: string[][]): string[][] {
 }
 
 t.test('only the benchmark that runs is loaded', async (t) => {
-  const [program, trainHelp, list, tau] = benchModulesLoadedBy([['train', '--help'], ['bench'], ['bench', 'tau', '--help']]);
+  const [program, trainHelp, list, tau] = benchModulesLoadedBy([
+    ['train', '--help'],
+    ['bench'],
+    ['bench', 'tau', '--help'],
+  ]);
   t.same(program, [], 'importing lib/cli/main.js loads no benchmark module');
   t.same(trainHelp, [], 'sinkflex train --help loads none');
   t.same(list, [], 'sinkflex bench (the list) loads none');
   t.ok(tau.includes('tau.ts'), `sinkflex bench tau --help loads bench/tau.ts (${tau.join(', ')})`);
-  t.notOk(tau.some((m) => /^(memory|speed|attention|gym|grpo|rollout|model-|gpu-|transformer-)/.test(m)), 'and no other benchmark');
+  t.notOk(
+    tau.some((m) => /^(memory|speed|attention|gym|grpo|rollout|model-|gpu-|transformer-)/.test(m)),
+    'and no other benchmark',
+  );
 });

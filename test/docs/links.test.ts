@@ -6,7 +6,12 @@ import { dirname, join, normalize } from 'node:path';
 import t from 'tap';
 
 const root = process.cwd();
-const pages = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const pages = [
+  'README.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 /** The page's lines outside fenced code blocks. */
 function prose(text: string): string[] {
@@ -72,6 +77,8 @@ t.test('no machine paths in the documentation', async (t) => {
 });
 
 t.test('the heading ids follow GitHub', async (t) => {
-  const ids = headingIds('# Sink attention — semantics\n## Policy (`lib/model/policy.ts`)\n## A\n## A\n```\n# not a heading\n```\n');
+  const ids = headingIds(
+    '# Sink attention — semantics\n## Policy (`lib/model/policy.ts`)\n## A\n## A\n```\n# not a heading\n```\n',
+  );
   t.same([...ids], ['sink-attention--semantics', 'policy-libmodelpolicyts', 'a', 'a-1']);
 });

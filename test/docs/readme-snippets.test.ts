@@ -30,11 +30,19 @@ const blocks = tsBlocks(readme);
 
 t.test('the README has ts snippets, each a module that imports the package', async (t) => {
   t.ok(blocks.length >= 5, `${blocks.length} snippets`);
-  for (const b of blocks) t.match(b.code, /from 'sinkflex-rl(\/[a-z]+)?'/, `the snippet at README.md:${b.line} imports the package`);
+  for (const b of blocks)
+    t.match(b.code, /from 'sinkflex-rl(\/[a-z]+)?'/, `the snippet at README.md:${b.line} imports the package`);
 });
 
 t.test('every README ts snippet type-checks on its own', async (t) => {
-  const config = ts.getParsedCommandLineOfConfigFile(join(root, 'tsconfig.json'), {}, { ...ts.sys, onUnRecoverableConfigFileDiagnostic: (d) => t.fail(ts.flattenDiagnosticMessageText(d.messageText, '\n')) });
+  const config = ts.getParsedCommandLineOfConfigFile(
+    join(root, 'tsconfig.json'),
+    {},
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => t.fail(ts.flattenDiagnosticMessageText(d.messageText, '\n')),
+    },
+  );
   if (config === undefined) throw new Error('tsconfig.json could not be read');
   const options: ts.CompilerOptions = {
     ...config.options,
@@ -53,7 +61,9 @@ t.test('every README ts snippet type-checks on its own', async (t) => {
   host.readFile = (f) => files.get(f)?.code ?? readFile.call(host, f);
   host.getSourceFile = (f, language, onError, create) => {
     const b = files.get(f);
-    return b !== undefined ? ts.createSourceFile(f, b.code, language, true) : getSourceFile.call(host, f, language, onError, create);
+    return b !== undefined
+      ? ts.createSourceFile(f, b.code, language, true)
+      : getSourceFile.call(host, f, language, onError, create);
   };
   const program = ts.createProgram([...files.keys()], options, host);
   for (const [name, b] of files) {

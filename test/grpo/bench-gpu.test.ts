@@ -8,7 +8,10 @@ import { grpoAddon } from '../../lib/grpo/native.js';
 
 t.test('runGpuKernelsBench reports every stage', async (t) => {
   const rows = runGpuKernelsBench({ tokens: 2048, rows: 4, dim: 16, vocab: 32, repeats: 1 });
-  t.same(rows.map((r) => r.stage.split(' (')[0]), ['grpo advantages', 'grpo policy loss + grad', 'model-op step']);
+  t.same(
+    rows.map((r) => r.stage.split(' (')[0]),
+    ['grpo advantages', 'grpo policy loss + grad', 'model-op step'],
+  );
   const gpu = cudaAvailable() && grpoAddon().grpoDevices().includes('cuda');
   for (const r of rows) {
     t.ok(r.cpuMs >= 0, `${r.stage}: cpu time`);

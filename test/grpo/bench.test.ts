@@ -19,14 +19,21 @@ t.test('the GRPO benchmark runs every stage and reports consistent numbers', asy
     t.ok(r.ms > 0 && r.copyMs > 0 && r.bytes > 0, r.stage);
     t.ok(Math.abs(r.gbPerSec / r.copyGbPerSec - r.ratioToCopy) < 1e-12);
     t.ok(r.bestMs <= r.ms && r.copyBestMs <= r.copyMs);
-    t.ok(Math.abs(r.bestRatioToCopy - (r.ratioToCopy * r.ms * r.copyBestMs) / (r.bestMs * r.copyMs)) < 1e-9 * r.bestRatioToCopy);
+    t.ok(
+      Math.abs(r.bestRatioToCopy - (r.ratioToCopy * r.ms * r.copyBestMs) / (r.bestMs * r.copyMs)) <
+        1e-9 * r.bestRatioToCopy,
+    );
     t.ok(Math.abs(r.tokensPerSec - (r.tokens / r.ms) * 1e3) < 1e-6 * r.tokensPerSec);
   }
   t.equal(res.rows[7]!.batch, Math.round(10000 / 64));
   t.match(formatRow(res.rows[2]!), /^4096\s+loss \(token advantages\)/);
   const svg = chartSvg(res);
   t.match(svg, /^<svg /);
-  t.equal((svg.match(/<rect /g) ?? []).length, 2 * 6 + 6, 'one bar per stage and size (advantages left out), one legend box per stage');
+  t.equal(
+    (svg.match(/<rect /g) ?? []).length,
+    2 * 6 + 6,
+    'one bar per stage and size (advantages left out), one legend box per stage',
+  );
 });
 
 t.test('the command line writes JSON and the chart', async (t) => {
@@ -37,7 +44,24 @@ t.test('the command line writes JSON and the chart', async (t) => {
   console.log = (...a: unknown[]) => void printed.push(a.join(' '));
   try {
     main(['--tokens', '2k', '--len', '32', '--repeats', '1', '--kl', 'none', '--json']);
-    main(['--tokens', '2k', '--len', '32', '--repeats', '1', '--kl', 'none', '--group', '4', '--seed', '3', '--json', join(dir, 'r.json'), '--svg', join(dir, 'c.svg')]);
+    main([
+      '--tokens',
+      '2k',
+      '--len',
+      '32',
+      '--repeats',
+      '1',
+      '--kl',
+      'none',
+      '--group',
+      '4',
+      '--seed',
+      '3',
+      '--json',
+      join(dir, 'r.json'),
+      '--svg',
+      join(dir, 'c.svg'),
+    ]);
   } finally {
     console.log = log;
   }
@@ -45,7 +69,9 @@ t.test('the command line writes JSON and the chart', async (t) => {
   t.equal(parsed.rows.length, 7);
   t.same(parsed.options.tokens, [2048]);
   t.equal(parsed.options.kl, 'none');
-  const written = JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8')) as typeof parsed & { options: { groupSize: number; seed: number } };
+  const written = JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8')) as typeof parsed & {
+    options: { groupSize: number; seed: number };
+  };
   t.same(written.options, { ...parsed.options, groupSize: 4, seed: 3 }, '--json <file>: the JSON written there');
   t.equal(written.rows.length, 7);
   t.match(readFileSync(join(dir, 'c.svg'), 'utf8'), /GRPO kernels vs parallel memcpy/);

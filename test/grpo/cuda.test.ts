@@ -90,7 +90,8 @@ t.test("'cpu' DeviceTensor inputs run the CPU kernels and return DeviceTensors",
   const advAsync = await computeAdvantagesAsync(rT, ids, { estimator: 'rloo' });
   t.same(advAsync.toArray(), computeAdvantages(rewards, ids, { estimator: 'rloo', device: 'cpu' }));
 
-  const batch = 5, len = 7;
+  const batch = 5,
+    len = 7;
   const inp = lossInputs(11, batch, len, { ref: true, entropy: true });
   const mT = toDevice(inp.responseMask, [batch, len], { device: 'cpu' });
   const advRow = computeAdvantages(rewards.subarray(0, batch), ids.subarray(0, batch), { device: 'cpu' });
@@ -126,11 +127,23 @@ t.test("'cpu' DeviceTensor inputs run the CPU kernels and return DeviceTensors",
     name: 'RangeError',
     message: /groupIds/,
   });
-  t.throws(() => broadcastAdvantages(advRow, toDevice(inp.responseMask.subarray(1), [batch * len - 1], { device: 'cpu' }), batch, len), {
-    name: 'RangeError',
-    message: /responseMask has 34 elements, expected 35/,
+  t.throws(
+    () =>
+      broadcastAdvantages(
+        advRow,
+        toDevice(inp.responseMask.subarray(1), [batch * len - 1], { device: 'cpu' }),
+        batch,
+        len,
+      ),
+    {
+      name: 'RangeError',
+      message: /responseMask has 34 elements, expected 35/,
+    },
+  );
+  t.throws(() => policyLoss<GrpoFloats>({ ...inp, entropy: bf }, shape), {
+    name: 'TypeError',
+    message: /entropy must be a float32/,
   });
-  t.throws(() => policyLoss<GrpoFloats>({ ...inp, entropy: bf }, shape), { name: 'TypeError', message: /entropy must be a float32/ });
   t.throws(() => policyLoss({ ...inp, logProbs: new Int32Array(3) as unknown as Float32Array }, shape), {
     name: 'TypeError',
     message: /logProbs must be a Float32Array, got Int32Array/,
@@ -150,7 +163,8 @@ t.test("'cpu' DeviceTensor inputs run the CPU kernels and return DeviceTensors",
   bad[4] = NaN;
   const badT = toDevice(bad, [bad.length], { device: 'cpu' });
   t.throws(() => computeAdvantages(badT, ids), { name: 'RangeError', message: /rewards\[4\] is NaN/ });
-  for (const x of [rT, adv, advAsync, mT, tok, tokAsync, got.dLogProbs, gotAsync.dLogProbs, bf, badT]) (x as DeviceTensor).dispose();
+  for (const x of [rT, adv, advAsync, mT, tok, tokAsync, got.dLogProbs, gotAsync.dLogProbs, bf, badT])
+    (x as DeviceTensor).dispose();
   disposeAll(dT);
 });
 
@@ -162,72 +176,80 @@ const noGpu = !cudaAvailable()
     ? 'no CUDA device: this build has no CUDA GRPO kernels'
     : false;
 
-t.test('CUDA advantages and broadcast against the CPU kernels and the float64 reference', { skip: noGpu }, async (t) => {
-  const cases = [
-    { seed: 1, groups: 37, max: 9, min: 1 },
-    { seed: 2, groups: 5, max: 300, min: 129 }, // groups wider than a block
-    { seed: 3, groups: 1, max: 1, min: 1 },
-  ];
-  for (const c of cases) {
-    const { rewards, ids } = groupedRewards(c.seed, c.groups, c.max, c.min);
-    for (const estimator of ['grpo', 'rloo', 'grpo_passk'] as const) {
-      if (estimator === 'grpo_passk' && c.min < 2) continue;
-      for (const normByStd of [true, false]) {
-        const opts = { estimator, normByStd, eps: c.seed === 2 ? 0 : 1e-6 };
-        const label = `seed ${c.seed} ${estimator} normByStd=${normByStd}`;
-        const cpu = computeAdvantages(rewards, ids, { ...opts, device: 'cpu' });
-        const gpu = computeAdvantages(rewards, ids, { ...opts, device: 'cuda' });
-        t.ok(closeness(gpu, cpu, 1e-5, 1e-7) <= 1, `${label}: Float32Array path vs cpu`);
-        t.ok(closeness(gpu, refAdvantages(rewards, ids, opts), 1e-5, 1e-6) <= 1, `${label}: vs float64 reference`);
-        const rT = toDevice(rewards, [rewards.length], { device: 'cuda' });
-        const dev = computeAdvantages(rT, ids, opts);
-        t.equal(dev.device, 'cuda:0');
-        t.same(dev.toArray(), gpu, `${label}: DeviceTensor path, same bits`);
-        rT.dispose();
-        dev.dispose();
+t.test(
+  'CUDA advantages and broadcast against the CPU kernels and the float64 reference',
+  { skip: noGpu },
+  async (t) => {
+    const cases = [
+      { seed: 1, groups: 37, max: 9, min: 1 },
+      { seed: 2, groups: 5, max: 300, min: 129 }, // groups wider than a block
+      { seed: 3, groups: 1, max: 1, min: 1 },
+    ];
+    for (const c of cases) {
+      const { rewards, ids } = groupedRewards(c.seed, c.groups, c.max, c.min);
+      for (const estimator of ['grpo', 'rloo', 'grpo_passk'] as const) {
+        if (estimator === 'grpo_passk' && c.min < 2) continue;
+        for (const normByStd of [true, false]) {
+          const opts = { estimator, normByStd, eps: c.seed === 2 ? 0 : 1e-6 };
+          const label = `seed ${c.seed} ${estimator} normByStd=${normByStd}`;
+          const cpu = computeAdvantages(rewards, ids, { ...opts, device: 'cpu' });
+          const gpu = computeAdvantages(rewards, ids, { ...opts, device: 'cuda' });
+          t.ok(closeness(gpu, cpu, 1e-5, 1e-7) <= 1, `${label}: Float32Array path vs cpu`);
+          t.ok(closeness(gpu, refAdvantages(rewards, ids, opts), 1e-5, 1e-6) <= 1, `${label}: vs float64 reference`);
+          const rT = toDevice(rewards, [rewards.length], { device: 'cuda' });
+          const dev = computeAdvantages(rT, ids, opts);
+          t.equal(dev.device, 'cuda:0');
+          t.same(dev.toArray(), gpu, `${label}: DeviceTensor path, same bits`);
+          rT.dispose();
+          dev.dispose();
+        }
       }
     }
-  }
-  const { rewards, ids } = groupedRewards(4, 11, 6, 2);
-  const asyncGpu = await computeAdvantagesAsync(rewards, ids, { device: 'cuda', estimator: 'grpo_passk' });
-  t.same(asyncGpu, computeAdvantages(rewards, ids, { device: 'cuda', estimator: 'grpo_passk' }), 'Promise variant');
-  const out = new Float32Array(rewards.length);
-  t.equal(computeAdvantages(rewards, ids, { device: 'cuda', out }), out, 'opts.out is filled');
-  t.same(out, asyncGpu.length ? computeAdvantages(rewards, ids, { device: 'cuda' }) : out);
+    const { rewards, ids } = groupedRewards(4, 11, 6, 2);
+    const asyncGpu = await computeAdvantagesAsync(rewards, ids, { device: 'cuda', estimator: 'grpo_passk' });
+    t.same(asyncGpu, computeAdvantages(rewards, ids, { device: 'cuda', estimator: 'grpo_passk' }), 'Promise variant');
+    const out = new Float32Array(rewards.length);
+    t.equal(computeAdvantages(rewards, ids, { device: 'cuda', out }), out, 'opts.out is filled');
+    t.same(out, asyncGpu.length ? computeAdvantages(rewards, ids, { device: 'cuda' }) : out);
 
-  // Errors: the CPU's messages.
-  const bad = Float32Array.from(rewards);
-  bad[7] = Infinity;
-  bad[3] = NaN;
-  t.throws(() => computeAdvantages(bad, ids, { device: 'cuda' }), { name: 'RangeError', message: /^rewards\[3\] is NaN/ });
-  const solo = Int32Array.from(ids);
-  solo[5] = 123456789;
-  t.throws(() => computeAdvantages(rewards, solo, { device: 'cuda', estimator: 'grpo_passk' }), {
-    name: 'RangeError',
-    message: /grpo_passk needs at least 2 responses per group, but group 123456789 \(response 5\) has 1/,
-  });
+    // Errors: the CPU's messages.
+    const bad = Float32Array.from(rewards);
+    bad[7] = Infinity;
+    bad[3] = NaN;
+    t.throws(() => computeAdvantages(bad, ids, { device: 'cuda' }), {
+      name: 'RangeError',
+      message: /^rewards\[3\] is NaN/,
+    });
+    const solo = Int32Array.from(ids);
+    solo[5] = 123456789;
+    t.throws(() => computeAdvantages(rewards, solo, { device: 'cuda', estimator: 'grpo_passk' }), {
+      name: 'RangeError',
+      message: /grpo_passk needs at least 2 responses per group, but group 123456789 \(response 5\) has 1/,
+    });
 
-  // Broadcast: exact.
-  const batch = 7, len = 2100; // rows cross the 2048-token blocks
-  const r = rng(9);
-  const adv = Float32Array.from({ length: batch }, () => uniform(r, -2, 2));
-  const mask = Float32Array.from({ length: batch * len }, () => (r() < 0.7 ? 1 : 0));
-  const want = broadcastAdvantages(adv, mask, batch, len, { device: 'cpu' });
-  t.same(broadcastAdvantages(adv, mask, batch, len, { device: 'cuda' }), want, 'broadcast, Float32Array path');
-  const mT = toDevice(mask, [batch, len], { device: 'cuda' });
-  const tok = broadcastAdvantages(adv, mT, batch, len) as DeviceTensor;
-  t.same(tok.toArray(), want, 'broadcast, DeviceTensor path');
-  t.same(await broadcastAdvantagesAsync(adv, mask, batch, len, { device: 'cuda' }), want, 'broadcast Promise');
-  mask[batch * len - 3] = 0.5;
-  t.throws(() => broadcastAdvantages(adv, mask, batch, len, { device: 'cuda' }), {
-    name: 'RangeError',
-    message: /responseMask\[6, 2097\] is 0.5/,
-  });
-  adv[2] = NaN;
-  t.throws(() => broadcastAdvantages(adv, mT, batch, len), { name: 'RangeError', message: /adv\[2\] is NaN/ });
-  mT.dispose();
-  tok.dispose();
-});
+    // Broadcast: exact.
+    const batch = 7,
+      len = 2100; // rows cross the 2048-token blocks
+    const r = rng(9);
+    const adv = Float32Array.from({ length: batch }, () => uniform(r, -2, 2));
+    const mask = Float32Array.from({ length: batch * len }, () => (r() < 0.7 ? 1 : 0));
+    const want = broadcastAdvantages(adv, mask, batch, len, { device: 'cpu' });
+    t.same(broadcastAdvantages(adv, mask, batch, len, { device: 'cuda' }), want, 'broadcast, Float32Array path');
+    const mT = toDevice(mask, [batch, len], { device: 'cuda' });
+    const tok = broadcastAdvantages(adv, mT, batch, len) as DeviceTensor;
+    t.same(tok.toArray(), want, 'broadcast, DeviceTensor path');
+    t.same(await broadcastAdvantagesAsync(adv, mask, batch, len, { device: 'cuda' }), want, 'broadcast Promise');
+    mask[batch * len - 3] = 0.5;
+    t.throws(() => broadcastAdvantages(adv, mask, batch, len, { device: 'cuda' }), {
+      name: 'RangeError',
+      message: /responseMask\[6, 2097\] is 0.5/,
+    });
+    adv[2] = NaN;
+    t.throws(() => broadcastAdvantages(adv, mT, batch, len), { name: 'RangeError', message: /adv\[2\] is NaN/ });
+    mT.dispose();
+    tok.dispose();
+  },
+);
 
 t.test('CUDA policy loss against the CPU kernel and the float64 reference', { skip: noGpu }, async (t) => {
   const shapes = [
@@ -298,44 +320,57 @@ t.test('CUDA policy loss against the CPU kernel and the float64 reference', { sk
   // Errors: the CPU's messages.
   const badMask = { ...inp, responseMask: Float32Array.from(inp.responseMask) };
   badMask.responseMask[2 * 300 + 17] = 2;
-  t.throws(() => policyLoss(badMask, shape, { device: 'cuda' }), { name: 'RangeError', message: /responseMask\[2, 17\] is 2/ });
+  t.throws(() => policyLoss(badMask, shape, { device: 'cuda' }), {
+    name: 'RangeError',
+    message: /responseMask\[2, 17\] is 2/,
+  });
   const badLp = { ...inp, responseMask: new Float32Array(1200).fill(1), logProbs: Float32Array.from(inp.logProbs) };
   badLp.logProbs[301] = -Infinity;
-  t.throws(() => policyLoss(badLp, shape, { device: 'cuda' }), { name: 'RangeError', message: /logProbs\[1, 1\] is -Infinity/ });
+  t.throws(() => policyLoss(badLp, shape, { device: 'cuda' }), {
+    name: 'RangeError',
+    message: /logProbs\[1, 1\] is -Infinity/,
+  });
   const badEnt = { ...badLp, logProbs: inp.logProbs, entropy: Float32Array.from(inp.entropy!) };
   badEnt.entropy[5] = NaN;
   const dT = toTensors(badEnt, 'cuda');
-  t.throws(() => policyLoss(dT, shape, { entropyCoef: 0.1 }), { name: 'RangeError', message: /entropy\[0, 5\] is NaN/ });
+  t.throws(() => policyLoss(dT, shape, { entropyCoef: 0.1 }), {
+    name: 'RangeError',
+    message: /entropy\[0, 5\] is NaN/,
+  });
   disposeAll(dT);
 });
 
-t.test('CUDA GRPO: device memory is freed, out of memory is catchable, mixed devices are refused', { skip: noGpu }, async (t) => {
-  const inp = lossInputs(21, 6, 500, { ref: true });
-  const shape = { batch: 6, responseLen: 500 };
-  const { rewards, ids } = groupedRewards(22, 7, 5);
-  const base = memory.currentBytes('cuda');
-  policyLoss(inp, shape, { device: 'cuda' });
-  computeAdvantages(rewards, ids, { device: 'cuda' });
-  broadcastAdvantages(inp.advantages, inp.responseMask, 6, 500, { device: 'cuda' });
-  t.equal(memory.currentBytes('cuda'), base, 'Float32Array calls leave no device memory behind');
-  let caught: unknown;
-  try {
-    memory.withLimit(base + 4096, () => policyLoss(inp, shape, { device: 'cuda' }), 'cuda');
-  } catch (e) {
-    caught = e;
-  }
-  t.ok(isOutOfMemoryError(caught), 'past the tracked device limit: OutOfMemoryError');
-  t.equal(memory.currentBytes('cuda'), base, 'nothing leaked after the out-of-memory error');
-  const onGpu = toDevice(inp.logProbs, [6, 500], { device: 'cuda' });
-  const onCpu = toDevice(inp.oldLogProbs, [6, 500], { device: 'cpu' });
-  t.throws(() => policyLoss<GrpoFloats>({ ...inp, logProbs: onGpu, oldLogProbs: onCpu }, shape), {
-    name: 'RangeError',
-    message: /the DeviceTensor arguments are on different devices \(cuda:0 and cpu\)/,
-  });
-  t.throws(() => policyLoss<GrpoFloats>({ ...inp, logProbs: onGpu }, shape, { device: 'cpu' }), {
-    name: 'RangeError',
-    message: /opts.device is cpu but the DeviceTensor arguments are on cuda:0/,
-  });
-  onGpu.dispose();
-  onCpu.dispose();
-});
+t.test(
+  'CUDA GRPO: device memory is freed, out of memory is catchable, mixed devices are refused',
+  { skip: noGpu },
+  async (t) => {
+    const inp = lossInputs(21, 6, 500, { ref: true });
+    const shape = { batch: 6, responseLen: 500 };
+    const { rewards, ids } = groupedRewards(22, 7, 5);
+    const base = memory.currentBytes('cuda');
+    policyLoss(inp, shape, { device: 'cuda' });
+    computeAdvantages(rewards, ids, { device: 'cuda' });
+    broadcastAdvantages(inp.advantages, inp.responseMask, 6, 500, { device: 'cuda' });
+    t.equal(memory.currentBytes('cuda'), base, 'Float32Array calls leave no device memory behind');
+    let caught: unknown;
+    try {
+      memory.withLimit(base + 4096, () => policyLoss(inp, shape, { device: 'cuda' }), 'cuda');
+    } catch (e) {
+      caught = e;
+    }
+    t.ok(isOutOfMemoryError(caught), 'past the tracked device limit: OutOfMemoryError');
+    t.equal(memory.currentBytes('cuda'), base, 'nothing leaked after the out-of-memory error');
+    const onGpu = toDevice(inp.logProbs, [6, 500], { device: 'cuda' });
+    const onCpu = toDevice(inp.oldLogProbs, [6, 500], { device: 'cpu' });
+    t.throws(() => policyLoss<GrpoFloats>({ ...inp, logProbs: onGpu, oldLogProbs: onCpu }, shape), {
+      name: 'RangeError',
+      message: /the DeviceTensor arguments are on different devices \(cuda:0 and cpu\)/,
+    });
+    t.throws(() => policyLoss<GrpoFloats>({ ...inp, logProbs: onGpu }, shape, { device: 'cpu' }), {
+      name: 'RangeError',
+      message: /opts.device is cpu but the DeviceTensor arguments are on cuda:0/,
+    });
+    onGpu.dispose();
+    onCpu.dispose();
+  },
+);

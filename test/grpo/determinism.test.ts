@@ -45,13 +45,20 @@ function runChild(dir: string, env: Record<string, string>): ChildResult {
     writeFileSync(dir + '/child.grad', res.dLogProbs);
     writeFileSync(dir + '/child.adv', adv);
   `;
-  const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, ...env }, encoding: 'utf8' });
+  const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+  });
   if (child.status !== 0) throw new Error(`child failed: ${child.stderr}`);
   const f32 = (name: string) => {
     const b = readFileSync(join(dir, name));
     return new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
   };
-  const meta = JSON.parse(readFileSync(join(dir, 'child.json'), 'utf8')) as { isa: string; loss: number; metrics: Record<string, number> };
+  const meta = JSON.parse(readFileSync(join(dir, 'child.json'), 'utf8')) as {
+    isa: string;
+    loss: number;
+    metrics: Record<string, number>;
+  };
   return { ...meta, grad: f32('child.grad'), adv: f32('child.adv') };
 }
 
@@ -59,7 +66,8 @@ t.test('thread count and ISA builds of the kernels', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'sinkflex-grpo-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const files: Record<string, Float32Array | Int32Array | undefined> = { ...inp, rewards, ids };
-  for (const [k, v] of Object.entries(files)) if (v) writeFileSync(join(dir, k), new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+  for (const [k, v] of Object.entries(files))
+    if (v) writeFileSync(join(dir, k), new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
   const here = policyLoss(inp, { batch, responseLen: len }, { ...opts, device: 'cpu' });
   const adv = computeAdvantages(rewards, ids, { device: 'cpu' });
   const isa = grpoAddon().grpoKernelIsa();
@@ -70,8 +78,14 @@ t.test('thread count and ISA builds of the kernels', async (t) => {
     t.equal(one.isa, isa);
     t.equal(one.loss, here.loss, 'loss');
     t.same(one.metrics, here.metrics, 'metrics');
-    t.ok(Buffer.from(one.grad.buffer, one.grad.byteOffset, one.grad.byteLength).equals(Buffer.from(here.dLogProbs.buffer)), 'dLogProbs');
-    t.ok(Buffer.from(one.adv.buffer, one.adv.byteOffset, one.adv.byteLength).equals(Buffer.from(adv.buffer)), 'advantages');
+    t.ok(
+      Buffer.from(one.grad.buffer, one.grad.byteOffset, one.grad.byteLength).equals(Buffer.from(here.dLogProbs.buffer)),
+      'dLogProbs',
+    );
+    t.ok(
+      Buffer.from(one.adv.buffer, one.adv.byteOffset, one.adv.byteLength).equals(Buffer.from(adv.buffer)),
+      'advantages',
+    );
   });
 
   for (const features of ['generic', 'avx2']) {
@@ -80,7 +94,8 @@ t.test('thread count and ISA builds of the kernels', async (t) => {
       if (features === 'generic') t.equal(other.isa, 'generic');
       else t.match(other.isa, isa === 'generic' ? /^generic$/ : /^avx2$/);
       t.ok(Math.abs(other.loss - here.loss) <= 1e-6 * Math.abs(here.loss) + 1e-9, `loss ${other.loss} vs ${here.loss}`);
-      for (const [k, v] of Object.entries(here.metrics)) t.ok(Math.abs(other.metrics[k]! - v) <= 1e-6 * Math.abs(v) + 1e-9, k);
+      for (const [k, v] of Object.entries(here.metrics))
+        t.ok(Math.abs(other.metrics[k]! - v) <= 1e-6 * Math.abs(v) + 1e-9, k);
       t.ok(closeness(other.grad, here.dLogProbs, 1e-6, 1e-12) <= 1, 'dLogProbs');
       t.same(other.adv, adv, 'advantages do not use the token kernel');
     });

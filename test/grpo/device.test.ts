@@ -21,7 +21,10 @@ t.test('a usable GPU without CUDA GRPO kernels: auto falls back to the CPU, cuda
     if (env === undefined) delete process.env.SINKFLEX_DEVICE;
     else process.env.SINKFLEX_DEVICE = env;
   }
-  t.throws(() => grpoDevice('cuda'), { name: 'DeviceUnavailableError', message: /this build has no CUDA GRPO kernels/ });
+  t.throws(() => grpoDevice('cuda'), {
+    name: 'DeviceUnavailableError',
+    message: /this build has no CUDA GRPO kernels/,
+  });
 });
 
 t.test('a GRPO build with CUDA kernels would run on the GPU', async (t) => {

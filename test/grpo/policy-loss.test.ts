@@ -1,6 +1,12 @@
 import t from 'tap';
 
-import { policyLoss, policyLossAsync, type KlType, type LossAggMode, type PolicyLossOptions } from '../../lib/grpo/index.js';
+import {
+  policyLoss,
+  policyLossAsync,
+  type KlType,
+  type LossAggMode,
+  type PolicyLossOptions,
+} from '../../lib/grpo/index.js';
 import {
   closeness,
   finiteDifferences,
@@ -56,62 +62,96 @@ function check(
   }
 }
 
-t.test('every aggregation mode x KL type x entropy x advantage layout, odd shapes, gradient by finite differences', async (t) => {
-  let seed = 100;
-  let cases = 0;
-  for (const mode of MODES) {
-    for (const klType of KLS) {
-      for (const entropy of [false, true]) {
-        for (const perTokenAdv of [false, true]) {
-          const [batch, len] = [[1, 1], [5, 13], [7, 9]][seed % 3]!;
-          const inp = lossInputs(seed++, batch!, len!, { ref: klType !== undefined, entropy, perTokenAdv });
-          const opts: PolicyLossOptions & RefLossOptions = {
-            aggMode: mode,
-            clipLow: 0.2,
-            clipHigh: 0.28,
-            ...(klType ? { klType, klCoef: 0.3 } : {}),
-            ...(entropy ? { entropyCoef: 0.01 } : {}),
-            ...(mode === 'seq-mean-token-sum-norm' && seed % 2 ? { lossScale: 4096 } : {}),
-          };
-          check(t, `${mode} kl=${klType} ent=${entropy} tok=${perTokenAdv} [${batch}, ${len}]`, inp, batch!, len!, opts, 'fd');
-          cases++;
+t.test(
+  'every aggregation mode x KL type x entropy x advantage layout, odd shapes, gradient by finite differences',
+  async (t) => {
+    let seed = 100;
+    let cases = 0;
+    for (const mode of MODES) {
+      for (const klType of KLS) {
+        for (const entropy of [false, true]) {
+          for (const perTokenAdv of [false, true]) {
+            const [batch, len] = [
+              [1, 1],
+              [5, 13],
+              [7, 9],
+            ][seed % 3]!;
+            const inp = lossInputs(seed++, batch!, len!, { ref: klType !== undefined, entropy, perTokenAdv });
+            const opts: PolicyLossOptions & RefLossOptions = {
+              aggMode: mode,
+              clipLow: 0.2,
+              clipHigh: 0.28,
+              ...(klType ? { klType, klCoef: 0.3 } : {}),
+              ...(entropy ? { entropyCoef: 0.01 } : {}),
+              ...(mode === 'seq-mean-token-sum-norm' && seed % 2 ? { lossScale: 4096 } : {}),
+            };
+            check(
+              t,
+              `${mode} kl=${klType} ent=${entropy} tok=${perTokenAdv} [${batch}, ${len}]`,
+              inp,
+              batch!,
+              len!,
+              opts,
+              'fd',
+            );
+            cases++;
+          }
         }
       }
     }
-  }
-  t.equal(cases, 80);
-});
+    t.equal(cases, 80);
+  },
+);
 
 t.test('defaults are VERL defaults', async (t) => {
   const inp = lossInputs(7, 6, 11, { ref: true });
   const a = policyLoss(inp, { batch: 6, responseLen: 11 });
-  const b = policyLoss(inp, { batch: 6, responseLen: 11 }, { clipLow: 0.2, clipHigh: 0.2, dualClipC: 3, klType: 'k3', klCoef: 0.001, aggMode: 'token-mean' });
+  const b = policyLoss(
+    inp,
+    { batch: 6, responseLen: 11 },
+    { clipLow: 0.2, clipHigh: 0.2, dualClipC: 3, klType: 'k3', klCoef: 0.001, aggMode: 'token-mean' },
+  );
   t.equal(a.loss, b.loss);
   t.same(a.dLogProbs, b.dLogProbs);
   check(t, 'defaults', inp, 6, 11, {}, 'fd');
   // VERL's names for the KL estimators.
-  for (const [alias, k] of [['kl', 'k1'], ['mse', 'k2'], ['low_var_kl', 'k3']] as const) {
+  for (const [alias, k] of [
+    ['kl', 'k1'],
+    ['mse', 'k2'],
+    ['low_var_kl', 'k3'],
+  ] as const) {
     const x = policyLoss(inp, { batch: 6, responseLen: 11 }, { klType: alias as KlType, klCoef: 0.5 });
     const y = policyLoss(inp, { batch: 6, responseLen: 11 }, { klType: k, klCoef: 0.5 });
     t.equal(x.loss, y.loss, `${alias} = ${k}`);
   }
 });
 
-t.test('larger and longer inputs (rows split into pieces, many parallel tasks) against the analytic reference', async (t) => {
-  const shapes = [
-    [3, 40001], // rows longer than one piece
-    [257, 129], // many short rows per task
-    [2, 16384], // exactly one piece per row
-  ] as const;
-  let seed = 900;
-  for (const [batch, len] of shapes) {
-    for (const mode of MODES) {
-      const inp = lossInputs(seed++, batch, len, { ref: true, entropy: true, perTokenAdv: seed % 2 === 0 });
-      check(t, `${mode} [${batch}, ${len}]`, inp, batch, len, { aggMode: mode, klType: 'k3', klCoef: 0.1, entropyCoef: 0.02 }, 'analytic');
+t.test(
+  'larger and longer inputs (rows split into pieces, many parallel tasks) against the analytic reference',
+  async (t) => {
+    const shapes = [
+      [3, 40001], // rows longer than one piece
+      [257, 129], // many short rows per task
+      [2, 16384], // exactly one piece per row
+    ] as const;
+    let seed = 900;
+    for (const [batch, len] of shapes) {
+      for (const mode of MODES) {
+        const inp = lossInputs(seed++, batch, len, { ref: true, entropy: true, perTokenAdv: seed % 2 === 0 });
+        check(
+          t,
+          `${mode} [${batch}, ${len}]`,
+          inp,
+          batch,
+          len,
+          { aggMode: mode, klType: 'k3', klCoef: 0.1, entropyCoef: 0.02 },
+          'analytic',
+        );
+      }
     }
-  }
-  t.pass('done');
-});
+    t.pass('done');
+  },
+);
 
 t.test('edge cases', async (t) => {
   const shape = { batch: 1, responseLen: 4 };
@@ -119,7 +159,10 @@ t.test('edge cases', async (t) => {
 
   t.test('ratio 1: loss is -mean(A), gradient -A/N', async (t) => {
     const lp = new Float32Array([-1, -2, -0.5, -3]);
-    const r = policyLoss({ logProbs: lp, oldLogProbs: lp, advantages: new Float32Array([0.5, -1, 2, 1.5]), responseMask: ones }, shape);
+    const r = policyLoss(
+      { logProbs: lp, oldLogProbs: lp, advantages: new Float32Array([0.5, -1, 2, 1.5]), responseMask: ones },
+      shape,
+    );
     t.ok(Math.abs(r.loss - -0.75) < 1e-7);
     t.same(Array.from(r.dLogProbs), [-0.125, 0.25, -0.5, -0.375]);
     t.equal(r.metrics['actor/pg_clipfrac'], 0);
@@ -130,11 +173,18 @@ t.test('edge cases', async (t) => {
     const lp = new Float32Array([5, -25, 0, -20]);
     const old = new Float32Array([-20, 0, -20, 0]); // x = 25, -25, 20, -20
     const adv = new Float32Array([-0.001, 1, -1e-9, 1]);
-    const r = policyLoss({ logProbs: lp, oldLogProbs: old, advantages: adv, responseMask: ones }, shape, { dualClipC: 1e12 });
-    const ref = refPolicyLoss({ logProbs: lp, oldLogProbs: old, advantages: adv, responseMask: ones }, 1, 4, { dualClipC: 1e12 });
+    const r = policyLoss({ logProbs: lp, oldLogProbs: old, advantages: adv, responseMask: ones }, shape, {
+      dualClipC: 1e12,
+    });
+    const ref = refPolicyLoss({ logProbs: lp, oldLogProbs: old, advantages: adv, responseMask: ones }, 1, 4, {
+      dualClipC: 1e12,
+    });
     t.equal(r.dLogProbs[0], 0, 'x = 25: clamped, gradient 0');
     t.equal(r.dLogProbs[1], 0, 'x = -25: clamped, gradient 0');
-    t.ok(r.dLogProbs[2] !== 0 && Math.abs(r.dLogProbs[2]! - ref.grad[2]!) <= 2e-6 * Math.abs(ref.grad[2]!), 'x = 20: inside the inclusive bound');
+    t.ok(
+      r.dLogProbs[2] !== 0 && Math.abs(r.dLogProbs[2]! - ref.grad[2]!) <= 2e-6 * Math.abs(ref.grad[2]!),
+      'x = 20: inside the inclusive bound',
+    );
     t.ok(Math.abs(r.loss - ref.loss) <= 2e-6 * Math.abs(ref.loss), `loss uses exp(±20): ${r.loss} vs ${ref.loss}`);
     t.ok(Math.abs(r.metrics['actor/ppo_kl'] - 0) < 1e-6, 'ppo_kl averages -clamp(x): (-20 + 20 - 20 + 20) / 4');
   });
@@ -151,7 +201,9 @@ t.test('edge cases', async (t) => {
     t.ok(closeness(r.dLogProbs, [0, 0.5, 0, 0], 1e-6, 1e-7) <= 1, `${Array.from(r.dLogProbs)}`);
     t.equal(r.metrics['actor/pg_clipfrac_lower'], 0.25);
     t.equal(r.metrics['actor/pg_clipfrac'], 0.5, 'tokens 2 and 3: the clipped term is the larger');
-    const c5 = policyLoss({ logProbs: lp, oldLogProbs: old, advantages: adv, responseMask: ones }, shape, { dualClipC: 10 });
+    const c5 = policyLoss({ logProbs: lp, oldLogProbs: old, advantages: adv, responseMask: ones }, shape, {
+      dualClipC: 10,
+    });
     t.equal(c5.metrics['actor/pg_clipfrac_lower'], 0, 'c = 10: nothing bounded');
   });
 
@@ -164,22 +216,43 @@ t.test('edge cases', async (t) => {
     const e = Math.fround(-1.001) + 1; // ref - logp as the float inputs hold it, about -0.001
     const small = Math.expm1(e) - e; // about 5e-7
     t.ok(Math.abs(r.metrics['actor/kl_loss']! - (10 + 10 + 10 + small) / 4) < 1e-6);
-    const only = policyLoss({ ...inp, responseMask: new Float32Array([0, 0, 0, 1]) }, shape, { klType: 'k3', klCoef: 1 });
-    t.ok(Math.abs(only.metrics['actor/kl_loss']! - small) <= 1e-4 * small, `k3 of a tiny difference: ${only.metrics['actor/kl_loss']} vs ${small}`);
+    const only = policyLoss({ ...inp, responseMask: new Float32Array([0, 0, 0, 1]) }, shape, {
+      klType: 'k3',
+      klCoef: 1,
+    });
+    t.ok(
+      Math.abs(only.metrics['actor/kl_loss']! - small) <= 1e-4 * small,
+      `k3 of a tiny difference: ${only.metrics['actor/kl_loss']} vs ${small}`,
+    );
     // k3 keeps its relative precision for small differences on both sides of the exp's
     // range-reduction boundary (|d| = ln2/2), where e^d - d - 1 would cancel.
     for (const dd of [3e-5, -2e-4, 1e-2, -0.2, 0.3465, 0.3467, -0.35, 0.9]) {
-      const one = { logProbs: new Float32Array([-2]), oldLogProbs: new Float32Array([-2]), advantages: new Float32Array([1]), responseMask: new Float32Array([1]) };
+      const one = {
+        logProbs: new Float32Array([-2]),
+        oldLogProbs: new Float32Array([-2]),
+        advantages: new Float32Array([1]),
+        responseMask: new Float32Array([1]),
+      };
       const refOne = new Float32Array([-2 + dd]);
       const e = refOne[0]! + 2; // the float difference the kernel sees
       const want = Math.expm1(e) - e;
-      const got = policyLoss({ ...one, refLogProbs: refOne }, { batch: 1, responseLen: 1 }, { klType: 'k3', klCoef: 1 });
-      t.ok(Math.abs(got.metrics['actor/kl_loss']! - want) <= 3e-6 * want, `k3(${e}) = ${got.metrics['actor/kl_loss']} vs ${want}`);
+      const got = policyLoss(
+        { ...one, refLogProbs: refOne },
+        { batch: 1, responseLen: 1 },
+        { klType: 'k3', klCoef: 1 },
+      );
+      t.ok(
+        Math.abs(got.metrics['actor/kl_loss']! - want) <= 3e-6 * want,
+        `k3(${e}) = ${got.metrics['actor/kl_loss']} vs ${want}`,
+      );
       const wantGrad = -1 - Math.expm1(e); // ratio term -A plus d k3 / d logp = 1 - e^(ref - logp)
       t.ok(Math.abs(got.dLogProbs[0]! - wantGrad) <= 1e-6 * Math.abs(wantGrad) + 1e-7, `gradient at ${e}`);
     }
     // Gradient: only the ratio term (-A/N) where k3 is clamped; plus 1 - e^(ref - logp) where not.
-    t.ok(closeness(r.dLogProbs, [-0.25, -0.25, -0.25, (-1 - Math.expm1(e)) / 4], 1e-5, 1e-8) <= 1, `${Array.from(r.dLogProbs)}`);
+    t.ok(
+      closeness(r.dLogProbs, [-0.25, -0.25, -0.25, (-1 - Math.expm1(e)) / 4], 1e-5, 1e-8) <= 1,
+      `${Array.from(r.dLogProbs)}`,
+    );
   });
 
   t.test('all-masked rows are skipped; an all-masked batch gives 0', async (t) => {
@@ -191,7 +264,14 @@ t.test('edge cases', async (t) => {
       const r = policyLoss(inp, { batch: 4, responseLen: 6 }, { aggMode: mode, entropyCoef: 0.1 });
       t.equal(r.loss, 0, mode);
       t.ok(r.dLogProbs.every((g) => g === 0));
-      t.same(r.metrics, { 'actor/pg_loss': 0, 'actor/pg_clipfrac': 0, 'actor/pg_clipfrac_lower': 0, 'actor/ppo_kl': 0, 'actor/kl_loss': 0, 'actor/entropy': 0 });
+      t.same(r.metrics, {
+        'actor/pg_loss': 0,
+        'actor/pg_clipfrac': 0,
+        'actor/pg_clipfrac_lower': 0,
+        'actor/ppo_kl': 0,
+        'actor/kl_loss': 0,
+        'actor/entropy': 0,
+      });
     }
   });
 
@@ -225,7 +305,10 @@ t.test('micro-batches with global counts add up to the whole batch', async (t) =
     }
     let sum = 0;
     const grad: number[] = [];
-    for (const [a, b] of [[0, 3], [3, 8]] as const) {
+    for (const [a, b] of [
+      [0, 3],
+      [3, 8],
+    ] as const) {
       const part = {
         logProbs: rows(inp.logProbs, a, b),
         oldLogProbs: rows(inp.oldLogProbs, a, b),
@@ -233,7 +316,11 @@ t.test('micro-batches with global counts add up to the whole batch', async (t) =
         responseMask: rows(inp.responseMask, a, b),
         refLogProbs: rows(inp.refLogProbs!, a, b),
       };
-      const r = policyLoss(part, { batch: b - a, responseLen: len }, { aggMode: mode, klType: 'k2', klCoef: 0.2, globalTokenCount: tokens, globalSeqCount: seqs });
+      const r = policyLoss(
+        part,
+        { batch: b - a, responseLen: len },
+        { aggMode: mode, klType: 'k2', klCoef: 0.2, globalTokenCount: tokens, globalSeqCount: seqs },
+      );
       sum += r.loss;
       grad.push(...r.dLogProbs);
     }

@@ -50,8 +50,18 @@ t.test('CartPole spaces and constants match Gymnasium', async (t) => {
   const env = new CartPoleEnv();
   t.equal(env.actionSpace.n, 2);
   t.equal(env.thetaThresholdRadians, (12 * 2 * Math.PI) / 360);
-  t.same(Array.from(env.observationSpace.high), [Math.fround(4.8), Infinity, Math.fround(0.41887902047863906), Infinity]);
-  t.same(Array.from(env.observationSpace.low), [-Math.fround(4.8), -Infinity, -Math.fround(0.41887902047863906), -Infinity]);
+  t.same(Array.from(env.observationSpace.high), [
+    Math.fround(4.8),
+    Infinity,
+    Math.fround(0.41887902047863906),
+    Infinity,
+  ]);
+  t.same(Array.from(env.observationSpace.low), [
+    -Math.fround(4.8),
+    -Infinity,
+    -Math.fround(0.41887902047863906),
+    -Infinity,
+  ]);
   t.equal(env.observationSpace.dtype, 'float32');
   t.same(CartPoleEnv.metadata, { renderModes: ['rgb_array', 'ansi'], renderFps: 50 });
   t.throws(() => new CartPoleEnv({ renderMode: 'human' }), RangeError);
@@ -65,7 +75,10 @@ t.test('CartPole dynamics follow the reference over random trajectories', async 
   for (let episode = 0; episode < 20; episode++) {
     const [obs0] = env.reset({ seed: episode });
     let ref = [...env.state!];
-    t.ok(ref.every((v) => v >= -0.05 && v < 0.05), 'initial state in [-0.05, 0.05)') || episode;
+    t.ok(
+      ref.every((v) => v >= -0.05 && v < 0.05),
+      'initial state in [-0.05, 0.05)',
+    );
     t.same(Array.from(obs0), Array.from(Float32Array.from(ref)), 'observation = float32 state');
     for (;;) {
       const a = actions.integers(2);
@@ -73,8 +86,15 @@ t.test('CartPole dynamics follow the reference over random trajectories', async 
       ref = referenceStep(ref, a);
       steps++;
       for (let i = 0; i < 4; i++) maxErr = Math.max(maxErr, Math.abs(env.state![i] - ref[i]));
-      const refTerminated = ref[0] < -2.4 || ref[0] > 2.4 || ref[2] < -0.20943951023931953 || ref[2] > 0.20943951023931953;
-      if (terminated !== refTerminated || reward !== 1 || truncated || Object.keys(info).length > 0 || obs[0] !== Math.fround(ref[0])) {
+      const refTerminated =
+        ref[0] < -2.4 || ref[0] > 2.4 || ref[2] < -0.20943951023931953 || ref[2] > 0.20943951023931953;
+      if (
+        terminated !== refTerminated ||
+        reward !== 1 ||
+        truncated ||
+        Object.keys(info).length > 0 ||
+        obs[0] !== Math.fround(ref[0])
+      ) {
         t.fail(`step ${steps} differs`);
         break;
       }
@@ -91,7 +111,10 @@ t.test('CartPole rewards, termination, reset options, integrators', async (t) =>
   t.same(env.state, [0.01, 0.01, 0.01, 0.01], 'options.low/high bound the initial state');
   const [obs] = env.step(1);
   t.same(Array.from(obs), Array.from(Float32Array.from(referenceStep([0.01, 0.01, 0.01, 0.01], 1))));
-  t.throws(() => env.reset({ options: { low: 1, high: 0 } }), /Lower bound \(1\) must be lower than higher bound \(0\)/);
+  t.throws(
+    () => env.reset({ options: { low: 1, high: 0 } }),
+    /Lower bound \(1\) must be lower than higher bound \(0\)/,
+  );
   t.throws(() => env.reset({ options: { low: 'a' } }), TypeError);
   env.reset({ seed: 0 });
   let result: StepResult<Float32Array>;
@@ -129,7 +152,8 @@ t.test('CartPole rendering', async (t) => {
   const frame = rgb.render() as RgbArray;
   t.same(frame.shape, [400, 600, 3]);
   t.equal(frame.data.length, 400 * 600 * 3);
-  const px = (x: number, y: number): number[] => Array.from(frame.data.subarray((y * 600 + x) * 3, (y * 600 + x) * 3 + 3));
+  const px = (x: number, y: number): number[] =>
+    Array.from(frame.data.subarray((y * 600 + x) * 3, (y * 600 + x) * 3 + 3));
   const cartX = Math.round(rgb.state![0] * (600 / 4.8) + 300);
   t.same(px(cartX - 20, 300), [0, 0, 0], 'the cart is black (y-up: cart centre at row 300)');
   t.same(px(5, 300), [0, 0, 0], 'the track line');
@@ -148,14 +172,25 @@ t.test('CartPole rendering', async (t) => {
 
 t.test('checkEnv passes on CartPole (raw and made)', async (t) => {
   const raw = captureWarnings(() => checkEnv(new CartPoleEnv()));
-  t.match(raw.warnings.join('\n'), /minimum value is -infinity/, 'infinite velocity bounds are reported as in Gymnasium');
+  t.match(
+    raw.warnings.join('\n'),
+    /minimum value is -infinity/,
+    'infinite velocity bounds are reported as in Gymnasium',
+  );
   t.match(raw.warnings.join('\n'), /Not able to test alternative render modes/);
   const made = make('sinkflex/CartPole-v1');
   const res = captureWarnings(() => checkEnv(made));
   t.match(res.warnings.join('\n'), /is different from the unwrapped version/);
-  t.doesNotThrow(() => captureWarnings(() => checkEnv(made.unwrapped as Env)), 'unwrapped made env: renders every mode through the spec');
-  t.doesNotThrow(() => captureWarnings(() => checkEnv(make('sinkflex/CartPole-v1', { renderMode: 'ansi' }).unwrapped as Env)));
-  t.doesNotThrow(() => captureWarnings(() => checkEnv(new CountingEnv(), { skipRenderCheck: true, skipCloseCheck: true })));
+  t.doesNotThrow(
+    () => captureWarnings(() => checkEnv(made.unwrapped as Env)),
+    'unwrapped made env: renders every mode through the spec',
+  );
+  t.doesNotThrow(() =>
+    captureWarnings(() => checkEnv(make('sinkflex/CartPole-v1', { renderMode: 'ansi' }).unwrapped as Env)),
+  );
+  t.doesNotThrow(() =>
+    captureWarnings(() => checkEnv(new CountingEnv(), { skipRenderCheck: true, skipCloseCheck: true })),
+  );
 });
 
 class Broken extends Env<Float32Array, number> {
@@ -175,7 +210,8 @@ class Broken extends Env<Float32Array, number> {
     if (this.mode === 'info') return [Float32Array.of(0, 0), 'x' as never];
     if (this.mode === 'options' && args.options) throw new TypeError('unexpected options');
     if (this.mode === 'random-reset-obs') return [Float32Array.of(Math.random(), 0), {}];
-    if (this.mode === 'jitter-reset-obs') return [Float32Array.of(0.5 + (Math.floor(this.calls / 2) % 2) * 1e-6, 0), {}];
+    if (this.mode === 'jitter-reset-obs')
+      return [Float32Array.of(0.5 + (Math.floor(this.calls / 2) % 2) * 1e-6, 0), {}];
     const v = this.mode === 'no-super' ? 0.5 : this.npRandom.random();
     if (this.mode === 'seed-outside' && args.seed === 123) return [Float32Array.of(3, 3), {}];
     return [Float32Array.of(v, v), {}];
@@ -187,7 +223,8 @@ class Broken extends Env<Float32Array, number> {
     if (this.mode === 'step-reward') return [Float32Array.of(0, 0), Math.random(), false, false, {}];
     if (this.mode === 'step-info') return [Float32Array.of(0, 0), 0, false, false, { at: Math.random() }];
     if (this.mode === 'step-truncate') return [Float32Array.of(0, 0), 0, false, true, {}];
-    if (this.mode === 'step-term') return [Float32Array.of(0, 0), 0, Math.random() < 2 && this.calls % 2 === 0, false, {}];
+    if (this.mode === 'step-term')
+      return [Float32Array.of(0, 0), 0, Math.random() < 2 && this.calls % 2 === 0, false, {}];
     return [Float32Array.of(0, 0), 0, false, false, {}];
   }
 }
@@ -213,7 +250,9 @@ t.test('checkEnv fails with a clear message on broken envs', async (t) => {
     captureWarnings(() => t.throws(() => checkEnv(new Broken(mode), { skipRenderCheck: true }), message, mode));
   }
   for (const mode of ['ok', 'step-rng', 'random-reset-obs', 'reseed-unseeded']) {
-    captureWarnings(() => t.doesNotThrow(() => checkEnv(new Broken(mode), { skipRenderCheck: true }), `${mode}: a correct env passes`));
+    captureWarnings(() =>
+      t.doesNotThrow(() => checkEnv(new Broken(mode), { skipRenderCheck: true }), `${mode}: a correct env passes`),
+    );
   }
   t.ok(new EnvCheckError('x') instanceof Error);
   t.throws(() => checkEnv({} as never), /must inherit from the Env class, actual class: Object/);
@@ -241,7 +280,10 @@ t.test('checkEnv fails with a clear message on broken envs', async (t) => {
   }
   register({ id: 'chk/DoubleClose-v0', entryPoint: DoubleClose as never, disableEnvChecker: true });
   const dc = captureWarnings(() => checkEnv(make('chk/DoubleClose-v0').unwrapped as Env, { skipRenderCheck: true }));
-  t.match(dc.warnings.join('\n'), /Calling `env.close\(\)` on the closed environment should be allowed, but it raised an exception: already closed/);
+  t.match(
+    dc.warnings.join('\n'),
+    /Calling `env.close\(\)` on the closed environment should be allowed, but it raised an exception: already closed/,
+  );
   registry.delete('chk/DoubleClose-v0');
 });
 
@@ -255,20 +297,38 @@ function withSpec(mode: string, nondeterministic = false): Broken {
 t.test('checkEnv compares reset observations only with a deterministic spec (as Gymnasium)', async (t) => {
   const opts = { skipRenderCheck: true, skipCloseCheck: true };
   // the same seed must give the same observation, and a following reset() must continue the generator
-  captureWarnings(() => t.throws(() => checkEnv(withSpec('ignore-seed'), opts), /`env.reset\(\{ seed: 123 \}\)` is non-deterministic as the observations are not equivalent/));
-  captureWarnings(() => t.throws(() => checkEnv(withSpec('reseed-unseeded'), opts), /`env.reset\(\{ seed: 123 \}\)` then `env.reset\(\)` is non-deterministic/));
-  captureWarnings(() => t.throws(() => checkEnv(withSpec('random-reset-obs'), opts), /`env.reset\(\{ seed: 123 \}\)` is non-deterministic/));
+  captureWarnings(() =>
+    t.throws(
+      () => checkEnv(withSpec('ignore-seed'), opts),
+      /`env.reset\(\{ seed: 123 \}\)` is non-deterministic as the observations are not equivalent/,
+    ),
+  );
+  captureWarnings(() =>
+    t.throws(
+      () => checkEnv(withSpec('reseed-unseeded'), opts),
+      /`env.reset\(\{ seed: 123 \}\)` then `env.reset\(\)` is non-deterministic/,
+    ),
+  );
+  captureWarnings(() =>
+    t.throws(() => checkEnv(withSpec('random-reset-obs'), opts), /`env.reset\(\{ seed: 123 \}\)` is non-deterministic/),
+  );
   // a spec marked nondeterministic skips the observation comparisons and the step determinism check
   captureWarnings(() => t.doesNotThrow(() => checkEnv(withSpec('random-reset-obs', true), opts)));
   captureWarnings(() => t.doesNotThrow(() => checkEnv(withSpec('step-random', true), opts)));
   captureWarnings(() => t.doesNotThrow(() => checkEnv(withSpec('step-truncate', true), opts)));
   // without a spec the generator state is still checked, and steps still are
-  captureWarnings(() => t.throws(() => checkEnv(new Broken('ignore-seed'), opts), /random generators are not the same/));
+  captureWarnings(() =>
+    t.throws(() => checkEnv(new Broken('ignore-seed'), opts), /random generators are not the same/),
+  );
   captureWarnings(() => t.throws(() => checkEnv(new Broken('step-truncate'), opts), /truncates after 1 step/));
   // nearly equal observations pass with a warning
   const jitter = captureWarnings(() => checkEnv(withSpec('jitter-reset-obs'), opts));
   t.match(jitter.warnings.join('\n'), /`env.reset\(\{ seed: 123 \}\)` observations are not equal although similar/);
-  t.same(captureWarnings(() => checkEnv(withSpec('ok'), opts)).warnings.filter((w) => /although similar/.test(w)), [], 'no warning for equal observations');
+  t.same(
+    captureWarnings(() => checkEnv(withSpec('ok'), opts)).warnings.filter((w) => /although similar/.test(w)),
+    [],
+    'no warning for equal observations',
+  );
   // the registered CartPole has a spec and passes every check
   t.doesNotThrow(() => captureWarnings(() => checkEnv(make('sinkflex/CartPole-v1').unwrapped as Env)));
 });
@@ -278,7 +338,10 @@ t.test('checkSpaceLimit and dataEquivalence', async (t) => {
   t.match(w.join(), /recommend using a symmetric and normalized space/);
   t.same(captureWarnings(() => checkSpaceLimit(new Box(-1, 1, [2]), 'action')).warnings, []);
   t.same(captureWarnings(() => checkSpaceLimit(new Box(0, 1, [2]), 'action')).warnings, []);
-  t.equal(captureWarnings(() => checkSpaceLimit(new Dict({ a: new Box(-Infinity, 0, [1]) }), 'observation')).warnings.length, 1);
+  t.equal(
+    captureWarnings(() => checkSpaceLimit(new Dict({ a: new Box(-Infinity, 0, [1]) }), 'observation')).warnings.length,
+    1,
+  );
   t.ok(dataEquivalence({ a: [1, Float32Array.of(NaN)] }, { a: [1, Float32Array.of(NaN)] }), 'NaN equals NaN in arrays');
   t.notOk(dataEquivalence(Float32Array.of(1), Float64Array.of(1)), 'dtype matters');
   t.notOk(dataEquivalence(Float32Array.of(1), Float32Array.of(1, 2)));
@@ -290,7 +353,10 @@ t.test('checkSpaceLimit and dataEquivalence', async (t) => {
   t.notOk(dataEquivalence({}, new Map()));
   t.ok(dataEquivalence('x', 'x'));
   t.notOk(dataEquivalence(NaN, NaN), 'plain NaN numbers compare with ===');
-  t.ok(dataEquivalence(Float32Array.of(1, 100), Float32Array.of(1 + 9e-6, 100.001)), 'arrays: within allclose tolerance (1e-5 + 1e-5 |b|)');
+  t.ok(
+    dataEquivalence(Float32Array.of(1, 100), Float32Array.of(1 + 9e-6, 100.001)),
+    'arrays: within allclose tolerance (1e-5 + 1e-5 |b|)',
+  );
   t.notOk(dataEquivalence(Float32Array.of(1, 100), Float32Array.of(1 + 9e-6, 100.001), true), 'exact: not equal');
   t.notOk(dataEquivalence(Float64Array.of(1), Float64Array.of(1.00003)), 'outside the tolerance');
   t.ok(dataEquivalence(Float64Array.of(Infinity, -Infinity), Float64Array.of(Infinity, -Infinity)));
@@ -315,7 +381,12 @@ t.test('checkAsyncEnv', async (t) => {
       return [Float32Array.of(0, 0), 0, false, false, {}];
     }
   }
-  await captureWarningsAsync(() => t.rejects(checkAsyncEnv(new AsyncBroken(), { skipRenderCheck: true }), /cannot be reset with options: .* threw RangeError: no options please/));
+  await captureWarningsAsync(() =>
+    t.rejects(
+      checkAsyncEnv(new AsyncBroken(), { skipRenderCheck: true }),
+      /cannot be reset with options: .* threw RangeError: no options please/,
+    ),
+  );
   await t.rejects(checkAsyncEnv(new CountingEnv() as never), /must inherit from the AsyncEnv class/);
   class AsyncTruncating extends AsyncEnv<Float32Array, number> {
     observationSpace = new Box(0, 1, [2]);
@@ -328,7 +399,9 @@ t.test('checkAsyncEnv', async (t) => {
       return [Float32Array.of(0, 0), 0, false, true, {}];
     }
   }
-  await captureWarningsAsync(() => t.rejects(checkAsyncEnv(new AsyncTruncating(), { skipRenderCheck: true }), /truncates after 1 step/));
+  await captureWarningsAsync(() =>
+    t.rejects(checkAsyncEnv(new AsyncTruncating(), { skipRenderCheck: true }), /truncates after 1 step/),
+  );
   class AsyncReseeding extends AsyncTruncating {
     override async reset(args: ResetArgs = {}): Promise<ResetResult<Float32Array>> {
       await super.reset({ seed: args.seed ?? Math.floor(Math.random() * 2 ** 31) });
@@ -340,5 +413,10 @@ t.test('checkAsyncEnv', async (t) => {
   }
   const reseeding = new AsyncReseeding();
   reseeding.spec = new EnvSpec({ id: 'chk/AsyncReseeding-v0' });
-  await captureWarningsAsync(() => t.rejects(checkAsyncEnv(reseeding, { skipRenderCheck: true, skipCloseCheck: true }), /then `env.reset\(\)` is non-deterministic/));
+  await captureWarningsAsync(() =>
+    t.rejects(
+      checkAsyncEnv(reseeding, { skipRenderCheck: true, skipCloseCheck: true }),
+      /then `env.reset\(\)` is non-deterministic/,
+    ),
+  );
 });

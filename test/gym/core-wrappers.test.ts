@@ -275,10 +275,19 @@ t.test('PassiveEnvChecker checks the first reset and step', async (t) => {
   const warn = (mode: string, fn: (e: PassiveEnvChecker<Float32Array, number>) => void): string[] =>
     captureWarnings(() => fn(new PassiveEnvChecker(new BadEnv(mode)))).warnings;
   t.match(warn('reset-not-tuple', (e) => e.reset()).join('\n'), /was not a tuple of the form `\[obs, info\]`/);
-  t.throws(() => new PassiveEnvChecker(new BadEnv('reset-info')).reset(), /second element returned by `env.reset\(\)` was not a dictionary/);
+  t.throws(
+    () => new PassiveEnvChecker(new BadEnv('reset-info')).reset(),
+    /second element returned by `env.reset\(\)` was not a dictionary/,
+  );
   t.match(warn('reset-out', (e) => e.reset()).join('\n'), /is not within the observation space/);
-  t.match(warn('reset-dtype', (e) => e.reset()).join('\n'), /expecting typed array dtype to be float32, actual type: float64/);
-  t.throws(() => new PassiveEnvChecker(new BadEnv('step-4')).step(0), /five element tuple, actual number of elements returned: 4/);
+  t.match(
+    warn('reset-dtype', (e) => e.reset()).join('\n'),
+    /expecting typed array dtype to be float32, actual type: float64/,
+  );
+  t.throws(
+    () => new PassiveEnvChecker(new BadEnv('step-4')).step(0),
+    /five element tuple, actual number of elements returned: 4/,
+  );
   const flags = warn('step-flags', (e) => e.step(0)).join('\n');
   t.match(flags, /`terminated` signal to be a boolean, actual type: number/);
   t.match(flags, /`truncated` signal to be a boolean, actual type: string/);
@@ -291,7 +300,15 @@ t.test('PassiveEnvChecker checks the first reset and step', async (t) => {
   t.equal(captureWarnings(() => once.step(0)).warnings.length, 1);
   t.equal(captureWarnings(() => once.step(0)).warnings.length, 0, 'later steps pass through unchecked');
   const good = new PassiveEnvChecker(new BadEnv('ok'));
-  t.same(captureWarnings(() => { good.reset(); good.reset(); good.step(0); }).warnings, [], 'a good env gives no warnings');
+  t.same(
+    captureWarnings(() => {
+      good.reset();
+      good.reset();
+      good.step(0);
+    }).warnings,
+    [],
+    'a good env gives no warnings',
+  );
   // spaces at construction
   class NoSpace extends BadEnv {
     override actionSpace = undefined as never;
@@ -304,7 +321,10 @@ t.test('PassiveEnvChecker checks the first reset and step', async (t) => {
   class EqualBox extends BadEnv {
     override observationSpace = new Box(1, 1, [2]);
   }
-  t.match(captureWarnings(() => new PassiveEnvChecker(new EqualBox('ok'))).warnings.join(), /maximum and minimum values are equal/);
+  t.match(
+    captureWarnings(() => new PassiveEnvChecker(new EqualBox('ok'))).warnings.join(),
+    /maximum and minimum values are equal/,
+  );
   t.throws(() => new PassiveEnvChecker({} as never), /must inherit from the Env class/);
   // render checks
   const render = new PassiveEnvChecker(new CountingEnv());
@@ -313,7 +333,10 @@ t.test('PassiveEnvChecker checks the first reset and step', async (t) => {
   class Untitled extends CountingEnv {
     static override metadata = {};
   }
-  t.match(captureWarnings(() => new PassiveEnvChecker(new Untitled()).render()).warnings.join(), /No render modes was declared/);
+  t.match(
+    captureWarnings(() => new PassiveEnvChecker(new Untitled()).render()).warnings.join(),
+    /No render modes was declared/,
+  );
   // close twice
   class BadClose extends CountingEnv {
     override close(): void {
@@ -355,7 +378,11 @@ t.test('logger: default handler, replacement, nesting', async (t) => {
   logger.deprecation('old api');
   await new Promise((r) => setImmediate(r));
   process.off('warning', onWarning);
-  t.same(emitted, ['GymnasiumWarning:printed once', 'GymnasiumDeprecationWarning:old api'], 'default handler: process warnings, once per message');
+  t.same(
+    emitted,
+    ['GymnasiumWarning:printed once', 'GymnasiumDeprecationWarning:old api'],
+    'default handler: process warnings, once per message',
+  );
   const { warnings } = await captureWarningsAsync(async () => {
     logger.warn('async');
     return 1;
@@ -380,8 +407,14 @@ t.test('AsyncEnv, async wrappers and toAsyncEnv', async (t) => {
   await t.rejects(new NoReset().reset(), NotImplementedError);
   await t.rejects(new NoReset().render(), NotImplementedError);
   await new NoReset().close();
-  const limited = new AsyncTimeLimit(new AsyncOrderEnforcing(new AsyncPassiveEnvChecker(new AsyncCountingEnv({ length: 10 }))), 2);
-  t.equal(limited.toString(), '<AsyncTimeLimit<AsyncOrderEnforcing<AsyncPassiveEnvChecker<AsyncCountingEnv instance>>>>');
+  const limited = new AsyncTimeLimit(
+    new AsyncOrderEnforcing(new AsyncPassiveEnvChecker(new AsyncCountingEnv({ length: 10 }))),
+    2,
+  );
+  t.equal(
+    limited.toString(),
+    '<AsyncTimeLimit<AsyncOrderEnforcing<AsyncPassiveEnvChecker<AsyncCountingEnv instance>>>>',
+  );
   await t.rejects(limited.step(0), ResetNeeded);
   await t.rejects(new AsyncOrderEnforcing(new AsyncCountingEnv()).render(), ResetNeeded);
   await limited.reset({ seed: 1 });

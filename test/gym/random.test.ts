@@ -73,8 +73,15 @@ t.test('seeding: the state is the first four SplitMix64 outputs of the seed', as
 });
 
 t.test('xoshiro256** outputs match the BigInt reference', async (t) => {
-  const vec = RandomGenerator.fromState({ algorithm: 'xoshiro256**', state: ['0000000000000001', '0000000000000002', '0000000000000003', '0000000000000004'] });
-  t.same([vec.nextUint64(), vec.nextUint64(), vec.nextUint64()], [11520n, 0n, 1509978240n], 'published vector for state {1, 2, 3, 4}');
+  const vec = RandomGenerator.fromState({
+    algorithm: 'xoshiro256**',
+    state: ['0000000000000001', '0000000000000002', '0000000000000003', '0000000000000004'],
+  });
+  t.same(
+    [vec.nextUint64(), vec.nextUint64(), vec.nextUint64()],
+    [11520n, 0n, 1509978240n],
+    'published vector for state {1, 2, 3, 4}',
+  );
   for (const seed of [1, 99, 31337]) {
     const g = new RandomGenerator(seed);
     const ref = new RefXoshiro(refSplitMix(BigInt(seed), 4));
@@ -129,7 +136,11 @@ t.test('derived draws', async (t) => {
   t.ok(Math.abs(picks[0] / 30000 - 0.2) < 0.02, 'p is respected');
   t.equal(h.choice(['only']), 'only');
   const perm = h.permutation(10);
-  t.same([...perm].sort((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 'permutation');
+  t.same(
+    [...perm].sort((a, b) => a - b),
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+    'permutation',
+  );
   t.equal(h.bytes(7).length, 7);
   const u = h.uniform(-2, 3);
   t.ok(u >= -2 && u < 3, 'uniform range');
@@ -138,7 +149,11 @@ t.test('derived draws', async (t) => {
 t.test('determinism, state, clone, split and jump', async (t) => {
   const a = new RandomGenerator(2024);
   const b = new RandomGenerator(2024);
-  t.same(Array.from({ length: 10 }, () => a.random()), Array.from({ length: 10 }, () => b.random()), 'same seed, same stream');
+  t.same(
+    Array.from({ length: 10 }, () => a.random()),
+    Array.from({ length: 10 }, () => b.random()),
+    'same seed, same stream',
+  );
   t.notSame(new RandomGenerator(1).random(), new RandomGenerator(2).random(), 'different seeds differ');
   const state = a.getState();
   const next = [a.random(), a.random()];
@@ -171,7 +186,11 @@ t.test('determinism, state, clone, split and jump', async (t) => {
   const kids = new RandomGenerator(3).spawn(3);
   const firsts = kids.map((k) => k.nextUint64());
   t.equal(new Set(firsts).size, 3, 'spawned streams differ');
-  t.same(new RandomGenerator(3).spawn(3).map((k) => k.nextUint64()), firsts, 'spawn is deterministic');
+  t.same(
+    new RandomGenerator(3).spawn(3).map((k) => k.nextUint64()),
+    firsts,
+    'spawn is deterministic',
+  );
   const [g, seed] = npRandom(5);
   t.equal(seed, 5);
   t.ok(g instanceof RandomGenerator);
@@ -195,6 +214,13 @@ t.test('argument validation', async (t) => {
   t.throws(() => g.geometric(0), RangeError);
   t.equal(g.geometric(1), 1);
   t.throws(() => g.setState({ algorithm: 'xoshiro256**', state: ['0', '0', '0', '0'] } as never), TypeError);
-  t.throws(() => g.setState({ algorithm: 'xoshiro256**', state: ['0000000000000000', '0000000000000000', '0000000000000000', '0000000000000000'] }), RangeError);
+  t.throws(
+    () =>
+      g.setState({
+        algorithm: 'xoshiro256**',
+        state: ['0000000000000000', '0000000000000000', '0000000000000000', '0000000000000000'],
+      }),
+    RangeError,
+  );
   t.throws(() => g.setState({ algorithm: 'pcg64' } as never), TypeError);
 });

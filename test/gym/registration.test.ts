@@ -36,7 +36,13 @@ import {
   spec,
   type Env,
 } from '../../lib/gym/index.js';
-import { findHighestVersion, getEnvId, importEntryPoint, parseEnvId, resolveModuleSpecifier } from '../../lib/gym/registration.js';
+import {
+  findHighestVersion,
+  getEnvId,
+  importEntryPoint,
+  parseEnvId,
+  resolveModuleSpecifier,
+} from '../../lib/gym/registration.js';
 import { AsyncCountingEnv, CountingEnv, type CountingOptions } from './fixtures/envs.js';
 
 const fixtureUrl = new URL('./fixtures/envs.js', import.meta.url).href;
@@ -51,7 +57,11 @@ t.test('ids: [namespace/]Name[-vN]', async (t) => {
   t.same(parseEnvId('sinkflex/CartPole-v1'), { namespace: 'sinkflex', name: 'CartPole', version: 1 });
   t.same(parseEnvId('ns/Name'), { namespace: 'ns', name: 'Name', version: null });
   t.same(parseEnvId('My.Env-x-v10'), { namespace: null, name: 'My.Env-x', version: 10 });
-  t.same(parseEnvId('Name-v'), { namespace: null, name: 'Name-v', version: null }, 'a missing number is part of the name');
+  t.same(
+    parseEnvId('Name-v'),
+    { namespace: null, name: 'Name-v', version: null },
+    'a missing number is part of the name',
+  );
   t.throws(() => parseEnvId('a/b/c-v0'), /Malformed environment ID/);
   t.throws(() => parseEnvId('bad id'), GymError);
   t.equal(getEnvId('ns', 'Name', 3), 'ns/Name-v3');
@@ -60,18 +70,37 @@ t.test('ids: [namespace/]Name[-vN]', async (t) => {
 
 t.test('version rules on register', async (t) => {
   register({ id: 'vr/Plain', entryPoint: counting });
-  t.throws(() => register({ id: 'vr/Plain-v0', entryPoint: counting }), RegistrationError, 'versioned after unversioned');
-  t.throws(() => register({ id: 'vr/Plain-v0', entryPoint: counting }), /Can't register the versioned environment `vr\/Plain-v0` when the unversioned environment `vr\/Plain`/);
+  t.throws(
+    () => register({ id: 'vr/Plain-v0', entryPoint: counting }),
+    RegistrationError,
+    'versioned after unversioned',
+  );
+  t.throws(
+    () => register({ id: 'vr/Plain-v0', entryPoint: counting }),
+    /Can't register the versioned environment `vr\/Plain-v0` when the unversioned environment `vr\/Plain`/,
+  );
   register({ id: 'vr/Versioned-v1', entryPoint: counting });
-  t.throws(() => register({ id: 'vr/Versioned', entryPoint: counting }), /Can't register the unversioned environment `vr\/Versioned` when the versioned environment `vr\/Versioned-v1`/);
-  t.match(captureWarnings(() => register({ id: 'vr/Versioned-v1', entryPoint: counting })).warnings.join(), /Overriding environment vr\/Versioned-v1 already in registry/);
+  t.throws(
+    () => register({ id: 'vr/Versioned', entryPoint: counting }),
+    /Can't register the unversioned environment `vr\/Versioned` when the versioned environment `vr\/Versioned-v1`/,
+  );
+  t.match(
+    captureWarnings(() => register({ id: 'vr/Versioned-v1', entryPoint: counting })).warnings.join(),
+    /Overriding environment vr\/Versioned-v1 already in registry/,
+  );
   t.throws(() => register({ id: 'vr/NoEntry-v0' }), /Either `entryPoint` or `vectorEntryPoint`/);
   t.ok(register({ id: 'vr/VecOnly-v0', vectorEntryPoint: 'x#y' }));
   t.throws(() => make('vr/VecOnly-v0'), /entryPoint is not specified/);
   const inner = namespace('vrns', () => register({ id: 'other/Inside-v0', entryPoint: counting }));
   t.equal(inner.id, 'vrns/Inside-v0', 'namespace() overrides the id namespace');
   t.equal(registry.has('vrns/Inside-v0'), true);
-  t.throws(() => namespace('vrns', () => { throw new Error('inner'); }), /inner/);
+  t.throws(
+    () =>
+      namespace('vrns', () => {
+        throw new Error('inner');
+      }),
+    /inner/,
+  );
   t.equal(register({ id: 'Outside-v0', entryPoint: counting }).namespace, null, 'namespace is restored after an error');
   cleanup('vr');
   registry.delete('Outside-v0');
@@ -85,13 +114,22 @@ t.test('version rules on make and spec', async (t) => {
   t.equal(findHighestVersion('mk', 'Only'), null);
   const latest = captureWarnings(() => make('mk/Env'));
   t.equal(latest.result.spec?.id, 'mk/Env-v3', 'unversioned id picks the latest version');
-  t.match(latest.warnings.join(), /Using the latest versioned environment `mk\/Env-v3` instead of the unversioned environment `mk\/Env`/);
+  t.match(
+    latest.warnings.join(),
+    /Using the latest versioned environment `mk\/Env-v3` instead of the unversioned environment `mk\/Env`/,
+  );
   const old = captureWarnings(() => make('mk/Env-v1'));
   t.equal(old.result.spec?.id, 'mk/Env-v1');
-  t.match(old.warnings.join(), /The environment mk\/Env-v1 is out of date. You should consider upgrading to version `v3`/);
+  t.match(
+    old.warnings.join(),
+    /The environment mk\/Env-v1 is out of date. You should consider upgrading to version `v3`/,
+  );
   captureWarnings(() => {
     t.throws(() => make('mk/Env-v2'), DeprecatedEnv, 'an unregistered older version is deprecated');
-    t.throws(() => make('mk/Env-v2'), /Environment version v2 for `mk\/Env` is deprecated. Please use `mk\/Env-v3` instead/);
+    t.throws(
+      () => make('mk/Env-v2'),
+      /Environment version v2 for `mk\/Env` is deprecated. Please use `mk\/Env-v3` instead/,
+    );
   });
   t.throws(() => make('mk/Env-v7'), VersionNotFound);
   t.throws(() => make('mk/Env-v7'), /It provides versioned environments: \[ `v1`, `v3` \]/);
@@ -133,7 +171,10 @@ t.test('make applies PassiveEnvChecker, OrderEnforcing, TimeLimit in Gymnasium o
   t.equal(bare.toString(), '<TimeLimit<OrderEnforcing<CountingEnv<wo/Counting-v0>>>>');
   register({ id: 'wo/Raw-v0', entryPoint: counting, orderEnforce: false, disableEnvChecker: true });
   t.equal(make('wo/Raw-v0').toString(), '<CountingEnv<wo/Raw-v0>>', 'no wrappers when the spec asks for none');
-  t.equal(make('wo/Raw-v0', {}, { disableEnvChecker: false }).toString(), '<PassiveEnvChecker<CountingEnv<wo/Raw-v0>>>');
+  t.equal(
+    make('wo/Raw-v0', {}, { disableEnvChecker: false }).toString(),
+    '<PassiveEnvChecker<CountingEnv<wo/Raw-v0>>>',
+  );
   const stats = make('wo/Counting-v0', {}, { recordEpisodeStatistics: { statsKey: 'ep' } });
   t.ok(stats instanceof RecordEpisodeStatistics, 'RecordEpisodeStatistics is outermost');
   t.equal((stats as Wrapper).env.constructor, TimeLimit);
@@ -144,33 +185,59 @@ t.test('make applies PassiveEnvChecker, OrderEnforcing, TimeLimit in Gymnasium o
   t.ok(make('wo/Counting-v0', {}, { recordEpisodeStatistics: true }) instanceof RecordEpisodeStatistics);
   // additional wrappers
   class Tag extends Wrapper {
-    constructor(env: Env, readonly kwargs: Record<string, unknown>) {
+    constructor(
+      env: Env,
+      readonly kwargs: Record<string, unknown>,
+    ) {
       super(env);
     }
   }
-  register({ id: 'wo/Extra-v0', entryPoint: CountingEnv as never, additionalWrappers: [{ name: 'Tag', entryPoint: Tag as never, kwargs: { a: 1 } }] });
+  register({
+    id: 'wo/Extra-v0',
+    entryPoint: CountingEnv as never,
+    additionalWrappers: [{ name: 'Tag', entryPoint: Tag as never, kwargs: { a: 1 } }],
+  });
   const extra = make('wo/Extra-v0');
   t.ok(extra instanceof Tag && (extra as Tag).kwargs.a === 1, 'additional wrappers after the standard ones');
   t.ok((extra as Tag).env instanceof OrderEnforcing);
   t.ok(extra.unwrapped instanceof CountingEnv, 'a class entry point is constructed with new');
   // entry point errors
-  register({ id: 'wo/Throws-v0', entryPoint: () => { throw new TypeError('bad kwarg'); } });
-  t.throws(() => make('wo/Throws-v0', { x: 1 }), /bad kwarg was raised from the environment creator for wo\/Throws-v0 with kwargs \(x\)/);
+  register({
+    id: 'wo/Throws-v0',
+    entryPoint: () => {
+      throw new TypeError('bad kwarg');
+    },
+  });
+  t.throws(
+    () => make('wo/Throws-v0', { x: 1 }),
+    /bad kwarg was raised from the environment creator for wo\/Throws-v0 with kwargs \(x\)/,
+  );
   register({ id: 'wo/NotEnv-v0', entryPoint: (() => ({})) as never });
   t.throws(() => make('wo/NotEnv-v0'), /did not return an Env/);
   register({ id: 'wo/Async-v0', entryPoint: (k) => new AsyncCountingEnv(k as CountingOptions) });
   t.throws(() => make('wo/Async-v0'), /creates an AsyncEnv: use makeAsync/);
   t.throws(() => make(5 as never), TypeError);
   register({ id: 'wo/Class-v0', entryPoint: CountingEnv as never });
-  t.match(captureWarnings(() => make('wo/Class-v0', { renderMode: 'rgb_array' })).warnings.join(), /renderMode="rgb_array" that is not in the possible renderModes \(\[ansi\]\)/);
+  t.match(
+    captureWarnings(() => make('wo/Class-v0', { renderMode: 'rgb_array' })).warnings.join(),
+    /renderMode="rgb_array" that is not in the possible renderModes \(\[ansi\]\)/,
+  );
   cleanup('wo/');
 });
 
 t.test('makeAsync wraps AsyncEnvs with the async wrappers', async (t) => {
-  register({ id: 'ma/Async-v0', entryPoint: (k) => new AsyncCountingEnv(k as CountingOptions), maxEpisodeSteps: 2, kwargs: { length: 10 } });
+  register({
+    id: 'ma/Async-v0',
+    entryPoint: (k) => new AsyncCountingEnv(k as CountingOptions),
+    maxEpisodeSteps: 2,
+    kwargs: { length: 10 },
+  });
   const env = await makeAsync('ma/Async-v0', {}, { recordEpisodeStatistics: true });
   t.ok(env instanceof AsyncRecordEpisodeStatistics);
-  t.equal(env.toString(), '<AsyncRecordEpisodeStatistics<AsyncTimeLimit<AsyncOrderEnforcing<AsyncPassiveEnvChecker<AsyncCountingEnv<ma/Async-v0>>>>>>');
+  t.equal(
+    env.toString(),
+    '<AsyncRecordEpisodeStatistics<AsyncTimeLimit<AsyncOrderEnforcing<AsyncPassiveEnvChecker<AsyncCountingEnv<ma/Async-v0>>>>>>',
+  );
   t.ok(env instanceof AsyncEnv);
   await env.reset({ seed: 0 });
   await env.step(0);
@@ -179,18 +246,33 @@ t.test('makeAsync wraps AsyncEnvs with the async wrappers', async (t) => {
   t.same((info.episode as { l: number }).l, 2);
   const bare = await makeAsync('ma/Async-v0', {}, { disableEnvChecker: true, maxEpisodeSteps: 5 });
   t.ok(bare instanceof AsyncTimeLimit && (bare as AsyncTimeLimit<unknown, unknown>).env instanceof AsyncOrderEnforcing);
-  t.notOk(((bare as AsyncTimeLimit<unknown, unknown>).env as AsyncOrderEnforcing<unknown, unknown>).env instanceof AsyncPassiveEnvChecker);
+  t.notOk(
+    ((bare as AsyncTimeLimit<unknown, unknown>).env as AsyncOrderEnforcing<unknown, unknown>).env instanceof
+      AsyncPassiveEnvChecker,
+  );
   const sync = await makeAsync('sinkflex/CartPole-v1');
   t.ok(sync instanceof SyncToAsyncEnv, 'a synchronous env gets the sync wrappers, then an adapter');
-  t.equal(sync.toString(), '<SyncToAsyncEnv<TimeLimit<OrderEnforcing<PassiveEnvChecker<CartPoleEnv<sinkflex/CartPole-v1>>>>>>');
-  register({ id: 'ma/Raw-v0', entryPoint: (k) => new AsyncCountingEnv(k as CountingOptions), orderEnforce: false, disableEnvChecker: true });
+  t.equal(
+    sync.toString(),
+    '<SyncToAsyncEnv<TimeLimit<OrderEnforcing<PassiveEnvChecker<CartPoleEnv<sinkflex/CartPole-v1>>>>>>',
+  );
+  register({
+    id: 'ma/Raw-v0',
+    entryPoint: (k) => new AsyncCountingEnv(k as CountingOptions),
+    orderEnforce: false,
+    disableEnvChecker: true,
+  });
   t.equal((await makeAsync('ma/Raw-v0')).toString(), '<AsyncCountingEnv<ma/Raw-v0>>');
   cleanup('ma/');
 });
 
 t.test('string entry points ("path#export")', async (t) => {
   const rel = relative(process.cwd(), fileURLToPath(fixtureUrl));
-  t.same(resolveModuleSpecifier(`./${rel}#CountingEnv`), { url: fixtureUrl, exportName: 'CountingEnv' }, 'relative paths resolve against the cwd');
+  t.same(
+    resolveModuleSpecifier(`./${rel}#CountingEnv`),
+    { url: fixtureUrl, exportName: 'CountingEnv' },
+    'relative paths resolve against the cwd',
+  );
   t.equal(resolveModuleSpecifier('some-package').exportName, 'default');
   t.equal(resolveModuleSpecifier('some-package').url, 'some-package', 'package specifiers are kept');
   t.throws(() => resolveModuleSpecifier('#x'), TypeError);
@@ -218,8 +300,20 @@ t.test('spec helpers and the registry listing', async (t) => {
   t.equal(s.maxEpisodeSteps, 500);
   t.equal(s.rewardThreshold, 475);
   t.equal(s.pprint(), 'id=sinkflex/CartPole-v1\nrewardThreshold=475\nmaxEpisodeSteps=500');
-  t.match(s.pprint({ printAll: true }), /entryPoint=.*cartpole\.(js|ts)#CartPoleEnv[\s\S]*orderEnforce=true[\s\S]*additionalWrappers=\[\]/);
-  t.match(new EnvSpec({ id: 'F-v0', entryPoint: counting, nondeterministic: true, orderEnforce: false, disableEnvChecker: true }).pprint({ includeEntryPoints: true }), /entryPoint=counting\nnondeterministic=true\norderEnforce=false\ndisableEnvChecker=true/);
+  t.match(
+    s.pprint({ printAll: true }),
+    /entryPoint=.*cartpole\.(js|ts)#CartPoleEnv[\s\S]*orderEnforce=true[\s\S]*additionalWrappers=\[\]/,
+  );
+  t.match(
+    new EnvSpec({
+      id: 'F-v0',
+      entryPoint: counting,
+      nondeterministic: true,
+      orderEnforce: false,
+      disableEnvChecker: true,
+    }).pprint({ includeEntryPoints: true }),
+    /entryPoint=counting\nnondeterministic=true\norderEnforce=false\ndisableEnvChecker=true/,
+  );
   const copy = s.copyWith({ maxEpisodeSteps: 10 });
   t.equal(copy.maxEpisodeSteps, 10);
   t.equal(s.maxEpisodeSteps, 500, 'copyWith does not mutate');

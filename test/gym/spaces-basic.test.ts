@@ -1,6 +1,14 @@
 import t from 'tap';
 
-import { Box, Discrete, MultiBinary, MultiDiscrete, RandomGenerator, captureWarnings, spaceFromJSON } from '../../lib/gym/index.js';
+import {
+  Box,
+  Discrete,
+  MultiBinary,
+  MultiDiscrete,
+  RandomGenerator,
+  captureWarnings,
+  spaceFromJSON,
+} from '../../lib/gym/index.js';
 import { canCast } from '../../lib/gym/spaces/space.js';
 
 t.test('Discrete', async (t) => {
@@ -10,7 +18,11 @@ t.test('Discrete', async (t) => {
   t.same(d.shape, []);
   const seen = new Set<number>();
   for (let i = 0; i < 500; i++) seen.add(d.sample());
-  t.same([...seen].sort((a, b) => a - b), [-2, -1, 0, 1, 2], 'samples cover start..start+n-1');
+  t.same(
+    [...seen].sort((a, b) => a - b),
+    [-2, -1, 0, 1, 2],
+    'samples cover start..start+n-1',
+  );
   t.ok(d.contains(-2) && d.contains(2));
   t.notOk(d.contains(3), 'above the range');
   t.notOk(d.contains(-3), 'below the range');
@@ -30,7 +42,11 @@ t.test('Discrete', async (t) => {
   const a = new Discrete(100, { seed: 42 });
   const b = new Discrete(100);
   t.equal(b.seed(42), 42, 'seed returns the seed used');
-  t.same(Array.from({ length: 20 }, () => a.sample()), Array.from({ length: 20 }, () => b.sample()), 'same seed, same samples');
+  t.same(
+    Array.from({ length: 20 }, () => a.sample()),
+    Array.from({ length: 20 }, () => b.sample()),
+    'same seed, same samples',
+  );
   t.ok(typeof new Discrete(4).seed() === 'number', 'seed() without a seed picks one');
   t.throws(() => new Discrete(0), RangeError);
   t.throws(() => new Discrete(2.5), TypeError);
@@ -53,7 +69,17 @@ t.test('Box: construction and bounds', async (t) => {
   t.same(v.shape, [2]);
   t.equal(v.toString(), 'Box([-1. -2.], [2. 4.], (2,), float64)');
   t.same(new Box(0, 1).shape, [1], 'scalar bounds give shape [1]');
-  t.same(new Box([[0, 0, 0], [1, 1, 1]], 5).shape, [2, 3], 'nested bounds give the shape');
+  t.same(
+    new Box(
+      [
+        [0, 0, 0],
+        [1, 1, 1],
+      ],
+      5,
+    ).shape,
+    [2, 3],
+    'nested bounds give the shape',
+  );
   t.same(new Box(0, 1, { shape: [2], dtype: 'uint8' }).dtype, 'uint8', 'options form');
   t.equal(new Box(0.1, 1).low[0], Math.fround(0.1), 'float32 bounds are rounded to float32');
   t.throws(() => new Box(1, 0), /low values must be less than or equal to high/);
@@ -96,9 +122,16 @@ t.test('Box: sampling follows the kind of interval', async (t) => {
   t.ok(Math.abs(normalSq / 4000 - 1) < 0.1, 'unbounded elements are standard normal');
   const ints = new Box(-2, 2, [1000], 'int32', 7).sample();
   t.ok(ints instanceof Int32Array);
-  t.same([...new Set(ints)].sort((a, b) => a - b), [-2, -1, 0, 1, 2], 'integer boxes include high');
+  t.same(
+    [...new Set(ints)].sort((a, b) => a - b),
+    [-2, -1, 0, 1, 2],
+    'integer boxes include high',
+  );
   t.ok(new Box(0, 1, [3], 'uint8', 1).sample() instanceof Uint8Array);
-  t.ok(new Box(-Infinity, Infinity, [50], 'int16', 1).contains(new Box(-Infinity, Infinity, [50], 'int16', 1).sample()), 'unbounded int sample contained');
+  t.ok(
+    new Box(-Infinity, Infinity, [50], 'int16', 1).contains(new Box(-Infinity, Infinity, [50], 'int16', 1).sample()),
+    'unbounded int sample contained',
+  );
   const a = new Box(0, 1, [5], 'float32', 99);
   const c = new Box(0, 1, [5], 'float32', 99);
   t.same(a.sample(), c.sample(), 'seeded');
@@ -116,7 +149,13 @@ t.test('Box: contains', async (t) => {
   t.notOk(b.contains(Float32Array.of(0, NaN, 0, 0)), 'NaN');
   t.notOk(b.contains(Float64Array.of(0, 0, 0, 0)), 'float64 does not cast safely to float32 (NumPy can_cast)');
   t.ok(b.contains(Int8Array.of(0, 1, -1, 0)), 'int8 casts safely to float32');
-  t.ok(b.contains([[0, 0.5], [1, -1]]), 'nested arrays of the right shape');
+  t.ok(
+    b.contains([
+      [0, 0.5],
+      [1, -1],
+    ]),
+    'nested arrays of the right shape',
+  );
   t.notOk(b.contains([0, 0.5, 1, -1]), 'a flat array has the wrong shape');
   t.notOk(b.contains('x'));
   const scalar = new Box(0, 1, []);
@@ -127,7 +166,13 @@ t.test('Box: contains', async (t) => {
   t.notOk(ints.contains([3.5, 4]), 'non-integer values do not fit an int box');
   t.notOk(ints.contains(Uint32Array.of(1, 2)), 'uint32 does not cast safely to int32');
   t.ok(new Box(0, 10, [2], 'float64').contains(Int32Array.of(1, 2)));
-  t.ok(canCast('uint16', 'int32') && !canCast('uint32', 'int32') && !canCast('int8', 'uint8') && canCast('float32', 'float64') && !canCast('int32', 'float32'));
+  t.ok(
+    canCast('uint16', 'int32') &&
+      !canCast('uint32', 'int32') &&
+      !canCast('int8', 'uint8') &&
+      canCast('float32', 'float64') &&
+      !canCast('int32', 'float32'),
+  );
   t.ok(b.equals(new Box(-1, 1, [2, 2])));
   t.notOk(b.equals(new Box(-1, 1, [4])), 'shape');
   t.notOk(b.equals(new Box(-1, 1, [2, 2], 'float64')), 'dtype');
@@ -145,9 +190,25 @@ t.test('Box: JSON', async (t) => {
   const m = new Box(0, 5, [2, 2], 'int32');
   const samples = [Int32Array.of(1, 2, 3, 4), Int32Array.of(0, 0, 5, 5)];
   const js = m.toJsonable(samples);
-  t.same(js, [[[1, 2], [3, 4]], [[0, 0], [5, 5]]], 'nested lists');
+  t.same(
+    js,
+    [
+      [
+        [1, 2],
+        [3, 4],
+      ],
+      [
+        [0, 0],
+        [5, 5],
+      ],
+    ],
+    'nested lists',
+  );
   const fromJs = m.fromJsonable(js);
-  t.same(fromJs.map((x) => Array.from(x)), samples.map((x) => Array.from(x)));
+  t.same(
+    fromJs.map((x) => Array.from(x)),
+    samples.map((x) => Array.from(x)),
+  );
   t.ok(fromJs[0] instanceof Int32Array);
   t.throws(() => m.fromJsonable([[1, 2]]), RangeError);
   t.throws(() => m.fromJsonable('x'), TypeError);
@@ -159,21 +220,49 @@ t.test('MultiDiscrete', async (t) => {
   t.same(md.shape, [3]);
   for (let i = 0; i < 100; i++) {
     const s = md.sample();
-    if (!(s instanceof Int32Array) || s[0] > 2 || s[1] > 1 || s[2] > 3 || Math.min(...s) < 0) t.fail('sample out of range');
+    if (!(s instanceof Int32Array) || s[0] > 2 || s[1] > 1 || s[2] > 3 || Math.min(...s) < 0)
+      t.fail('sample out of range');
   }
-  const started = new MultiDiscrete([[2, 2], [3, 3]], { start: [[1, 1], [-1, -1]] });
+  const started = new MultiDiscrete(
+    [
+      [2, 2],
+      [3, 3],
+    ],
+    {
+      start: [
+        [1, 1],
+        [-1, -1],
+      ],
+    },
+  );
   t.same(started.shape, [2, 2]);
   t.match(started.toString(), /start=\[\[1 1\] \[-1 -1\]\]/);
   t.ok(started.contains(Int32Array.of(1, 2, -1, 1)));
   t.notOk(started.contains(Int32Array.of(0, 2, -1, 1)), 'below start');
-  t.ok(started.contains([[2, 1], [0, 1]]), 'nested arrays');
+  t.ok(
+    started.contains([
+      [2, 1],
+      [0, 1],
+    ]),
+    'nested arrays',
+  );
   t.notOk(started.contains([2, 1, 0, 1]), 'wrong nesting');
   t.notOk(md.contains(Float32Array.of(0, 0, 0)), 'float arrays are not integer samples');
   t.notOk(md.contains([0, 0]));
   const masked = md.sample([Int8Array.of(0, 0, 1), null, Int8Array.of(0, 0, 0, 0)]);
   t.equal(masked[0], 2, 'masked element');
   t.equal(masked[2], 0, 'all-zero mask gives start');
-  t.equal(md.sample(null, [[0, 1, 0], [1, 0], [0, 0, 0, 1]]).join(), '1,0,3', 'probability vectors');
+  t.equal(
+    md
+      .sample(null, [
+        [0, 1, 0],
+        [1, 0],
+        [0, 0, 0, 1],
+      ])
+      .join(),
+    '1,0,3',
+    'probability vectors',
+  );
   t.throws(() => md.sample([null]), RangeError);
   t.throws(() => new MultiDiscrete([0, 2]), RangeError);
   t.throws(() => new MultiDiscrete([2], { dtype: 'float32' as never }), TypeError);
@@ -194,22 +283,52 @@ t.test('MultiBinary', async (t) => {
   t.equal(mb.toString(), 'MultiBinary(6)');
   const s = mb.sample();
   t.ok(s instanceof Int8Array && s.length === 6 && s.every((v) => v === 0 || v === 1));
-  t.same(Array.from(mb.sample([0, 1, 2, 2, 0, 1])).filter((_, i) => [0, 1, 4, 5].includes(i)), [0, 1, 0, 1], 'mask fixes 0/1, 2 is random');
+  t.same(
+    Array.from(mb.sample([0, 1, 2, 2, 0, 1])).filter((_, i) => [0, 1, 4, 5].includes(i)),
+    [0, 1, 0, 1],
+    'mask fixes 0/1, 2 is random',
+  );
   t.same(Array.from(mb.sample(null, [0, 1, 0, 1, 0, 1])), [0, 1, 0, 1, 0, 1], 'probability of a one');
   t.throws(() => mb.sample([3, 0, 0, 0, 0, 0]), RangeError);
   t.throws(() => mb.sample(null, [0.5]), RangeError);
   t.throws(() => mb.sample(null, [2, 0, 0, 0, 0, 0]), RangeError);
   const grid = new MultiBinary([2, 3]);
   t.equal(grid.toString(), 'MultiBinary((2, 3))');
-  t.ok(grid.contains([[0, 1, 0], [1, 1, 1]]));
+  t.ok(
+    grid.contains([
+      [0, 1, 0],
+      [1, 1, 1],
+    ]),
+  );
   t.ok(grid.contains(Int8Array.of(0, 1, 0, 1, 1, 1)));
-  t.notOk(grid.contains([[0, 2, 0], [1, 1, 1]]), 'only 0 and 1');
+  t.notOk(
+    grid.contains([
+      [0, 2, 0],
+      [1, 1, 1],
+    ]),
+    'only 0 and 1',
+  );
   t.notOk(grid.contains(Int8Array.of(0, 1)), 'size');
   t.throws(() => new MultiBinary([0]), RangeError);
   t.ok(spaceFromJSON(grid.toJSON()).equals(grid));
   t.notOk(grid.equals(mb));
-  t.same(grid.toJsonable([Int8Array.of(1, 0, 1, 0, 1, 0)]), [[[1, 0, 1], [0, 1, 0]]]);
-  t.same(Array.from(grid.fromJsonable([[[1, 0, 1], [0, 1, 0]]])[0]), [1, 0, 1, 0, 1, 0]);
+  t.same(grid.toJsonable([Int8Array.of(1, 0, 1, 0, 1, 0)]), [
+    [
+      [1, 0, 1],
+      [0, 1, 0],
+    ],
+  ]);
+  t.same(
+    Array.from(
+      grid.fromJsonable([
+        [
+          [1, 0, 1],
+          [0, 1, 0],
+        ],
+      ])[0],
+    ),
+    [1, 0, 1, 0, 1, 0],
+  );
   t.throws(() => grid.fromJsonable([[1]]), RangeError);
 });
 

@@ -58,7 +58,10 @@ t.test('Text', async (t) => {
 t.test('Dict', async (t) => {
   const d = new Dict({ pos: new Box(-1, 1, [2]), id: new Discrete(3) }, { seed: 7 });
   t.same(d.keys, ['id', 'pos'], 'keys of an object are sorted (as Gymnasium sorts a mapping)');
-  const ordered = new Dict([['z', new Discrete(2)], ['a', new Discrete(2)]]);
+  const ordered = new Dict([
+    ['z', new Discrete(2)],
+    ['a', new Discrete(2)],
+  ]);
   t.same(ordered.keys, ['z', 'a'], 'pairs keep their order');
   const s = d.sample();
   t.ok(d.contains(s));
@@ -79,26 +82,48 @@ t.test('Dict', async (t) => {
   b.seed(1);
   t.same(Object.keys(seeds), ['x', 'y']);
   t.not(seeds.x, seeds.y, 'sub-seeds differ');
-  t.same(Array.from({ length: 5 }, () => a.sample()), Array.from({ length: 5 }, () => b.sample()), 'same seed, same samples');
+  t.same(
+    Array.from({ length: 5 }, () => a.sample()),
+    Array.from({ length: 5 }, () => b.sample()),
+    'same seed, same samples',
+  );
   const direct = a.seed({ x: 5, y: 6 }) as Record<string, number>;
   t.same(direct, { x: 5, y: 6 }, 'a dict of seeds seeds each key');
   t.throws(() => a.seed({ x: 5 }), RangeError);
   t.throws(() => a.seed('x' as never), TypeError);
   t.same(Object.keys(a.seed(null) as object), ['x', 'y']);
   t.throws(() => new Dict({ x: 5 as never }), TypeError);
-  t.throws(() => new Dict([['x', new Discrete(2)], ['x', new Discrete(2)]]), RangeError);
+  t.throws(
+    () =>
+      new Dict([
+        ['x', new Discrete(2)],
+        ['x', new Discrete(2)],
+      ]),
+    RangeError,
+  );
   // JSON
   const samples = [d.sample(), d.sample()];
   const js = d.toJsonable(samples);
   t.same(Object.keys(js), ['id', 'pos']);
   const back = d.fromJsonable(JSON.parse(JSON.stringify(js)));
   t.equal(back.length, 2);
-  t.same(back.map((x) => x.id), samples.map((x) => x.id));
+  t.same(
+    back.map((x) => x.id),
+    samples.map((x) => x.id),
+  );
   t.same(Array.from(back[1].pos), Array.from(samples[1].pos));
   t.throws(() => d.fromJsonable([]), TypeError);
   t.throws(() => d.fromJsonable({ id: [1], pos: [] }), RangeError);
   t.ok(spaceFromJSON(JSON.stringify(ordered.toJSON())).equals(ordered), 'JSON keeps the key order');
-  t.notOk(ordered.equals(new Dict([['a', new Discrete(2)], ['z', new Discrete(2)]])), 'order matters for equality');
+  t.notOk(
+    ordered.equals(
+      new Dict([
+        ['a', new Discrete(2)],
+        ['z', new Discrete(2)],
+      ]),
+    ),
+    'order matters for equality',
+  );
   t.match(d.toString(), /^Dict\('id': Discrete\(3\), 'pos': Box/);
   t.ok(d.isNpFlattenable);
 });
@@ -130,11 +155,17 @@ t.test('Tuple', async (t) => {
   const js = tu.toJsonable(samples);
   t.equal(js.length, 2, 'one list per subspace');
   const back = tu.fromJsonable(JSON.parse(JSON.stringify(js)));
-  t.same(back.map((x) => x[0]), samples.map((x) => x[0]));
+  t.same(
+    back.map((x) => x[0]),
+    samples.map((x) => x[0]),
+  );
   t.throws(() => tu.fromJsonable([[]]), TypeError);
   t.throws(() => tu.fromJsonable([[1], []]), RangeError);
   t.ok(spaceFromJSON(tu.toJSON()).equals(tu));
-  t.equal(new Tuple([new Discrete(2), new Text(3)]).toString(), `Tuple(Discrete(2), Text(1, 3, charset=${ALPHANUMERIC}))`);
+  t.equal(
+    new Tuple([new Discrete(2), new Text(3)]).toString(),
+    `Tuple(Discrete(2), Text(1, 3, charset=${ALPHANUMERIC}))`,
+  );
   t.notOk(new Tuple([new Text(3)]).isNpFlattenable);
 });
 
@@ -164,7 +195,11 @@ t.test('Sequence', async (t) => {
   const b = new Sequence(new Discrete(100));
   t.equal((a.seed(4) as unknown[]).length, 2);
   b.seed(4);
-  t.same(Array.from({ length: 5 }, () => a.sample()), Array.from({ length: 5 }, () => b.sample()), 'same seed, same sequences');
+  t.same(
+    Array.from({ length: 5 }, () => a.sample()),
+    Array.from({ length: 5 }, () => b.sample()),
+    'same seed, same sequences',
+  );
   t.same(a.seed([1, 2]), [1, 2]);
   t.throws(() => a.seed([1]), RangeError);
   t.throws(() => a.seed({} as never), TypeError);

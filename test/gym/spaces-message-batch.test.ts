@@ -25,20 +25,48 @@ const tools = [
   {
     name: 'get_order',
     description: 'Look up an order',
-    parameters: { type: 'object', properties: { order_id: { type: 'string', minLength: 2 } }, required: ['order_id'], additionalProperties: false } as JsonSchema,
+    parameters: {
+      type: 'object',
+      properties: { order_id: { type: 'string', minLength: 2 } },
+      required: ['order_id'],
+      additionalProperties: false,
+    } as JsonSchema,
   },
   {
     type: 'function' as const,
-    function: { name: 'refund', parameters: { type: 'object', properties: { amount: { type: 'number', minimum: 0, maximum: 100 }, items: { type: 'array', items: { type: 'integer' }, maxItems: 2 } }, required: ['amount'] } as JsonSchema },
+    function: {
+      name: 'refund',
+      parameters: {
+        type: 'object',
+        properties: {
+          amount: { type: 'number', minimum: 0, maximum: 100 },
+          items: { type: 'array', items: { type: 'integer' }, maxItems: 2 },
+        },
+        required: ['amount'],
+      } as JsonSchema,
+    },
   },
 ];
 
 t.test('Message: contains follows the OpenAI chat format', async (t) => {
   const space = new Message({ tools, maxContentLength: 20 });
-  const call = (name: string, args: unknown, id = 'call_1') => ({ id, type: 'function' as const, function: { name, arguments: JSON.stringify(args) } });
+  const call = (name: string, args: unknown, id = 'call_1') => ({
+    id,
+    type: 'function' as const,
+    function: { name, arguments: JSON.stringify(args) },
+  });
   t.ok(space.contains({ role: 'user', content: 'hello' }));
-  t.ok(space.contains({ role: 'assistant', content: null, tool_calls: [call('get_order', { order_id: '#W1' })] }), 'assistant tool call with null content');
-  t.ok(space.contains({ role: 'assistant', content: 'let me check', tool_calls: [call('refund', { amount: 5, items: [1] })] }));
+  t.ok(
+    space.contains({ role: 'assistant', content: null, tool_calls: [call('get_order', { order_id: '#W1' })] }),
+    'assistant tool call with null content',
+  );
+  t.ok(
+    space.contains({
+      role: 'assistant',
+      content: 'let me check',
+      tool_calls: [call('refund', { amount: 5, items: [1] })],
+    }),
+  );
   t.ok(space.contains({ role: 'tool', content: '{"status":"ok"}', tool_call_id: 'call_1' }));
   t.ok(space.contains({ role: 'system', content: 'policy', name: 'sys', extra: 1 }), 'unknown keys are ignored');
   const bad: Array<[unknown, RegExp]> = [
@@ -52,13 +80,50 @@ t.test('Message: contains follows the OpenAI chat format', async (t) => {
     [{ role: 'assistant', content: null, tool_calls: [call('delete_all', {})] }, /unknown tool "delete_all"/],
     [{ role: 'assistant', content: null, tool_calls: [call('refund', { amount: 500 })] }, /maximum 100/],
     [{ role: 'assistant', content: null, tool_calls: [call('refund', {})] }, /missing required property "amount"/],
-    [{ role: 'assistant', content: null, tool_calls: [call('get_order', { order_id: 'W1', x: 1 })] }, /unexpected property "x"/],
-    [{ role: 'assistant', content: null, tool_calls: [call('refund', { amount: 1, items: [1.5] })] }, /expected integer/],
-    [{ role: 'assistant', content: null, tool_calls: [call('refund', { amount: 1 }), call('refund', { amount: 2 })] }, /not unique/],
-    [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'refund', arguments: '{bad' } }] }, /not valid JSON/],
-    [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'refund', arguments: '[1]' } }] }, /encode an object/],
-    [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'fn', function: { name: 'refund', arguments: '{}' } }] }, /type must be "function"/],
-    [{ role: 'assistant', content: null, tool_calls: [{ id: '', type: 'function', function: { name: 'refund', arguments: '{}' } }] }, /id must be a non-empty string/],
+    [
+      { role: 'assistant', content: null, tool_calls: [call('get_order', { order_id: 'W1', x: 1 })] },
+      /unexpected property "x"/,
+    ],
+    [
+      { role: 'assistant', content: null, tool_calls: [call('refund', { amount: 1, items: [1.5] })] },
+      /expected integer/,
+    ],
+    [
+      { role: 'assistant', content: null, tool_calls: [call('refund', { amount: 1 }), call('refund', { amount: 2 })] },
+      /not unique/,
+    ],
+    [
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'c', type: 'function', function: { name: 'refund', arguments: '{bad' } }],
+      },
+      /not valid JSON/,
+    ],
+    [
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'c', type: 'function', function: { name: 'refund', arguments: '[1]' } }],
+      },
+      /encode an object/,
+    ],
+    [
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'c', type: 'fn', function: { name: 'refund', arguments: '{}' } }],
+      },
+      /type must be "function"/,
+    ],
+    [
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: '', type: 'function', function: { name: 'refund', arguments: '{}' } }],
+      },
+      /id must be a non-empty string/,
+    ],
     [{ role: 'assistant', content: null, tool_calls: 'x' }, /must be an array/],
     [{ role: 'assistant', content: null, tool_calls: [] }, /null only with tool calls/],
     [{ role: 'tool', content: 'x' }, /tool_call_id/],
@@ -69,8 +134,14 @@ t.test('Message: contains follows the OpenAI chat format', async (t) => {
     t.match(space.explain(msg), why);
   }
   const limited = new Message({ maxToolCalls: 1 });
-  t.ok(limited.contains({ role: 'assistant', content: null, tool_calls: [call('anything', {})] }), 'without tools any name is accepted');
-  t.notOk(limited.contains({ role: 'assistant', content: null, tool_calls: [call('a', {}, 'c1'), call('b', {}, 'c2')] }), 'maxToolCalls');
+  t.ok(
+    limited.contains({ role: 'assistant', content: null, tool_calls: [call('anything', {})] }),
+    'without tools any name is accepted',
+  );
+  t.notOk(
+    limited.contains({ role: 'assistant', content: null, tool_calls: [call('a', {}, 'c1'), call('b', {}, 'c2')] }),
+    'maxToolCalls',
+  );
   t.notOk(new Message({ roles: ['assistant'] }).contains({ role: 'user', content: 'hi' }), 'roles restrict');
 });
 
@@ -97,7 +168,11 @@ t.test('Message: sample, seed, mask, JSON', async (t) => {
   t.throws(() => space.sample(null, 1 as never), TypeError);
   const a = new Message({ tools, seed: 11 });
   const b = new Message({ tools, seed: 11 });
-  t.same(Array.from({ length: 10 }, () => a.sample()), Array.from({ length: 10 }, () => b.sample()), 'same seed, same messages');
+  t.same(
+    Array.from({ length: 10 }, () => a.sample()),
+    Array.from({ length: 10 }, () => b.sample()),
+    'same seed, same messages',
+  );
   const json = JSON.stringify(space.toJSON());
   const back = spaceFromJSON(json) as Message;
   t.ok(back.equals(space), 'JSON round trip with tool schemas');
@@ -132,10 +207,19 @@ t.test('JSON Schema subset', async (t) => {
   t.match(validateJson({ s: 'a', e: 'c' }, schema), /not one of/);
   t.match(validateJson({ s: 'a', o: { x: 1 } }, schema), /\$\.o\.x: expected boolean/);
   t.match(validateJson({ s: 'a', l: [] }, schema), /fewer than 1/);
-  t.match(validateJson({ s: 'a', l: [1, 2] }, { ...schema, properties: { ...schema.properties, l: { type: 'array', maxItems: 1 } } }), /more than 1/);
+  t.match(
+    validateJson(
+      { s: 'a', l: [1, 2] },
+      { ...schema, properties: { ...schema.properties, l: { type: 'array', maxItems: 1 } } },
+    ),
+    /more than 1/,
+  );
   t.match(validateJson({ s: '' }, { properties: { s: { minLength: 1 } } }), /shorter than 1/);
   t.match(validateJson(5, { minimum: 6 }), /< minimum/);
-  t.match(validateJson(() => 1, {}), /not a JSON value/);
+  t.match(
+    validateJson(() => 1, {}),
+    /not a JSON value/,
+  );
   const rng = new RandomGenerator(1);
   for (let i = 0; i < 200; i++) {
     const v = sampleJson(schema, rng);
@@ -159,14 +243,23 @@ t.test('batchSpace follows Gymnasium', async (t) => {
   t.same(Array.from(disc.nvec), [3, 3]);
   t.same(Array.from(disc.start), [1, 1]);
   t.ok(disc.sample() instanceof Int32Array);
-  t.ok((batchSpace(new Discrete(3, { start: 2 ** 31 }), 2) as MultiDiscrete<'uint32'>).sample() instanceof Uint32Array, 'large values use uint32');
+  t.ok(
+    (batchSpace(new Discrete(3, { start: 2 ** 31 }), 2) as MultiDiscrete<'uint32'>).sample() instanceof Uint32Array,
+    'large values use uint32',
+  );
   t.throws(() => batchSpace(new Discrete(3, { start: 2 ** 40 }), 2), RangeError);
   const md = batchSpace(new MultiDiscrete([2, 5], { start: [0, 1] }), 3) as Box<'int32'>;
   t.ok(md instanceof Box && md.shape.join() === '3,2');
   t.same(Array.from(md.high), [1, 5, 1, 5, 1, 5]);
   const mb = batchSpace(new MultiBinary(4), 2) as Box<'int8'>;
   t.ok(mb instanceof Box && mb.dtype === 'int8' && mb.shape.join() === '2,4');
-  const dict = batchSpace(new Dict([['b', new Discrete(2)], ['a', new Box(0, 1, [1])]]), 3) as Dict;
+  const dict = batchSpace(
+    new Dict([
+      ['b', new Discrete(2)],
+      ['a', new Box(0, 1, [1])],
+    ]),
+    3,
+  ) as Dict;
   t.same(dict.keys, ['b', 'a'], 'key order kept');
   const tu = batchSpace(new Tuple([new Discrete(2), new Text(3)]), 2) as Tuple;
   t.ok(tu.at(1) instanceof Tuple && (tu.at(1) as Tuple).length === 2, 'Text batches as a Tuple of copies');
@@ -174,11 +267,24 @@ t.test('batchSpace follows Gymnasium', async (t) => {
   t.ok(seq.at(0) instanceof Sequence);
   t.throws(() => batchSpace(new Discrete(2), 0), RangeError);
   const msg = batchSpace(new Message(), 2) as Tuple;
-  t.ok(msg.contains([{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }]));
+  t.ok(
+    msg.contains([
+      { role: 'user', content: 'a' },
+      { role: 'user', content: 'b' },
+    ]),
+  );
 });
 
 t.test('createEmptyArray / concatenate / iterate round-trip', async (t) => {
-  const space = new Dict({ img: new Box(0, 255, [2, 2], 'uint8'), id: new Discrete(5), txt: new Text(4), pair: new Tuple([new MultiBinary(2), new MultiDiscrete([3])]) }, { seed: 1 });
+  const space = new Dict(
+    {
+      img: new Box(0, 255, [2, 2], 'uint8'),
+      id: new Discrete(5),
+      txt: new Text(4),
+      pair: new Tuple([new MultiBinary(2), new MultiDiscrete([3])]),
+    },
+    { seed: 1 },
+  );
   const items = [space.sample(), space.sample(), space.sample()];
   const empty = createEmptyArray(space, 3) as Record<string, unknown>;
   t.ok(empty.img instanceof Uint8Array && (empty.img as Uint8Array).length === 12);
@@ -190,7 +296,13 @@ t.test('createEmptyArray / concatenate / iterate round-trip', async (t) => {
   const back = iterate(space, batch, 3);
   t.same(back, items, 'iterate inverts concatenate');
   t.same(iterate(new Discrete(4), [1, 2], 2), [1, 2], 'arrays of items are accepted');
-  t.same(iterate(new Box(0, 1, [2]), [[0, 1], Float32Array.of(1, 0)], 2).map((x) => Array.from(x as Float32Array)), [[0, 1], [1, 0]]);
+  t.same(
+    iterate(new Box(0, 1, [2]), [[0, 1], Float32Array.of(1, 0)], 2).map((x) => Array.from(x as Float32Array)),
+    [
+      [0, 1],
+      [1, 0],
+    ],
+  );
   t.throws(() => iterate(new Box(0, 1, [2]), new Float32Array(3), 2), RangeError);
   t.throws(() => iterate(new Tuple([new Discrete(2)]), [], 2), RangeError);
   t.throws(() => iterate(new Dict({ a: new Discrete(2) }), 5, 2), RangeError);

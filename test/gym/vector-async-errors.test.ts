@@ -41,7 +41,11 @@ async function until(condition: () => boolean, ms = 10_000): Promise<boolean> {
 t.test('errors, timeouts and crashes are reported by index; the vector env stays usable', async (t) => {
   const envs = await AsyncVectorEnv.create<Float32Array, number[]>(
     [
-      { module: fixtures, exportName: 'CountingEnv', kwargs: { length: 100, failAtStep: 2, crashOnAction: 1, label: 'zero' } },
+      {
+        module: fixtures,
+        exportName: 'CountingEnv',
+        kwargs: { length: 100, failAtStep: 2, crashOnAction: 1, label: 'zero' },
+      },
       { module: fixtures, exportName: 'CountingEnv', kwargs: { length: 100, hangOnAction: 1, label: 'one' } },
     ],
     { timeoutMs: 20_000, ...fast },
@@ -61,9 +65,13 @@ t.test('errors, timeouts and crashes are reported by index; the vector env stays
   t.match(vErr.failures[0].error.stack ?? '', /CountingEnv\.step/, 'the worker stack is kept');
   t.equal(vErr.cause, vErr.failures[0].error);
   t.match(vErr.message, /step failed in 1 sub-environment\(s\): #0: TypeError: step 2 failed on purpose/);
-  t.same(envs.aliveWorkers, [0, 1], 'the worker survives its env\'s exception');
+  t.same(envs.aliveWorkers, [0, 1], "the worker survives its env's exception");
   const [obs] = await envs.reset({ seed: 1 });
-  t.same(Array.from(obs).filter((_, i) => i % 2 === 0), [0, 0], 'usable again after a reset');
+  t.same(
+    Array.from(obs).filter((_, i) => i % 2 === 0),
+    [0, 0],
+    'usable again after a reset',
+  );
   const resetErr = await failure(envs.reset({ options: { fail: true } }));
   t.same(resetErr.indices, [0, 1], 'a reset failing everywhere lists every index');
   t.ok(resetErr.failures.every((f) => f.error instanceof RangeError));
@@ -115,28 +123,38 @@ t.test('errors, timeouts and crashes are reported by index; the vector env stays
 
 t.test('start-up failures terminate every worker and say why', async (t) => {
   const broken = await failure(
-    AsyncVectorEnv.create([
-      { module: fixtures, exportName: 'CountingEnv' },
-      { module: fixtures, exportName: 'BrokenConstructorEnv' },
-      'nope/Nothing-v0',
-      { module: fixtures, exportName: 'NoSuchExport' },
-    ], fast),
+    AsyncVectorEnv.create(
+      [
+        { module: fixtures, exportName: 'CountingEnv' },
+        { module: fixtures, exportName: 'BrokenConstructorEnv' },
+        'nope/Nothing-v0',
+        { module: fixtures, exportName: 'NoSuchExport' },
+      ],
+      fast,
+    ),
   );
   t.equal(broken.command, 'create');
   t.same(broken.indices, [1, 2, 3], 'every failing worker is listed');
   t.match(broken.message, /#1: Error: constructor failed on purpose/);
   t.match(broken.message, /#2: NamespaceNotFound: Namespace nope not found/);
   t.match(broken.message, /#3: GymError: Module .*envs\.(js|ts) has no export `NoSuchExport`/);
-  const mismatch = await failure(AsyncVectorEnv.create([{ module: fixtures, exportName: 'CountingEnv' }, `sinkflex/CartPole-v1`], fast));
+  const mismatch = await failure(
+    AsyncVectorEnv.create([{ module: fixtures, exportName: 'CountingEnv' }, `sinkflex/CartPole-v1`], fast),
+  );
   t.match(mismatch.message, /#1: GymError: the spaces of sub-environment 1 differ from those of sub-environment 0/);
-  const badUrl = await failure(AsyncVectorEnv.create(['sinkflex/CartPole-v1'], { workerUrl: 'https://example.invalid/worker.js' }));
+  const badUrl = await failure(
+    AsyncVectorEnv.create(['sinkflex/CartPole-v1'], { workerUrl: 'https://example.invalid/worker.js' }),
+  );
   t.same(badUrl.indices, [0], 'a worker that cannot even be constructed is a start failure too');
   await t.rejects(AsyncVectorEnv.create([]), RangeError);
   await t.rejects(AsyncVectorEnv.create([5 as never]), TypeError);
   await t.rejects(AsyncVectorEnv.create([{ nothing: 1 } as never]), /needs an `id` or a `module`/);
   await t.rejects(AsyncVectorEnv.create(['a'], { autoresetMode: 'Later' as never }), /Unexpected autoreset mode/);
   register({ id: 'err/Function-v0', entryPoint: (k) => new CountingEnv(k) });
-  await t.rejects(makeVec('err/Function-v0', 2, { vectorizationMode: 'async' }), /function entry point, which worker threads cannot load/);
+  await t.rejects(
+    makeVec('err/Function-v0', 2, { vectorizationMode: 'async' }),
+    /function entry point, which worker threads cannot load/,
+  );
   registry.delete('err/Function-v0');
 });
 
@@ -149,7 +167,11 @@ t.test('idle daemon workers do not keep the process alive', async (t) => {
     // no close(): the process must still end
   `;
   const started = Date.now();
-  const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, NODE_OPTIONS: '' } });
+  const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, NODE_OPTIONS: '' },
+  });
   t.equal(child.status, 0, child.stderr);
   t.match(child.stdout, /reset 2/);
   t.ok(Date.now() - started < 60_000, 'exited by itself');

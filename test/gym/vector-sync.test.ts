@@ -47,7 +47,14 @@ t.test('addInfo builds arrays with `_key` masks (Gymnasium _add_info)', async (t
   const mixed3: Info = {};
   addInfo(mixed3, { v: Float32Array.of(1, 2) }, 0, 2);
   addInfo(mixed3, { v: Float32Array.of(1, 2, 3) }, 1, 2);
-  t.same((mixed3.v as unknown[]).map((x) => Array.from(x as Float32Array)), [[1, 2], [1, 2, 3]], 'ragged typed arrays become a plain array');
+  t.same(
+    (mixed3.v as unknown[]).map((x) => Array.from(x as Float32Array)),
+    [
+      [1, 2],
+      [1, 2, 3],
+    ],
+    'ragged typed arrays become a plain array',
+  );
 });
 
 t.test('seed and reset_mask helpers', async (t) => {
@@ -67,7 +74,10 @@ t.test('seed and reset_mask helpers', async (t) => {
 });
 
 const make2 = (mode?: AutoresetMode, lengths = [2, 3]): SyncVectorEnv<Float32Array, Int32Array | number[]> =>
-  new SyncVectorEnv<Float32Array, Int32Array | number[]>(lengths.map((length) => () => new CountingEnv({ length })), { autoresetMode: mode });
+  new SyncVectorEnv<Float32Array, Int32Array | number[]>(
+    lengths.map((length) => () => new CountingEnv({ length })),
+    { autoresetMode: mode },
+  );
 
 t.test('SyncVectorEnv basics', async (t) => {
   const envs = make2();
@@ -87,7 +97,10 @@ t.test('SyncVectorEnv basics', async (t) => {
   t.same(infos._reset, [true, true]);
   t.same(Array.from(infos.start as Float64Array), [single0[1].start, single1[1].start]);
   const [obs2, rewards, terms, truncs, info2] = envs.step(Int32Array.of(1, 0));
-  t.same(obsRows(obs2).map((r) => r[0]), [1, 1]);
+  t.same(
+    obsRows(obs2).map((r) => r[0]),
+    [1, 1],
+  );
   t.ok(rewards instanceof Float64Array);
   t.same(Array.from(rewards), [11, 10]);
   t.same(terms, [false, false]);
@@ -98,7 +111,10 @@ t.test('SyncVectorEnv basics', async (t) => {
   t.equal(envs.npRandom.seed, 10, 'an integer reset seed seeds the vector generator');
   envs.close();
   envs.close();
-  t.ok(envs.envs.every((e) => (e as CountingEnv).closeCount === 1), 'close is idempotent');
+  t.ok(
+    envs.envs.every((e) => (e as CountingEnv).closeCount === 1),
+    'close is idempotent',
+  );
   t.throws(() => envs.step([0, 0]), ClosedEnvironmentError);
   t.throws(() => envs.reset(), /after a call to `close\(\)`/);
 });
@@ -116,7 +132,13 @@ t.test('NEXT_STEP autoreset (Gymnasium 1.x default)', async (t) => {
   const [obs2, rew2, term2, trunc2, info2] = envs.step([1, 1]);
   t.same(obsRows(obs2)[0][0], 0, 'the next step resets env 0: its first observation');
   t.same(Array.from(rew2), [0, 31], 'reward 0 for the resetting sub-env');
-  t.same([term2, trunc2], [[false, false], [false, false]]);
+  t.same(
+    [term2, trunc2],
+    [
+      [false, false],
+      [false, false],
+    ],
+  );
   t.same(info2._reset, [true, false], 'the reset info of env 0');
   t.same(info2._t, [false, true], 'and the step info of env 1');
   t.same(obsRows(envs.step([0, 0])[0])[0][0], 1, 'then env 0 steps again');
@@ -130,10 +152,13 @@ t.test('SAME_STEP autoreset', async (t) => {
   const [obs, rew, term, , info] = envs.step([1, 0]);
   t.same(term, [true, false]);
   t.same(Array.from(rew), [21, 20], 'the ending step keeps its reward');
-  t.same(obsRows(obs)[0][0], 0, 'the observation is the new episode\'s first');
+  t.same(obsRows(obs)[0][0], 0, "the observation is the new episode's first");
   t.same(info._final_obs, [true, false]);
   const finalObs = info.final_obs as Array<Float32Array | null>;
-  t.ok(Array.isArray(finalObs) && finalObs.length === 2, 'final_obs: one entry per sub-environment (not batched), as Gymnasium');
+  t.ok(
+    Array.isArray(finalObs) && finalObs.length === 2,
+    'final_obs: one entry per sub-environment (not batched), as Gymnasium',
+  );
   t.ok(finalObs[0] instanceof Float32Array, 'the ended sub-env: its own last observation');
   t.same(Array.from(finalObs[0]!), [2, obsRows(first)[0][1]], 'the last observation [t = 2, start of that episode]');
   t.equal(finalObs[1], null, 'null where the episode did not end (not a row of zeros)');
@@ -161,7 +186,10 @@ t.test('DISABLED autoreset and partial resets with reset_mask', async (t) => {
   t.same(info2._reset, [true, false], 'infos only for the reset sub-envs');
   const [obs3, , term3] = envs.step([0, 0]);
   t.same(term3, [true, false]);
-  t.same(obsRows(obs3).map((r) => r[0]), [1, 2]);
+  t.same(
+    obsRows(obs3).map((r) => r[0]),
+    [1, 2],
+  );
   t.throws(() => envs.reset({ options: { reset_mask: [false, false] } }), /at least one true/);
 });
 
@@ -180,7 +208,10 @@ t.test('call, getAttr, setAttr, render and space checks', async (t) => {
   const wrapped = new SyncVectorEnv([() => make('sinkflex/CartPole-v1'), () => make('sinkflex/CartPole-v1')]);
   t.same(wrapped.getAttr('maxEpisodeSteps'), [500, 500], 'attributes of wrappers');
   t.same(wrapped.getAttr('gravity'), [9.8, 9.8], 'attributes of the base env through the wrappers');
-  t.throws(() => new SyncVectorEnv([() => new CountingEnv(), () => new WideCountingEnv()]), /observation space of sub-environment 1/);
+  t.throws(
+    () => new SyncVectorEnv([() => new CountingEnv(), () => new WideCountingEnv()]),
+    /observation space of sub-environment 1/,
+  );
   class OtherAction extends CountingEnv {
     override readonly actionSpace = new Discrete(3);
   }
@@ -201,7 +232,10 @@ t.test('SyncVectorEnv on CartPole: same seeds, same trajectories as single envs'
   const singles = [0, 1, 2].map(() => make<Float32Array, number>('sinkflex/CartPole-v1'));
   let [obs] = envs.reset({ seed: 123 });
   const singleObs = singles.map((e, i) => e.reset({ seed: 123 + i })[0]);
-  t.same(Array.from(obs), singleObs.flatMap((o) => Array.from(o)));
+  t.same(
+    Array.from(obs),
+    singleObs.flatMap((o) => Array.from(o)),
+  );
   envs.actionSpace.seed(5);
   const done = [false, false, false];
   let mismatch = 0;
@@ -217,13 +251,21 @@ t.test('SyncVectorEnv on CartPole: same seeds, same trajectories as single envs'
         return;
       }
       const [so, sr, ste, str] = e.step(actions[i]);
-      if (Array.from(so).join() !== Array.from(obs.subarray(4 * i, 4 * i + 4)).join() || sr !== r[i] || ste !== te[i] || str !== tr[i]) mismatch++;
+      if (
+        Array.from(so).join() !== Array.from(obs.subarray(4 * i, 4 * i + 4)).join() ||
+        sr !== r[i] ||
+        ste !== te[i] ||
+        str !== tr[i]
+      )
+        mismatch++;
       done[i] = ste || str;
     });
   }
   t.equal(mismatch, 0, 'every sub-env matches a single env stepped with the same actions (NEXT_STEP)');
   envs.close();
-  const stats = await makeVec<Float32Array, number[]>('sinkflex/CartPole-v1', 2, { makeOptions: { recordEpisodeStatistics: true, maxEpisodeSteps: 3 } });
+  const stats = await makeVec<Float32Array, number[]>('sinkflex/CartPole-v1', 2, {
+    makeOptions: { recordEpisodeStatistics: true, maxEpisodeSteps: 3 },
+  });
   stats.reset({ seed: 0 });
   stats.step([0, 0]);
   stats.step([0, 0]);

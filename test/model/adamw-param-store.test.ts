@@ -29,14 +29,35 @@ t.test('adamwUpdate follows the reference AdamW over several steps (decay, no de
     t.ok(closeness(m, rm, 1e-5, 1e-7) <= 1, `first moment n=${n}`);
     t.ok(closeness(v, rv, 1e-5, 1e-9) <= 1, `second moment n=${n}`);
   }
-  t.throws(() => adamwUpdate({ param: new Float32Array(2), grad: new Float32Array(2), m: new Float32Array(2), v: new Float32Array(2), step: 0 }), {
-    name: 'RangeError',
-    message: /step must be in/,
-  });
-  t.throws(() => adamwUpdate({ param: new Float32Array(2), grad: new Float32Array(2), m: new Float32Array(2), v: new Float32Array(2), step: 1, beta1: 1 }), {
-    name: 'RangeError',
-    message: /beta1 must be in \[0, 1\)/,
-  });
+  t.throws(
+    () =>
+      adamwUpdate({
+        param: new Float32Array(2),
+        grad: new Float32Array(2),
+        m: new Float32Array(2),
+        v: new Float32Array(2),
+        step: 0,
+      }),
+    {
+      name: 'RangeError',
+      message: /step must be in/,
+    },
+  );
+  t.throws(
+    () =>
+      adamwUpdate({
+        param: new Float32Array(2),
+        grad: new Float32Array(2),
+        m: new Float32Array(2),
+        v: new Float32Array(2),
+        step: 1,
+        beta1: 1,
+      }),
+    {
+      name: 'RangeError',
+      message: /beta1 must be in \[0, 1\)/,
+    },
+  );
   const x = randn(100003, 5);
   const ss = x.reduce((s, v) => s + v * v, 0);
   t.ok(Math.abs(sumSquares(x) - ss) <= 1e-6 * ss, 'sumSquares');
@@ -49,15 +70,25 @@ t.test('a store from a config: layout, seeded initialisation, copy-in/out, views
   const c = ParamStore.fromConfig(config, 43);
   t.teardown(() => [a, b, c].forEach((s) => s.dispose()));
   const layout = parameterLayout(config);
-  t.same(a.names(), layout.map((p) => p.name));
-  t.equal(a.numel, layout.reduce((n, p) => n + p.shape.reduce((x, y) => x * y, 1), 0));
+  t.same(
+    a.names(),
+    layout.map((p) => p.name),
+  );
+  t.equal(
+    a.numel,
+    layout.reduce((n, p) => n + p.shape.reduce((x, y) => x * y, 1), 0),
+  );
   t.equal(a.seed, 42);
   const bytes = (x: Float32Array): Buffer => Buffer.from(x.buffer, x.byteOffset, x.byteLength);
   t.ok(
     a.names().every((name) => bytes(a.read(name)).equals(bytes(b.read(name)))),
     'same seed, same values',
   );
-  t.notSame(Array.from(a.read('embed.weight').subarray(0, 16)), Array.from(c.read('embed.weight').subarray(0, 16)), 'another seed differs');
+  t.notSame(
+    Array.from(a.read('embed.weight').subarray(0, 16)),
+    Array.from(c.read('embed.weight').subarray(0, 16)),
+    'another seed differs',
+  );
   // initialisation statistics
   const info = new Map(a.info().map((p) => [p.name, p]));
   const emb = a.read('embed.weight');
@@ -67,11 +98,22 @@ t.test('a store from a config: layout, seeded initialisation, copy-in/out, views
   const o = a.read('layers.0.attn.o.weight');
   const ostd = Math.sqrt(o.reduce((s, v) => s + v * v, 0) / o.length);
   t.ok(Math.abs(ostd - 0.02 / Math.sqrt(4)) < 0.001, `output projections scaled by 1/sqrt(2 layers): ${ostd}`);
-  t.ok(a.read('norm.weight').every((v) => v === 1), 'norm gains are ones');
-  t.ok(a.read('layers.1.attn.sinks').every((v) => v === 0), 'sinks are zeros');
+  t.ok(
+    a.read('norm.weight').every((v) => v === 1),
+    'norm gains are ones',
+  );
+  t.ok(
+    a.read('layers.1.attn.sinks').every((v) => v === 0),
+    'sinks are zeros',
+  );
   t.equal(info.get('norm.weight')?.decay, false);
   t.equal(info.get('lm_head.weight')?.decay, true);
-  t.ok(a.read('embed.weight', 'grad').every((v) => v === 0) && a.read('embed.weight', 'm').every((v) => v === 0) && a.read('embed.weight', 'v').every((v) => v === 0), 'grads and moments start at 0');
+  t.ok(
+    a.read('embed.weight', 'grad').every((v) => v === 0) &&
+      a.read('embed.weight', 'm').every((v) => v === 0) &&
+      a.read('embed.weight', 'v').every((v) => v === 0),
+    'grads and moments start at 0',
+  );
   // copy-in/out and aliasing views
   const w = randn(128, 3);
   a.write('norm.weight', w);
@@ -81,7 +123,10 @@ t.test('a store from a config: layout, seeded initialisation, copy-in/out, views
   t.equal(a.read('norm.weight', 'grad')[5], 2.5, 'a view writes the native buffer');
   a.zeroGrad();
   t.equal(view[5], 0, 'and sees native writes');
-  t.throws(() => a.write('norm.weight', new Float32Array(3)), { name: 'RangeError', message: /data has length 3, expected 128/ });
+  t.throws(() => a.write('norm.weight', new Float32Array(3)), {
+    name: 'RangeError',
+    message: /data has length 3, expected 128/,
+  });
   t.throws(() => a.read('nope'), { name: 'RangeError', message: /unknown parameter 'nope'/ });
   t.throws(() => a.read('norm.weight', 'x' as 'grad'), { name: 'RangeError', message: /which must be one of/ });
 });
@@ -117,7 +162,9 @@ t.test('store memory is tracked and freed by dispose; views are detached', async
       for (let i = 0; i < 5; i++) { gc(); await new Promise((r) => setTimeout(r, 20)); }
       console.log(JSON.stringify([grown, plain, held, mb() - base]));
     })();`;
-  const [grown, plain, held, after] = JSON.parse(execFileSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8' })) as number[];
+  const [grown, plain, held, after] = JSON.parse(
+    execFileSync(process.execPath, ['--expose-gc', '-e', script], { encoding: 'utf8' }),
+  ) as number[];
   t.ok(grown >= 16, `a 1M-parameter store takes ${grown} MB (value, grad, m, v)`);
   t.equal(plain, 0, 'dispose without views frees at once');
   t.ok(held >= 16, 'a live (detached) view defers the release');
@@ -132,17 +179,26 @@ t.test('store AdamW step: matches the reference with global-norm clipping; non-f
   ];
   const s = ParamStore.fromSpecs(specs, 7);
   t.teardown(() => s.dispose());
-  const ref = new Map(specs.map((p) => [p.name, { p: Float64Array.from(s.read(p.name)), m: new Float64Array(s.read(p.name).length), v: new Float64Array(s.read(p.name).length) }]));
+  const ref = new Map(
+    specs.map((p) => [
+      p.name,
+      {
+        p: Float64Array.from(s.read(p.name)),
+        m: new Float64Array(s.read(p.name).length),
+        v: new Float64Array(s.read(p.name).length),
+      },
+    ]),
+  );
   const maxGradNorm = 1.5;
   for (let step = 1; step <= 4; step++) {
     const grads = new Map(specs.map((p, i) => [p.name, randn(s.read(p.name).length, step * 10 + i, -2, 2)]));
     for (const [name, g] of grads) s.write(name, g, 'grad');
     const norm = Math.sqrt([...grads.values()].reduce((acc, g) => acc + g.reduce((x, v) => x + v * v, 0), 0));
-    t.ok(Math.abs(s.gradNorm() - norm) < 1e-6 * norm, "gradNorm");
+    t.ok(Math.abs(s.gradNorm() - norm) < 1e-6 * norm, 'gradNorm');
     const scale = Math.min(1, maxGradNorm / (norm + 1e-6));
     const r = s.adamwStep({ ...HP, maxGradNorm });
     t.ok(r.applied && r.finite && r.step === step, `step ${step} applied`);
-    t.ok(Math.abs(r.gradNorm - norm) < 1e-6 * norm, "reported norm");
+    t.ok(Math.abs(r.gradNorm - norm) < 1e-6 * norm, 'reported norm');
     t.ok(Math.abs(r.clipScale - scale) < 1e-6 * scale, `clip scale ${r.clipScale}`);
     for (const p of specs) {
       const q = ref.get(p.name)!;
@@ -187,11 +243,36 @@ t.test('store RNG state round-trips; spec errors are reported', async (t) => {
   t.throws(() => s.setRngState('0'.repeat(64)), { name: 'RangeError', message: /all zeros/ });
   t.throws(() => s.setRngState('xyz'), { name: 'RangeError', message: /64 hexadecimal/ });
   t.throws(() => ParamStore.fromSpecs([], 1), { name: 'RangeError', message: /at least one parameter/ });
-  t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [2] }, { name: 'a', shape: [3] }], 1), { name: 'RangeError', message: /duplicate parameter name 'a'/ });
-  t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [] }], 1), { name: 'RangeError', message: /1 to 4 dimensions/ });
-  t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [0] }], 1), { name: 'RangeError', message: /shape\[0\] must be in/ });
+  t.throws(
+    () =>
+      ParamStore.fromSpecs(
+        [
+          { name: 'a', shape: [2] },
+          { name: 'a', shape: [3] },
+        ],
+        1,
+      ),
+    { name: 'RangeError', message: /duplicate parameter name 'a'/ },
+  );
+  t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [] }], 1), {
+    name: 'RangeError',
+    message: /1 to 4 dimensions/,
+  });
+  t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [0] }], 1), {
+    name: 'RangeError',
+    message: /shape\[0\] must be in/,
+  });
   t.throws(() => ParamStore.fromSpecs([{ name: '', shape: [1] }], 1), { name: 'RangeError', message: /empty name/ });
-  t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [1], init: 'xavier' as 'ones' }], 1), { name: 'RangeError', message: /init must be one of/ });
-  t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [1] }], -1), { name: 'RangeError', message: /seed must be in/ });
-  t.throws(() => ParamStore.fromSpecs('x' as unknown as [], 1), { name: 'TypeError', message: /specs must be an array/ });
+  t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [1], init: 'xavier' as 'ones' }], 1), {
+    name: 'RangeError',
+    message: /init must be one of/,
+  });
+  t.throws(() => ParamStore.fromSpecs([{ name: 'a', shape: [1] }], -1), {
+    name: 'RangeError',
+    message: /seed must be in/,
+  });
+  t.throws(() => ParamStore.fromSpecs('x' as unknown as [], 1), {
+    name: 'TypeError',
+    message: /specs must be an array/,
+  });
 });

@@ -8,10 +8,28 @@ import { modelConfig } from '../../lib/model/index.js';
 import { modelAddon } from '../../lib/model/native.js';
 import { cudaAvailable } from '../../lib/native/index.js';
 
-const tiny = modelConfig('tiny', { layers: 2, width: 16, heads: 2, kvHeads: 1, headDim: 8, ffn: 16, vocab: 40, context: 64, window: 8 });
+const tiny = modelConfig('tiny', {
+  layers: 2,
+  width: 16,
+  heads: 2,
+  kvHeads: 1,
+  headDim: 8,
+  ffn: 16,
+  vocab: 40,
+  context: 64,
+  window: 8,
+});
 
 t.test('runTransformerGpuBench times a train step and a sampling run on both devices', async (t) => {
-  const r = await runTransformerGpuBench({ model: tiny, tokens: 50, docLength: 20, sessions: 2, promptTokens: 5, sampleTokens: 3, repeats: 1 });
+  const r = await runTransformerGpuBench({
+    model: tiny,
+    tokens: 50,
+    docLength: 20,
+    sessions: 2,
+    promptTokens: 5,
+    sampleTokens: 3,
+    repeats: 1,
+  });
   const gpu = cudaAvailable() && modelAddon().modelOpsDevices().includes('cuda');
   t.equal(r.rows.length, 2);
   t.match(r.rows[0].stage, /^train step \(50 tokens in 2 micro-batches/);
@@ -25,7 +43,10 @@ t.test('runTransformerGpuBench times a train step and a sampling run on both dev
   t.equal(r.gpuUnavailable === '', gpu);
   if (gpu) t.ok(r.lossRelativeDifference !== null && r.lossRelativeDifference < 1e-4, 'the GPU loss is the CPU loss');
   const line = formatTransformerGpu(r);
-  t.match(line, /^transformer gpu: custom \(2 layers, width 16, vocab 40\), 0\.0M parameters; train step .*; sampling .*/);
+  t.match(
+    line,
+    /^transformer gpu: custom \(2 layers, width 16, vocab 40\), 0\.0M parameters; train step .*; sampling .*/,
+  );
   t.match(line, gpu ? /loss gpu vs cpu/ : /CPU only$/);
 });
 
@@ -35,7 +56,22 @@ t.test('the command line prints one line and checks --model', async (t) => {
   console.log = (...a: unknown[]) => void lines.push(a.join(' '));
   try {
     await t.rejects(main(['--model', 'huge']), { name: 'RangeError', message: /--model must be 'tiny' or 'small'/ });
-    await main(['--model', 'tiny', '--tokens', '24', '--doc', '12', '--sessions', '1', '--prompt', '3', '--sample', '2', '--repeats', '1']);
+    await main([
+      '--model',
+      'tiny',
+      '--tokens',
+      '24',
+      '--doc',
+      '12',
+      '--sessions',
+      '1',
+      '--prompt',
+      '3',
+      '--sample',
+      '2',
+      '--repeats',
+      '1',
+    ]);
   } finally {
     console.log = log;
   }

@@ -21,8 +21,20 @@ import {
 import { encodeSafetensors, readSafetensorsFile, writeSafetensorsFile } from '../../lib/model/safetensors.js';
 import { randn, sameBits } from './fixtures/reference.js';
 
-const config = modelConfig('tiny', { layers: 2, width: 32, heads: 2, kvHeads: 1, headDim: 16, ffn: 48, vocab: 300, context: 64, window: 16 });
-const tokenizer = trainChatTokenizer('return the order, exchange the item, refund the payment '.repeat(20), { vocabSize: 290 });
+const config = modelConfig('tiny', {
+  layers: 2,
+  width: 32,
+  heads: 2,
+  kvHeads: 1,
+  headDim: 16,
+  ffn: 48,
+  vocab: 300,
+  context: 64,
+  window: 16,
+});
+const tokenizer = trainChatTokenizer('return the order, exchange the item, refund the payment '.repeat(20), {
+  vocabSize: 290,
+});
 
 /** Fills every gradient with seeded values and takes an AdamW step. */
 function trainStep(store: ParamStore, seed: number): void {
@@ -85,7 +97,10 @@ t.test('resuming from a checkpoint continues exactly like the uninterrupted run'
   restoreParamStore(loadCheckpoint(join(dir, 'mid.safetensors')), b);
   trainStep(b, 3);
   trainStep(b, 4);
-  t.ok(a.names().every((n) => sameBits(a.read(n), b.read(n)) && sameBits(a.read(n, 'v'), b.read(n, 'v'))), 'bit-identical after 2 more steps');
+  t.ok(
+    a.names().every((n) => sameBits(a.read(n), b.read(n)) && sameBits(a.read(n, 'v'), b.read(n, 'v'))),
+    'bit-identical after 2 more steps',
+  );
   t.equal(b.step, 4);
 });
 
@@ -120,23 +135,52 @@ t.test('corrupt, truncated, foreign and mismatched files fail with a clear Check
   };
   const flipped = Buffer.from(good);
   flipped[flipped.length - 100] ^= 0x40;
-  t.throws(() => loadCheckpoint(variant('flipped.safetensors', flipped)), { name: 'CheckpointError', message: /checksum mismatch: the tensor data is corrupt/ });
-  t.throws(() => loadCheckpoint(variant('short.safetensors', good.subarray(0, good.length - 10))), { name: 'CheckpointError', message: /not a readable safetensors file: file is truncated/ });
-  t.throws(() => loadCheckpoint(variant('tiny.safetensors', good.subarray(0, 5))), { name: 'CheckpointError', message: /truncated/ });
+  t.throws(() => loadCheckpoint(variant('flipped.safetensors', flipped)), {
+    name: 'CheckpointError',
+    message: /checksum mismatch: the tensor data is corrupt/,
+  });
+  t.throws(() => loadCheckpoint(variant('short.safetensors', good.subarray(0, good.length - 10))), {
+    name: 'CheckpointError',
+    message: /not a readable safetensors file: file is truncated/,
+  });
+  t.throws(() => loadCheckpoint(variant('tiny.safetensors', good.subarray(0, 5))), {
+    name: 'CheckpointError',
+    message: /truncated/,
+  });
   t.throws(() => loadCheckpoint(join(dir, 'missing.safetensors')), { code: 'ENOENT' });
   const foreign = join(dir, 'foreign.safetensors');
   writeSafetensorsFile(foreign, [['w', { dtype: 'F32', shape: [1], data: new Float32Array(1) }]], { format: 'pt' });
-  t.throws(() => loadCheckpoint(foreign), { name: 'CheckpointError', message: /not a sinkflex checkpoint \(metadata format is "pt"\)/ });
+  t.throws(() => loadCheckpoint(foreign), {
+    name: 'CheckpointError',
+    message: /not a sinkflex checkpoint \(metadata format is "pt"\)/,
+  });
   const other: ModelConfig = { ...config, width: 64 };
-  t.throws(() => loadCheckpoint(path, { expectConfig: other }), { name: 'CheckpointError', message: /config mismatch: width is 32 in the checkpoint, 64 expected/ });
+  t.throws(() => loadCheckpoint(path, { expectConfig: other }), {
+    name: 'CheckpointError',
+    message: /config mismatch: width is 32 in the checkpoint, 64 expected/,
+  });
   const big = ParamStore.fromConfig(other, 1);
   t.teardown(() => big.dispose());
-  t.throws(() => restoreParamStore(loadCheckpoint(path), big), { name: 'CheckpointError', message: /store mismatch: parameter 0 is 'embed.weight' \[300, 64\], the checkpoint has 'embed.weight' \[300, 32\]/ });
+  t.throws(() => restoreParamStore(loadCheckpoint(path), big), {
+    name: 'CheckpointError',
+    message: /store mismatch: parameter 0 is 'embed.weight' \[300, 64\], the checkpoint has 'embed.weight' \[300, 32\]/,
+  });
   const fewer = ParamStore.fromSpecs([{ name: 'x', shape: [1] }], 1);
   t.teardown(() => fewer.dispose());
   t.throws(() => restoreParamStore(loadCheckpoint(path), fewer), { message: /the store has 1 parameters/ });
-  t.throws(() => saveCheckpoint(join(dir, 'x.safetensors'), { config: other, store: s }), { name: 'CheckpointError', message: /does not hold the parameters of this config/ });
-  t.throws(() => saveCheckpoint(join(dir, 'x.safetensors'), { config: { ...config, vocab: 100 }, store: ParamStore.fromConfig({ ...config, vocab: 100 }, 1), tokenizer }), { message: /more tokens than config.vocab/ });
+  t.throws(() => saveCheckpoint(join(dir, 'x.safetensors'), { config: other, store: s }), {
+    name: 'CheckpointError',
+    message: /does not hold the parameters of this config/,
+  });
+  t.throws(
+    () =>
+      saveCheckpoint(join(dir, 'x.safetensors'), {
+        config: { ...config, vocab: 100 },
+        store: ParamStore.fromConfig({ ...config, vocab: 100 }, 1),
+        tokenizer,
+      }),
+    { message: /more tokens than config.vocab/ },
+  );
   // a consistent file whose tensors do not match its config (rewritten with a valid checksum)
   const raw = readSafetensorsFile(path);
   const tensors = [...raw.tensors].filter(([k]) => k !== 'norm.weight');
@@ -145,19 +189,49 @@ t.test('corrupt, truncated, foreign and mismatched files fail with a clear Check
     writeSafetensorsFile(p, list, { ...meta, data_sha256: sha(list) });
     return p;
   };
-  t.throws(() => loadCheckpoint(resave('missing-tensor.safetensors', tensors, raw.metadata)), { name: 'CheckpointError', message: /missing tensor 'norm.weight'/ });
-  const reshaped = [...raw.tensors].map(([k, v]): (typeof tensors)[number] => (k === 'norm.weight' ? [k, { ...v, shape: [2, 16] }] : [k, v]));
-  t.throws(() => loadCheckpoint(resave('reshaped.safetensors', reshaped, raw.metadata)), { message: /tensor 'norm.weight' has shape \[2, 16\], the config expects \[32\]/ });
-  const extra = [...raw.tensors, ['bonus', { dtype: 'F32' as const, shape: [1], data: new Float32Array(1) }] as (typeof tensors)[number]];
-  t.throws(() => loadCheckpoint(resave('extra.safetensors', extra, raw.metadata)), { message: /unexpected tensor 'bonus'/ });
+  t.throws(() => loadCheckpoint(resave('missing-tensor.safetensors', tensors, raw.metadata)), {
+    name: 'CheckpointError',
+    message: /missing tensor 'norm.weight'/,
+  });
+  const reshaped = [...raw.tensors].map(([k, v]): (typeof tensors)[number] =>
+    k === 'norm.weight' ? [k, { ...v, shape: [2, 16] }] : [k, v],
+  );
+  t.throws(() => loadCheckpoint(resave('reshaped.safetensors', reshaped, raw.metadata)), {
+    message: /tensor 'norm.weight' has shape \[2, 16\], the config expects \[32\]/,
+  });
+  const extra = [
+    ...raw.tensors,
+    ['bonus', { dtype: 'F32' as const, shape: [1], data: new Float32Array(1) }] as (typeof tensors)[number],
+  ];
+  t.throws(() => loadCheckpoint(resave('extra.safetensors', extra, raw.metadata)), {
+    message: /unexpected tensor 'bonus'/,
+  });
   const all = [...raw.tensors];
-  t.throws(() => loadCheckpoint(resave('badcfg.safetensors', all, { ...raw.metadata, config: '{"layers": 0}' })), { message: /invalid config: config.layers/ });
-  t.throws(() => loadCheckpoint(resave('badjson.safetensors', all, { ...raw.metadata, optimizer: '{' })), { message: /metadata 'optimizer' is not valid JSON/ });
-  t.throws(() => loadCheckpoint(resave('badopt.safetensors', all, { ...raw.metadata, optimizer: '{"step": -1, "moments": true}' })), { message: /integer step/ });
-  t.throws(() => loadCheckpoint(resave('badrng.safetensors', all, { ...raw.metadata, rng: '{}' })), { message: /'rng' is malformed/ });
-  t.throws(() => loadCheckpoint(resave('badseed.safetensors', all, { ...raw.metadata, seed: 'x' })), { message: /'seed'/ });
-  t.throws(() => loadCheckpoint(resave('badtok.safetensors', all, { ...raw.metadata, tokenizer: '{"type": "x"}' })), { message: /invalid tokenizer/ });
-  t.throws(() => loadCheckpoint(resave('version.safetensors', all, { ...raw.metadata, format_version: '9' })), { message: /unsupported checkpoint version "9"/ });
+  t.throws(() => loadCheckpoint(resave('badcfg.safetensors', all, { ...raw.metadata, config: '{"layers": 0}' })), {
+    message: /invalid config: config.layers/,
+  });
+  t.throws(() => loadCheckpoint(resave('badjson.safetensors', all, { ...raw.metadata, optimizer: '{' })), {
+    message: /metadata 'optimizer' is not valid JSON/,
+  });
+  t.throws(
+    () =>
+      loadCheckpoint(
+        resave('badopt.safetensors', all, { ...raw.metadata, optimizer: '{"step": -1, "moments": true}' }),
+      ),
+    { message: /integer step/ },
+  );
+  t.throws(() => loadCheckpoint(resave('badrng.safetensors', all, { ...raw.metadata, rng: '{}' })), {
+    message: /'rng' is malformed/,
+  });
+  t.throws(() => loadCheckpoint(resave('badseed.safetensors', all, { ...raw.metadata, seed: 'x' })), {
+    message: /'seed'/,
+  });
+  t.throws(() => loadCheckpoint(resave('badtok.safetensors', all, { ...raw.metadata, tokenizer: '{"type": "x"}' })), {
+    message: /invalid tokenizer/,
+  });
+  t.throws(() => loadCheckpoint(resave('version.safetensors', all, { ...raw.metadata, format_version: '9' })), {
+    message: /unsupported checkpoint version "9"/,
+  });
   const noCfg = { ...raw.metadata };
   delete noCfg.config;
   t.throws(() => loadCheckpoint(resave('nocfg.safetensors', all, noCfg)), { message: /metadata has no 'config'/ });

@@ -8,7 +8,18 @@ import {
   logSoftmaxBackward,
   logSoftmaxForward,
 } from '../../lib/model/index.js';
-import { closeness, dot, float32Grad, numericGrad, pick, randint, randn, refLogSoftmax, sampleIndices, sameBits } from './fixtures/reference.js';
+import {
+  closeness,
+  dot,
+  float32Grad,
+  numericGrad,
+  pick,
+  randint,
+  randn,
+  refLogSoftmax,
+  sampleIndices,
+  sameBits,
+} from './fixtures/reference.js';
 
 t.test('embedding gathers rows and scatter-adds gradients (repeated ids accumulate)', async (t) => {
   for (const [T, V, D] of [
@@ -20,7 +31,8 @@ t.test('embedding gathers rows and scatter-adds gradients (repeated ids accumula
     const ids = randint(T, D, 0, V);
     const out = embeddingForward({ table, ids, vocab: V, dim: D });
     let exact = true;
-    for (let t2 = 0; t2 < T; t2++) for (let i = 0; i < D; i++) if (out[t2 * D + i] !== table[ids[t2] * D + i]) exact = false;
+    for (let t2 = 0; t2 < T; t2++)
+      for (let i = 0; i < D; i++) if (out[t2 * D + i] !== table[ids[t2] * D + i]) exact = false;
     t.ok(exact, `gather ${T}x${V}x${D}`);
     const dout = randn(T * D, T + 1);
     const start = randn(V * D, 3);
@@ -64,7 +76,16 @@ t.test('log-softmax forward: lse, target log-probs, entropy, temperature, ignore
   const ref = refLogSoftmax(logits, [0, 3], 2, 4);
   t.ok(closeness(r.logp!, ref.logp, 1e-5, 1e-5) <= 1);
   t.ok(closeness(r.entropy, ref.entropy, 1e-4, 1e-5) <= 1);
-  const g = logSoftmaxBackward({ logits, targets: Int32Array.from([0, 3]), rows: 2, vocab: 4, lse: r.lse, entropy: r.entropy, dlogp: new Float32Array([1, 1]), dentropy: new Float32Array([1, 1]) });
+  const g = logSoftmaxBackward({
+    logits,
+    targets: Int32Array.from([0, 3]),
+    rows: 2,
+    vocab: 4,
+    lse: r.lse,
+    entropy: r.entropy,
+    dlogp: new Float32Array([1, 1]),
+    dentropy: new Float32Array([1, 1]),
+  });
   t.ok(g.every(Number.isFinite), 'backward is finite too');
   t.equal(g[4], 0, 'a -Infinity logit gets no gradient');
   const noTargets = logSoftmaxForward({ logits: randn(6, 1), rows: 2, vocab: 3 });
@@ -99,17 +120,68 @@ t.test('log-softmax backward: gradients of logp and entropy by finite difference
       ],
     ];
     for (const [name, dlogp, dentropy, loss] of cases) {
-      const d = logSoftmaxBackward({ logits, targets, rows: T, vocab: V, temperature, lse: fwd.lse, entropy: fwd.entropy, dlogp, dentropy });
+      const d = logSoftmaxBackward({
+        logits,
+        targets,
+        rows: T,
+        vocab: V,
+        temperature,
+        lse: fwd.lse,
+        entropy: fwd.entropy,
+        dlogp,
+        dentropy,
+      });
       const num = numericGrad((x) => loss(x), logits, idx);
       t.ok(closeness(idx ? pick(d, idx) : d, num, 1e-3, 1e-5) <= 1, `${name} ${T}x${V} temperature ${temperature}`);
     }
     // in place: dlogits may be the logits buffer
-    const both = logSoftmaxBackward({ logits, targets, rows: T, vocab: V, temperature, lse: fwd.lse, entropy: fwd.entropy, dlogp: a, dentropy: b });
+    const both = logSoftmaxBackward({
+      logits,
+      targets,
+      rows: T,
+      vocab: V,
+      temperature,
+      lse: fwd.lse,
+      entropy: fwd.entropy,
+      dlogp: a,
+      dentropy: b,
+    });
     const buf = logits.slice();
-    logSoftmaxBackward({ logits: buf, targets, rows: T, vocab: V, temperature, lse: fwd.lse, entropy: fwd.entropy, dlogp: a, dentropy: b, dlogits: buf });
+    logSoftmaxBackward({
+      logits: buf,
+      targets,
+      rows: T,
+      vocab: V,
+      temperature,
+      lse: fwd.lse,
+      entropy: fwd.entropy,
+      dlogp: a,
+      dentropy: b,
+      dlogits: buf,
+    });
     t.ok(sameBits(buf, both), 'in place gives the same gradient');
-    const acc = logSoftmaxBackward({ logits, targets, rows: T, vocab: V, temperature, lse: fwd.lse, entropy: fwd.entropy, dlogp: a, dentropy: b, dlogits: both.slice(), accumulate: true });
-    t.ok(closeness(acc, both.map((v) => 2 * v), 1e-6, 1e-8) <= 1, 'accumulate');
+    const acc = logSoftmaxBackward({
+      logits,
+      targets,
+      rows: T,
+      vocab: V,
+      temperature,
+      lse: fwd.lse,
+      entropy: fwd.entropy,
+      dlogp: a,
+      dentropy: b,
+      dlogits: both.slice(),
+      accumulate: true,
+    });
+    t.ok(
+      closeness(
+        acc,
+        both.map((v) => 2 * v),
+        1e-6,
+        1e-8,
+      ) <= 1,
+      'accumulate',
+    );
   }
   const [T, V] = [3, 11];
   const logits = randn(T * V, 61, -2, 2);
@@ -117,7 +189,16 @@ t.test('log-softmax backward: gradients of logp and entropy by finite difference
   const a = randn(T, 63);
   const b = randn(T, 64);
   const fwd = logSoftmaxForward({ logits, targets, rows: T, vocab: V });
-  const d = logSoftmaxBackward({ logits, targets, rows: T, vocab: V, lse: fwd.lse, entropy: fwd.entropy, dlogp: a, dentropy: b });
+  const d = logSoftmaxBackward({
+    logits,
+    targets,
+    rows: T,
+    vocab: V,
+    lse: fwd.lse,
+    entropy: fwd.entropy,
+    dlogp: a,
+    dentropy: b,
+  });
   const idx = sampleIndices(logits.length, 10, 65);
   const loss = (): number => {
     const r = logSoftmaxForward({ logits, targets, rows: T, vocab: V });
@@ -150,19 +231,33 @@ t.test('cross-entropy: mean over rows with targets, gradient by finite differenc
     if (T > 2) t.equal(r.losses[2], 0, 'ignored row has loss 0');
     const d = crossEntropyBackward({ logits, targets, rows: T, vocab: V, lse: r.lse });
     const idx = T * V > 500 ? sampleIndices(logits.length, 40, 72) : undefined;
-    const num = numericGrad((x) => {
-      const f = refLogSoftmax(x, targets, T, V);
-      let s = 0;
-      targets.forEach((y, i) => {
-        if (y >= 0) s -= f.logp[i];
-      });
-      return s / count;
-    }, logits, idx);
+    const num = numericGrad(
+      (x) => {
+        const f = refLogSoftmax(x, targets, T, V);
+        let s = 0;
+        targets.forEach((y, i) => {
+          if (y >= 0) s -= f.logp[i];
+        });
+        return s / count;
+      },
+      logits,
+      idx,
+    );
     t.ok(closeness(idx ? pick(d, idx) : d, num, 1e-3, 1e-6) <= 1, `gradient ${T}x${V}`);
-    if (T > 2) t.ok(d.subarray(2 * V, 3 * V).every((v) => v === 0), 'ignored row gets no gradient');
+    if (T > 2)
+      t.ok(
+        d.subarray(2 * V, 3 * V).every((v) => v === 0),
+        'ignored row gets no gradient',
+      );
   }
   const none = crossEntropyForward({ logits: randn(6, 1), targets: Int32Array.from([-1, -1]), rows: 2, vocab: 3 });
   t.same([none.loss, none.count], [0, 0], 'no targets: loss 0');
-  const d = crossEntropyBackward({ logits: randn(6, 1), targets: Int32Array.from([-1, -1]), rows: 2, vocab: 3, lse: none.lse });
+  const d = crossEntropyBackward({
+    logits: randn(6, 1),
+    targets: Int32Array.from([-1, -1]),
+    rows: 2,
+    vocab: 3,
+    lse: none.lse,
+  });
   t.ok(d.every((v) => v === 0));
 });

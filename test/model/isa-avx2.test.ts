@@ -18,11 +18,19 @@ t.test('avx2 kernels match the float64 references', { skip: supported ? false : 
   checkAllOps(t);
 });
 
-t.test('avx2 kernels: chunked LM head and activation checkpointing = the plain step', { skip: supported ? false : 'this CPU has no avx2' }, async (t) => {
-  t.equal(opsIsa(), 'avx2');
-  checkMemorySavers(t, 'cpu');
-});
+t.test(
+  'avx2 kernels: chunked LM head and activation checkpointing = the plain step',
+  { skip: supported ? false : 'this CPU has no avx2' },
+  async (t) => {
+    t.equal(opsIsa(), 'avx2');
+    checkMemorySavers(t, 'cpu');
+  },
+);
 
-t.test('avx2: MXFP4 packed experts = dequantized experts, bit for bit', { skip: supported ? false : 'this CPU has no avx2' }, async (t) => {
-  checkMxfp4Moe(t);
-});
+t.test(
+  'avx2: MXFP4 packed experts = dequantized experts, bit for bit',
+  { skip: supported ? false : 'this CPU has no avx2' },
+  async (t) => {
+    checkMxfp4Moe(t);
+  },
+);

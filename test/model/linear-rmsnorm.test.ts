@@ -1,7 +1,18 @@
 import t from 'tap';
 
 import { linearBackward, linearForward, rmsnormBackward, rmsnormForward } from '../../lib/model/index.js';
-import { closeness, dot, float32Grad, numericGrad, pick, randn, refLinear, refRmsNorm, sampleIndices, sameBits } from './fixtures/reference.js';
+import {
+  closeness,
+  dot,
+  float32Grad,
+  numericGrad,
+  pick,
+  randn,
+  refLinear,
+  refRmsNorm,
+  sampleIndices,
+  sameBits,
+} from './fixtures/reference.js';
 
 t.test('linear forward matches the float64 reference (with and without bias, odd sizes)', async (t) => {
   for (const [T, inF, outF] of [
@@ -16,7 +27,10 @@ t.test('linear forward matches the float64 reference (with and without bias, odd
     const y = linearForward({ x, weight: w, bias: b, rows: T, inFeatures: inF, outFeatures: outF });
     t.ok(closeness(y, refLinear(x, w, b, T, inF, outF), 1e-5, 1e-5 * Math.sqrt(inF)) <= 1, `bias ${T}x${inF}x${outF}`);
     const y0 = linearForward({ x, weight: w, rows: T, inFeatures: inF, outFeatures: outF });
-    t.ok(closeness(y0, refLinear(x, w, null, T, inF, outF), 1e-5, 1e-5 * Math.sqrt(inF)) <= 1, `no bias ${T}x${inF}x${outF}`);
+    t.ok(
+      closeness(y0, refLinear(x, w, null, T, inF, outF), 1e-5, 1e-5 * Math.sqrt(inF)) <= 1,
+      `no bias ${T}x${inF}x${outF}`,
+    );
   }
 });
 
@@ -30,7 +44,8 @@ t.test('linear backward: finite differences of the float64 forward, accumulation
     const b = randn(outF, 3);
     const wy = randn(T * outF, 4); // loss = sum(wy * y)
     const g = linearBackward({ x, weight: w, dy: wy, rows: T, inFeatures: inF, outFeatures: outF });
-    const loss = (xx: ArrayLike<number>, ww: ArrayLike<number>, bb: ArrayLike<number>): number => dot(wy, refLinear(xx, ww, bb, T, inF, outF));
+    const loss = (xx: ArrayLike<number>, ww: ArrayLike<number>, bb: ArrayLike<number>): number =>
+      dot(wy, refLinear(xx, ww, bb, T, inF, outF));
     const ix = sampled ? sampleIndices(x.length, 25, 5) : undefined;
     const iw = sampled ? sampleIndices(w.length, 25, 6) : undefined;
     const numX = numericGrad((v) => loss(v, w, b), x, ix);
@@ -40,11 +55,56 @@ t.test('linear backward: finite differences of the float64 forward, accumulation
     t.ok(closeness(iw ? pick(g.dweight!, iw) : g.dweight!, numW, 1e-4, 1e-4) <= 1, `dweight ${T}x${inF}x${outF}`);
     t.ok(closeness(g.dbias!, numB, 1e-4, 1e-4) <= 1, `dbias ${T}x${inF}x${outF}`);
     // parameter gradients accumulate; dx accumulates only when asked
-    const again = linearBackward({ x, weight: w, dy: wy, rows: T, inFeatures: inF, outFeatures: outF, dx: g.dx!.slice(), dweight: g.dweight!.slice(), dbias: g.dbias!.slice(), accumulate: true });
-    t.ok(closeness(again.dweight!, g.dweight!.map((v) => 2 * v), 1e-6, 1e-6) <= 1, 'dweight +=');
-    t.ok(closeness(again.dbias!, g.dbias!.map((v) => 2 * v), 1e-6, 1e-6) <= 1, 'dbias +=');
-    t.ok(closeness(again.dx!, g.dx!.map((v) => 2 * v), 1e-6, 1e-6) <= 1, 'dx += with accumulate');
-    const over = linearBackward({ x, weight: w, dy: wy, rows: T, inFeatures: inF, outFeatures: outF, dx: new Float32Array(T * inF).fill(9), dweight: null, dbias: null });
+    const again = linearBackward({
+      x,
+      weight: w,
+      dy: wy,
+      rows: T,
+      inFeatures: inF,
+      outFeatures: outF,
+      dx: g.dx!.slice(),
+      dweight: g.dweight!.slice(),
+      dbias: g.dbias!.slice(),
+      accumulate: true,
+    });
+    t.ok(
+      closeness(
+        again.dweight!,
+        g.dweight!.map((v) => 2 * v),
+        1e-6,
+        1e-6,
+      ) <= 1,
+      'dweight +=',
+    );
+    t.ok(
+      closeness(
+        again.dbias!,
+        g.dbias!.map((v) => 2 * v),
+        1e-6,
+        1e-6,
+      ) <= 1,
+      'dbias +=',
+    );
+    t.ok(
+      closeness(
+        again.dx!,
+        g.dx!.map((v) => 2 * v),
+        1e-6,
+        1e-6,
+      ) <= 1,
+      'dx += with accumulate',
+    );
+    const over = linearBackward({
+      x,
+      weight: w,
+      dy: wy,
+      rows: T,
+      inFeatures: inF,
+      outFeatures: outF,
+      dx: new Float32Array(T * inF).fill(9),
+      dweight: null,
+      dbias: null,
+    });
     t.ok(sameBits(over.dx!, g.dx!), 'dx is overwritten without accumulate');
     t.equal(over.dweight, null);
     t.equal(over.dbias, null);
@@ -97,12 +157,45 @@ t.test('rmsnorm backward: finite differences, accumulation, in place', async (t)
     const grads = rmsnormBackward({ x, weight: g, rstd, dy: wy, rows: T, dim: D });
     const ix = sampled ? sampleIndices(x.length, 30, 3) : undefined;
     const numX = numericGrad((v) => dot(wy, refRmsNorm(v, g, T, D, eps).y), x, ix);
-    const numG = numericGrad((v) => dot(wy, refRmsNorm(x, v, T, D, eps).y), g, sampled ? sampleIndices(D, 30, 4) : undefined);
+    const numG = numericGrad(
+      (v) => dot(wy, refRmsNorm(x, v, T, D, eps).y),
+      g,
+      sampled ? sampleIndices(D, 30, 4) : undefined,
+    );
     t.ok(closeness(ix ? pick(grads.dx, ix) : grads.dx, numX, 1e-3, 1e-4) <= 1, `dx ${T}x${D}`);
-    t.ok(closeness(sampled ? pick(grads.dweight, sampleIndices(D, 30, 4)) : grads.dweight, numG, 1e-3, 1e-4) <= 1, `dweight ${T}x${D}`);
-    const acc = rmsnormBackward({ x, weight: g, rstd, dy: wy, rows: T, dim: D, dx: grads.dx.slice(), dweight: grads.dweight.slice(), accumulate: true });
-    t.ok(closeness(acc.dx, grads.dx.map((v) => 2 * v), 1e-6, 1e-7) <= 1, 'dx +=');
-    t.ok(closeness(acc.dweight, grads.dweight.map((v) => 2 * v), 1e-6, 1e-7) <= 1, 'dweight +=');
+    t.ok(
+      closeness(sampled ? pick(grads.dweight, sampleIndices(D, 30, 4)) : grads.dweight, numG, 1e-3, 1e-4) <= 1,
+      `dweight ${T}x${D}`,
+    );
+    const acc = rmsnormBackward({
+      x,
+      weight: g,
+      rstd,
+      dy: wy,
+      rows: T,
+      dim: D,
+      dx: grads.dx.slice(),
+      dweight: grads.dweight.slice(),
+      accumulate: true,
+    });
+    t.ok(
+      closeness(
+        acc.dx,
+        grads.dx.map((v) => 2 * v),
+        1e-6,
+        1e-7,
+      ) <= 1,
+      'dx +=',
+    );
+    t.ok(
+      closeness(
+        acc.dweight,
+        grads.dweight.map((v) => 2 * v),
+        1e-6,
+        1e-7,
+      ) <= 1,
+      'dweight +=',
+    );
     const dyCopy = wy.slice();
     rmsnormBackward({ x, weight: g, rstd, dy: dyCopy, rows: T, dim: D, dx: dyCopy });
     t.ok(sameBits(dyCopy, grads.dx), 'dx may be dy');

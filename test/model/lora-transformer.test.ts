@@ -19,9 +19,29 @@ import {
 } from '../../lib/model/index.js';
 import { isLoraParameter } from '../../lib/model/lora/layout.js';
 import { closeness, numericGrad, randint, rng, sampleIndices } from './fixtures/reference.js';
-import { randomBatch, randomizeStore, readParams, type RefBatch, refTransformer } from './fixtures/transformer-reference.js';
+import {
+  randomBatch,
+  randomizeStore,
+  readParams,
+  type RefBatch,
+  refTransformer,
+} from './fixtures/transformer-reference.js';
 
-const base: ModelConfigInput = { layers: 2, width: 19, heads: 3, kvHeads: 1, headDim: 6, window: 0, vocab: 23, context: 64, ffn: 11, ropeTheta: 500, normEps: 1e-5, initStd: 0.1, swiglu: 'standard' };
+const base: ModelConfigInput = {
+  layers: 2,
+  width: 19,
+  heads: 3,
+  kvHeads: 1,
+  headDim: 6,
+  window: 0,
+  vocab: 23,
+  context: 64,
+  ffn: 11,
+  ropeTheta: 500,
+  normEps: 1e-5,
+  initStd: 0.1,
+  swiglu: 'standard',
+};
 const ALL = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
 
 interface Case {
@@ -36,23 +56,48 @@ interface Case {
 const CASES: Case[] = [
   {
     label: 'qwen3-like (q/k norm, no sinks, tied), every target, float32 base, trainable embedding',
-    config: modelConfig(base, { qkNorm: true, sinks: false, tieEmbeddings: true, lora: { rank: 3, alpha: 5, targets: [...ALL] } }),
+    config: modelConfig(base, {
+      qkNorm: true,
+      sinks: false,
+      tieEmbeddings: true,
+      lora: { rank: 3, alpha: 5, targets: [...ALL] },
+    }),
     bf16: false,
     trainEmbed: true,
   },
   {
     label: 'qwen3-like, every target, bfloat16 base',
-    config: modelConfig(base, { qkNorm: true, sinks: false, tieEmbeddings: true, lora: { rank: 3, alpha: 5, targets: [...ALL] } }),
+    config: modelConfig(base, {
+      qkNorm: true,
+      sinks: false,
+      tieEmbeddings: true,
+      lora: { rank: 3, alpha: 5, targets: [...ALL] },
+    }),
     bf16: true,
   },
   {
     label: 'qwen2-like (qkv biases, sliding layer), v/up/down, rsLoRA, bfloat16 base',
-    config: modelConfig(base, { layers: 3, qkvBias: true, sinks: false, window: 4, layerTypes: ['full', 'sliding', 'full'], lora: { rank: 2, alpha: 3, rslora: true, targets: ['v_proj', 'up_proj', 'down_proj'] } }),
+    config: modelConfig(base, {
+      layers: 3,
+      qkvBias: true,
+      sinks: false,
+      window: 4,
+      layerTypes: ['full', 'sliding', 'full'],
+      lora: { rank: 2, alpha: 3, rslora: true, targets: ['v_proj', 'up_proj', 'down_proj'] },
+    }),
     bf16: true,
   },
   {
     label: 'gpt-oss-like (MoE, sinks, biases, clamped SwiGLU), attention targets, float32 base',
-    config: modelConfig(base, { bias: true, swiglu: 'clamped', experts: 3, expertsPerToken: 2, ffn: 7, window: 4, lora: { rank: 4, alpha: 16, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] } }),
+    config: modelConfig(base, {
+      bias: true,
+      swiglu: 'clamped',
+      experts: 3,
+      expertsPerToken: 2,
+      ffn: 7,
+      window: 4,
+      lora: { rank: 4, alpha: 16, targets: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] },
+    }),
     bf16: false,
   },
 ];
@@ -83,7 +128,6 @@ function makeModel(k: Case, seed: number): Transformer {
   return m;
 }
 
-
 const disposeAll = (m: Transformer): void => {
   const store = m.store;
   m.dispose();
@@ -111,7 +155,15 @@ t.test('forward with adapters matches the float64 reference', async (t) => {
 });
 
 /** Gradients of every trainable parameter (sampled entries) against finite differences of the reference objective. */
-function checkGradients(t: Test, k: Case, m: Transformer, batch: RefBatch, a: Float32Array, b: Float32Array, perParam: number): void {
+function checkGradients(
+  t: Test,
+  k: Case,
+  m: Transformer,
+  batch: RefBatch,
+  a: Float32Array,
+  b: Float32Array,
+  perParam: number,
+): void {
   const params = readParams(m.store);
   let worst = 0;
   let worstName = '';
@@ -136,14 +188,22 @@ function checkGradients(t: Test, k: Case, m: Transformer, batch: RefBatch, a: Fl
     );
     const g = m.store.read(info.name, 'grad');
     const scale = Math.max(1e-3, ...Array.from(g, Math.abs));
-    const cl = closeness(Float64Array.from(idx, (i) => g[i]), numeric, 2e-3, 1e-4 * scale);
+    const cl = closeness(
+      Float64Array.from(idx, (i) => g[i]),
+      numeric,
+      2e-3,
+      1e-4 * scale,
+    );
     if (cl > worst) {
       worst = cl;
       worstName = info.name;
     }
     checked++;
   }
-  t.ok(worst <= 1, `${k.label}: sampled gradients of all ${checked} trainable parameters match finite differences (worst ${worst.toFixed(3)} at ${worstName})`);
+  t.ok(
+    worst <= 1,
+    `${k.label}: sampled gradients of all ${checked} trainable parameters match finite differences (worst ${worst.toFixed(3)} at ${worstName})`,
+  );
 }
 
 t.test('adapter gradients match finite differences of the float64 reference; the frozen base gets none', async (t) => {
@@ -157,17 +217,38 @@ t.test('adapter gradients match finite differences of the float64 reference; the
     const f = m.forward(batch);
     f.backward({ dLogProbs: a, dEntropy: b });
     checkGradients(t, k, m, batch, a, b, 4);
-    const trainable = m.store.info().filter((p) => p.trainable).map((p) => p.name);
-    const expected = parameterLayout(k.config).map((p) => p.name).filter((n) => isLoraParameter(n) || (k.trainEmbed === true && n === 'embed.weight'));
+    const trainable = m.store
+      .info()
+      .filter((p) => p.trainable)
+      .map((p) => p.name);
+    const expected = parameterLayout(k.config)
+      .map((p) => p.name)
+      .filter((n) => isLoraParameter(n) || (k.trainEmbed === true && n === 'embed.weight'));
     t.same(trainable, expected, `${k.label}: only the adapters${k.trainEmbed ? ' and the embedding' : ''} train`);
     const frozen = m.store.info().find((p) => !p.trainable)!;
-    t.throws(() => m.store.read(frozen.name, 'grad'), { message: /is not trainable/ }, `${k.label}: ${frozen.name} has no gradient`);
-    if (k.trainEmbed) t.ok(m.store.read('embed.weight', 'grad').some((v) => v !== 0), 'the gradient reaches the embedding through every frozen layer and adapter');
+    t.throws(
+      () => m.store.read(frozen.name, 'grad'),
+      { message: /is not trainable/ },
+      `${k.label}: ${frozen.name} has no gradient`,
+    );
+    if (k.trainEmbed)
+      t.ok(
+        m.store.read('embed.weight', 'grad').some((v) => v !== 0),
+        'the gradient reaches the embedding through every frozen layer and adapter',
+      );
     // a second backward accumulates (+=)
     const g1 = m.store.read(trainable[0], 'grad');
     m.forward(batch).backward({ dLogProbs: a, dEntropy: b });
     const g2 = m.store.read(trainable[0], 'grad');
-    t.ok(closeness(g2, g1.map((v) => 2 * v), 1e-5, 1e-7) <= 1, `${k.label}: gradients accumulate`);
+    t.ok(
+      closeness(
+        g2,
+        g1.map((v) => 2 * v),
+        1e-5,
+        1e-7,
+      ) <= 1,
+      `${k.label}: gradients accumulate`,
+    );
     disposeAll(m);
   }
 });
@@ -175,26 +256,47 @@ t.test('adapter gradients match finite differences of the float64 reference; the
 t.test("KV-cache sampling with adapters gives the training forward's log-probs", async (t) => {
   for (const k of CASES) {
     const m = makeModel(k, 8);
-    const prompts = [Array.from(randint(9, 9, 0, k.config.vocab)), Array.from(randint(2, 10, 0, k.config.vocab)), Array.from(randint(17, 11, 0, k.config.vocab))];
+    const prompts = [
+      Array.from(randint(9, 9, 0, k.config.vocab)),
+      Array.from(randint(2, 10, 0, k.config.vocab)),
+      Array.from(randint(17, 11, 0, k.config.vocab)),
+    ];
     const sessions = prompts.map((p, i) => {
       const s = m.createSession(20 + i);
       s.append(p);
       return s;
     });
-    const results = await m.run(sessions.map((session) => ({ session, job: { kind: 'sample' as const, maxTokens: 12, temperature: 1 } })), { prefillChunk: 5 });
+    const results = await m.run(
+      sessions.map((session) => ({ session, job: { kind: 'sample' as const, maxTokens: 12, temperature: 1 } })),
+      { prefillChunk: 5 },
+    );
     results.forEach((r, i) => {
       const seq = [...prompts[i], ...Array.from(r.tokens)];
       const T = seq.length;
-      const batch = { tokens: Int32Array.from(seq), targets: Int32Array.from({ length: T }, (_, j) => (j + 1 < T ? seq[j + 1] : -1)), positions: Int32Array.from({ length: T }, (_, j) => j) };
+      const batch = {
+        tokens: Int32Array.from(seq),
+        targets: Int32Array.from({ length: T }, (_, j) => (j + 1 < T ? seq[j + 1] : -1)),
+        positions: Int32Array.from({ length: T }, (_, j) => j),
+      };
       const train = m.logProbs(batch).logProbs.slice(prompts[i].length - 1, T - 1);
       t.equal(r.tokens.length, 12);
-      t.ok(closeness(r.logProbs, train, 1e-4, 1e-4) <= 1, `${k.label}, prompt ${i}: sampled log-probs equal the training forward's`);
+      t.ok(
+        closeness(r.logProbs, train, 1e-4, 1e-4) <= 1,
+        `${k.label}, prompt ${i}: sampled log-probs equal the training forward's`,
+      );
     });
     // and the reference agrees on one sampled sequence (the adapters are in the sampling path)
     const seq = [...prompts[2], ...Array.from(results[2].tokens)];
     const T = seq.length;
-    const ref = refTransformer(k.config, readParams(m.store), { tokens: seq, targets: seq.slice(1).concat([-1]), positions: seq.map((_, j) => j) }).logp;
-    t.ok(closeness(results[2].logProbs, ref.slice(prompts[2].length - 1, T - 1), 1e-4, 1e-4) <= 1, `${k.label}: sampled log-probs match the float64 reference`);
+    const ref = refTransformer(k.config, readParams(m.store), {
+      tokens: seq,
+      targets: seq.slice(1).concat([-1]),
+      positions: seq.map((_, j) => j),
+    }).logp;
+    t.ok(
+      closeness(results[2].logProbs, ref.slice(prompts[2].length - 1, T - 1), 1e-4, 1e-4) <= 1,
+      `${k.label}: sampled log-probs match the float64 reference`,
+    );
     for (const s of sessions) s.dispose();
     disposeAll(m);
   }
@@ -214,7 +316,8 @@ t.test('a bfloat16 base with adapters equals a float32 base of the rounded weigh
   t.same(r16.logProbs, r32.logProbs, 'the same log-probs (bf16 widening is exact)');
   r16.backward({ dLogProbs: a });
   r32.backward({ dLogProbs: a });
-  for (const p of m16.store.info().filter((p) => p.trainable)) t.same(m16.store.read(p.name, 'grad'), f32.read(p.name, 'grad'), `${p.name}: the same gradient`);
+  for (const p of m16.store.info().filter((p) => p.trainable))
+    t.same(m16.store.read(p.name, 'grad'), f32.read(p.name, 'grad'), `${p.name}: the same gradient`);
   // sanity: the bf16 store holds rounded values
   const w = m16.store.read('layers.0.attn.q.weight');
   t.same(w, bf16Round(w));

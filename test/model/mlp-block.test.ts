@@ -3,15 +3,37 @@
 // checked against finite differences of the same block written in float64.
 import t from 'tap';
 
-import { linearBackward, linearForward, rmsnormBackward, rmsnormForward, swigluBackward, swigluForward } from '../../lib/model/index.js';
+import {
+  linearBackward,
+  linearForward,
+  rmsnormBackward,
+  rmsnormForward,
+  swigluBackward,
+  swigluForward,
+} from '../../lib/model/index.js';
 import { swigluParams } from '../../lib/model/ops.js';
-import { closeness, dot, numericGrad, pick, randn, refLinear, refRmsNorm, refSwiGlu, sampleIndices } from './fixtures/reference.js';
+import {
+  closeness,
+  dot,
+  numericGrad,
+  pick,
+  randn,
+  refLinear,
+  refRmsNorm,
+  refSwiGlu,
+  sampleIndices,
+} from './fixtures/reference.js';
 
 const [T, D, F] = [7, 24, 40];
 const eps = 1e-5;
 const variant = 'clamped' as const;
 
-function refBlock(x: ArrayLike<number>, g: ArrayLike<number>, wUp: ArrayLike<number>, wDown: ArrayLike<number>): Float64Array {
+function refBlock(
+  x: ArrayLike<number>,
+  g: ArrayLike<number>,
+  wUp: ArrayLike<number>,
+  wDown: ArrayLike<number>,
+): Float64Array {
   const n = refRmsNorm(x, g, T, D, eps).y;
   const up = refLinear(n, wUp, null, T, D, 2 * F);
   const act = refSwiGlu(up, T, F, swigluParams(variant));
@@ -41,12 +63,45 @@ t.test('a pre-norm SwiGLU MLP block: native forward and backward match finite di
   const dx = wy.slice();
   const dNorm = rmsnormBackward({ x, weight: g, rstd, dy: dGate.dx!, rows: T, dim: D, dx, accumulate: true });
 
-  const loss = (xx: ArrayLike<number>, gg: ArrayLike<number>, wu: ArrayLike<number>, wd: ArrayLike<number>): number => dot(wy, refBlock(xx, gg, wu, wd));
+  const loss = (xx: ArrayLike<number>, gg: ArrayLike<number>, wu: ArrayLike<number>, wd: ArrayLike<number>): number =>
+    dot(wy, refBlock(xx, gg, wu, wd));
   const ix = sampleIndices(x.length, 30, 6);
   const iu = sampleIndices(wUp.length, 30, 7);
   const id = sampleIndices(wDown.length, 30, 8);
-  t.ok(closeness(pick(dNorm.dx, ix), numericGrad((v) => loss(v, g, wUp, wDown), x, ix), 2e-3, 2e-4) <= 1, 'dx');
-  t.ok(closeness(dNorm.dweight, numericGrad((v) => loss(x, v, wUp, wDown), g), 2e-3, 2e-4) <= 1, 'd norm gain');
-  t.ok(closeness(pick(dGate.dweight!, iu), numericGrad((v) => loss(x, g, v, wDown), wUp, iu), 2e-3, 2e-4) <= 1, 'd gate_up');
-  t.ok(closeness(pick(dDown.dweight!, id), numericGrad((v) => loss(x, g, wUp, v), wDown, id), 2e-3, 2e-4) <= 1, 'd down');
+  t.ok(
+    closeness(
+      pick(dNorm.dx, ix),
+      numericGrad((v) => loss(v, g, wUp, wDown), x, ix),
+      2e-3,
+      2e-4,
+    ) <= 1,
+    'dx',
+  );
+  t.ok(
+    closeness(
+      dNorm.dweight,
+      numericGrad((v) => loss(x, v, wUp, wDown), g),
+      2e-3,
+      2e-4,
+    ) <= 1,
+    'd norm gain',
+  );
+  t.ok(
+    closeness(
+      pick(dGate.dweight!, iu),
+      numericGrad((v) => loss(x, g, v, wDown), wUp, iu),
+      2e-3,
+      2e-4,
+    ) <= 1,
+    'd gate_up',
+  );
+  t.ok(
+    closeness(
+      pick(dDown.dweight!, id),
+      numericGrad((v) => loss(x, g, wUp, v), wDown, id),
+      2e-3,
+      2e-4,
+    ) <= 1,
+    'd down',
+  );
 });

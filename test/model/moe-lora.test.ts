@@ -12,7 +12,12 @@ import { mxfp4MoeCase } from './fixtures/mxfp4-checks.js';
 import { closeness, dot, numericGrad, pick, randn, sameBits, sampleIndices } from './fixtures/reference.js';
 
 /** Random non-zero adapters of rank r for sizes s (both pairs unless told). */
-function adapters(s: Sizes, r: number, seed: number, which: 'both' | 'gateUp' | 'down' = 'both'): MoeExpertLora & RefLora {
+function adapters(
+  s: Sizes,
+  r: number,
+  seed: number,
+  which: 'both' | 'gateUp' | 'down' = 'both',
+): MoeExpertLora & RefLora {
   const { D, F, E } = s;
   const gu = which !== 'down';
   const dn = which !== 'gateUp';
@@ -44,7 +49,10 @@ t.test('forward with expert adapters matches the float64 reference of base + sca
     const ref = refMoe(s, x, { ...w, lora });
     const plain = refMoe(s, x, w);
     t.ok(closeness(got.out, ref.out, 1e-4, 1e-5) <= 1, `${label}: output`);
-    t.ok(closeness(got.out, plain.out, 1e-4, 1e-5) > 1, `${label}: the adapters change the output (the check can fail)`);
+    t.ok(
+      closeness(got.out, plain.out, 1e-4, 1e-5) > 1,
+      `${label}: the adapters change the output (the check can fail)`,
+    );
   }
 });
 
@@ -62,8 +70,14 @@ t.test('gradients of x and of every expert adapter match finite differences of t
     const dout = randn(s.T * s.D, seed + 9);
     const f = moeForward({ ...shape(s), ...w, lora, x });
     const g = moeBackward({ ...shape(s), ...w, lora, x, dout, state: f.state });
-    const objective = (over: Partial<RefLora>, xv: ArrayLike<number> = x): number => dot(dout, refMoe(s, xv, { ...w, lora: { ...lora, ...over } }).out);
-    const check = (name: string, native: Float32Array | null, base: ArrayLike<number>, f64: (v: Float64Array) => number): void => {
+    const objective = (over: Partial<RefLora>, xv: ArrayLike<number> = x): number =>
+      dot(dout, refMoe(s, xv, { ...w, lora: { ...lora, ...over } }).out);
+    const check = (
+      name: string,
+      native: Float32Array | null,
+      base: ArrayLike<number>,
+      f64: (v: Float64Array) => number,
+    ): void => {
       if (!native) return void t.fail(`${label}: no ${name} gradient`);
       const idx = sampleIndices(base.length, 16, seed + name.length);
       const scale = Math.max(1e-3, ...Array.from(native, Math.abs));
@@ -74,13 +88,18 @@ t.test('gradients of x and of every expert adapter match finite differences of t
     check('dgateUpLoraB', g.dgateUpLoraB, lora.gateUpB!, (v) => objective({ gateUpB: v }));
     check('ddownLoraA', g.ddownLoraA, lora.downA!, (v) => objective({ downA: v }));
     check('ddownLoraB', g.ddownLoraB, lora.downB!, (v) => objective({ downB: v }));
-    check('dgateUp (the base weight, through base + delta)', g.dgateUp, w.gateUp, (v) => dot(dout, refMoe(s, x, { ...w, gateUp: v, lora }).out));
+    check('dgateUp (the base weight, through base + delta)', g.dgateUp, w.gateUp, (v) =>
+      dot(dout, refMoe(s, x, { ...w, gateUp: v, lora }).out),
+    );
     check('drouter', g.drouter, w.router, (v) => dot(dout, refMoe(s, x, { ...w, router: v, lora }).out));
     // an expert no token was routed to gets a zero gradient
     const routed = new Set(Array.from(f.experts));
     for (let e = 0; e < s.E; e++) {
       if (routed.has(e)) continue;
-      t.ok(g.dgateUpLoraA!.subarray(e * r * s.D, (e + 1) * r * s.D).every((v) => v === 0), `${label}: expert ${e} (no tokens) has no gradient`);
+      t.ok(
+        g.dgateUpLoraA!.subarray(e * r * s.D, (e + 1) * r * s.D).every((v) => v === 0),
+        `${label}: expert ${e} (no tokens) has no gradient`,
+      );
     }
   }
 });
@@ -91,8 +110,15 @@ t.test('no adapters: the plain op, bit for bit; a B of zeros: the base output', 
   const x = randn(s.T * s.D, 1201);
   const plain = moeForward({ ...shape(s), ...w, x });
   t.ok(sameBits(plain.out, moeForward({ ...shape(s), ...w, lora: null, x }).out), 'lora: null');
-  const zeroB = { ...adapters(s, 3, 1202), gateUpB: new Float32Array(s.E * 2 * s.F * 3), downB: new Float32Array(s.E * s.D * 3) };
-  t.ok(sameBits(plain.out, moeForward({ ...shape(s), ...w, lora: zeroB, x }).out), "B = 0 (PEFT's initialisation): the base's output");
+  const zeroB = {
+    ...adapters(s, 3, 1202),
+    gateUpB: new Float32Array(s.E * 2 * s.F * 3),
+    downB: new Float32Array(s.E * s.D * 3),
+  };
+  t.ok(
+    sameBits(plain.out, moeForward({ ...shape(s), ...w, lora: zeroB, x }).out),
+    "B = 0 (PEFT's initialisation): the base's output",
+  );
 });
 
 t.test('MXFP4 experts with adapters = their bfloat16 dequantization, bit for bit (forward and backward)', async (t) => {
@@ -105,7 +131,8 @@ t.test('MXFP4 experts with adapters = their bfloat16 dequantization, bit for bit
   const ga = moeBackward({ ...shape(s), ...c.packed, lora, x: c.x, dout: c.dout, state: a.state });
   const gb = moeBackward({ ...shape(s), ...c.bf, lora, x: c.x, dout: c.dout, state: b.state });
   t.ok(sameBits(ga.dx, gb.dx), 'dx');
-  for (const k of ['dgateUpLoraA', 'dgateUpLoraB', 'ddownLoraA', 'ddownLoraB'] as const) t.ok(sameBits(ga[k]!, gb[k]!), k);
+  for (const k of ['dgateUpLoraA', 'dgateUpLoraB', 'ddownLoraA', 'ddownLoraB'] as const)
+    t.ok(sameBits(ga[k]!, gb[k]!), k);
 });
 
 t.test('errors name the argument', async (t) => {
@@ -113,9 +140,29 @@ t.test('errors name the argument', async (t) => {
   const w = weightsFor(s, 1, false);
   const x = randn(s.T * s.D, 2);
   const lora = adapters(s, 2, 3);
-  t.throws(() => moeForward({ ...shape(s), ...w, lora: { ...lora, gateUpB: null }, x }), { name: 'RangeError', message: /needs both A and B/ });
-  t.throws(() => moeForward({ ...shape(s), ...w, lora: { ...lora, downA: new Float32Array(5) }, x }), { name: 'RangeError', message: /downLoraA/ });
-  t.throws(() => moeForward({ ...shape(s), ...w, lora: { ...lora, rank: 0 }, x }), { name: 'RangeError', message: /loraRank/ });
+  t.throws(() => moeForward({ ...shape(s), ...w, lora: { ...lora, gateUpB: null }, x }), {
+    name: 'RangeError',
+    message: /needs both A and B/,
+  });
+  t.throws(() => moeForward({ ...shape(s), ...w, lora: { ...lora, downA: new Float32Array(5) }, x }), {
+    name: 'RangeError',
+    message: /downLoraA/,
+  });
+  t.throws(() => moeForward({ ...shape(s), ...w, lora: { ...lora, rank: 0 }, x }), {
+    name: 'RangeError',
+    message: /loraRank/,
+  });
   const f = moeForward({ ...shape(s), ...w, x });
-  t.throws(() => moeBackward({ ...shape(s), ...w, x, dout: new Float32Array(12), state: f.state, dgateUpLoraA: new Float32Array(12) }), { name: 'TypeError', message: /without its adapter/ });
+  t.throws(
+    () =>
+      moeBackward({
+        ...shape(s),
+        ...w,
+        x,
+        dout: new Float32Array(12),
+        state: f.state,
+        dgateUpLoraA: new Float32Array(12),
+      }),
+    { name: 'TypeError', message: /without its adapter/ },
+  );
 });

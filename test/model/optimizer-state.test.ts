@@ -9,7 +9,16 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { CheckpointError, ParamStore, fingerprintDifference, hfFolderFingerprint, loadOptimizerState, restoreOptimizerState, saveOptimizerState, type ParamSpec } from '../../lib/model/index.js';
+import {
+  CheckpointError,
+  ParamStore,
+  fingerprintDifference,
+  hfFolderFingerprint,
+  loadOptimizerState,
+  restoreOptimizerState,
+  saveOptimizerState,
+  type ParamSpec,
+} from '../../lib/model/index.js';
 import { writeTinyCheckpoint } from './hf/fixtures/tiny-checkpoint.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'optimizer-state-'));
@@ -27,7 +36,11 @@ t.test('moments, step and RNG state of the trainable parameters round trip', asy
   t.teardown(() => store.dispose());
   for (const p of store.info().filter((q) => q.trainable)) {
     const n = p.shape.reduce((x, y) => x * y, 1);
-    store.write(p.name, Float32Array.from({ length: n }, (_, i) => Math.sin(i + 1) * 0.1), 'grad');
+    store.write(
+      p.name,
+      Float32Array.from({ length: n }, (_, i) => Math.sin(i + 1) * 0.1),
+      'grad',
+    );
   }
   store.adamwStep({ lr: 1e-2, weightDecay: 0.1, maxGradNorm: 1 });
   store.adamwStep({ lr: 1e-2, weightDecay: 0.1, maxGradNorm: 1 });
@@ -35,7 +48,14 @@ t.test('moments, step and RNG state of the trainable parameters round trip', asy
   saveOptimizerState(path, store, { rng: { sampler: '5:9' }, trainer: { step: 4 } });
 
   const st = loadOptimizerState(path);
-  t.same(st.params, [{ name: 'a', shape: [3, 5] }, { name: 'b', shape: [7] }], 'the trainable parameters only');
+  t.same(
+    st.params,
+    [
+      { name: 'a', shape: [3, 5] },
+      { name: 'b', shape: [7] },
+    ],
+    'the trainable parameters only',
+  );
   t.equal(st.step, 2);
   t.same(st.rng, { sampler: '5:9' });
   t.same(st.trainer, { step: 4 });
@@ -45,7 +65,8 @@ t.test('moments, step and RNG state of the trainable parameters round trip', asy
   t.equal(other.step, 2);
   t.equal(other.rngState(), store.rngState());
   for (const name of ['a', 'b']) {
-    for (const which of ['m', 'v'] as const) t.same(other.read(name, which), store.read(name, which), `${name} ${which}`);
+    for (const which of ['m', 'v'] as const)
+      t.same(other.read(name, which), store.read(name, which), `${name} ${which}`);
   }
   t.notSame(other.read('a'), store.read('a'), 'values are not part of it');
 
@@ -53,7 +74,10 @@ t.test('moments, step and RNG state of the trainable parameters round trip', asy
   const bytes = readFileSync(path);
   bytes[bytes.length - 3] ^= 0xff;
   writeFileSync(join(tmp, 'bad.safetensors'), bytes);
-  t.throws(() => loadOptimizerState(join(tmp, 'bad.safetensors')), { name: 'CheckpointError', message: /checksum mismatch/ });
+  t.throws(() => loadOptimizerState(join(tmp, 'bad.safetensors')), {
+    name: 'CheckpointError',
+    message: /checksum mismatch/,
+  });
   t.throws(() => loadOptimizerState(join(tmp, 'missing.safetensors')), CheckpointError);
   const fewer = ParamStore.fromSpecs([SPECS[0], SPECS[1], SPECS[2], { ...SPECS[3], trainable: false }], 1);
   t.teardown(() => fewer.dispose());
@@ -90,13 +114,19 @@ t.test('the fingerprint of a model folder', async (t) => {
   const at = renamed.indexOf('model.');
   renamed[at] = 'M'.charCodeAt(0);
   writeFileSync(shard, renamed);
-  t.equal(fingerprintDifference(a, await hfFolderFingerprint(dir)), 'model-00002-of-00002.safetensors changed (its tensor header)');
+  t.equal(
+    fingerprintDifference(a, await hfFolderFingerprint(dir)),
+    'model-00002-of-00002.safetensors changed (its tensor header)',
+  );
   const values = Buffer.from(original);
   values[values.length - 1] ^= 0x01;
   writeFileSync(shard, values);
   t.equal(fingerprintDifference(a, await hfFolderFingerprint(dir)), null, 'values alone are not hashed (documented)');
   writeFileSync(shard, original.subarray(0, original.length - 2));
-  t.match(fingerprintDifference(a, await hfFolderFingerprint(dir)), /model-00002-of-00002\.safetensors changed size \(\d+ → \d+ bytes\)/);
+  t.match(
+    fingerprintDifference(a, await hfFolderFingerprint(dir)),
+    /model-00002-of-00002\.safetensors changed size \(\d+ → \d+ bytes\)/,
+  );
   rmSync(join(dir, 'generation_config.json'));
   t.match(fingerprintDifference(a, await hfFolderFingerprint(dir)), /generation_config\.json is gone/);
   await t.rejects(hfFolderFingerprint(tmp), /not a Hugging Face model folder \(no config\.json\)/);

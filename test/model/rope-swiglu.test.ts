@@ -2,7 +2,19 @@ import t from 'tap';
 
 import { ropeBackward, ropeForward, swigluBackward, swigluForward } from '../../lib/model/index.js';
 import { swigluParams } from '../../lib/model/ops.js';
-import { closeness, dot, float32Grad, numericGrad, pick, randint, randn, refRope, refSwiGlu, sampleIndices, sameBits } from './fixtures/reference.js';
+import {
+  closeness,
+  dot,
+  float32Grad,
+  numericGrad,
+  pick,
+  randint,
+  randn,
+  refRope,
+  refSwiGlu,
+  sampleIndices,
+  sameBits,
+} from './fixtures/reference.js';
 
 t.test('rope forward matches the rotate-half reference for per-token positions', async (t) => {
   for (const [T, H, Dh, theta, maxPos] of [
@@ -77,7 +89,10 @@ t.test('swiglu forward matches the reference for the standard and clamped (gpt-o
   }
   const custom = { alpha: 0.5, limit: 3, upBias: -0.25 };
   const h = randn(4 * 2 * 9, 77, -5, 5);
-  t.ok(closeness(swigluForward({ h, rows: 4, ffn: 9, variant: custom }), refSwiGlu(h, 4, 9, custom), 1e-5, 1e-5) <= 1, 'custom parameters');
+  t.ok(
+    closeness(swigluForward({ h, rows: 4, ffn: 9, variant: custom }), refSwiGlu(h, 4, 9, custom), 1e-5, 1e-5) <= 1,
+    'custom parameters',
+  );
   // extreme gates: no overflow to NaN
   const extreme = new Float32Array([-200, 200, -90, 90, 1, 1, 1, 1]);
   const e = swigluForward({ h: extreme, rows: 1, ffn: 4, variant: 'standard' });
@@ -99,7 +114,15 @@ t.test('swiglu backward: finite differences for both variants, accumulation', as
       const num = numericGrad((v) => dot(wy, refSwiGlu(v, T, F, p)), h, idx);
       t.ok(closeness(idx ? pick(dh, idx) : dh, num, 1e-3, 1e-4) <= 1, `${variant} ${T}x${F}`);
       const acc = swigluBackward({ h, dout: wy, rows: T, ffn: F, variant, dh: dh.slice(), accumulate: true });
-      t.ok(closeness(acc, dh.map((v) => 2 * v), 1e-6, 1e-7) <= 1, 'dh +=');
+      t.ok(
+        closeness(
+          acc,
+          dh.map((v) => 2 * v),
+          1e-6,
+          1e-7,
+        ) <= 1,
+        'dh +=',
+      );
     }
     if (variant === 'clamped') {
       // gradients vanish where the clamps hold

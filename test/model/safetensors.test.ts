@@ -55,14 +55,26 @@ t.test('reads a file written by hand from the specification', async (t) => {
   t.same(tensors.get('weight'), { dtype: 'F32', shape: [2, 2], data: new Float32Array([1.5, -2, 0.25, 3]) });
   t.same(Array.from(tensors.get('ids')!.data), [-7, 123456]);
   t.same(Array.from(tensors.get('bytes')!.data), [1, 2, 255]);
-  const scalar = decodeSafetensors(handMade({ s: { dtype: 'F64', shape: [], data_offsets: [0, 8] } }, new Uint8Array(new Float64Array([Math.PI]).buffer)));
+  const scalar = decodeSafetensors(
+    handMade(
+      { s: { dtype: 'F64', shape: [], data_offsets: [0, 8] } },
+      new Uint8Array(new Float64Array([Math.PI]).buffer),
+    ),
+  );
   t.same(scalar.tensors.get('s')?.shape, []);
   t.equal(scalar.tensors.get('s')?.data[0], Math.PI);
 });
 
 t.test('writes files that follow the specification and round-trip', async (t) => {
   const w = randn(3 * 5, 1);
-  const tensors: [string, { dtype: 'F32' | 'I32' | 'U8' | 'F64'; shape: number[]; data: Float32Array | Int32Array | Uint8Array | Float64Array }][] = [
+  const tensors: [
+    string,
+    {
+      dtype: 'F32' | 'I32' | 'U8' | 'F64';
+      shape: number[];
+      data: Float32Array | Int32Array | Uint8Array | Float64Array;
+    },
+  ][] = [
     ['layer.weight', { dtype: 'F32', shape: [3, 5], data: w }],
     ['ids', { dtype: 'I32', shape: [4], data: Int32Array.from([1, -2, 3, 2 ** 30]) }],
     ['empty', { dtype: 'F32', shape: [0, 4], data: new Float32Array(0) }],
@@ -73,19 +85,32 @@ t.test('writes files that follow the specification and round-trip', async (t) =>
   const buf = Buffer.from(file);
   const n = Number(buf.readBigUInt64LE(0));
   t.equal((8 + n) % 8, 0, 'data starts 8-byte aligned');
-  const header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8')) as Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>;
+  const header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8')) as Record<
+    string,
+    { dtype: string; shape: number[]; data_offsets: [number, number] }
+  >;
   t.same(header['layer.weight'], { dtype: 'F32', shape: [3, 5], data_offsets: [0, 60] });
   t.same(header.ids.data_offsets, [60, 76]);
   t.equal(buf.readFloatLE(8 + n + 4 * 7), w[7], 'raw little-endian data at its offset');
   t.equal(buf.readInt32LE(8 + n + 60 + 12), 2 ** 30);
   t.equal(file.length, 8 + n + 60 + 16 + 0 + 3 + 8, 'no holes, nothing after the data');
   const back = decodeSafetensors(file);
-  t.same([...back.tensors.keys()], tensors.map(([k]) => k));
+  t.same(
+    [...back.tensors.keys()],
+    tensors.map(([k]) => k),
+  );
   for (const [k, v] of tensors) t.same(back.tensors.get(k), v, k);
   t.same(back.metadata, { note: 'hi', unicode: 'é😀' });
-  t.throws(() => encodeSafetensors([['a', { dtype: 'F32', shape: [2], data: new Float32Array(3) }]]), { name: 'SafetensorsError', message: /shape \[2\] but 3 elements/ });
-  t.throws(() => encodeSafetensors([['a', { dtype: 'I32', shape: [2], data: new Float32Array(2) }]]), { message: /declared I32 but holds F32/ });
-  t.throws(() => encodeSafetensors([['__metadata__', { dtype: 'F32', shape: [1], data: new Float32Array(1) }]]), { message: /invalid tensor name/ });
+  t.throws(() => encodeSafetensors([['a', { dtype: 'F32', shape: [2], data: new Float32Array(3) }]]), {
+    name: 'SafetensorsError',
+    message: /shape \[2\] but 3 elements/,
+  });
+  t.throws(() => encodeSafetensors([['a', { dtype: 'I32', shape: [2], data: new Float32Array(2) }]]), {
+    message: /declared I32 but holds F32/,
+  });
+  t.throws(() => encodeSafetensors([['__metadata__', { dtype: 'F32', shape: [1], data: new Float32Array(1) }]]), {
+    message: /invalid tensor name/,
+  });
   t.throws(() => encodeSafetensors([], { a: 1 as unknown as string }), { message: /must be a string/ });
   t.throws(
     () =>
@@ -103,23 +128,68 @@ t.test('corrupt, truncated and inconsistent files fail with a clear error', asyn
   const f32 = (count: number): Uint8Array => new Uint8Array(4 * count);
   const cases: [string, Uint8Array, RegExp][] = [
     ['empty file', new Uint8Array(0), /truncated: 0 bytes/],
-    ['truncated data', good.subarray(0, good.length - 1), /truncated: tensor 'x' ends at byte 16 of data, only 15 present/],
+    [
+      'truncated data',
+      good.subarray(0, good.length - 1),
+      /truncated: tensor 'x' ends at byte 16 of data, only 15 present/,
+    ],
     ['truncated header', good.subarray(0, 8 + n - 2), /truncated: header needs/],
-    ['huge header length', (() => { const b = Buffer.from(good); b.writeBigUInt64LE(1n << 40n, 0); return new Uint8Array(b); })(), /exceeds the .* limit/],
+    [
+      'huge header length',
+      (() => {
+        const b = Buffer.from(good);
+        b.writeBigUInt64LE(1n << 40n, 0);
+        return new Uint8Array(b);
+      })(),
+      /exceeds the .* limit/,
+    ],
     ['garbage header', handMade({}, new Uint8Array(0)).map((v, i) => (i >= 8 ? 0x7b : v)), /not valid UTF-8 JSON/],
-    ['array header', (() => { const j = Buffer.from('[1, 2]  '); const b = Buffer.alloc(8 + j.length); b.writeBigUInt64LE(BigInt(j.length)); j.copy(b, 8); return new Uint8Array(b); })(), /not a JSON object/],
-    ['bad dtype', handMade({ x: { dtype: 'Q8', shape: [1], data_offsets: [0, 1] } }, new Uint8Array(1)), /unsupported dtype "Q8"/],
-    ['shape mismatch', handMade({ x: { dtype: 'F32', shape: [3], data_offsets: [0, 16] } }, f32(4)), /needs 12 bytes but its offsets span 16/],
+    [
+      'array header',
+      (() => {
+        const j = Buffer.from('[1, 2]  ');
+        const b = Buffer.alloc(8 + j.length);
+        b.writeBigUInt64LE(BigInt(j.length));
+        j.copy(b, 8);
+        return new Uint8Array(b);
+      })(),
+      /not a JSON object/,
+    ],
+    [
+      'bad dtype',
+      handMade({ x: { dtype: 'Q8', shape: [1], data_offsets: [0, 1] } }, new Uint8Array(1)),
+      /unsupported dtype "Q8"/,
+    ],
+    [
+      'shape mismatch',
+      handMade({ x: { dtype: 'F32', shape: [3], data_offsets: [0, 16] } }, f32(4)),
+      /needs 12 bytes but its offsets span 16/,
+    ],
     ['negative shape', handMade({ x: { dtype: 'F32', shape: [-1], data_offsets: [0, 4] } }, f32(1)), /invalid shape/],
-    ['bad offsets', handMade({ x: { dtype: 'F32', shape: [1], data_offsets: [4, 0] } }, f32(1)), /invalid data_offsets/],
-    ['overlap', handMade({ a: { dtype: 'F32', shape: [2], data_offsets: [0, 8] }, b: { dtype: 'F32', shape: [2], data_offsets: [4, 12] } }, f32(3)), /overlaps another tensor/],
+    [
+      'bad offsets',
+      handMade({ x: { dtype: 'F32', shape: [1], data_offsets: [4, 0] } }, f32(1)),
+      /invalid data_offsets/,
+    ],
+    [
+      'overlap',
+      handMade(
+        {
+          a: { dtype: 'F32', shape: [2], data_offsets: [0, 8] },
+          b: { dtype: 'F32', shape: [2], data_offsets: [4, 12] },
+        },
+        f32(3),
+      ),
+      /overlaps another tensor/,
+    ],
     ['hole', handMade({ a: { dtype: 'F32', shape: [1], data_offsets: [4, 8] } }, f32(2)), /hole before tensor 'a'/],
     ['trailing bytes', handMade({ a: { dtype: 'F32', shape: [1], data_offsets: [0, 4] } }, f32(2)), /4 trailing bytes/],
     ['bad metadata', handMade({ __metadata__: { a: 1 } }, new Uint8Array(0)), /__metadata__\.a must be a string/],
     ['metadata not an object', handMade({ __metadata__: 'x' }, new Uint8Array(0)), /__metadata__ must be an object/],
     ['entry not an object', handMade({ a: 5 }, new Uint8Array(0)), /entry 'a' is not an object/],
   ];
-  for (const [name, file, message] of cases) t.throws(() => decodeSafetensors(file), { name: 'SafetensorsError', message }, name);
+  for (const [name, file, message] of cases)
+    t.throws(() => decodeSafetensors(file), { name: 'SafetensorsError', message }, name);
   t.ok(new SafetensorsError('x') instanceof Error);
 });
 

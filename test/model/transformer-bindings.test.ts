@@ -5,16 +5,38 @@ import t from 'tap';
 import { ParamStore, Transformer, modelConfig } from '../../lib/model/index.js';
 import { transformerAddon } from '../../lib/model/transformer-native.js';
 
-const config = modelConfig('tiny', { layers: 2, width: 16, heads: 2, kvHeads: 1, headDim: 8, vocab: 50, context: 32, ffn: 8, window: 4 });
+const config = modelConfig('tiny', {
+  layers: 2,
+  width: 16,
+  heads: 2,
+  kvHeads: 1,
+  headDim: 8,
+  vocab: 50,
+  context: 32,
+  ffn: 8,
+  window: 4,
+});
 
 t.test('constructor: config and store must match', async (t) => {
   const { Transformer: Native } = transformerAddon();
   const store = ParamStore.fromConfig(config, 1);
   t.throws(() => new Native({ config, store: {} as never }), TypeError, 'a plain object is not a store');
   t.throws(() => new Native({ config, store: store.handle, extra: 1 } as never), /unknown field 'extra'/);
-  t.throws(() => new Native({ config: { ...config, vocab: 51 }, store: store.handle }), /does not match/, 'shapes must match');
-  t.throws(() => new Native({ config: { ...config, layers: 3 }, store: store.handle }), /parameters/, 'parameter count must match');
-  t.throws(() => Transformer.fromStore(modelConfig(config, { heads: 3 }), store), RangeError, 'invalid configs are rejected');
+  t.throws(
+    () => new Native({ config: { ...config, vocab: 51 }, store: store.handle }),
+    /does not match/,
+    'shapes must match',
+  );
+  t.throws(
+    () => new Native({ config: { ...config, layers: 3 }, store: store.handle }),
+    /parameters/,
+    'parameter count must match',
+  );
+  t.throws(
+    () => Transformer.fromStore(modelConfig(config, { heads: 3 }), store),
+    RangeError,
+    'invalid configs are rejected',
+  );
   const other = ParamStore.fromSpecs([{ name: 'w', shape: [2, 2] }], 1);
   t.throws(() => Transformer.fromStore(config, other), /parameters/);
   other.dispose();
@@ -28,7 +50,11 @@ t.test('forward and backward check batches, options and gradients', async (t) =>
   const good = { tokens, positions: Int32Array.from([0, 1, 2, 3]) };
   t.throws(() => m.logProbs({ tokens: Int32Array.from([1, 50]) }), /tokens\[1\] = 50 is out of range/);
   t.throws(() => m.logProbs({ ...good, targets: Int32Array.from([1, 2, 3, -2]) }), /targets\[3\]/);
-  t.throws(() => m.logProbs({ ...good, positions: Int32Array.from([0, 1, 2, 32]) }), /positions\[3\] = 32/, 'positions below the context');
+  t.throws(
+    () => m.logProbs({ ...good, positions: Int32Array.from([0, 1, 2, 32]) }),
+    /positions\[3\] = 32/,
+    'positions below the context',
+  );
   t.throws(() => m.logProbs({ ...good, documentIds: new Int32Array(3) }), RangeError);
   t.throws(() => m.logProbs({ ...good, targets: new Float32Array(4) as never }), TypeError);
   t.throws(() => m.logProbs(good, { temperature: 0 }), /temperature/);
@@ -37,7 +63,9 @@ t.test('forward and backward check batches, options and gradients', async (t) =>
   t.throws(() => m.logProbs(null as never), TypeError);
   const f = m.forward(good);
   t.throws(() => f.backward({ dLogProbs: new Float32Array(4), dEntropy: new Int32Array(4) as never }), TypeError);
-  const native = (m as unknown as { native: { backward(s: unknown, g: unknown): void; releaseState(s: unknown): void } }).native;
+  const native = (
+    m as unknown as { native: { backward(s: unknown, g: unknown): void; releaseState(s: unknown): void } }
+  ).native;
   t.throws(() => native.backward({}, {}), TypeError, 'a state must come from forward');
   t.throws(() => native.releaseState(1), TypeError);
   const m2 = Transformer.create(config, 3);
@@ -59,7 +87,11 @@ t.test('sessions check their arguments', async (t) => {
   t.throws(() => new TransformerSession({ model: {} as never, seed: 1 }), TypeError);
   t.throws(() => m.createSession(-1), RangeError);
   const s = m.createSession(1);
-  t.throws(() => (s.native as unknown as { append(x: unknown): void }).append([1]), TypeError, 'append takes an Int32Array natively');
+  t.throws(
+    () => (s.native as unknown as { append(x: unknown): void }).append([1]),
+    TypeError,
+    'append takes an Int32Array natively',
+  );
   t.throws(() => m.run([{ session: s }], { maxForwards: -1 }), RangeError);
   t.throws(() => m.run([{ session: s }], { prefillChunk: 0 }), RangeError);
   t.throws(() => m.run([{ session: s }], { bogus: 1 } as never), /unknown field/);

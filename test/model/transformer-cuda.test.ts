@@ -97,16 +97,29 @@ t.test('device requests of stores, models and policies', async (t) => {
   t.equal(p.device, 'cpu', 'policies default to the cpu');
   t.equal(p.model.store.device, 'cpu');
   p.dispose();
-  t.throws(() => ParamStore.fromConfig(c, 1, { device: 'tpu' as 'cpu' }), { name: 'RangeError', message: /must be 'cpu', 'cuda' or 'auto'/ });
+  t.throws(() => ParamStore.fromConfig(c, 1, { device: 'tpu' as 'cpu' }), {
+    name: 'RangeError',
+    message: /must be 'cpu', 'cuda' or 'auto'/,
+  });
   const auto = Transformer.create(c, 1, { device: 'auto' });
   t.equal(auto.device, noGpu ? 'cpu' : 'cuda:0', "'auto' picks the GPU when there is one");
   auto.dispose();
   const Native = modelAddon().ParamStore;
   t.throws(() => new Native({ config: c, seed: 1, device: 'cuda:7' }), { message: /device 'cuda:7' is not available/ });
-  t.throws(() => new Native({ config: c, seed: 1, device: 'gpu' }), { name: 'RangeError', message: /options.device must be 'cpu', 'cuda'/ });
+  t.throws(() => new Native({ config: c, seed: 1, device: 'gpu' }), {
+    name: 'RangeError',
+    message: /options.device must be 'cpu', 'cuda'/,
+  });
   if (noGpu) {
-    t.throws(() => TransformerPolicy.create(c, { device: 'cuda' }), DeviceUnavailableError, 'cuda without a GPU: DeviceUnavailableError');
-    t.throws(() => Transformer.create(c, 1, { device: 'cuda' }), { name: 'DeviceUnavailableError', message: /device 'cuda' is not available: / });
+    t.throws(
+      () => TransformerPolicy.create(c, { device: 'cuda' }),
+      DeviceUnavailableError,
+      'cuda without a GPU: DeviceUnavailableError',
+    );
+    t.throws(() => Transformer.create(c, 1, { device: 'cuda' }), {
+      name: 'DeviceUnavailableError',
+      message: /device 'cuda' is not available: /,
+    });
     t.throws(() => ParamStore.fromConfig(c, 1, { device: 'cuda' }), { name: 'DeviceUnavailableError' });
     t.throws(() => new Native({ config: c, seed: 1, device: 'cuda' }), { message: /device 'cuda' is not available/ });
   }
@@ -120,9 +133,15 @@ t.test('a GPU parameter store: initialisation, copies, gradient norm, AdamW', { 
   t.same(gpu.names(), cpu.names());
   for (const n of cpu.names()) {
     t.same(gpu.read(n), cpu.read(n), `${n}: initialised bit for bit like the CPU store`);
-    t.equal(Math.max(...gpu.read(n, 'grad').map(Math.abs), ...gpu.read(n, 'm'), ...gpu.read(n, 'v')), 0, `${n}: zero gradient and moments`);
+    t.equal(
+      Math.max(...gpu.read(n, 'grad').map(Math.abs), ...gpu.read(n, 'm'), ...gpu.read(n, 'v')),
+      0,
+      `${n}: zero gradient and moments`,
+    );
   }
-  t.throws(() => gpu.view('norm.weight'), { message: /lives on cuda:0 \(no host memory to alias\); use read\(\) and write\(\)/ });
+  t.throws(() => gpu.view('norm.weight'), {
+    message: /lives on cuda:0 \(no host memory to alias\); use read\(\) and write\(\)/,
+  });
   // The same gradients on both: the norm, one clipped AdamW step, then one unclipped.
   const r = rng(3);
   for (const info of cpu.info()) {
@@ -131,7 +150,10 @@ t.test('a GPU parameter store: initialisation, copies, gradient norm, AdamW', { 
     gpu.write(info.name, g, 'grad');
     t.same(gpu.read(info.name, 'grad'), g, 'write/read round trip');
   }
-  t.ok(Math.abs(gpu.gradNorm() - cpu.gradNorm()) <= 1e-6 * cpu.gradNorm(), 'gradient norms equal to 1e-6 (float partial sums on the GPU)');
+  t.ok(
+    Math.abs(gpu.gradNorm() - cpu.gradNorm()) <= 1e-6 * cpu.gradNorm(),
+    'gradient norms equal to 1e-6 (float partial sums on the GPU)',
+  );
   const opts = { lr: 0.01, weightDecay: 0.1, maxGradNorm: 1, beta2: 0.99 };
   const a = cpu.adamwStep(opts);
   const b = gpu.adamwStep(opts);
@@ -142,7 +164,8 @@ t.test('a GPU parameter store: initialisation, copies, gradient norm, AdamW', { 
   gpu.adamwStep({ lr: 0.02 });
   let err = 0;
   for (const n of cpu.names()) {
-    for (const which of ['value', 'm', 'v'] as const) err = Math.max(err, closeness(gpu.read(n, which), cpu.read(n, which), 1e-5, 1e-7));
+    for (const which of ['value', 'm', 'v'] as const)
+      err = Math.max(err, closeness(gpu.read(n, which), cpu.read(n, which), 1e-5, 1e-7));
   }
   t.ok(err <= 1, `two AdamW steps: values and moments within 1e-5 of the CPU (worst ${err.toFixed(3)})`);
   t.comment(`AdamW: worst |gpu - cpu| / (1e-5 |cpu| + 1e-7) = ${err.toExponential(2)}`);
@@ -153,7 +176,11 @@ t.test('a GPU parameter store: initialisation, copies, gradient norm, AdamW', { 
   gpu.write(cpu.names()[0], bad, 'grad');
   const before = gpu.read('norm.weight');
   const skipped = gpu.adamwStep({ lr: 0.1 });
-  t.same({ finite: skipped.finite, applied: skipped.applied, step: skipped.step }, { finite: false, applied: false, step: 2 }, 'a NaN gradient skips the step');
+  t.same(
+    { finite: skipped.finite, applied: skipped.applied, step: skipped.step },
+    { finite: false, applied: false, step: 2 },
+    'a NaN gradient skips the step',
+  );
   t.same(gpu.read('norm.weight'), before, 'and leaves the values alone');
   gpu.dispose();
   cpu.dispose();
@@ -164,9 +191,27 @@ t.test('a GPU parameter store: initialisation, copies, gradient norm, AdamW', { 
 t.test('GPU training forward and backward equal the CPU on packed batches', { skip: noGpu }, async (t) => {
   const cases: { name: string; c: ModelConfig; lengths: number[]; temperature: number; impl: 'fused' | 'eager' }[] = [
     { name: 'fused, window 5, GQA, 3 documents', c: config(), lengths: [29, 41, 3], temperature: 1, impl: 'fused' },
-    { name: 'fused, biases, temperature 0.7, one long document', c: config({ bias: true, layers: 3, swiglu: 'standard' }), lengths: [131], temperature: 0.7, impl: 'fused' },
-    { name: 'eager, window 9, MHA, 2 documents', c: config({ window: 9, kvHeads: 4, headDim: 8, width: 30 }), lengths: [66, 1], temperature: 1.3, impl: 'eager' },
-    { name: 'fused, no window, 5 documents', c: config({ window: 0, heads: 6, kvHeads: 3 }), lengths: [12, 1, 30, 7, 19], temperature: 1, impl: 'fused' },
+    {
+      name: 'fused, biases, temperature 0.7, one long document',
+      c: config({ bias: true, layers: 3, swiglu: 'standard' }),
+      lengths: [131],
+      temperature: 0.7,
+      impl: 'fused',
+    },
+    {
+      name: 'eager, window 9, MHA, 2 documents',
+      c: config({ window: 9, kvHeads: 4, headDim: 8, width: 30 }),
+      lengths: [66, 1],
+      temperature: 1.3,
+      impl: 'eager',
+    },
+    {
+      name: 'fused, no window, 5 documents',
+      c: config({ window: 0, heads: 6, kvHeads: 3 }),
+      lengths: [12, 1, 30, 7, 19],
+      temperature: 1,
+      impl: 'fused',
+    },
   ];
   let worstLogp = 0;
   let worstGrad = 0;
@@ -199,12 +244,17 @@ t.test('GPU training forward and backward equal the CPU on packed batches', { sk
       if (s > g) [g, where] = [s, n];
     }
     worstGrad = Math.max(worstGrad, g);
-    t.ok(g <= 1e-4, `${k.name}: every parameter gradient within 1e-4 of its scale (worst ${g.toExponential(2)} at ${where})`);
+    t.ok(
+      g <= 1e-4,
+      `${k.name}: every parameter gradient within 1e-4 of its scale (worst ${g.toExponential(2)} at ${where})`,
+    );
     t.ok(Math.abs(gpu.store.gradNorm() - cpu.store.gradNorm()) <= 1e-4 * cpu.store.gradNorm(), 'gradient norms agree');
     cpu.dispose();
     gpu.dispose();
   }
-  t.comment(`forward: worst |gpu - cpu| / (1e-4 |cpu| + 1e-6) = ${worstLogp.toExponential(2)}; gradients: worst max|gpu - cpu| / max|cpu| = ${worstGrad.toExponential(2)}`);
+  t.comment(
+    `forward: worst |gpu - cpu| / (1e-4 |cpu| + 1e-6) = ${worstLogp.toExponential(2)}; gradients: worst max|gpu - cpu| / max|cpu| = ${worstGrad.toExponential(2)}`,
+  );
 });
 
 t.test('GPU training: train-state errors, async forward, no logits without targets', { skip: noGpu }, async (t) => {
@@ -216,7 +266,9 @@ t.test('GPU training: train-state errors, async forward, no logits without targe
   const ref = cpu.logProbs({ tokens: batch.tokens, documentIds: batch.documentIds });
   t.ok(closeness(f.entropy, ref.entropy, 1e-4, 1e-6) <= 1, 'entropies without targets');
   gpu.store.adamwStep({ lr: 0.01 });
-  t.throws(() => f.backward({ dEntropy: new Float32Array(33) }), { message: /the parameters changed \(optimiser step 0 -> 1\)/ });
+  t.throws(() => f.backward({ dEntropy: new Float32Array(33) }), {
+    message: /the parameters changed \(optimiser step 0 -> 1\)/,
+  });
   const f2 = gpu.forward(batch);
   f2.backward({ dLogProbs: new Float32Array(33).fill(1) });
   t.throws(() => f2.backward({}), { message: /already used/ });
@@ -224,15 +276,31 @@ t.test('GPU training: train-state errors, async forward, no logits without targe
   const held = memory.currentBytes('cuda');
   f3.release();
   t.ok(memory.currentBytes('cuda') < held, 'release frees the device activations');
-  t.throws(() => gpu.forward({ tokens: Int32Array.of(1, 99) }), { name: 'RangeError', message: /tokens\[1\] = 99 is out of range/ });
+  t.throws(() => gpu.forward({ tokens: Int32Array.of(1, 99) }), {
+    name: 'RangeError',
+    message: /tokens\[1\] = 99 is out of range/,
+  });
   cpu.dispose();
   gpu.dispose();
 });
 
 /** Runs the same jobs on both models' sessions; returns both results. */
-async function runBoth(cpu: Transformer, gpu: Transformer, a: TransformerSession[], b: TransformerSession[], job: Parameters<Transformer['run']>[0][number]['job'], prefillChunk = 512) {
-  const ra = await cpu.run(a.map((session) => ({ session, job })), { prefillChunk });
-  const rb = await gpu.run(b.map((session) => ({ session, job })), { prefillChunk });
+async function runBoth(
+  cpu: Transformer,
+  gpu: Transformer,
+  a: TransformerSession[],
+  b: TransformerSession[],
+  job: Parameters<Transformer['run']>[0][number]['job'],
+  prefillChunk = 512,
+) {
+  const ra = await cpu.run(
+    a.map((session) => ({ session, job })),
+    { prefillChunk },
+  );
+  const rb = await gpu.run(
+    b.map((session) => ({ session, job })),
+    { prefillChunk },
+  );
   return { ra, rb };
 }
 
@@ -241,11 +309,12 @@ t.test('GPU sampling: KV caches on the device, batched decoding, the CPU tokens'
   const { cpu, gpu } = pair(c, 31);
   // Sessions of different prompt lengths: decode rows (<= 8 new tokens) and fused prefill chunks.
   const prompts = [3, 17, 70, 1, 9].map((n, i) => randint(n, 700 + i, 0, c.vocab));
-  const mk = (m: Transformer, seeds: number[]) => prompts.map((p, i) => {
-    const s = m.createSession(seeds[i]);
-    s.append(p);
-    return s;
-  });
+  const mk = (m: Transformer, seeds: number[]) =>
+    prompts.map((p, i) => {
+      const s = m.createSession(seeds[i]);
+      s.append(p);
+      return s;
+    });
   const seeds = [5, 6, 7, 8, 9];
   const sa = mk(cpu, seeds);
   const sb = mk(gpu, seeds);
@@ -256,9 +325,19 @@ t.test('GPU sampling: KV caches on the device, batched decoding, the CPU tokens'
     t.ok(closeness(greedy.rb[i].logProbs, greedy.ra[i].logProbs, 1e-4, 1e-5) <= 1, 'and their log-probs');
   }
   // Continue the same sessions with sampling (temperature, top-k, top-p), past 64 cached rows.
-  const sampled = await runBoth(cpu, gpu, sa, sb, { kind: 'sample', maxTokens: 30, temperature: 1, topK: 20, topP: 0.95 });
+  const sampled = await runBoth(cpu, gpu, sa, sb, {
+    kind: 'sample',
+    maxTokens: 30,
+    temperature: 1,
+    topK: 20,
+    topP: 0.95,
+  });
   for (let i = 0; i < prompts.length; i++) {
-    t.same(Array.from(sampled.rb[i].tokens), Array.from(sampled.ra[i].tokens), `sampled session ${i}: the same tokens from the same seed`);
+    t.same(
+      Array.from(sampled.rb[i].tokens),
+      Array.from(sampled.ra[i].tokens),
+      `sampled session ${i}: the same tokens from the same seed`,
+    );
   }
   t.equal(sb[0].logits(), null, 'the last sampled token is pending');
   await runBoth(cpu, gpu, sa, sb, { kind: 'prefill' });
@@ -294,10 +373,16 @@ t.test('a GPU policy: generate, train steps and checkpoints across devices', { s
   const cpu = TransformerPolicy.create(c, { seed: 3, device: 'cpu' });
   const gpu = TransformerPolicy.create(c, { seed: 3, device: 'cuda' });
   t.equal(gpu.device, 'cuda:0');
-  const requests = [0, 1, 2].map((i) => ({ prompt: Array.from(randint(5 + 7 * i, 40 + i, 0, c.vocab)), maxTokens: 8, temperature: 0.9, seed: 100 + i }));
+  const requests = [0, 1, 2].map((i) => ({
+    prompt: Array.from(randint(5 + 7 * i, 40 + i, 0, c.vocab)),
+    maxTokens: 8,
+    temperature: 0.9,
+    seed: 100 + i,
+  }));
   const ga = await cpu.generate(requests);
   const gb = await gpu.generate(requests);
-  for (let i = 0; i < 3; i++) t.same(Array.from(gb[i].tokens), Array.from(ga[i].tokens), `generate ${i}: the CPU's tokens`);
+  for (let i = 0; i < 3; i++)
+    t.same(Array.from(gb[i].tokens), Array.from(ga[i].tokens), `generate ${i}: the CPU's tokens`);
   const batches = [batchOf([30, 12], c.vocab, 50), batchOf([57], c.vocab, 52)];
   // eps 1e-3 keeps the first AdamW update a smooth function of the gradient (with 1e-8 it is
   // about lr * sign(g), which may flip for gradients at rounding level).
@@ -308,7 +393,8 @@ t.test('a GPU policy: generate, train steps and checkpoints across devices', { s
   t.equal(sb.targets, sa.targets);
   t.ok(Math.abs(sb.optimizer.gradNorm - sa.optimizer.gradNorm) <= 1e-4 * sa.optimizer.gradNorm, 'gradient norms agree');
   let pe = 0;
-  for (const n of cpu.model.store.names()) pe = Math.max(pe, closeness(gpu.model.store.read(n), cpu.model.store.read(n), 1e-5, 1e-6));
+  for (const n of cpu.model.store.names())
+    pe = Math.max(pe, closeness(gpu.model.store.read(n), cpu.model.store.read(n), 1e-5, 1e-6));
   t.ok(pe <= 1, `parameters after the step within 1e-5 (worst ${pe.toFixed(3)})`);
   t.equal(Math.max(...gpu.model.store.read('norm.weight', 'grad').map(Math.abs)), 0, 'gradients zeroed after the step');
 
@@ -340,12 +426,19 @@ t.test('a GPU policy: generate, train steps and checkpoints across devices', { s
   const cpuPath = join(dir, 'cpu.safetensors');
   cpu.save(cpuPath);
   const fromCpu = TransformerPolicy.load(cpuPath, { device: 'cuda' });
-  t.same(fromCpu.model.store.read('lm_head.weight', 'm'), cpu.model.store.read('lm_head.weight', 'm'), 'a CPU checkpoint loads on the GPU');
+  t.same(
+    fromCpu.model.store.read('lm_head.weight', 'm'),
+    cpu.model.store.read('lm_head.weight', 'm'),
+    'a CPU checkpoint loads on the GPU',
+  );
   for (const p of [cpu, gpu, onCpu, onGpu, fromCpu]) p.dispose();
 });
 
 function sameArray(a: Float32Array, b: Float32Array): boolean {
-  return a.length === b.length && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+  return (
+    a.length === b.length &&
+    Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength))
+  );
 }
 
 t.test('GPU model memory: freed on dispose, out of memory is catchable', { skip: noGpu }, async (t) => {

@@ -7,7 +7,13 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { Transformer, type ModelConfig, type NativeJob, type TransformerSession, modelConfig } from '../../lib/model/index.js';
+import {
+  Transformer,
+  type ModelConfig,
+  type NativeJob,
+  type TransformerSession,
+  modelConfig,
+} from '../../lib/model/index.js';
 import { closeness, randint } from './fixtures/reference.js';
 import { randomizeStore, readParams, refTransformer } from './fixtures/transformer-reference.js';
 
@@ -39,7 +45,11 @@ function makeModel(c: ModelConfig, seed = 1): Transformer {
 /** Reference logits at the last position of `tokens` (one document). */
 function refLastLogits(c: ModelConfig, params: Map<string, Float64Array>, tokens: number[]): Float64Array {
   const T = tokens.length;
-  const r = refTransformer(c, params, { tokens, targets: new Int32Array(T).fill(-1), positions: Int32Array.from({ length: T }, (_, i) => i) });
+  const r = refTransformer(c, params, {
+    tokens,
+    targets: new Int32Array(T).fill(-1),
+    positions: Int32Array.from({ length: T }, (_, i) => i),
+  });
   return r.logits.slice((T - 1) * c.vocab, T * c.vocab);
 }
 
@@ -51,9 +61,19 @@ function softmax(logits: ArrayLike<number>, temperature = 1): Float64Array {
   return p.map((x) => x / s);
 }
 
-const greedy = (maxTokens: number, stop?: number[]): NativeJob => ({ kind: 'sample', maxTokens, temperature: 0, stop: stop ? Int32Array.from(stop) : undefined });
+const greedy = (maxTokens: number, stop?: number[]): NativeJob => ({
+  kind: 'sample',
+  maxTokens,
+  temperature: 0,
+  stop: stop ? Int32Array.from(stop) : undefined,
+});
 
-async function sampleAlone(m: Transformer, prompt: number[], seed: number, job: NativeJob): Promise<{ tokens: number[]; logProbs: number[] }> {
+async function sampleAlone(
+  m: Transformer,
+  prompt: number[],
+  seed: number,
+  job: NativeJob,
+): Promise<{ tokens: number[]; logProbs: number[] }> {
   const s = m.createSession(seed);
   s.append(prompt);
   const [r] = await m.run([{ session: s, job }]);
@@ -77,7 +97,10 @@ t.test('cached decoding in uneven chunks matches the reference over the whole se
       t.equal(s.logits(), null, 'no logits while tokens are pending');
       const [r] = await m.run([{ session: s, job: { kind: 'prefill' } }], { prefillChunk });
       t.ok(r.done && r.tokens.length === 0 && r.length === at, `prefill of ${n} done`);
-      worst = Math.max(worst, closeness(s.logits() as Float32Array, refLastLogits(c, params, tokens.slice(0, at)), 1e-4, 1e-4));
+      worst = Math.max(
+        worst,
+        closeness(s.logits() as Float32Array, refLastLogits(c, params, tokens.slice(0, at)), 1e-4, 1e-4),
+      );
     }
     t.equal(s.processed, 60);
     t.ok(worst <= 1, `prefillChunk ${prefillChunk}: logits after each chunk match (worst ${worst.toFixed(3)})`);
@@ -99,7 +122,10 @@ t.test('token shift: chunked, batched and forked decoding see the previous token
     s.append(tokens.slice(at, at + n));
     at += n;
     await m.run([{ session: s, job: { kind: 'prefill' } }], { prefillChunk: 4 });
-    worst = Math.max(worst, closeness(s.logits() as Float32Array, refLastLogits(c, params, tokens.slice(0, at)), 1e-4, 1e-4));
+    worst = Math.max(
+      worst,
+      closeness(s.logits() as Float32Array, refLastLogits(c, params, tokens.slice(0, at)), 1e-4, 1e-4),
+    );
   }
   t.ok(worst <= 1, `logits after each chunk match (worst ${worst.toFixed(3)})`);
   const f = s.fork(2);
@@ -109,8 +135,19 @@ t.test('token shift: chunked, batched and forked decoding see the previous token
     { session: f, job: { kind: 'prefill' } },
     { session: s, job: { kind: 'prefill' } },
   ]);
-  t.ok(closeness(f.logits() as Float32Array, refLastLogits(c, params, tokens.slice(0, at + 1)), 1e-4, 1e-4) <= 1, 'a fork continues from its last token');
-  t.ok(closeness(s.logits() as Float32Array, refLastLogits(c, params, [...tokens.slice(0, at), tokens[at + 1]]), 1e-4, 1e-4) <= 1, 'so does the original');
+  t.ok(
+    closeness(f.logits() as Float32Array, refLastLogits(c, params, tokens.slice(0, at + 1)), 1e-4, 1e-4) <= 1,
+    'a fork continues from its last token',
+  );
+  t.ok(
+    closeness(
+      s.logits() as Float32Array,
+      refLastLogits(c, params, [...tokens.slice(0, at), tokens[at + 1]]),
+      1e-4,
+      1e-4,
+    ) <= 1,
+    'so does the original',
+  );
   const plain = refLastLogits({ ...c, tokenShift: false }, params, [...tokens.slice(0, at), tokens[at + 1]]);
   t.ok(closeness(s.logits() as Float32Array, plain, 1e-4, 1e-4) > 1, 'without the shift the logits differ');
   f.dispose();
@@ -134,7 +171,11 @@ t.test('token shift: greedy decoding follows the reference argmax over prompt an
     if (best === tok) agree++;
     seq.push(tok);
   }
-  t.equal(agree, tokens.length, 'every sampled token is the reference argmax (the sampled ones feed the shift as they are processed)');
+  t.equal(
+    agree,
+    tokens.length,
+    'every sampled token is the reference argmax (the sampled ones feed the shift as they are processed)',
+  );
   m.dispose();
 });
 
@@ -153,7 +194,10 @@ t.test('greedy decoding follows the reference argmax; batched runs equal single 
     for (let v = 1; v < c.vocab; v++) if (logits[v] > logits[best]) best = v;
     const lse = Math.log(softmax(logits)[best]);
     t.equal(alone[1].tokens[i], best, `greedy token ${i} is the argmax`);
-    t.ok(Math.abs(alone[1].logProbs[i] - lse) < 1e-4, `its log-prob is log softmax(logits) (${alone[1].logProbs[i]} vs ${lse})`);
+    t.ok(
+      Math.abs(alone[1].logProbs[i] - lse) < 1e-4,
+      `its log-prob is log softmax(logits) (${alone[1].logProbs[i]} vs ${lse})`,
+    );
     seq.push(best);
   }
   const sessions = prompts.map((p, i) => {
@@ -171,39 +215,51 @@ t.test('greedy decoding follows the reference argmax; batched runs equal single 
   m.dispose();
 });
 
-t.test('sampled log-probs are the tempered training log-probs; seeds make runs reproducible in any batch', async (t) => {
-  const c = cfg({ layers: 2 });
-  const m = makeModel(c, 3);
-  const prompt = Array.from(randint(6, 7, 0, c.vocab));
-  const job: NativeJob = { kind: 'sample', maxTokens: 20, temperature: 0.7 };
-  const a = await sampleAlone(m, prompt, 42, job);
-  const seq = [...prompt, ...a.tokens];
-  const targets = Int32Array.from(seq.slice(1).concat([-1]));
-  for (let i = 0; i < prompt.length - 1; i++) targets[i] = -1;
-  const lp = m.logProbs({ tokens: Int32Array.from(seq), targets }, { temperature: 0.7 });
-  t.ok(closeness(a.logProbs, lp.logProbs.slice(prompt.length - 1, seq.length - 1), 1e-4, 1e-5) <= 1, 'rollout log-probs = recomputed log-probs at the same temperature');
+t.test(
+  'sampled log-probs are the tempered training log-probs; seeds make runs reproducible in any batch',
+  async (t) => {
+    const c = cfg({ layers: 2 });
+    const m = makeModel(c, 3);
+    const prompt = Array.from(randint(6, 7, 0, c.vocab));
+    const job: NativeJob = { kind: 'sample', maxTokens: 20, temperature: 0.7 };
+    const a = await sampleAlone(m, prompt, 42, job);
+    const seq = [...prompt, ...a.tokens];
+    const targets = Int32Array.from(seq.slice(1).concat([-1]));
+    for (let i = 0; i < prompt.length - 1; i++) targets[i] = -1;
+    const lp = m.logProbs({ tokens: Int32Array.from(seq), targets }, { temperature: 0.7 });
+    t.ok(
+      closeness(a.logProbs, lp.logProbs.slice(prompt.length - 1, seq.length - 1), 1e-4, 1e-5) <= 1,
+      'rollout log-probs = recomputed log-probs at the same temperature',
+    );
 
-  // same seed, other sessions around it, and the work split over several calls
-  const sessions: TransformerSession[] = [];
-  for (let i = 0; i < 5; i++) {
-    const s = m.createSession(i === 2 ? 42 : 1000 + i);
-    s.append(i === 2 ? prompt : Array.from(randint(3 + 4 * i, i, 0, c.vocab)));
-    sessions.push(s);
-  }
-  const got: number[][] = sessions.map(() => []);
-  let results = await m.run(sessions.map((session) => ({ session, job })), { maxForwards: 3 });
-  while (results.some((r) => !r.done)) {
+    // same seed, other sessions around it, and the work split over several calls
+    const sessions: TransformerSession[] = [];
+    for (let i = 0; i < 5; i++) {
+      const s = m.createSession(i === 2 ? 42 : 1000 + i);
+      s.append(i === 2 ? prompt : Array.from(randint(3 + 4 * i, i, 0, c.vocab)));
+      sessions.push(s);
+    }
+    const got: number[][] = sessions.map(() => []);
+    let results = await m.run(
+      sessions.map((session) => ({ session, job })),
+      { maxForwards: 3 },
+    );
+    while (results.some((r) => !r.done)) {
+      results.forEach((r, i) => got[i].push(...r.tokens));
+      results = await m.run(
+        sessions.map((session) => ({ session })),
+        { maxForwards: 2 },
+      );
+    }
     results.forEach((r, i) => got[i].push(...r.tokens));
-    results = await m.run(sessions.map((session) => ({ session })), { maxForwards: 2 });
-  }
-  results.forEach((r, i) => got[i].push(...r.tokens));
-  t.same(got[2], a.tokens, 'the same seed gives the same tokens whatever the batch and the call split');
-  t.notSame(got[0], got[1], 'different seeds give different samples');
-  const b = await sampleAlone(m, prompt, 43, job);
-  t.notSame(b.tokens, a.tokens, 'another seed, other tokens');
-  for (const s of sessions) s.dispose();
-  m.dispose();
-});
+    t.same(got[2], a.tokens, 'the same seed gives the same tokens whatever the batch and the call split');
+    t.notSame(got[0], got[1], 'different seeds give different samples');
+    const b = await sampleAlone(m, prompt, 43, job);
+    t.notSame(b.tokens, a.tokens, 'another seed, other tokens');
+    for (const s of sessions) s.dispose();
+    m.dispose();
+  },
+);
 
 t.test('sampling frequencies follow softmax(logits / T); top-k and top-p restrict to the right sets', async (t) => {
   const c = cfg({ layers: 2 });
@@ -233,11 +289,20 @@ t.test('sampling frequencies follow softmax(logits / T); top-k and top-p restric
   const order = Array.from(p1.keys()).sort((a, b) => p1[b] - p1[a]);
   const fk = await draw({ kind: 'sample', maxTokens: 1, temperature: 1.5, topK: 3 }, n);
   const top3 = new Set(order.slice(0, 3));
-  t.ok(fk.every((f, i) => f === 0 || top3.has(i)), 'top-k 3: only the 3 most likely tokens');
+  t.ok(
+    fk.every((f, i) => f === 0 || top3.has(i)),
+    'top-k 3: only the 3 most likely tokens',
+  );
   const pk = new Float64Array(c.vocab);
   for (const i of top3) pk[i] = p1[i];
   const zk = pk.reduce((a, b) => a + b, 0);
-  t.ok(tv(fk, pk.map((x) => x / zk)) < 0.05, 'top-k 3: renormalised frequencies');
+  t.ok(
+    tv(
+      fk,
+      pk.map((x) => x / zk),
+    ) < 0.05,
+    'top-k 3: renormalised frequencies',
+  );
 
   let mass = 0;
   const nucleus = new Set<number>();
@@ -247,7 +312,10 @@ t.test('sampling frequencies follow softmax(logits / T); top-k and top-p restric
     if (mass >= 0.6) break;
   }
   const fp = await draw({ kind: 'sample', maxTokens: 1, temperature: 1.5, topP: 0.6 }, n);
-  t.ok(fp.every((f, i) => f === 0 || nucleus.has(i)), `top-p 0.6: only the nucleus (${nucleus.size} tokens)`);
+  t.ok(
+    fp.every((f, i) => f === 0 || nucleus.has(i)),
+    `top-p 0.6: only the nucleus (${nucleus.size} tokens)`,
+  );
   const pp = new Float64Array(c.vocab);
   for (const i of nucleus) pp[i] = p1[i] / mass;
   t.ok(tv(fp, pp) < 0.05, 'top-p 0.6: renormalised frequencies');
@@ -306,7 +374,10 @@ t.test('sliding-window layers keep only their window; forks are independent copi
     s.dispose();
   }
   const row = 2 * 2 * 6 * 4; // k and v, kvHeads x headDim floats
-  t.ok(bytes[0] < (600 + 64) * row + 29 * 4, `window 4: one full layer's cache plus a small window buffer (${bytes[0]} bytes)`);
+  t.ok(
+    bytes[0] < (600 + 64) * row + 29 * 4,
+    `window 4: one full layer's cache plus a small window buffer (${bytes[0]} bytes)`,
+  );
   t.ok(bytes[1] > 2 * 500 * row, `no window: two full caches (${bytes[1]} bytes)`);
 
   const m = withWindow;
@@ -339,7 +410,10 @@ t.test('run() checks its sessions and jobs', async (t) => {
   t.throws(() => other.run([{ session: s, job: greedy(1) }]), RangeError, 'a session of another model');
   t.throws(() => m.run([{ session: s, job: { kind: 'sample', maxTokens: 1, topP: 0 } }]), /topP/);
   t.throws(() => m.run([{ session: s, job: { kind: 'sample', maxTokens: -1 } }]), /maxTokens/);
-  t.throws(() => m.run([{ session: s, job: { kind: 'sample', maxTokens: 1, stop: Int32Array.from([99]) } }]), /stop token/);
+  t.throws(
+    () => m.run([{ session: s, job: { kind: 'sample', maxTokens: 1, stop: Int32Array.from([99]) } }]),
+    /stop token/,
+  );
   t.throws(() => m.run([{ session: s, job: { kind: 'oops' } as unknown as NativeJob }]), /kind/);
   t.throws(() => s.append([29]), RangeError, 'token ids are checked');
   t.throws(() => s.append([1.5]), /not an integer/, 'token ids are integers');
@@ -360,7 +434,11 @@ t.test('run() checks its sessions and jobs', async (t) => {
 
 t.test('training and sampling give the same bits with 1 and 3 threads', async (t) => {
   const child = join(process.cwd(), 'test', 'model', 'fixtures', 'transformer-determinism-child.mjs');
-  const run = (threads: number): string => execFileSync(process.execPath, [child], { env: { ...process.env, SINKFLEX_NUM_THREADS: String(threads) }, encoding: 'utf8' });
+  const run = (threads: number): string =>
+    execFileSync(process.execPath, [child], {
+      env: { ...process.env, SINKFLEX_NUM_THREADS: String(threads) },
+      encoding: 'utf8',
+    });
   const one = run(1);
   t.match(one, /^[0-9a-f]{64}$/);
   t.equal(run(3), one, '3 threads');

@@ -24,7 +24,23 @@ import { closeness, randint, sameBits } from './fixtures/reference.js';
 import { randomizeStore } from './fixtures/transformer-reference.js';
 
 const cfg = (over: Partial<ModelConfig> = {}): ModelConfig =>
-  modelConfig({ layers: 2, width: 24, heads: 4, kvHeads: 2, headDim: 6, window: 4, vocab: 31, context: 96, ffn: 16, ropeTheta: 1000, normEps: 1e-5, initStd: 0.1, swiglu: 'clamped', bias: false, ...over });
+  modelConfig({
+    layers: 2,
+    width: 24,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 6,
+    window: 4,
+    vocab: 31,
+    context: 96,
+    ffn: 16,
+    ropeTheta: 1000,
+    normEps: 1e-5,
+    initStd: 0.1,
+    swiglu: 'clamped',
+    bias: false,
+    ...over,
+  });
 
 function makePolicy(seed = 1, over: Partial<ModelConfig> = {}, maxForwardsPerRun?: number): TransformerPolicy {
   const p = TransformerPolicy.create(cfg(over), { seed, maxForwardsPerRun, prefillChunk: 8 });
@@ -96,7 +112,10 @@ t.test('multi-turn: appended environment tokens and sampled tokens form one cont
 
 t.test('generate() is reproducible from seeds and from the sampler state', async (t) => {
   const policy = makePolicy(3);
-  const reqs = [{ prompt: [1, 2, 3], maxTokens: 8, seed: 4 }, { prompt: [5], maxTokens: 3, seed: 9 }];
+  const reqs = [
+    { prompt: [1, 2, 3], maxTokens: 8, seed: 4 },
+    { prompt: [5], maxTokens: 3, seed: 9 },
+  ];
   const a = await policy.generate(reqs);
   const b = await policy.generate(reqs);
   t.same(a, b, 'same seeds, same results');
@@ -111,7 +130,10 @@ t.test('generate() is reproducible from seeds and from the sampler state', async
 
 t.test('training entry points: log-probs, forward/backward and the three loss kinds', async (t) => {
   const policy = makePolicy(4);
-  const batch = packSequences([{ tokens: Array.from(randint(12, 1, 0, 31)) }, { tokens: Array.from(randint(7, 2, 0, 31)), lossMask: [0, 0, 0, 1, 1, 1, 1] }]);
+  const batch = packSequences([
+    { tokens: Array.from(randint(12, 1, 0, 31)) },
+    { tokens: Array.from(randint(7, 2, 0, 31)), lossMask: [0, 0, 0, 1, 1, 1, 1] },
+  ]);
   const lp = await policy.logProbs(batch);
   const count = batch.targets.filter((x) => x >= 0).length;
   let mean = 0;
@@ -126,7 +148,10 @@ t.test('training entry points: log-probs, forward/backward and the three loss ki
   const d = Float32Array.from(batch.targets, (x) => (x >= 0 ? -1 / count : 0));
   const co = await policy.forwardBackward(batch, { kind: 'coefficients', dLogProbs: d });
   t.ok(Math.abs(co.loss - mean) < 1e-5, 'coefficients: the linear objective');
-  t.ok(sameBits(policy.model.store.read('layers.1.mlp.down.weight', 'grad'), gCe), 'the same gradient as cross-entropy');
+  t.ok(
+    sameBits(policy.model.store.read('layers.1.mlp.down.weight', 'grad'), gCe),
+    'the same gradient as cross-entropy',
+  );
   await policy.zeroGrad();
 
   let seen = 0;
@@ -198,9 +223,15 @@ t.test('checkpoints restore model, optimiser, tokenizer and sampler: training re
 });
 
 t.test('TemplateChatModel renders, samples to <|end|> and parses', async (t) => {
-  const tokenizer = trainChatTokenizer(['hello there, how can I help?', '{"name":"find_user","arguments":{"id":1}}'], { vocabSize: 300 });
+  const tokenizer = trainChatTokenizer(['hello there, how can I help?', '{"name":"find_user","arguments":{"id":1}}'], {
+    vocabSize: 300,
+  });
   const template = new ChatTemplate(tokenizer);
-  const reply = template.renderAssistantBody({ role: 'assistant', content: 'hi', tool_calls: [{ function: { name: 'find_user', arguments: '{"id":1}' } }] });
+  const reply = template.renderAssistantBody({
+    role: 'assistant',
+    content: 'hi',
+    tool_calls: [{ function: { name: 'find_user', arguments: '{"id":1}' } }],
+  });
   let prompt: number[] = [];
   // a scripted token policy: what it returns is fixed, what it was given is recorded
   const scripted: GenerativeModel = {
@@ -216,7 +247,11 @@ t.test('TemplateChatModel renders, samples to <|end|> and parses', async (t) => 
         sample: async (o) => {
           prompt = [...ctx];
           t.same(o.stop, template.stopTokens, 'stops at <|end|>');
-          return { tokens: Int32Array.from(reply.slice(0, o.maxTokens)), logProbs: new Float32Array(Math.min(reply.length, o.maxTokens)), finishReason: o.maxTokens >= reply.length ? 'stop' : 'length' };
+          return {
+            tokens: Int32Array.from(reply.slice(0, o.maxTokens)),
+            logProbs: new Float32Array(Math.min(reply.length, o.maxTokens)),
+            finishReason: o.maxTokens >= reply.length ? 'stop' : 'length',
+          };
         },
         dispose: () => undefined,
       };
@@ -227,7 +262,11 @@ t.test('TemplateChatModel renders, samples to <|end|> and parses', async (t) => 
   const messages = [{ role: 'user' as const, content: 'hello' }];
   const ok = await chat.chat(messages, { maxTokens: 100 });
   t.same(prompt, template.render(messages, { addGenerationPrompt: true }), 'the prompt is the rendered conversation');
-  t.same(ok.message, { role: 'assistant', content: 'hi', tool_calls: [{ id: 'call_0', type: 'function', function: { name: 'find_user', arguments: '{"id":1}' } }] });
+  t.same(ok.message, {
+    role: 'assistant',
+    content: 'hi',
+    tool_calls: [{ id: 'call_0', type: 'function', function: { name: 'find_user', arguments: '{"id":1}' } }],
+  });
   const cut = await chat.chat(messages, { maxTokens: 3 });
   t.equal(cut.message, null, 'a truncated reply does not parse');
   t.match(cut.error, /end/);
@@ -266,10 +305,17 @@ t.test('argument and lifecycle errors', async (t) => {
   policy.dispose();
   await t.rejects(p2, /disposed/, 'disposing the policy rejects pending samples');
   t.throws(() => TransformerPolicy.create(cfg(), { maxForwardsPerRun: 0 }), RangeError);
-  t.throws(() => TransformerPolicy.create(cfg({ vocab: 100 }), { tokenizer: trainChatTokenizer(['abc'], { vocabSize: 270 }) }), RangeError);
+  t.throws(
+    () => TransformerPolicy.create(cfg({ vocab: 100 }), { tokenizer: trainChatTokenizer(['abc'], { vocabSize: 270 }) }),
+    RangeError,
+  );
   const p3 = makePolicy(7);
   await t.rejects(p3.logProbs({ tokens: new Int32Array(0) }), RangeError, 'an empty batch');
-  await t.rejects(p3.logProbs({ tokens: new Int32Array(3), positions: new Int32Array(2) }), RangeError, 'mismatched lengths');
+  await t.rejects(
+    p3.logProbs({ tokens: new Int32Array(3), positions: new Int32Array(2) }),
+    RangeError,
+    'mismatched lengths',
+  );
   await t.rejects(p3.logProbs({ tokens: [1, 2] as never }), TypeError, 'tokens must be an Int32Array');
   p3.dispose();
 });

@@ -8,7 +8,14 @@ import t, { type Test } from 'tap';
 
 import { ParamStore, Transformer, type ModelConfig, modelConfig, packSequences } from '../../lib/model/index.js';
 import { closeness, numericGrad, randint, rng, sampleIndices } from './fixtures/reference.js';
-import { randomizeStore, readGrads, readParams, refTransformer, type RefBatch, randomBatch as packedBatch } from './fixtures/transformer-reference.js';
+import {
+  randomizeStore,
+  readGrads,
+  readParams,
+  refTransformer,
+  type RefBatch,
+  randomBatch as packedBatch,
+} from './fixtures/transformer-reference.js';
 
 const small = (over: Partial<ModelConfig> = {}): ModelConfig =>
   modelConfig({
@@ -30,15 +37,26 @@ const small = (over: Partial<ModelConfig> = {}): ModelConfig =>
   });
 
 /** Packed batches whose document ids are not 0, 1, …: only their equality matters. */
-const randomBatch = (lengths: number[], vocab: number, seed: number) => packedBatch(lengths, vocab, seed, (d) => 10 + d * 3);
+const randomBatch = (lengths: number[], vocab: number, seed: number) =>
+  packedBatch(lengths, vocab, seed, (d) => 10 + d * 3);
 
 /** Per-token coefficients of the objective sum a·logp + b·H. */
 function coefficients(T: number, seed: number): { a: Float32Array; b: Float32Array } {
   const r = rng(seed);
-  return { a: Float32Array.from({ length: T }, () => r() - 0.5), b: Float32Array.from({ length: T }, () => 0.5 * (r() - 0.5)) };
+  return {
+    a: Float32Array.from({ length: T }, () => r() - 0.5),
+    b: Float32Array.from({ length: T }, () => 0.5 * (r() - 0.5)),
+  };
 }
 
-function objective(c: ModelConfig, params: Map<string, Float64Array>, batch: RefBatch, a: Float32Array, b: Float32Array, temperature = 1): number {
+function objective(
+  c: ModelConfig,
+  params: Map<string, Float64Array>,
+  batch: RefBatch,
+  a: Float32Array,
+  b: Float32Array,
+  temperature = 1,
+): number {
   const r = refTransformer(c, params, batch, temperature);
   let s = 0;
   for (let i = 0; i < a.length; i++) s += a[i] * r.logp[i] + b[i] * r.entropy[i];
@@ -46,7 +64,16 @@ function objective(c: ModelConfig, params: Map<string, Float64Array>, batch: Ref
 }
 
 /** Checks every parameter's gradient at a few indices against finite differences of the float64 reference. */
-function checkGradients(t: Test, c: ModelConfig, model: Transformer, batch: RefBatch, a: Float32Array, b: Float32Array, perParam: number, temperature = 1): void {
+function checkGradients(
+  t: Test,
+  c: ModelConfig,
+  model: Transformer,
+  batch: RefBatch,
+  a: Float32Array,
+  b: Float32Array,
+  perParam: number,
+  temperature = 1,
+): void {
   const params = readParams(model.store);
   const grads = readGrads(model.store);
   let worst = 0;
@@ -91,7 +118,8 @@ t.test('forward matches the float64 reference (documents, GQA, sinks, window, te
     const ref = refTransformer(c, readParams(model.store), batch, temperature);
     t.ok(closeness(r.logProbs, ref.logp, 1e-4, 1e-5) <= 1, `${label}: log-probs`);
     t.ok(closeness(r.entropy, ref.entropy, 1e-4, 1e-5) <= 1, `${label}: entropies`);
-    for (let i = 0; i < batch.targets.length; i++) if (batch.targets[i] < 0) t.equal(r.logProbs[i], 0, `${label}: no target gives 0`);
+    for (let i = 0; i < batch.targets.length; i++)
+      if (batch.targets[i] < 0) t.equal(r.logProbs[i], 0, `${label}: no target gives 0`);
     // the same through the saved-activation path
     const f = model.forward(batch, { temperature });
     t.same(f.logProbs, r.logProbs, `${label}: forward with save gives the same log-probs`);
@@ -152,7 +180,10 @@ t.test('token shift: the previous token is seen at every position, gradients mat
   );
   const g = readGrads(model.store).get('embed.weight') as Float32Array;
   const native = Float64Array.from(row0, (i) => g[i]);
-  t.ok(Math.max(...native.map(Math.abs)) > 1e-4, 'token 0 (never an input) gets an embedding gradient through the shift');
+  t.ok(
+    Math.max(...native.map(Math.abs)) > 1e-4,
+    'token 0 (never an input) gets an embedding gradient through the shift',
+  );
   t.ok(closeness(native, numeric, 2e-3, 1e-6) <= 1, 'which matches finite differences');
   // the reference without the shift differs: the term is there
   const plain = refTransformer({ ...c, tokenShift: false }, params, batch);
@@ -160,16 +191,26 @@ t.test('token shift: the previous token is seen at every position, gradients mat
   model.dispose();
 });
 
-t.test('token shift: a packed batch gives each sequence what it gets alone (no previous token across documents)', async (t) => {
-  const c = small({ tokenShift: true, layers: 2 });
-  const model = Transformer.create(c, 8);
-  randomizeStore(model.store, 43);
-  const batch = randomBatch([5, 7], c.vocab, 14);
-  const packed = model.logProbs(batch).logProbs;
-  const second = model.logProbs({ tokens: batch.tokens.slice(5), targets: batch.targets.slice(5), positions: batch.positions.slice(5) }).logProbs;
-  t.ok(closeness(packed.slice(5), second, 1e-5, 1e-6) <= 1, "the second document's first position sees token 0, not the first document's last token");
-  model.dispose();
-});
+t.test(
+  'token shift: a packed batch gives each sequence what it gets alone (no previous token across documents)',
+  async (t) => {
+    const c = small({ tokenShift: true, layers: 2 });
+    const model = Transformer.create(c, 8);
+    randomizeStore(model.store, 43);
+    const batch = randomBatch([5, 7], c.vocab, 14);
+    const packed = model.logProbs(batch).logProbs;
+    const second = model.logProbs({
+      tokens: batch.tokens.slice(5),
+      targets: batch.targets.slice(5),
+      positions: batch.positions.slice(5),
+    }).logProbs;
+    t.ok(
+      closeness(packed.slice(5), second, 1e-5, 1e-6) <= 1,
+      "the second document's first position sees token 0, not the first document's last token",
+    );
+    model.dispose();
+  },
+);
 
 t.test('tiny preset: fp32 finite differences of the native forward agree with the backward', async (t) => {
   const c = modelConfig('tiny');
@@ -185,11 +226,19 @@ t.test('tiny preset: fp32 finite differences of the native forward agree with th
     return s;
   };
   let worst = 0;
-  for (const [name, count] of [['layers.1.attn.q.weight', 3], ['layers.0.attn.v.weight', 3], ['layers.0.attn.sinks', 2], ['layers.1.mlp.down.weight', 2], ['norm.weight', 2]] as const) {
+  for (const [name, count] of [
+    ['layers.1.attn.q.weight', 3],
+    ['layers.0.attn.v.weight', 3],
+    ['layers.0.attn.sinks', 2],
+    ['layers.1.mlp.down.weight', 2],
+    ['norm.weight', 2],
+  ] as const) {
     const grad = model.store.read(name, 'grad');
     const value = model.store.view(name);
     // the entries with the largest gradients (their finite differences are well above fp32 noise)
-    const idx = Array.from(grad.keys()).sort((x, y) => Math.abs(grad[y]) - Math.abs(grad[x])).slice(0, count);
+    const idx = Array.from(grad.keys())
+      .sort((x, y) => Math.abs(grad[y]) - Math.abs(grad[x]))
+      .slice(0, count);
     for (const i of idx) {
       const v = value[i];
       const h = 1e-2 * Math.max(1, Math.abs(v));
@@ -230,7 +279,8 @@ t.test('a packed batch gives each sequence the log-probs and gradients it gets a
   });
   t.ok(closeness(f.logProbs, alone, 2e-5, 2e-6) <= 1, 'log-probs');
   let worst = 0;
-  for (const [name, g] of readGrads(store)) worst = Math.max(worst, closeness(packedGrads.get(name) as Float32Array, g, 1e-4, 1e-6));
+  for (const [name, g] of readGrads(store))
+    worst = Math.max(worst, closeness(packedGrads.get(name) as Float32Array, g, 1e-4, 1e-6));
   t.ok(worst <= 1, `gradients (worst ${worst.toFixed(3)})`);
   model.dispose();
   t.notOk(store.disposed, 'a model over an existing store leaves it alive');
@@ -252,7 +302,8 @@ t.test('eager and fused attention give the same log-probs and gradients', async 
   });
   t.ok(closeness(results[0].logp, results[1].logp, 1e-5, 1e-6) <= 1, 'log-probs');
   let worst = 0;
-  for (const [name, g] of results[0].grads) worst = Math.max(worst, closeness(g, results[1].grads.get(name) as Float32Array, 1e-4, 1e-6));
+  for (const [name, g] of results[0].grads)
+    worst = Math.max(worst, closeness(g, results[1].grads.get(name) as Float32Array, 1e-4, 1e-6));
   t.ok(worst <= 1, 'gradients');
 });
 
@@ -268,10 +319,22 @@ t.test('gradients accumulate, states are used once, stale states are refused', a
   const f2 = model.forward(batch);
   f2.backward({ dLogProbs: a });
   const twice = model.store.read('layers.0.attn.q.weight', 'grad');
-  t.ok(closeness(twice, once.map((v) => 2 * v), 1e-5, 1e-9) <= 1, 'a second backward adds the same gradient');
+  t.ok(
+    closeness(
+      twice,
+      once.map((v) => 2 * v),
+      1e-5,
+      1e-9,
+    ) <= 1,
+    'a second backward adds the same gradient',
+  );
   const f3 = model.forward(batch);
   model.store.adamwStep({ lr: 1e-3 });
-  t.throws(() => f3.backward({ dLogProbs: a }), /parameters changed/, 'a forward from before an optimiser step is refused');
+  t.throws(
+    () => f3.backward({ dLogProbs: a }),
+    /parameters changed/,
+    'a forward from before an optimiser step is refused',
+  );
   const f4 = model.forward(batch);
   t.ok(f4.bytes > 0, 'a state holds its activations');
   t.throws(() => f4.backward({ dLogProbs: new Float32Array(3) }), RangeError, 'dLogProbs must have T entries');

@@ -20,7 +20,11 @@ t.test('the override path', async (t) => {
   process.env.SINKFLEX_ADDON = '';
   t.equal(addonOverride(), null, 'empty: none');
   process.env.SINKFLEX_ADDON = 'build-emu/Release/sinkflex.node';
-  t.equal(addonOverride(), join(process.cwd(), 'build-emu', 'Release', 'sinkflex.node'), 'relative to the current folder');
+  t.equal(
+    addonOverride(),
+    join(process.cwd(), 'build-emu', 'Release', 'sinkflex.node'),
+    'relative to the current folder',
+  );
   process.env.SINKFLEX_ADDON = '/abs/x.node';
   t.equal(addonOverride(), '/abs/x.node');
 });
@@ -28,8 +32,17 @@ t.test('the override path', async (t) => {
 t.test('the loader uses it', async (t) => {
   // this process has not loaded the addon yet: the first load reads the variable
   process.env.SINKFLEX_ADDON = join(packageRoot(), 'no-such-dir', 'sinkflex.node');
-  t.throws(() => loadAddon(), { name: 'NativeLoadError', message: /SINKFLEX_ADDON=.*no-such-dir.*sinkflex\.node/ }, 'a missing file is refused, naming it');
+  t.throws(
+    () => loadAddon(),
+    { name: 'NativeLoadError', message: /SINKFLEX_ADDON=.*no-such-dir.*sinkflex\.node/ },
+    'a missing file is refused, naming it',
+  );
   t.throws(() => loadAddon(), NativeLoadError, 'and nothing was cached');
   process.env.SINKFLEX_ADDON = join(packageRoot(), 'build', 'Release', 'sinkflex.node');
-  t.ok(loadAddon().backends().some((b) => b.name === 'cpu'), 'an addon file loads');
+  t.ok(
+    loadAddon()
+      .backends()
+      .some((b) => b.name === 'cpu'),
+    'an addon file loads',
+  );
 });

@@ -100,7 +100,10 @@ t.test('a device that cannot serve a call throws a DeviceError with a code', asy
   t.ok(isDeviceError({ code: 'ERR_SINKFLEX_DEVICE' }), 'recognised by its code');
   t.notOk(isDeviceError(new Error('x')));
   t.notOk(isDeviceError(null));
-  t.throws(() => addon.setErrorClasses!({ OutOfMemoryError }), { name: 'TypeError', message: /DeviceError must be a class/ });
+  t.throws(() => addon.setErrorClasses!({ OutOfMemoryError }), {
+    name: 'TypeError',
+    message: /DeviceError must be a class/,
+  });
 });
 
 t.test('bad calls throw TypeError or RangeError naming the argument', async (t) => {
@@ -110,7 +113,10 @@ t.test('bad calls throw TypeError or RangeError naming the argument', async (t) 
   t.throws(() => addon.allocTracked!(1.5), { name: 'RangeError', message: /count must be an integer/ });
   t.throws(() => addon.allocTracked!(Number.NaN), { name: 'RangeError', message: /count must be an integer/ });
   t.throws(() => addon.memoryStats!(3), { name: 'TypeError', message: /device must be a string, got a number/ });
-  t.throws(() => addon.memoryStats!('gpu'), { name: 'RangeError', message: /device must be 'cpu', 'cuda' or 'cuda:<index>'/ });
+  t.throws(() => addon.memoryStats!('gpu'), {
+    name: 'RangeError',
+    message: /device must be 'cpu', 'cuda' or 'cuda:<index>'/,
+  });
   t.throws(() => addon.setLimit!('cpu', 0), { name: 'RangeError', message: /bytes must be in/ });
   t.throws(() => addon.setErrorClasses!(5), { name: 'TypeError', message: /classes must be an object/ });
   t.throws(() => addon.setErrorClasses!({}), { name: 'TypeError', message: /OutOfMemoryError must be a class/ });

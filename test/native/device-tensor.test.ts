@@ -19,8 +19,25 @@ import {
 import { loadAddon } from '../../lib/native/loader.js';
 import { Rng, bf16 } from '../attention/fixtures/reference.js';
 
-const special = Float32Array.from([0, -0, 1, -1, 1.00390625, 1.005859375, 1.0029296875, 3.4028234663852886e38, -3.4e38,
-  1e-40, -1e-39, Infinity, -Infinity, NaN, 65504, 0.1, 1 / 3]);
+const special = Float32Array.from([
+  0,
+  -0,
+  1,
+  -1,
+  1.00390625,
+  1.005859375,
+  1.0029296875,
+  3.4028234663852886e38,
+  -3.4e38,
+  1e-40,
+  -1e-39,
+  Infinity,
+  -Infinity,
+  NaN,
+  65504,
+  0.1,
+  1 / 3,
+]);
 
 function checkTensor(t: Test, device: MemoryDevice, dtype: DType): void {
   const rng = new Rng(dtype === 'float32' ? 1 : 2);
@@ -37,7 +54,11 @@ function checkTensor(t: Test, device: MemoryDevice, dtype: DType): void {
   t.ok(memory.currentBytes(device) - before >= x.bytes, 'counted by the tracked allocator');
   const back = x.toArray();
   t.ok(back instanceof Float32Array && back !== data);
-  t.same(Array.from(back), Array.from(data, (v) => (dtype === 'float32' ? v : bf16(v))), `${dtype} round trip`);
+  t.same(
+    Array.from(back),
+    Array.from(data, (v) => (dtype === 'float32' ? v : bf16(v))),
+    `${dtype} round trip`,
+  );
   const held = memory.currentBytes(device); // toArray's result is tracked too (until GC)
   x.dispose();
   t.equal(x.disposed, true);
@@ -94,25 +115,64 @@ t.test('shapes: scalar, empty, default options', async (t) => {
 
 t.test('validation', async (t) => {
   const data = new Float32Array(6);
-  t.throws(() => toDevice([1, 2] as unknown as Float32Array, [2], { device: 'cpu' }), { name: 'TypeError', message: /data must be a Float32Array, got an Array/ });
-  t.throws(() => toDevice(new Float64Array(6) as unknown as Float32Array, [6], { device: 'cpu' }), { name: 'TypeError', message: /data must be a Float32Array, got Float64Array/ });
-  t.throws(() => toDevice(data, 6 as unknown as number[], { device: 'cpu' }), { name: 'TypeError', message: /shape must be an array/ });
-  t.throws(() => toDevice(data, [4, 2], { device: 'cpu' }), { name: 'RangeError', message: /data has length 6 but shape holds 8 elements/ });
-  t.throws(() => toDevice(data, [-1, -6], { device: 'cpu' }), { name: 'RangeError', message: /shape\[0\] must be in \[0,/ });
-  t.throws(() => toDevice(data, [2.5, 2], { device: 'cpu' }), { name: 'RangeError', message: /shape\[0\] must be an integer/ });
-  t.throws(() => toDevice(data, ['6'] as unknown as number[], { device: 'cpu' }), { name: 'TypeError', message: /shape\[0\] must be an integer/ });
-  t.throws(() => toDevice(data, [1, 1, 1, 1, 1, 1, 1, 1, 6], { device: 'cpu' }), { name: 'RangeError', message: /at most 8/ });
-  t.throws(() => toDevice(data, [6], { device: 'cpu', dtype: 'float16' as DType }), { name: 'RangeError', message: /dtype must be one of 'float32', 'bfloat16', got 'float16'/ });
-  t.throws(() => toDevice(data, [6], { device: 'tpu' as 'cpu' }), { name: 'RangeError', message: /device must be 'cpu', 'cuda' or 'auto'/ });
-  t.throws(() => toDevice(data, [6], null as unknown as object), { name: 'TypeError', message: /opts must be an object/ });
+  t.throws(() => toDevice([1, 2] as unknown as Float32Array, [2], { device: 'cpu' }), {
+    name: 'TypeError',
+    message: /data must be a Float32Array, got an Array/,
+  });
+  t.throws(() => toDevice(new Float64Array(6) as unknown as Float32Array, [6], { device: 'cpu' }), {
+    name: 'TypeError',
+    message: /data must be a Float32Array, got Float64Array/,
+  });
+  t.throws(() => toDevice(data, 6 as unknown as number[], { device: 'cpu' }), {
+    name: 'TypeError',
+    message: /shape must be an array/,
+  });
+  t.throws(() => toDevice(data, [4, 2], { device: 'cpu' }), {
+    name: 'RangeError',
+    message: /data has length 6 but shape holds 8 elements/,
+  });
+  t.throws(() => toDevice(data, [-1, -6], { device: 'cpu' }), {
+    name: 'RangeError',
+    message: /shape\[0\] must be in \[0,/,
+  });
+  t.throws(() => toDevice(data, [2.5, 2], { device: 'cpu' }), {
+    name: 'RangeError',
+    message: /shape\[0\] must be an integer/,
+  });
+  t.throws(() => toDevice(data, ['6'] as unknown as number[], { device: 'cpu' }), {
+    name: 'TypeError',
+    message: /shape\[0\] must be an integer/,
+  });
+  t.throws(() => toDevice(data, [1, 1, 1, 1, 1, 1, 1, 1, 6], { device: 'cpu' }), {
+    name: 'RangeError',
+    message: /at most 8/,
+  });
+  t.throws(() => toDevice(data, [6], { device: 'cpu', dtype: 'float16' as DType }), {
+    name: 'RangeError',
+    message: /dtype must be one of 'float32', 'bfloat16', got 'float16'/,
+  });
+  t.throws(() => toDevice(data, [6], { device: 'tpu' as 'cpu' }), {
+    name: 'RangeError',
+    message: /device must be 'cpu', 'cuda' or 'auto'/,
+  });
+  t.throws(() => toDevice(data, [6], null as unknown as object), {
+    name: 'TypeError',
+    message: /opts must be an object/,
+  });
   const raw = loadAddon() as unknown as {
     DeviceTensor: new (...a: unknown[]) => unknown;
     deviceTensorFromArray: (...a: unknown[]) => unknown;
   };
   t.throws(() => new raw.DeviceTensor(), { name: 'TypeError', message: /use toDevice/ });
   t.throws(() => new raw.DeviceTensor({}), { name: 'TypeError', message: /use toDevice/ });
-  t.throws(() => raw.deviceTensorFromArray(data, [6], 'gpu', 'float32'), { name: 'RangeError', message: /device must be 'cpu', 'cuda' or 'cuda:<index>'/ });
-  t.throws(() => raw.deviceTensorFromArray(data, [6], 'cpu', 3), { name: 'TypeError', message: /dtype must be a string/ });
+  t.throws(() => raw.deviceTensorFromArray(data, [6], 'gpu', 'float32'), {
+    name: 'RangeError',
+    message: /device must be 'cpu', 'cuda' or 'cuda:<index>'/,
+  });
+  t.throws(() => raw.deviceTensorFromArray(data, [6], 'cpu', 3), {
+    name: 'TypeError',
+    message: /dtype must be a string/,
+  });
   t.equal(isDeviceTensor(data), false);
   t.equal(isDeviceTensor({ shape: [6], dtype: 'float32' }), false);
   t.equal(isDeviceTensor(null), false);
@@ -123,7 +183,9 @@ t.test('cuda without a GPU', { skip: cudaAvailable() ? 'a CUDA device is present
   t.throws(() => toDevice(data, [4], { device: 'cuda' }), DeviceUnavailableError);
   t.throws(() => toDevice(data, [4], { device: 'cuda:1' }), DeviceUnavailableError);
   const raw = loadAddon() as unknown as { deviceTensorFromArray: (...a: unknown[]) => unknown };
-  t.throws(() => raw.deviceTensorFromArray(data, [4], 'cuda:0', 'float32'), { message: /device 'cuda:0' is not available/ });
+  t.throws(() => raw.deviceTensorFromArray(data, [4], 'cuda:0', 'float32'), {
+    message: /device 'cuda:0' is not available/,
+  });
 });
 
 const noGpu = cudaAvailable() ? false : `no CUDA device: ${loadAddon().cudaStatus().reason}`;
@@ -134,13 +196,17 @@ t.test('cuda tensors', { skip: noGpu }, async (t) => {
   const big = new Float32Array(1 << 20);
   let caught: unknown;
   const before = memory.currentBytes('cuda');
-  memory.withLimit(before + 1024, () => {
-    try {
-      toDevice(big, [big.length], { device: 'cuda' });
-    } catch (e) {
-      caught = e;
-    }
-  }, 'cuda');
+  memory.withLimit(
+    before + 1024,
+    () => {
+      try {
+        toDevice(big, [big.length], { device: 'cuda' });
+      } catch (e) {
+        caught = e;
+      }
+    },
+    'cuda',
+  );
   t.ok(isOutOfMemoryError(caught), 'past the tracked limit: OutOfMemoryError');
   t.equal(memory.currentBytes('cuda'), before);
   const x = toDevice(big, [1024, 1024], { device: 'cuda', dtype: 'bfloat16' });

@@ -21,12 +21,20 @@ import { ScriptedModelPolicy, template } from './fixtures/setup.js';
 
 const tpl = template();
 
-async function post(url: string, body: unknown): Promise<{ status: number; json: Record<string, any>; text: string }> {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+// the tests read the answers' JSON by the engines' field names
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = Record<string, any>;
+
+async function post(url: string, body: unknown): Promise<{ status: number; json: Json; text: string }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   const text = await res.text();
-  let json: Record<string, any> = {};
+  let json: Json = {};
   try {
-    json = JSON.parse(text) as Record<string, any>;
+    json = JSON.parse(text) as Json;
   } catch {
     // plain text
   }
@@ -42,8 +50,18 @@ const twoCalls: ChatAssistantMessage = {
   ],
 };
 const tools = [
-  { type: 'function', function: { name: 'find_user', description: 'Find a user', parameters: { type: 'object', properties: { email: { type: 'string' } } } } },
-  { type: 'function', function: { name: 'get_order', parameters: { type: 'object', properties: { id: { type: 'string' } } } } },
+  {
+    type: 'function',
+    function: {
+      name: 'find_user',
+      description: 'Find a user',
+      parameters: { type: 'object', properties: { email: { type: 'string' } } },
+    },
+  },
+  {
+    type: 'function',
+    function: { name: 'get_order', parameters: { type: 'object', properties: { id: { type: 'string' } } } },
+  },
 ];
 const messages = [{ role: 'user', content: 'Find me.' }];
 
@@ -81,17 +99,38 @@ t.test('wrongly typed and unsupported fields: 400 naming the field (chat and com
     t.equal(r.json.error?.param, param, `${JSON.stringify(extra)}: names ${param}`);
   }
   // accepted: what changes nothing here
-  const ok = await post(chat, { ...base, user: 'u-1', presence_penalty: 0, frequency_penalty: 0, logit_bias: {}, response_format: { type: 'text' }, parallel_tool_calls: true, stream: false });
+  const ok = await post(chat, {
+    ...base,
+    user: 'u-1',
+    presence_penalty: 0,
+    frequency_penalty: 0,
+    logit_bias: {},
+    response_format: { type: 'text' },
+    parallel_tool_calls: true,
+    stream: false,
+  });
   t.equal(ok.status, 200, ok.text);
   const completions = `${server.baseURL}/completions`;
   // (completions refuse stream: true before its options; they apply a non-zero penalty)
   const applied = (e: Record<string, unknown>): boolean => e.presence_penalty === 0.5;
-  for (const [extra, param] of cases.filter(([e]) => !('tools' in e) && !('parallel_tool_calls' in e) && !('chat_template_kwargs' in e) && !('stream' in e) && !applied(e))) {
+  for (const [extra, param] of cases.filter(
+    ([e]) =>
+      !('tools' in e) &&
+      !('parallel_tool_calls' in e) &&
+      !('chat_template_kwargs' in e) &&
+      !('stream' in e) &&
+      !applied(e),
+  )) {
     const r = await post(completions, { model: 'sinkflex', prompt: [1, 2, 3], ...extra });
     t.equal(r.status, 400, `completions ${JSON.stringify(extra)}: 400`);
     t.equal(r.json.error?.param, param);
   }
-  const penalised = await post(completions, { model: 'sinkflex', prompt: [1, 2, 3], presence_penalty: 0.5, frequency_penalty: -0.5 });
+  const penalised = await post(completions, {
+    model: 'sinkflex',
+    prompt: [1, 2, 3],
+    presence_penalty: 0.5,
+    frequency_penalty: -0.5,
+  });
   t.equal(penalised.status, 200, `completions apply penalties: ${penalised.text}`);
 });
 
@@ -130,7 +169,11 @@ t.test('max_tokens past the context is refused (chat and completions); GET /v1/m
     t.equal(r.json.error?.param, 'max_tokens');
     t.match(r.json.error?.message, /max_tokens is too large/);
   }
-  const fits = await post(`${server.baseURL}/completions`, { model: 'm1', prompt: [1, 2, 3], max_tokens: policy.contextLength - 3 });
+  const fits = await post(`${server.baseURL}/completions`, {
+    model: 'm1',
+    prompt: [1, 2, 3],
+    max_tokens: policy.contextLength - 3,
+  });
   t.equal(fits.status, 200, 'prompt + max_tokens = context fits');
   const m = await fetch(`${server.baseURL}/models/m1`);
   t.equal(m.status, 200);
@@ -140,21 +183,41 @@ t.test('max_tokens past the context is refused (chat and completions); GET /v1/m
   t.match(await missing.json(), { error: { param: 'model', type: 'NotFoundError', code: 404 } });
 });
 
-t.test('special tokens stay out of returned text and log-prob tokens unless skip_special_tokens is false', async (t) => {
-  const policy = new ScriptedModelPolicy(tpl, [{ role: 'assistant', content: 'Hi.' }]);
-  const server = await startChatServer({ policy, template: tpl, port: 0 });
-  t.teardown(() => server.dispose());
-  const names = /<\|[a-z_]+\|>/;
-  const a = await post(`${server.baseURL}/completions`, { prompt: [1, 2, 3], max_tokens: 50, logprobs: 0, stop_token_ids: tpl.stopTokens });
-  t.equal(a.status, 200, a.text);
-  t.equal(a.json.choices[0].finish_reason, 'stop');
-  t.notMatch(a.json.choices[0].text, names, 'completion text without special tokens');
-  t.notOk(a.json.choices[0].logprobs.tokens.some((s: string) => names.test(s)), 'log-prob tokens without special tokens');
-  const b = await post(`${server.baseURL}/completions`, { prompt: [1, 2, 3], max_tokens: 50, logprobs: 0, stop_token_ids: tpl.stopTokens, skip_special_tokens: false });
-  t.match(b.json.choices[0].text, names, 'skip_special_tokens: false keeps them');
-  const c = await post(`${server.baseURL}/chat/completions`, { model: 'sinkflex', messages, logprobs: true });
-  t.notOk(c.json.choices[0].logprobs.content.some((e: { token: string }) => names.test(e.token)), 'chat log-prob tokens without special tokens');
-});
+t.test(
+  'special tokens stay out of returned text and log-prob tokens unless skip_special_tokens is false',
+  async (t) => {
+    const policy = new ScriptedModelPolicy(tpl, [{ role: 'assistant', content: 'Hi.' }]);
+    const server = await startChatServer({ policy, template: tpl, port: 0 });
+    t.teardown(() => server.dispose());
+    const names = /<\|[a-z_]+\|>/;
+    const a = await post(`${server.baseURL}/completions`, {
+      prompt: [1, 2, 3],
+      max_tokens: 50,
+      logprobs: 0,
+      stop_token_ids: tpl.stopTokens,
+    });
+    t.equal(a.status, 200, a.text);
+    t.equal(a.json.choices[0].finish_reason, 'stop');
+    t.notMatch(a.json.choices[0].text, names, 'completion text without special tokens');
+    t.notOk(
+      a.json.choices[0].logprobs.tokens.some((s: string) => names.test(s)),
+      'log-prob tokens without special tokens',
+    );
+    const b = await post(`${server.baseURL}/completions`, {
+      prompt: [1, 2, 3],
+      max_tokens: 50,
+      logprobs: 0,
+      stop_token_ids: tpl.stopTokens,
+      skip_special_tokens: false,
+    });
+    t.match(b.json.choices[0].text, names, 'skip_special_tokens: false keeps them');
+    const c = await post(`${server.baseURL}/chat/completions`, { model: 'sinkflex', messages, logprobs: true });
+    t.notOk(
+      c.json.choices[0].logprobs.content.some((e: { token: string }) => names.test(e.token)),
+      'chat log-prob tokens without special tokens',
+    );
+  },
+);
 
 /** A model whose samples never end until the session is disposed (a request the client abandons). */
 class HangingModel implements GenerativeModel {
@@ -183,14 +246,24 @@ class HangingModel implements GenerativeModel {
 t.test('logs: a refused admin request once; a disconnect on /v1/completions as 499', async (t) => {
   const requests: number[] = [];
   const admin: number[] = [];
-  const server = await startChatServer({ policy: new HangingModel() as unknown as GenerativeModel, template: tpl, port: 0, onRequest: (i) => requests.push(i.status), onAdmin: (i) => admin.push(i.status) });
+  const server = await startChatServer({
+    policy: new HangingModel() as unknown as GenerativeModel,
+    template: tpl,
+    port: 0,
+    onRequest: (i) => requests.push(i.status),
+    onAdmin: (i) => admin.push(i.status),
+  });
   t.teardown(() => server.dispose());
   const r = await post(`${server.baseURL}/load_lora_adapter`, { lora_name: 'a', lora_path: '/nowhere' });
   t.equal(r.status, 404);
   t.same(admin, [404], 'reported to onAdmin');
   t.same(requests, [], 'and not again as a request');
   const ac = new AbortController();
-  const pending = fetch(`${server.baseURL}/completions`, { method: 'POST', body: JSON.stringify({ prompt: [1, 2], max_tokens: 5 }), signal: ac.signal }).catch(() => null);
+  const pending = fetch(`${server.baseURL}/completions`, {
+    method: 'POST',
+    body: JSON.stringify({ prompt: [1, 2], max_tokens: 5 }),
+    signal: ac.signal,
+  }).catch(() => null);
   await new Promise((res) => setTimeout(res, 200));
   ac.abort();
   await pending;
@@ -211,15 +284,33 @@ t.test('a real Qwen3 chat template: raise_exception is a 400; chat_template_kwar
   const server = await startChatServer({ policy: m.policy, template: format, port: 0 });
   t.teardown(() => server.dispose());
   const chat = `${server.baseURL}/chat/completions`;
-  const raised = await post(chat, { model: 'sinkflex', messages: [{ role: 'system', content: 'Be brief.' }], max_tokens: 2 });
+  const raised = await post(chat, {
+    model: 'sinkflex',
+    messages: [{ role: 'system', content: 'Be brief.' }],
+    max_tokens: 2,
+  });
   t.equal(raised.status, 400, raised.text);
   t.equal(raised.json.error?.param, 'messages');
   t.match(raised.json.error?.message, /No user query found/);
-  const off = await post(chat, { model: 'sinkflex', messages, max_tokens: 2, seed: 1, return_token_ids: true, chat_template_kwargs: { enable_thinking: false } });
+  const off = await post(chat, {
+    model: 'sinkflex',
+    messages,
+    max_tokens: 2,
+    seed: 1,
+    return_token_ids: true,
+    chat_template_kwargs: { enable_thinking: false },
+  });
   t.equal(off.status, 200, off.text);
-  const expected = format.renderTokens([{ role: 'user', content: 'Find me.' }], { addGenerationPrompt: true, kwargs: { enable_thinking: false } });
+  const expected = format.renderTokens([{ role: 'user', content: 'Find me.' }], {
+    addGenerationPrompt: true,
+    kwargs: { enable_thinking: false },
+  });
   t.same(off.json.prompt_token_ids, expected, 'the prompt rendered with enable_thinking: false');
-  t.match(m.tokenizer.decode(off.json.prompt_token_ids), /<think>\s*<\/think>\s*$/, 'an empty think block ends the prompt');
+  t.match(
+    m.tokenizer.decode(off.json.prompt_token_ids),
+    /<think>\s*<\/think>\s*$/,
+    'an empty think block ends the prompt',
+  );
   const on = await post(chat, { model: 'sinkflex', messages, max_tokens: 2, seed: 1, return_token_ids: true });
   t.notSame(on.json.prompt_token_ids, expected, 'without kwargs the template default applies');
 });

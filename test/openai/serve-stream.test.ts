@@ -5,7 +5,13 @@
 import t from 'tap';
 
 import type { ChatAssistantMessage } from '../../lib/model/index.js';
-import type { GenerateRequest, GenerativeModel, ModelSession, SampleOptions, SampleResult } from '../../lib/model/policy.js';
+import type {
+  GenerateRequest,
+  GenerativeModel,
+  ModelSession,
+  SampleOptions,
+  SampleResult,
+} from '../../lib/model/policy.js';
 import { startChatServer } from '../../lib/openai/index.js';
 import { ReplyStream } from '../../lib/openai/server-stream.js';
 import { rawActionText } from '../../lib/rollout/turns.js';
@@ -17,12 +23,25 @@ const tok = tpl.tokenizer;
 
 interface Chunk {
   object: string;
-  choices: { index: number; delta: { role?: string; content?: string; tool_calls?: { index: number; id: string; type: string; function: { name: string; arguments: string } }[] }; finish_reason: string | null; logprobs?: { content: { logprob: number }[] }; token_ids?: number[] }[];
+  choices: {
+    index: number;
+    delta: {
+      role?: string;
+      content?: string;
+      tool_calls?: { index: number; id: string; type: string; function: { name: string; arguments: string } }[];
+    };
+    finish_reason: string | null;
+    logprobs?: { content: { logprob: number }[] };
+    token_ids?: number[];
+  }[];
   usage?: Record<string, number>;
 }
 
 /** Reads an SSE response event by event; `onEvent` sees each parsed chunk as it arrives. */
-async function readEvents(res: Response, onEvent: (c: Chunk | '[DONE]') => void = () => undefined): Promise<(Chunk | '[DONE]')[]> {
+async function readEvents(
+  res: Response,
+  onEvent: (c: Chunk | '[DONE]') => void = () => undefined,
+): Promise<(Chunk | '[DONE]')[]> {
   const out: (Chunk | '[DONE]')[] = [];
   const reader = (res.body as ReadableStream<Uint8Array>).getReader();
   const dec = new TextDecoder();
@@ -59,7 +78,16 @@ t.test('ReplyStream: the deltas add up to the final content, and text streams be
   const rand = mulberry32(11);
   // tokens of multi-byte characters, split across tokens byte by byte
   const bytes = (s: string): number[] => Array.from(Buffer.from(s, 'utf8'), (b) => tok.byteBase + b);
-  const words = [tok.encode('Hello'), tok.encode(' world'), bytes('é'), bytes('日'), bytes('😀'), tok.encode(' {"a": 1}'), [tok.byteBase + 0xe2], [tok.byteBase + 0x80]];
+  const words = [
+    tok.encode('Hello'),
+    tok.encode(' world'),
+    bytes('é'),
+    bytes('日'),
+    bytes('😀'),
+    tok.encode(' {"a": 1}'),
+    [tok.byteBase + 0xe2],
+    [tok.byteBase + 0x80],
+  ];
   const specials = [tpl.message, tpl.call, tpl.end, tpl.start, tpl.pad];
   let live = 0;
   for (let trial = 0; trial < 400; trial++) {
@@ -77,7 +105,7 @@ t.test('ReplyStream: the deltas add up to the final content, and text streams be
     const s = new ReplyStream(tpl);
     let got = '';
     let before = '';
-    for (let i = 0; i < tokens.length; ) {
+    for (let i = 0; i < tokens.length;) {
       const k = 1 + Math.floor(rand() * 3);
       got += s.push(tokens.slice(i, i + k));
       i += k;
@@ -85,7 +113,8 @@ t.test('ReplyStream: the deltas add up to the final content, and text streams be
     }
     const content = finalContent(tokens, finish);
     got += s.finish(content);
-    if (got !== (content ?? '')) t.fail(`tokens ${JSON.stringify(tokens)}: streamed ${JSON.stringify(got)}, content ${JSON.stringify(content)}`);
+    if (got !== (content ?? ''))
+      t.fail(`tokens ${JSON.stringify(tokens)}: streamed ${JSON.stringify(got)}, content ${JSON.stringify(content)}`);
     if (before.length > 0) live++;
   }
   t.ok(live > 100, `text was sent before the reply ended in ${live} of 400 replies`);
@@ -108,7 +137,11 @@ t.test('TransformerPolicy delivers sampled tokens as they come (onTokens), the s
   s.append(prompt);
   const runs: number[][] = [];
   const lps: number[] = [];
-  const b = await s.sample({ maxTokens: 40, temperature: 1, onTokens: (tk, lp) => void (runs.push(Array.from(tk)), lps.push(...lp)) });
+  const b = await s.sample({
+    maxTokens: 40,
+    temperature: 1,
+    onTokens: (tk, lp) => void (runs.push(Array.from(tk)), lps.push(...lp)),
+  });
   s.dispose();
   t.same(Array.from(b.tokens), Array.from(a.tokens), 'same tokens with and without onTokens');
   t.same(runs.flat(), Array.from(b.tokens), 'the delivered runs are the result, in order');
@@ -123,10 +156,15 @@ t.test('TransformerPolicy delivers sampled tokens as they come (onTokens), the s
   const d = policy.createSession({ seed: 4 });
   d.append(prompt);
   let calls = 0;
-  const p = d.sample({ maxTokens: 3000, temperature: 1, stop: [], onTokens: () => {
-    calls++;
-    if (calls === 2) d.dispose();
-  } });
+  const p = d.sample({
+    maxTokens: 3000,
+    temperature: 1,
+    stop: [],
+    onTokens: () => {
+      calls++;
+      if (calls === 2) d.dispose();
+    },
+  });
   await t.rejects(p, /disposed/);
   await new Promise((r) => setTimeout(r, 50));
   t.equal(calls, 2, 'no delivery after dispose');
@@ -147,6 +185,8 @@ class SlowPolicy implements GenerativeModel {
   createSession(): ModelSession {
     let len = 0;
     let gone = false;
+    // the session's methods read the model's fields; an object literal's methods have their own `this`
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
     const self = this;
     return {
       get length() {
@@ -180,37 +220,68 @@ class SlowPolicy implements GenerativeModel {
   }
 }
 
-t.test('the server streams text while the reply is being sampled, then the tool calls, finish and [DONE]', async (t) => {
-  const call: ChatAssistantMessage = { role: 'assistant', content: 'Let me look that up.', tool_calls: [{ type: 'function', function: { name: 'find_user_id_by_email', arguments: '{"email":"a@b.c"}' } }] };
-  let open!: () => void;
-  const gate = new Promise<void>((r) => (open = r));
-  const policy = new SlowPolicy(tpl.renderAssistantBody(call), gate);
-  const server = await startChatServer({ policy, template: tpl, port: 0 });
-  t.teardown(() => server.dispose());
-  const timer = setTimeout(() => open(), 10000); // never needed when the server streams
-  const res = await fetch(`${server.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'sinkflex', messages: [{ role: 'user', content: 'a@b.c' }], tools: [{ type: 'function', function: { name: 'find_user_id_by_email', parameters: { type: 'object', properties: { email: { type: 'string' } } } } }], stream: true, logprobs: true, stream_options: { include_usage: true }, return_token_ids: true }) });
-  t.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
-  let beforeEnd = 0;
-  const events = await readEvents(res, (e) => {
-    if (e !== '[DONE]' && e.choices.length > 0 && policy.finished === 0) beforeEnd++;
-    open(); // the first event lets the policy go on
-  });
-  clearTimeout(timer);
-  t.ok(beforeEnd >= 1, `events arrived while the policy was still sampling (${beforeEnd})`);
-  t.equal(events[events.length - 1], '[DONE]');
-  const chunks = events.filter((e): e is Chunk => e !== '[DONE]');
-  t.ok(chunks.every((c) => c.object === 'chat.completion.chunk'));
-  t.equal(chunks[0].choices[0].delta.role, 'assistant');
-  t.equal(streamText(events), 'Let me look that up.', 'the text, streamed');
-  t.ok(chunks.filter((c) => c.choices[0]?.delta.content).length > 3, 'in several deltas');
-  const calls = chunks.flatMap((c) => c.choices.flatMap((x) => x.delta.tool_calls ?? []));
-  t.same(calls.map((c) => [c.index, c.type, c.function.name, c.function.arguments]), [[0, 'function', 'find_user_id_by_email', '{"email":"a@b.c"}']], 'the tool call at the end');
-  const finishes = chunks.flatMap((c) => c.choices.map((x) => x.finish_reason)).filter((x) => x !== null);
-  t.same(finishes, ['tool_calls']);
-  const lp = chunks.flatMap((c) => c.choices.flatMap((x) => x.logprobs?.content ?? []));
-  t.equal(lp.length, tpl.renderAssistantBody(call).length, 'one log-prob per token over the chunks');
-  t.ok(chunks[chunks.length - 1].usage, 'usage chunk last');
-});
+t.test(
+  'the server streams text while the reply is being sampled, then the tool calls, finish and [DONE]',
+  async (t) => {
+    const call: ChatAssistantMessage = {
+      role: 'assistant',
+      content: 'Let me look that up.',
+      tool_calls: [{ type: 'function', function: { name: 'find_user_id_by_email', arguments: '{"email":"a@b.c"}' } }],
+    };
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    const policy = new SlowPolicy(tpl.renderAssistantBody(call), gate);
+    const server = await startChatServer({ policy, template: tpl, port: 0 });
+    t.teardown(() => server.dispose());
+    const timer = setTimeout(() => open(), 10000); // never needed when the server streams
+    const res = await fetch(`${server.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'sinkflex',
+        messages: [{ role: 'user', content: 'a@b.c' }],
+        tools: [
+          {
+            type: 'function',
+            function: {
+              name: 'find_user_id_by_email',
+              parameters: { type: 'object', properties: { email: { type: 'string' } } },
+            },
+          },
+        ],
+        stream: true,
+        logprobs: true,
+        stream_options: { include_usage: true },
+        return_token_ids: true,
+      }),
+    });
+    t.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
+    let beforeEnd = 0;
+    const events = await readEvents(res, (e) => {
+      if (e !== '[DONE]' && e.choices.length > 0 && policy.finished === 0) beforeEnd++;
+      open(); // the first event lets the policy go on
+    });
+    clearTimeout(timer);
+    t.ok(beforeEnd >= 1, `events arrived while the policy was still sampling (${beforeEnd})`);
+    t.equal(events[events.length - 1], '[DONE]');
+    const chunks = events.filter((e): e is Chunk => e !== '[DONE]');
+    t.ok(chunks.every((c) => c.object === 'chat.completion.chunk'));
+    t.equal(chunks[0].choices[0].delta.role, 'assistant');
+    t.equal(streamText(events), 'Let me look that up.', 'the text, streamed');
+    t.ok(chunks.filter((c) => c.choices[0]?.delta.content).length > 3, 'in several deltas');
+    const calls = chunks.flatMap((c) => c.choices.flatMap((x) => x.delta.tool_calls ?? []));
+    t.same(
+      calls.map((c) => [c.index, c.type, c.function.name, c.function.arguments]),
+      [[0, 'function', 'find_user_id_by_email', '{"email":"a@b.c"}']],
+      'the tool call at the end',
+    );
+    const finishes = chunks.flatMap((c) => c.choices.map((x) => x.finish_reason)).filter((x) => x !== null);
+    t.same(finishes, ['tool_calls']);
+    const lp = chunks.flatMap((c) => c.choices.flatMap((x) => x.logprobs?.content ?? []));
+    t.equal(lp.length, tpl.renderAssistantBody(call).length, 'one log-prob per token over the chunks');
+    t.ok(chunks[chunks.length - 1].usage, 'usage chunk last');
+  },
+);
 
 t.test('streamed and plain replies of the built-in model agree', async (t) => {
   const policy = tinyPolicy(6);
@@ -221,16 +292,44 @@ t.test('streamed and plain replies of the built-in model agree', async (t) => {
   });
   const url = `${server.baseURL}/chat/completions`;
   for (const seed of [1, 2, 3]) {
-    const body = { model: 'sinkflex', messages: [{ role: 'user', content: 'I want to exchange an item.' }], seed, max_tokens: 60, logprobs: true, return_token_ids: true };
-    const plain = (await (await fetch(url, { method: 'POST', body: JSON.stringify(body) })).json()) as { choices: { message: { content: string | null; tool_calls?: unknown[] }; finish_reason: string; token_ids: number[]; logprobs: { content: unknown[] } }[] };
-    const events = await readEvents(await fetch(url, { method: 'POST', body: JSON.stringify({ ...body, stream: true }) }));
+    const body = {
+      model: 'sinkflex',
+      messages: [{ role: 'user', content: 'I want to exchange an item.' }],
+      seed,
+      max_tokens: 60,
+      logprobs: true,
+      return_token_ids: true,
+    };
+    const plain = (await (await fetch(url, { method: 'POST', body: JSON.stringify(body) })).json()) as {
+      choices: {
+        message: { content: string | null; tool_calls?: unknown[] };
+        finish_reason: string;
+        token_ids: number[];
+        logprobs: { content: unknown[] };
+      }[];
+    };
+    const events = await readEvents(
+      await fetch(url, { method: 'POST', body: JSON.stringify({ ...body, stream: true }) }),
+    );
     const chunks = events.filter((e): e is Chunk => e !== '[DONE]');
     const c = plain.choices[0];
     t.equal(streamText(events), c.message.content ?? '', `seed ${seed}: same text`);
-    t.same(chunks.flatMap((x) => x.choices.map((y) => y.finish_reason)).filter((x) => x !== null), [c.finish_reason], 'same finish reason');
+    t.same(
+      chunks.flatMap((x) => x.choices.map((y) => y.finish_reason)).filter((x) => x !== null),
+      [c.finish_reason],
+      'same finish reason',
+    );
     t.same(chunks[chunks.length - 1].choices[0].token_ids, c.token_ids, 'same tokens (in the last chunk)');
-    t.equal(chunks.flatMap((x) => x.choices.flatMap((y) => y.logprobs?.content ?? [])).length, c.token_ids.length, 'a log-prob per token');
-    t.equal(chunks.filter((x) => (x.choices[0]?.logprobs?.content.length ?? 0) === 1).length, c.token_ids.length, `one chunk per sampled token (${c.token_ids.length})`);
+    t.equal(
+      chunks.flatMap((x) => x.choices.flatMap((y) => y.logprobs?.content ?? [])).length,
+      c.token_ids.length,
+      'a log-prob per token',
+    );
+    t.equal(
+      chunks.filter((x) => (x.choices[0]?.logprobs?.content.length ?? 0) === 1).length,
+      c.token_ids.length,
+      `one chunk per sampled token (${c.token_ids.length})`,
+    );
   }
 });
 
@@ -242,7 +341,16 @@ t.test('a client that disconnects stops its generation', async (t) => {
   for (const stream of [true, false]) {
     const ctrl = new AbortController();
     const before = policy.disposed;
-    const res = fetch(`${server.baseURL}/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'sinkflex', messages: [{ role: 'user', content: 'go' }], stream, max_tokens: 100000 }), signal: ctrl.signal });
+    const res = fetch(`${server.baseURL}/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify({
+        model: 'sinkflex',
+        messages: [{ role: 'user', content: 'go' }],
+        stream,
+        max_tokens: 100000,
+      }),
+      signal: ctrl.signal,
+    });
     if (stream) {
       const r = await res;
       const reader = (r.body as ReadableStream<Uint8Array>).getReader();

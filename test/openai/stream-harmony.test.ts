@@ -21,7 +21,29 @@ import { gptOssTokenizer } from '../model/hf/fixtures/tokenizers.js';
 
 const rng = mulberry32;
 
-const PIECES = ['the', ' order', ' ', '  ', '\n', '\n\n', 'é', '中文', '👍', '<', '<|', '|>', '<|en', 'x<y', ' 42', '.', ',', 'ok', '"quoted"', '{', '}'];
+const PIECES = [
+  'the',
+  ' order',
+  ' ',
+  '  ',
+  '\n',
+  '\n\n',
+  'é',
+  '中文',
+  '👍',
+  '<',
+  '<|',
+  '|>',
+  '<|en',
+  'x<y',
+  ' 42',
+  '.',
+  ',',
+  'ok',
+  '"quoted"',
+  '{',
+  '}',
+];
 
 function text(r: () => number, n: number): string {
   let s = '';
@@ -47,14 +69,17 @@ function reply(r: () => number): string {
   const msgs: string[] = [];
   const header = (channel: string, recipient?: string): string => {
     if (recipient === undefined) return `<|channel|>${channel}`;
-    return r() < 0.7 ? `<|channel|>${channel} to=${recipient} ${r() < 0.7 ? '<|constrain|>json' : 'json'}` : ` to=${recipient}<|channel|>${channel} <|constrain|>json`;
+    return r() < 0.7
+      ? `<|channel|>${channel} to=${recipient} ${r() < 0.7 ? '<|constrain|>json' : 'json'}`
+      : ` to=${recipient}<|channel|>${channel} <|constrain|>json`;
   };
   const call = (i: number, end: string): string => {
     const args = r() < 0.5 ? { id: `#W${Math.floor(r() * 1e4)}`, note: text(r, 3) } : { q: Math.floor(r() * 100) };
     return `${header('commentary', `functions.tool_${i}`)}<|message|>${JSON.stringify(args)}${end}`;
   };
   const analyses = r() < 0.7 ? 1 + Math.floor(r() * 2) : 0;
-  for (let i = 0; i < analyses; i++) msgs.push(`${header('analysis')}<|message|>${text(r, Math.floor(r() * 12))}<|end|>`);
+  for (let i = 0; i < analyses; i++)
+    msgs.push(`${header('analysis')}<|message|>${text(r, Math.floor(r() * 12))}<|end|>`);
   if (r() < 0.3) msgs.push(`${header('commentary')}<|message|>${text(r, 1 + Math.floor(r() * 6))}<|end|>`);
   if (r() < 0.15) msgs.push(call(9, '<|end|>')); // a call that another message follows
   if (r() < 0.5) msgs.push(`${header('final')}<|message|>${text(r, Math.floor(r() * 14))}<|return|>`);
@@ -63,8 +88,23 @@ function reply(r: () => number): string {
 }
 
 /** Streams `tokens` in random runs; the deltas summed, and how many came before the last run. */
-function stream(s: HarmonyReplyStream, tokens: number[], r: () => number, final: FinalReply): { reasoning: string; content: string; calls: ChatToolCall[]; early: { reasoning: number; content: number; calls: number } } {
-  const sum = { reasoning: '', content: '', calls: [] as ChatToolCall[], early: { reasoning: 0, content: 0, calls: 0 } };
+function stream(
+  s: HarmonyReplyStream,
+  tokens: number[],
+  r: () => number,
+  final: FinalReply,
+): {
+  reasoning: string;
+  content: string;
+  calls: ChatToolCall[];
+  early: { reasoning: number; content: number; calls: number };
+} {
+  const sum = {
+    reasoning: '',
+    content: '',
+    calls: [] as ChatToolCall[],
+    early: { reasoning: 0, content: 0, calls: 0 },
+  };
   const add = (d: ReplyDelta, early: boolean): void => {
     sum.reasoning += d.reasoning;
     sum.content += d.content;
@@ -73,7 +113,7 @@ function stream(s: HarmonyReplyStream, tokens: number[], r: () => number, final:
     if (early && d.content !== '') sum.early.content++;
     if (early && d.toolCalls.length > 0) sum.early.calls++;
   };
-  for (let at = 0; at < tokens.length; ) {
+  for (let at = 0; at < tokens.length;) {
     const n = 1 + Math.floor(r() * 4);
     add(s.push(tokens.slice(at, at + n)), at + n < tokens.length - 1);
     at += n;
@@ -117,48 +157,68 @@ t.test('random replies: the deltas add up to the reply read without streaming', 
     if (final.toolCalls.length > 0) withCalls++;
     if (final.reasoning) withReasoning++;
   }
-  t.ok(withCalls > 80 && withReasoning > 80 && rawWithCall > 20, `the cases cover calls (${withCalls}), reasoning (${withReasoning}) and calls not allowed (${rawWithCall})`);
+  t.ok(
+    withCalls > 80 && withReasoning > 80 && rawWithCall > 20,
+    `the cases cover calls (${withCalls}), reasoning (${withReasoning}) and calls not allowed (${rawWithCall})`,
+  );
   t.ok(early.reasoning > 100, `reasoning streamed before the reply ended (${early.reasoning} deltas)`);
   t.ok(early.content > 100, `content streamed before the reply ended (${early.content} deltas)`);
   t.ok(early.calls > 5, `a call followed by more messages sent once it ended (${early.calls})`);
 });
 
-t.test('mutated replies (a token dropped, a special token or a recipient added): when the reading accepts one, the deltas add up to it', async (t) => {
-  const tok = await gptOssTokenizer();
-  const format = new HarmonyChatFormat(tok);
-  const specials = ['<|start|>', '<|end|>', '<|message|>', '<|channel|>', '<|constrain|>', '<|return|>', '<|call|>'].map((s) => tok.requireId(s));
-  const extras = [' to=all', ' to=functions.extra', ' json', 'assistant', 'analysis'].map((s) => tok.encodeOrdinary(s));
-  const r = rng(23);
-  let accepted = 0;
-  let refused = 0;
-  for (let trial = 0; trial < 300; trial++) {
-    const tokens = ids(tok, reply(r));
-    for (let k = 1 + Math.floor(r() * 2); k > 0; k--) {
-      const at = Math.floor(r() * tokens.length);
-      const u = r();
-      if (u < 0.35) tokens.splice(at, 1);
-      else if (u < 0.7) tokens.splice(at, 0, specials[Math.floor(r() * specials.length)]);
-      else tokens.splice(at, 0, ...extras[Math.floor(r() * extras.length)]);
+t.test(
+  'mutated replies (a token dropped, a special token or a recipient added): when the reading accepts one, the deltas add up to it',
+  async (t) => {
+    const tok = await gptOssTokenizer();
+    const format = new HarmonyChatFormat(tok);
+    const specials = [
+      '<|start|>',
+      '<|end|>',
+      '<|message|>',
+      '<|channel|>',
+      '<|constrain|>',
+      '<|return|>',
+      '<|call|>',
+    ].map((s) => tok.requireId(s));
+    const extras = [' to=all', ' to=functions.extra', ' json', 'assistant', 'analysis'].map((s) =>
+      tok.encodeOrdinary(s),
+    );
+    const r = rng(23);
+    let accepted = 0;
+    let refused = 0;
+    for (let trial = 0; trial < 300; trial++) {
+      const tokens = ids(tok, reply(r));
+      for (let k = 1 + Math.floor(r() * 2); k > 0; k--) {
+        const at = Math.floor(r() * tokens.length);
+        const u = r();
+        if (u < 0.35) tokens.splice(at, 1);
+        else if (u < 0.7) tokens.splice(at, 0, specials[Math.floor(r() * specials.length)]);
+        else tokens.splice(at, 0, ...extras[Math.floor(r() * extras.length)]);
+      }
+      const allowed = r() < 0.7;
+      const parsed = format.parseAssistant(tokens, 'call_');
+      const calls = parsed.ok ? (parsed.message.tool_calls ?? []) : [];
+      const final: FinalReply = parsed.ok
+        ? {
+            reasoning: parsed.message.reasoning_content ?? null,
+            content: allowed || calls.length === 0 ? (parsed.message.content ?? null) : format.rawActionText(tokens),
+            toolCalls: allowed ? calls : [],
+          }
+        : { reasoning: null, content: format.rawActionText(tokens), toolCalls: [] };
+      const got = stream(new HarmonyReplyStream(tok, format.stopTokens, allowed, 'call_'), tokens, r, final);
+      if (!parsed.ok) {
+        refused++;
+        continue;
+      }
+      accepted++;
+      const tag = `mutated trial ${trial} ${JSON.stringify(tok.decode(tokens).slice(0, 100))} (calls ${allowed ? 'allowed' : 'not allowed'})`;
+      t.equal(got.reasoning, final.reasoning ?? '', `${tag}: reasoning`);
+      t.equal(got.content, final.content ?? '', `${tag}: content`);
+      t.same(got.calls, final.toolCalls, `${tag}: tool calls`);
     }
-    const allowed = r() < 0.7;
-    const parsed = format.parseAssistant(tokens, 'call_');
-    const calls = parsed.ok ? (parsed.message.tool_calls ?? []) : [];
-    const final: FinalReply = parsed.ok
-      ? { reasoning: parsed.message.reasoning_content ?? null, content: allowed || calls.length === 0 ? (parsed.message.content ?? null) : format.rawActionText(tokens), toolCalls: allowed ? calls : [] }
-      : { reasoning: null, content: format.rawActionText(tokens), toolCalls: [] };
-    const got = stream(new HarmonyReplyStream(tok, format.stopTokens, allowed, 'call_'), tokens, r, final);
-    if (!parsed.ok) {
-      refused++;
-      continue;
-    }
-    accepted++;
-    const tag = `mutated trial ${trial} ${JSON.stringify(tok.decode(tokens).slice(0, 100))} (calls ${allowed ? 'allowed' : 'not allowed'})`;
-    t.equal(got.reasoning, final.reasoning ?? '', `${tag}: reasoning`);
-    t.equal(got.content, final.content ?? '', `${tag}: content`);
-    t.same(got.calls, final.toolCalls, `${tag}: tool calls`);
-  }
-  t.ok(accepted > 40 && refused > 40, `both kinds occur (${accepted} accepted, ${refused} refused)`);
-});
+    t.ok(accepted > 40 && refused > 40, `both kinds occur (${accepted} accepted, ${refused} refused)`);
+  },
+);
 
 t.test('token by token: reasoning, then content, then the call once its message ends', async (t) => {
   const tok = await gptOssTokenizer();
@@ -167,9 +227,26 @@ t.test('token by token: reasoning, then content, then the call once its message 
   const none = { reasoning: '', content: '', toolCalls: [] };
   t.same(s.push(ids(tok, '<|channel|>analysis')), none, 'a header sends nothing');
   t.same(s.push(ids(tok, '<|message|>Look it up')).reasoning, 'Look it up');
-  t.same(s.push(ids(tok, '.<|end|><|start|>assistant<|channel|>analysis<|message|>')).reasoning, '.\n', 'a second analysis message: the newline once it begins');
-  t.same(s.push(ids(tok, 'Sure.<|end|><|start|>assistant<|channel|>commentary<|message|>On it')), { reasoning: 'Sure.', content: 'On it', toolCalls: [] });
-  t.same(s.push(ids(tok, '<|end|><|start|>assistant<|channel|>commentary to=functions.get_order <|constrain|>json<|message|>{"id": ')), none, 'the arguments wait');
+  t.same(
+    s.push(ids(tok, '.<|end|><|start|>assistant<|channel|>analysis<|message|>')).reasoning,
+    '.\n',
+    'a second analysis message: the newline once it begins',
+  );
+  t.same(s.push(ids(tok, 'Sure.<|end|><|start|>assistant<|channel|>commentary<|message|>On it')), {
+    reasoning: 'Sure.',
+    content: 'On it',
+    toolCalls: [],
+  });
+  t.same(
+    s.push(
+      ids(
+        tok,
+        '<|end|><|start|>assistant<|channel|>commentary to=functions.get_order <|constrain|>json<|message|>{"id": ',
+      ),
+    ),
+    none,
+    'the arguments wait',
+  );
   const d = s.push(ids(tok, '"#W1"}'));
   t.same(d, none, 'still waiting for <|call|>');
   const c = s.push([tok.requireId('<|call|>')]);
@@ -226,7 +303,6 @@ t.test('a reply the reading refuses: nothing more is sent from there', async (t)
   }
 });
 
-
 type Chunk = { choices: { delta: Record<string, unknown>; finish_reason: string | null }[] };
 
 async function chunks(res: Response): Promise<Chunk[]> {
@@ -236,45 +312,65 @@ async function chunks(res: Response): Promise<Chunk[]> {
     .map((l) => JSON.parse(l.slice(6)) as Chunk);
 }
 
-t.test('the server streams a harmony reply: reasoning_content, content and tool-call deltas add up to the plain reply', async (t) => {
-  const tok = await gptOssTokenizer();
-  const format = new HarmonyChatFormat(tok);
-  const src =
-    '<|channel|>analysis<|message|>The user wants order #W1. Look it up.<|end|><|start|>assistant<|channel|>commentary<|message|>Let me look.<|end|>' +
-    '<|start|>assistant<|channel|>commentary to=functions.get_order <|constrain|>json<|message|>{"id": "#W1"}<|call|>';
-  const server = await startChatServer({ policy: new TokenScript(tok.vocabSize, ids(tok, src)), template: format, port: 0 });
-  t.teardown(() => server.dispose());
-  const tools = [{ type: 'function', function: { name: 'get_order', parameters: { type: 'object' } } }];
-  const body = { model: 'sinkflex', messages: [{ role: 'user', content: 'Where is #W1?' }], tools };
-  const post = (b: unknown): Promise<Response> => fetch(`${server.baseURL}/chat/completions`, { method: 'POST', body: JSON.stringify(b) });
-  for (const [what, extra] of [
-    ['tools offered', {}],
-    ['tool_choice none', { tool_choice: 'none' }],
-  ] as const) {
-    const plain = (await (await post({ ...body, ...extra })).json()) as { choices: { message: Record<string, unknown>; finish_reason: string }[] };
-    const m = plain.choices[0].message;
-    t.equal(m.reasoning_content, 'The user wants order #W1. Look it up.', `${what}: the plain reply has the reasoning`);
-    const cs = await chunks(await post({ ...body, ...extra, stream: true }));
-    const deltas = cs.map((c) => c.choices[0].delta);
-    t.equal(deltas.map((d) => d.reasoning_content ?? '').join(''), m.reasoning_content, `${what}: reasoning deltas`);
-    t.ok(deltas.filter((d) => d.reasoning_content).length > 3, `${what}: the reasoning in several deltas`);
-    t.equal(deltas.map((d) => d.content ?? '').join(''), m.content, `${what}: content deltas`);
-    t.ok(deltas.filter((d) => d.content).length > 1, `${what}: the content in several deltas`);
-    const calls = deltas.flatMap((d) => (d.tool_calls ?? []) as { index: number; id: string; function: { name: string; arguments: string } }[]);
-    const want = ((m.tool_calls ?? []) as ChatToolCall[]).map((c, i) => [i, c.function.name, c.function.arguments]);
-    t.same(
-      calls.map((c) => [c.index, c.function.name, c.function.arguments]),
-      want,
-      `${what}: tool-call deltas`,
-    );
-    t.same(cs.map((c) => c.choices[0].finish_reason).filter((x) => x !== null), [plain.choices[0].finish_reason], `${what}: finish reason`);
-    if (what === 'tools offered') {
-      t.equal(m.content, 'Let me look.');
-      t.same(want, [[0, 'get_order', '{"id": "#W1"}']]);
-      t.equal(plain.choices[0].finish_reason, 'tool_calls');
-    } else {
-      t.match(m.content, /^Let me look\.<tool_call>/, 'without tools the call stays text');
-      t.same(want, []);
+t.test(
+  'the server streams a harmony reply: reasoning_content, content and tool-call deltas add up to the plain reply',
+  async (t) => {
+    const tok = await gptOssTokenizer();
+    const format = new HarmonyChatFormat(tok);
+    const src =
+      '<|channel|>analysis<|message|>The user wants order #W1. Look it up.<|end|><|start|>assistant<|channel|>commentary<|message|>Let me look.<|end|>' +
+      '<|start|>assistant<|channel|>commentary to=functions.get_order <|constrain|>json<|message|>{"id": "#W1"}<|call|>';
+    const server = await startChatServer({
+      policy: new TokenScript(tok.vocabSize, ids(tok, src)),
+      template: format,
+      port: 0,
+    });
+    t.teardown(() => server.dispose());
+    const tools = [{ type: 'function', function: { name: 'get_order', parameters: { type: 'object' } } }];
+    const body = { model: 'sinkflex', messages: [{ role: 'user', content: 'Where is #W1?' }], tools };
+    const post = (b: unknown): Promise<Response> =>
+      fetch(`${server.baseURL}/chat/completions`, { method: 'POST', body: JSON.stringify(b) });
+    for (const [what, extra] of [
+      ['tools offered', {}],
+      ['tool_choice none', { tool_choice: 'none' }],
+    ] as const) {
+      const plain = (await (await post({ ...body, ...extra })).json()) as {
+        choices: { message: Record<string, unknown>; finish_reason: string }[];
+      };
+      const m = plain.choices[0].message;
+      t.equal(
+        m.reasoning_content,
+        'The user wants order #W1. Look it up.',
+        `${what}: the plain reply has the reasoning`,
+      );
+      const cs = await chunks(await post({ ...body, ...extra, stream: true }));
+      const deltas = cs.map((c) => c.choices[0].delta);
+      t.equal(deltas.map((d) => d.reasoning_content ?? '').join(''), m.reasoning_content, `${what}: reasoning deltas`);
+      t.ok(deltas.filter((d) => d.reasoning_content).length > 3, `${what}: the reasoning in several deltas`);
+      t.equal(deltas.map((d) => d.content ?? '').join(''), m.content, `${what}: content deltas`);
+      t.ok(deltas.filter((d) => d.content).length > 1, `${what}: the content in several deltas`);
+      const calls = deltas.flatMap(
+        (d) => (d.tool_calls ?? []) as { index: number; id: string; function: { name: string; arguments: string } }[],
+      );
+      const want = ((m.tool_calls ?? []) as ChatToolCall[]).map((c, i) => [i, c.function.name, c.function.arguments]);
+      t.same(
+        calls.map((c) => [c.index, c.function.name, c.function.arguments]),
+        want,
+        `${what}: tool-call deltas`,
+      );
+      t.same(
+        cs.map((c) => c.choices[0].finish_reason).filter((x) => x !== null),
+        [plain.choices[0].finish_reason],
+        `${what}: finish reason`,
+      );
+      if (what === 'tools offered') {
+        t.equal(m.content, 'Let me look.');
+        t.same(want, [[0, 'get_order', '{"id": "#W1"}']]);
+        t.equal(plain.choices[0].finish_reason, 'tool_calls');
+      } else {
+        t.match(m.content, /^Let me look\.<tool_call>/, 'without tools the call stays text');
+        t.same(want, []);
+      }
     }
-  }
-});
+  },
+);

@@ -17,7 +17,28 @@ import { qwen3Tokenizer } from '../model/hf/fixtures/tokenizers.js';
 
 const rng = mulberry32;
 
-const PIECES = ['the', ' order', ' ', '  ', '\n', '\n\n', 'é', '中文', '👍', '<', '<to', '<th', 'x<y', ' 42', '.', ',', 'ok', '"quoted"', '{', '}'];
+const PIECES = [
+  'the',
+  ' order',
+  ' ',
+  '  ',
+  '\n',
+  '\n\n',
+  'é',
+  '中文',
+  '👍',
+  '<',
+  '<to',
+  '<th',
+  'x<y',
+  ' 42',
+  '.',
+  ',',
+  'ok',
+  '"quoted"',
+  '{',
+  '}',
+];
 
 function text(r: () => number, n: number): string {
   let s = '';
@@ -66,7 +87,7 @@ t.test('random replies: the deltas add up to the reply read without streaming', 
     let reasoning = '';
     let content = '';
     const got: ChatToolCall[] = [];
-    for (let at = 0; at < tokens.length; ) {
+    for (let at = 0; at < tokens.length;) {
       const n = 1 + Math.floor(r() * 4);
       const d = stream.push(tokens.slice(at, at + n));
       at += n;
@@ -99,36 +120,75 @@ t.test('text that may become a tag waits; nothing is sent twice', async (t) => {
   t.same(s.push(tok.encode('<th')), { reasoning: '', content: '', toolCalls: [] }, 'may open a think block');
   t.same(s.push(tok.encode('ink>\nLet me see')).reasoning, 'Let me see');
   t.same(s.push(tok.encode('.</thi')).reasoning, '.', 'a closing tag in the making is held');
-  t.same(s.push(tok.encode('nk>\n\nHello <tool')), { reasoning: '', content: 'Hello', toolCalls: [] }, 'trailing space and a tag in the making held');
+  t.same(
+    s.push(tok.encode('nk>\n\nHello <tool')),
+    { reasoning: '', content: 'Hello', toolCalls: [] },
+    'trailing space and a tag in the making held',
+  );
   const d = s.push(tok.encode('_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>'));
-  t.same(d.toolCalls.map((c) => [c.id, c.function.name, c.function.arguments]), [['call_0', 'f', '{"a":1}']], 'the call once it is closed');
+  t.same(
+    d.toolCalls.map((c) => [c.id, c.function.name, c.function.arguments]),
+    [['call_0', 'f', '{"a":1}']],
+    'the call once it is closed',
+  );
   t.same(d.content, '');
 });
 
-
-t.test('the server streams a Qwen3-format reply: reasoning_content, content and tool-call deltas add up to the plain reply', async (t) => {
-  const tok = await qwen3Tokenizer();
-  const end = tok.encode('<|im_end|>');
-  const format = new JinjaChatFormat(tok, '{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}', { stopTokens: end });
-  const src = '<think>\nThe user wants order #W1.\n</think>\n\nLet me look.<tool_call>\n{"name": "get_order", "arguments": {"id": "#W1"}}\n</tool_call>';
-  const server = await startChatServer({ policy: new TokenScript(tok.vocabSize, [...tok.encode(src), end[0]]), template: format, port: 0 });
-  t.teardown(() => server.dispose());
-  const body = { model: 'sinkflex', messages: [{ role: 'user', content: 'Where is #W1?' }], tools: [{ type: 'function', function: { name: 'get_order', parameters: { type: 'object' } } }] };
-  const plain = (await (await fetch(`${server.baseURL}/chat/completions`, { method: 'POST', body: JSON.stringify(body) })).json()) as { choices: { message: Record<string, unknown>; finish_reason: string }[] };
-  const m = plain.choices[0].message;
-  t.equal(m.reasoning_content, 'The user wants order #W1.', 'the plain reply has the reasoning');
-  t.equal(m.content, 'Let me look.');
-  t.equal(plain.choices[0].finish_reason, 'tool_calls');
-  const res = await fetch(`${server.baseURL}/chat/completions`, { method: 'POST', body: JSON.stringify({ ...body, stream: true }) });
-  const chunks = (await res.text())
-    .split('\n\n')
-    .filter((l) => l.startsWith('data: ') && l !== 'data: [DONE]')
-    .map((l) => JSON.parse(l.slice(6)) as { choices: { delta: Record<string, unknown>; finish_reason: string | null }[] });
-  const deltas = chunks.map((c) => c.choices[0].delta);
-  t.equal(deltas.map((d) => d.reasoning_content ?? '').join(''), m.reasoning_content, 'reasoning deltas');
-  t.ok(deltas.filter((d) => d.reasoning_content).length > 1, 'the reasoning in several deltas');
-  t.equal(deltas.map((d) => d.content ?? '').join(''), m.content, 'content deltas');
-  const calls = deltas.flatMap((d) => (d.tool_calls ?? []) as { index: number; function: { name: string; arguments: string } }[]);
-  t.same(calls.map((c) => [c.index, c.function.name, c.function.arguments]), [[0, 'get_order', '{"id":"#W1"}']]);
-  t.same(chunks.map((c) => c.choices[0].finish_reason).filter((x) => x !== null), ['tool_calls']);
-});
+t.test(
+  'the server streams a Qwen3-format reply: reasoning_content, content and tool-call deltas add up to the plain reply',
+  async (t) => {
+    const tok = await qwen3Tokenizer();
+    const end = tok.encode('<|im_end|>');
+    const format = new JinjaChatFormat(
+      tok,
+      '{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}',
+      { stopTokens: end },
+    );
+    const src =
+      '<think>\nThe user wants order #W1.\n</think>\n\nLet me look.<tool_call>\n{"name": "get_order", "arguments": {"id": "#W1"}}\n</tool_call>';
+    const server = await startChatServer({
+      policy: new TokenScript(tok.vocabSize, [...tok.encode(src), end[0]]),
+      template: format,
+      port: 0,
+    });
+    t.teardown(() => server.dispose());
+    const body = {
+      model: 'sinkflex',
+      messages: [{ role: 'user', content: 'Where is #W1?' }],
+      tools: [{ type: 'function', function: { name: 'get_order', parameters: { type: 'object' } } }],
+    };
+    const plain = (await (
+      await fetch(`${server.baseURL}/chat/completions`, { method: 'POST', body: JSON.stringify(body) })
+    ).json()) as { choices: { message: Record<string, unknown>; finish_reason: string }[] };
+    const m = plain.choices[0].message;
+    t.equal(m.reasoning_content, 'The user wants order #W1.', 'the plain reply has the reasoning');
+    t.equal(m.content, 'Let me look.');
+    t.equal(plain.choices[0].finish_reason, 'tool_calls');
+    const res = await fetch(`${server.baseURL}/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ ...body, stream: true }),
+    });
+    const chunks = (await res.text())
+      .split('\n\n')
+      .filter((l) => l.startsWith('data: ') && l !== 'data: [DONE]')
+      .map(
+        (l) =>
+          JSON.parse(l.slice(6)) as { choices: { delta: Record<string, unknown>; finish_reason: string | null }[] },
+      );
+    const deltas = chunks.map((c) => c.choices[0].delta);
+    t.equal(deltas.map((d) => d.reasoning_content ?? '').join(''), m.reasoning_content, 'reasoning deltas');
+    t.ok(deltas.filter((d) => d.reasoning_content).length > 1, 'the reasoning in several deltas');
+    t.equal(deltas.map((d) => d.content ?? '').join(''), m.content, 'content deltas');
+    const calls = deltas.flatMap(
+      (d) => (d.tool_calls ?? []) as { index: number; function: { name: string; arguments: string } }[],
+    );
+    t.same(
+      calls.map((c) => [c.index, c.function.name, c.function.arguments]),
+      [[0, 'get_order', '{"id":"#W1"}']],
+    );
+    t.same(
+      chunks.map((c) => c.choices[0].finish_reason).filter((x) => x !== null),
+      ['tool_calls'],
+    );
+  },
+);

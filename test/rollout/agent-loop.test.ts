@@ -20,7 +20,14 @@ import {
 } from '../../lib/rollout/index.js';
 import type { UserSimulator } from '../../lib/tau/index.js';
 import { ScriptedRetailUser } from '../../lib/tau/index.js';
-import { ByteSpelledExpertPolicy, envFactory, NoisyExpertPolicy, retailWorld, telecomWorld, template } from './fixtures/world.js';
+import {
+  ByteSpelledExpertPolicy,
+  envFactory,
+  NoisyExpertPolicy,
+  retailWorld,
+  telecomWorld,
+  template,
+} from './fixtures/world.js';
 
 const tpl = template();
 const world = retailWorld();
@@ -67,10 +74,23 @@ function checkMasks(t: Test, batch: DataProto): void {
       const body = responses.subarray(b * R + s, b * R + e);
       const parsed = tpl.parseAssistant(body);
       t.ok(parsed.ok, `row ${b} turn ${k} parses`);
-      if (parsed.ok) t.same({ content: parsed.message.content, calls: (parsed.message.tool_calls ?? []).map((c) => c.function) }, { content: assistants[k].content ?? null, calls: ((assistants[k] as { tool_calls?: { function: unknown }[] }).tool_calls ?? []).map((c) => c.function) }, `row ${b} turn ${k} = the trajectory's assistant message`);
+      if (parsed.ok)
+        t.same(
+          { content: parsed.message.content, calls: (parsed.message.tool_calls ?? []).map((c) => c.function) },
+          {
+            content: assistants[k].content ?? null,
+            calls: ((assistants[k] as { tool_calls?: { function: unknown }[] }).tool_calls ?? []).map(
+              (c) => c.function,
+            ),
+          },
+          `row ${b} turn ${k} = the trajectory's assistant message`,
+        );
       t.equal(body[body.length - 1], tpl.end, 'each turn ends with <|end|>');
       const gp = tpl.generationPrompt();
-      const before = k === 0 ? Array.from(batch.row('prompts', b).subarray(P - gp.length)) : Array.from(responses.subarray(b * R + s - gp.length, b * R + s));
+      const before =
+        k === 0
+          ? Array.from(batch.row('prompts', b).subarray(P - gp.length))
+          : Array.from(responses.subarray(b * R + s - gp.length, b * R + s));
       t.ok((k > 0 || s === 0) && before.join() === gp.join(), 'preceded by the generation prompt (mask 0)');
     });
     // everything unmasked in the response is environment text: observations and generation prompts
@@ -89,10 +109,14 @@ function checkMasks(t: Test, batch: DataProto): void {
     }
     const expectEnv = obsMsgs.slice(0, env.length);
     t.same(env, expectEnv, `row ${b}: unmasked response tokens are the rendered observations`);
-    t.ok(mask.subarray(b * R + respLen, (b + 1) * R).every((v) => v === 0), 'no mask on padding');
+    t.ok(
+      mask.subarray(b * R + respLen, (b + 1) * R).every((v) => v === 0),
+      'no mask on padding',
+    );
     // positions count the real tokens; the reward sits on the last model token
     const first = L - nReal - (R - respLen);
-    for (let j = 0; j < nReal; j++) if (pos[b * L + first + j] !== j || ids[b * L + first + j] === tpl.pad) t.fail(`row ${b}: position/id at ${j}`);
+    for (let j = 0; j < nReal; j++)
+      if (pos[b * L + first + j] !== j || ids[b * L + first + j] === tpl.pad) t.fail(`row ${b}: position/id at ${j}`);
     const last = turns.length > 0 ? turns[turns.length - 1][1] - 1 : -1;
     let misplaced = 0;
     for (let j = 0; j < R; j++) if (scores[b * R + j] !== (j === last ? rewards[b] : 0)) misplaced++;
@@ -100,39 +124,59 @@ function checkMasks(t: Test, batch: DataProto): void {
   }
 }
 
-t.test('expert token policy through the loop: reward 1, masks cover exactly the model tokens, prompt layout', async (t) => {
-  const loop = new AgentLoop({ policy: new ExpertTokenPolicy(tpl, { tasks: world }), template: tpl, env: envFactory(world), concurrency: 6 });
-  const batch = await loop.generate({ taskIds: taskIds.slice(0, 10), n: 2, seed: 3 });
-  t.equal(batch.batchSize, 20);
-  t.same(Array.from(batch.float32('rewards')), new Array(20).fill(1), 'the expert solves every episode');
-  t.same([...new Set(batch.nonTensor('tokenization_check'))], ['ok'], 'strict sanity check passes');
-  t.same(batch.nonTensor('uid').slice(0, 4), ['g0', 'g0', 'g1', 'g1']);
-  t.same(batch.nonTensor('task_id').slice(0, 4), [taskIds[0], taskIds[0], taskIds[1], taskIds[1]]);
-  t.same(batch.nonTensor('sample_index').slice(0, 4), [0, 1, 0, 1]);
-  t.ok(new Set(batch.nonTensor('seed')).size === 20, 'every episode has its own seed');
-  t.same([...new Set(batch.nonTensor('termination_reason'))], ['user_stop']);
-  t.equal(batch.meta.has_rollout_log_probs, false, 'the expert gives no log-probs');
-  t.equal(batch.meta.pad_token_id, tpl.pad);
-  const metrics = batch.meta.metrics as Record<string, number>;
-  t.match(metrics, { 'rollout/episodes': 20, 'rollout/aborted': 0, 'rollout/truncated': 0, 'rollout/reward/mean': 1, 'rollout/termination/user_stop': 20 });
-  t.ok(metrics['num_turns/mean'] > 3 && metrics['timing_s/gen'] > 0);
-  t.ok(loop.scheduler.stats.maxBatch > 1, `generation requests are batched (max ${loop.scheduler.stats.maxBatch})`);
-  checkMasks(t, batch);
-  // the prompt: system + tools + greeting + first user message + generation prompt
-  const P = batch.shape('prompts')[1];
-  const msgs = batch.nonTensor<ChatMessage[]>('messages')[0];
-  const expected = tpl.render(msgs.slice(0, 3), { tools: batch.nonTensor<Record<string, unknown>[]>('tools')[0], addGenerationPrompt: true });
-  const row = Array.from(batch.row('prompts', 0));
-  t.same(row.slice(P - expected.length), expected);
-  t.ok(row.slice(0, P - expected.length).every((x) => x === tpl.pad), 'left padding');
-  t.equal(msgs[0].role, 'system');
-  t.match(msgs[0].content, /<policy>/);
-  t.equal(msgs.at(-1)?.role, 'user', 'the final observation is in the messages');
-  t.match(msgs.at(-1)?.content, /###STOP###/);
-  await loop.dispose();
-  await loop.dispose();
-  await t.rejects(loop.rollout({ taskIds: ['x'] }), /after dispose/);
-});
+t.test(
+  'expert token policy through the loop: reward 1, masks cover exactly the model tokens, prompt layout',
+  async (t) => {
+    const loop = new AgentLoop({
+      policy: new ExpertTokenPolicy(tpl, { tasks: world }),
+      template: tpl,
+      env: envFactory(world),
+      concurrency: 6,
+    });
+    const batch = await loop.generate({ taskIds: taskIds.slice(0, 10), n: 2, seed: 3 });
+    t.equal(batch.batchSize, 20);
+    t.same(Array.from(batch.float32('rewards')), new Array(20).fill(1), 'the expert solves every episode');
+    t.same([...new Set(batch.nonTensor('tokenization_check'))], ['ok'], 'strict sanity check passes');
+    t.same(batch.nonTensor('uid').slice(0, 4), ['g0', 'g0', 'g1', 'g1']);
+    t.same(batch.nonTensor('task_id').slice(0, 4), [taskIds[0], taskIds[0], taskIds[1], taskIds[1]]);
+    t.same(batch.nonTensor('sample_index').slice(0, 4), [0, 1, 0, 1]);
+    t.ok(new Set(batch.nonTensor('seed')).size === 20, 'every episode has its own seed');
+    t.same([...new Set(batch.nonTensor('termination_reason'))], ['user_stop']);
+    t.equal(batch.meta.has_rollout_log_probs, false, 'the expert gives no log-probs');
+    t.equal(batch.meta.pad_token_id, tpl.pad);
+    const metrics = batch.meta.metrics as Record<string, number>;
+    t.match(metrics, {
+      'rollout/episodes': 20,
+      'rollout/aborted': 0,
+      'rollout/truncated': 0,
+      'rollout/reward/mean': 1,
+      'rollout/termination/user_stop': 20,
+    });
+    t.ok(metrics['num_turns/mean'] > 3 && metrics['timing_s/gen'] > 0);
+    t.ok(loop.scheduler.stats.maxBatch > 1, `generation requests are batched (max ${loop.scheduler.stats.maxBatch})`);
+    checkMasks(t, batch);
+    // the prompt: system + tools + greeting + first user message + generation prompt
+    const P = batch.shape('prompts')[1];
+    const msgs = batch.nonTensor<ChatMessage[]>('messages')[0];
+    const expected = tpl.render(msgs.slice(0, 3), {
+      tools: batch.nonTensor<Record<string, unknown>[]>('tools')[0],
+      addGenerationPrompt: true,
+    });
+    const row = Array.from(batch.row('prompts', 0));
+    t.same(row.slice(P - expected.length), expected);
+    t.ok(
+      row.slice(0, P - expected.length).every((x) => x === tpl.pad),
+      'left padding',
+    );
+    t.equal(msgs[0].role, 'system');
+    t.match(msgs[0].content, /<policy>/);
+    t.equal(msgs.at(-1)?.role, 'user', 'the final observation is in the messages');
+    t.match(msgs.at(-1)?.content, /###STOP###/);
+    await loop.dispose();
+    await loop.dispose();
+    await t.rejects(loop.rollout({ taskIds: ['x'] }), /after dispose/);
+  },
+);
 
 t.test('telecom (dual control) through the loop; a custom system prompt without tools', async (t) => {
   const loop = new AgentLoop({
@@ -155,7 +199,13 @@ t.test('telecom (dual control) through the loop; a custom system prompt without 
 
 t.test('same seeds, same batch, whatever the concurrency; log-probs kept verbatim', async (t) => {
   const run = async (concurrency: number, seed: number): Promise<DataProto> => {
-    const loop = new AgentLoop({ policy: new NoisyExpertPolicy(tpl, world, 0.12), template: tpl, env: envFactory(world), concurrency, sampling: { temperature: 0.7 } });
+    const loop = new AgentLoop({
+      policy: new NoisyExpertPolicy(tpl, world, 0.12),
+      template: tpl,
+      env: envFactory(world),
+      concurrency,
+      sampling: { temperature: 0.7 },
+    });
     const b = await loop.generate({ taskIds: taskIds.slice(0, 6), n: 2, seed });
     await loop.dispose();
     return b;
@@ -165,12 +215,15 @@ t.test('same seeds, same batch, whatever the concurrency; log-probs kept verbati
   for (const k of a.tensorKeys) t.same(Array.from(a.get(k)), Array.from(b.get(k)), `tensor ${k}`);
   for (const k of a.nonTensorKeys) t.same(a.nonTensor(k), b.nonTensor(k), `non-tensor ${k}`);
   const rewards = Array.from(a.float32('rewards'));
-  t.ok(rewards.some((r) => r === 1) && rewards.some((r) => r === 0), `noise makes some episodes fail: ${rewards.join(',')}`);
+  t.ok(
+    rewards.some((r) => r === 1) && rewards.some((r) => r === 0),
+    `noise makes some episodes fail: ${rewards.join(',')}`,
+  );
   t.equal(a.meta.has_rollout_log_probs, true);
   const lp = a.float32('rollout_log_probs');
   const mask = a.float32('response_mask');
   let bad = 0;
-  for (let i = 0; i < lp.length; i++) if ((mask[i] === 1) !== (lp[i] < 0)) bad++;
+  for (let i = 0; i < lp.length; i++) if ((mask[i] === 1) !== lp[i] < 0) bad++;
   t.equal(bad, 0, 'log-probs exactly on the model tokens');
   const c = await run(3, 6);
   t.notSame(Array.from(c.float32('rewards')), rewards, 'another seed, another batch');
@@ -179,7 +232,8 @@ t.test('same seeds, same batch, whatever the concurrency; log-probs kept verbati
 
 t.test('limits: max turns, tokens per turn, total context', async (t) => {
   const policy = new ExpertTokenPolicy(tpl, { tasks: world });
-  const mk = (limits: ConstructorParameters<typeof AgentLoop>[0]['limits']): AgentLoop => new AgentLoop({ policy, template: tpl, env: envFactory(world), limits, concurrency: 3 });
+  const mk = (limits: ConstructorParameters<typeof AgentLoop>[0]['limits']): AgentLoop =>
+    new AgentLoop({ policy, template: tpl, env: envFactory(world), limits, concurrency: 3 });
   const turns = await mk({ maxTurns: 3 }).generate({ taskIds: taskIds.slice(0, 3) });
   t.same(turns.nonTensor('termination_reason'), ['max_turns', 'max_turns', 'max_turns']);
   t.same(Array.from(turns.int32('num_turns')), [3, 3, 3]);
@@ -191,7 +245,11 @@ t.test('limits: max turns, tokens per turn, total context', async (t) => {
   for (const r of short) {
     t.equal(r.termination, 'turn_token_limit');
     t.ok(r.truncated);
-    t.equal(r.responseMask.reduce((s, v) => s + v, 0), 12, 'the cut turn keeps its 12 sampled tokens');
+    t.equal(
+      r.responseMask.reduce((s, v) => s + v, 0),
+      12,
+      'the cut turn keeps its 12 sampled tokens',
+    );
     t.equal(r.tokenization, 'unchecked');
   }
   const promptLen = short[0].promptIds.length;
@@ -200,15 +258,27 @@ t.test('limits: max turns, tokens per turn, total context', async (t) => {
   t.ok(tight[0].promptIds.length + tight[0].responseIds.length <= promptLen + 60);
   const none = await mk({ maxContextTokens: 100 }).rollout({ taskIds: taskIds.slice(0, 1) });
   t.same([none[0].termination, none[0].numTurns, none[0].responseIds.length], ['context_limit', 0, 0]);
-  const batch = (await mk({ maxContextTokens: 100 }).generate({ taskIds: taskIds.slice(0, 1) }));
+  const batch = await mk({ maxContextTokens: 100 }).generate({ taskIds: taskIds.slice(0, 1) });
   t.equal(batch.shape('responses')[1], 0, 'an empty response row');
   t.same(Array.from(batch.float32('token_level_scores')), []);
-  const stepLimit = await new AgentLoop({ policy, template: tpl, env: envFactory(world, { maxSteps: 6 }) }).rollout({ taskIds: taskIds.slice(0, 1) });
-  t.same([stepLimit[0].termination, stepLimit[0].truncated], ['max_steps', true], "the environment's step limit truncates too");
+  const stepLimit = await new AgentLoop({ policy, template: tpl, env: envFactory(world, { maxSteps: 6 }) }).rollout({
+    taskIds: taskIds.slice(0, 1),
+  });
+  t.same(
+    [stepLimit[0].termination, stepLimit[0].truncated],
+    ['max_steps', true],
+    "the environment's step limit truncates too",
+  );
   t.throws(() => mk({ maxTurns: 0 }), RangeError);
   t.throws(() => new AgentLoop({ policy, template: tpl, env: envFactory(world), sampling: { topP: 0 } }), RangeError);
-  t.throws(() => new AgentLoop({ policy, template: tpl, env: envFactory(world), sampling: { temperature: -1 } }), RangeError);
-  t.throws(() => new AgentLoop({ policy, template: tpl, env: envFactory(world), sanityCheck: 'loose' as never }), RangeError);
+  t.throws(
+    () => new AgentLoop({ policy, template: tpl, env: envFactory(world), sampling: { temperature: -1 } }),
+    RangeError,
+  );
+  t.throws(
+    () => new AgentLoop({ policy, template: tpl, env: envFactory(world), sanityCheck: 'loose' as never }),
+    RangeError,
+  );
   t.throws(() => new AgentLoop({ policy: {} as never, template: tpl, env: envFactory(world) }), TypeError);
   t.throws(() => new AgentLoop({ policy, template: {} as never, env: envFactory(world) }), TypeError);
   t.throws(() => new AgentLoop({ policy, template: tpl, env: 5 as never }), TypeError);
@@ -229,7 +299,8 @@ function checkMasksShallow(t: Test, batch: DataProto): void {
   const R = batch.shape('responses')[1];
   for (let b = 0; b < batch.batchSize; b++) {
     const turns = runs(batch.float32('response_mask').subarray(b * R, (b + 1) * R), R);
-    const assistants = batch.nonTensor<ChatMessage[]>('messages')[b].filter((m) => m.role === 'assistant').slice(1);
+    const messages = batch.nonTensor<ChatMessage[]>('messages')[b];
+    const assistants = messages.filter((m) => m.role === 'assistant').slice(1);
     t.equal(turns.length, assistants.length);
     turns.forEach(([s, e], k) => {
       const parsed = tpl.parseAssistant(batch.int32('responses').subarray(b * R + s, b * R + e));
@@ -239,7 +310,14 @@ function checkMasksShallow(t: Test, batch: DataProto): void {
 }
 
 t.test('tokenization sanity check: strict sees non-canonical tokens, text does not', async (t) => {
-  const mk = (sanityCheck: 'strict' | 'text' | 'disable'): AgentLoop => new AgentLoop({ policy: new ByteSpelledExpertPolicy(tpl, world), template: tpl, env: envFactory(world), sanityCheck, limits: { maxTokensPerTurn: 4096 } });
+  const mk = (sanityCheck: 'strict' | 'text' | 'disable'): AgentLoop =>
+    new AgentLoop({
+      policy: new ByteSpelledExpertPolicy(tpl, world),
+      template: tpl,
+      env: envFactory(world),
+      sanityCheck,
+      limits: { maxTokensPerTurn: 4096 },
+    });
   const strict = await mk('strict').generate({ taskIds: taskIds.slice(0, 2) });
   t.same(strict.nonTensor('tokenization_check'), ['mismatch', 'mismatch']);
   t.equal((strict.meta.metrics as Record<string, number>)['rollout/tokenization_mismatches'], 2);
@@ -254,7 +332,9 @@ t.test('tokenization sanity check: strict sees non-canonical tokens, text does n
 /** A policy that emits fixed bodies per turn, from a script keyed by task id. */
 class ScriptedTokenPolicy implements TokenPolicy {
   readonly calls: number[] = [];
-  constructor(private readonly script: (taskId: string, turn: number, params: SampleOptions) => TokenSampleResult | Error) {}
+  constructor(
+    private readonly script: (taskId: string, turn: number, params: SampleOptions) => TokenSampleResult | Error,
+  ) {}
   createSession(context: SessionContext): TokenSession {
     let turn = 0;
     let length = 0;
@@ -280,7 +360,10 @@ class ScriptedTokenPolicy implements TokenPolicy {
   }
 }
 
-const say = (text: string): TokenSampleResult => ({ tokens: tpl.renderAssistantBody({ role: 'assistant', content: text }), finishReason: 'stop' });
+const say = (text: string): TokenSampleResult => ({
+  tokens: tpl.renderAssistantBody({ role: 'assistant', content: text }),
+  finishReason: 'stop',
+});
 
 t.test('failures abort only their episode and are counted; parse failures go to the env as raw text', async (t) => {
   const [ok1, policyFail, badTokens, noStop, userFail, envFail, garbage] = taskIds;
@@ -288,8 +371,19 @@ t.test('failures abort only their episode and are counted; parse failures go to 
     if (taskId === policyFail && turn === 1) return new Error('model server down');
     if (taskId === badTokens) return { tokens: [1e6], finishReason: 'stop' };
     if (taskId === noStop) return { tokens: tpl.tokenizer.encode('hello'), finishReason: 'stop' };
-    if (taskId === garbage && turn === 0) return { tokens: [tpl.message, ...tpl.tokenizer.encode('hi'), tpl.call, ...tpl.tokenizer.encode('{"name": "get_order'), tpl.end], finishReason: 'stop' };
-    if (taskId === garbage && turn === 1) return { tokens: [...tpl.tokenizer.encode('plain words'), tpl.end], finishReason: 'stop' };
+    if (taskId === garbage && turn === 0)
+      return {
+        tokens: [
+          tpl.message,
+          ...tpl.tokenizer.encode('hi'),
+          tpl.call,
+          ...tpl.tokenizer.encode('{"name": "get_order'),
+          tpl.end,
+        ],
+        finishReason: 'stop',
+      };
+    if (taskId === garbage && turn === 1)
+      return { tokens: [...tpl.tokenizer.encode('plain words'), tpl.end], finishReason: 'stop' };
     if (turn > 3) return { tokens: [tpl.end], finishReason: 'stop' };
     void params;
     return say('Could you tell me more?');
@@ -320,8 +414,16 @@ t.test('failures abort only their episode and are counted; parse failures go to 
   const ids = [ok1, policyFail, badTokens, noStop, userFail, envFail, garbage];
   const records = await loop.rollout({ taskIds: ids, n: 2, seed: 4 });
   const by = (id: string): EpisodeRecord[] => records.filter((r) => r.taskId === id);
-  t.same(by(ok1).map((r) => [r.termination, r.aborted]), [['agent_error', false], ['agent_error', false]], 'an empty turn ends the episode (agent_error): an outcome, not an abort');
-  for (const r of by(policyFail)) t.match(r, { termination: 'policy_error', aborted: true, error: /model server down/, numTurns: 1, reward: 0 });
+  t.same(
+    by(ok1).map((r) => [r.termination, r.aborted]),
+    [
+      ['agent_error', false],
+      ['agent_error', false],
+    ],
+    'an empty turn ends the episode (agent_error): an outcome, not an abort',
+  );
+  for (const r of by(policyFail))
+    t.match(r, { termination: 'policy_error', aborted: true, error: /model server down/, numTurns: 1, reward: 0 });
   for (const r of by(badTokens)) t.match(r, { termination: 'policy_error', error: /not an id in \[0, 1024\)/ });
   for (const r of by(noStop)) t.match(r, { termination: 'policy_error', error: /does not end with a stop token/ });
   for (const r of by(userFail)) t.match(r, { termination: 'user_error', aborted: true, error: /user_error/ });
@@ -330,15 +432,32 @@ t.test('failures abort only their episode and are counted; parse failures go to 
     t.equal(r.parseErrors, 3, 'three unparseable turns: bad call JSON, text outside a section, the empty turn');
     t.equal(r.tokenization, 'unchecked');
     const toolErr = r.messages.find((m) => m.role === 'tool') as GymChatMessage | undefined;
-    t.match(toolErr?.content, /^Error: could not parse a <tool_call> block as JSON/, 'the env answered the raw text with an error tool message');
-    t.equal(r.messages.filter((m) => m.role === 'assistant')[1].content, 'hi<tool_call>{"name": "get_order</tool_call>');
+    t.match(
+      toolErr?.content,
+      /^Error: could not parse a <tool_call> block as JSON/,
+      'the env answered the raw text with an error tool message',
+    );
+    t.equal(
+      r.messages.filter((m) => m.role === 'assistant')[1].content,
+      'hi<tool_call>{"name": "get_order</tool_call>',
+    );
     const plain = r.messages.filter((m) => m.role === 'assistant')[2];
     t.equal(plain.content, 'plain words', 'text outside a section goes to the user as text');
   }
-  t.ok(policy.calls.some((c) => c > 1), 'generateBatch got several requests at once');
+  t.ok(
+    policy.calls.some((c) => c > 1),
+    'generateBatch got several requests at once',
+  );
   const batch = await loop.generate({ taskIds: ids, n: 2, seed: 4 });
   const m = batch.meta.metrics as Record<string, number>;
-  t.match(m, { 'rollout/episodes': 14, 'rollout/aborted': 10, 'rollout/policy_errors': 6, 'rollout/user_errors': 2, 'rollout/env_errors': 2, 'rollout/parse_errors': 8 });
+  t.match(m, {
+    'rollout/episodes': 14,
+    'rollout/aborted': 10,
+    'rollout/policy_errors': 6,
+    'rollout/user_errors': 2,
+    'rollout/env_errors': 2,
+    'rollout/parse_errors': 8,
+  });
   t.equal(m['response/aborted_ratio'], 10 / 14);
   t.equal(batch.batchSize, 4, 'aborted episodes are dropped');
   t.same(batch.nonTensor('task_id'), [ok1, ok1, garbage, garbage]);
@@ -354,7 +473,9 @@ t.test('failures abort only their episode and are counted; parse failures go to 
       throw new Error('out of KV cache');
     },
   };
-  const r1 = await new AgentLoop({ policy: noSession, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] });
+  const r1 = await new AgentLoop({ policy: noSession, template: tpl, env: envFactory(world) }).rollout({
+    taskIds: [ok1],
+  });
   t.match(r1[0], { termination: 'policy_error', error: /out of KV cache/ });
   const short: TokenPolicy = { createSession: policy.createSession.bind(policy), generateBatch: async () => [] };
   const r2 = await new AgentLoop({ policy: short, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] });
@@ -365,28 +486,57 @@ t.test('failures abort only their episode and are counted; parse failures go to 
       throw new Error('batch failed');
     },
   };
-  const r3 = await new AgentLoop({ policy: throwing, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] });
+  const r3 = await new AgentLoop({ policy: throwing, template: tpl, env: envFactory(world) }).rollout({
+    taskIds: [ok1],
+  });
   t.match(r3[0], { termination: 'policy_error', error: /batch failed/ });
   const wrongLp = new ScriptedTokenPolicy(() => ({ ...say('hi'), logProbs: [0] }));
-  t.match((await new AgentLoop({ policy: wrongLp, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0], { error: /log-probs for/ });
+  t.match(
+    (await new AgentLoop({ policy: wrongLp, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
+    { error: /log-probs for/ },
+  );
   const nanLp = new ScriptedTokenPolicy(() => ({ tokens: [tpl.end], logProbs: [NaN], finishReason: 'stop' }));
-  t.match((await new AgentLoop({ policy: nanLp, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0], { error: /log-prob 0 is NaN/ });
-  const tooMany = new ScriptedTokenPolicy((_id, _turn, params) => ({ tokens: new Array(params.maxTokens + 1).fill(tpl.end), finishReason: 'stop' }));
-  t.match((await new AgentLoop({ policy: tooMany, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0], { error: /tokens for maxTokens/ });
+  t.match(
+    (await new AgentLoop({ policy: nanLp, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
+    { error: /log-prob 0 is NaN/ },
+  );
+  const tooMany = new ScriptedTokenPolicy((_id, _turn, params) => ({
+    tokens: new Array(params.maxTokens + 1).fill(tpl.end),
+    finishReason: 'stop',
+  }));
+  t.match(
+    (await new AgentLoop({ policy: tooMany, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
+    { error: /tokens for maxTokens/ },
+  );
   const badReason = new ScriptedTokenPolicy(() => ({ tokens: [tpl.end], finishReason: 'eos' as never }));
-  t.match((await new AgentLoop({ policy: badReason, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0], { error: /finishReason must be/ });
+  t.match(
+    (await new AgentLoop({ policy: badReason, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
+    { error: /finishReason must be/ },
+  );
   const nothing = new ScriptedTokenPolicy(() => null as never);
-  t.match((await new AgentLoop({ policy: nothing, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0], { error: /returned null/ });
+  t.match(
+    (await new AgentLoop({ policy: nothing, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
+    { error: /returned null/ },
+  );
   const noTokens = new ScriptedTokenPolicy(() => ({ finishReason: 'stop' }) as never);
-  t.match((await new AgentLoop({ policy: noTokens, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0], { error: /no tokens array/ });
+  t.match(
+    (await new AgentLoop({ policy: noTokens, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
+    { error: /no tokens array/ },
+  );
   // an environment that cannot reset, or returns no observation list
   const badReset = (): TauEnv => {
     const e = new TauEnv({ world });
     e.reset = () => [5 as never, {}];
     return e;
   };
-  t.match((await new AgentLoop({ policy, template: tpl, env: badReset }).rollout({ taskIds: [ok1] }))[0], { termination: 'env_error', error: /not an array of messages/ });
-  await t.rejects(new AgentLoop({ policy, template: tpl, env: () => ({}) as never }).rollout({ taskIds: [ok1] }), /must return an environment/);
+  t.match((await new AgentLoop({ policy, template: tpl, env: badReset }).rollout({ taskIds: [ok1] }))[0], {
+    termination: 'env_error',
+    error: /not an array of messages/,
+  });
+  await t.rejects(
+    new AgentLoop({ policy, template: tpl, env: () => ({}) as never }).rollout({ taskIds: [ok1] }),
+    /must return an environment/,
+  );
 });
 
 t.test('asynchronous environments (an LLM user behind a fake endpoint) interleave in the loop', async (t) => {
@@ -397,11 +547,21 @@ t.test('asynchronous environments (an LLM user behind a fake endpoint) interleav
     const turns = body.messages.filter((m) => m.role === 'assistant').length;
     await new Promise((r) => setTimeout(r, 1 + (calls % 3)));
     const content = turns >= 3 ? 'Thanks, bye. ###STOP###' : `My email is someone${turns}@example.com.`;
-    return new Response(JSON.stringify({ choices: [{ message: { content } }] }), { status: 200, headers: { 'content-type': 'application/json' } });
+    return new Response(JSON.stringify({ choices: [{ message: { content } }] }), {
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+    });
   }) as unknown as typeof fetch;
-  const env = (): AsyncTauEnv => new AsyncTauEnv({ world, user: { kind: 'llm', model: 'fake', fetch: fakeFetch, retries: 0 } });
+  const env = (): AsyncTauEnv =>
+    new AsyncTauEnv({ world, user: { kind: 'llm', model: 'fake', fetch: fakeFetch, retries: 0 } });
   const run = async (concurrency: number): Promise<DataProto> => {
-    const loop = new AgentLoop({ policy: new ExpertTokenPolicy(tpl, { tasks: world }), template: tpl, env, concurrency, limits: { maxTurns: 12 } });
+    const loop = new AgentLoop({
+      policy: new ExpertTokenPolicy(tpl, { tasks: world }),
+      template: tpl,
+      env,
+      concurrency,
+      limits: { maxTurns: 12 },
+    });
     const b = await loop.generate({ taskIds: taskIds.slice(0, 4), n: 2, seed: 8 });
     await loop.dispose();
     return b;

@@ -13,7 +13,10 @@ function batch(n: number, base = 0, meta: Record<string, unknown> = {}): DataPro
   }
   return DataProto.create({
     tensors: { ids: { data: ids, shape: [3] }, score: { data: score, shape: [] } },
-    nonTensors: { uid: Array.from({ length: n }, (_, i) => `u${base + i}`), obj: Array.from({ length: n }, (_, i) => ({ row: base + i })) },
+    nonTensors: {
+      uid: Array.from({ length: n }, (_, i) => `u${base + i}`),
+      obj: Array.from({ length: n }, (_, i) => ({ row: base + i })),
+    },
     meta,
   });
 }
@@ -39,25 +42,58 @@ t.test('create: shapes, inference, accessors and errors', async (t) => {
   t.ok(Object.isFrozen(b.meta));
   const inferred = DataProto.create({ tensors: { x: new Float32Array(12) }, batchSize: 4 });
   t.same(inferred.shape('x'), [4, 3], 'flat data: the row shape is inferred from batchSize');
-  t.equal(DataProto.create({ tensors: { x: { data: new Float32Array(12), shape: [2, 3] } } }).batchSize, 2, 'batch size from the first column');
+  t.equal(
+    DataProto.create({ tensors: { x: { data: new Float32Array(12), shape: [2, 3] } } }).batchSize,
+    2,
+    'batch size from the first column',
+  );
   t.equal(DataProto.create({ batchSize: 5 }).batchSize, 5);
   t.equal(DataProto.create().batchSize, 0);
-  t.equal(DataProto.create({ tensors: { x: new Float32Array(0) }, batchSize: 0 }).shape('x').join(), '0,0');
-  t.match(b.toString(), /DataProto\(batchSize=4, tensors=\{ids: int32\[4, 3\], score: float32\[4\]\}, nonTensors=\[uid, obj\], meta=\[temperature\]\)/);
+  t.equal(
+    DataProto.create({ tensors: { x: new Float32Array(0) }, batchSize: 0 })
+      .shape('x')
+      .join(),
+    '0,0',
+  );
+  t.match(
+    b.toString(),
+    /DataProto\(batchSize=4, tensors=\{ids: int32\[4, 3\], score: float32\[4\]\}, nonTensors=\[uid, obj\], meta=\[temperature\]\)/,
+  );
 
   const bad: [() => unknown, RegExp | typeof TypeError][] = [
-    [() => DataProto.create({ tensors: { x: { data: new Float32Array(7), shape: [3] } }, batchSize: 2 }), /'x' has 7 values but 2 rows of shape \[3\] need 6/],
-    [() => DataProto.create({ tensors: { x: { data: new Float32Array(6), shape: [3] }, y: { data: new Int32Array(3), shape: [] } } }), /'y' has 3 values but 2 rows/],
+    [
+      () => DataProto.create({ tensors: { x: { data: new Float32Array(7), shape: [3] } }, batchSize: 2 }),
+      /'x' has 7 values but 2 rows of shape \[3\] need 6/,
+    ],
+    [
+      () =>
+        DataProto.create({
+          tensors: { x: { data: new Float32Array(6), shape: [3] }, y: { data: new Int32Array(3), shape: [] } },
+        }),
+      /'y' has 3 values but 2 rows/,
+    ],
     [() => DataProto.create({ tensors: { x: new Float64Array(4) as never }, batchSize: 2 }), TypeError],
     [() => DataProto.create({ tensors: { x: [1, 2] as never }, batchSize: 2 }), TypeError],
-    [() => DataProto.create({ tensors: { x: new Float32Array(5) }, batchSize: 2 }), /not a multiple of the batch size 2/],
+    [
+      () => DataProto.create({ tensors: { x: new Float32Array(5) }, batchSize: 2 }),
+      /not a multiple of the batch size 2/,
+    ],
     [() => DataProto.create({ tensors: { x: new Float32Array(4) } }), /give batchSize or \{ data, shape \}/],
-    [() => DataProto.create({ tensors: { x: { data: new Float32Array(4), shape: [-1] } } }), /shape must be an array of non-negative integers/],
+    [
+      () => DataProto.create({ tensors: { x: { data: new Float32Array(4), shape: [-1] } } }),
+      /shape must be an array of non-negative integers/,
+    ],
     [() => DataProto.create({ tensors: { x: { data: new Float32Array(0), shape: [0] } } }), /empty row shape/],
-    [() => DataProto.create({ tensors: { x: { data: new Float32Array(5), shape: [2] } } }), /not a multiple of its row size 2/],
+    [
+      () => DataProto.create({ tensors: { x: { data: new Float32Array(5), shape: [2] } } }),
+      /not a multiple of its row size 2/,
+    ],
     [() => DataProto.create({ nonTensors: { a: [1, 2], b: [1] } }), /'b' has 1 rows but the batch has 2/],
     [() => DataProto.create({ nonTensors: { a: 'xy' as never } }), TypeError],
-    [() => DataProto.create({ nonTensors: { a: [1, 2] }, tensors: { a: new Float32Array(2) } }), /both as a tensor and as a non-tensor/],
+    [
+      () => DataProto.create({ nonTensors: { a: [1, 2] }, tensors: { a: new Float32Array(2) } }),
+      /both as a tensor and as a non-tensor/,
+    ],
     [() => DataProto.create({ batchSize: -1 }), /batchSize must be a non-negative integer/],
     [() => DataProto.create({ batchSize: 1, meta: [] as never }), TypeError],
     [() => DataProto.create(null as never), TypeError],
@@ -74,7 +110,11 @@ t.test('create: shapes, inference, accessors and errors', async (t) => {
 
 t.test('union: merges, requires equal shared values', async (t) => {
   const a = batch(3, 0, { temperature: 1 });
-  const extra = DataProto.create({ tensors: { mask: { data: Float32Array.of(1, 0, 1), shape: [] } }, nonTensors: { task: ['a', 'b', 'c'] }, meta: { n: 2 } });
+  const extra = DataProto.create({
+    tensors: { mask: { data: Float32Array.of(1, 0, 1), shape: [] } },
+    nonTensors: { task: ['a', 'b', 'c'] },
+    meta: { n: 2 },
+  });
   const u = a.union(extra);
   t.same(u.tensorKeys, ['ids', 'score', 'mask']);
   t.same(u.nonTensorKeys, ['uid', 'obj', 'task']);
@@ -82,20 +122,40 @@ t.test('union: merges, requires equal shared values', async (t) => {
   t.same(a.tensorKeys, ['ids', 'score'], 'inputs are not mutated');
   t.same(u.union(a).tensorKeys, u.tensorKeys, 'shared equal columns are fine');
   t.throws(() => a.union(batch(4)), /batch sizes differ \(3 and 4\)/);
-  t.throws(() => a.union(batch(3, 1)), /tensor column 'ids' differs between the two batches \(int32 \[3\] vs int32 \[3\], different values\)/);
+  t.throws(
+    () => a.union(batch(3, 1)),
+    /tensor column 'ids' differs between the two batches \(int32 \[3\] vs int32 \[3\], different values\)/,
+  );
   const otherDtype = DataProto.create({ tensors: { ids: { data: new Float32Array(9), shape: [3] } } });
   t.throws(() => a.union(otherDtype), /'ids' differs .*int32 \[3\] vs float32 \[3\]/);
-  t.throws(() => a.union(DataProto.create({ nonTensors: { uid: ['u0', 'u1', 'x'] } })), /non-tensor column 'uid' differs/);
+  t.throws(
+    () => a.union(DataProto.create({ nonTensors: { uid: ['u0', 'u1', 'x'] } })),
+    /non-tensor column 'uid' differs/,
+  );
   t.throws(() => a.union(DataProto.create({ batchSize: 3, meta: { temperature: 0.5 } })), /meta 'temperature' differs/);
-  t.throws(() => a.union(DataProto.create({ nonTensors: { ids: [1, 2, 3] } })), /'ids' is a tensor column on one side and a non-tensor column on the other/);
-  t.throws(() => a.union(DataProto.create({ tensors: { uid: new Int32Array(3) }, batchSize: 3 })), /'uid' is a non-tensor column on one side and a tensor column on the other/);
+  t.throws(
+    () => a.union(DataProto.create({ nonTensors: { ids: [1, 2, 3] } })),
+    /'ids' is a tensor column on one side and a non-tensor column on the other/,
+  );
+  t.throws(
+    () => a.union(DataProto.create({ tensors: { uid: new Int32Array(3) }, batchSize: 3 })),
+    /'uid' is a non-tensor column on one side and a tensor column on the other/,
+  );
   t.throws(() => a.union({} as never), TypeError);
   const nan = DataProto.create({ tensors: { x: Float32Array.of(NaN, 1) }, batchSize: 2 });
-  t.equal(nan.union(DataProto.create({ tensors: { x: Float32Array.of(NaN, 1) }, batchSize: 2 })).batchSize, 2, 'NaN equals NaN in union');
+  t.equal(
+    nan.union(DataProto.create({ tensors: { x: Float32Array.of(NaN, 1) }, batchSize: 2 })).batchSize,
+    2,
+    'NaN equals NaN in union',
+  );
 });
 
 t.test('concat: rows in order, meta checked, metrics merged', async (t) => {
-  const parts = [batch(2, 0, { temperature: 1, metrics: { a: 1 } }), batch(3, 2, { temperature: 1, metrics: { a: 2, b: [3, 4] } }), batch(1, 5, { temperature: 1 })];
+  const parts = [
+    batch(2, 0, { temperature: 1, metrics: { a: 1 } }),
+    batch(3, 2, { temperature: 1, metrics: { a: 2, b: [3, 4] } }),
+    batch(1, 5, { temperature: 1 }),
+  ];
   const c = DataProto.concat(parts);
   t.equal(c.batchSize, 6);
   t.same(rowsOf(c), [0, 1, 2, 3, 4, 5]);
@@ -105,28 +165,57 @@ t.test('concat: rows in order, meta checked, metrics merged', async (t) => {
   t.same(DataProto.concat([batch(1)]).meta, {});
   t.throws(() => DataProto.concat([]), /at least one batch/);
   t.throws(() => DataProto.concat([batch(1), {} as never]), TypeError);
-  t.throws(() => DataProto.concat([batch(1, 0, { temperature: 1 }), batch(1, 0, { temperature: 2 })]), /meta 'temperature' of part 1 differs/);
+  t.throws(
+    () => DataProto.concat([batch(1, 0, { temperature: 1 }), batch(1, 0, { temperature: 2 })]),
+    /meta 'temperature' of part 1 differs/,
+  );
   t.throws(() => DataProto.concat([batch(1, 0, { temperature: 1 }), batch(1)]), /part 1 has no meta 'temperature'/);
   t.throws(() => DataProto.concat([batch(1), batch(1, 0, { metrics: 5 })]), /metrics of part 1 must be an object/);
-  t.throws(() => DataProto.concat([batch(1), batch(1).select({ tensors: ['ids'] })]), /part 1 has tensor columns \[ids\]/);
-  t.throws(() => DataProto.concat([batch(1), batch(1).select({ nonTensors: [] })]), /part 1 has non-tensor columns \[\]/);
-  const wide = DataProto.create({ tensors: { ids: { data: new Int32Array(4), shape: [4] }, score: { data: new Float32Array(1), shape: [] } }, nonTensors: { uid: ['x'], obj: [{}] } });
+  t.throws(
+    () => DataProto.concat([batch(1), batch(1).select({ tensors: ['ids'] })]),
+    /part 1 has tensor columns \[ids\]/,
+  );
+  t.throws(
+    () => DataProto.concat([batch(1), batch(1).select({ nonTensors: [] })]),
+    /part 1 has non-tensor columns \[\]/,
+  );
+  const wide = DataProto.create({
+    tensors: { ids: { data: new Int32Array(4), shape: [4] }, score: { data: new Float32Array(1), shape: [] } },
+    nonTensors: { uid: ['x'], obj: [{}] },
+  });
   t.throws(() => DataProto.concat([batch(1), wide]), /'ids' has row shape \[4\] in part 1 but \[3\] in part 0/);
-  const floaty = DataProto.create({ tensors: { ids: { data: new Float32Array(3), shape: [3] }, score: { data: new Float32Array(1), shape: [] } }, nonTensors: { uid: ['x'], obj: [{}] } });
+  const floaty = DataProto.create({
+    tensors: { ids: { data: new Float32Array(3), shape: [3] }, score: { data: new Float32Array(1), shape: [] } },
+    nonTensors: { uid: ['x'], obj: [{}] },
+  });
   t.throws(() => DataProto.concat([batch(1), floaty]), /'ids' is float32 in part 1 but int32 in part 0/);
-  const reordered = DataProto.create({ tensors: { score: { data: new Float32Array(1), shape: [] }, ids: { data: new Int32Array(3), shape: [3] } }, nonTensors: { obj: [{}], uid: ['x'] } });
+  const reordered = DataProto.create({
+    tensors: { score: { data: new Float32Array(1), shape: [] }, ids: { data: new Int32Array(3), shape: [3] } },
+    nonTensors: { obj: [{}], uid: ['x'] },
+  });
   t.same(DataProto.concat([batch(1), reordered]).tensorKeys, ['ids', 'score'], 'column order may differ');
 });
 
 t.test('chunk, split, slice, padToDivisor: views and the divisibility rule', async (t) => {
   const b = batch(6, 0, { k: 1 });
   const chunks = b.chunk(3);
-  t.same(chunks.map(rowsOf), [[0, 1], [2, 3], [4, 5]]);
-  t.same(chunks.map((c) => c.meta), [{ k: 1 }, { k: 1 }, { k: 1 }], 'every chunk gets the meta');
+  t.same(chunks.map(rowsOf), [
+    [0, 1],
+    [2, 3],
+    [4, 5],
+  ]);
+  t.same(
+    chunks.map((c) => c.meta),
+    [{ k: 1 }, { k: 1 }, { k: 1 }],
+    'every chunk gets the meta',
+  );
   t.equal(chunks[1].get('ids').buffer, b.get('ids').buffer, 'chunks are views');
   t.throws(() => b.chunk(4), /batch of 6 cannot be split into 4 equal chunks \(pad it with padToDivisor\(4\) first\)/);
   t.throws(() => b.chunk(0), /positive integer/);
-  t.same(b.split(4).map(rowsOf), [[0, 1, 2, 3], [4, 5]]);
+  t.same(b.split(4).map(rowsOf), [
+    [0, 1, 2, 3],
+    [4, 5],
+  ]);
   t.same(b.split(6).map(rowsOf), [[0, 1, 2, 3, 4, 5]]);
   t.same(DataProto.create({ batchSize: 0 }).split(2), []);
   t.throws(() => b.split(0), /positive integer/);
@@ -139,7 +228,10 @@ t.test('chunk, split, slice, padToDivisor: views and the divisibility rule', asy
   const { batch: padded, pad } = batch(5).padToDivisor(4);
   t.equal(pad, 3);
   t.same(rowsOf(padded), [0, 1, 2, 3, 4, 0, 1, 2], 'padded with the leading rows (VERL)');
-  t.same(padded.chunk(4).map((c) => c.batchSize), [2, 2, 2, 2]);
+  t.same(
+    padded.chunk(4).map((c) => c.batchSize),
+    [2, 2, 2, 2],
+  );
   t.same(rowsOf(padded.slice(0, -pad)), [0, 1, 2, 3, 4]);
   t.equal(batch(4).padToDivisor(2).pad, 0);
   t.same(rowsOf(batch(1).padToDivisor(3).batch), [0, 0, 0]);
@@ -161,7 +253,11 @@ t.test('repeat (interleave or tile), select, selectRows, reorder, assign, drop',
   t.same(b.select({ tensors: [] }).tensorKeys, []);
   t.same(b.select({}).tensorKeys, ['ids', 'score']);
   const byName = b.select(['uid', 'score']);
-  t.same([byName.tensorKeys, byName.nonTensorKeys, byName.meta], [['score'], ['uid'], { m: 1, n: 2 }], 'a list of names of either kind');
+  t.same(
+    [byName.tensorKeys, byName.nonTensorKeys, byName.meta],
+    [['score'], ['uid'], { m: 1, n: 2 }],
+    'a list of names of either kind',
+  );
   t.throws(() => b.select(['nope']), /select: no column 'nope'/);
   t.throws(() => b.select({ tensors: ['x'] }), /no tensor column 'x'/);
   t.throws(() => b.select({ nonTensors: ['x'] }), /no non-tensor column 'x'/);
@@ -176,7 +272,11 @@ t.test('repeat (interleave or tile), select, selectRows, reorder, assign, drop',
   t.throws(() => b.reorder([0, 0, 1]), /row 0 appears twice/);
   t.throws(() => b.reorder([0, 1]), /permutation has 2 entries, the batch 3 rows/);
   t.throws(() => b.reorder([0, 1, 1.5]), /not a row index/);
-  const a = b.assign({ tensors: { w: { data: new Float32Array(3).fill(2), shape: [] } }, nonTensors: { score: ['x', 'y', 'z'] }, meta: { m: 5 } });
+  const a = b.assign({
+    tensors: { w: { data: new Float32Array(3).fill(2), shape: [] } },
+    nonTensors: { score: ['x', 'y', 'z'] },
+    meta: { m: 5 },
+  });
   t.same(a.tensorKeys, ['ids', 'w'], 'a non-tensor replaces a tensor of the same name');
   t.same(a.nonTensor('score'), ['x', 'y', 'z']);
   t.same(a.meta, { m: 5, n: 2 });

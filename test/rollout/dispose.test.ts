@@ -13,7 +13,16 @@ import { envFactory, retailWorld, template } from './fixtures/world.js';
 
 const tpl = template();
 const world = retailWorld();
-const cfg = modelConfig('tiny', { layers: 1, width: 32, heads: 2, kvHeads: 1, headDim: 16, ffn: 48, vocab: tpl.tokenizer.vocabSize, context: 256 });
+const cfg = modelConfig('tiny', {
+  layers: 1,
+  width: 32,
+  heads: 2,
+  kvHeads: 1,
+  headDim: 16,
+  ffn: 48,
+  vocab: tpl.tokenizer.vocabSize,
+  context: 256,
+});
 
 t.test('Node defines the well-known symbols (Node >= 20.4: the same as Symbol.for(nodejs.*))', async (t) => {
   t.equal(typeof Symbol.dispose, 'symbol');
@@ -29,7 +38,9 @@ t.test('using: the policy and its sessions are freed at the end of the block', a
     kept = policy;
     const asTokenPolicy: TokenPolicy = policy; // a model is an agent-loop policy as it is
     {
-      using session = asTokenPolicy.createSession({ taskId: 'x', seed: 3, envInfo: {} }) as ReturnType<typeof policy.createSession>; // the episode context goes to the model itself
+      using session = asTokenPolicy.createSession({ taskId: 'x', seed: 3, envInfo: {} }) as ReturnType<
+        typeof policy.createSession
+      >; // the episode context goes to the model itself
       session.append([tpl.start]);
       const r = await session.sample({ maxTokens: 2 });
       t.equal(r.tokens.length, 2);
@@ -61,14 +72,22 @@ t.test('using: the transformer, its sessions and its parameter store', async (t)
 t.test('await using: the agent loop closes its environments, the server its socket', async (t) => {
   let loop: AgentLoop;
   {
-    await using l = new AgentLoop({ policy: TransformerPolicy.create(cfg, { seed: 2, tokenizer: tpl.tokenizer }), template: tpl, env: envFactory(world), limits: { maxTurns: 1, maxTokensPerTurn: 4, maxContextTokens: 4096 }, sanityCheck: 'disable', systemPrompt: () => 'sys', renderTools: false });
+    await using l = new AgentLoop({
+      policy: TransformerPolicy.create(cfg, { seed: 2, tokenizer: tpl.tokenizer }),
+      template: tpl,
+      env: envFactory(world),
+      limits: { maxTurns: 1, maxTokensPerTurn: 4, maxContextTokens: 4096 },
+      sanityCheck: 'disable',
+      systemPrompt: () => 'sys',
+      renderTools: false,
+    });
     loop = l;
     t.equal((await l.rollout({ taskIds: world.taskIds.slice(0, 1) })).length, 1);
   }
   await t.rejects(loop.rollout({ taskIds: world.taskIds.slice(0, 1) }), /after dispose/);
 
   using policy = TransformerPolicy.create(cfg, { seed: 3, tokenizer: tpl.tokenizer });
-  let url = '';
+  let url: string;
   {
     await using server = await startChatServer({ policy, template: tpl, port: 0 });
     url = `${server.baseURL}/models`;

@@ -22,7 +22,10 @@ class DonePolicy implements TokenPolicy {
         return n;
       },
       dispose: () => undefined,
-      sample: async () => ({ tokens: tpl.renderAssistantBody({ role: 'assistant', content: 'Done.' }), finishReason: 'stop' as const }),
+      sample: async () => ({
+        tokens: tpl.renderAssistantBody({ role: 'assistant', content: 'Done.' }),
+        finishReason: 'stop' as const,
+      }),
     };
   }
 }
@@ -47,7 +50,17 @@ function makeEnv(): AnyEnv {
 }
 
 const taskIds = ['t0', 't1', 't2', 't3', 'boom', 't1'];
-const common = { policy: new DonePolicy(), template: tpl, env: makeEnv, taskIds, trials: 2, seed: 3, concurrency: 2, source: 'src', limits: { maxTurns: 3, maxTokensPerTurn: 32, maxContextTokens: 4096 } };
+const common = {
+  policy: new DonePolicy(),
+  template: tpl,
+  env: makeEnv,
+  taskIds,
+  trials: 2,
+  seed: 3,
+  concurrency: 2,
+  source: 'src',
+  limits: { maxTurns: 3, maxTokensPerTurn: 32, maxContextTokens: 4096 },
+};
 
 t.test('per-kind mean@1 and episode counts follow a hand computation; overall metrics unchanged', async (t) => {
   const plain = await evaluatePolicy(common);
@@ -63,17 +76,37 @@ t.test('per-kind mean@1 and episode counts follow a hand computation; overall me
     { kind: 'a', tasks: 3, episodes: 6, meanReward: 4 / 6, successes: 2 },
     { kind: 'b', tasks: 2, episodes: 4, meanReward: 0.125, successes: 0 },
   ]);
-  t.same(r.perTask.map((p) => p.kind), ['a', 'a', 'b', null, 'b', 'a']);
+  t.same(
+    r.perTask.map((p) => p.kind),
+    ['a', 'a', 'b', null, 'b', 'a'],
+  );
   const added = Object.keys(r.metrics).filter((k) => !(k in plain.metrics));
-  t.same(added.sort(), ['val-aux/src/a/episodes', 'val-aux/src/b/episodes', 'val-core/src/a/reward/mean@1', 'val-core/src/b/reward/mean@1'], 'only the per-kind keys are new');
+  t.same(
+    added.sort(),
+    [
+      'val-aux/src/a/episodes',
+      'val-aux/src/b/episodes',
+      'val-core/src/a/reward/mean@1',
+      'val-core/src/b/reward/mean@1',
+    ],
+    'only the per-kind keys are new',
+  );
   for (const [k, v] of Object.entries(plain.metrics)) t.equal(r.metrics[k], v, `${k} unchanged`);
-  t.same(Object.keys(r.metrics).slice(0, Object.keys(plain.metrics).length), Object.keys(plain.metrics), 'existing keys first, in their order');
+  t.same(
+    Object.keys(r.metrics).slice(0, Object.keys(plain.metrics).length),
+    Object.keys(plain.metrics),
+    'existing keys first, in their order',
+  );
   t.same(plain.perKind, [], 'no kinds without taskKind');
   t.notOk(Object.keys(plain.metrics).some((k) => /\/(a|b)\//.test(k)));
 });
 
 t.test('a kind must be a metric-name segment', async (t) => {
   for (const bad of ['a/b', '', 'x y', 5]) {
-    await t.rejects(evaluatePolicy({ ...common, taskKind: () => bad as string }), { name: 'RangeError', message: /taskKind\('t0'\) must be null or a string matching/ }, JSON.stringify(bad));
+    await t.rejects(
+      evaluatePolicy({ ...common, taskKind: () => bad as string }),
+      { name: 'RangeError', message: /taskKind\('t0'\) must be null or a string matching/ },
+      JSON.stringify(bad),
+    );
   }
 });

@@ -8,12 +8,30 @@ const tpl = template();
 const world = retailWorld();
 
 function policy(seed: number): TransformerPolicy {
-  const cfg = modelConfig('tiny', { layers: 1, width: 64, heads: 2, kvHeads: 1, headDim: 32, ffn: 96, vocab: tpl.tokenizer.vocabSize, context: 4096 });
+  const cfg = modelConfig('tiny', {
+    layers: 1,
+    width: 64,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 32,
+    ffn: 96,
+    vocab: tpl.tokenizer.vocabSize,
+    context: 4096,
+  });
   return TransformerPolicy.create(cfg, { seed, tokenizer: tpl.tokenizer });
 }
 
 async function run(p: TokenPolicy, concurrency: number): Promise<{ tokens: number[][]; logProbs: number[][] }> {
-  const loop = new AgentLoop({ policy: p, template: tpl, env: envFactory(world), concurrency, limits: { maxTurns: 2, maxTokensPerTurn: 12, maxContextTokens: 4000 }, sanityCheck: 'disable', systemPrompt: () => 'You help retail customers.', renderTools: false });
+  const loop = new AgentLoop({
+    policy: p,
+    template: tpl,
+    env: envFactory(world),
+    concurrency,
+    limits: { maxTurns: 2, maxTokensPerTurn: 12, maxContextTokens: 4000 },
+    sanityCheck: 'disable',
+    systemPrompt: () => 'You help retail customers.',
+    renderTools: false,
+  });
   const records = await loop.rollout({ taskIds: world.taskIds.slice(0, 2), n: 2, seed: 7 });
   await loop.dispose();
   return {
@@ -26,7 +44,10 @@ t.test('the built-in policy drives the agent loop as it is (a model is a TokenPo
   const a = await run(policy(1), 1);
   const b = await run(policy(1), 4);
   t.equal(a.tokens.length, 4, 'four episodes');
-  t.ok(a.tokens.every((x) => x.length > 0), 'every episode has response tokens');
+  t.ok(
+    a.tokens.every((x) => x.length > 0),
+    'every episode has response tokens',
+  );
   t.same(a.tokens, b.tokens, 'same episodes whatever the concurrency (sessions are seeded per episode)');
   // equal up to float rounding: how many sessions share a decoding step picks the GEMM path
   const diff = Math.max(0, ...a.logProbs.flatMap((x, i) => x.map((v, j) => Math.abs(v - b.logProbs[i][j]))));
@@ -48,11 +69,22 @@ t.test("a session whose context is full ('context') ends the turn as a length cu
         },
         append: (tokens) => inner.append(tokens),
         dispose: () => inner.dispose(),
-        sample: async (options) => ({ ...(await inner.sample({ ...options, maxTokens: 2 })), finishReason: 'context' as const }),
+        sample: async (options) => ({
+          ...(await inner.sample({ ...options, maxTokens: 2 })),
+          finishReason: 'context' as const,
+        }),
       };
     },
   };
-  const loop = new AgentLoop({ policy: full, template: tpl, env: envFactory(world), limits: { maxTurns: 2, maxTokensPerTurn: 12, maxContextTokens: 4000 }, sanityCheck: 'disable', systemPrompt: () => 'You help retail customers.', renderTools: false });
+  const loop = new AgentLoop({
+    policy: full,
+    template: tpl,
+    env: envFactory(world),
+    limits: { maxTurns: 2, maxTokensPerTurn: 12, maxContextTokens: 4000 },
+    sanityCheck: 'disable',
+    systemPrompt: () => 'You help retail customers.',
+    renderTools: false,
+  });
   const [r] = await loop.rollout({ taskIds: world.taskIds.slice(0, 1), n: 1, seed: 7 });
   await loop.dispose();
   model.dispose();

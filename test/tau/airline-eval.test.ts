@@ -17,7 +17,10 @@ import { AIRLINE_DIR } from './fixtures/airline.js';
 const skip = existsSync(AIRLINE_DIR) ? false : `tau2 data not found at ${AIRLINE_DIR} (set SINKFLEX_TAU2_DIR)`;
 
 t.test('env list shows sinkflex/TauAirline-v0 (not trainable)', async (t) => {
-  t.same(listEnvs().find((r) => r.id === 'sinkflex/TauAirline-v0'), { id: 'sinkflex/TauAirline-v0', trainable: false, maxEpisodeSteps: null });
+  t.same(
+    listEnvs().find((r) => r.id === 'sinkflex/TauAirline-v0'),
+    { id: 'sinkflex/TauAirline-v0', trainable: false, maxEpisodeSteps: null },
+  );
 });
 
 t.test('eval --env sinkflex/TauAirline-v0: OpenAI agent, LLM user, pass^k', { skip }, async (t) => {
@@ -34,7 +37,16 @@ t.test('eval --env sinkflex/TauAirline-v0: OpenAI agent, LLM user, pass^k', { sk
         content = spoke ? 'Thanks, that is all. ###STOP###' : 'Hi, I have a question about my reservation.';
       } else content = 'Is there anything else I can help you with?';
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: body.model, choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }));
+      res.end(
+        JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          created: 0,
+          model: body.model,
+          choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content } }],
+          usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+        }),
+      );
     });
   });
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
@@ -65,7 +77,31 @@ t.test('eval --env sinkflex/TauAirline-v0: OpenAI agent, LLM user, pass^k', { sk
   t.ok(userPrompts.length >= 12, 'two user turns per episode');
   t.match(userPrompts.join('\n'), /EHGLP3/, "the user simulator is given the task's instructions");
 
-  await t.rejects(runEval({ policy: 'openai', model: 'agent-m', baseURL: [url], env: 'sinkflex/TauAirline-v0', tasks: AIRLINE_DIR, split: 'train' }), /needs --user llm/);
-  await t.rejects(runEval({ policy: 'openai', model: 'agent-m', baseURL: [url], user: 'llm', userModel: 'u', env: 'sinkflex/TauAirline-v0', tasks: 'generated' }), /no generated tasks/);
-  await t.rejects(runEval({ policy: 'openai', model: 'agent-m', baseURL: [url], env: 'sinkflex/TauPlanes-v0' }), /unknown env sinkflex\/TauPlanes-v0 \(sinkflex\/TauRetail-v0, sinkflex\/TauTelecom-v0, sinkflex\/TauAirline-v0\)/);
+  await t.rejects(
+    runEval({
+      policy: 'openai',
+      model: 'agent-m',
+      baseURL: [url],
+      env: 'sinkflex/TauAirline-v0',
+      tasks: AIRLINE_DIR,
+      split: 'train',
+    }),
+    /needs --user llm/,
+  );
+  await t.rejects(
+    runEval({
+      policy: 'openai',
+      model: 'agent-m',
+      baseURL: [url],
+      user: 'llm',
+      userModel: 'u',
+      env: 'sinkflex/TauAirline-v0',
+      tasks: 'generated',
+    }),
+    /no generated tasks/,
+  );
+  await t.rejects(
+    runEval({ policy: 'openai', model: 'agent-m', baseURL: [url], env: 'sinkflex/TauPlanes-v0' }),
+    /unknown env sinkflex\/TauPlanes-v0 \(sinkflex\/TauRetail-v0, sinkflex\/TauTelecom-v0, sinkflex\/TauAirline-v0\)/,
+  );
 });

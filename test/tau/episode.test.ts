@@ -25,9 +25,28 @@ t.test('generated world has tau2 shape and every task kind', async (t) => {
   for (const st of ['pending', 'delivered', 'processed', 'cancelled']) t.ok(s.statuses[st] > 0, st);
   for (const src of ['credit_card', 'paypal', 'gift_card']) t.ok(s.paymentMethods[src] > 0, src);
   const kinds = new Set(tasks.map((x) => x.sinkflex_scenario?.kind));
-  for (const k of ['cancel', 'modify_address', 'modify_payment', 'modify_items', 'return', 'exchange', 'user_address', 'lookup_tracking', 'lookup_price', 'refuse', 'transfer']) t.ok(kinds.has(k as never), k);
-  t.ok(tasks.some((x) => x.sinkflex_scenario?.requests.some((r) => r.initial)), 'some change of mind');
-  t.ok(tasks.some((x) => (x.sinkflex_scenario?.requests.length ?? 0) > 1), 'some two-request tasks');
+  for (const k of [
+    'cancel',
+    'modify_address',
+    'modify_payment',
+    'modify_items',
+    'return',
+    'exchange',
+    'user_address',
+    'lookup_tracking',
+    'lookup_price',
+    'refuse',
+    'transfer',
+  ])
+    t.ok(kinds.has(k as never), k);
+  t.ok(
+    tasks.some((x) => x.sinkflex_scenario?.requests.some((r) => r.initial)),
+    'some change of mind',
+  );
+  t.ok(
+    tasks.some((x) => (x.sinkflex_scenario?.requests.length ?? 0) > 1),
+    'some two-request tasks',
+  );
   t.same(generateRetailTasks(db, { seed: 7, count: 5 }), tasks.slice(0, 5), 'same seed, same tasks');
   t.equal(generateRetailDb({ seed: 7, users: 200, orders: 400 }).hash(), db.hash(), 'same seed, same db');
 });
@@ -60,7 +79,11 @@ t.test('bad actions never throw; they cost an error or end with agent_error', as
   const task = tasks.find((x) => x.sinkflex_scenario?.kind === 'cancel') as RetailTask;
   const ep = new TauEpisode(domain, { user: new ScriptedRetailUser(), maxErrors: 10 });
   const first = ep.resetSync(task, 0);
-  t.same(first.observation.map((m) => m.role), ['assistant', 'user'], 'greeting + first user message');
+  t.same(
+    first.observation.map((m) => m.role),
+    ['assistant', 'user'],
+    'greeting + first user message',
+  );
   t.equal(ep.tools.length, 16);
   const bad: unknown[] = [
     { toolCalls: [{ name: 'no_such_tool', arguments: {} }] },
@@ -69,7 +92,12 @@ t.test('bad actions never throw; they cost an error or end with agent_error', as
     { toolCalls: [{ name: 'get_order_details', arguments: {} }] },
     { toolCalls: [{ name: 'get_order_details', arguments: { order_id: '#W1', extra: 1 } }] },
     { content: 'Let me look.', toolCalls: [{ name: 'get_order_details', arguments: { order_id: '#W1' } }] },
-    { toolCalls: [{ name: 'get_user_details', arguments: { user_id: 'a' } }, { name: 'get_user_details', arguments: { user_id: 'b' } }] },
+    {
+      toolCalls: [
+        { name: 'get_user_details', arguments: { user_id: 'a' } },
+        { name: 'get_user_details', arguments: { user_id: 'b' } },
+      ],
+    },
     '<tool_call>{"name": "get_order_details", "arguments": {</tool_call>',
     { toolCalls: [{ name: 'get_order_details', arguments: [1] }] },
   ];
@@ -98,7 +126,15 @@ t.test('bad actions never throw; they cost an error or end with agent_error', as
   t.match(String(last.rewardInfo?.info.note), /too_many_errors/);
   t.same(ep.actSync('hello').observation, [], 'acting after the end is a no-op');
 
-  for (const junk of [null, 42, [], { role: 'user', content: 'x' }, { content: '   ' }, { content: 5 }, { toolCalls: 'x' }]) {
+  for (const junk of [
+    null,
+    42,
+    [],
+    { role: 'user', content: 'x' },
+    { content: '   ' },
+    { content: 5 },
+    { toolCalls: 'x' },
+  ]) {
     ep.resetSync(task, 0);
     const s = ep.actSync(junk);
     t.equal(s.terminationReason, 'agent_error', JSON.stringify(junk));
@@ -122,9 +158,16 @@ t.test('limits, stop markers and the replay of malformed calls', async (t) => {
   const ep2 = new TauEpisode(domain, { user: new ScriptedRetailUser() });
   ep2.resetSync(task, 0);
   const order = task.sinkflex_scenario?.requests[0].order_id as string;
-  ep2.actSync({ content: 'Cancelling now.', toolCalls: [{ name: 'cancel_pending_order', arguments: { order_id: order, reason: 'no longer needed' } }] });
+  ep2.actSync({
+    content: 'Cancelling now.',
+    toolCalls: [{ name: 'cancel_pending_order', arguments: { order_id: order, reason: 'no longer needed' } }],
+  });
   t.equal(ep2.state?.orders.get(order)?.status, 'pending');
-  const sim = { taskId: task.id, messages: [...ep2.trajectory(), { role: 'user' as const, content: '###STOP###' }], terminationReason: 'user_stop' as const };
+  const sim = {
+    taskId: task.id,
+    messages: [...ep2.trajectory(), { role: 'user' as const, content: '###STOP###' }],
+    terminationReason: 'user_stop' as const,
+  };
   t.equal(ep2.evaluator.evaluate(task, sim).rewardBreakdown.DB, 0);
 });
 
@@ -144,20 +187,33 @@ t.test('async user simulators, user errors and the NL judge', async (t) => {
   const r = await runEpisode(ep, new ExpertRetailAgent(), task, 1);
   t.equal(r.final.reward, 1);
 
-  const failing = { reset() {}, respond(): UserReply {
-    throw new Error('boom');
-  } };
+  const failing = {
+    reset() {},
+    respond(): UserReply {
+      throw new Error('boom');
+    },
+  };
   const ep2 = new TauEpisode(domain, { user: failing });
   t.equal(ep2.resetSync(task, 0).terminationReason, 'user_error');
 
   // NL assertions: reported "not evaluated" without a judge; judged with one
-  const nlTask: RetailTask = { ...task, evaluation_criteria: { ...task.evaluation_criteria, reward_basis: ['DB', 'NL_ASSERTION'], nl_assertions: ['The agent is polite.'] } };
+  const nlTask: RetailTask = {
+    ...task,
+    evaluation_criteria: {
+      ...task.evaluation_criteria,
+      reward_basis: ['DB', 'NL_ASSERTION'],
+      nl_assertions: ['The agent is polite.'],
+    },
+  };
   const ep3 = new TauEpisode(domain, { user: new ScriptedRetailUser() });
   const r3 = runEpisodeSync(ep3, new ExpertRetailAgent(), nlTask, 1).final;
   t.same(r3.rewardInfo?.notEvaluated, ['NL_ASSERTION']);
   t.equal(r3.rewardInfo?.nlAssertions, null);
   t.equal(ep3.evaluator.evaluate(nlTask, ep3.simulation()!, { unevaluated: 'fail' }).reward, 0);
-  const ep4 = new TauEpisode(domain, { user: new ScriptedRetailUser(), judge: async (_m, a) => a.map(() => ({ met: false, reasoning: 'rude' })) });
+  const ep4 = new TauEpisode(domain, {
+    user: new ScriptedRetailUser(),
+    judge: async (_m, a) => a.map(() => ({ met: false, reasoning: 'rude' })),
+  });
   const r4 = (await runEpisode(ep4, new ExpertRetailAgent(), nlTask, 1)).final;
   t.equal(r4.reward, 0);
   t.equal(r4.rewardInfo?.nlAssertions?.[0].justification, 'rude');

@@ -7,7 +7,14 @@
  */
 import t from 'tap';
 
-import type { AgentContext, AssistantAction, Message, RetailTask, RetailTaskKind, TauAgent } from '../../lib/tau/index.js';
+import type {
+  AgentContext,
+  AssistantAction,
+  Message,
+  RetailTask,
+  RetailTaskKind,
+  TauAgent,
+} from '../../lib/tau/index.js';
 import {
   createRetailDomain,
   ExpertRetailAgent,
@@ -20,7 +27,19 @@ import {
 import { Rng } from '../../lib/tau/rng.js';
 import type { OpenAIToolSchema } from '../../lib/tau/index.js';
 
-const KINDS: RetailTaskKind[] = ['cancel', 'modify_address', 'modify_payment', 'modify_items', 'return', 'exchange', 'user_address', 'lookup_tracking', 'lookup_price', 'refuse', 'transfer'];
+const KINDS: RetailTaskKind[] = [
+  'cancel',
+  'modify_address',
+  'modify_payment',
+  'modify_items',
+  'return',
+  'exchange',
+  'user_address',
+  'lookup_tracking',
+  'lookup_price',
+  'refuse',
+  'transfer',
+];
 /** Worlds no training run uses (the trainer's default world is seed 0, its demonstration worlds are mixed seeds). */
 const WORLD_SEEDS = [101, 202, 303];
 const PER_KIND_PER_WORLD = 8;
@@ -28,14 +47,26 @@ const PER_KIND_PER_WORLD = 8;
 const TRANSFER_TEXT = 'YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON.';
 
 function lastUserText(observation: readonly Message[], fallback: string): string {
-  const m = [...observation].reverse().find((x) => x.role === 'user' && typeof x.content === 'string' && x.content.length > 0);
+  const m = [...observation]
+    .reverse()
+    .find((x) => x.role === 'user' && typeof x.content === 'string' && x.content.length > 0);
   return m ? (m.content as string) : fallback;
 }
 
 const STATUS_WORDS = ['pending', 'processed', 'delivered', 'cancelled', 'exchange requested', 'return requested'];
 const PLAIN_NOUNS = ['order', 'item', 'package', 'account', 'customer', 'request', 'help', 'status', 'thanks', 'today'];
 /** Nouns that the scripted user reads as questions (email, order number, address, payment method…). */
-const DETAIL_NOUNS = ['order number', 'email', 'zip', 'full address', 'payment method', 'reason', 'which items', 'tracking number', 'price'];
+const DETAIL_NOUNS = [
+  'order number',
+  'email',
+  'zip',
+  'full address',
+  'payment method',
+  'reason',
+  'which items',
+  'tracking number',
+  'price',
+];
 
 /** Messages made of the order status words and common nouns, shuffled and repeated. */
 class StatusWordSpam implements TauAgent {
@@ -68,7 +99,17 @@ class AlwaysTransfer implements TauAgent {
 
   act(observation: readonly Message[]): AssistantAction {
     this.last = lastUserText(observation, this.last);
-    if (this.turn++ % 2 === 0) return { role: 'assistant', content: null, toolCalls: [{ name: 'transfer_to_human_agents', arguments: this.withSummary ? { summary: `The user says: ${this.last}` } : {} }] };
+    if (this.turn++ % 2 === 0)
+      return {
+        role: 'assistant',
+        content: null,
+        toolCalls: [
+          {
+            name: 'transfer_to_human_agents',
+            arguments: this.withSummary ? { summary: `The user says: ${this.last}` } : {},
+          },
+        ],
+      };
     return { role: 'assistant', content: TRANSFER_TEXT };
   }
 }
@@ -107,7 +148,16 @@ const ID_PATTERNS: Record<string, RegExp> = {
   word: /\b[A-Z][a-z]+\b/g,
 };
 
-const PHRASES = ['Let me check that.', 'Could you tell me more?', 'Okay.', 'I understand.', 'Could you give me your email, or your name and zip code?', 'Which order is it?', 'Do you confirm (yes/no)?', 'Is there anything else?'];
+const PHRASES = [
+  'Let me check that.',
+  'Could you tell me more?',
+  'Okay.',
+  'I understand.',
+  'Could you give me your email, or your name and zip code?',
+  'Which order is it?',
+  'Do you confirm (yes/no)?',
+  'Is there anything else?',
+];
 
 /**
  * Random tool calls with ids copied from anywhere in the conversation (user text and tool
@@ -150,7 +200,8 @@ class RandomIdCalls implements TauAgent {
     if (name === 'order_id') return this.of('order');
     if (name === 'user_id') return this.of('user');
     if (name === 'product_id') return this.of('item');
-    if (name === 'item_ids' || name === 'new_item_ids') return Array.from({ length: this.rng.int(1, 2) }, () => this.of('item'));
+    if (name === 'item_ids' || name === 'new_item_ids')
+      return Array.from({ length: this.rng.int(1, 2) }, () => this.of('item'));
     if (name === 'payment_method_id') return this.of('payment');
     if (name === 'email') return this.of('email');
     if (name === 'zip') return this.of('zip');
@@ -187,7 +238,8 @@ class ExpertWithout implements TauAgent {
 
   act(observation: readonly Message[]): AssistantAction {
     let a = this.inner.act(observation);
-    const skipped = (x: AssistantAction) => typeof x === 'object' && (x.toolCalls ?? []).some((c) => 'name' in c && this.skip.includes(c.name));
+    const skipped = (x: AssistantAction) =>
+      typeof x === 'object' && (x.toolCalls ?? []).some((c) => 'name' in c && this.skip.includes(c.name));
     while (skipped(a)) a = this.inner.act([]);
     return a;
   }
@@ -201,7 +253,12 @@ interface World {
 const worlds: World[] = WORLD_SEEDS.map((seed) => {
   const db = generateRetailDb({ seed, users: 80, orders: 200 });
   const tasks = KINDS.flatMap((kind) =>
-    generateRetailTasks(db, { seed: seed + KINDS.indexOf(kind), count: PER_KIND_PER_WORLD, weights: Object.fromEntries(KINDS.map((k) => [k, k === kind ? 1 : 0])), idPrefix: `w${seed}_${kind}` }),
+    generateRetailTasks(db, {
+      seed: seed + KINDS.indexOf(kind),
+      count: PER_KIND_PER_WORLD,
+      weights: Object.fromEntries(KINDS.map((k) => [k, k === kind ? 1 : 0])),
+      idPrefix: `w${seed}_${kind}`,
+    }),
   );
   return { episode: new TauEpisode(createRetailDomain({ db }), { user: new ScriptedRetailUser() }), tasks };
 });
@@ -225,7 +282,10 @@ function score(make: () => TauAgent): Score {
       const reason = r.final.terminationReason as string;
       endings[reason] = (endings[reason] ?? 0) + 1;
       const sim = w.episode.simulation();
-      const goldOnly = reason === 'user_give_up' && sim ? w.episode.evaluator.evaluate(task, { ...sim, terminationReason: 'user_stop' }).reward : r.final.reward;
+      const goldOnly =
+        reason === 'user_give_up' && sim
+          ? w.episode.evaluator.evaluate(task, { ...sim, terminationReason: 'user_stop' }).reward
+          : r.final.reward;
       const e = (sum[kind] ??= [0, 0, 0]);
       e[0] += r.final.reward;
       e[1] += goldOnly;
@@ -251,14 +311,19 @@ const POLICIES: [string, () => TauAgent][] = [
   ['random calls, copied ids', () => new RandomIdCalls()],
 ];
 
-t.test('each gold requirement is load-bearing: the expert without its authentication or its order look-ups scores 0', async (t) => {
-  const noAuth = score(() => new ExpertWithout(['find_user_id_by_email', 'find_user_id_by_name_zip']));
-  const noOrder = score(() => new ExpertWithout(['get_order_details']));
-  const orderKinds = KINDS.filter((k) => !['user_address', 'lookup_price', 'transfer'].includes(k));
-  t.comment(`expert without authentication: ${JSON.stringify(noAuth.byKind)}\nexpert without get_order_details: ${JSON.stringify(noOrder.byKind)}`);
-  for (const k of KINDS) t.equal(noAuth.byKind[k], 0, `no authentication, ${k}`);
-  for (const k of orderKinds) t.equal(noOrder.byKind[k], 0, `no order look-up, ${k}`);
-});
+t.test(
+  'each gold requirement is load-bearing: the expert without its authentication or its order look-ups scores 0',
+  async (t) => {
+    const noAuth = score(() => new ExpertWithout(['find_user_id_by_email', 'find_user_id_by_name_zip']));
+    const noOrder = score(() => new ExpertWithout(['get_order_details']));
+    const orderKinds = KINDS.filter((k) => !['user_address', 'lookup_price', 'transfer'].includes(k));
+    t.comment(
+      `expert without authentication: ${JSON.stringify(noAuth.byKind)}\nexpert without get_order_details: ${JSON.stringify(noOrder.byKind)}`,
+    );
+    for (const k of KINDS) t.equal(noAuth.byKind[k], 0, `no authentication, ${k}`);
+    for (const k of orderKinds) t.equal(noOrder.byKind[k], 0, `no order look-up, ${k}`);
+  },
+);
 
 t.test('every kind has enough held-out tasks', async (t) => {
   for (const kind of KINDS) {
@@ -272,12 +337,17 @@ t.test('gaming policies score <= 0.05 on every kind; the expert >= 0.95 on every
   const expert = score(() => new ExpertRetailAgent());
   const pad = (s: string, n: number) => s.padEnd(n);
   const lines = [`${pad('policy \\ kind', 34)}${KINDS.map((k) => pad(k, 16)).join('')}`];
-  for (const [name, s] of [...rows, ['expert', expert] as [string, Score]]) lines.push(`${pad(name, 34)}${KINDS.map((k) => pad(s.byKind[k].toFixed(3), 16)).join('')}`);
+  for (const [name, s] of [...rows, ['expert', expert] as [string, Score]])
+    lines.push(`${pad(name, 34)}${KINDS.map((k) => pad(s.byKind[k].toFixed(3), 16)).join('')}`);
   lines.push('', 'the same, give-ups graded as ordinary stops (what the gold alone allows):');
-  for (const [name, s] of rows) lines.push(`${pad(name, 34)}${KINDS.map((k) => pad(s.goldOnly[k].toFixed(3), 16)).join('')}`);
+  for (const [name, s] of rows)
+    lines.push(`${pad(name, 34)}${KINDS.map((k) => pad(s.goldOnly[k].toFixed(3), 16)).join('')}`);
   lines.push('', 'endings:');
-  for (const [name, s] of [...rows, ['expert', expert] as [string, Score]]) lines.push(`${pad(name, 34)}${JSON.stringify(s.endings)}`);
-  t.comment(`mean reward per kind (${WORLD_SEEDS.length * PER_KIND_PER_WORLD} held-out tasks per kind, ${WORLD_SEEDS.length} worlds)\n${lines.join('\n')}`);
+  for (const [name, s] of [...rows, ['expert', expert] as [string, Score]])
+    lines.push(`${pad(name, 34)}${JSON.stringify(s.endings)}`);
+  t.comment(
+    `mean reward per kind (${WORLD_SEEDS.length * PER_KIND_PER_WORLD} held-out tasks per kind, ${WORLD_SEEDS.length} worlds)\n${lines.join('\n')}`,
+  );
   for (const [name, s] of rows) {
     for (const k of KINDS) {
       t.ok(s.byKind[k] <= 0.05, `${name} on ${k}: ${s.byKind[k]}`);

@@ -26,8 +26,14 @@ t.test('errors name the field', async (t) => {
   t.throws(() => resolveConfig({ patches: [{ rollout: { n: 1.5 } }] }), /rollout\.n/);
   t.throws(() => resolveConfig({ patches: [{ grpo: { typo: 1 } }] }), /grpo.*typo|typo/);
   t.throws(() => resolveConfig({ patches: [{ env: 'CartPole-v1' }] }), /env/);
-  t.throws(() => resolveConfig({ patches: [{ rollout: { maxContextTokens: 4096 } }] }), /rollout\.maxContextTokens.*model\.context/);
-  t.throws(() => resolveConfig({ patches: [{ grpo: { estimator: 'grpo_passk' } }, { rollout: { n: 1 } }] }), /grpo_passk/);
+  t.throws(
+    () => resolveConfig({ patches: [{ rollout: { maxContextTokens: 4096 } }] }),
+    /rollout\.maxContextTokens.*model\.context/,
+  );
+  t.throws(
+    () => resolveConfig({ patches: [{ grpo: { estimator: 'grpo_passk' } }, { rollout: { n: 1 } }] }),
+    /grpo_passk/,
+  );
   t.throws(() => resolveConfig({ preset: 'nope' as never }), /preset/);
   t.throws(() => validateConfig(42), ConfigError);
 });
@@ -39,7 +45,10 @@ t.test('model.device: cpu by default and for runs saved without it, cuda/auto on
   const saved = structuredClone(DEFAULT_CONFIG) as { model: Partial<typeof DEFAULT_CONFIG.model> };
   delete saved.model.device;
   t.equal(validateSavedConfig(saved).model.device, 'cpu', 'a config.json from before the knob reads as cpu');
-  t.throws(() => resolveConfig({ patches: [{ model: { device: 'tpu' } }] }), { name: 'ConfigError', message: /model\.device/ });
+  t.throws(() => resolveConfig({ patches: [{ model: { device: 'tpu' } }] }), {
+    name: 'ConfigError',
+    message: /model\.device/,
+  });
 });
 
 t.test('--set overrides parse JSON values, else strings', async (t) => {
@@ -72,7 +81,10 @@ t.test('config files: JSON and TOML', async (t) => {
 });
 
 t.test('a configuration saved before a field existed loads with the value that reproduces it', async (t) => {
-  const saved = structuredClone(DEFAULT_CONFIG) as unknown as { tokenizer: Record<string, unknown>; sft: Record<string, unknown> };
+  const saved = structuredClone(DEFAULT_CONFIG) as unknown as {
+    tokenizer: Record<string, unknown>;
+    sft: Record<string, unknown>;
+  };
   delete saved.tokenizer.digitGroup;
   delete saved.sft.demoWorlds;
   t.throws(() => validateConfig(saved), /tokenizer\.digitGroup/, 'a new configuration must be complete');
@@ -86,32 +98,57 @@ t.test('a configuration saved before a field existed loads with the value that r
   delete before.model.lora;
   delete before.model.dtype;
   t.throws(() => validateConfig(before), /model\.source/);
-  t.same(validateSavedConfig(before).model, DEFAULT_CONFIG.model, 'a run saved before pretrained sources reads as the built-in model');
+  t.same(
+    validateSavedConfig(before).model,
+    DEFAULT_CONFIG.model,
+    'a run saved before pretrained sources reads as the built-in model',
+  );
   t.equal(DEFAULT_CONFIG.model.source, 'builtin');
-  t.same(DEFAULT_CONFIG.model.lora, { rank: 16, alpha: 32, targets: 'all-linear', rslora: false }, 'the default LoRA settings (for hf sources)');
+  t.same(
+    DEFAULT_CONFIG.model.lora,
+    { rank: 16, alpha: 32, targets: 'all-linear', rslora: false },
+    'the default LoRA settings (for hf sources)',
+  );
   const noShift = structuredClone(DEFAULT_CONFIG) as unknown as { model: Record<string, unknown> };
   delete noShift.model.tokenShift;
   t.throws(() => validateConfig(noShift), /model\.tokenShift/);
   t.equal(validateSavedConfig(noShift).model.tokenShift, false, 'no token shift, as before');
 });
 
-t.test('model.tokenShift: on by default (off in smoke), passed on to the built-in model, not applied to hf sources', async (t) => {
-  t.equal(DEFAULT_CONFIG.model.tokenShift, true);
-  t.equal(resolveConfig({ preset: 'smoke' }).model.tokenShift, false, 'smoke: off');
-  const on = resolveConfig({ patches: [parseOverride('model.tokenShift=true')] });
-  t.equal(on.model.tokenShift, true, '--set model.tokenShift=true');
-  t.equal(runModelConfig(on, 300).tokenShift, true, 'the run model has the shift');
-  t.equal(runModelConfig(DEFAULT_CONFIG, 300).tokenShift, true, 'the default run model has it');
-  t.equal(runModelConfig(resolveConfig({ preset: 'smoke' }), 300).tokenShift, false, 'the smoke run model has none');
-  t.throws(() => validateConfig({ ...on, model: { ...on.model, tokenShift: 'yes' } }), /model\.tokenShift/);
-  t.equal(validateConfig({ ...on, model: { ...on.model, source: 'hf:/models/x' } }).model.source, 'hf:/models/x', 'an hf source with the default tokenShift validates (it does not apply)');
-});
+t.test(
+  'model.tokenShift: on by default (off in smoke), passed on to the built-in model, not applied to hf sources',
+  async (t) => {
+    t.equal(DEFAULT_CONFIG.model.tokenShift, true);
+    t.equal(resolveConfig({ preset: 'smoke' }).model.tokenShift, false, 'smoke: off');
+    const on = resolveConfig({ patches: [parseOverride('model.tokenShift=true')] });
+    t.equal(on.model.tokenShift, true, '--set model.tokenShift=true');
+    t.equal(runModelConfig(on, 300).tokenShift, true, 'the run model has the shift');
+    t.equal(runModelConfig(DEFAULT_CONFIG, 300).tokenShift, true, 'the default run model has it');
+    t.equal(runModelConfig(resolveConfig({ preset: 'smoke' }), 300).tokenShift, false, 'the smoke run model has none');
+    t.throws(() => validateConfig({ ...on, model: { ...on.model, tokenShift: 'yes' } }), /model\.tokenShift/);
+    t.equal(
+      validateConfig({ ...on, model: { ...on.model, source: 'hf:/models/x' } }).model.source,
+      'hf:/models/x',
+      'an hf source with the default tokenShift validates (it does not apply)',
+    );
+  },
+);
 
 t.test('model.activationCheckpointing: none by default and for runs saved without it, layers on request', async (t) => {
   t.equal(DEFAULT_CONFIG.model.activationCheckpointing, 'none');
-  t.equal(resolveConfig({ patches: [parseOverride('model.activationCheckpointing=layers')] }).model.activationCheckpointing, 'layers');
+  t.equal(
+    resolveConfig({ patches: [parseOverride('model.activationCheckpointing=layers')] }).model.activationCheckpointing,
+    'layers',
+  );
   const saved = structuredClone(DEFAULT_CONFIG) as { model: Partial<typeof DEFAULT_CONFIG.model> };
   delete saved.model.activationCheckpointing;
-  t.equal(validateSavedConfig(saved).model.activationCheckpointing, 'none', 'a config.json from before the knob reads as none');
-  t.throws(() => resolveConfig({ patches: [{ model: { activationCheckpointing: 'all' as never } }] }), { name: 'ConfigError', message: /model\.activationCheckpointing/ });
+  t.equal(
+    validateSavedConfig(saved).model.activationCheckpointing,
+    'none',
+    'a config.json from before the knob reads as none',
+  );
+  t.throws(() => resolveConfig({ patches: [{ model: { activationCheckpointing: 'all' as never } }] }), {
+    name: 'ConfigError',
+    message: /model\.activationCheckpointing/,
+  });
 });

@@ -2,7 +2,14 @@ import t from 'tap';
 
 import { TauEnv, type TauEnvAction } from '../../lib/gym/index.js';
 import { packSequences, TransformerPolicy } from '../../lib/model/index.js';
-import { AgentLoop, mixSeed, type SessionContext, type TokenPolicy, type SampleOptions, type TokenSession } from '../../lib/rollout/index.js';
+import {
+  AgentLoop,
+  mixSeed,
+  type SessionContext,
+  type TokenPolicy,
+  type SampleOptions,
+  type TokenSession,
+} from '../../lib/rollout/index.js';
 import { buildWorld, resolveConfig } from '../../lib/trainer/index.js';
 import { grpoStep } from '../../lib/trainer/grpo-step.js';
 import { episodeSequence } from '../../lib/trainer/sft.js';
@@ -18,7 +25,16 @@ class ParityRewardEnv extends TauEnv {
   }
 }
 
-const REPLIES = ['Sure.', 'One moment, please.', 'Hi', 'Let me check that.', 'Could you tell me your order id?', 'Okay!', 'Thanks', 'I can help with that.'];
+const REPLIES = [
+  'Sure.',
+  'One moment, please.',
+  'Hi',
+  'Let me check that.',
+  'Could you tell me your order id?',
+  'Okay!',
+  'Thanks',
+  'I can help with that.',
+];
 
 /** Picks one of a few short replies by the request seed (a behaviour policy without log-probs). */
 class ReplyPolicy implements TokenPolicy {
@@ -32,7 +48,10 @@ class ReplyPolicy implements TokenPolicy {
       },
       dispose: () => undefined,
       sample: async (p: SampleOptions) => {
-        const tokens = this.template.renderAssistantBody({ role: 'assistant', content: REPLIES[mixSeed(p.seed ?? 0, 3) % REPLIES.length] });
+        const tokens = this.template.renderAssistantBody({
+          role: 'assistant',
+          content: REPLIES[mixSeed(p.seed ?? 0, 3) % REPLIES.length],
+        });
         n += tokens.length;
         return { tokens, finishReason: 'stop' as const };
       },
@@ -43,7 +62,12 @@ class ReplyPolicy implements TokenPolicy {
 t.test('a GRPO step raises the log-probability of rewarded samples relative to unrewarded ones', async (t) => {
   const config = resolveConfig({
     preset: 'smoke',
-    patches: [{ rollout: { n: 8, tasksPerStep: 4, maxTokensPerTurn: 6, maxTurns: 1 }, grpo: { lr: 3e-3, klCoef: 0, miniBatches: 1, ppoEpochs: 2 } }],
+    patches: [
+      {
+        rollout: { n: 8, tasksPerStep: 4, maxTokensPerTurn: 6, maxTurns: 1 },
+        grpo: { lr: 3e-3, klCoef: 0, miniBatches: 1, ppoEpochs: 2 },
+      },
+    ],
   });
   const tw = buildWorld(config);
   const tokenizer = await trainRunTokenizer(config, tw);
@@ -70,7 +94,8 @@ t.test('a GRPO step raises the log-probability of rewarded samples relative to u
     t.ok(m['actor/grad_norm'] > 0);
     t.ok(Math.abs(m['actor/ppo_kl']) > 0, 'the second epoch sees a changed policy');
     t.equal(m['actor/skipped_steps'], 0);
-    for (const k of ['timing_s/gen', 'timing_s/old_log_prob', 'timing_s/adv', 'timing_s/update_actor', 'timing_s/step']) t.ok(m[k] >= 0, k);
+    for (const k of ['timing_s/gen', 'timing_s/old_log_prob', 'timing_s/adv', 'timing_s/update_actor', 'timing_s/step'])
+      t.ok(m[k] >= 0, k);
     // each sample's log-probability under the same initial parameters vs after the update
     const packed = packSequences(r.records.map(episodeSequence));
     const was = await before.logProbs(packed);
@@ -78,11 +103,15 @@ t.test('a GRPO step raises the log-probability of rewarded samples relative to u
     const gains = { won: [] as number[], lost: [] as number[] };
     r.records.forEach((rec, i) => {
       let d = 0;
-      for (let k = packed.offsets[i]; k < packed.offsets[i + 1]; k++) if (packed.targets[k] >= 0) d += now.logProbs[k] - was.logProbs[k];
+      for (let k = packed.offsets[i]; k < packed.offsets[i + 1]; k++)
+        if (packed.targets[k] >= 0) d += now.logProbs[k] - was.logProbs[k];
       (rec.reward > 0 ? gains.won : gains.lost).push(d);
     });
     const mean = (a: number[]) => a.reduce((x, y) => x + y, 0) / a.length;
-    t.ok(mean(gains.won) > mean(gains.lost), `rewarded samples gain more log-prob (${mean(gains.won).toFixed(3)}) than unrewarded ones (${mean(gains.lost).toFixed(3)})`);
+    t.ok(
+      mean(gains.won) > mean(gains.lost),
+      `rewarded samples gain more log-prob (${mean(gains.won).toFixed(3)}) than unrewarded ones (${mean(gains.lost).toFixed(3)})`,
+    );
   } finally {
     await loop.dispose();
     policy.dispose();

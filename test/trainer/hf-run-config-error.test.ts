@@ -17,13 +17,26 @@ t.test('a bad field of config.json: named once, after the model source', async (
   writeTinyCheckpoint(dir, { family: 'qwen3' });
   const cfg = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...cfg, num_attention_heads: 0 }));
-  const config = resolveConfig({ preset: 'smoke', patches: [{ model: { source: `hf:${dir}`, context: 512, lora: { rank: 2, alpha: 4, targets: 'all-linear', rslora: false } }, rollout: { maxContextTokens: 512 }, sft: { tokensPerStep: 512 }, grpo: { microBatchTokens: 512 } }] });
+  const config = resolveConfig({
+    preset: 'smoke',
+    patches: [
+      {
+        model: { source: `hf:${dir}`, context: 512, lora: { rank: 2, alpha: 4, targets: 'all-linear', rslora: false } },
+        rollout: { maxContextTokens: 512 },
+        sft: { tokensPerStep: 512 },
+        grpo: { microBatchTokens: 512 },
+      },
+    ],
+  });
   const base = await currentRunBase(config);
   const err = await loadRunModel(config, base, { checkpoint: null, training: false }).then(
     () => null,
     (e: Error) => e,
   );
   t.ok(err, 'refused');
-  t.match(err?.message, new RegExp(`^model\\.source hf:${dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: config\\.json: num_attention_heads`));
+  t.match(
+    err?.message,
+    new RegExp(`^model\\.source hf:${dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: config\\.json: num_attention_heads`),
+  );
   t.notMatch(err?.message, /config\.json: config\.json:/, 'the file named once');
 });

@@ -52,41 +52,46 @@ async function withModel<T>(m: ModelHandle, fn: (m: ModelHandle) => Promise<T> |
   }
 }
 
-t.test('built-in sources: a run folder, its checkpoint folder, a .safetensors file, a folder holding one', async (t) => {
-  for (const [source, expectRun] of [
-    [builtinRun, true],
-    [checkpoint, true],
-    [builtinFile, false],
-    [join(tmp, 'files'), false],
-  ] as const) {
-    await withModel(await openModel(source), async (m) => {
-      t.equal(m.kind, 'builtin', `${source}: built-in`);
-      t.same(Array.from(m.tokenizer.encode('order #W0000001')), expectedIds, 'its own tokenizer');
-      t.equal(m.tokenizer, m.chat.tokenizer, 'the chat format’s tokenizer');
-      t.ok(m.chat.renderTokens(prompt, { addGenerationPrompt: true }).length > 0, 'the chat format renders');
-      t.equal(m.pretrained, null);
-      t.equal(m.adapters, null);
-      t.equal(m.adapterHost(), null, 'no runtime adapters');
-      t.ok(m.weightsHost(), 'full-weight reloads');
-      if (expectRun) {
-        t.equal(m.source, checkpoint, 'a run opens its newest checkpoint');
-        t.equal(m.run?.step, 2);
-        t.equal(m.run?.prompt.renderTools, false, 'the run’s prompt format');
-        t.match(m.description, /^builtin .* \(step 2\)$/);
-      } else {
-        t.equal(m.run, null, 'a bare file has no run');
-        t.equal(m.source, builtinFile);
-      }
-    });
-  }
-});
+t.test(
+  'built-in sources: a run folder, its checkpoint folder, a .safetensors file, a folder holding one',
+  async (t) => {
+    for (const [source, expectRun] of [
+      [builtinRun, true],
+      [checkpoint, true],
+      [builtinFile, false],
+      [join(tmp, 'files'), false],
+    ] as const) {
+      await withModel(await openModel(source), async (m) => {
+        t.equal(m.kind, 'builtin', `${source}: built-in`);
+        t.same(Array.from(m.tokenizer.encode('order #W0000001')), expectedIds, 'its own tokenizer');
+        t.equal(m.tokenizer, m.chat.tokenizer, 'the chat format’s tokenizer');
+        t.ok(m.chat.renderTokens(prompt, { addGenerationPrompt: true }).length > 0, 'the chat format renders');
+        t.equal(m.pretrained, null);
+        t.equal(m.adapters, null);
+        t.equal(m.adapterHost(), null, 'no runtime adapters');
+        t.ok(m.weightsHost(), 'full-weight reloads');
+        if (expectRun) {
+          t.equal(m.source, checkpoint, 'a run opens its newest checkpoint');
+          t.equal(m.run?.step, 2);
+          t.equal(m.run?.prompt.renderTools, false, 'the run’s prompt format');
+          t.match(m.description, /^builtin .* \(step 2\)$/);
+        } else {
+          t.equal(m.run, null, 'a bare file has no run');
+          t.equal(m.source, builtinFile);
+        }
+      });
+    }
+  },
+);
 
 t.test('built-in: save, checkpoint files and the KL reference round-trip the weights', async (t) => {
   await withModel(await openModel(builtinFile), async (m) => {
     const batch = { tokens: Int32Array.from(expectedIds), targets: Int32Array.from([...expectedIds.slice(1), -1]) };
     const want = await m.policy.logProbs(batch);
     const saved = await m.save(join(tmp, 'saved.safetensors'));
-    await withModel(await openModel(saved), async (r) => t.same(await r.policy.logProbs(batch), want, 'save → openModel'));
+    await withModel(await openModel(saved), async (r) =>
+      t.same(await r.policy.logProbs(batch), want, 'save → openModel'),
+    );
     const ck = join(tmp, 'ck');
     mkdirSync(ck);
     await m.writeCheckpoint(ck, state);
@@ -131,16 +136,34 @@ t.test('bad sources and options are refused naming them', async (t) => {
   await t.rejects(openModel(missing), { name: 'RunFolderError', message: new RegExp(`no checkpoint at ${missing}`) });
   const empty = join(tmp, 'empty');
   mkdirSync(empty);
-  await t.rejects(openModel(empty), { name: 'RunFolderError', message: /empty is neither a run folder .* nor a folder holding a \.safetensors checkpoint/ });
+  await t.rejects(openModel(empty), {
+    name: 'RunFolderError',
+    message: /empty is neither a run folder .* nor a folder holding a \.safetensors checkpoint/,
+  });
   const fresh = join(tmp, 'fresh-run');
   mkdirSync(fresh);
   writeFileSync(join(fresh, 'config.json'), JSON.stringify(config));
   await t.rejects(openModel(fresh), /run folder .*fresh-run has no checkpoint yet/);
   await t.rejects(openModel(''), TypeError);
-  await t.rejects(openModel(builtinFile, { adaptor: adapterDir } as never), { name: 'RangeError', message: /options\.adaptor is not an option of openModel \(known: device, dtype, adapter, modelDir\)/ });
-  await t.rejects(openModel(builtinFile, { adapter: adapterDir }), /adapter: .*policy\.safetensors is not a Hugging Face model folder/);
-  await t.rejects(openModel(builtinFile, { modelDir: hfDir }), /modelDir: .*policy\.safetensors is a checkpoint file of the built-in model/);
-  await t.rejects(openModel(builtinRun, { modelDir: hfDir }), /modelDir: .*run is a run of the built-in model, which has no base model folder/);
-  await t.rejects(openModel(hfDir, { modelDir: hfDir }), /modelDir: .*qwen3-tiny is a Hugging Face model folder, not a run's checkpoint/);
+  await t.rejects(openModel(builtinFile, { adaptor: adapterDir } as never), {
+    name: 'RangeError',
+    message: /options\.adaptor is not an option of openModel \(known: device, dtype, adapter, modelDir\)/,
+  });
+  await t.rejects(
+    openModel(builtinFile, { adapter: adapterDir }),
+    /adapter: .*policy\.safetensors is not a Hugging Face model folder/,
+  );
+  await t.rejects(
+    openModel(builtinFile, { modelDir: hfDir }),
+    /modelDir: .*policy\.safetensors is a checkpoint file of the built-in model/,
+  );
+  await t.rejects(
+    openModel(builtinRun, { modelDir: hfDir }),
+    /modelDir: .*run is a run of the built-in model, which has no base model folder/,
+  );
+  await t.rejects(
+    openModel(hfDir, { modelDir: hfDir }),
+    /modelDir: .*qwen3-tiny is a Hugging Face model folder, not a run's checkpoint/,
+  );
   await t.rejects(openModel(hfDir, { adapter: join(tmp, 'no-adapter') }), /no-adapter/, 'a missing adapter is named');
 });

@@ -14,16 +14,32 @@ const b: MaskedSequence = { tokens: [12, 13, 14, 15], lossMask: [0, 1, 0, 1] };
 t.test('targets and weights of a packed step', async (t) => {
   const w = observationWeightedStep([a, b], 0.5);
   // document a: position t predicts token t + 1; position 0 predicts the prompt's token 6 (no target)
-  t.same([...w.batch.targets], [-1, 7, 8, 9, 10, 11, -1, 13, 14, 15, -1], 'every token after the first assistant token is a target; the prompt before it is not');
+  t.same(
+    [...w.batch.targets],
+    [-1, 7, 8, 9, 10, 11, -1, 13, 14, 15, -1],
+    'every token after the first assistant token is a target; the prompt before it is not',
+  );
   const raw = [0, 1, 1, 0.5, 0.5, 1, 0, 1, 0.5, 1, 0];
   const sum = raw.reduce((x, y) => x + y, 0);
   w.weights.forEach((v, i) => t.ok(Math.abs(v - raw[i] / sum) < 1e-7, `weight ${i}: ${v} = ${raw[i]}/${sum}`));
   t.same([...w.assistant], [0, 1, 1, 0, 0, 1, 0, 1, 0, 1, 0], 'the assistant positions');
   const zero = observationWeightedStep([a, b], 0);
-  t.same([...zero.batch.targets], [...packSequences([a, b]).targets], 'weight 0: the assistant targets of packSequences');
+  t.same(
+    [...zero.batch.targets],
+    [...packSequences([a, b]).targets],
+    'weight 0: the assistant targets of packSequences',
+  );
   const n = zero.assistant.reduce((x, y) => x + y, 0);
-  t.ok([...zero.weights].every((v, i) => (zero.assistant[i] ? Math.abs(v - 1 / n) < 1e-7 : v === 0)), 'weight 0: the mean over the assistant tokens');
-  for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY]) t.throws(() => observationWeightedStep([a], bad), { name: 'RangeError', message: /sft\.observationWeight/ }, `${bad} refused`);
+  t.ok(
+    [...zero.weights].every((v, i) => (zero.assistant[i] ? Math.abs(v - 1 / n) < 1e-7 : v === 0)),
+    'weight 0: the mean over the assistant tokens',
+  );
+  for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY])
+    t.throws(
+      () => observationWeightedStep([a], bad),
+      { name: 'RangeError', message: /sft\.observationWeight/ },
+      `${bad} refused`,
+    );
 });
 
 t.test('the config field: default 0, validated', async (t) => {
@@ -35,10 +51,14 @@ t.test('the config field: default 0, validated', async (t) => {
 
 t.test('observations are learned only with a weight > 0; the reported loss is the assistant mean', async (t) => {
   // every sequence: a random prompt token, then assistant 3 3, then an observation 9 9 9 9
-  const seqs: MaskedSequence[] = Array.from({ length: 16 }, (_, k) => ({ tokens: [20 + k, 3, 3, 9, 9, 9, 9], lossMask: [0, 1, 1, 0, 0, 0, 0] }));
+  const seqs: MaskedSequence[] = Array.from({ length: 16 }, (_, k) => ({
+    tokens: [20 + k, 3, 3, 9, 9, 9, 9],
+    lossMask: [0, 1, 1, 0, 0, 0, 0],
+  }));
   const sft = { ...resolveConfig({}).sft, steps: 25, tokensPerStep: 64, lr: 1e-2, warmup: 2 };
   const observationLogProb = async (p: TransformerPolicy) => {
-    const lp = (await p.logProbs(packSequences([{ tokens: [40, 3, 3, 9, 9, 9, 9], lossMask: [0, 0, 0, 1, 1, 1, 1] }]))).logProbs;
+    const lp = (await p.logProbs(packSequences([{ tokens: [40, 3, 3, 9, 9, 9, 9], lossMask: [0, 0, 0, 1, 1, 1, 1] }])))
+      .logProbs;
     return lp[2] + lp[3] + lp[4] + lp[5];
   };
   const c = modelConfig('tiny', { vocab: 64, width: 32, heads: 2, kvHeads: 1, headDim: 16, ffn: 64, context: 64 });
@@ -48,12 +68,30 @@ t.test('observations are learned only with a weight > 0; the reported loss is th
     const infos = await runSft(p, seqs, { ...sft, observationWeight: weight }, 3);
     t.equal(infos.length, 25);
     // 9 sequences of 7 tokens fit in 64, then the other 7 of the pass: 2 assistant targets each
-    t.same([infos[0].tokens, infos[1].tokens, infos[2].tokens], [18, 14, 18], `weight ${weight}: tokens counts the assistant's only`);
-    t.ok(infos[24].loss < infos[0].loss, `weight ${weight}: the assistant loss falls (${infos[0].loss.toFixed(3)} → ${infos[24].loss.toFixed(3)})`);
-    if (weight > 0) t.ok(infos[24].observationLoss > 0 && infos[24].observationLoss < infos[0].observationLoss, 'the observation loss is reported and falls');
-    else t.ok(infos.every((i) => i.observationLoss === 0), 'no observation loss without the weight');
+    t.same(
+      [infos[0].tokens, infos[1].tokens, infos[2].tokens],
+      [18, 14, 18],
+      `weight ${weight}: tokens counts the assistant's only`,
+    );
+    t.ok(
+      infos[24].loss < infos[0].loss,
+      `weight ${weight}: the assistant loss falls (${infos[0].loss.toFixed(3)} → ${infos[24].loss.toFixed(3)})`,
+    );
+    if (weight > 0)
+      t.ok(
+        infos[24].observationLoss > 0 && infos[24].observationLoss < infos[0].observationLoss,
+        'the observation loss is reported and falls',
+      );
+    else
+      t.ok(
+        infos.every((i) => i.observationLoss === 0),
+        'no observation loss without the weight',
+      );
     got.push(await observationLogProb(p));
     p.dispose();
   }
-  t.ok(got[1] > Math.log(0.5) * 4 && got[1] > got[0] + 2, `the observation is learned with weight 1 (log-prob ${got[1].toFixed(2)}) and not without (${got[0].toFixed(2)})`);
+  t.ok(
+    got[1] > Math.log(0.5) * 4 && got[1] > got[0] + 2,
+    `the observation is learned with weight 1 (log-prob ${got[1].toFixed(2)}) and not without (${got[0].toFixed(2)})`,
+  );
 });

@@ -30,9 +30,13 @@ t.test('mulberry32 follows the definition, for several seeds', async (t) => {
 });
 
 t.test('mulberry32 draws lie in [0, 1) and differ between seeds', async (t) => {
-  const a = mulberry32(3), b = mulberry32(4);
+  const a = mulberry32(3),
+    b = mulberry32(4);
   const xs = Array.from({ length: 1000 }, a);
-  t.ok(xs.every((x) => x >= 0 && x < 1), 'in [0, 1)');
+  t.ok(
+    xs.every((x) => x >= 0 && x < 1),
+    'in [0, 1)',
+  );
   t.notSame(xs.slice(0, 10), Array.from({ length: 10 }, b), 'another seed, another sequence');
   const mean = xs.reduce((s, x) => s + x, 0) / xs.length;
   t.ok(Math.abs(mean - 0.5) < 0.05, `mean ${mean} near 1/2`);
@@ -41,9 +45,17 @@ t.test('mulberry32 draws lie in [0, 1) and differ between seeds', async (t) => {
 t.test('fillUniform writes lo + (hi - lo) * draw in order, in float32 and float64', async (t) => {
   const draws = reference(9, 37);
   const f64 = fillUniform(new Float64Array(37), 9, -2, 3);
-  t.same(Array.from(f64), draws.map((u) => -2 + 5 * u), 'float64');
+  t.same(
+    Array.from(f64),
+    draws.map((u) => -2 + 5 * u),
+    'float64',
+  );
   const f32 = fillUniform(new Float32Array(37), 9);
-  t.same(Array.from(f32), draws.map((u) => Math.fround(-1 + 2 * u)), 'float32, default [-1, 1)');
+  t.same(
+    Array.from(f32),
+    draws.map((u) => Math.fround(-1 + 2 * u)),
+    'float32, default [-1, 1)',
+  );
   t.ok(f32.every((x) => x >= -1 && x < 1) && f32.some((x) => x !== 0), 'in range, not zeros');
   const out = new Float32Array(5);
   t.equal(fillUniform(out, 1), out, 'returns the array it filled');

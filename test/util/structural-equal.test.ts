@@ -51,23 +51,44 @@ t.test('structuralEqual: defaults (deepEqual semantics)', async (t) => {
   t.notOk(structuralEqual(new Point(1, 2), new Point(1, 2)), 'plain mode: a class instance equals only itself');
   const p = new Point(1, 2);
   t.ok(structuralEqual(p, p));
-  t.ok(structuralEqual(Object.assign(Object.create(null) as object, { a: 1 }), { a: 1 }), 'null-prototype objects are plain');
+  t.ok(
+    structuralEqual(Object.assign(Object.create(null) as object, { a: 1 }), { a: 1 }),
+    'null-prototype objects are plain',
+  );
 });
 
 t.test('structuralEqual: options', async (t) => {
   t.notOk(structuralEqual(NaN, NaN, { nanEqual: false }), 'nanEqual false: plain NaN numbers compare with ===');
   t.notOk(structuralEqual([NaN], [NaN], { nanEqual: false }));
-  t.ok(structuralEqual(Float64Array.of(NaN), Float64Array.of(NaN), { nanEqual: false }), 'inside typed arrays NaN always equals NaN');
+  t.ok(
+    structuralEqual(Float64Array.of(NaN), Float64Array.of(NaN), { nanEqual: false }),
+    'inside typed arrays NaN always equals NaN',
+  );
   const tolerance = { rtol: 1e-3, atol: 0.5 };
   t.ok(structuralEqual(Float64Array.of(10), Float64Array.of(10.5), { tolerance }), 'within atol + rtol·|b|');
-  t.notOk(structuralEqual(Float64Array.of(10), Float64Array.of(10.6), { tolerance }), 'outside the tolerance (0.5 + 0.0106)');
-  t.ok(structuralEqual(Float64Array.of(1000), Float64Array.of(1001.4), { tolerance }), 'the relative part scales with |b|');
-  t.notOk(structuralEqual(Float64Array.of(Infinity), Float64Array.of(1e308), { tolerance }), 'infinities equal only themselves');
+  t.notOk(
+    structuralEqual(Float64Array.of(10), Float64Array.of(10.6), { tolerance }),
+    'outside the tolerance (0.5 + 0.0106)',
+  );
+  t.ok(
+    structuralEqual(Float64Array.of(1000), Float64Array.of(1001.4), { tolerance }),
+    'the relative part scales with |b|',
+  );
+  t.notOk(
+    structuralEqual(Float64Array.of(Infinity), Float64Array.of(1e308), { tolerance }),
+    'infinities equal only themselves',
+  );
   t.ok(structuralEqual(Float64Array.of(-Infinity), Float64Array.of(-Infinity), { tolerance }));
   t.notOk(structuralEqual(10, 10.1, { tolerance }), 'the tolerance is for typed arrays only');
-  t.ok(structuralEqual(new Point(1, 2), new Point(1, 2), { objects: 'sameClass' }), 'sameClass: instances by their keys');
+  t.ok(
+    structuralEqual(new Point(1, 2), new Point(1, 2), { objects: 'sameClass' }),
+    'sameClass: instances by their keys',
+  );
   t.notOk(structuralEqual(new Point(1, 2), new Point(1, 3), { objects: 'sameClass' }));
-  t.notOk(structuralEqual(new Point(1, 2), new Other(1, 2), { objects: 'sameClass' }), 'sameClass: the prototype matters');
+  t.notOk(
+    structuralEqual(new Point(1, 2), new Other(1, 2), { objects: 'sameClass' }),
+    'sameClass: the prototype matters',
+  );
   t.notOk(structuralEqual(new Point(1, 2), { x: 1, y: 2 }, { objects: 'sameClass' }));
 });
 
@@ -78,13 +99,20 @@ t.test('the callers keep their semantics', async (t) => {
   t.ok(dataEquivalence(Float32Array.of(1), Float32Array.of(1 + 9e-6)), 'dataEquivalence: allclose');
   t.notOk(dataEquivalence(Float32Array.of(1), Float32Array.of(1 + 9e-6), true), 'dataEquivalence exact');
   t.ok(dataEquivalence(new Point(1, 2), new Point(1, 2)), 'dataEquivalence: instances of one class by keys');
-  t.notOk(dataEquivalence(new Map([[1, 'a']]), new Map([[1, 'b']])), 'dataEquivalence: Maps by content (not by their absent own keys)');
+  t.notOk(
+    dataEquivalence(new Map([[1, 'a']]), new Map([[1, 'b']])),
+    'dataEquivalence: Maps by content (not by their absent own keys)',
+  );
   t.notOk(dataEquivalence(new Date(1), new Date(2)), 'dataEquivalence: Dates by time');
   t.ok(jsonEqual({ a: [1, { b: 'x' }] }, { a: [1, { b: 'x' }] }), 'jsonEqual: JSON values');
   t.ok(jsonEqual({ a: 1, b: 2 }, { b: 2, a: 1 }), 'jsonEqual: key order free (Python dict ==)');
   t.notOk(jsonEqual({ a: 1 }, { a: '1' }));
   t.notOk(jsonEqual(NaN, NaN), 'jsonEqual: NaN unequal (float nan == nan is False)');
   const schema: JsonSchema = { type: 'object', properties: { o: { type: 'object', enum: [{ a: 1, b: 2 }] } } };
-  t.equal(validateJson({ o: { b: 2, a: 1 } }, schema), null, 'enum: an object with its keys in another order is the same instance');
+  t.equal(
+    validateJson({ o: { b: 2, a: 1 } }, schema),
+    null,
+    'enum: an object with its keys in another order is the same instance',
+  );
   t.match(validateJson({ o: { a: 1, b: 3 } }, schema), /not one of/);
 });

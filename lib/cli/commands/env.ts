@@ -20,7 +20,11 @@ export interface EnvListRow {
 /** The registered environments, sorted by id. */
 export function listEnvs(): EnvListRow[] {
   return [...registry.values()]
-    .map((s) => ({ id: s.id, trainable: (TRAIN_ENV_IDS as readonly string[]).includes(s.id), maxEpisodeSteps: s.maxEpisodeSteps }))
+    .map((s) => ({
+      id: s.id,
+      trainable: (TRAIN_ENV_IDS as readonly string[]).includes(s.id),
+      maxEpisodeSteps: s.maxEpisodeSteps,
+    }))
     .sort((a, b) => a.id.localeCompare(b.id));
 }
 
@@ -37,6 +41,9 @@ export function registerEnv(program: Command): void {
         console.log(JSON.stringify(rows, null, 2));
         return;
       }
-      for (const r of rows) console.log(`${r.trainable ? '*' : ' '} ${r.id}${r.maxEpisodeSteps !== null ? `  (max ${r.maxEpisodeSteps} steps)` : ''}`);
+      for (const r of rows)
+        console.log(
+          `${r.trainable ? '*' : ' '} ${r.id}${r.maxEpisodeSteps !== null ? `  (max ${r.maxEpisodeSteps} steps)` : ''}`,
+        );
     });
 }

@@ -14,11 +14,19 @@ import type { RoutingPolicy } from '../../openai/index.js';
 import { abortReasons, formatEvalReport } from '../../trainer/eval-report.js';
 import { runEval } from '../../trainer/eval-run.js';
 
-export { abortReasons, evalProblem, formatEvalReport, formatKindTable, type EvalReport } from '../../trainer/eval-report.js';
+export {
+  abortReasons,
+  evalProblem,
+  formatEvalReport,
+  formatKindTable,
+  type EvalReport,
+} from '../../trainer/eval-report.js';
 export { openaiCheckpointProblem, runEval, type EvalOptions } from '../../trainer/eval-run.js';
 
 /** A one-line progress bar on stderr (redrawn on a TTY, every 10% otherwise). */
-export function progressBar(stream: Pick<NodeJS.WriteStream, 'write' | 'isTTY'> = process.stderr): (done: number, total: number) => void {
+export function progressBar(
+  stream: Pick<NodeJS.WriteStream, 'write' | 'isTTY'> = process.stderr,
+): (done: number, total: number) => void {
   let lastPct = -1;
   let last = -1;
   return (done, total) => {
@@ -44,10 +52,18 @@ function num(v: string): number {
 export function registerEval(program: Command): void {
   program
     .command('eval')
-    .description('evaluate a policy (built-in checkpoint or OpenAI-compatible server) on tau tasks: mean reward and pass^k')
+    .description(
+      'evaluate a policy (built-in checkpoint or OpenAI-compatible server) on tau tasks: mean reward and pass^k',
+    )
     .option('--policy <kind>', 'builtin | openai', 'builtin')
-    .option('--checkpoint <path>', 'checkpoint file or run folder (builtin; with openai: the chat template of a sinkflex serve server)')
-    .option('--model-dir <dir>', 'a Hugging Face model folder (gpt-oss, Qwen3, Qwen2, Llama) run in process with its chat format; with --checkpoint of a pretrained model\'s run: its base folder at a new place')
+    .option(
+      '--checkpoint <path>',
+      'checkpoint file or run folder (builtin; with openai: the chat template of a sinkflex serve server)',
+    )
+    .option(
+      '--model-dir <dir>',
+      "a Hugging Face model folder (gpt-oss, Qwen3, Qwen2, Llama) run in process with its chat format; with --checkpoint of a pretrained model's run: its base folder at a new place",
+    )
     .option('--device <device>', 'cpu | cuda | auto (--model-dir)', 'cpu')
     .option('--dtype <dtype>', 'auto | float32 | bfloat16: how --model-dir weights are held', 'auto')
     .addOption(
@@ -61,26 +77,37 @@ export function registerEval(program: Command): void {
     .option('--retries <n>', 'retries per call', num, 3)
     .option('--max-in-flight <n>', 'requests in flight at most', num, 32)
     .option('--routing <policy>', 'round-robin | least-busy', 'least-busy')
-    .option('--max-connection-failures <n>', 'stop calling the server after n calls in a row failed to reach it (0: never)', num, 5)
+    .option(
+      '--max-connection-failures <n>',
+      'stop calling the server after n calls in a row failed to reach it (0: never)',
+      num,
+      5,
+    )
     .option('--server-sessions <mode>', 'auto | on | off (sinkflex serve session continuation)', 'auto')
     .option('--user <kind>', 'scripted | llm', 'scripted')
     .option('--user-base-url <url>', 'LLM user endpoint')
     .option('--user-model <name>', 'LLM user model')
     .option('--user-api-key <key>', 'LLM user API key')
-    .option('--env <id>', 'sinkflex/TauRetail-v0 | sinkflex/TauTelecom-v0 | sinkflex/TauAirline-v0 (default: the run\'s, else sinkflex/TauRetail-v0)')
-    .option('--tasks <source>', "'generated', a tau2 domain folder, or 'run' (the validation tasks of the --checkpoint's training run; the default for a run; airline: default $SINKFLEX_TAU2_DIR/airline)")
+    .option(
+      '--env <id>',
+      "sinkflex/TauRetail-v0 | sinkflex/TauTelecom-v0 | sinkflex/TauAirline-v0 (default: the run's, else sinkflex/TauRetail-v0)",
+    )
+    .option(
+      '--tasks <source>',
+      "'generated', a tau2 domain folder, or 'run' (the validation tasks of the --checkpoint's training run; the default for a run; airline: default $SINKFLEX_TAU2_DIR/airline)",
+    )
     .option('--split <name>', 'tau2 task split')
     .option('--task-count <n>', 'generated tasks', num, 20)
     .option('--task-seed <n>', 'seed of the generated tasks', num, 0)
     .option('--limit-tasks <n>', 'evaluate only the first n tasks', num)
-    .option('--trials <n>', 'trials per task (default: the run\'s validation trials, else 1)', num)
+    .option('--trials <n>', "trials per task (default: the run's validation trials, else 1)", num)
     .option('--k <list>', 'pass^k values, comma-separated (default 1..trials)')
-    .option('--seed <n>', 'seed (default: the run\'s validation seed, else 0)', num)
+    .option('--seed <n>', "seed (default: the run's validation seed, else 0)", num)
     .option('--concurrency <n>', 'episodes in flight', num, 4)
-    .option('--max-turns <n>', 'assistant turns per episode (default: the run\'s, else 30)', num)
-    .option('--max-tokens-per-turn <n>', 'tokens per assistant turn (default: the run\'s, else 512)', num)
+    .option('--max-turns <n>', "assistant turns per episode (default: the run's, else 30)", num)
+    .option('--max-tokens-per-turn <n>', "tokens per assistant turn (default: the run's, else 512)", num)
     .option('--max-context <n>', 'tokens per episode')
-    .option('--temperature <t>', 'sampling temperature (default: the run\'s validation temperature, else 1)', num)
+    .option('--temperature <t>', "sampling temperature (default: the run's validation temperature, else 1)", num)
     .option('--top-p <p>', 'nucleus mass', num, 1)
     .option('--episode-retries <n>', 'reruns of an aborted episode', num, 1)
     .option('--system-prompt <text>', 'system prompt (default: the environment instructions and policy)')
@@ -131,7 +158,25 @@ export function registerEval(program: Command): void {
       });
       if (f.json) {
         const { episodes, ...rest } = report;
-        console.log(JSON.stringify({ ...rest, episodes: episodes.map((e) => ({ task_id: e.taskId, trial: e.sampleIndex, seed: e.seed, reward: e.reward, termination: e.termination, turns: e.numTurns, aborted: e.aborted, error: e.error })) }, null, 2));
+        console.log(
+          JSON.stringify(
+            {
+              ...rest,
+              episodes: episodes.map((e) => ({
+                task_id: e.taskId,
+                trial: e.sampleIndex,
+                seed: e.seed,
+                reward: e.reward,
+                termination: e.termination,
+                turns: e.numTurns,
+                aborted: e.aborted,
+                error: e.error,
+              })),
+            },
+            null,
+            2,
+          ),
+        );
       } else console.log(formatEvalReport(report));
       // why episodes aborted, and a failed evaluation's exit status, also with --json (stderr)
       for (const line of abortReasons(report.episodes)) console.error(line);

@@ -21,12 +21,42 @@ const TAU_ENTRY_POINT = `${new URL('./tau.js', import.meta.url).href}#createTauE
 /** Registers the built-in environments (idempotent; called on import). */
 function registerBuiltinEnvs(): void {
   provideEntryPoint(CARTPOLE_ENTRY_POINT, CartPoleEnv);
-  if (!registry.has('sinkflex/CartPole-v0')) register({ id: 'sinkflex/CartPole-v0', entryPoint: CARTPOLE_ENTRY_POINT, maxEpisodeSteps: 200, rewardThreshold: 195.0 });
-  if (!registry.has('sinkflex/CartPole-v1')) register({ id: 'sinkflex/CartPole-v1', entryPoint: CARTPOLE_ENTRY_POINT, maxEpisodeSteps: 500, rewardThreshold: 475.0 });
+  if (!registry.has('sinkflex/CartPole-v0'))
+    register({
+      id: 'sinkflex/CartPole-v0',
+      entryPoint: CARTPOLE_ENTRY_POINT,
+      maxEpisodeSteps: 200,
+      rewardThreshold: 195.0,
+    });
+  if (!registry.has('sinkflex/CartPole-v1'))
+    register({
+      id: 'sinkflex/CartPole-v1',
+      entryPoint: CARTPOLE_ENTRY_POINT,
+      maxEpisodeSteps: 500,
+      rewardThreshold: 475.0,
+    });
   provideEntryPoint(TAU_ENTRY_POINT, createTauEnv);
-  if (!registry.has('sinkflex/TauRetail-v0')) register({ id: 'sinkflex/TauRetail-v0', entryPoint: TAU_ENTRY_POINT, kwargs: { domain: 'retail' }, rewardThreshold: 1.0 });
-  if (!registry.has('sinkflex/TauTelecom-v0')) register({ id: 'sinkflex/TauTelecom-v0', entryPoint: TAU_ENTRY_POINT, kwargs: { domain: 'telecom' }, rewardThreshold: 1.0 });
-  if (!registry.has('sinkflex/TauAirline-v0')) register({ id: 'sinkflex/TauAirline-v0', entryPoint: TAU_ENTRY_POINT, kwargs: { domain: 'airline' }, rewardThreshold: 1.0 });
+  if (!registry.has('sinkflex/TauRetail-v0'))
+    register({
+      id: 'sinkflex/TauRetail-v0',
+      entryPoint: TAU_ENTRY_POINT,
+      kwargs: { domain: 'retail' },
+      rewardThreshold: 1.0,
+    });
+  if (!registry.has('sinkflex/TauTelecom-v0'))
+    register({
+      id: 'sinkflex/TauTelecom-v0',
+      entryPoint: TAU_ENTRY_POINT,
+      kwargs: { domain: 'telecom' },
+      rewardThreshold: 1.0,
+    });
+  if (!registry.has('sinkflex/TauAirline-v0'))
+    register({
+      id: 'sinkflex/TauAirline-v0',
+      entryPoint: TAU_ENTRY_POINT,
+      kwargs: { domain: 'airline' },
+      rewardThreshold: 1.0,
+    });
 }
 
 registerBuiltinEnvs();

@@ -27,7 +27,11 @@ export interface CartPoleOptions {
 }
 
 /** Reads `options.low` / `options.high` (numbers) with defaults; low must not exceed high. */
-export function parseResetBounds(options: Record<string, unknown> | null | undefined, defaultLow: number, defaultHigh: number): [number, number] {
+export function parseResetBounds(
+  options: Record<string, unknown> | null | undefined,
+  defaultLow: number,
+  defaultHigh: number,
+): [number, number] {
   const low = options && 'low' in options ? options.low : defaultLow;
   const high = options && 'high' in options ? options.high : defaultHigh;
   if (typeof low !== 'number' || typeof high !== 'number' || Number.isNaN(low) || Number.isNaN(high)) {
@@ -79,12 +83,19 @@ export class CartPoleEnv extends Env<Float32Array, number> {
   constructor(options: CartPoleOptions = {}) {
     super();
     const high = [this.xThreshold * 2, Infinity, this.thetaThresholdRadians * 2, Infinity];
-    this.observationSpace = new Box(high.map((h) => -h), high, [4], 'float32');
+    this.observationSpace = new Box(
+      high.map((h) => -h),
+      high,
+      [4],
+      'float32',
+    );
     this.suttonBartoReward = options.suttonBartoReward ?? false;
     this.kinematicsIntegrator = options.kinematicsIntegrator ?? 'euler';
     const mode = options.renderMode ?? null;
     if (mode !== null && !(this.metadata.renderModes ?? []).includes(mode)) {
-      throw new RangeError(`CartPole: renderMode must be one of ${(this.metadata.renderModes ?? []).join(', ')} or null, got ${String(mode)}`);
+      throw new RangeError(
+        `CartPole: renderMode must be one of ${(this.metadata.renderModes ?? []).join(', ')} or null, got ${String(mode)}`,
+      );
     }
     this.renderMode = mode;
   }
@@ -97,7 +108,9 @@ export class CartPoleEnv extends Env<Float32Array, number> {
     const costheta = Math.cos(theta);
     const sintheta = Math.sin(theta);
     const temp = (force + this.poleMassLength * thetaDot ** 2 * sintheta) / this.totalMass;
-    const thetaacc = (this.gravity * sintheta - costheta * temp) / (this.length * (4.0 / 3.0 - (this.massPole * costheta ** 2) / this.totalMass));
+    const thetaacc =
+      (this.gravity * sintheta - costheta * temp) /
+      (this.length * (4.0 / 3.0 - (this.massPole * costheta ** 2) / this.totalMass));
     const xacc = temp - (this.poleMassLength * thetaacc * costheta) / this.totalMass;
     if (this.kinematicsIntegrator === 'euler') {
       x = x + this.tau * xDot;
@@ -111,7 +124,11 @@ export class CartPoleEnv extends Env<Float32Array, number> {
       theta = theta + this.tau * thetaDot;
     }
     this.state = [x, xDot, theta, thetaDot];
-    const terminated = x < -this.xThreshold || x > this.xThreshold || theta < -this.thetaThresholdRadians || theta > this.thetaThresholdRadians;
+    const terminated =
+      x < -this.xThreshold ||
+      x > this.xThreshold ||
+      theta < -this.thetaThresholdRadians ||
+      theta > this.thetaThresholdRadians;
     let reward: number;
     if (!terminated) {
       reward = this.suttonBartoReward ? 0.0 : 1.0;
@@ -141,7 +158,9 @@ export class CartPoleEnv extends Env<Float32Array, number> {
 
   override render(): RenderFrame | null {
     if (this.renderMode === null) {
-      logger.warn('You are calling render method without specifying any render mode. You can specify the renderMode at initialization, e.g. make("sinkflex/CartPole-v1", { renderMode: "rgb_array" })');
+      logger.warn(
+        'You are calling render method without specifying any render mode. You can specify the renderMode at initialization, e.g. make("sinkflex/CartPole-v1", { renderMode: "rgb_array" })',
+      );
       return null;
     }
     if (this.state === null) return null;
@@ -152,7 +171,9 @@ export class CartPoleEnv extends Env<Float32Array, number> {
     const [x, , theta] = this.state!;
     const width = 49;
     const pos = Math.round(((x + this.xThreshold) / (2 * this.xThreshold)) * (width - 1));
-    const track = Array.from({ length: width }, (_, i) => (i === Math.min(width - 1, Math.max(0, pos)) ? (theta > 0.05 ? '/' : theta < -0.05 ? '\\' : '|') : '-'));
+    const track = Array.from({ length: width }, (_, i) =>
+      i === Math.min(width - 1, Math.max(0, pos)) ? (theta > 0.05 ? '/' : theta < -0.05 ? '\\' : '|') : '-',
+    );
     return `[${track.join('')}] x=${x.toFixed(3)} theta=${theta.toFixed(3)}`;
   }
 
@@ -171,9 +192,19 @@ export class CartPoleEnv extends Env<Float32Array, number> {
     const cartY = 100;
     const axleOffset = cartHeight / 4.0;
     const [l, r, t, b] = [-cartWidth / 2, cartWidth / 2, cartHeight / 2, -cartHeight / 2];
-    canvas.fillPolygon([flip(l + cartX, b + cartY), flip(l + cartX, t + cartY), flip(r + cartX, t + cartY), flip(r + cartX, b + cartY)], [0, 0, 0]);
+    canvas.fillPolygon(
+      [flip(l + cartX, b + cartY), flip(l + cartX, t + cartY), flip(r + cartX, t + cartY), flip(r + cartX, b + cartY)],
+      [0, 0, 0],
+    );
     const [pl, pr, pt, pb] = [-poleWidth / 2, poleWidth / 2, poleLen - poleWidth / 2, -poleWidth / 2];
-    const pole = ([[pl, pb], [pl, pt], [pr, pt], [pr, pb]] as const).map(([px, py]) => {
+    const pole = (
+      [
+        [pl, pb],
+        [pl, pt],
+        [pr, pt],
+        [pr, pb],
+      ] as const
+    ).map(([px, py]) => {
       const c = Math.cos(-theta);
       const s = Math.sin(-theta);
       return flip(px * c - py * s + cartX, px * s + py * c + cartY + axleOffset);

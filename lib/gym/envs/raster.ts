@@ -13,7 +13,10 @@ export type Rgb = readonly [number, number, number];
 export class Canvas {
   readonly data: Uint8Array;
 
-  constructor(readonly width: number, readonly height: number) {
+  constructor(
+    readonly width: number,
+    readonly height: number,
+  ) {
     this.data = new Uint8Array(width * height * 3).fill(255);
   }
 
@@ -61,7 +64,8 @@ export class Canvas {
 
   /** Draws the horizontal line of row y from x0 to x1. */
   hline(x0: number, x1: number, y: number, color: Rgb): void {
-    for (let x = Math.max(0, Math.floor(x0)); x <= Math.min(this.width - 1, Math.ceil(x1)); x++) this.set(x, Math.round(y), color);
+    for (let x = Math.max(0, Math.floor(x0)); x <= Math.min(this.width - 1, Math.ceil(x1)); x++)
+      this.set(x, Math.round(y), color);
   }
 
   /** The image as {@link RgbArray}. */

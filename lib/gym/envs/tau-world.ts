@@ -111,8 +111,13 @@ export class TauWorld {
   task(taskId: string): TauTask {
     const i = this.indexOf(taskId);
     if (i < 0) {
-      const sample = this.tasks.slice(0, 5).map((t) => `'${t.id}'`).join(', ');
-      throw new RangeError(`unknown task id '${taskId}' in the ${this.name} world (${this.tasks.length} tasks, e.g. ${sample})`);
+      const sample = this.tasks
+        .slice(0, 5)
+        .map((t) => `'${t.id}'`)
+        .join(', ');
+      throw new RangeError(
+        `unknown task id '${taskId}' in the ${this.name} world (${this.tasks.length} tasks, e.g. ${sample})`,
+      );
     }
     return this.tasks[i];
   }
@@ -127,30 +132,39 @@ const cache = new Map<string, TauWorld>();
 
 function intOption(v: unknown, name: string, min: number): number | undefined {
   if (v === undefined) return undefined;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${String(v)}`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min)
+    throw new RangeError(`${name} must be an integer >= ${min}, got ${String(v)}`);
   return v;
 }
 
 function tau2Dir(domain: TauDomainName, source: Tau2TaskSource): string {
   if (source.path !== undefined) {
-    if (typeof source.path !== 'string' || source.path.length === 0) throw new TypeError('tasks.path must be a non-empty string');
+    if (typeof source.path !== 'string' || source.path.length === 0)
+      throw new TypeError('tasks.path must be a non-empty string');
     return resolve(source.path);
   }
   const root = process.env.SINKFLEX_TAU2_DIR;
-  if (!root) throw new TypeError(`tasks: { kind: 'tau2' } needs a path (the tau2 ${domain} folder) or the environment variable SINKFLEX_TAU2_DIR`);
+  if (!root)
+    throw new TypeError(
+      `tasks: { kind: 'tau2' } needs a path (the tau2 ${domain} folder) or the environment variable SINKFLEX_TAU2_DIR`,
+    );
   return resolve(join(root, domain));
 }
 
 function probOption(v: unknown, name: string): number | undefined {
   if (v === undefined) return undefined;
-  if (typeof v !== 'number' || !(v >= 0 && v <= 1)) throw new RangeError(`${name} must be a probability in [0, 1], got ${String(v)}`);
+  if (typeof v !== 'number' || !(v >= 0 && v <= 1))
+    throw new RangeError(`${name} must be a probability in [0, 1], got ${String(v)}`);
   return v;
 }
 
 function weightsOption(v: unknown): Partial<Record<RetailTaskKind, number>> | undefined {
   if (v === undefined) return undefined;
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new TypeError('tasks.weights must be an object of task kind → weight');
-  for (const [k, w] of Object.entries(v)) if (typeof w !== 'number' || !(w >= 0) || !Number.isFinite(w)) throw new RangeError(`tasks.weights.${k} must be a finite number >= 0, got ${String(w)}`);
+  if (v === null || typeof v !== 'object' || Array.isArray(v))
+    throw new TypeError('tasks.weights must be an object of task kind → weight');
+  for (const [k, w] of Object.entries(v))
+    if (typeof w !== 'number' || !(w >= 0) || !Number.isFinite(w))
+      throw new RangeError(`tasks.weights.${k} must be a finite number >= 0, got ${String(w)}`);
   return v as Partial<Record<RetailTaskKind, number>>;
 }
 
@@ -166,7 +180,10 @@ function distinctTasks<T extends TauTask>(tasks: readonly T[], count: number): T
     seen.add(sig);
     return true;
   });
-  if (out.length < count) throw new RangeError(`tasks: only ${out.length} distinct tasks for count ${count}; use a larger database (users / orders / customers) or fewer tasks`);
+  if (out.length < count)
+    throw new RangeError(
+      `tasks: only ${out.length} distinct tasks for count ${count}; use a larger database (users / orders / customers) or fewer tasks`,
+    );
   return out.slice(0, count);
 }
 
@@ -174,12 +191,20 @@ function buildGenerated(domain: TauDomainName, source: GeneratedTaskSource): Tau
   const seed = intOption(source.seed, 'tasks.seed', 0) ?? 0;
   const count = intOption(source.count, 'tasks.count', 1) ?? 100;
   const dbSeed = intOption(source.dbSeed, 'tasks.dbSeed', 0) ?? seed;
-  if (source.distinct !== undefined && typeof source.distinct !== 'boolean') throw new TypeError(`tasks.distinct must be a boolean, got ${typeof source.distinct}`);
+  if (source.distinct !== undefined && typeof source.distinct !== 'boolean')
+    throw new TypeError(`tasks.distinct must be a boolean, got ${typeof source.distinct}`);
   const generate = source.distinct === true ? 4 * count : count;
   const pick = <T extends TauTask>(tasks: T[]): T[] => (source.distinct === true ? distinctTasks(tasks, count) : tasks);
-  if (domain === 'airline') throw new RangeError("the airline domain has no task generator: use tau2's airline files (tasks: { kind: 'tau2', path, split })");
+  if (domain === 'airline')
+    throw new RangeError(
+      "the airline domain has no task generator: use tau2's airline files (tasks: { kind: 'tau2', path, split })",
+    );
   if (domain === 'retail') {
-    const db = generateRetailDb({ seed: dbSeed, users: intOption(source.users, 'tasks.users', 1), orders: intOption(source.orders, 'tasks.orders', 1) });
+    const db = generateRetailDb({
+      seed: dbSeed,
+      users: intOption(source.users, 'tasks.users', 1),
+      orders: intOption(source.orders, 'tasks.orders', 1),
+    });
     const options = {
       seed,
       count: generate,
@@ -191,8 +216,14 @@ function buildGenerated(domain: TauDomainName, source: GeneratedTaskSource): Tau
   }
   const db = generateTelecomDb({ seed: dbSeed, customers: intOption(source.customers, 'tasks.customers', 1) });
   const maxFaults = intOption(source.maxFaults, 'tasks.maxFaults', 1);
-  if (maxFaults !== undefined && maxFaults > 3) throw new RangeError(`tasks.maxFaults must be 1, 2 or 3, got ${maxFaults}`);
-  const options = { seed, count: generate, maxFaults, unfixableRate: probOption(source.unfixableRate, 'tasks.unfixableRate') };
+  if (maxFaults !== undefined && maxFaults > 3)
+    throw new RangeError(`tasks.maxFaults must be 1, 2 or 3, got ${maxFaults}`);
+  const options = {
+    seed,
+    count: generate,
+    maxFaults,
+    unfixableRate: probOption(source.unfixableRate, 'tasks.unfixableRate'),
+  };
   return new TauWorld('telecom', createTelecomDomain({ db }), pick(generateTelecomTasks(db, options)), true);
 }
 
@@ -201,11 +232,21 @@ function build(domain: TauDomainName, source: TauTaskSource): TauWorld {
   if (source.kind === 'tau2') {
     const dir = tau2Dir(domain, source);
     if (!existsSync(dir)) throw new RangeError(`tau2 ${domain} folder not found: ${dir}`);
-    const opts = { ...(source.split !== undefined ? { split: source.split } : {}), ...(source.ids !== undefined ? { ids: source.ids } : {}) };
-    const data = domain === 'retail' ? loadTau2Retail(dir, opts) : domain === 'airline' ? loadTau2Airline(dir, opts) : loadTau2Telecom(dir, opts);
+    const opts = {
+      ...(source.split !== undefined ? { split: source.split } : {}),
+      ...(source.ids !== undefined ? { ids: source.ids } : {}),
+    };
+    const data =
+      domain === 'retail'
+        ? loadTau2Retail(dir, opts)
+        : domain === 'airline'
+          ? loadTau2Airline(dir, opts)
+          : loadTau2Telecom(dir, opts);
     return new TauWorld(domain, data.domain, data.tasks, false);
   }
-  throw new TypeError(`tasks.kind must be 'generated' or 'tau2', got ${JSON.stringify((source as { kind?: unknown }).kind)}`);
+  throw new TypeError(
+    `tasks.kind must be 'generated' or 'tau2', got ${JSON.stringify((source as { kind?: unknown }).kind)}`,
+  );
 }
 
 /** The task source of a domain when none is given: tau2's files for airline (no generator), else 100 generated tasks. */
@@ -220,8 +261,10 @@ export function defaultTaskSource(domain: TauDomainName): TauTaskSource {
  * same object (generation of a retail world takes ~1 s; a tau2 DB load ~0.3 s).
  */
 export function loadTauWorld(domain: TauDomainName, source: TauTaskSource = defaultTaskSource(domain)): TauWorld {
-  if (domain !== 'retail' && domain !== 'telecom' && domain !== 'airline') throw new TypeError(`domain must be 'retail', 'telecom' or 'airline', got ${JSON.stringify(domain)}`);
-  if (source === null || typeof source !== 'object') throw new TypeError('tasks must be a task source object ({ kind: "generated" | "tau2", ... })');
+  if (domain !== 'retail' && domain !== 'telecom' && domain !== 'airline')
+    throw new TypeError(`domain must be 'retail', 'telecom' or 'airline', got ${JSON.stringify(domain)}`);
+  if (source === null || typeof source !== 'object')
+    throw new TypeError('tasks must be a task source object ({ kind: "generated" | "tau2", ... })');
   const key =
     source.kind === 'tau2'
       ? JSON.stringify([domain, 'tau2', tau2Dir(domain, source), source.split ?? null, source.ids ?? null])

@@ -111,8 +111,21 @@ export interface TauEnvOptions {
 }
 
 const TAU_ENV_KEYS = optionKeys<TauEnvOptions>({
-  domain: true, tasks: true, world: true, taskId: true, taskSampling: true, user: true, asyncUser: true, maxSteps: true,
-  maxErrors: true, agentStopTool: true, judge: true, evaluation: true, greeting: true, renderMode: true, maxContentLength: true,
+  domain: true,
+  tasks: true,
+  world: true,
+  taskId: true,
+  taskSampling: true,
+  user: true,
+  asyncUser: true,
+  maxSteps: true,
+  maxErrors: true,
+  agentStopTool: true,
+  judge: true,
+  evaluation: true,
+  greeting: true,
+  renderMode: true,
+  maxContentLength: true,
 });
 
 /** Reset options of the tau environments. */
@@ -134,13 +147,19 @@ export const TAU_DONE_TOOL: OpenAIToolSchema = {
   type: 'function',
   function: {
     name: 'done',
-    description: 'Call this when the conversation is complete and the user needs nothing more. It ends the conversation.',
+    description:
+      'Call this when the conversation is complete and the user needs nothing more. It ends the conversation.',
     parameters: { type: 'object', properties: {}, required: [], additionalProperties: false },
   },
 };
 
 function isUserSimulator(u: unknown): u is UserSimulator {
-  return u !== null && typeof u === 'object' && typeof (u as UserSimulator).respond === 'function' && typeof (u as UserSimulator).reset === 'function';
+  return (
+    u !== null &&
+    typeof u === 'object' &&
+    typeof (u as UserSimulator).respond === 'function' &&
+    typeof (u as UserSimulator).reset === 'function'
+  );
 }
 
 /** Whether these options need an {@link AsyncTauEnv} (an LLM user, or an async simulator instance). */
@@ -151,7 +170,8 @@ export function tauEnvNeedsAsync(options: TauEnvOptions = {}): boolean {
 }
 
 function positiveInt(v: unknown, name: string): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) throw new RangeError(`${name} must be a positive integer, got ${String(v)}`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1)
+    throw new RangeError(`${name} must be a positive integer, got ${String(v)}`);
   return v;
 }
 
@@ -187,7 +207,8 @@ class TauEnvCore {
     this.fixedTaskId = options.taskId ?? null;
     if (this.fixedTaskId !== null) this.world.task(this.fixedTaskId);
     this.sampling = options.taskSampling ?? 'random';
-    if (this.sampling !== 'random' && this.sampling !== 'sequential') throw new RangeError(`taskSampling must be 'random' or 'sequential', got ${JSON.stringify(this.sampling)}`);
+    if (this.sampling !== 'random' && this.sampling !== 'sequential')
+      throw new RangeError(`taskSampling must be 'random' or 'sequential', got ${JSON.stringify(this.sampling)}`);
     this.agentStopTool = options.agentStopTool === true;
     this.evaluation = options.evaluation;
     this.judge = options.judge;
@@ -202,33 +223,50 @@ class TauEnvCore {
     });
     this.tools = [...this.episode.tools, ...(this.agentStopTool ? [TAU_DONE_TOOL] : [])];
     const maxContentLength = positiveInt(options.maxContentLength ?? 1_000_000, 'maxContentLength');
-    this.observationSpace = new Sequence(new MessageSpace({ roles: ['assistant', 'user', 'tool'], maxContentLength, minContentLength: 0 }));
+    this.observationSpace = new Sequence(
+      new MessageSpace({ roles: ['assistant', 'user', 'tool'], maxContentLength, minContentLength: 0 }),
+    );
     this.actionSpace = new MessageSpace({ roles: ['assistant'], tools: this.tools, maxToolCalls: 1, maxContentLength });
   }
 
   private makeUser(u: TauEnvOptions['user']): UserSimulator {
     if (isUserSimulator(u)) return u;
     const opts: TauUserOptions = (u ?? { kind: 'scripted' }) as TauUserOptions;
-    if (opts === null || typeof opts !== 'object') throw new TypeError('user must be { kind: "scripted" | "llm", ... } or a UserSimulator');
+    if (opts === null || typeof opts !== 'object')
+      throw new TypeError('user must be { kind: "scripted" | "llm", ... } or a UserSimulator');
     if (opts.kind === 'llm') {
       const { kind: _kind, ...llm } = opts;
       return new LlmUserSimulator(llm);
     }
-    if (opts.kind !== 'scripted') throw new TypeError(`user.kind must be 'scripted' or 'llm', got ${JSON.stringify((opts as { kind?: unknown }).kind)}`);
+    if (opts.kind !== 'scripted')
+      throw new TypeError(
+        `user.kind must be 'scripted' or 'llm', got ${JSON.stringify((opts as { kind?: unknown }).kind)}`,
+      );
     if (this.world.name === 'airline') {
-      throw new TypeError("the airline domain has no scripted user: tau2's airline tasks need an LLM user (user: { kind: 'llm', baseURL, model }) or a UserSimulator instance");
+      throw new TypeError(
+        "the airline domain has no scripted user: tau2's airline tasks need an LLM user (user: { kind: 'llm', baseURL, model }) or a UserSimulator instance",
+      );
     }
     if (this.world.name === 'retail') {
       if (!this.world.generated) {
-        throw new TypeError("the scripted retail user follows generated tasks only: tau2's retail tasks need an LLM user (user: { kind: 'llm', baseURL, model })");
+        throw new TypeError(
+          "the scripted retail user follows generated tasks only: tau2's retail tasks need an LLM user (user: { kind: 'llm', baseURL, model })",
+        );
       }
       return new ScriptedRetailUser({ ...(opts.patience !== undefined ? { patience: opts.patience } : {}) });
     }
-    return new ScriptedTelecomUser({ ...(opts.patience !== undefined ? { patience: opts.patience } : {}), ...(opts.hardness !== undefined ? { hardness: opts.hardness } : {}) });
+    return new ScriptedTelecomUser({
+      ...(opts.patience !== undefined ? { patience: opts.patience } : {}),
+      ...(opts.hardness !== undefined ? { hardness: opts.hardness } : {}),
+    });
   }
 
   /** Chooses the task and the episode seed of a reset (`seed`: the reset's, when it has one). */
-  prepareReset(rng: RandomGenerator, seed: ResetArgs['seed'], options: Record<string, unknown> | null | undefined): TauTask {
+  prepareReset(
+    rng: RandomGenerator,
+    seed: ResetArgs['seed'],
+    options: Record<string, unknown> | null | undefined,
+  ): TauTask {
     const seeded = seed !== null && seed !== undefined;
     const o = (options ?? {}) as TauResetOptions;
     let task: TauTask;
@@ -237,7 +275,9 @@ class TauEnvCore {
       task = this.world.task(o.taskId);
     } else if (o.taskIndex !== undefined) {
       if (!Number.isInteger(o.taskIndex) || o.taskIndex < 0 || o.taskIndex >= this.world.tasks.length) {
-        throw new RangeError(`options.taskIndex must be an integer in [0, ${this.world.tasks.length}), got ${String(o.taskIndex)}`);
+        throw new RangeError(
+          `options.taskIndex must be an integer in [0, ${this.world.tasks.length}), got ${String(o.taskIndex)}`,
+        );
       }
       task = this.world.tasks[o.taskIndex];
     } else if (this.fixedTaskId !== null) {
@@ -316,7 +356,14 @@ class TauEnvCore {
   agentStopRun(): { task: TauTask; run: SimulationRun } {
     const task = this.task as TauTask;
     this.stopMessage = { role: 'assistant', content: '###STOP###' };
-    return { task, run: { taskId: task.id, messages: [...this.episode.trajectory(), this.stopMessage], terminationReason: 'agent_stop' } };
+    return {
+      task,
+      run: {
+        taskId: task.id,
+        messages: [...this.episode.trajectory(), this.stopMessage],
+        terminationReason: 'agent_stop',
+      },
+    };
   }
 
   fromAgentStop(rewardInfo: RewardInfo): StepResult<TauObservation> {
@@ -328,7 +375,9 @@ class TauEnvCore {
   /** The result of a step after the end (no reward; the final flags again). */
   afterEnd(): StepResult<TauObservation> {
     if (!this.warnedAfterEnd) {
-      logger.warn('You are calling step() even though this tau environment has already returned terminated = True or truncated = True. Call reset() to start a new episode.');
+      logger.warn(
+        'You are calling step() even though this tau environment has already returned terminated = True or truncated = True. Call reset() to start a new episode.',
+      );
       this.warnedAfterEnd = true;
     }
     const e = this.ended as { reason: TerminationReason; info: Info };
@@ -378,9 +427,16 @@ export class TauEnv extends Env<TauObservation, TauEnvAction> implements TauEnvV
   /** @param options - see {@link TauEnvOptions}; an LLM user needs {@link AsyncTauEnv}. */
   constructor(options: TauEnvOptions = {}) {
     super();
-    if (tauEnvNeedsAsync(options)) throw new TypeError('TauEnv: this user simulator is asynchronous (LLM): use AsyncTauEnv or makeAsync()');
+    if (tauEnvNeedsAsync(options))
+      throw new TypeError('TauEnv: this user simulator is asynchronous (LLM): use AsyncTauEnv or makeAsync()');
     this.core = new TauEnvCore(options);
-    ({ observationSpace: this.observationSpace, actionSpace: this.actionSpace, world: this.world, episode: this.episode, tools: this.tools } = this.core);
+    ({
+      observationSpace: this.observationSpace,
+      actionSpace: this.actionSpace,
+      world: this.world,
+      episode: this.episode,
+      tools: this.tools,
+    } = this.core);
     this.renderMode = checkRenderMode(options.renderMode);
   }
 
@@ -438,7 +494,13 @@ export class AsyncTauEnv extends AsyncEnv<TauObservation, TauEnvAction> implemen
   constructor(options: TauEnvOptions = {}) {
     super();
     this.core = new TauEnvCore(options);
-    ({ observationSpace: this.observationSpace, actionSpace: this.actionSpace, world: this.world, episode: this.episode, tools: this.tools } = this.core);
+    ({
+      observationSpace: this.observationSpace,
+      actionSpace: this.actionSpace,
+      world: this.world,
+      episode: this.episode,
+      tools: this.tools,
+    } = this.core);
     this.renderMode = checkRenderMode(options.renderMode);
   }
 

@@ -53,12 +53,23 @@ export function batchSpace(space: AnySpace, n: number): AnySpace {
       for (let i = 0; i < n; i++) for (let j = 0; j < arr.length; j++) out.push(bounded[j] ? arr[j] : inf);
       return out;
     };
-    return new Box(tile(space.low, space.boundedBelow, -Infinity), tile(space.high, space.boundedAbove, Infinity), [n, ...space.shape], space.dtype, childRng(space));
+    return new Box(
+      tile(space.low, space.boundedBelow, -Infinity),
+      tile(space.high, space.boundedAbove, Infinity),
+      [n, ...space.shape],
+      space.dtype,
+      childRng(space),
+    );
   }
   if (space instanceof Discrete) {
-    if (discreteDType(space) === 'float64') throw new RangeError('batchSpace: Discrete values beyond the uint32 range cannot be batched');
+    if (discreteDType(space) === 'float64')
+      throw new RangeError('batchSpace: Discrete values beyond the uint32 range cannot be batched');
     const dtype = discreteDType(space) as 'int32' | 'uint32';
-    return new MultiDiscrete(new Array<number>(n).fill(space.n), { start: new Array<number>(n).fill(space.start), dtype, seed: childRng(space) });
+    return new MultiDiscrete(new Array<number>(n).fill(space.n), {
+      start: new Array<number>(n).fill(space.start),
+      dtype,
+      seed: childRng(space),
+    });
   }
   if (space instanceof MultiDiscrete) {
     const low: number[] = [];
@@ -90,7 +101,8 @@ export function createEmptyArray(space: AnySpace, n: number): unknown {
   const layout = typedBatchLayout(space);
   if (layout) return new TYPED_ARRAYS[layout.dtype](n * layout.size);
   if (space instanceof Tuple) return space.spaces.map((s: AnySpace) => createEmptyArray(s, n));
-  if (space instanceof Dict) return Object.fromEntries(space.keys.map((k) => [k, createEmptyArray(space.spaces[k], n)]));
+  if (space instanceof Dict)
+    return Object.fromEntries(space.keys.map((k) => [k, createEmptyArray(space.spaces[k], n)]));
   return new Array<unknown>(n).fill(null);
 }
 
@@ -117,13 +129,22 @@ export function concatenate(space: AnySpace, items: readonly unknown[], out?: un
   if (space instanceof Tuple) {
     const target = (out ?? space.spaces.map(() => undefined)) as unknown[];
     space.spaces.forEach((s: AnySpace, k: number) => {
-      target[k] = concatenate(s, items.map((it) => (it as unknown[])[k]), target[k]);
+      target[k] = concatenate(
+        s,
+        items.map((it) => (it as unknown[])[k]),
+        target[k],
+      );
     });
     return target;
   }
   if (space instanceof Dict) {
     const target = (out ?? {}) as Record<string, unknown>;
-    for (const key of space.keys) target[key] = concatenate(space.spaces[key], items.map((it) => (it as Record<string, unknown>)[key]), target[key]);
+    for (const key of space.keys)
+      target[key] = concatenate(
+        space.spaces[key],
+        items.map((it) => (it as Record<string, unknown>)[key]),
+        target[key],
+      );
     return target;
   }
   const target = (out ?? new Array<unknown>(n)) as unknown[];
@@ -138,8 +159,16 @@ export function concatenate(space: AnySpace, items: readonly unknown[], out?: un
 export function iterate(space: AnySpace, batch: unknown, n: number): unknown[] {
   const layout = typedBatchLayout(space);
   if (layout) {
-    if (Array.isArray(batch) && batch.length === n && (layout.size === 1 ? batch.every((v) => typeof v === 'number') : batch.every((v) => typeof v === 'object'))) {
-      return layout.size === 1 ? [...batch] : batch.map((v: unknown) => (dtypeOf(v) !== null ? v : new TYPED_ARRAYS[layout.dtype](flattenNested(v)?.data ?? [])));
+    if (
+      Array.isArray(batch) &&
+      batch.length === n &&
+      (layout.size === 1 ? batch.every((v) => typeof v === 'number') : batch.every((v) => typeof v === 'object'))
+    ) {
+      return layout.size === 1
+        ? [...batch]
+        : batch.map((v: unknown) =>
+            dtypeOf(v) !== null ? v : new TYPED_ARRAYS[layout.dtype](flattenNested(v)?.data ?? []),
+          );
     }
     const values = dtypeOf(batch) !== null ? (batch as TypedArray) : flattenNested(batch)?.data;
     if (!values || values.length !== n * layout.size) {
@@ -154,16 +183,19 @@ export function iterate(space: AnySpace, batch: unknown, n: number): unknown[] {
     });
   }
   if (space instanceof Tuple) {
-    if (!Array.isArray(batch) || batch.length !== space.spaces.length) throw new RangeError(`iterate: expected one batch per Tuple subspace (${space.spaces.length})`);
+    if (!Array.isArray(batch) || batch.length !== space.spaces.length)
+      throw new RangeError(`iterate: expected one batch per Tuple subspace (${space.spaces.length})`);
     const columns = space.spaces.map((s: AnySpace, k: number) => iterate(s, batch[k], n));
     return Array.from({ length: n }, (_, i) => columns.map((c: unknown[]) => c[i]));
   }
   if (space instanceof Dict) {
-    if (typeof batch !== 'object' || batch === null) throw new RangeError('iterate: expected an object of batches for a Dict space');
+    if (typeof batch !== 'object' || batch === null)
+      throw new RangeError('iterate: expected an object of batches for a Dict space');
     const columns = space.keys.map((k) => iterate(space.spaces[k], (batch as Record<string, unknown>)[k], n));
     return Array.from({ length: n }, (_, i) => Object.fromEntries(space.keys.map((k, j) => [k, columns[j][i]])));
   }
-  if (!Array.isArray(batch) || batch.length !== n) throw new RangeError(`iterate: expected an array of ${n} values for ${space.toString()}`);
+  if (!Array.isArray(batch) || batch.length !== n)
+    throw new RangeError(`iterate: expected an array of ${n} values for ${space.toString()}`);
   return [...batch];
 }
 

@@ -58,12 +58,23 @@ export class Box<D extends DType = 'float32'> extends Space<TypedArrayMap[D], nu
   /** Number of elements of a sample. */
   readonly size: number;
 
-  constructor(low: BoxBound, high: BoxBound, shapeOrOptions?: readonly number[] | BoxOptions<D>, dtype?: D, seed?: Seed | RandomGenerator | null) {
+  constructor(
+    low: BoxBound,
+    high: BoxBound,
+    shapeOrOptions?: readonly number[] | BoxOptions<D>,
+    dtype?: D,
+    seed?: Seed | RandomGenerator | null,
+  ) {
     const options: BoxOptions<D> = Array.isArray(shapeOrOptions)
       ? { shape: shapeOrOptions as readonly number[], dtype, seed }
-      : { ...((shapeOrOptions as BoxOptions<D> | undefined) ?? {}), ...(dtype !== undefined ? { dtype } : {}), ...(seed !== undefined ? { seed } : {}) };
+      : {
+          ...((shapeOrOptions as BoxOptions<D> | undefined) ?? {}),
+          ...(dtype !== undefined ? { dtype } : {}),
+          ...(seed !== undefined ? { seed } : {}),
+        };
     const dt = (options.dtype ?? 'float32') as D;
-    if (!isDType(dt)) throw new TypeError(`Box dtype must be one of ${Object.keys(TYPED_ARRAYS).join(', ')}, got ${String(dt)}`);
+    if (!isDType(dt))
+      throw new TypeError(`Box dtype must be one of ${Object.keys(TYPED_ARRAYS).join(', ')}, got ${String(dt)}`);
     const lo = parseBound(low, 'low');
     const hi = parseBound(high, 'high');
     let shape: number[];
@@ -75,7 +86,9 @@ export class Box<D extends DType = 'float32'> extends Space<TypedArrayMap[D], nu
     const broadcast = (b: { shape: number[] | null; data: number[] }, name: string): number[] => {
       if (b.shape === null) return new Array<number>(size).fill(b.data[0]);
       if (b.data.length !== size || (options.shape === undefined && b.shape.join() !== shape.join())) {
-        throw new RangeError(`Box ${name}.shape doesn't match provided shape, ${name}.shape: ${formatShape(b.shape)}, shape: ${formatShape(shape)}`);
+        throw new RangeError(
+          `Box ${name}.shape doesn't match provided shape, ${name}.shape: ${formatShape(b.shape)}, shape: ${formatShape(shape)}`,
+        );
       }
       return b.data;
     };
@@ -87,8 +100,10 @@ export class Box<D extends DType = 'float32'> extends Space<TypedArrayMap[D], nu
     for (let i = 0; i < size; i++) {
       const l = lowData[i];
       const h = highData[i];
-      if (typeof l !== 'number' || Number.isNaN(l)) throw new RangeError(`No low value can be equal to NaN, low[${i}]=${l}`);
-      if (typeof h !== 'number' || Number.isNaN(h)) throw new RangeError(`No high value can be equal to NaN, high[${i}]=${h}`);
+      if (typeof l !== 'number' || Number.isNaN(l))
+        throw new RangeError(`No low value can be equal to NaN, low[${i}]=${l}`);
+      if (typeof h !== 'number' || Number.isNaN(h))
+        throw new RangeError(`No high value can be equal to NaN, high[${i}]=${h}`);
       boundedBelow.push(l > -Infinity);
       boundedAbove.push(h < Infinity);
       if (!isFloatDType(dt)) {
@@ -96,12 +111,16 @@ export class Box<D extends DType = 'float32'> extends Space<TypedArrayMap[D], nu
           if (dmin === 0) throw new RangeError(`Box unsigned int dtype doesn't support -Infinity, low[${i}]=${l}`);
           lowData[i] = dmin;
         } else if (l === Infinity || !Number.isInteger(l) || l < dmin || l > dmax) {
-          throw new RangeError(`Box low is out of bounds of the dtype range or not an integer, low[${i}]=${l}, dtype=${dt}`);
+          throw new RangeError(
+            `Box low is out of bounds of the dtype range or not an integer, low[${i}]=${l}, dtype=${dt}`,
+          );
         }
         if (h === Infinity) {
           highData[i] = dmax;
         } else if (h === -Infinity || !Number.isInteger(h) || h < dmin || h > dmax) {
-          throw new RangeError(`Box high is out of bounds of the dtype range or not an integer, high[${i}]=${h}, dtype=${dt}`);
+          throw new RangeError(
+            `Box high is out of bounds of the dtype range or not an integer, high[${i}]=${h}, dtype=${dt}`,
+          );
         }
       }
     }
@@ -109,7 +128,9 @@ export class Box<D extends DType = 'float32'> extends Space<TypedArrayMap[D], nu
     const highArr = new TYPED_ARRAYS[dt](highData) as TypedArrayMap[D];
     for (let i = 0; i < size; i++) {
       if (lowArr[i] > highArr[i]) {
-        throw new RangeError(`Box all low values must be less than or equal to high (some values break this), low[${i}]=${lowArr[i]}, high[${i}]=${highArr[i]}`);
+        throw new RangeError(
+          `Box all low values must be less than or equal to high (some values break this), low[${i}]=${lowArr[i]}, high[${i}]=${highArr[i]}`,
+        );
       }
     }
     super(shape, dt, options.seed);
@@ -136,8 +157,10 @@ export class Box<D extends DType = 'float32'> extends Space<TypedArrayMap[D], nu
    * integer dtypes sample [low, high + 1) and floor. Box takes no mask.
    */
   sample(mask?: null, probability?: null): TypedArrayMap[D] {
-    if (mask !== undefined && mask !== null) throw new TypeError(`Box.sample cannot be provided a mask, actual value: ${String(mask)}`);
-    if (probability !== undefined && probability !== null) throw new TypeError(`Box.sample cannot be provided a probability, actual value: ${String(probability)}`);
+    if (mask !== undefined && mask !== null)
+      throw new TypeError(`Box.sample cannot be provided a mask, actual value: ${String(mask)}`);
+    if (probability !== undefined && probability !== null)
+      throw new TypeError(`Box.sample cannot be provided a probability, actual value: ${String(probability)}`);
     const rng = this.npRandom;
     const isFloat = isFloatDType(this.dtype);
     const out = new TYPED_ARRAYS[this.dtype](this.size) as TypedArrayMap[D];
@@ -204,7 +227,13 @@ export class Box<D extends DType = 'float32'> extends Space<TypedArrayMap[D], nu
   toJSON(): SpaceJSON {
     const enc = (arr: ArrayLike<number>, bounded: readonly boolean[], sign: string): Array<number | string> =>
       Array.from(arr, (v, i) => (bounded[i] ? v : `${sign}inf`));
-    return { type: 'Box', low: enc(this.low, this.boundedBelow, '-'), high: enc(this.high, this.boundedAbove, ''), shape: [...this.shape], dtype: this.dtype };
+    return {
+      type: 'Box',
+      low: enc(this.low, this.boundedBelow, '-'),
+      high: enc(this.high, this.boundedAbove, ''),
+      shape: [...this.shape],
+      dtype: this.dtype,
+    };
   }
 
   /** Samples as nested number arrays of this box's shape. */
@@ -217,7 +246,8 @@ export class Box<D extends DType = 'float32'> extends Space<TypedArrayMap[D], nu
     if (!Array.isArray(json)) throw new TypeError('Box.fromJsonable expects an array of samples');
     return json.map((s, i) => {
       const flat = flattenNested(s);
-      if (flat === null || flat.data.length !== this.size) throw new RangeError(`Box.fromJsonable: sample ${i} does not have shape ${formatShape(this.shape)}`);
+      if (flat === null || flat.data.length !== this.size)
+        throw new RangeError(`Box.fromJsonable: sample ${i} does not have shape ${formatShape(this.shape)}`);
       return new TYPED_ARRAYS[this.dtype](flat.data) as TypedArrayMap[D];
     });
   }

@@ -38,7 +38,11 @@ type DictProbability<S extends Record<string, AnySpace>> = { [K in keyof S]?: Sp
  * A dictionary of named subspaces. From an object the keys are sorted (as Gymnasium sorts a
  * mapping); from an array of `[key, space]` pairs their order is kept.
  */
-export class Dict<S extends Record<string, AnySpace> = Record<string, AnySpace>> extends Space<DictValue<S>, DictMask<S>, DictProbability<S>> {
+export class Dict<S extends Record<string, AnySpace> = Record<string, AnySpace>> extends Space<
+  DictValue<S>,
+  DictMask<S>,
+  DictProbability<S>
+> {
   /** The subspaces by key. */
   readonly spaces: Readonly<S>;
   /** The keys, in order. */
@@ -51,7 +55,8 @@ export class Dict<S extends Record<string, AnySpace> = Record<string, AnySpace>>
     const record: Record<string, AnySpace> = {};
     for (const [key, space] of pairs) {
       if (typeof key !== 'string') throw new TypeError(`Dict keys must be strings, got ${String(key)}`);
-      if (!(space instanceof Space)) throw new TypeError(`Dict space for key "${key}" must be a Space, got ${String(space)}`);
+      if (!(space instanceof Space))
+        throw new TypeError(`Dict space for key "${key}" must be a Space, got ${String(space)}`);
       if (key in record) throw new RangeError(`Dict key "${key}" appears twice`);
       record[key] = space;
     }
@@ -90,15 +95,22 @@ export class Dict<S extends Record<string, AnySpace> = Record<string, AnySpace>>
   /** A sample of every subspace, with optional per-key masks or probabilities. */
   sample(mask?: DictMask<S> | null, probability?: DictProbability<S> | null): DictValue<S> {
     this.checkMaskProbability(mask, probability);
-    for (const [what, given] of [['mask', mask], ['probability', probability]] as const) {
+    for (const [what, given] of [
+      ['mask', mask],
+      ['probability', probability],
+    ] as const) {
       if (given !== undefined && given !== null) {
         if (!isPlainObject(given)) throw new TypeError(`Dict sample ${what} must be an object keyed like the space`);
-        for (const k of Object.keys(given)) if (!(k in this.spaces)) throw new RangeError(`Dict sample ${what} has unknown key "${k}"`);
+        for (const k of Object.keys(given))
+          if (!(k in this.spaces)) throw new RangeError(`Dict sample ${what} has unknown key "${k}"`);
       }
     }
     const out: Record<string, unknown> = {};
     for (const k of this.keys) {
-      out[k] = this.spaces[k].sample((mask as Record<string, unknown> | null | undefined)?.[k] ?? null, (probability as Record<string, unknown> | null | undefined)?.[k] ?? null);
+      out[k] = this.spaces[k].sample(
+        (mask as Record<string, unknown> | null | undefined)?.[k] ?? null,
+        (probability as Record<string, unknown> | null | undefined)?.[k] ?? null,
+      );
     }
     return out as DictValue<S>;
   }
@@ -111,8 +123,11 @@ export class Dict<S extends Record<string, AnySpace> = Record<string, AnySpace>>
   }
 
   equals(other: unknown): boolean {
-    return other instanceof Dict && other.keys.length === this.keys.length
-      && this.keys.every((k, i) => other.keys[i] === k && this.spaces[k].equals(other.spaces[k]));
+    return (
+      other instanceof Dict &&
+      other.keys.length === this.keys.length &&
+      this.keys.every((k, i) => other.keys[i] === k && this.spaces[k].equals(other.spaces[k]))
+    );
   }
 
   override get isNpFlattenable(): boolean {
@@ -126,7 +141,8 @@ export class Dict<S extends Record<string, AnySpace> = Record<string, AnySpace>>
   /** `{ key: subspace.toJsonable(values of key) }`. */
   override toJsonable(samples: readonly DictValue<S>[]): Record<string, unknown> {
     const out: Record<string, unknown> = {};
-    for (const k of this.keys) out[k] = this.spaces[k].toJsonable(samples.map((s) => (s as Record<string, unknown>)[k]));
+    for (const k of this.keys)
+      out[k] = this.spaces[k].toJsonable(samples.map((s) => (s as Record<string, unknown>)[k]));
     return out;
   }
 
@@ -134,8 +150,12 @@ export class Dict<S extends Record<string, AnySpace> = Record<string, AnySpace>>
     if (!isPlainObject(json)) throw new TypeError('Dict.fromJsonable expects an object keyed like the space');
     const columns = this.keys.map((k) => this.spaces[k].fromJsonable(json[k]) as unknown[]);
     const n = columns[0]?.length ?? 0;
-    if (!columns.every((c) => c.length === n)) throw new RangeError('Dict.fromJsonable: the keys hold different numbers of samples');
-    return Array.from({ length: n }, (_, i) => Object.fromEntries(this.keys.map((k, j) => [k, columns[j][i]])) as DictValue<S>);
+    if (!columns.every((c) => c.length === n))
+      throw new RangeError('Dict.fromJsonable: the keys hold different numbers of samples');
+    return Array.from(
+      { length: n },
+      (_, i) => Object.fromEntries(this.keys.map((k, j) => [k, columns[j][i]])) as DictValue<S>,
+    );
   }
 
   toString(): string {
@@ -148,7 +168,11 @@ type TupleMask<S extends readonly AnySpace[]> = { [K in keyof S]: SpaceMask<S[K]
 type TupleProbability<S extends readonly AnySpace[]> = { [K in keyof S]: SpaceProbability<S[K]> | null };
 
 /** A fixed-length sequence of subspaces; samples are arrays. */
-export class Tuple<S extends readonly AnySpace[] = AnySpace[]> extends Space<TupleValue<S>, TupleMask<S>, TupleProbability<S>> {
+export class Tuple<S extends readonly AnySpace[] = AnySpace[]> extends Space<
+  TupleValue<S>,
+  TupleMask<S>,
+  TupleProbability<S>
+> {
   /** The subspaces. */
   readonly spaces: S;
 
@@ -182,7 +206,9 @@ export class Tuple<S extends readonly AnySpace[] = AnySpace[]> extends Space<Tup
     }
     if (Array.isArray(seed)) {
       if (seed.length !== this.spaces.length) {
-        throw new RangeError(`Expects that the subspaces of seeds equals the number of subspaces. Actual length of seeds: ${seed.length}, length of subspaces: ${this.spaces.length}`);
+        throw new RangeError(
+          `Expects that the subspaces of seeds equals the number of subspaces. Actual length of seeds: ${seed.length}, length of subspaces: ${this.spaces.length}`,
+        );
       }
       return this.spaces.map((s, i) => s.seed(seed[i]));
     }
@@ -192,7 +218,10 @@ export class Tuple<S extends readonly AnySpace[] = AnySpace[]> extends Space<Tup
   /** A sample of every subspace, with optional per-position masks or probabilities. */
   sample(mask?: TupleMask<S> | null, probability?: TupleProbability<S> | null): TupleValue<S> {
     this.checkMaskProbability(mask, probability);
-    for (const [what, given] of [['mask', mask], ['probability', probability]] as const) {
+    for (const [what, given] of [
+      ['mask', mask],
+      ['probability', probability],
+    ] as const) {
       if (given !== undefined && given !== null && (!Array.isArray(given) || given.length !== this.spaces.length)) {
         throw new RangeError(`Tuple sample ${what} must be an array of ${this.spaces.length} entries`);
       }
@@ -207,7 +236,11 @@ export class Tuple<S extends readonly AnySpace[] = AnySpace[]> extends Space<Tup
   }
 
   equals(other: unknown): boolean {
-    return other instanceof Tuple && other.spaces.length === this.spaces.length && this.spaces.every((s, i) => s.equals(other.spaces[i]));
+    return (
+      other instanceof Tuple &&
+      other.spaces.length === this.spaces.length &&
+      this.spaces.every((s, i) => s.equals(other.spaces[i]))
+    );
   }
 
   override get isNpFlattenable(): boolean {
@@ -224,10 +257,12 @@ export class Tuple<S extends readonly AnySpace[] = AnySpace[]> extends Space<Tup
   }
 
   override fromJsonable(json: unknown): TupleValue<S>[] {
-    if (!Array.isArray(json) || json.length !== this.spaces.length) throw new TypeError(`Tuple.fromJsonable expects ${this.spaces.length} lists`);
+    if (!Array.isArray(json) || json.length !== this.spaces.length)
+      throw new TypeError(`Tuple.fromJsonable expects ${this.spaces.length} lists`);
     const columns = this.spaces.map((s, i) => s.fromJsonable(json[i]) as unknown[]);
     const n = columns[0]?.length ?? 0;
-    if (!columns.every((c) => c.length === n)) throw new RangeError('Tuple.fromJsonable: the positions hold different numbers of samples');
+    if (!columns.every((c) => c.length === n))
+      throw new RangeError('Tuple.fromJsonable: the positions hold different numbers of samples');
     return Array.from({ length: n }, (_, i) => columns.map((c) => c[i]) as TupleValue<S>);
   }
 

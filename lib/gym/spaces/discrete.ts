@@ -70,7 +70,8 @@ export class Discrete extends Space<number, ArrayLike<number>, ArrayLike<number>
   }
 
   override fromJsonable(json: unknown): number[] {
-    if (!Array.isArray(json) || !json.every((v) => typeof v === 'number')) throw new TypeError('Discrete.fromJsonable expects an array of numbers');
+    if (!Array.isArray(json) || !json.every((v) => typeof v === 'number'))
+      throw new TypeError('Discrete.fromJsonable expects an array of numbers');
     return [...json];
   }
 

@@ -60,7 +60,8 @@ export function validateJson(value: unknown, schema: JsonSchema, path = '$'): st
     const ok = allowed.some((t) => t === actual || (t === 'number' && actual === 'integer'));
     if (!ok) return `${path}: expected ${allowed.join(' | ')}, got ${actual}`;
   }
-  if (schema.enum !== undefined && !schema.enum.some((e) => sameJson(e, value))) return `${path}: not one of ${JSON.stringify(schema.enum)}`;
+  if (schema.enum !== undefined && !schema.enum.some((e) => sameJson(e, value)))
+    return `${path}: not one of ${JSON.stringify(schema.enum)}`;
   if (typeof value === 'number') {
     if (schema.minimum !== undefined && value < schema.minimum) return `${path}: ${value} < minimum ${schema.minimum}`;
     if (schema.maximum !== undefined && value > schema.maximum) return `${path}: ${value} > maximum ${schema.maximum}`;
@@ -71,8 +72,10 @@ export function validateJson(value: unknown, schema: JsonSchema, path = '$'): st
     if (schema.maxLength !== undefined && len > schema.maxLength) return `${path}: longer than ${schema.maxLength}`;
   }
   if (Array.isArray(value)) {
-    if (schema.minItems !== undefined && value.length < schema.minItems) return `${path}: fewer than ${schema.minItems} items`;
-    if (schema.maxItems !== undefined && value.length > schema.maxItems) return `${path}: more than ${schema.maxItems} items`;
+    if (schema.minItems !== undefined && value.length < schema.minItems)
+      return `${path}: fewer than ${schema.minItems} items`;
+    if (schema.maxItems !== undefined && value.length > schema.maxItems)
+      return `${path}: more than ${schema.maxItems} items`;
     if (schema.items) {
       for (let i = 0; i < value.length; i++) {
         const err = validateJson(value[i], schema.items, `${path}[${i}]`);
@@ -104,7 +107,14 @@ const WORD = 'abcdefghijklmnopqrstuvwxyz0123456789';
 /** A random value conforming to `schema` (required properties always, optional ones with probability 1/2). */
 export function sampleJson(schema: JsonSchema, rng: RandomGenerator, depth = 0): unknown {
   if (schema.enum !== undefined && schema.enum.length > 0) return structuredClone(rng.choice(schema.enum));
-  const types = schema.type === undefined ? (schema.properties ? ['object'] : ['string']) : Array.isArray(schema.type) ? schema.type : [schema.type];
+  const types =
+    schema.type === undefined
+      ? schema.properties
+        ? ['object']
+        : ['string']
+      : Array.isArray(schema.type)
+        ? schema.type
+        : [schema.type];
   const type = rng.choice(types as JsonType[]);
   switch (type) {
     case 'null':

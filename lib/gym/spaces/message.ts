@@ -89,8 +89,13 @@ const ALL_ROLES: readonly ChatRole[] = ['system', 'user', 'assistant', 'tool'];
 
 function normalizeTool(tool: ToolInput): ToolSpec {
   const spec = 'function' in tool && typeof tool.function === 'object' ? tool.function : (tool as ToolSpec);
-  if (!spec || typeof spec.name !== 'string' || spec.name.length === 0) throw new TypeError('Message: every tool needs a non-empty name');
-  return { name: spec.name, ...(spec.description !== undefined ? { description: spec.description } : {}), ...(spec.parameters !== undefined ? { parameters: spec.parameters } : {}) };
+  if (!spec || typeof spec.name !== 'string' || spec.name.length === 0)
+    throw new TypeError('Message: every tool needs a non-empty name');
+  return {
+    name: spec.name,
+    ...(spec.description !== undefined ? { description: spec.description } : {}),
+    ...(spec.parameters !== undefined ? { parameters: spec.parameters } : {}),
+  };
 }
 
 /** The space of chat messages. */
@@ -108,14 +113,21 @@ export class Message extends Space<ChatMessage, MessageMask, null> {
 
   constructor(options: MessageOptions = {}) {
     const roles = [...(options.roles ?? ALL_ROLES)];
-    if (roles.length === 0 || !roles.every((r) => ALL_ROLES.includes(r))) throw new RangeError(`Message: roles must be a non-empty subset of ${ALL_ROLES.join(', ')}`);
+    if (roles.length === 0 || !roles.every((r) => ALL_ROLES.includes(r)))
+      throw new RangeError(`Message: roles must be a non-empty subset of ${ALL_ROLES.join(', ')}`);
     const maxContentLength = options.maxContentLength ?? 4096;
     const minContentLength = options.minContentLength ?? 1;
     const maxToolCalls = options.maxToolCalls ?? 8;
-    for (const [name, v] of [['maxContentLength', maxContentLength], ['minContentLength', minContentLength], ['maxToolCalls', maxToolCalls]] as const) {
-      if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`Message: ${name} must be a non-negative integer, got ${v}`);
+    for (const [name, v] of [
+      ['maxContentLength', maxContentLength],
+      ['minContentLength', minContentLength],
+      ['maxToolCalls', maxToolCalls],
+    ] as const) {
+      if (!Number.isSafeInteger(v) || v < 0)
+        throw new RangeError(`Message: ${name} must be a non-negative integer, got ${v}`);
     }
-    if (minContentLength > maxContentLength) throw new RangeError('Message: minContentLength must not exceed maxContentLength');
+    if (minContentLength > maxContentLength)
+      throw new RangeError('Message: minContentLength must not exceed maxContentLength');
     const tools = new Map<string, ToolSpec>();
     for (const t of options.tools ?? []) {
       const spec = normalizeTool(t);
@@ -134,7 +146,8 @@ export class Message extends Space<ChatMessage, MessageMask, null> {
   explain(x: unknown): string | null {
     if (typeof x !== 'object' || x === null || Array.isArray(x)) return 'not an object';
     const m = x as Record<string, unknown>;
-    if (typeof m.role !== 'string' || !this.roles.includes(m.role as ChatRole)) return `role must be one of ${this.roles.join(', ')}, got ${JSON.stringify(m.role)}`;
+    if (typeof m.role !== 'string' || !this.roles.includes(m.role as ChatRole))
+      return `role must be one of ${this.roles.join(', ')}, got ${JSON.stringify(m.role)}`;
     const calls = m.tool_calls;
     const hasCalls = Array.isArray(calls) && calls.length > 0;
     if (calls !== undefined && calls !== null) {
@@ -156,7 +169,8 @@ export class Message extends Space<ChatMessage, MessageMask, null> {
       if (len > this.maxContentLength) return `content longer than ${this.maxContentLength} characters`;
       if (!hasCalls && len < this.minContentLength) return `content shorter than ${this.minContentLength} characters`;
     }
-    if (m.role === 'tool' && (typeof m.tool_call_id !== 'string' || m.tool_call_id.length === 0)) return 'a tool message needs a non-empty tool_call_id';
+    if (m.role === 'tool' && (typeof m.tool_call_id !== 'string' || m.tool_call_id.length === 0))
+      return 'a tool message needs a non-empty tool_call_id';
     if (m.name !== undefined && typeof m.name !== 'string') return 'name must be a string';
     return null;
   }
@@ -170,7 +184,8 @@ export class Message extends Space<ChatMessage, MessageMask, null> {
     ids.add(c.id);
     if (c.type !== 'function') return `${where}.type must be "function"`;
     const fn = c.function as Record<string, unknown> | undefined;
-    if (typeof fn !== 'object' || fn === null || typeof fn.name !== 'string' || fn.name.length === 0) return `${where}.function.name must be a non-empty string`;
+    if (typeof fn !== 'object' || fn === null || typeof fn.name !== 'string' || fn.name.length === 0)
+      return `${where}.function.name must be a non-empty string`;
     if (this.tools.size > 0 && !this.tools.has(fn.name)) return `${where}: unknown tool "${fn.name}"`;
     if (typeof fn.arguments !== 'string') return `${where}.function.arguments must be a JSON string`;
     let args: unknown;
@@ -179,7 +194,8 @@ export class Message extends Space<ChatMessage, MessageMask, null> {
     } catch {
       return `${where}.function.arguments is not valid JSON`;
     }
-    if (typeof args !== 'object' || args === null || Array.isArray(args)) return `${where}.function.arguments must encode an object`;
+    if (typeof args !== 'object' || args === null || Array.isArray(args))
+      return `${where}.function.arguments must encode an object`;
     const schema = this.tools.get(fn.name)?.parameters;
     if (schema) {
       const err = validateJson(args, schema, `${where}.arguments`);
@@ -196,7 +212,8 @@ export class Message extends Space<ChatMessage, MessageMask, null> {
     const max = Math.min(this.maxContentLength, Math.max(minLength, 32));
     const n = this.npRandom.integers(minLength, max + 1);
     let s = '';
-    for (let i = 0; i < n; i++) s += i > 0 && this.npRandom.integers(6) === 0 ? ' ' : ALPHANUMERIC[this.npRandom.integers(ALPHANUMERIC.length)];
+    for (let i = 0; i < n; i++)
+      s += i > 0 && this.npRandom.integers(6) === 0 ? ' ' : ALPHANUMERIC[this.npRandom.integers(ALPHANUMERIC.length)];
     return s;
   }
 
@@ -213,16 +230,23 @@ export class Message extends Space<ChatMessage, MessageMask, null> {
    * `false`), with null content; other messages get random text (at most 32 characters).
    */
   sample(mask?: MessageMask | null, probability?: null): ChatMessage {
-    if (probability !== undefined && probability !== null) throw new TypeError('Message.sample does not take a probability');
+    if (probability !== undefined && probability !== null)
+      throw new TypeError('Message.sample does not take a probability');
     const roles = mask?.roles ? this.roles.filter((r) => mask.roles!.includes(r)) : this.roles;
     const canCall = this.tools.size > 0 && this.maxToolCalls > 0;
     if (mask?.toolCalls === true && (!canCall || !roles.includes('assistant'))) {
-      throw new RangeError('Message.sample: tool calls were asked for but the space allows none (no tools, maxToolCalls 0 or no assistant role)');
+      throw new RangeError(
+        'Message.sample: tool calls were asked for but the space allows none (no tools, maxToolCalls 0 or no assistant role)',
+      );
     }
     const pool = mask?.toolCalls === true ? (['assistant'] as ChatRole[]) : roles;
     if (pool.length === 0) throw new RangeError('Message.sample: the mask leaves no role');
     const role = this.npRandom.choice(pool);
-    const withCalls = role === 'assistant' && canCall && mask?.toolCalls !== false && (mask?.toolCalls === true || this.npRandom.integers(2) === 1);
+    const withCalls =
+      role === 'assistant' &&
+      canCall &&
+      mask?.toolCalls !== false &&
+      (mask?.toolCalls === true || this.npRandom.integers(2) === 1);
     if (withCalls) {
       const tools = [...this.tools.values()];
       const n = this.npRandom.integers(1, Math.min(3, this.maxToolCalls) + 1);
@@ -230,7 +254,11 @@ export class Message extends Space<ChatMessage, MessageMask, null> {
       for (let i = 0; i < n; i++) {
         const tool = this.npRandom.choice(tools);
         const args = sampleJson(tool.parameters ?? { type: 'object', properties: {} }, this.npRandom);
-        tool_calls.push({ id: this.callId(), type: 'function', function: { name: tool.name, arguments: JSON.stringify(args) } });
+        tool_calls.push({
+          id: this.callId(),
+          type: 'function',
+          function: { name: tool.name, arguments: JSON.stringify(args) },
+        });
       }
       return { role, content: null, tool_calls };
     }

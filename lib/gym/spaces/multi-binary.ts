@@ -5,7 +5,16 @@
  */
 import type { RandomGenerator, Seed } from '../random.js';
 import { flattenNested, toNested, type NestedNumbers } from './nested.js';
-import { Space, checkBinaryMask, checkProbability, checkShape, dtypeOf, formatShape, shapeSize, type SpaceJSON } from './space.js';
+import {
+  Space,
+  checkBinaryMask,
+  checkProbability,
+  checkShape,
+  dtypeOf,
+  formatShape,
+  shapeSize,
+  type SpaceJSON,
+} from './space.js';
 
 /** Options of {@link MultiBinary}. */
 export interface MultiBinaryOptions {
@@ -25,7 +34,8 @@ export class MultiBinary extends Space<Int8Array, ArrayLike<number>, ArrayLike<n
   /** `n` is a length (one-dimensional) or a shape. */
   constructor(n: number | readonly number[], options: MultiBinaryOptions = {}) {
     const shape = typeof n === 'number' ? checkShape([n], 'MultiBinary n') : checkShape(n, 'MultiBinary n');
-    if (!shape.every((d) => d > 0)) throw new RangeError(`MultiBinary: all shape elements must be greater than 0, got ${formatShape(shape)}`);
+    if (!shape.every((d) => d > 0))
+      throw new RangeError(`MultiBinary: all shape elements must be greater than 0, got ${formatShape(shape)}`);
     super(shape, 'int8', options.seed);
     this.n = typeof n === 'number' ? n : [...n];
     this.size = shapeSize(shape);
@@ -44,7 +54,8 @@ export class MultiBinary extends Space<Int8Array, ArrayLike<number>, ArrayLike<n
       return out;
     }
     if (probability !== undefined && probability !== null) {
-      if (probability.length !== this.size) throw new RangeError(`MultiBinary sample probability must have length ${this.size}`);
+      if (probability.length !== this.size)
+        throw new RangeError(`MultiBinary sample probability must have length ${this.size}`);
       for (let i = 0; i < this.size; i++) {
         const p = probability[i];
         checkProbability([1 - p, p], 2, `MultiBinary sample probability[${i}]`);
@@ -90,7 +101,8 @@ export class MultiBinary extends Space<Int8Array, ArrayLike<number>, ArrayLike<n
     if (!Array.isArray(json)) throw new TypeError('MultiBinary.fromJsonable expects an array of samples');
     return json.map((s, i) => {
       const flat = flattenNested(s);
-      if (flat === null || flat.data.length !== this.size) throw new RangeError(`MultiBinary.fromJsonable: sample ${i} has the wrong shape`);
+      if (flat === null || flat.data.length !== this.size)
+        throw new RangeError(`MultiBinary.fromJsonable: sample ${i} has the wrong shape`);
       return new Int8Array(flat.data);
     });
   }

@@ -39,7 +39,11 @@ export interface MultiDiscreteOptions<D extends IntDType> {
 export type MultiDiscreteMask = ReadonlyArray<ArrayLike<number> | null>;
 
 /** A product of discrete ranges. */
-export class MultiDiscrete<D extends IntDType = 'int32'> extends Space<TypedArrayMap[D], MultiDiscreteMask, MultiDiscreteMask> {
+export class MultiDiscrete<D extends IntDType = 'int32'> extends Space<
+  TypedArrayMap[D],
+  MultiDiscreteMask,
+  MultiDiscreteMask
+> {
   declare readonly shape: readonly number[];
   declare readonly dtype: D;
   /** Number of values of each element. */
@@ -49,19 +53,28 @@ export class MultiDiscrete<D extends IntDType = 'int32'> extends Space<TypedArra
 
   constructor(nvec: NestedNumbers | ArrayLike<number>, options: MultiDiscreteOptions<D> = {}) {
     const dt = (options.dtype ?? 'int32') as D;
-    if (!isDType(dt) || isFloatDType(dt)) throw new TypeError(`MultiDiscrete dtype must be an integer dtype, got ${String(dt)}`);
+    if (!isDType(dt) || isFloatDType(dt))
+      throw new TypeError(`MultiDiscrete dtype must be an integer dtype, got ${String(dt)}`);
     const flat = flattenNested(nvec);
-    if (flat === null || flat.shape.length === 0) throw new TypeError('MultiDiscrete nvec must be an array (or nested arrays) of integers');
+    if (flat === null || flat.shape.length === 0)
+      throw new TypeError('MultiDiscrete nvec must be an array (or nested arrays) of integers');
     const startFlat = options.start === undefined ? null : flattenNested(options.start);
-    if (options.start !== undefined && startFlat === null) throw new TypeError('MultiDiscrete start must be a number or nested arrays of integers');
-    const start = startFlat === null ? new Array<number>(flat.data.length).fill(0)
-      : startFlat.shape.length === 0 ? new Array<number>(flat.data.length).fill(startFlat.data[0]) : startFlat.data;
+    if (options.start !== undefined && startFlat === null)
+      throw new TypeError('MultiDiscrete start must be a number or nested arrays of integers');
+    const start =
+      startFlat === null
+        ? new Array<number>(flat.data.length).fill(0)
+        : startFlat.shape.length === 0
+          ? new Array<number>(flat.data.length).fill(startFlat.data[0])
+          : startFlat.data;
     if (start.length !== flat.data.length) throw new RangeError('MultiDiscrete start must have the shape of nvec');
     const [dmin, dmax] = DTYPE_RANGE[dt];
     flat.data.forEach((n, i) => {
-      if (!Number.isInteger(n) || n <= 0) throw new RangeError(`MultiDiscrete nvec must be positive integers, got nvec[${i}]=${n}`);
+      if (!Number.isInteger(n) || n <= 0)
+        throw new RangeError(`MultiDiscrete nvec must be positive integers, got nvec[${i}]=${n}`);
       const s = start[i];
-      if (!Number.isInteger(s) || s < dmin || s + n - 1 > dmax) throw new RangeError(`MultiDiscrete start[${i}]=${s} with nvec[${i}]=${n} does not fit ${dt}`);
+      if (!Number.isInteger(s) || s < dmin || s + n - 1 > dmax)
+        throw new RangeError(`MultiDiscrete start[${i}]=${s} with nvec[${i}]=${n} does not fit ${dt}`);
     });
     super(flat.shape, dt, options.seed);
     this.nvec = new TYPED_ARRAYS[dt](flat.data) as TypedArrayMap[D];
@@ -82,7 +95,9 @@ export class MultiDiscrete<D extends IntDType = 'int32'> extends Space<TypedArra
     const n = this.size;
     const given = mask ?? probability;
     if (given !== undefined && given !== null && (!Array.isArray(given) || given.length !== n)) {
-      throw new RangeError(`MultiDiscrete sample ${mask ? 'mask' : 'probability'} must be an array of ${n} per-element arrays`);
+      throw new RangeError(
+        `MultiDiscrete sample ${mask ? 'mask' : 'probability'} must be an array of ${n} per-element arrays`,
+      );
     }
     const out = new TYPED_ARRAYS[this.dtype](n) as TypedArrayMap[D];
     for (let i = 0; i < n; i++) {
@@ -128,13 +143,19 @@ export class MultiDiscrete<D extends IntDType = 'int32'> extends Space<TypedArra
   /** The Discrete space of element `index` of a one-dimensional MultiDiscrete. */
   at(index: number): Discrete {
     if (this.shape.length !== 1) throw new RangeError('MultiDiscrete.at needs a one-dimensional space');
-    if (!Number.isInteger(index) || index < 0 || index >= this.size) throw new RangeError(`MultiDiscrete.at: index ${index} out of range`);
+    if (!Number.isInteger(index) || index < 0 || index >= this.size)
+      throw new RangeError(`MultiDiscrete.at: index ${index} out of range`);
     return new Discrete(this.nvec[index], { start: this.start[index], seed: this.npRandom.clone() });
   }
 
   equals(other: unknown): boolean {
-    return other instanceof MultiDiscrete && other.shape.join() === this.shape.join() && other.dtype === this.dtype
-      && Array.from(other.nvec).join() === Array.from(this.nvec).join() && Array.from(other.start).join() === Array.from(this.start).join();
+    return (
+      other instanceof MultiDiscrete &&
+      other.shape.join() === this.shape.join() &&
+      other.dtype === this.dtype &&
+      Array.from(other.nvec).join() === Array.from(this.nvec).join() &&
+      Array.from(other.start).join() === Array.from(this.start).join()
+    );
   }
 
   override get isNpFlattenable(): boolean {
@@ -142,7 +163,12 @@ export class MultiDiscrete<D extends IntDType = 'int32'> extends Space<TypedArra
   }
 
   toJSON(): SpaceJSON {
-    return { type: 'MultiDiscrete', nvec: toNested(this.nvec, this.shape), start: toNested(this.start, this.shape), dtype: this.dtype };
+    return {
+      type: 'MultiDiscrete',
+      nvec: toNested(this.nvec, this.shape),
+      start: toNested(this.start, this.shape),
+      dtype: this.dtype,
+    };
   }
 
   override toJsonable(samples: readonly TypedArrayMap[D][]): NestedNumbers[] {
@@ -153,7 +179,8 @@ export class MultiDiscrete<D extends IntDType = 'int32'> extends Space<TypedArra
     if (!Array.isArray(json)) throw new TypeError('MultiDiscrete.fromJsonable expects an array of samples');
     return json.map((s, i) => {
       const flat = flattenNested(s);
-      if (flat === null || flat.data.length !== this.size) throw new RangeError(`MultiDiscrete.fromJsonable: sample ${i} has the wrong shape`);
+      if (flat === null || flat.data.length !== this.size)
+        throw new RangeError(`MultiDiscrete.fromJsonable: sample ${i} has the wrong shape`);
       return new TYPED_ARRAYS[this.dtype](flat.data) as TypedArrayMap[D];
     });
   }
@@ -161,6 +188,8 @@ export class MultiDiscrete<D extends IntDType = 'int32'> extends Space<TypedArra
   toString(): string {
     const starts = Array.from(this.start).some((s) => s !== 0);
     const nv = formatArray(this.nvec, this.shape, false);
-    return starts ? `MultiDiscrete(${nv}, start=${formatArray(this.start, this.shape, false)})` : `MultiDiscrete(${nv})`;
+    return starts
+      ? `MultiDiscrete(${nv}, start=${formatArray(this.start, this.shape, false)})`
+      : `MultiDiscrete(${nv})`;
   }
 }

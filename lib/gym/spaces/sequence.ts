@@ -21,7 +21,9 @@ export interface SequenceOptions<Stacked extends boolean> {
 }
 
 /** The value of a Sequence: an array of features, or one stacked batch. */
-export type SequenceValue<S extends AnySpace, Stacked extends boolean> = Stacked extends true ? unknown : SpaceValue<S>[];
+export type SequenceValue<S extends AnySpace, Stacked extends boolean> = Stacked extends true
+  ? unknown
+  : SpaceValue<S>[];
 
 /** Number of items in a stacked batch of `space` values. */
 export function batchLength(space: AnySpace, batch: unknown): number | null {
@@ -31,7 +33,10 @@ export function batchLength(space: AnySpace, batch: unknown): number | null {
     const len = (batch as ArrayLike<number>).length;
     return layout.size === 0 ? 0 : len % layout.size === 0 ? len / layout.size : null;
   }
-  if (space instanceof Tuple) return Array.isArray(batch) && batch.length === space.length && space.length > 0 ? batchLength(space.spaces[0], batch[0]) : null;
+  if (space instanceof Tuple)
+    return Array.isArray(batch) && batch.length === space.length && space.length > 0
+      ? batchLength(space.spaces[0], batch[0])
+      : null;
   if (space instanceof Dict) {
     if (typeof batch !== 'object' || batch === null || space.keys.length === 0) return null;
     return batchLength(space.spaces[space.keys[0]], (batch as Record<string, unknown>)[space.keys[0]]);
@@ -51,7 +56,8 @@ export class Sequence<S extends AnySpace = AnySpace, Stacked extends boolean = f
   readonly stack: Stacked;
 
   constructor(featureSpace: S, options: SequenceOptions<Stacked> = {}) {
-    if (!(featureSpace instanceof Space)) throw new TypeError(`Sequence expects a feature Space, got ${String(featureSpace)}`);
+    if (!(featureSpace instanceof Space))
+      throw new TypeError(`Sequence expects a feature Space, got ${String(featureSpace)}`);
     super(null, null);
     this.featureSpace = featureSpace;
     this.stack = (options.stack ?? false) as Stacked;
@@ -67,7 +73,8 @@ export class Sequence<S extends AnySpace = AnySpace, Stacked extends boolean = f
       return [seed, this.featureSpace.seed(featureSeed)];
     }
     if (Array.isArray(seed)) {
-      if (seed.length !== 2) throw new RangeError(`Expects the seed to have two elements, actual length: ${seed.length}`);
+      if (seed.length !== 2)
+        throw new RangeError(`Expects the seed to have two elements, actual length: ${seed.length}`);
       return [super.seed(seed[0]), this.featureSpace.seed(seed[1])];
     }
     throw new TypeError(`Sequence.seed expects an integer, [seed, featureSeed] or null, got ${JSON.stringify(seed)}`);
@@ -76,12 +83,15 @@ export class Sequence<S extends AnySpace = AnySpace, Stacked extends boolean = f
   private sampleLength(length: SequenceLength, what: string): number {
     if (length === null || length === undefined) return this.npRandom.geometric(0.25);
     if (typeof length === 'number') {
-      if (!Number.isInteger(length) || length < 0) throw new RangeError(`Expects the length ${what} to be a non-negative integer, actual value: ${length}`);
+      if (!Number.isInteger(length) || length < 0)
+        throw new RangeError(`Expects the length ${what} to be a non-negative integer, actual value: ${length}`);
       return length;
     }
     const options = Array.from(length);
     if (options.length === 0 || !options.every((v) => Number.isInteger(v) && v >= 0)) {
-      throw new RangeError(`Expects the length ${what} to hold non-negative integers, actual value: ${JSON.stringify(options)}`);
+      throw new RangeError(
+        `Expects the length ${what} to hold non-negative integers, actual value: ${JSON.stringify(options)}`,
+      );
     }
     return this.npRandom.choice(options);
   }
@@ -91,16 +101,28 @@ export class Sequence<S extends AnySpace = AnySpace, Stacked extends boolean = f
    * fixes it (a number) or lists the allowed lengths (an array); `mask[1]` / `probability[1]`
    * goes to every feature sample.
    */
-  sample(mask?: readonly [SequenceLength, SpaceMask<S> | null] | null, probability?: readonly [SequenceLength, SpaceProbability<S> | null] | null): SequenceValue<S, Stacked> {
+  sample(
+    mask?: readonly [SequenceLength, SpaceMask<S> | null] | null,
+    probability?: readonly [SequenceLength, SpaceProbability<S> | null] | null,
+  ): SequenceValue<S, Stacked> {
     this.checkMaskProbability(mask, probability);
     const given = mask ?? probability ?? null;
-    if (given !== null && (!Array.isArray(given) || given.length !== 2)) throw new TypeError('Sequence sample mask/probability must be [length, feature mask]');
+    if (given !== null && (!Array.isArray(given) || given.length !== 2))
+      throw new TypeError('Sequence sample mask/probability must be [length, feature mask]');
     const length = this.sampleLength(given ? given[0] : null, mask ? 'mask' : 'probability');
     const items: unknown[] = [];
     for (let i = 0; i < length; i++) {
-      items.push(mask ? this.featureSpace.sample(mask[1] ?? null) : this.featureSpace.sample(null, probability ? (probability[1] ?? null) : null));
+      items.push(
+        mask
+          ? this.featureSpace.sample(mask[1] ?? null)
+          : this.featureSpace.sample(null, probability ? (probability[1] ?? null) : null),
+      );
     }
-    if (this.stack) return concatenate(this.featureSpace, items, createEmptyArray(this.featureSpace, length)) as SequenceValue<S, Stacked>;
+    if (this.stack)
+      return concatenate(this.featureSpace, items, createEmptyArray(this.featureSpace, length)) as SequenceValue<
+        S,
+        Stacked
+      >;
     return items as SequenceValue<S, Stacked>;
   }
 
@@ -142,7 +164,9 @@ export class Sequence<S extends AnySpace = AnySpace, Stacked extends boolean = f
     if (!Array.isArray(json)) throw new TypeError('Sequence.fromJsonable expects an array');
     return json.map((s) => {
       const items = this.featureSpace.fromJsonable(s) as unknown[];
-      return (this.stack ? concatenate(this.featureSpace, items, createEmptyArray(this.featureSpace, items.length)) : items) as SequenceValue<S, Stacked>;
+      return (
+        this.stack ? concatenate(this.featureSpace, items, createEmptyArray(this.featureSpace, items.length)) : items
+      ) as SequenceValue<S, Stacked>;
     });
   }
 

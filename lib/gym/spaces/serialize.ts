@@ -30,7 +30,10 @@ function decodeBound(value: unknown): NestedNumbers {
 const revivers = new Map<string, SpaceReviver>([
   ['Discrete', (j) => new Discrete(j.n as number, { start: j.start as number })],
   ['Box', (j) => new Box(decodeBound(j.low), decodeBound(j.high), j.shape as number[], j.dtype as DType)],
-  ['MultiDiscrete', (j) => new MultiDiscrete(j.nvec as NestedNumbers, { start: j.start as NestedNumbers, dtype: j.dtype as IntDType })],
+  [
+    'MultiDiscrete',
+    (j) => new MultiDiscrete(j.nvec as NestedNumbers, { start: j.start as NestedNumbers, dtype: j.dtype as IntDType }),
+  ],
   ['MultiBinary', (j) => new MultiBinary(j.n as number | number[])],
   ['Text', (j) => new Text(j.maxLength as number, { minLength: j.minLength as number, charset: j.charset as string })],
   ['Dict', (j, revive) => new Dict((j.spaces as Array<[string, SpaceJSON]>).map(([k, s]) => [k, revive(s)] as const))],
@@ -51,15 +54,18 @@ const revivers = new Map<string, SpaceReviver>([
 
 /** Registers the reviver of a custom space type (the `type` its `toJSON()` writes). */
 export function registerSpaceType(type: string, reviver: SpaceReviver): void {
-  if (typeof type !== 'string' || type.length === 0) throw new TypeError('registerSpaceType: type must be a non-empty string');
+  if (typeof type !== 'string' || type.length === 0)
+    throw new TypeError('registerSpaceType: type must be a non-empty string');
   revivers.set(type, reviver);
 }
 
 /** Rebuilds a space from `space.toJSON()` (a string is parsed first). */
 export function spaceFromJSON(json: SpaceJSON | string): AnySpace {
   const obj = (typeof json === 'string' ? JSON.parse(json) : json) as SpaceJSON;
-  if (typeof obj !== 'object' || obj === null || typeof obj.type !== 'string') throw new TypeError('spaceFromJSON: expected an object with a "type"');
+  if (typeof obj !== 'object' || obj === null || typeof obj.type !== 'string')
+    throw new TypeError('spaceFromJSON: expected an object with a "type"');
   const reviver = revivers.get(obj.type);
-  if (!reviver) throw new TypeError(`spaceFromJSON: unknown space type "${obj.type}" (register it with registerSpaceType)`);
+  if (!reviver)
+    throw new TypeError(`spaceFromJSON: unknown space type "${obj.type}" (register it with registerSpaceType)`);
   return reviver(obj, spaceFromJSON);
 }

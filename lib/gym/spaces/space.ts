@@ -70,7 +70,16 @@ export function dtypeOf(value: unknown): DType | null {
   return null;
 }
 
-const BITS: Record<DType, number> = { float32: 32, float64: 64, int8: 8, int16: 16, int32: 32, uint8: 8, uint16: 16, uint32: 32 };
+const BITS: Record<DType, number> = {
+  float32: 32,
+  float64: 64,
+  int8: 8,
+  int16: 16,
+  int32: 32,
+  uint8: 8,
+  uint16: 16,
+  uint32: 32,
+};
 
 /**
  * NumPy's `can_cast(from, to)` with the default `safe` casting: true when every value of `from`
@@ -92,7 +101,8 @@ export function canCast(from: DType, to: DType): boolean {
 /** True when `value` can be stored exactly in `dtype`. */
 export function representable(value: number, dtype: DType): boolean {
   if (typeof value !== 'number' || Number.isNaN(value)) return isFloatDType(dtype) && Number.isNaN(value);
-  if (isFloatDType(dtype)) return dtype === 'float64' || Number.isNaN(value) || !Number.isFinite(value) || Math.fround(value) === value;
+  if (isFloatDType(dtype))
+    return dtype === 'float64' || Number.isNaN(value) || !Number.isFinite(value) || Math.fround(value) === value;
   const [lo, hi] = DTYPE_RANGE[dtype];
   return Number.isInteger(value) && value >= lo && value <= hi;
 }
@@ -202,7 +212,9 @@ export abstract class Space<T = unknown, M = unknown, P = unknown> {
   /** Checks that mask and probability are not both given (Gymnasium raises ValueError). */
   protected checkMaskProbability(mask: unknown, probability: unknown): void {
     if (mask !== undefined && mask !== null && probability !== undefined && probability !== null) {
-      throw new RangeError(`Only one of \`mask\` or \`probability\` can be provided to ${this.constructor.name}.sample`);
+      throw new RangeError(
+        `Only one of \`mask\` or \`probability\` can be provided to ${this.constructor.name}.sample`,
+      );
     }
   }
 }
@@ -220,7 +232,9 @@ export function checkBinaryMask(mask: unknown, n: number, what: string, allowTwo
   for (let i = 0; i < n; i++) {
     const v = mask[i];
     if (!(v === 0 || v === 1 || (allowTwo && v === 2))) {
-      throw new RangeError(`All values of ${what} should be 0${allowTwo ? ', 1 or 2' : ' or 1'}, got ${v} at index ${i}`);
+      throw new RangeError(
+        `All values of ${what} should be 0${allowTwo ? ', 1 or 2' : ' or 1'}, got ${v} at index ${i}`,
+      );
     }
   }
   return mask;
@@ -232,7 +246,8 @@ export function checkProbability(p: unknown, n: number, what: string): ArrayLike
   if (p.length !== n) throw new RangeError(`${what} must have length ${n}, got ${p.length}`);
   let total = 0;
   for (let i = 0; i < n; i++) {
-    if (!(p[i] >= 0 && p[i] <= 1)) throw new RangeError(`All values of ${what} should be between 0 and 1, got ${p[i]} at index ${i}`);
+    if (!(p[i] >= 0 && p[i] <= 1))
+      throw new RangeError(`All values of ${what} should be between 0 and 1, got ${p[i]} at index ${i}`);
     total += p[i];
   }
   if (Math.abs(total - 1) > 1e-8) throw new RangeError(`The sum of ${what} should be equal to 1, actual sum: ${total}`);

@@ -39,11 +39,17 @@ export class Text extends Space<string, TextMask, TextMask> {
       throw new TypeError(`Text: minLength and maxLength must be integers, got ${minLength}, ${maxLength}`);
     }
     if (minLength < 0) throw new RangeError(`Text: minLength must be non-negative, got ${minLength}`);
-    if (maxLength < minLength) throw new RangeError(`Text: maxLength (${maxLength}) must be >= minLength (${minLength})`);
-    const chars = typeof options.charset === 'string' || options.charset === undefined ? Array.from(options.charset ?? ALPHANUMERIC) : [...options.charset];
-    if (!chars.every((c) => typeof c === 'string' && Array.from(c).length === 1)) throw new TypeError('Text: charset must hold single characters');
+    if (maxLength < minLength)
+      throw new RangeError(`Text: maxLength (${maxLength}) must be >= minLength (${minLength})`);
+    const chars =
+      typeof options.charset === 'string' || options.charset === undefined
+        ? Array.from(options.charset ?? ALPHANUMERIC)
+        : [...options.charset];
+    if (!chars.every((c) => typeof c === 'string' && Array.from(c).length === 1))
+      throw new TypeError('Text: charset must hold single characters');
     const unique = [...new Set(chars)];
-    if (unique.length === 0 && minLength > 0) throw new RangeError('Text: an empty charset allows no string of positive length');
+    if (unique.length === 0 && minLength > 0)
+      throw new RangeError('Text: an empty charset allows no string of positive length');
     super(null, null, options.seed);
     this.maxLength = maxLength;
     this.minLength = minLength;
@@ -72,13 +78,17 @@ export class Text extends Space<string, TextMask, TextMask> {
     let length: number | null = null;
     let weights: ArrayLike<number> | null = null;
     if (given !== null) {
-      if (!Array.isArray(given) || given.length !== 2) throw new TypeError('Text sample mask/probability must be [length | null, array | null]');
+      if (!Array.isArray(given) || given.length !== 2)
+        throw new TypeError('Text sample mask/probability must be [length | null, array | null]');
       length = given[0];
       weights = given[1];
       if (length !== null) {
-        if (!Number.isInteger(length)) throw new TypeError(`Text sample length must be an integer, got ${String(length)}`);
+        if (!Number.isInteger(length))
+          throw new TypeError(`Text sample length must be an integer, got ${String(length)}`);
         if (length < this.minLength || length > this.maxLength) {
-          throw new RangeError(`Text sample length must be between ${this.minLength} and ${this.maxLength}, got ${length}`);
+          throw new RangeError(
+            `Text sample length must be between ${this.minLength} and ${this.maxLength}, got ${length}`,
+          );
         }
       }
     }
@@ -91,7 +101,9 @@ export class Text extends Space<string, TextMask, TextMask> {
       pool = this.characterList.filter((_, i) => weights![i] === 1);
       if (pool.length === 0) {
         if (this.minLength === 0) return '';
-        throw new RangeError(`Trying to sample with a minimum length > 0 (${this.minLength}) but the character mask is all zero meaning that no character could be sampled.`);
+        throw new RangeError(
+          `Trying to sample with a minimum length > 0 (${this.minLength}) but the character mask is all zero meaning that no character could be sampled.`,
+        );
       }
     } else if (weights !== null) {
       p = checkProbability(weights, n, 'Text sample charset probability');
@@ -104,12 +116,19 @@ export class Text extends Space<string, TextMask, TextMask> {
   contains(x: unknown): boolean {
     if (typeof x !== 'string') return false;
     const chars = Array.from(x);
-    return chars.length >= this.minLength && chars.length <= this.maxLength && chars.every((c) => this.characterSet.has(c));
+    return (
+      chars.length >= this.minLength && chars.length <= this.maxLength && chars.every((c) => this.characterSet.has(c))
+    );
   }
 
   equals(other: unknown): boolean {
-    return other instanceof Text && other.minLength === this.minLength && other.maxLength === this.maxLength
-      && other.characterList.length === this.characterList.length && other.characterList.every((c) => this.characterSet.has(c));
+    return (
+      other instanceof Text &&
+      other.minLength === this.minLength &&
+      other.maxLength === this.maxLength &&
+      other.characterList.length === this.characterList.length &&
+      other.characterList.every((c) => this.characterSet.has(c))
+    );
   }
 
   toJSON(): SpaceJSON {
@@ -117,7 +136,8 @@ export class Text extends Space<string, TextMask, TextMask> {
   }
 
   override fromJsonable(json: unknown): string[] {
-    if (!Array.isArray(json) || !json.every((s) => typeof s === 'string')) throw new TypeError('Text.fromJsonable expects an array of strings');
+    if (!Array.isArray(json) || !json.every((s) => typeof s === 'string'))
+      throw new TypeError('Text.fromJsonable expects an array of strings');
     return [...json];
   }
 

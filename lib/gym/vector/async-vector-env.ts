@@ -120,8 +120,12 @@ class WorkerSlot {
     this.alive = true;
     this.exited = new Promise((resolve) => worker.once('exit', () => resolve()));
     worker.on('message', (msg: WorkerMessage) => this.onMessage(msg));
-    worker.on('error', (err: Error) => this.fail(new WorkerExitedError(this.index, `uncaught ${err.name}: ${err.message}`, { cause: err }), worker));
-    worker.on('exit', (code: number) => this.fail(new WorkerExitedError(this.index, `exited with code ${code}`), worker));
+    worker.on('error', (err: Error) =>
+      this.fail(new WorkerExitedError(this.index, `uncaught ${err.name}: ${err.message}`, { cause: err }), worker),
+    );
+    worker.on('exit', (code: number) =>
+      this.fail(new WorkerExitedError(this.index, `exited with code ${code}`), worker),
+    );
     return new Promise<ReadyMessage>((resolve, reject) => {
       const timer = setTimeout(() => this.terminate(new WorkerTimeoutError(this.index, 'start', timeoutMs)), timeoutMs);
       this.readyWaiter = {
@@ -182,7 +186,10 @@ class WorkerSlot {
   /** Sends a command; resolves with the worker's reply value or rejects with its error. */
   request(command: WorkerCommand): Promise<unknown> {
     const worker = this.worker;
-    if (!this.alive || !worker) return Promise.reject(new WorkerExitedError(this.index, 'it exited earlier; reset this sub-environment to start a new worker'));
+    if (!this.alive || !worker)
+      return Promise.reject(
+        new WorkerExitedError(this.index, 'it exited earlier; reset this sub-environment to start a new worker'),
+      );
     const seq = ++this.seq;
     worker.ref();
     return new Promise((resolve, reject) => {
@@ -192,7 +199,9 @@ class WorkerSlot {
       } catch (e) {
         this.pending.delete(seq);
         this.idle();
-        reject(new GymError(`cannot send \`${command.cmd}\` to worker ${this.index}: ${(e as Error).message}`, { cause: e }));
+        reject(
+          new GymError(`cannot send \`${command.cmd}\` to worker ${this.index}: ${(e as Error).message}`, { cause: e }),
+        );
       }
     });
   }
@@ -217,11 +226,17 @@ class Gathering {
   private arm(entry: { slot: WorkerSlot; settled: boolean; timer?: NodeJS.Timeout }): void {
     const ms = this.deadlineMs;
     if (ms === undefined || ms === null || entry.settled || entry.timer) return;
-    entry.timer = setTimeout(() => void entry.slot.terminate(new WorkerTimeoutError(entry.slot.index, this.name, ms)), ms);
+    entry.timer = setTimeout(
+      () => void entry.slot.terminate(new WorkerTimeoutError(entry.slot.index, this.name, ms)),
+      ms,
+    );
   }
 
   /** Sends `command(i)` to each slot; resolves with the values and the failures by index. */
-  async run(slots: readonly WorkerSlot[], command: (i: number) => WorkerCommand): Promise<{ values: Map<number, unknown>; failures: SubEnvFailure[] }> {
+  async run(
+    slots: readonly WorkerSlot[],
+    command: (i: number) => WorkerCommand,
+  ): Promise<{ values: Map<number, unknown>; failures: SubEnvFailure[] }> {
     const results = await Promise.allSettled(
       slots.map((slot) => {
         const entry: { slot: WorkerSlot; settled: boolean; timer?: NodeJS.Timeout } = { slot, settled: false };
@@ -259,7 +274,11 @@ export class AsyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<
   private constructor(slots: WorkerSlot[], ready: ReadyMessage, options: AsyncVectorEnvOptions) {
     const observationSpace = options.observationSpace ?? spaceFromJSON(ready.observationSpace);
     const actionSpace = options.actionSpace ?? spaceFromJSON(ready.actionSpace);
-    super(slots.length, { observationSpace, actionSpace, metadata: ready.metadata as EnvMetadata, renderMode: ready.renderMode }, options);
+    super(
+      slots.length,
+      { observationSpace, actionSpace, metadata: ready.metadata as EnvMetadata, renderMode: ready.renderMode },
+      options,
+    );
     this.slots = slots;
     this.timeoutMs = options.timeoutMs === undefined ? 120_000 : options.timeoutMs;
     this.startTimeoutMs = options.startTimeoutMs ?? 60_000;
@@ -272,12 +291,25 @@ export class AsyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<
    * Starts one worker per source and waits until each has built its environment. Throws a
    * {@link VectorEnvError} (all workers terminated) when one fails to start or the spaces differ.
    */
-  static async create<Obs = unknown, Act = unknown>(sources: readonly EnvSource[], options: AsyncVectorEnvOptions = {}): Promise<AsyncVectorEnv<Obs, Act>> {
-    if (!Array.isArray(sources) || sources.length === 0) throw new RangeError('AsyncVectorEnv needs at least one env source');
+  static async create<Obs = unknown, Act = unknown>(
+    sources: readonly EnvSource[],
+    options: AsyncVectorEnvOptions = {},
+  ): Promise<AsyncVectorEnv<Obs, Act>> {
+    if (!Array.isArray(sources) || sources.length === 0)
+      throw new RangeError('AsyncVectorEnv needs at least one env source');
     const mode = parseAutoresetMode(options.autoresetMode);
     const resolved: ResolvedEnvSource[] = sources.map(resolveEnvSource);
     const workerUrl = options.workerUrl === undefined ? WORKER_URL : new URL(options.workerUrl);
-    const slots = resolved.map((source, index) => new WorkerSlot(index, { index, source, autoresetMode: mode }, options.workerOptions, options.daemon ?? true, workerUrl));
+    const slots = resolved.map(
+      (source, index) =>
+        new WorkerSlot(
+          index,
+          { index, source, autoresetMode: mode },
+          options.workerOptions,
+          options.daemon ?? true,
+          workerUrl,
+        ),
+    );
     const startTimeout = options.startTimeoutMs ?? 60_000;
     const results = await Promise.allSettled(slots.map((s) => s.start(startTimeout)));
     const failures: SubEnvFailure[] = [];
@@ -289,7 +321,12 @@ export class AsyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<
       const first = JSON.stringify([readies[0]!.observationSpace, readies[0]!.actionSpace]);
       readies.forEach((m, index) => {
         if (JSON.stringify([m!.observationSpace, m!.actionSpace]) !== first) {
-          failures.push({ index, error: new GymError(`the spaces of sub-environment ${index} differ from those of sub-environment 0; all sub-environments must have equal spaces`) });
+          failures.push({
+            index,
+            error: new GymError(
+              `the spaces of sub-environment ${index} differ from those of sub-environment 0; all sub-environments must have equal spaces`,
+            ),
+          });
         }
       });
     }
@@ -318,7 +355,10 @@ export class AsyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<
   private begin(name: string, run: (gathering: Gathering) => Promise<Gathered>): void {
     this.assertOpen(`${name}Async`);
     if (this.pendingCall) {
-      throw new AlreadyPendingCallError(`Calling \`${name}Async\` while waiting for a pending call to \`${this.pendingCall.name}\` to complete`, this.pendingCall.name);
+      throw new AlreadyPendingCallError(
+        `Calling \`${name}Async\` while waiting for a pending call to \`${this.pendingCall.name}\` to complete`,
+        this.pendingCall.name,
+      );
     }
     const gathering = new Gathering(name);
     const promise = run(gathering);
@@ -355,7 +395,10 @@ export class AsyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<
       this.seedVector(args.seed);
       const restartFailures = await this.restart(slots.filter((s) => !s.alive));
       const failed = new Set(restartFailures.map((f) => f.index));
-      const gathered = await gathering.run(slots.filter((s) => !failed.has(s.index)), (i) => ({ cmd: 'reset', seed: seeds[i], options }));
+      const gathered = await gathering.run(
+        slots.filter((s) => !failed.has(s.index)),
+        (i) => ({ cmd: 'reset', seed: seeds[i], options }),
+      );
       gathered.failures.push(...restartFailures);
       gathered.failures.sort((a, b) => a.index - b.index);
       return gathered;
@@ -371,7 +414,10 @@ export class AsyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<
       if (r.status === 'rejected') failures.push({ index: dead[k].index, error: r.reason as Error });
       else if (JSON.stringify([r.value.observationSpace, r.value.actionSpace]) !== this.spaceJson) {
         await dead[k].terminate(new GymError('different spaces'));
-        failures.push({ index: dead[k].index, error: new GymError(`the restarted sub-environment ${dead[k].index} has different spaces`) });
+        failures.push({
+          index: dead[k].index,
+          error: new GymError(`the restarted sub-environment ${dead[k].index} has different spaces`),
+        });
       }
     }
     return failures;
@@ -427,7 +473,13 @@ export class AsyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<
     }
     AsyncVectorEnv.check('step', gathered);
     this.observations = concatenate(this.singleObservationSpace, this.envObs, this.observations);
-    return [(this.copy ? deepCopy(this.observations) : this.observations) as Obs, rewards, terminations, truncations, infos];
+    return [
+      (this.copy ? deepCopy(this.observations) : this.observations) as Obs,
+      rewards,
+      terminations,
+      truncations,
+      infos,
+    ];
   }
 
   /** Steps every sub-environment with its action of the batch `actions` (autoreset as {@link SyncVectorEnv}). */
@@ -463,7 +515,9 @@ export class AsyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<
     this.assertOpen('setAttr');
     const list = Array.isArray(values) ? values : new Array<unknown>(this.numEnvs).fill(values);
     if (list.length !== this.numEnvs) {
-      throw new RangeError(`Values must be a list or tuple with length equal to the number of environments. Got \`${list.length}\` values for ${this.numEnvs} environments.`);
+      throw new RangeError(
+        `Values must be a list or tuple with length equal to the number of environments. Got \`${list.length}\` values for ${this.numEnvs} environments.`,
+      );
     }
     this.begin('setAttr', (gathering) => gathering.run(this.all(), (i) => ({ cmd: 'setAttr', name, value: list[i] })));
     AsyncVectorEnv.check('setAttr', await this.finish('setAttr', {}));
@@ -498,7 +552,10 @@ export class AsyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<
       // (the threads are referenced meanwhile: an idle daemon worker would not keep us waiting)
       for (const s of closing) s.worker?.ref();
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.all(closing.map((s) => s.exited)), new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+      await Promise.race([
+        Promise.all(closing.map((s) => s.exited)),
+        new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs))),
+      ]);
       clearTimeout(timer);
     }
     this.pendingCall = null;

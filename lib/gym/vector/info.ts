@@ -66,7 +66,11 @@ export function addInfo(infos: Info, envInfo: Info, index: number, numEnvs: numb
       }
       if (kind === 'number' && column instanceof Float64Array && column.length === numEnvs) {
         column[index] = value as number;
-      } else if (kind === 'typed' && dtypeOf(column) === dtypeOf(value) && (column as TypedArray).length === (value as TypedArray).length * numEnvs) {
+      } else if (
+        kind === 'typed' &&
+        dtypeOf(column) === dtypeOf(value) &&
+        (column as TypedArray).length === (value as TypedArray).length * numEnvs
+      ) {
         (column as TypedArray).set(value as TypedArray, index * (value as TypedArray).length);
       } else if (Array.isArray(column)) {
         const allBoolean = column.every((v) => typeof v === 'boolean');

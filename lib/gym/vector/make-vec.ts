@@ -22,10 +22,23 @@ export interface MakeVecOptions<M extends 'sync' | 'async' = 'sync' | 'async'> {
 }
 
 /** Creates `numEnvs` sub-environments of `id` in a synchronous or asynchronous vector environment. */
-export async function makeVec<Obs = unknown, Act = unknown>(id: string, numEnvs: number, options: MakeVecOptions<'async'> & { vectorizationMode: 'async' }): Promise<AsyncVectorEnv<Obs, Act>>;
-export async function makeVec<Obs = unknown, Act = unknown>(id: string, numEnvs: number, options?: MakeVecOptions<'sync'>): Promise<SyncVectorEnv<Obs, Act>>;
-export async function makeVec<Obs = unknown, Act = unknown>(id: string, numEnvs: number, options: MakeVecOptions = {}): Promise<SyncVectorEnv<Obs, Act> | AsyncVectorEnv<Obs, Act>> {
-  if (!Number.isSafeInteger(numEnvs) || numEnvs < 1) throw new RangeError(`makeVec: numEnvs must be a positive integer, got ${numEnvs}`);
+export async function makeVec<Obs = unknown, Act = unknown>(
+  id: string,
+  numEnvs: number,
+  options: MakeVecOptions<'async'> & { vectorizationMode: 'async' },
+): Promise<AsyncVectorEnv<Obs, Act>>;
+export async function makeVec<Obs = unknown, Act = unknown>(
+  id: string,
+  numEnvs: number,
+  options?: MakeVecOptions<'sync'>,
+): Promise<SyncVectorEnv<Obs, Act>>;
+export async function makeVec<Obs = unknown, Act = unknown>(
+  id: string,
+  numEnvs: number,
+  options: MakeVecOptions = {},
+): Promise<SyncVectorEnv<Obs, Act> | AsyncVectorEnv<Obs, Act>> {
+  if (!Number.isSafeInteger(numEnvs) || numEnvs < 1)
+    throw new RangeError(`makeVec: numEnvs must be a positive integer, got ${numEnvs}`);
   const spec = findSpec(id);
   const mode = options.vectorizationMode ?? 'sync';
   const kwargs = options.kwargs ?? {};
@@ -39,8 +52,11 @@ export async function makeVec<Obs = unknown, Act = unknown>(id: string, numEnvs:
     envs.spec = spec;
     return envs;
   }
-  if (mode !== 'async') throw new RangeError(`makeVec: vectorizationMode must be 'sync' or 'async', got ${String(mode)}`);
-  const { imports, ...vectorOptions } = (options.vectorKwargs ?? {}) as AsyncVectorEnvOptions & { imports?: readonly string[] };
+  if (mode !== 'async')
+    throw new RangeError(`makeVec: vectorizationMode must be 'sync' or 'async', got ${String(mode)}`);
+  const { imports, ...vectorOptions } = (options.vectorKwargs ?? {}) as AsyncVectorEnvOptions & {
+    imports?: readonly string[];
+  };
   if (typeof spec.entryPoint === 'function' && (imports === undefined || imports.length === 0)) {
     throw new TypeError(
       `makeVec: ${spec.id} has a function entry point, which worker threads cannot load; register it with a "path#export" string entry point, or pass vectorKwargs.imports with the module that registers it`,

@@ -71,14 +71,29 @@ function resolveImport(specifier: string): string {
 /** Resolves relative paths of a source against the current working directory. */
 export function resolveEnvSource(source: EnvSource): ResolvedEnvSource {
   if (typeof source === 'string') return { kind: 'id', id: source, kwargs: {}, makeOptions: {}, imports: [] };
-  if (typeof source !== 'object' || source === null) throw new TypeError(`An env source must be an id or an object, got ${String(source)}`);
+  if (typeof source !== 'object' || source === null)
+    throw new TypeError(`An env source must be an id or an object, got ${String(source)}`);
   const imports = (source.imports ?? []).map(resolveImport);
   if ('id' in source && typeof source.id === 'string') {
-    return { kind: 'id', id: source.id, kwargs: { ...(source.kwargs ?? {}) }, makeOptions: { ...(source.makeOptions ?? {}) }, imports };
+    return {
+      kind: 'id',
+      id: source.id,
+      kwargs: { ...(source.kwargs ?? {}) },
+      makeOptions: { ...(source.makeOptions ?? {}) },
+      imports,
+    };
   }
   if ('module' in source && typeof source.module === 'string') {
-    const parsed = resolveModuleSpecifier(source.module.includes('#') ? source.module : `${source.module}#${source.exportName ?? 'default'}`);
-    return { kind: 'module', url: parsed.url, exportName: source.exportName ?? parsed.exportName, kwargs: { ...(source.kwargs ?? {}) }, imports };
+    const parsed = resolveModuleSpecifier(
+      source.module.includes('#') ? source.module : `${source.module}#${source.exportName ?? 'default'}`,
+    );
+    return {
+      kind: 'module',
+      url: parsed.url,
+      exportName: source.exportName ?? parsed.exportName,
+      kwargs: { ...(source.kwargs ?? {}) },
+      imports,
+    };
   }
   throw new TypeError('An env source object needs an `id` or a `module`');
 }
@@ -111,14 +126,21 @@ export interface SerializedError {
 
 /** Messages from a worker. */
 export type WorkerMessage =
-  | { type: 'ready'; observationSpace: SpaceJSON; actionSpace: SpaceJSON; metadata: EnvMetadata; renderMode: string | null }
+  | {
+      type: 'ready';
+      observationSpace: SpaceJSON;
+      actionSpace: SpaceJSON;
+      metadata: EnvMetadata;
+      renderMode: string | null;
+    }
   | { type: 'init-error'; error: SerializedError }
   | { type: 'reply'; seq: number; ok: true; value: unknown }
   | { type: 'reply'; seq: number; ok: false; error: SerializedError };
 
 /** An error as plain data. */
 export function serializeError(e: unknown): SerializedError {
-  if (e instanceof Error) return { name: e.name, message: e.message, ...(e.stack !== undefined ? { stack: e.stack } : {}) };
+  if (e instanceof Error)
+    return { name: e.name, message: e.message, ...(e.stack !== undefined ? { stack: e.stack } : {}) };
   return { name: 'Error', message: String(e) };
 }
 

@@ -50,21 +50,38 @@ export class SyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<O
 
   /** Creates one environment per function (each must return a synchronous {@link Env}). */
   constructor(envFns: ReadonlyArray<() => Env>, options: SyncVectorEnvOptions = {}) {
-    if (!Array.isArray(envFns) || envFns.length === 0) throw new RangeError('SyncVectorEnv needs at least one environment function');
+    if (!Array.isArray(envFns) || envFns.length === 0)
+      throw new RangeError('SyncVectorEnv needs at least one environment function');
     const envs = envFns.map((fn, i) => {
       const env = fn() as unknown;
-      if (env instanceof AsyncEnv) throw new TypeError(`Environment ${i} is an AsyncEnv: SyncVectorEnv needs synchronous environments (use AsyncVectorEnv)`);
+      if (env instanceof AsyncEnv)
+        throw new TypeError(
+          `Environment ${i} is an AsyncEnv: SyncVectorEnv needs synchronous environments (use AsyncVectorEnv)`,
+        );
       if (!(env instanceof Env)) throw new TypeError(`Environment function ${i} did not return an Env`);
       return env;
     });
     const first = envs[0];
-    super(envs.length, { observationSpace: first.observationSpace as AnySpace, actionSpace: first.actionSpace as AnySpace, metadata: first.metadata, renderMode: first.renderMode }, options);
+    super(
+      envs.length,
+      {
+        observationSpace: first.observationSpace as AnySpace,
+        actionSpace: first.actionSpace as AnySpace,
+        metadata: first.metadata,
+        renderMode: first.renderMode,
+      },
+      options,
+    );
     envs.forEach((env, i) => {
       if (!(env.observationSpace as AnySpace).equals(this.singleObservationSpace)) {
-        throw new GymError(`SyncVectorEnv: the observation space of sub-environment ${i} (${String(env.observationSpace)}) differs from ${this.singleObservationSpace.toString()}; all sub-environments must have equal observation spaces.`);
+        throw new GymError(
+          `SyncVectorEnv: the observation space of sub-environment ${i} (${String(env.observationSpace)}) differs from ${this.singleObservationSpace.toString()}; all sub-environments must have equal observation spaces.`,
+        );
       }
       if (!(env.actionSpace as AnySpace).equals(this.singleActionSpace)) {
-        throw new GymError(`SyncVectorEnv: the action space of sub-environment ${i} (${String(env.actionSpace)}) differs from ${this.singleActionSpace.toString()}; all sub-environments must have equal action spaces.`);
+        throw new GymError(
+          `SyncVectorEnv: the action space of sub-environment ${i} (${String(env.actionSpace)}) differs from ${this.singleActionSpace.toString()}; all sub-environments must have equal action spaces.`,
+        );
       }
     });
     this.envs = envs;
@@ -114,7 +131,9 @@ export class SyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<O
         this.truncations[i] = false;
       } else {
         if (this.autoresetMode === AutoresetMode.DISABLED && this.autoresetEnvs[i]) {
-          throw new GymError(`Sub-environment ${i} has ended its episode and the autoreset mode is DISABLED: reset it with reset({ options: { reset_mask } }) before stepping it`);
+          throw new GymError(
+            `Sub-environment ${i} has ended its episode and the autoreset mode is DISABLED: reset it with reset({ options: { reset_mask } }) before stepping it`,
+          );
         }
         let reward: number;
         [this.envObs[i], reward, this.terminations[i], this.truncations[i], info] = env.step(items[i]);
@@ -128,7 +147,13 @@ export class SyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<O
     }
     this.observations = concatenate(this.singleObservationSpace, this.envObs, this.observations);
     this.autoresetEnvs = this.terminations.map((t, i) => t || this.truncations[i]);
-    return [(this.copy ? deepCopy(this.observations) : this.observations) as Obs, this.rewards.slice(), [...this.terminations], [...this.truncations], infos];
+    return [
+      (this.copy ? deepCopy(this.observations) : this.observations) as Obs,
+      this.rewards.slice(),
+      [...this.terminations],
+      [...this.truncations],
+      infos,
+    ];
   }
 
   /** Calls the method `name` of every sub-environment (the first wrapper layer that has it) with `args`; a non-function attribute is returned as is. */
@@ -151,7 +176,9 @@ export class SyncVectorEnv<Obs = unknown, Act = unknown> extends VectorEnvBase<O
     this.assertOpen('setAttr');
     const list = Array.isArray(values) ? values : new Array<unknown>(this.numEnvs).fill(values);
     if (list.length !== this.numEnvs) {
-      throw new RangeError(`Values must be a list or tuple with length equal to the number of environments. Got \`${list.length}\` values for ${this.numEnvs} environments.`);
+      throw new RangeError(
+        `Values must be a list or tuple with length equal to the number of environments. Got \`${list.length}\` values for ${this.numEnvs} environments.`,
+      );
     }
     this.envs.forEach((env, i) => env.setWrapperAttr(name, list[i]));
   }

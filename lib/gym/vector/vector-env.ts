@@ -27,7 +27,13 @@ export interface VectorResetArgs {
 export type VectorResetResult<Obs> = [obs: Obs, infos: Info];
 
 /** `[observations, rewards, terminations, truncations, infos]` of a vector step. */
-export type VectorStepResult<Obs> = [obs: Obs, rewards: Float64Array, terminations: boolean[], truncations: boolean[], infos: Info];
+export type VectorStepResult<Obs> = [
+  obs: Obs,
+  rewards: Float64Array,
+  terminations: boolean[],
+  truncations: boolean[],
+  infos: Info,
+];
 
 /** Options shared by vector environments. */
 export interface VectorEnvOptions {
@@ -41,7 +47,8 @@ export interface VectorEnvOptions {
 export function parseAutoresetMode(mode: VectorEnvOptions['autoresetMode']): AutoresetMode {
   if (mode === undefined) return AutoresetMode.NEXT_STEP;
   const values = Object.values(AutoresetMode) as string[];
-  if (!values.includes(mode)) throw new RangeError(`Unexpected autoreset mode ${String(mode)}, expected one of ${values.join(', ')}`);
+  if (!values.includes(mode))
+    throw new RangeError(`Unexpected autoreset mode ${String(mode)}, expected one of ${values.join(', ')}`);
   return mode as AutoresetMode;
 }
 
@@ -51,8 +58,12 @@ export function expandSeeds(seed: VectorSeed | undefined, numEnvs: number): Arra
   if (typeof seed === 'number' || typeof seed === 'bigint') {
     return Array.from({ length: numEnvs }, (_, i) => (typeof seed === 'bigint' ? seed + BigInt(i) : seed + i));
   }
-  if (!Array.isArray(seed)) throw new TypeError(`seed must be an integer, an array of seeds or null, got ${String(seed)}`);
-  if (seed.length !== numEnvs) throw new RangeError(`If seeds are passed as a list the length must match numEnvs=${numEnvs} but got length=${seed.length}.`);
+  if (!Array.isArray(seed))
+    throw new TypeError(`seed must be an integer, an array of seeds or null, got ${String(seed)}`);
+  if (seed.length !== numEnvs)
+    throw new RangeError(
+      `If seeds are passed as a list the length must match numEnvs=${numEnvs} but got length=${seed.length}.`,
+    );
   return [...seed];
 }
 
@@ -61,7 +72,10 @@ export function expandSeeds(seed: VectorSeed | undefined, numEnvs: number): Arra
  * array) of length numEnvs with at least one true. Returns the mask (null when absent) and the
  * options without it.
  */
-export function splitResetMask(options: Record<string, unknown> | null | undefined, numEnvs: number): { mask: boolean[] | null; options: Record<string, unknown> | null } {
+export function splitResetMask(
+  options: Record<string, unknown> | null | undefined,
+  numEnvs: number,
+): { mask: boolean[] | null; options: Record<string, unknown> | null } {
   if (!options) return { mask: null, options: options ?? null };
   const key = 'reset_mask' in options ? 'reset_mask' : 'resetMask' in options ? 'resetMask' : null;
   if (key === null) return { mask: null, options };
@@ -70,10 +84,13 @@ export function splitResetMask(options: Record<string, unknown> | null | undefin
     throw new TypeError(`\`options.reset_mask\` must be a boolean array, got ${typeof raw}`);
   }
   const values = Array.from(raw as ArrayLike<unknown>);
-  if (values.length !== numEnvs) throw new RangeError(`\`options.reset_mask\` must have length ${numEnvs}, got ${values.length}`);
-  if (!values.every((v) => typeof v === 'boolean' || v === 0 || v === 1)) throw new TypeError('`options.reset_mask` must hold booleans (or 0/1)');
+  if (values.length !== numEnvs)
+    throw new RangeError(`\`options.reset_mask\` must have length ${numEnvs}, got ${values.length}`);
+  if (!values.every((v) => typeof v === 'boolean' || v === 0 || v === 1))
+    throw new TypeError('`options.reset_mask` must hold booleans (or 0/1)');
   const mask = values.map((v) => v === true || v === 1);
-  if (!mask.some(Boolean)) throw new RangeError(`\`options.reset_mask\` must contain at least one true, got [${mask.join(', ')}]`);
+  if (!mask.some(Boolean))
+    throw new RangeError(`\`options.reset_mask\` must contain at least one true, got [${mask.join(', ')}]`);
   return { mask, options: rest };
 }
 
@@ -121,7 +138,8 @@ export abstract class VectorEnvBase<Obs = unknown, Act = unknown> {
     single: { observationSpace: AnySpace; actionSpace: AnySpace; metadata: EnvMetadata; renderMode: string | null },
     options: VectorEnvOptions,
   ) {
-    if (!Number.isSafeInteger(numEnvs) || numEnvs < 1) throw new RangeError(`A vector environment needs at least one sub-environment, got ${numEnvs}`);
+    if (!Number.isSafeInteger(numEnvs) || numEnvs < 1)
+      throw new RangeError(`A vector environment needs at least one sub-environment, got ${numEnvs}`);
     this.numEnvs = numEnvs;
     this.copy = options.copy ?? true;
     this.autoresetMode = parseAutoresetMode(options.autoresetMode);
@@ -151,11 +169,16 @@ export abstract class VectorEnvBase<Obs = unknown, Act = unknown> {
 
   /** Throws when closed. */
   protected assertOpen(what: string): void {
-    if (this.closed) throw new ClosedEnvironmentError(`Trying to operate on \`${this.constructor.name}\` (\`${what}\`), after a call to \`close()\`.`);
+    if (this.closed)
+      throw new ClosedEnvironmentError(
+        `Trying to operate on \`${this.constructor.name}\` (\`${what}\`), after a call to \`close()\`.`,
+      );
   }
 
   /** `ClassName(num_envs=N)` or `ClassName(id, num_envs=N)`, as Gymnasium prints. */
   toString(): string {
-    return this.spec === null ? `${this.constructor.name}(num_envs=${this.numEnvs})` : `${this.constructor.name}(${this.spec.id}, num_envs=${this.numEnvs})`;
+    return this.spec === null
+      ? `${this.constructor.name}(num_envs=${this.numEnvs})`
+      : `${this.constructor.name}(${this.spec.id}, num_envs=${this.numEnvs})`;
   }
 }

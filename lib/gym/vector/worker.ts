@@ -28,7 +28,15 @@ function send(message: WorkerMessage): void {
     port!.postMessage(message);
   } catch (e) {
     if (message.type === 'reply' && message.ok) {
-      port!.postMessage({ type: 'reply', seq: message.seq, ok: false, error: { name: 'DataCloneError', message: `the result cannot be sent between threads: ${(e as Error).message}` } } satisfies WorkerMessage);
+      port!.postMessage({
+        type: 'reply',
+        seq: message.seq,
+        ok: false,
+        error: {
+          name: 'DataCloneError',
+          message: `the result cannot be sent between threads: ${(e as Error).message}`,
+        },
+      } satisfies WorkerMessage);
     } else {
       throw e;
     }
@@ -40,10 +48,16 @@ async function createEnv(): Promise<AsyncEnv> {
   for (const spec of source.imports) await import(spec);
   if (source.kind === 'id') return makeAsync(source.id, source.kwargs, source.makeOptions);
   const creator = await importEntryPoint<unknown>(`${source.url}#${source.exportName}`);
-  if (typeof creator !== 'function') throw new TypeError(`export \`${source.exportName}\` of ${source.url} is not a class or a function`);
-  const isClass = (creator as { prototype?: unknown }).prototype instanceof EnvBase || /^class[\s{]/.test(Function.prototype.toString.call(creator));
-  const env = isClass ? new (creator as new (k: unknown) => unknown)(source.kwargs) : (creator as (k: unknown) => unknown)(source.kwargs);
-  if (!(env instanceof EnvBase)) throw new TypeError(`export \`${source.exportName}\` of ${source.url} did not create an Env or AsyncEnv`);
+  if (typeof creator !== 'function')
+    throw new TypeError(`export \`${source.exportName}\` of ${source.url} is not a class or a function`);
+  const isClass =
+    (creator as { prototype?: unknown }).prototype instanceof EnvBase ||
+    /^class[\s{]/.test(Function.prototype.toString.call(creator));
+  const env = isClass
+    ? new (creator as new (k: unknown) => unknown)(source.kwargs)
+    : (creator as (k: unknown) => unknown)(source.kwargs);
+  if (!(env instanceof EnvBase))
+    throw new TypeError(`export \`${source.exportName}\` of ${source.url} did not create an Env or AsyncEnv`);
   return toAsyncEnv(env as AsyncEnv);
 }
 
@@ -58,7 +72,9 @@ async function step(action: unknown): Promise<StepResult<unknown>> {
     return [obs, 0, false, false, info];
   }
   if (mode === AutoresetMode.DISABLED && autoreset) {
-    throw new GymError(`Sub-environment ${init.index} has ended its episode and the autoreset mode is DISABLED: reset it with reset({ options: { reset_mask } }) before stepping it`);
+    throw new GymError(
+      `Sub-environment ${init.index} has ended its episode and the autoreset mode is DISABLED: reset it with reset({ options: { reset_mask } }) before stepping it`,
+    );
   }
   const [obs, reward, terminated, truncated, info] = await env.step(action);
   if (mode === AutoresetMode.SAME_STEP && (terminated || truncated)) {

@@ -11,15 +11,26 @@ import { logger } from '../logger.js';
 import type { EnvSpec } from '../registration.js';
 import type { AnySpace } from '../spaces/composite.js';
 import type { EnvMetadata, RenderFrame, ResetArgs, ResetResult, StepResult } from '../types.js';
-import { checkRenderMetadata, checkRenderResult, checkResetResult, checkSpace, checkStepResult, typeName } from '../utils/passive-checks.js';
+import {
+  checkRenderMetadata,
+  checkRenderResult,
+  checkResetResult,
+  checkSpace,
+  checkStepResult,
+  typeName,
+} from '../utils/passive-checks.js';
 
 function checkSpaces(env: { actionSpace?: unknown; observationSpace?: unknown }): void {
   if (env.actionSpace === undefined || env.actionSpace === null) {
-    throw new TypeError('The environment must specify an action space (actionSpace). See docs/environments.md, "Gymnasium API".');
+    throw new TypeError(
+      'The environment must specify an action space (actionSpace). See docs/environments.md, "Gymnasium API".',
+    );
   }
   checkSpace(env.actionSpace, 'action');
   if (env.observationSpace === undefined || env.observationSpace === null) {
-    throw new TypeError('The environment must specify an observation space (observationSpace). See docs/environments.md, "Gymnasium API".');
+    throw new TypeError(
+      'The environment must specify an observation space (observationSpace). See docs/environments.md, "Gymnasium API".',
+    );
   }
   checkSpace(env.observationSpace, 'observation');
 }
@@ -61,7 +72,9 @@ class FirstCallChecks {
       return close();
     }
     const warn = (e: unknown): never => {
-      logger.warn('Calling `env.close()` on the closed environment should be allowed, but it raised the following exception.');
+      logger.warn(
+        'Calling `env.close()` on the closed environment should be allowed, but it raised the following exception.',
+      );
       throw e;
     };
     try {
@@ -89,7 +102,8 @@ export class PassiveEnvChecker<Obs, Act> extends Wrapper<Obs, Act> {
   private readonly checks = new FirstCallChecks(false);
 
   constructor(env: Env<Obs, Act>) {
-    if (!(env instanceof Env)) throw new TypeError(`The environment must inherit from the Env class, actual class: ${typeName(env)}`);
+    if (!(env instanceof Env))
+      throw new TypeError(`The environment must inherit from the Env class, actual class: ${typeName(env)}`);
     super(env);
     checkSpaces(env);
   }
@@ -133,7 +147,8 @@ export class AsyncPassiveEnvChecker<Obs, Act> extends AsyncWrapper<Obs, Act> {
   private readonly checks = new FirstCallChecks(true);
 
   constructor(env: AsyncEnv<Obs, Act>) {
-    if (!(env instanceof AsyncEnv)) throw new TypeError(`The environment must inherit from the AsyncEnv class, actual class: ${typeName(env)}`);
+    if (!(env instanceof AsyncEnv))
+      throw new TypeError(`The environment must inherit from the AsyncEnv class, actual class: ${typeName(env)}`);
     super(env);
     checkSpaces(env);
   }

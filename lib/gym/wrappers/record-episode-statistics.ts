@@ -44,7 +44,8 @@ class EpisodeRecorder {
   constructor(options: RecordEpisodeStatisticsOptions) {
     this.bufferLength = options.bufferLength ?? 100;
     this.statsKey = options.statsKey ?? 'episode';
-    if (!Number.isSafeInteger(this.bufferLength) || this.bufferLength <= 0) throw new RangeError(`bufferLength must be a positive integer, got ${this.bufferLength}`);
+    if (!Number.isSafeInteger(this.bufferLength) || this.bufferLength <= 0)
+      throw new RangeError(`bufferLength must be a positive integer, got ${this.bufferLength}`);
   }
 
   reset(): void {
@@ -58,11 +59,16 @@ class EpisodeRecorder {
     this.episodeReturn += reward;
     this.episodeLength += 1;
     if (terminated || truncated) {
-      if (this.statsKey in info) throw new Error(`RecordEpisodeStatistics: the info already has the key "${this.statsKey}"`);
+      if (this.statsKey in info)
+        throw new Error(`RecordEpisodeStatistics: the info already has the key "${this.statsKey}"`);
       const t = Math.round((performance.now() - this.episodeStartTime) * 1000) / 1e6;
       const stats: EpisodeStatistics = { r: this.episodeReturn, l: this.episodeLength, t };
       info[this.statsKey] = stats;
-      for (const [queue, value] of [[this.returnQueue, stats.r], [this.lengthQueue, stats.l], [this.timeQueue, stats.t]] as const) {
+      for (const [queue, value] of [
+        [this.returnQueue, stats.r],
+        [this.lengthQueue, stats.l],
+        [this.timeQueue, stats.t],
+      ] as const) {
         queue.push(value);
         if (queue.length > this.bufferLength) queue.shift();
       }

@@ -21,7 +21,10 @@ function specWithLimit(spec: EnvSpec | null, maxEpisodeSteps: number): EnvSpec |
 }
 
 /** The step counting of {@link TimeLimit} and {@link AsyncTimeLimit}: one more step of `result`, truncated at the limit. */
-function countStep<Obs>(wrapper: { elapsedSteps: number; readonly maxEpisodeSteps: number }, result: StepResult<Obs>): StepResult<Obs> {
+function countStep<Obs>(
+  wrapper: { elapsedSteps: number; readonly maxEpisodeSteps: number },
+  result: StepResult<Obs>,
+): StepResult<Obs> {
   const [obs, reward, terminated, truncated, info] = result;
   wrapper.elapsedSteps += 1;
   return [obs, reward, terminated, truncated || wrapper.elapsedSteps >= wrapper.maxEpisodeSteps, info];

@@ -8,7 +8,12 @@ import { z } from 'zod';
 import { HfConfigError } from './errors.js';
 
 /** The architectures (`config.architectures[0]`) this loader supports. */
-export const SUPPORTED_ARCHITECTURES = ['GptOssForCausalLM', 'Qwen3ForCausalLM', 'Qwen2ForCausalLM', 'LlamaForCausalLM'] as const;
+export const SUPPORTED_ARCHITECTURES = [
+  'GptOssForCausalLM',
+  'Qwen3ForCausalLM',
+  'Qwen2ForCausalLM',
+  'LlamaForCausalLM',
+] as const;
 
 /** A supported architecture. */
 export type HfArchitecture = (typeof SUPPORTED_ARCHITECTURES)[number];
@@ -17,7 +22,16 @@ const posInt = z.number().int().positive();
 const positive = z.number().positive();
 
 /** Fields shared by all four, with one architecture's defaults. */
-function base(d: { vocab: number; hidden: number; ffn: number; layers: number; heads: number; kvHeads: number | null; maxPos: number; eps: number }) {
+function base(d: {
+  vocab: number;
+  hidden: number;
+  ffn: number;
+  layers: number;
+  heads: number;
+  kvHeads: number | null;
+  maxPos: number;
+  eps: number;
+}) {
   return {
     architectures: z.array(z.string()).min(1),
     vocab_size: posInt.default(d.vocab),
@@ -43,7 +57,16 @@ const qwenWindow = {
   layer_types: z.array(z.string()).nullable().default(null),
 };
 
-const qwenBase = base({ vocab: 151936, hidden: 4096, ffn: 22016, layers: 32, heads: 32, kvHeads: 32, maxPos: 32768, eps: 1e-6 });
+const qwenBase = base({
+  vocab: 151936,
+  hidden: 4096,
+  ffn: 22016,
+  layers: 32,
+  heads: 32,
+  kvHeads: 32,
+  maxPos: 32768,
+  eps: 1e-6,
+});
 
 /** Per architecture: the schema of its fields. */
 export const CONFIG_SCHEMAS = {
@@ -58,7 +81,12 @@ export const CONFIG_SCHEMAS = {
     swiglu_limit: z.number().default(7),
     swiglu_alpha: z.number().default(1.702),
   }),
-  Qwen3ForCausalLM: z.looseObject({ ...qwenBase, ...qwenWindow, head_dim: posInt.nullable().default(128), attention_bias: z.boolean().default(false) }),
+  Qwen3ForCausalLM: z.looseObject({
+    ...qwenBase,
+    ...qwenWindow,
+    head_dim: posInt.nullable().default(128),
+    attention_bias: z.boolean().default(false),
+  }),
   Qwen2ForCausalLM: z.looseObject({ ...qwenBase, ...qwenWindow, head_dim: posInt.nullable().optional() }),
   LlamaForCausalLM: z.looseObject({
     ...base({ vocab: 32000, hidden: 4096, ffn: 11008, layers: 32, heads: 32, kvHeads: null, maxPos: 2048, eps: 1e-6 }),
@@ -72,15 +100,23 @@ export const CONFIG_SCHEMAS = {
 export type ParsedHfConfig<A extends HfArchitecture = HfArchitecture> = z.output<(typeof CONFIG_SCHEMAS)[A]>;
 
 /** The RoPE defaults of each architecture (`default_theta`; gpt-oss's default `rope_parameters`). */
-export const ROPE_DEFAULTS: Readonly<Record<HfArchitecture, { theta: number; parameters?: Record<string, unknown> }>> = {
-  GptOssForCausalLM: {
-    theta: 150000,
-    parameters: { rope_type: 'yarn', factor: 32, beta_fast: 32, beta_slow: 1, truncate: false, original_max_position_embeddings: 4096 },
-  },
-  Qwen3ForCausalLM: { theta: 10000 },
-  Qwen2ForCausalLM: { theta: 10000 },
-  LlamaForCausalLM: { theta: 10000 },
-};
+export const ROPE_DEFAULTS: Readonly<Record<HfArchitecture, { theta: number; parameters?: Record<string, unknown> }>> =
+  {
+    GptOssForCausalLM: {
+      theta: 150000,
+      parameters: {
+        rope_type: 'yarn',
+        factor: 32,
+        beta_fast: 32,
+        beta_slow: 1,
+        truncate: false,
+        original_max_position_embeddings: 4096,
+      },
+    },
+    Qwen3ForCausalLM: { theta: 10000 },
+    Qwen2ForCausalLM: { theta: 10000 },
+    LlamaForCausalLM: { theta: 10000 },
+  };
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -89,11 +125,17 @@ export function architectureOf(json: unknown): HfArchitecture {
   if (!isObject(json)) throw new HfConfigError('(root)', 'must be a JSON object');
   const archs = json.architectures;
   if (!Array.isArray(archs) || archs.length === 0 || typeof archs[0] !== 'string') {
-    throw new HfConfigError('architectures', `must be a non-empty array of names, got ${JSON.stringify(archs)} (supported: ${SUPPORTED_ARCHITECTURES.join(', ')})`);
+    throw new HfConfigError(
+      'architectures',
+      `must be a non-empty array of names, got ${JSON.stringify(archs)} (supported: ${SUPPORTED_ARCHITECTURES.join(', ')})`,
+    );
   }
   const arch = archs[0];
   if (!(SUPPORTED_ARCHITECTURES as readonly string[]).includes(arch)) {
-    throw new HfConfigError('architectures[0]', `architecture '${arch}' is not supported (supported: ${SUPPORTED_ARCHITECTURES.join(', ')})`);
+    throw new HfConfigError(
+      'architectures[0]',
+      `architecture '${arch}' is not supported (supported: ${SUPPORTED_ARCHITECTURES.join(', ')})`,
+    );
   }
   return arch as HfArchitecture;
 }
@@ -103,8 +145,12 @@ export function parseConfigFields<A extends HfArchitecture>(arch: A, json: Recor
   const result = CONFIG_SCHEMAS[arch].safeParse(json);
   if (result.success) return result.data as ParsedHfConfig<A>;
   const issue = result.error.issues[0];
-  const field = issue.path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i > 0 ? '.' : ''}${String(p)}`)).join('') || '(root)';
+  const field =
+    issue.path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i > 0 ? '.' : ''}${String(p)}`)).join('') ||
+    '(root)';
   let value: unknown = json;
-  for (const p of issue.path) value = isObject(value) || Array.isArray(value) ? (value as Record<PropertyKey, unknown>)[p as PropertyKey] : undefined;
+  for (const p of issue.path)
+    value =
+      isObject(value) || Array.isArray(value) ? (value as Record<PropertyKey, unknown>)[p as PropertyKey] : undefined;
   throw new HfConfigError(field, `${issue.message} (got ${JSON.stringify(value)})`);
 }

@@ -19,7 +19,13 @@
  * @module
  */
 import { HfConfigError } from './errors.js';
-import { type HfArchitecture, type ParsedHfConfig, ROPE_DEFAULTS, architectureOf, parseConfigFields } from './config-schema.js';
+import {
+  type HfArchitecture,
+  type ParsedHfConfig,
+  ROPE_DEFAULTS,
+  architectureOf,
+  parseConfigFields,
+} from './config-schema.js';
 import { type LayerType, type ModelConfig, ModelConfigError, validateModelConfig } from '../config.js';
 import { resolveRope } from './rope.js';
 
@@ -57,13 +63,25 @@ export function parseHfConfig(json: unknown, options: HfConfigOptions = {}): HfC
   const context = Math.min(c.max_position_embeddings, maxPositions ?? Infinity);
   const heads = c.num_attention_heads;
   const kvHeads = c.num_key_value_heads ?? heads;
-  if (heads % kvHeads !== 0) throw new HfConfigError('num_key_value_heads', `(${kvHeads}) must divide num_attention_heads (${heads})`);
+  if (heads % kvHeads !== 0)
+    throw new HfConfigError('num_key_value_heads', `(${kvHeads}) must divide num_attention_heads (${heads})`);
   const headDim = c.head_dim ?? Math.floor(c.hidden_size / heads);
-  if (headDim < 2 || headDim % 2 !== 0) throw new HfConfigError(c.head_dim == null ? 'hidden_size' : 'head_dim', `gives head_dim ${headDim}; RoPE needs an even head_dim ≥ 2`);
+  if (headDim < 2 || headDim % 2 !== 0)
+    throw new HfConfigError(
+      c.head_dim == null ? 'hidden_size' : 'head_dim',
+      `gives head_dim ${headDim}; RoPE needs an even head_dim ≥ 2`,
+    );
 
   const quant = c.quantization_config;
-  if (quant !== undefined && quant !== null && !(architecture === 'GptOssForCausalLM' && quant.quant_method === 'mxfp4')) {
-    throw new HfConfigError('quantization_config.quant_method', `'${quant.quant_method}' is not supported (only gpt-oss's 'mxfp4' experts are)`);
+  if (
+    quant !== undefined &&
+    quant !== null &&
+    !(architecture === 'GptOssForCausalLM' && quant.quant_method === 'mxfp4')
+  ) {
+    throw new HfConfigError(
+      'quantization_config.quant_method',
+      `'${quant.quant_method}' is not supported (only gpt-oss's 'mxfp4' experts are)`,
+    );
   }
 
   const { layerTypes, window } = slidingLayers(architecture, c, context);
@@ -90,9 +108,21 @@ export function parseHfConfig(json: unknown, options: HfConfigOptions = {}): HfC
   let modelConfig: Omit<ModelConfig, 'bias' | 'lora'>;
   if (architecture === 'GptOssForCausalLM') {
     const g = c as ParsedHfConfig<'GptOssForCausalLM'>;
-    if (g.swiglu_limit !== CLAMPED_SWIGLU.limit) throw new HfConfigError('swiglu_limit', `${g.swiglu_limit} is not supported: the native clamped SwiGLU is fixed at limit ${CLAMPED_SWIGLU.limit}, alpha ${CLAMPED_SWIGLU.alpha}`);
-    if (g.swiglu_alpha !== CLAMPED_SWIGLU.alpha) throw new HfConfigError('swiglu_alpha', `${g.swiglu_alpha} is not supported: the native clamped SwiGLU is fixed at limit ${CLAMPED_SWIGLU.limit}, alpha ${CLAMPED_SWIGLU.alpha}`);
-    if (g.num_experts_per_tok > g.num_local_experts) throw new HfConfigError('num_experts_per_tok', `(${g.num_experts_per_tok}) must not exceed num_local_experts (${g.num_local_experts})`);
+    if (g.swiglu_limit !== CLAMPED_SWIGLU.limit)
+      throw new HfConfigError(
+        'swiglu_limit',
+        `${g.swiglu_limit} is not supported: the native clamped SwiGLU is fixed at limit ${CLAMPED_SWIGLU.limit}, alpha ${CLAMPED_SWIGLU.alpha}`,
+      );
+    if (g.swiglu_alpha !== CLAMPED_SWIGLU.alpha)
+      throw new HfConfigError(
+        'swiglu_alpha',
+        `${g.swiglu_alpha} is not supported: the native clamped SwiGLU is fixed at limit ${CLAMPED_SWIGLU.limit}, alpha ${CLAMPED_SWIGLU.alpha}`,
+      );
+    if (g.num_experts_per_tok > g.num_local_experts)
+      throw new HfConfigError(
+        'num_experts_per_tok',
+        `(${g.num_experts_per_tok}) must not exceed num_local_experts (${g.num_local_experts})`,
+      );
     modelConfig = {
       ...common,
       swiglu: 'clamped',
@@ -105,18 +135,31 @@ export function parseHfConfig(json: unknown, options: HfConfigOptions = {}): HfC
       expertsPerToken: g.num_experts_per_tok,
     };
   } else {
-    if (c.hidden_act !== 'silu') throw new HfConfigError('hidden_act', `'${c.hidden_act}' is not supported (the MLP is SwiGLU: 'silu')`);
+    if (c.hidden_act !== 'silu')
+      throw new HfConfigError('hidden_act', `'${c.hidden_act}' is not supported (the MLP is SwiGLU: 'silu')`);
     const bias =
       architecture === 'Qwen2ForCausalLM'
         ? { qkvBias: true, oBias: false, mlpBias: false }
         : architecture === 'Qwen3ForCausalLM'
-          ? { qkvBias: (c as ParsedHfConfig<'Qwen3ForCausalLM'>).attention_bias, oBias: (c as ParsedHfConfig<'Qwen3ForCausalLM'>).attention_bias, mlpBias: false }
+          ? {
+              qkvBias: (c as ParsedHfConfig<'Qwen3ForCausalLM'>).attention_bias,
+              oBias: (c as ParsedHfConfig<'Qwen3ForCausalLM'>).attention_bias,
+              mlpBias: false,
+            }
           : {
               qkvBias: (c as ParsedHfConfig<'LlamaForCausalLM'>).attention_bias,
               oBias: (c as ParsedHfConfig<'LlamaForCausalLM'>).attention_bias,
               mlpBias: (c as ParsedHfConfig<'LlamaForCausalLM'>).mlp_bias,
             };
-    modelConfig = { ...common, swiglu: 'standard', ...bias, sinks: false, qkNorm: architecture === 'Qwen3ForCausalLM', experts: 0, expertsPerToken: 0 };
+    modelConfig = {
+      ...common,
+      swiglu: 'standard',
+      ...bias,
+      sinks: false,
+      qkNorm: architecture === 'Qwen3ForCausalLM',
+      experts: 0,
+      expertsPerToken: 0,
+    };
   }
   return { architecture, hfConfig, resolved: c, modelConfig: asModelConfig(modelConfig) };
 }
@@ -153,7 +196,11 @@ const MODEL_FIELD_SOURCES: Readonly<Record<string, string>> = {
 };
 
 /** Layer types and window of a config (see the module notes). */
-function slidingLayers(architecture: HfArchitecture, c: ParsedHfConfig, context: number): { layerTypes: LayerType[]; window: number } {
+function slidingLayers(
+  architecture: HfArchitecture,
+  c: ParsedHfConfig,
+  context: number,
+): { layerTypes: LayerType[]; window: number } {
   const n = c.num_hidden_layers;
   if (architecture === 'LlamaForCausalLM') return { layerTypes: Array<LayerType>(n).fill('full'), window: 0 };
   let slidingWindow: number | null;
@@ -161,15 +208,25 @@ function slidingLayers(architecture: HfArchitecture, c: ParsedHfConfig, context:
   if (architecture === 'GptOssForCausalLM') {
     const g = c as ParsedHfConfig<'GptOssForCausalLM'>;
     slidingWindow = g.sliding_window;
-    hfTypes = g.layer_types ?? Array.from({ length: n }, (_, i) => (i % 2 === 0 ? 'sliding_attention' : 'full_attention'));
+    hfTypes =
+      g.layer_types ?? Array.from({ length: n }, (_, i) => (i % 2 === 0 ? 'sliding_attention' : 'full_attention'));
   } else {
     const q = c as ParsedHfConfig<'Qwen3ForCausalLM'>;
     slidingWindow = q.use_sliding_window ? q.sliding_window : null;
-    hfTypes = q.layer_types ?? Array.from({ length: n }, (_, i) => (slidingWindow !== null && i >= q.max_window_layers ? 'sliding_attention' : 'full_attention'));
+    hfTypes =
+      q.layer_types ??
+      Array.from({ length: n }, (_, i) =>
+        slidingWindow !== null && i >= q.max_window_layers ? 'sliding_attention' : 'full_attention',
+      );
   }
-  if (hfTypes.length !== n) throw new HfConfigError('layer_types', `has ${hfTypes.length} entries, num_hidden_layers is ${n}`);
+  if (hfTypes.length !== n)
+    throw new HfConfigError('layer_types', `has ${hfTypes.length} entries, num_hidden_layers is ${n}`);
   const layerTypes = hfTypes.map((t, i): LayerType => {
-    if (t !== 'sliding_attention' && t !== 'full_attention') throw new HfConfigError(`layer_types[${i}]`, `'${t}' is not supported (supported: sliding_attention, full_attention)`);
+    if (t !== 'sliding_attention' && t !== 'full_attention')
+      throw new HfConfigError(
+        `layer_types[${i}]`,
+        `'${t}' is not supported (supported: sliding_attention, full_attention)`,
+      );
     return t === 'sliding_attention' && slidingWindow !== null ? 'sliding' : 'full';
   });
   const window = layerTypes.includes('sliding') && slidingWindow !== null ? Math.min(slidingWindow, context) : 0;

@@ -55,7 +55,13 @@ function allocate(dtype: TensorDtype, n: number): ElementArray {
 }
 
 /** Reads elements [from, to) of a float source, converted to `dtype`. */
-async function readFloat(files: CheckpointFiles, s: HfSource, dtype: TensorDtype, from?: number, to?: number): Promise<ElementArray> {
+async function readFloat(
+  files: CheckpointFiles,
+  s: HfSource,
+  dtype: TensorDtype,
+  from?: number,
+  to?: number,
+): Promise<ElementArray> {
   const f = files.file(s.hf);
   return convertElements(await f.read(s.hf, from, to), f.entry(s.hf).dtype as HfFileDtype, dtype);
 }
@@ -66,7 +72,8 @@ async function readFloat(files: CheckpointFiles, s: HfSource, dtype: TensorDtype
  */
 async function readPackedMxfp4(files: CheckpointFiles, t: PlannedTensor): Promise<HfMxfp4Tensor> {
   const r = t.recipe;
-  if (r.op !== 'mxfp4GateUp' && r.op !== 'mxfp4Down') throw new HfTensorError(t.name, `internal: recipe ${r.op} is not MXFP4`);
+  if (r.op !== 'mxfp4GateUp' && r.op !== 'mxfp4Down')
+    throw new HfTensorError(t.name, `internal: recipe ${r.op} is not MXFP4`);
   const [E, rows, groups] = r.scales.shape;
   const rowBytes = groups * 16;
   const blocks = new Uint8Array(E * rows * rowBytes);
@@ -95,7 +102,11 @@ async function readPackedMxfp4(files: CheckpointFiles, t: PlannedTensor): Promis
  * Builds tensor `t` (validated beforehand: names, shapes, dtypes) as `dtype`; `'mxfp4'` (MXFP4
  * recipes only) keeps the experts packed.
  */
-export async function readPlanned(files: CheckpointFiles, t: PlannedTensor, dtype: TensorDtype | 'mxfp4'): Promise<HfLoadedTensor> {
+export async function readPlanned(
+  files: CheckpointFiles,
+  t: PlannedTensor,
+  dtype: TensorDtype | 'mxfp4',
+): Promise<HfLoadedTensor> {
   if (dtype === 'mxfp4') return readPackedMxfp4(files, t);
   const r = t.recipe;
   const out = (data: ElementArray): HfTensor => ({ dtype, shape: [...t.shape], data });

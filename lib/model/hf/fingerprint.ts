@@ -73,7 +73,11 @@ export async function hfFolderFingerprint(dir: string): Promise<HfFolderFingerpr
     const path = join(dir, name);
     const st = await stat(path);
     if (!st.isFile()) continue;
-    const sha256 = isWeights ? await headerHash(path) : createHash('sha256').update(await readFile(path)).digest('hex');
+    const sha256 = isWeights
+      ? await headerHash(path)
+      : createHash('sha256')
+          .update(await readFile(path))
+          .digest('hex');
     files.push({ name, bytes: st.size, sha256, hashed: isWeights ? 'header' : 'file' });
   }
   const digest = createHash('sha256');

@@ -15,9 +15,18 @@ const TILE = 64;
  * (`cols` × `rows`): `dst[b][colMap[c]][rowMap[r]] = src[b][r][c]` (a missing map is the identity).
  * Tiled, so both sides are touched in cache-sized blocks.
  */
-export function transposeInto<T extends ElementArray>(src: T, dst: T, batch: number, rows: number, cols: number, rowMap?: Int32Array, colMap?: Int32Array): void {
+export function transposeInto<T extends ElementArray>(
+  src: T,
+  dst: T,
+  batch: number,
+  rows: number,
+  cols: number,
+  rowMap?: Int32Array,
+  colMap?: Int32Array,
+): void {
   const size = rows * cols;
-  if (src.length !== batch * size || dst.length !== batch * size) throw new RangeError(`transposeInto: ${src.length} / ${dst.length} elements for ${batch} × ${rows} × ${cols}`);
+  if (src.length !== batch * size || dst.length !== batch * size)
+    throw new RangeError(`transposeInto: ${src.length} / ${dst.length} elements for ${batch} × ${rows} × ${cols}`);
   for (let b = 0; b < batch; b++) {
     const base = b * size;
     for (let r0 = 0; r0 < rows; r0 += TILE) {
@@ -55,8 +64,15 @@ export function interleaveMap(twoF: number): Int32Array {
 }
 
 /** For each of `batch` rows of length `n`: `dst[b][map[i]] = src[b][i]`. */
-export function permuteRowsInto<T extends ElementArray>(src: T, dst: T, batch: number, n: number, map: Int32Array): void {
-  if (src.length !== batch * n || dst.length !== batch * n || map.length !== n) throw new RangeError(`permuteRowsInto: ${src.length} / ${dst.length} elements for ${batch} × ${n}`);
+export function permuteRowsInto<T extends ElementArray>(
+  src: T,
+  dst: T,
+  batch: number,
+  n: number,
+  map: Int32Array,
+): void {
+  if (src.length !== batch * n || dst.length !== batch * n || map.length !== n)
+    throw new RangeError(`permuteRowsInto: ${src.length} / ${dst.length} elements for ${batch} × ${n}`);
   for (let b = 0; b < batch; b++) {
     const base = b * n;
     for (let i = 0; i < n; i++) dst[base + map[i]] = src[base + i];

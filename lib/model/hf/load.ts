@@ -27,7 +27,13 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
-import { type HfArchitecture, type HfConfigInfo, type HfConfigOptions, type ParsedHfConfig, parseHfConfig } from './config.js';
+import {
+  type HfArchitecture,
+  type HfConfigInfo,
+  type HfConfigOptions,
+  type ParsedHfConfig,
+  parseHfConfig,
+} from './config.js';
 import { type HfFileDtype, type HfLoadedTensor, type HfTensor, type TensorDtype, readPlanned } from './convert.js';
 import { HfConfigError, HfTensorError } from './errors.js';
 import type { ModelConfig } from '../config.js';
@@ -97,7 +103,8 @@ async function readJson(path: string, file: string, required: boolean): Promise<
   } catch (e) {
     throw new HfConfigError('(root)', `is not valid JSON: ${(e as Error).message}`, file);
   }
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new HfConfigError('(root)', 'must be a JSON object', file);
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    throw new HfConfigError('(root)', 'must be a JSON object', file);
   return json as Record<string, unknown>;
 }
 
@@ -122,9 +129,11 @@ export class HfCheckpointReader {
   /** Opens and validates `dir` (see the module notes); reads no tensor data except to compare a tied checkpoint's lm_head. */
   static async open(dir: string, options: HfLoadOptions = {}): Promise<HfCheckpointReader> {
     const dtype = options.dtype ?? 'auto';
-    if (dtype !== 'auto' && dtype !== 'float32' && dtype !== 'bfloat16') throw new RangeError(`dtype must be 'auto', 'float32' or 'bfloat16', got ${JSON.stringify(dtype)}`);
+    if (dtype !== 'auto' && dtype !== 'float32' && dtype !== 'bfloat16')
+      throw new RangeError(`dtype must be 'auto', 'float32' or 'bfloat16', got ${JSON.stringify(dtype)}`);
     const mxfp4 = options.mxfp4 ?? 'bf16';
-    if (mxfp4 !== 'packed' && mxfp4 !== 'bf16') throw new RangeError(`mxfp4 must be 'packed' or 'bf16', got ${JSON.stringify(mxfp4)}`);
+    if (mxfp4 !== 'packed' && mxfp4 !== 'bf16')
+      throw new RangeError(`mxfp4 must be 'packed' or 'bf16', got ${JSON.stringify(mxfp4)}`);
     const json = await readJson(join(dir, 'config.json'), 'config.json', true);
     const config = parseHfConfig(json, options);
     const generationConfig = await readJson(join(dir, 'generation_config.json'), 'generation_config.json', false);
@@ -165,19 +174,29 @@ export class HfCheckpointReader {
 }
 
 /** Checks names, shapes and dtypes of every source; returns what each parameter will be. */
-function validate(files: CheckpointFiles, plan: PlannedTensor[], option: HfDtypeOption, mxfp4Option: HfMxfp4Option): HfTensorInfo[] {
+function validate(
+  files: CheckpointFiles,
+  plan: PlannedTensor[],
+  option: HfDtypeOption,
+  mxfp4Option: HfMxfp4Option,
+): HfTensorInfo[] {
   const used = new Set<string>();
   const infos: HfTensorInfo[] = [];
   for (const p of plan) {
     const dtypes: string[] = [];
     for (const s of recipeSources(p.recipe)) {
       if (!s.shape.every((d) => Number.isInteger(d))) {
-        throw new HfTensorError(s.hf, `MXFP4 needs the packed axis to be a multiple of 32 (the config gives [${s.shape.join(', ')}])`);
+        throw new HfTensorError(
+          s.hf,
+          `MXFP4 needs the packed axis to be a multiple of 32 (the config gives [${s.shape.join(', ')}])`,
+        );
       }
-      if (!files.has(s.hf)) throw new HfTensorError(s.hf, `is missing from the checkpoint (needed for ${p.name} [${p.shape.join(', ')}])`);
+      if (!files.has(s.hf))
+        throw new HfTensorError(s.hf, `is missing from the checkpoint (needed for ${p.name} [${p.shape.join(', ')}])`);
       const e = files.file(s.hf).entry(s.hf);
       const allowed = s.kind === 'u8' ? ['U8'] : FLOAT_DTYPES;
-      if (!allowed.includes(e.dtype)) throw new HfTensorError(s.hf, `dtype ${e.dtype} is not supported here (expected ${allowed.join(', ')})`);
+      if (!allowed.includes(e.dtype))
+        throw new HfTensorError(s.hf, `dtype ${e.dtype} is not supported here (expected ${allowed.join(', ')})`);
       if (e.shape.length !== s.shape.length || e.shape.some((d, i) => d !== s.shape[i])) {
         throw new HfTensorError(s.hf, `has shape [${e.shape.join(', ')}], the config implies [${s.shape.join(', ')}]`);
       }
@@ -185,15 +204,29 @@ function validate(files: CheckpointFiles, plan: PlannedTensor[], option: HfDtype
       dtypes.push(e.dtype);
     }
     const mxfp4 = dtypes.includes('U8');
-    const fileDtype: HfFileDtype = mxfp4 ? 'BF16' : dtypes.every((d) => d === dtypes[0]) ? (dtypes[0] as HfFileDtype) : 'F32';
+    const fileDtype: HfFileDtype = mxfp4
+      ? 'BF16'
+      : dtypes.every((d) => d === dtypes[0])
+        ? (dtypes[0] as HfFileDtype)
+        : 'F32';
     let dtype: TensorDtype | 'mxfp4' = 'float32';
     if (p.role === 'matrix') dtype = option === 'auto' ? (fileDtype === 'BF16' ? 'bfloat16' : 'float32') : option;
     if (mxfp4 && mxfp4Option === 'packed' && dtype === 'bfloat16') dtype = 'mxfp4';
-    infos.push({ name: p.name, shape: [...p.shape], dtype, fileDtype, sources: recipeSources(p.recipe).map((s) => s.hf) });
+    infos.push({
+      name: p.name,
+      shape: [...p.shape],
+      dtype,
+      fileDtype,
+      sources: recipeSources(p.recipe).map((s) => s.hf),
+    });
   }
   // A tied checkpoint's lm_head.weight is left to checkTiedHead.
   const extra = [...files.names()].filter((n) => !used.has(n) && !isIgnorableHfTensor(n) && n !== 'lm_head.weight');
-  if (extra.length > 0) throw new HfTensorError(extra[0], `is not a tensor of this architecture/config (unexpected${extra.length > 1 ? `; ${extra.length - 1} more` : ''})`);
+  if (extra.length > 0)
+    throw new HfTensorError(
+      extra[0],
+      `is not a tensor of this architecture/config (unexpected${extra.length > 1 ? `; ${extra.length - 1} more` : ''})`,
+    );
   return infos;
 }
 
@@ -204,13 +237,17 @@ async function checkTiedHead(files: CheckpointFiles, config: ModelConfig): Promi
   const embed = files.file('model.embed_tokens.weight');
   const he = head.entry('lm_head.weight');
   const ee = embed.entry('model.embed_tokens.weight');
-  const same = he.dtype === ee.dtype && he.shape.length === ee.shape.length && he.shape.every((d, i) => d === ee.shape[i]);
+  const same =
+    he.dtype === ee.dtype && he.shape.length === ee.shape.length && he.shape.every((d, i) => d === ee.shape[i]);
   if (same) {
     const a = await head.readBytes('lm_head.weight');
     const b = await embed.readBytes('model.embed_tokens.weight');
     if (Buffer.from(a.buffer, a.byteOffset, a.length).equals(Buffer.from(b.buffer, b.byteOffset, b.length))) return;
   }
-  throw new HfTensorError('lm_head.weight', 'is present in a checkpoint with tie_word_embeddings = true and differs from model.embed_tokens.weight (unexpected)');
+  throw new HfTensorError(
+    'lm_head.weight',
+    'is present in a checkpoint with tie_word_embeddings = true and differs from model.embed_tokens.weight (unexpected)',
+  );
 }
 
 /**
@@ -229,7 +266,16 @@ export async function loadHfCheckpoint(dir: string, options: Omit<HfLoadOptions,
       fileDtypes.set(info.name, info.fileDtype);
     }
     const { architecture, hfConfig, resolved, modelConfig } = reader.config;
-    return { dir, architecture, hfConfig, resolved, generationConfig: reader.generationConfig, modelConfig, tensors, fileDtypes };
+    return {
+      dir,
+      architecture,
+      hfConfig,
+      resolved,
+      generationConfig: reader.generationConfig,
+      modelConfig,
+      tensors,
+      fileDtypes,
+    };
   } finally {
     await reader.dispose();
   }

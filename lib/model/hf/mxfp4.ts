@@ -22,7 +22,9 @@ import { endianness } from 'node:os';
 import { bf16FromNumber } from './numeric.js';
 
 /** The FP4 (E2M1) code table, index = 4-bit code. */
-export const FP4_VALUES: readonly number[] = Object.freeze([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6]);
+export const FP4_VALUES: readonly number[] = Object.freeze([
+  0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6,
+]);
 
 /** Elements per scale (one block). */
 export const MXFP4_BLOCK = 32;
@@ -66,17 +68,21 @@ export function decodeMxfp4Rows(
   out: Uint16Array,
   rowTarget: (row: number) => number = (r) => r,
 ): void {
-  if (cols % MXFP4_BLOCK !== 0) throw new RangeError(`MXFP4 rows must have a multiple of ${MXFP4_BLOCK} columns, got ${cols}`);
+  if (cols % MXFP4_BLOCK !== 0)
+    throw new RangeError(`MXFP4 rows must have a multiple of ${MXFP4_BLOCK} columns, got ${cols}`);
   const groups = cols / MXFP4_BLOCK;
-  if (blocks.length !== rows * groups * 16) throw new RangeError(`MXFP4 blocks hold ${blocks.length} bytes, expected ${rows * groups * 16}`);
-  if (scales.length !== rows * groups) throw new RangeError(`MXFP4 scales hold ${scales.length} bytes, expected ${rows * groups}`);
+  if (blocks.length !== rows * groups * 16)
+    throw new RangeError(`MXFP4 blocks hold ${blocks.length} bytes, expected ${rows * groups * 16}`);
+  if (scales.length !== rows * groups)
+    throw new RangeError(`MXFP4 scales hold ${scales.length} bytes, expected ${rows * groups}`);
   if (out.byteOffset % 4 !== 0) throw new RangeError('MXFP4 output must be 4-byte aligned');
   const t = table();
   const out32 = new Uint32Array(out.buffer, out.byteOffset, out.length >>> 1);
   const halfCols = cols >>> 1;
   for (let r = 0; r < rows; r++) {
     const target = rowTarget(r);
-    if (!(target >= 0 && (target + 1) * cols <= out.length)) throw new RangeError(`MXFP4 row ${r} maps outside the output`);
+    if (!(target >= 0 && (target + 1) * cols <= out.length))
+      throw new RangeError(`MXFP4 row ${r} maps outside the output`);
     let o = target * halfCols;
     let b = r * groups * 16;
     for (let g = r * groups, gEnd = g + groups; g < gEnd; g++) {

@@ -86,7 +86,10 @@ export function f32ToBf16(src: Float32Array, out = new Uint16Array(src.length)):
   const s = new Uint32Array(src.buffer, src.byteOffset, src.length);
   for (let i = 0; i < s.length; i++) {
     const bits = s[i];
-    out[i] = (bits & 0x7f800000) === 0x7f800000 && (bits & 0x007fffff) !== 0 ? 0x7fc0 : ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff;
+    out[i] =
+      (bits & 0x7f800000) === 0x7f800000 && (bits & 0x007fffff) !== 0
+        ? 0x7fc0
+        : ((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) & 0xffff;
   }
   return out;
 }
@@ -111,7 +114,10 @@ export function f16ToBf16(src: Uint16Array, out = new Uint16Array(src.length)): 
   const bits = new Uint32Array(table.buffer);
   for (let i = 0; i < src.length; i++) {
     const b = bits[src[i]];
-    out[i] = (b & 0x7f800000) === 0x7f800000 && (b & 0x007fffff) !== 0 ? 0x7fc0 : ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
+    out[i] =
+      (b & 0x7f800000) === 0x7f800000 && (b & 0x007fffff) !== 0
+        ? 0x7fc0
+        : ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
   }
   return out;
 }

@@ -92,7 +92,10 @@ export interface LoadPretrainedOptions {
   /** The chat format (default: harmony for gpt-oss, else the folder's Jinja template). */
   chat?: ChatFormatOptions;
   /** Options of the sampling policy (its sampler seed and batching). */
-  policy?: Pick<TransformerPolicyOptions, 'samplerSeed' | 'maxForwardsPerRun' | 'prefillChunk' | 'streamForwardsPerRun'>;
+  policy?: Pick<
+    TransformerPolicyOptions,
+    'samplerSeed' | 'maxForwardsPerRun' | 'prefillChunk' | 'streamForwardsPerRun'
+  >;
   /**
    * What the policy's training forwards keep for the backward: `'none'` (default) every layer's
    * activations, `'layers'` only each layer's input, the backward recomputing the layer
@@ -102,7 +105,19 @@ export interface LoadPretrainedOptions {
 }
 
 /** The keys {@link loadPretrained} reads (any other is refused, naming it). */
-const LOAD_PRETRAINED_KEYS = optionKeys<LoadPretrainedOptions>({ device: true, dtype: true, maxPositions: true, trainable: true, adapter: true, lora: true, seed: true, chat: true, policy: true, activationCheckpointing: true, mxfp4: true });
+const LOAD_PRETRAINED_KEYS = optionKeys<LoadPretrainedOptions>({
+  device: true,
+  dtype: true,
+  maxPositions: true,
+  trainable: true,
+  adapter: true,
+  lora: true,
+  seed: true,
+  chat: true,
+  policy: true,
+  activationCheckpointing: true,
+  mxfp4: true,
+});
 
 /** Options of {@link PretrainedModel.logProbs}. */
 export interface PretrainedLogProbOptions {
@@ -151,7 +166,8 @@ export class PretrainedModel {
     private readonly fileDtypes: ReadonlyMap<string, HfFileDtype>,
     /** Why the model runs on the CPU although `device: 'auto'` was asked and a GPU is there (null otherwise). */
     readonly fallback: string | null,
-    private readonly policyOptions: LoadPretrainedOptions['policy'] & Pick<TransformerPolicyOptions, 'activationCheckpointing'>,
+    private readonly policyOptions: LoadPretrainedOptions['policy'] &
+      Pick<TransformerPolicyOptions, 'activationCheckpointing'>,
   ) {
     this.currentPolicy = policy;
   }
@@ -235,16 +251,20 @@ export class PretrainedModel {
     this.alive('logProbs');
     if (!Array.isArray(ids)) throw new TypeError('ids must be an array of token arrays');
     const temperature = options.temperature ?? 1;
-    if (typeof temperature !== 'number' || !Number.isFinite(temperature) || temperature <= 0) throw new RangeError(`options.temperature must be a finite number > 0, got ${String(temperature)}`);
+    if (typeof temperature !== 'number' || !Number.isFinite(temperature) || temperature <= 0)
+      throw new RangeError(`options.temperature must be a finite number > 0, got ${String(temperature)}`);
     const budget = options.maxBatchTokens ?? 8192;
-    if (!Number.isSafeInteger(budget) || budget < 2) throw new RangeError(`options.maxBatchTokens must be an integer >= 2, got ${String(budget)}`);
+    if (!Number.isSafeInteger(budget) || budget < 2)
+      throw new RangeError(`options.maxBatchTokens must be an integer >= 2, got ${String(budget)}`);
     const { vocab, context } = this.modelConfig;
     ids.forEach((seq, i) => {
       if (!Array.isArray(seq)) throw new TypeError(`ids[${i}] must be an array of token ids`);
-      if (seq.length > context) throw new RangeError(`ids[${i}] has ${seq.length} tokens, more than the model's context (${context})`);
+      if (seq.length > context)
+        throw new RangeError(`ids[${i}] has ${seq.length} tokens, more than the model's context (${context})`);
       for (let t = 0; t < seq.length; t++) {
         const id = seq[t];
-        if (!Number.isInteger(id) || id < 0 || id >= vocab) throw new RangeError(`ids[${i}][${t}] = ${String(id)} is not a token id in [0, ${vocab})`);
+        if (!Number.isInteger(id) || id < 0 || id >= vocab)
+          throw new RangeError(`ids[${i}][${t}] = ${String(id)} is not a token id in [0, ${vocab})`);
       }
     });
     const out = ids.map((s) => new Float32Array(Math.max(0, s.length - 1)));
@@ -290,7 +310,9 @@ export class PretrainedModel {
   async save(dir: string, options: PretrainedSaveOptions = {}): Promise<SaveHfResult> {
     this.alive('save');
     if (this.lora !== null) {
-      throw new Error(`save: the model has unmerged LoRA adapters (rank ${this.lora.rank}, targets ${this.lora.targets.join(', ')}): call mergeAdapter() first to save base + adapter as a full folder, or saveAdapter(dir) to save the adapter alone`);
+      throw new Error(
+        `save: the model has unmerged LoRA adapters (rank ${this.lora.rank}, targets ${this.lora.targets.join(', ')}): call mergeAdapter() first to save base + adapter as a full folder, or saveAdapter(dir) to save the adapter alone`,
+      );
     }
     return saveHf(dir, {
       hfConfig: this.config as Record<string, unknown>,
@@ -311,7 +333,8 @@ export class PretrainedModel {
    */
   async saveAdapter(dir: string): Promise<{ dir: string; files: string[] }> {
     this.alive('saveAdapter');
-    if (this.lora === null) throw new Error('saveAdapter: the model has no LoRA adapters (load it with options.adapter or options.lora)');
+    if (this.lora === null)
+      throw new Error('saveAdapter: the model has no LoRA adapters (load it with options.adapter or options.lora)');
     if (typeof dir !== 'string' || dir === '') throw new TypeError('saveAdapter: dir must be a folder path');
     return savePeftAdapter(this.currentPolicy.model, dir, { baseModelNameOrPath: this.dir });
   }
@@ -385,11 +408,16 @@ async function exists(path: string): Promise<boolean> {
 }
 
 /** The device to load on and, when `'auto'` chose the CPU over a usable GPU, why. */
-function chooseDevice(request: DeviceRequest, config: ModelConfig, dtype: 'float32' | 'bfloat16'): { device: 'cpu' | 'cuda'; fallback: string | null } {
+function chooseDevice(
+  request: DeviceRequest,
+  config: ModelConfig,
+  dtype: 'float32' | 'bfloat16',
+): { device: 'cpu' | 'cuda'; fallback: string | null } {
   if (request === 'cpu') return { device: 'cpu', fallback: null };
   const refusal = cudaRefusal(config, dtype);
   if (request === 'cuda') {
-    if (refusal !== null) throw new DeviceUnavailableError('cuda', `the CUDA transformer cannot run this model: ${refusal}`);
+    if (refusal !== null)
+      throw new DeviceUnavailableError('cuda', `the CUDA transformer cannot run this model: ${refusal}`);
     return { device: modelOpsDevice('cuda'), fallback: null };
   }
   const usable = modelOpsDevice('auto') === 'cuda';
@@ -408,24 +436,36 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
   if (typeof options !== 'object' || options === null) throw new TypeError('options must be an object');
   refuseUnknownOptions(options, LOAD_PRETRAINED_KEYS, 'loadPretrained');
   const checkpointing = options.activationCheckpointing ?? 'none';
-  if (checkpointing !== 'none' && checkpointing !== 'layers') throw new RangeError(`options.activationCheckpointing must be 'none' or 'layers', got ${JSON.stringify(checkpointing)}`);
+  if (checkpointing !== 'none' && checkpointing !== 'layers')
+    throw new RangeError(
+      `options.activationCheckpointing must be 'none' or 'layers', got ${JSON.stringify(checkpointing)}`,
+    );
   const policyOptions = { ...options.policy, activationCheckpointing: checkpointing };
   const request = options.device ?? 'cpu';
-  if (request !== 'cpu' && request !== 'cuda' && request !== 'auto') throw new RangeError(`device must be 'cpu', 'cuda' or 'auto', got ${JSON.stringify(request)}`);
+  if (request !== 'cpu' && request !== 'cuda' && request !== 'auto')
+    throw new RangeError(`device must be 'cpu', 'cuda' or 'auto', got ${JSON.stringify(request)}`);
   const dtype = options.dtype ?? 'auto';
   const trainable = options.trainable ?? false;
   if (typeof trainable !== 'boolean') throw new TypeError('options.trainable must be a boolean');
   const seed = options.seed ?? 0;
-  if (!Number.isSafeInteger(seed) || seed < 0) throw new RangeError(`options.seed must be a non-negative safe integer, got ${String(seed)}`);
-  if (options.adapter !== undefined && options.lora !== undefined) throw new RangeError('options.adapter and options.lora: give one (a PEFT adapter to apply, or fresh adapters to train), not both');
-  if (options.adapter !== undefined && (typeof options.adapter !== 'string' || options.adapter === '')) throw new TypeError('options.adapter must be a PEFT adapter folder path');
+  if (!Number.isSafeInteger(seed) || seed < 0)
+    throw new RangeError(`options.seed must be a non-negative safe integer, got ${String(seed)}`);
+  if (options.adapter !== undefined && options.lora !== undefined)
+    throw new RangeError(
+      'options.adapter and options.lora: give one (a PEFT adapter to apply, or fresh adapters to train), not both',
+    );
+  if (options.adapter !== undefined && (typeof options.adapter !== 'string' || options.adapter === ''))
+    throw new TypeError('options.adapter must be a PEFT adapter folder path');
   if (trainable && (options.adapter !== undefined || options.lora !== undefined)) {
-    throw new RangeError(`options.trainable: full fine-tuning and LoRA (options.${options.adapter !== undefined ? 'adapter' : 'lora'}) exclude each other (with LoRA the adapters train and the base stays frozen)`);
+    throw new RangeError(
+      `options.trainable: full fine-tuning and LoRA (options.${options.adapter !== undefined ? 'adapter' : 'lora'}) exclude each other (with LoRA the adapters train and the base stays frozen)`,
+    );
   }
   // a bad adapter folder fails before any weight is read
   const adapter: PeftAdapter | null = options.adapter !== undefined ? await readPeftAdapter(options.adapter) : null;
   const mxfp4 = options.mxfp4 ?? 'packed';
-  if (mxfp4 !== 'packed' && mxfp4 !== 'bf16') throw new RangeError(`options.mxfp4 must be 'packed' or 'bf16', got ${JSON.stringify(mxfp4)}`);
+  if (mxfp4 !== 'packed' && mxfp4 !== 'bf16')
+    throw new RangeError(`options.mxfp4 must be 'packed' or 'bf16', got ${JSON.stringify(mxfp4)}`);
   let reader = await HfCheckpointReader.open(dir, { dtype, mxfp4, maxPositions: options.maxPositions });
   let store: ParamStore | null = null;
   let policy = null as TransformerPolicy | null;
@@ -434,15 +474,23 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
     if (options.lora !== undefined) {
       try {
         const given = options.lora;
-        const input = given !== null && typeof given === 'object' && given.targets === 'all-linear' ? { ...given, targets: resolveLoraTargets('all-linear', reader.config.modelConfig) } : given;
+        const input =
+          given !== null && typeof given === 'object' && given.targets === 'all-linear'
+            ? { ...given, targets: resolveLoraTargets('all-linear', reader.config.modelConfig) }
+            : given;
         lora = validateModelConfig({ ...reader.config.modelConfig, lora: input as LoraConfigInput }).lora;
       } catch (e) {
-        if (e instanceof ModelConfigError) throw new RangeError(`options.${e.field} ${e.message.slice(`config.${e.field} `.length)}`);
+        if (e instanceof ModelConfigError)
+          throw new RangeError(`options.${e.field} ${e.message.slice(`config.${e.field} `.length)}`, { cause: e });
         throw e;
       }
     }
     const held = reader.tensors.some((t) => t.dtype === 'bfloat16' || t.dtype === 'mxfp4') ? 'bfloat16' : 'float32';
-    const { device, fallback } = chooseDevice(request, { ...reader.config.modelConfig, lora }, dtype === 'auto' ? 'float32' : held);
+    const { device, fallback } = chooseDevice(
+      request,
+      { ...reader.config.modelConfig, lora },
+      dtype === 'auto' ? 'float32' : held,
+    );
     const loraRun = adapter !== null || lora !== null;
     if (device === 'cuda' && held === 'bfloat16' && !loraRun) {
       // dtype 'auto' on a GPU without LoRA: float32 (every parameter trains there)
@@ -452,20 +500,29 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
     const config = reader.config.modelConfig;
     const plan = new Map(reader.tensors.map((t) => [t.name, t]));
     const bf16 = reader.tensors.some((t) => t.dtype === 'bfloat16' || t.dtype === 'mxfp4');
-    if (trainable && bf16) throw new RangeError("options.trainable needs dtype 'float32' (bfloat16 and MXFP4 parameters are frozen)");
+    if (trainable && bf16)
+      throw new RangeError("options.trainable needs dtype 'float32' (bfloat16 and MXFP4 parameters are frozen)");
     const specs: ParamSpec[] = parameterLayout(config).map((p) => {
       const t = plan.get(p.name);
-      if (t === undefined) throw new HfConfigError('architectures', `internal: the checkpoint plan has no tensor for parameter ${p.name}`);
+      if (t === undefined)
+        throw new HfConfigError('architectures', `internal: the checkpoint plan has no tensor for parameter ${p.name}`);
       // a GPU model trains every parameter, except under LoRA (a frozen base, adapters added below)
       return { ...p, init: 'zeros', dtype: t.dtype, trainable: (device === 'cuda' && !loraRun) || trainable };
     });
-    if (specs.length !== reader.tensors.length) throw new HfConfigError('architectures', `internal: the checkpoint plan has ${reader.tensors.length} tensors, the model ${specs.length} parameters`);
+    if (specs.length !== reader.tensors.length)
+      throw new HfConfigError(
+        'architectures',
+        `internal: the checkpoint plan has ${reader.tensors.length} tensors, the model ${specs.length} parameters`,
+      );
 
     let tokenizer: HfTokenizer | HfTokenizerError;
     let chat: PretrainedChatFormat | ChatTemplateError;
     if (await exists(join(dir, 'tokenizer.json'))) {
       tokenizer = await HfTokenizer.fromDir(dir, { vocabSize: config.vocab });
-      if (tokenizer.tokenCount > config.vocab) throw new HfTokenizerError(`tokenizer.json has ${tokenizer.tokenCount} tokens, more than config.json's vocab_size (${config.vocab})`);
+      if (tokenizer.tokenCount > config.vocab)
+        throw new HfTokenizerError(
+          `tokenizer.json has ${tokenizer.tokenCount} tokens, more than config.json's vocab_size (${config.vocab})`,
+        );
       try {
         chat = await loadChatFormat(dir, { ...options.chat, tokenizer });
       } catch (e) {
@@ -496,7 +553,19 @@ export async function loadPretrained(dir: string, options: LoadPretrainedOptions
       model.dispose();
       throw e;
     }
-    return new PretrainedModel(dir, architecture, hfConfig, generationConfig, tokenizer, chat, policy, store, fileDtypes, fallback, policyOptions);
+    return new PretrainedModel(
+      dir,
+      architecture,
+      hfConfig,
+      generationConfig,
+      tokenizer,
+      chat,
+      policy,
+      store,
+      fileDtypes,
+      fallback,
+      policyOptions,
+    );
   } catch (e) {
     policy?.dispose();
     store?.dispose();

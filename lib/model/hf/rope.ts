@@ -45,7 +45,10 @@ const LAYER_TYPE_KEYS = new Set(['full_attention', 'sliding_attention', 'chunked
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Resolves the RoPE base and scaling of a config; throws {@link HfConfigError} naming the field. */
-export function resolveRope(raw: RopeInput, defaults: RopeDefaults): { ropeTheta: number; ropeScaling: RopeScaling | null } {
+export function resolveRope(
+  raw: RopeInput,
+  defaults: RopeDefaults,
+): { ropeTheta: number; ropeScaling: RopeScaling | null } {
   let field: string;
   let params: Record<string, unknown>;
   if (isObject(raw.rope_scaling) && Object.keys(raw.rope_scaling).length > 0) {
@@ -63,25 +66,37 @@ export function resolveRope(raw: RopeInput, defaults: RopeDefaults): { ropeTheta
     params = { ...(defaults.parameters ?? {}) };
   }
   const nested = Object.keys(params).filter((k) => LAYER_TYPE_KEYS.has(k));
-  if (nested.length > 0) throw new HfConfigError(`${field}.${nested[0]}`, 'RoPE parameters per layer type are not supported (one dict for all layers is)');
+  if (nested.length > 0)
+    throw new HfConfigError(
+      `${field}.${nested[0]}`,
+      'RoPE parameters per layer type are not supported (one dict for all layers is)',
+    );
 
   const num = (key: string, value: unknown, ok: (v: number) => boolean, what: string): number => {
-    if (typeof value !== 'number' || !Number.isFinite(value) || !ok(value)) throw new HfConfigError(key, `must be ${what}, got ${JSON.stringify(value)}`);
+    if (typeof value !== 'number' || !Number.isFinite(value) || !ok(value))
+      throw new HfConfigError(key, `must be ${what}, got ${JSON.stringify(value)}`);
     return value;
   };
-  const thetaField = params.rope_theta !== undefined && params.rope_theta !== null ? `${field}.rope_theta` : 'rope_theta';
+  const thetaField =
+    params.rope_theta !== undefined && params.rope_theta !== null ? `${field}.rope_theta` : 'rope_theta';
   const thetaValue = params.rope_theta ?? raw.rope_theta ?? defaults.theta;
   const ropeTheta = num(thetaField, thetaValue, (v) => v > 1, 'a number > 1');
 
   const partial = params.partial_rotary_factor ?? raw.partial_rotary_factor;
   if (partial !== undefined && partial !== null && partial !== 1) {
-    throw new HfConfigError(params.partial_rotary_factor !== undefined ? `${field}.partial_rotary_factor` : 'partial_rotary_factor', `partial RoPE is not supported (must be 1), got ${JSON.stringify(partial)}`);
+    throw new HfConfigError(
+      params.partial_rotary_factor !== undefined ? `${field}.partial_rotary_factor` : 'partial_rotary_factor',
+      `partial RoPE is not supported (must be 1), got ${JSON.stringify(partial)}`,
+    );
   }
 
   const typeValue = params.rope_type ?? params.type ?? 'default';
   const typeField = params.rope_type !== undefined ? `${field}.rope_type` : `${field}.type`;
   if (typeof typeValue !== 'string' || !SUPPORTED_ROPE_TYPES.includes(typeValue)) {
-    throw new HfConfigError(typeField, `RoPE type ${JSON.stringify(typeValue)} is not supported (supported: ${SUPPORTED_ROPE_TYPES.join(', ')})`);
+    throw new HfConfigError(
+      typeField,
+      `RoPE type ${JSON.stringify(typeValue)} is not supported (supported: ${SUPPORTED_ROPE_TYPES.join(', ')})`,
+    );
   }
   if (typeValue === 'default') return { ropeTheta, ropeScaling: null };
 
@@ -90,23 +105,40 @@ export function resolveRope(raw: RopeInput, defaults: RopeDefaults): { ropeTheta
 
   const hasTop = raw.original_max_position_embeddings !== undefined && raw.original_max_position_embeddings !== null;
   const originalField = hasTop ? 'original_max_position_embeddings' : `${field}.original_max_position_embeddings`;
-  const originalValue = hasTop ? raw.original_max_position_embeddings : (params.original_max_position_embeddings ?? raw.max_position_embeddings);
+  const originalValue = hasTop
+    ? raw.original_max_position_embeddings
+    : (params.original_max_position_embeddings ?? raw.max_position_embeddings);
   const originalContext = num(originalField, originalValue, (v) => Number.isInteger(v) && v > 0, 'a positive integer');
 
   if (typeValue === 'llama3') {
     const lowFreqFactor = positive('low_freq_factor');
     const highFreqFactor = positive('high_freq_factor');
-    if (highFreqFactor <= lowFreqFactor) throw new HfConfigError(`${field}.high_freq_factor`, `must exceed low_freq_factor (${lowFreqFactor}), got ${highFreqFactor}`);
-    return { ropeTheta, ropeScaling: { type: 'llama3', factor: positive('factor'), lowFreqFactor, highFreqFactor, originalContext } };
+    if (highFreqFactor <= lowFreqFactor)
+      throw new HfConfigError(
+        `${field}.high_freq_factor`,
+        `must exceed low_freq_factor (${lowFreqFactor}), got ${highFreqFactor}`,
+      );
+    return {
+      ropeTheta,
+      ropeScaling: { type: 'llama3', factor: positive('factor'), lowFreqFactor, highFreqFactor, originalContext },
+    };
   }
 
   // yarn
-  const factor = params.factor === undefined || params.factor === null ? raw.max_position_embeddings / originalContext : positive('factor');
-  const optional = (key: string): number | undefined => (params[key] === undefined || params[key] === null ? undefined : num(`${field}.${key}`, params[key], () => true, 'a number'));
+  const factor =
+    params.factor === undefined || params.factor === null
+      ? raw.max_position_embeddings / originalContext
+      : positive('factor');
+  const optional = (key: string): number | undefined =>
+    params[key] === undefined || params[key] === null
+      ? undefined
+      : num(`${field}.${key}`, params[key], () => true, 'a number');
   const attentionFactor = optional('attention_factor');
-  if (attentionFactor !== undefined && attentionFactor < 0) throw new HfConfigError(`${field}.attention_factor`, `must be ≥ 0, got ${attentionFactor}`);
+  if (attentionFactor !== undefined && attentionFactor < 0)
+    throw new HfConfigError(`${field}.attention_factor`, `must be ≥ 0, got ${attentionFactor}`);
   const truncate = params.truncate ?? true;
-  if (typeof truncate !== 'boolean') throw new HfConfigError(`${field}.truncate`, `must be a boolean, got ${JSON.stringify(truncate)}`);
+  if (typeof truncate !== 'boolean')
+    throw new HfConfigError(`${field}.truncate`, `must be a boolean, got ${JSON.stringify(truncate)}`);
   const scaling: RopeScaling = {
     type: 'yarn',
     factor,

@@ -126,23 +126,40 @@ function toHfLayout(p: PlannedTensor, t: HfTensor, index: number): ElementArray 
 /** Writes an HF model folder at `dir` (see the module notes). */
 export async function saveHf(dir: string, options: SaveHfOptions): Promise<SaveHfResult> {
   const dtype = options.dtype ?? 'auto';
-  if (!['auto', 'float32', 'bfloat16', 'float16'].includes(dtype)) throw new RangeError(`dtype must be 'auto', 'float32', 'bfloat16' or 'float16', got ${JSON.stringify(dtype)}`);
+  if (!['auto', 'float32', 'bfloat16', 'float16'].includes(dtype))
+    throw new RangeError(`dtype must be 'auto', 'float32', 'bfloat16' or 'float16', got ${JSON.stringify(dtype)}`);
   const maxShard = options.maxShardBytes ?? 5e9;
-  if (!(Number.isFinite(maxShard) && maxShard > 0)) throw new RangeError(`maxShardBytes must be a positive number, got ${maxShard}`);
+  if (!(Number.isFinite(maxShard) && maxShard > 0))
+    throw new RangeError(`maxShardBytes must be a positive number, got ${maxShard}`);
   const { architecture, modelConfig } = parseHfConfig(options.hfConfig);
   const plan = planTensors(architecture, modelConfig, () => false);
   await checkTarget(dir);
 
-  const get = options.tensors instanceof Map ? (name: string) => (options.tensors as ReadonlyMap<string, HfTensor>).get(name) : (options.tensors as (name: string) => HfTensor | Promise<HfTensor>);
+  const get =
+    options.tensors instanceof Map
+      ? (name: string) => (options.tensors as ReadonlyMap<string, HfTensor>).get(name)
+      : (options.tensors as (name: string) => HfTensor | Promise<HfTensor>);
   let cached: { name: string; t: HfTensor } | null = null;
   const ours = async (p: PlannedTensor): Promise<HfTensor> => {
     if (cached?.name === p.name) return cached.t;
     const t = await get(p.name);
     if (t === undefined) throw new HfTensorError(p.name, 'is missing from the tensors to save');
-    const okType = t.dtype === 'float32' ? t.data instanceof Float32Array : t.dtype === 'bfloat16' && t.data instanceof Uint16Array;
-    if (!okType) throw new HfTensorError(p.name, `dtype ${JSON.stringify(t.dtype)} does not match its data (float32: Float32Array, bfloat16: Uint16Array)`);
-    if (t.shape.length !== p.shape.length || t.shape.some((d, i) => d !== p.shape[i]) || t.data.length !== p.shape.reduce((a, b) => a * b, 1)) {
-      throw new HfTensorError(p.name, `has shape [${t.shape.join(', ')}] (${t.data.length} elements), the config needs [${p.shape.join(', ')}]`);
+    const okType =
+      t.dtype === 'float32' ? t.data instanceof Float32Array : t.dtype === 'bfloat16' && t.data instanceof Uint16Array;
+    if (!okType)
+      throw new HfTensorError(
+        p.name,
+        `dtype ${JSON.stringify(t.dtype)} does not match its data (float32: Float32Array, bfloat16: Uint16Array)`,
+      );
+    if (
+      t.shape.length !== p.shape.length ||
+      t.shape.some((d, i) => d !== p.shape[i]) ||
+      t.data.length !== p.shape.reduce((a, b) => a * b, 1)
+    ) {
+      throw new HfTensorError(
+        p.name,
+        `has shape [${t.shape.join(', ')}] (${t.data.length} elements), the config needs [${p.shape.join(', ')}]`,
+      );
     }
     cached = { name: p.name, t };
     return t;
@@ -158,7 +175,10 @@ export async function saveHf(dir: string, options: SaveHfOptions): Promise<SaveH
     const srcs = recipeSources(p.recipe);
     srcs.forEach((s, i) => {
       const fromMap = options.tensors instanceof Map ? options.tensors.get(p.name) : undefined;
-      const fileDtype: HfFileDtype = dtype !== 'auto' ? DTYPE_NAMES[dtype] : (options.fileDtypes?.get(p.name) ?? (fromMap?.dtype === 'bfloat16' ? 'BF16' : 'F32'));
+      const fileDtype: HfFileDtype =
+        dtype !== 'auto'
+          ? DTYPE_NAMES[dtype]
+          : (options.fileDtypes?.get(p.name) ?? (fromMap?.dtype === 'bfloat16' ? 'BF16' : 'F32'));
       entries.push({
         name: s.hf,
         dtype: fileDtype,
@@ -183,7 +203,8 @@ export async function saveHf(dir: string, options: SaveHfOptions): Promise<SaveH
     size += e.bytesLength;
   }
   const n = shards.length;
-  const shardName = (i: number): string => (n === 1 ? SINGLE_FILE : `model-${String(i + 1).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`);
+  const shardName = (i: number): string =>
+    n === 1 ? SINGLE_FILE : `model-${String(i + 1).padStart(5, '0')}-of-${String(n).padStart(5, '0')}.safetensors`;
 
   const config: Record<string, unknown> = structuredClone(options.hfConfig);
   delete config.quantization_config;
@@ -201,8 +222,12 @@ export async function saveHf(dir: string, options: SaveHfOptions): Promise<SaveH
       files.push(name);
     };
     await write('config.json', `${JSON.stringify(config, null, 2)}\n`);
-    if (options.generationConfig) await write('generation_config.json', `${JSON.stringify(options.generationConfig, null, 2)}\n`);
-    const copyNames = [...TOKENIZER_FILES, ...(options.generationConfig === undefined ? ['generation_config.json'] : [])];
+    if (options.generationConfig)
+      await write('generation_config.json', `${JSON.stringify(options.generationConfig, null, 2)}\n`);
+    const copyNames = [
+      ...TOKENIZER_FILES,
+      ...(options.generationConfig === undefined ? ['generation_config.json'] : []),
+    ];
     if (options.copyFrom !== undefined) {
       for (const f of copyNames) {
         try {
@@ -224,8 +249,15 @@ export async function saveHf(dir: string, options: SaveHfOptions): Promise<SaveH
       }
     }
     if (n > 1) {
-      const sorted = Object.fromEntries(Object.keys(weightMap).sort().map((k) => [k, weightMap[k]]));
-      await write(INDEX_FILE, `${JSON.stringify({ metadata: { total_size: tensorBytes }, weight_map: sorted }, null, 2)}\n`);
+      const sorted = Object.fromEntries(
+        Object.keys(weightMap)
+          .sort()
+          .map((k) => [k, weightMap[k]]),
+      );
+      await write(
+        INDEX_FILE,
+        `${JSON.stringify({ metadata: { total_size: tensorBytes }, weight_map: sorted }, null, 2)}\n`,
+      );
     }
     await replaceDir(tmp, dir);
     return { dir, files, tensorBytes };
@@ -246,7 +278,8 @@ async function checkTarget(dir: string): Promise<void> {
   }
   if (!s.isDirectory()) throw new Error(`${dir} exists and is not a folder`);
   const names = await readdir(dir);
-  if (names.length > 0 && !names.includes('config.json')) throw new Error(`${dir} is a non-empty folder without a config.json; refusing to replace it`);
+  if (names.length > 0 && !names.includes('config.json'))
+    throw new Error(`${dir} is a non-empty folder without a config.json; refusing to replace it`);
 }
 
 /** Moves `tmp` to `dir`, replacing an existing `dir` (renamed aside first, removed after). */

@@ -44,7 +44,8 @@ export class CheckpointFiles {
         files.push(f);
         return f;
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new HfTensorError(name, `the weight file is missing from ${dir}`);
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT')
+          throw new HfTensorError(name, `the weight file is missing from ${dir}`);
         if (e instanceof SafetensorsError) throw new HfTensorError(name, e.message);
         throw e;
       }
@@ -56,12 +57,17 @@ export class CheckpointFiles {
         for (const shard of new Set(weightMap.values())) shards.set(shard, await openFile(shard));
         for (const [tensor, shard] of weightMap) {
           const f = shards.get(shard)!;
-          if (!f.entries.has(tensor)) throw new HfTensorError(tensor, `${INDEX_FILE} maps it to ${shard}, which does not hold it`);
+          if (!f.entries.has(tensor))
+            throw new HfTensorError(tensor, `${INDEX_FILE} maps it to ${shard}, which does not hold it`);
           byTensor.set(tensor, f);
         }
         for (const [shard, f] of shards) {
           for (const tensor of f.entries.keys()) {
-            if (weightMap.get(tensor) !== shard) throw new HfTensorError(tensor, `is in ${shard} but ${INDEX_FILE} ${weightMap.has(tensor) ? `maps it to ${weightMap.get(tensor)}` : 'does not list it'}`);
+            if (weightMap.get(tensor) !== shard)
+              throw new HfTensorError(
+                tensor,
+                `is in ${shard} but ${INDEX_FILE} ${weightMap.has(tensor) ? `maps it to ${weightMap.get(tensor)}` : 'does not list it'}`,
+              );
           }
         }
       } else if (await exists(join(dir, SINGLE_FILE))) {
@@ -114,11 +120,15 @@ async function readIndex(dir: string): Promise<Map<string, string>> {
     throw new HfTensorError(INDEX_FILE, `is not valid JSON: ${(e as Error).message}`);
   }
   const map = (json as { weight_map?: unknown } | null)?.weight_map;
-  if (typeof map !== 'object' || map === null || Array.isArray(map)) throw new HfTensorError(INDEX_FILE, 'has no weight_map object');
+  if (typeof map !== 'object' || map === null || Array.isArray(map))
+    throw new HfTensorError(INDEX_FILE, 'has no weight_map object');
   const out = new Map<string, string>();
   for (const [tensor, file] of Object.entries(map)) {
     if (typeof file !== 'string' || file.length === 0 || basename(file) !== file || file === '.' || file === '..') {
-      throw new HfTensorError(tensor, `${INDEX_FILE} maps it to ${JSON.stringify(file)}, not a file name in the folder`);
+      throw new HfTensorError(
+        tensor,
+        `${INDEX_FILE} maps it to ${JSON.stringify(file)}, not a file name in the folder`,
+      );
     }
     out.set(tensor, file);
   }

@@ -76,8 +76,16 @@ export function isIgnorableHfTensor(name: string): boolean {
  * has: gpt-oss experts come from `*_blocks`/`*_scales` where the checkpoint has blocks, else from
  * the bf16 form (saving passes `() => false`: always the bf16 form).
  */
-export function planTensors(arch: HfArchitecture, config: ModelConfig, hasTensor: (hfName: string) => boolean): PlannedTensor[] {
-  if (config.tokenShift) throw new ModelConfigError('tokenShift', `is true, but ${arch} has no token shift (it belongs to the built-in model only)`);
+export function planTensors(
+  arch: HfArchitecture,
+  config: ModelConfig,
+  hasTensor: (hfName: string) => boolean,
+): PlannedTensor[] {
+  if (config.tokenShift)
+    throw new ModelConfigError(
+      'tokenShift',
+      `is true, but ${arch} has no token shift (it belongs to the built-in model only)`,
+    );
   const { width: D, vocab: V, heads: H, kvHeads: KV, headDim: hd, ffn: F, experts: E } = config;
   const plan: PlannedTensor[] = [];
   const src = (hf: string, shape: number[], kind: 'float' | 'u8' = 'float'): HfSource => ({ hf, shape, kind });
@@ -109,12 +117,26 @@ export function planTensors(arch: HfArchitecture, config: ModelConfig, hasTensor
       if (config.mlpBias) copy(`${p}mlp.router.bias`, `${m}router.bias`, [E], 'vector');
       const x = `${m}experts.`;
       const gateUp: TensorRecipe = hasTensor(`${x}gate_up_proj_blocks`)
-        ? { op: 'mxfp4GateUp', blocks: src(`${x}gate_up_proj_blocks`, [E, 2 * F, D / 32, 16], 'u8'), scales: src(`${x}gate_up_proj_scales`, [E, 2 * F, D / 32], 'u8') }
+        ? {
+            op: 'mxfp4GateUp',
+            blocks: src(`${x}gate_up_proj_blocks`, [E, 2 * F, D / 32, 16], 'u8'),
+            scales: src(`${x}gate_up_proj_scales`, [E, 2 * F, D / 32], 'u8'),
+          }
         : { op: 'expertsGateUp', src: src(`${x}gate_up_proj`, [E, D, 2 * F]) };
       plan.push({ name: `${p}mlp.experts.gate_up.weight`, shape: [E, 2 * F, D], role: 'matrix', recipe: gateUp });
-      if (config.mlpBias) plan.push({ name: `${p}mlp.experts.gate_up.bias`, shape: [E, 2 * F], role: 'vector', recipe: { op: 'expertsGateUpBias', src: src(`${x}gate_up_proj_bias`, [E, 2 * F]) } });
+      if (config.mlpBias)
+        plan.push({
+          name: `${p}mlp.experts.gate_up.bias`,
+          shape: [E, 2 * F],
+          role: 'vector',
+          recipe: { op: 'expertsGateUpBias', src: src(`${x}gate_up_proj_bias`, [E, 2 * F]) },
+        });
       const down: TensorRecipe = hasTensor(`${x}down_proj_blocks`)
-        ? { op: 'mxfp4Down', blocks: src(`${x}down_proj_blocks`, [E, D, F / 32, 16], 'u8'), scales: src(`${x}down_proj_scales`, [E, D, F / 32], 'u8') }
+        ? {
+            op: 'mxfp4Down',
+            blocks: src(`${x}down_proj_blocks`, [E, D, F / 32, 16], 'u8'),
+            scales: src(`${x}down_proj_scales`, [E, D, F / 32], 'u8'),
+          }
         : { op: 'expertsDown', src: src(`${x}down_proj`, [E, F, D]) };
       plan.push({ name: `${p}mlp.experts.down.weight`, shape: [E, D, F], role: 'matrix', recipe: down });
       if (config.mlpBias) copy(`${p}mlp.experts.down.bias`, `${x}down_proj_bias`, [E, D], 'vector');
@@ -127,7 +149,12 @@ export function planTensors(arch: HfArchitecture, config: ModelConfig, hasTensor
         recipe: { op: 'concat', srcs: [src(`${m}gate_proj.weight`, [F, D]), src(`${m}up_proj.weight`, [F, D])] },
       });
       if (config.mlpBias) {
-        plan.push({ name: `${p}mlp.gate_up.bias`, shape: [2 * F], role: 'vector', recipe: { op: 'concat', srcs: [src(`${m}gate_proj.bias`, [F]), src(`${m}up_proj.bias`, [F])] } });
+        plan.push({
+          name: `${p}mlp.gate_up.bias`,
+          shape: [2 * F],
+          role: 'vector',
+          recipe: { op: 'concat', srcs: [src(`${m}gate_proj.bias`, [F]), src(`${m}up_proj.bias`, [F])] },
+        });
       }
       copy(`${p}mlp.down.weight`, `${m}down_proj.weight`, [D, F], 'matrix');
       if (config.mlpBias) copy(`${p}mlp.down.bias`, `${m}down_proj.bias`, [D], 'vector');

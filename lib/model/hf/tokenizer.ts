@@ -67,13 +67,22 @@ export interface HfSpecialTokens {
   additional_special_tokens?: string[];
 }
 
-const NAMED_SPECIALS = ['bos_token', 'eos_token', 'unk_token', 'pad_token', 'sep_token', 'cls_token', 'mask_token'] as const;
+const NAMED_SPECIALS = [
+  'bos_token',
+  'eos_token',
+  'unk_token',
+  'pad_token',
+  'sep_token',
+  'cls_token',
+  'mask_token',
+] as const;
 
 /** A special-token entry of tokenizer_config.json: a string, an AddedToken object, or null. */
 function tokenText(v: unknown, field: string): string | undefined {
   if (v === null || v === undefined) return undefined;
   if (typeof v === 'string') return v;
-  if (typeof v === 'object' && typeof (v as { content?: unknown }).content === 'string') return (v as { content: string }).content;
+  if (typeof v === 'object' && typeof (v as { content?: unknown }).content === 'string')
+    return (v as { content: string }).content;
   throw new HfTokenizerError(`tokenizer_config.json: ${field} must be a string, an object with "content", or null`);
 }
 
@@ -145,21 +154,24 @@ export class HfTokenizer {
     }
     const extra = config.additional_special_tokens;
     if (extra !== undefined && extra !== null) {
-      if (!Array.isArray(extra)) throw new HfTokenizerError('tokenizer_config.json: additional_special_tokens must be an array');
+      if (!Array.isArray(extra))
+        throw new HfTokenizerError('tokenizer_config.json: additional_special_tokens must be an array');
       map.additional_special_tokens = extra.map((v, i) => tokenText(v, `additional_special_tokens[${i}]`) ?? '');
     }
     this.specialTokensMap = Object.freeze(map);
     this.tokenCount = this.core.model?.vocab.length ?? 0;
     if (this.tokenCount === 0) throw new HfTokenizerError('tokenizer.json: the vocabulary is empty');
     const v = options.vocabSize;
-    if (v !== undefined && (!Number.isSafeInteger(v) || v < 1)) throw new RangeError(`options.vocabSize must be a positive integer, got ${String(v)}`);
+    if (v !== undefined && (!Number.isSafeInteger(v) || v < 1))
+      throw new RangeError(`options.vocabSize must be a positive integer, got ${String(v)}`);
     this.vocabSize = Math.max(this.tokenCount, v ?? 0);
 
     const specials = new Set<number>();
     const contents: string[] = [];
     const addedById = new Map<number, string>();
     added.forEach((a, i) => {
-      if (!isObject(a) || typeof a.content !== 'string' || !Number.isInteger(a.id)) throw new HfTokenizerError(`tokenizer.json: added_tokens[${i}] needs "id" and "content"`);
+      if (!isObject(a) || typeof a.content !== 'string' || !Number.isInteger(a.id))
+        throw new HfTokenizerError(`tokenizer.json: added_tokens[${i}] needs "id" and "content"`);
       contents.push(a.content);
       addedById.set(a.id as number, a.content);
       if (a.special === true) specials.add(a.id as number);
@@ -177,7 +189,10 @@ export class HfTokenizer {
 
     const idOf = (text: string, field: string): number => {
       const id = this.core.token_to_id(text);
-      if (id === undefined) throw new HfTokenizerError(`tokenizer_config.json: ${field} ${JSON.stringify(text)} is not a token of tokenizer.json`);
+      if (id === undefined)
+        throw new HfTokenizerError(
+          `tokenizer_config.json: ${field} ${JSON.stringify(text)} is not a token of tokenizer.json`,
+        );
       return id;
     };
     this.bosId = map.bos_token !== undefined ? idOf(map.bos_token, 'bos_token') : null;
@@ -187,7 +202,10 @@ export class HfTokenizer {
     if (genEos !== undefined && genEos !== null) {
       eos = Array.isArray(genEos) ? genEos : [genEos as number];
       eos.forEach((id, i) => {
-        if (!Number.isInteger(id) || id < 0) throw new HfTokenizerError(`generation_config.json: eos_token_id${Array.isArray(genEos) ? `[${i}]` : ''} must be a non-negative integer, got ${JSON.stringify(id)}`);
+        if (!Number.isInteger(id) || id < 0)
+          throw new HfTokenizerError(
+            `generation_config.json: eos_token_id${Array.isArray(genEos) ? `[${i}]` : ''} must be a non-negative integer, got ${JSON.stringify(id)}`,
+          );
       });
     } else eos = map.eos_token !== undefined ? [idOf(map.eos_token, 'eos_token')] : [];
     this.eosIds = Object.freeze([...new Set(eos)]);
@@ -225,7 +243,8 @@ export class HfTokenizer {
     const toks: string[] = model(pieces);
     return toks.map((t) => {
       const id = model.tokens_to_ids.get(t) ?? model.unk_token_id;
-      if (id === undefined) throw new HfTokenizerError(`the model produced token ${JSON.stringify(t)}, which has no id`);
+      if (id === undefined)
+        throw new HfTokenizerError(`the model produced token ${JSON.stringify(t)}, which has no id`);
       return id;
     });
   }
@@ -235,7 +254,8 @@ export class HfTokenizer {
     const known: number[] = [];
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i];
-      if (Number.isInteger(id) && id >= 0 && id < this.tokenCount && this.core.id_to_token(id) !== undefined) known.push(id);
+      if (Number.isInteger(id) && id >= 0 && id < this.tokenCount && this.core.id_to_token(id) !== undefined)
+        known.push(id);
     }
     if (options.skipSpecialTokens) {
       const kept = known.filter((id) => !this.specialIds.has(id));

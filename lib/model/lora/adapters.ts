@@ -19,7 +19,10 @@ import { type LoraConfigInput, loraScale } from './settings.js';
  */
 export function addLora(model: Transformer, lora: LoraConfigInput): Transformer {
   if (model.config.lora !== null) {
-    throw new ModelConfigError('lora', `is already set on this model (rank ${model.config.lora.rank}, targets ${model.config.lora.targets.join(', ')}): merge it (mergeLora) first`);
+    throw new ModelConfigError(
+      'lora',
+      `is already set on this model (rank ${model.config.lora.rank}, targets ${model.config.lora.targets.join(', ')}): merge it (mergeLora) first`,
+    );
   }
   const config = validateModelConfig({ ...model.config, lora });
   const store = model.store;
@@ -27,10 +30,14 @@ export function addLora(model: Transformer, lora: LoraConfigInput): Transformer 
   const layout = parameterLayout(config);
   const names = store.names();
   layout.slice(0, base).forEach((s, i) => {
-    if (s.name !== names[i]) throw new Error(`internal: store parameter ${i} is '${names[i]}', the layout has '${s.name}'`);
+    if (s.name !== names[i])
+      throw new Error(`internal: store parameter ${i} is '${names[i]}', the layout has '${s.name}'`);
   });
   const specs: ParamSpec[] = layout.slice(base).map((s) => ({ ...s, dtype: 'float32', trainable: true }));
-  const trainable = store.info().filter((p) => p.trainable).map((p) => p.name);
+  const trainable = store
+    .info()
+    .filter((p) => p.trainable)
+    .map((p) => p.name);
   if (trainable.length > 0) store.freeze(trainable);
   store.append(specs);
   return model.reconfigure(config);
@@ -61,7 +68,13 @@ export function mergeLora(model: Transformer): Transformer {
   const base = validateModelConfig({ ...model.config, lora: null });
   const count = parameterLayout(base).length;
   for (const slot of slots) {
-    model.store.mergeLora({ weight: slot.weight, rowOffset: slot.rowOffset, loraA: slot.aName, loraB: slot.bName, scale });
+    model.store.mergeLora({
+      weight: slot.weight,
+      rowOffset: slot.rowOffset,
+      loraA: slot.aName,
+      loraB: slot.bName,
+      scale,
+    });
   }
   model.store.truncate(count);
   return model.reconfigure(base);
@@ -73,7 +86,8 @@ export function mergeLora(model: Transformer): Transformer {
  * in is disposed.
  */
 export function removeLora(model: Transformer): Transformer {
-  if (model.config.lora === null) throw new ModelConfigError('lora', 'is null: this model has no LoRA adapters to remove');
+  if (model.config.lora === null)
+    throw new ModelConfigError('lora', 'is null: this model has no LoRA adapters to remove');
   const base = validateModelConfig({ ...model.config, lora: null });
   model.store.truncate(parameterLayout(base).length);
   return model.reconfigure(base);

@@ -43,7 +43,10 @@ const OURS: Record<LoraTarget, { module: string; weight: string; hf: string }> =
 };
 
 /** Input and output sizes of a target's projection under `config` (of one expert for the expert targets; gate_up's out is 2 ffn). */
-export function loraTargetShape(config: Pick<ModelConfig, 'width' | 'heads' | 'kvHeads' | 'headDim' | 'ffn'>, target: LoraTarget): { in: number; out: number } {
+export function loraTargetShape(
+  config: Pick<ModelConfig, 'width' | 'heads' | 'kvHeads' | 'headDim' | 'ffn'>,
+  target: LoraTarget,
+): { in: number; out: number } {
   const q = config.heads * config.headDim;
   const kv = config.kvHeads * config.headDim;
   switch (target) {

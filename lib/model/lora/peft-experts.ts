@@ -62,13 +62,23 @@ export function expertTargetOfParameter(entry: string): LoraTarget | null {
  * PEFT's key of an expert target's matrix in layer `layer`, given all the adapter's targets
  * (gate_up_proj's wrapper sits under down_proj's when both are adapted).
  */
-export function peftExpertKey(layer: number, target: LoraTarget, matrix: 'A' | 'B', targets: readonly LoraTarget[]): string {
+export function peftExpertKey(
+  layer: number,
+  target: LoraTarget,
+  matrix: 'A' | 'B',
+  targets: readonly LoraTarget[],
+): string {
   const inner = target === 'experts.gate_up_proj' && targets.includes('experts.down_proj');
   return `base_model.model.model.layers.${layer}.mlp.experts.${inner ? 'base_layer.' : ''}lora_${matrix}.weight`;
 }
 
 /** PEFT's shapes of an expert target's A and B: [r·E, in] and [out, r·E]. */
-export function peftExpertShapes(experts: number, rank: number, nIn: number, out: number): { A: [number, number]; B: [number, number] } {
+export function peftExpertShapes(
+  experts: number,
+  rank: number,
+  nIn: number,
+  out: number,
+): { A: [number, number]; B: [number, number] } {
   return { A: [rank * experts, nIn], B: [out, rank * experts] };
 }
 
@@ -83,7 +93,14 @@ function ourRow(target: LoraTarget, c: number, out: number): number {
  * Our A [E, r, in] and B [E, out, r] of an expert target as PEFT's A [r·E, in] (the same
  * memory order) and B [out, r·E] (column k·E + e; gate_up's rows interleaved gate, up).
  */
-export function expertsToPeft(target: LoraTarget, a: Float32Array, b: Float32Array, experts: number, rank: number, out: number): { A: Float32Array; B: Float32Array } {
+export function expertsToPeft(
+  target: LoraTarget,
+  a: Float32Array,
+  b: Float32Array,
+  experts: number,
+  rank: number,
+  out: number,
+): { A: Float32Array; B: Float32Array } {
   const B = new Float32Array(out * rank * experts);
   for (let e = 0; e < experts; e++) {
     for (let c = 0; c < out; c++) {
@@ -95,7 +112,14 @@ export function expertsToPeft(target: LoraTarget, a: Float32Array, b: Float32Arr
 }
 
 /** The inverse of {@link expertsToPeft}: PEFT's A [r·E, in] and B [out, r·E] as our A [E, r, in] and B [E, out, r]. */
-export function expertsFromPeft(target: LoraTarget, A: Float32Array, B: Float32Array, experts: number, rank: number, out: number): { a: Float32Array; b: Float32Array } {
+export function expertsFromPeft(
+  target: LoraTarget,
+  A: Float32Array,
+  B: Float32Array,
+  experts: number,
+  rank: number,
+  out: number,
+): { a: Float32Array; b: Float32Array } {
   const b = new Float32Array(experts * out * rank);
   for (let e = 0; e < experts; e++) {
     for (let c = 0; c < out; c++) {

@@ -30,7 +30,14 @@ import type { Transformer } from '../transformer.js';
 import { f16ToF32, bf16ToF32 } from '../hf/numeric.js';
 import { addLora } from './adapters.js';
 import { loraAdapterSlots, loraTargetShape } from './layout.js';
-import { expertTargetOfParameter, expertsFromPeft, expertsToPeft, PEFT_EXPERT_PARAMETERS, peftExpertKey, peftExpertShapes } from './peft-experts.js';
+import {
+  expertTargetOfParameter,
+  expertsFromPeft,
+  expertsToPeft,
+  PEFT_EXPERT_PARAMETERS,
+  peftExpertKey,
+  peftExpertShapes,
+} from './peft-experts.js';
 import { LORA_EXPERT_TARGETS, LORA_MLP_TARGETS, LORA_TARGETS, type LoraConfig, type LoraTarget } from './settings.js';
 
 /** File names of a PEFT adapter folder. */
@@ -73,7 +80,12 @@ export interface PeftAdapter {
  * an expert target's key depends on whether the adapter has both expert targets (`targets`, default
  * the target alone): `….mlp.experts.lora_A.weight` or `….mlp.experts.base_layer.lora_A.weight`.
  */
-export function peftAdapterKey(layer: number, target: LoraTarget, matrix: 'A' | 'B', targets: readonly LoraTarget[] = [target]): string {
+export function peftAdapterKey(
+  layer: number,
+  target: LoraTarget,
+  matrix: 'A' | 'B',
+  targets: readonly LoraTarget[] = [target],
+): string {
   if (LORA_EXPERT_TARGETS.includes(target)) return peftExpertKey(layer, target, matrix, targets);
   const group = LORA_MLP_TARGETS.includes(target) ? 'mlp' : 'self_attn';
   return `base_model.model.model.layers.${layer}.${group}.${target}.lora_${matrix}.weight`;
@@ -85,9 +97,11 @@ const KEY = /^base_model\.model\.model\.layers\.(\d+)\.(self_attn|mlp)\.([a-z_]+
 /** Why a tensor key is not one of the adapters we run (a message naming what it adapts). */
 function unsupportedKey(key: string): string {
   if (/lora_magnitude_vector/.test(key)) return 'is a DoRA magnitude vector (use_dora adapters are not supported)';
-  if (/lora_embedding_[AB]|embed_tokens/.test(key)) return 'adapts embed_tokens: LoRA on the embedding is not supported';
+  if (/lora_embedding_[AB]|embed_tokens/.test(key))
+    return 'adapts embed_tokens: LoRA on the embedding is not supported';
   if (/lm_head/.test(key)) return 'adapts lm_head: LoRA on the LM head is not supported';
-  if (/\.experts?\./.test(key)) return "adapts MoE experts in a way we do not read (gpt-oss's mlp.experts.gate_up_proj / down_proj through target_parameters are read: base_model.model.model.layers.<i>.mlp.experts[.base_layer].lora_<A|B>.weight)";
+  if (/\.experts?\./.test(key))
+    return "adapts MoE experts in a way we do not read (gpt-oss's mlp.experts.gate_up_proj / down_proj through target_parameters are read: base_model.model.model.layers.<i>.mlp.experts[.base_layer].lora_<A|B>.weight)";
   if (/\.router\./.test(key)) return 'adapts the MoE router: not supported';
   if (/\.lora_[AB]\.bias$/.test(key)) return 'is a LoRA bias (lora_bias adapters are not supported)';
   if (/\.lora_[AB]\.[^.]+\.weight$/.test(key)) return "still carries an adapter name (PEFT's saved keys have none)";
@@ -108,39 +122,73 @@ function toFloat32(t: SafeTensor, key: string): Float32Array {
 }
 
 /** Checks adapter_config.json; returns r, alpha, rslora and the listed targets (null for a regex string). */
-function parseConfig(json: Record<string, unknown>): { rank: number; alpha: number; rslora: boolean; listed: LoraTarget[] | null; parameters: LoraTarget[] } {
+function parseConfig(json: Record<string, unknown>): {
+  rank: number;
+  alpha: number;
+  rslora: boolean;
+  listed: LoraTarget[] | null;
+  parameters: LoraTarget[];
+} {
   const fail = (field: string, message: string): never => {
     throw new PeftAdapterError(PEFT_CONFIG_FILE, field, message);
   };
   if (json.peft_type !== 'LORA') fail('peft_type', `must be "LORA", got ${JSON.stringify(json.peft_type)}`);
   const rank = json.r;
-  if (typeof rank !== 'number' || !Number.isInteger(rank) || rank < 1 || rank > 65536) fail('r', `(the rank) must be an integer in [1, 65536], got ${JSON.stringify(rank)}`);
+  if (typeof rank !== 'number' || !Number.isInteger(rank) || rank < 1 || rank > 65536)
+    fail('r', `(the rank) must be an integer in [1, 65536], got ${JSON.stringify(rank)}`);
   const alpha = json.lora_alpha ?? 8; // PEFT's default
-  if (typeof alpha !== 'number' || !Number.isFinite(alpha)) fail('lora_alpha', `must be a finite number, got ${JSON.stringify(alpha)}`);
+  if (typeof alpha !== 'number' || !Number.isFinite(alpha))
+    fail('lora_alpha', `must be a finite number, got ${JSON.stringify(alpha)}`);
   const rslora = json.use_rslora ?? false;
   if (typeof rslora !== 'boolean') fail('use_rslora', `must be a boolean, got ${JSON.stringify(rslora)}`);
   if (json.use_dora) fail('use_dora', 'is true: DoRA adapters are not supported');
   if (json.lora_bias) fail('lora_bias', 'is true: adapters with LoRA biases are not supported');
-  if ((json.bias ?? 'none') !== 'none') fail('bias', `is ${JSON.stringify(json.bias)}: adapters that train the base biases are not supported (bias must be "none")`);
-  const empty = (v: unknown): boolean => v === null || v === undefined || (Array.isArray(v) && v.length === 0) || (typeof v === 'object' && !Array.isArray(v) && Object.keys(v as object).length === 0);
-  if (!empty(json.modules_to_save)) fail('modules_to_save', `is ${JSON.stringify(json.modules_to_save)}: adapters that save whole modules are not supported`);
+  if ((json.bias ?? 'none') !== 'none')
+    fail(
+      'bias',
+      `is ${JSON.stringify(json.bias)}: adapters that train the base biases are not supported (bias must be "none")`,
+    );
+  const empty = (v: unknown): boolean =>
+    v === null ||
+    v === undefined ||
+    (Array.isArray(v) && v.length === 0) ||
+    (typeof v === 'object' && !Array.isArray(v) && Object.keys(v as object).length === 0);
+  if (!empty(json.modules_to_save))
+    fail(
+      'modules_to_save',
+      `is ${JSON.stringify(json.modules_to_save)}: adapters that save whole modules are not supported`,
+    );
   if (!empty(json.rank_pattern)) fail('rank_pattern', 'is not empty: per-module ranks are not supported');
   if (!empty(json.alpha_pattern)) fail('alpha_pattern', 'is not empty: per-module alphas are not supported');
-  if (!empty(json.layers_to_transform)) fail('layers_to_transform', 'is set: adapters on a subset of the layers are not supported');
+  if (!empty(json.layers_to_transform))
+    fail('layers_to_transform', 'is set: adapters on a subset of the layers are not supported');
   if (!empty(json.layer_replication)) fail('layer_replication', 'is set: not supported');
   if (typeof json.init_lora_weights === 'string' && /^(pissa|olora|corda)/i.test(json.init_lora_weights)) {
-    fail('init_lora_weights', `is ${JSON.stringify(json.init_lora_weights)}: such adapters belong to a base that PEFT modified (convert them to plain LoRA with PEFT first)`);
+    fail(
+      'init_lora_weights',
+      `is ${JSON.stringify(json.init_lora_weights)}: such adapters belong to a base that PEFT modified (convert them to plain LoRA with PEFT first)`,
+    );
   }
   const task = json.task_type;
-  if (task !== undefined && task !== null && task !== 'CAUSAL_LM') fail('task_type', `must be "CAUSAL_LM" (or absent), got ${JSON.stringify(task)}`);
+  if (task !== undefined && task !== null && task !== 'CAUSAL_LM')
+    fail('task_type', `must be "CAUSAL_LM" (or absent), got ${JSON.stringify(task)}`);
   const tm = json.target_modules;
   let listed: LoraTarget[] | null = null;
   if (Array.isArray(tm)) {
     listed = tm.map((m: unknown, i) => {
       const last = typeof m === 'string' ? m.split('.').pop()! : '';
       if (!(LORA_TARGETS as readonly string[]).includes(last)) {
-        const why = /embed/.test(last) ? ' (LoRA on the embedding is not supported)' : last === 'lm_head' ? ' (LoRA on the LM head is not supported)' : /expert|router/.test(String(m)) ? ' (LoRA on MoE experts or the router is not supported)' : '';
-        return fail(`target_modules[${i}]`, `${JSON.stringify(m)} is not a module we adapt${why}; supported: ${LORA_TARGETS.join(', ')}`);
+        const why = /embed/.test(last)
+          ? ' (LoRA on the embedding is not supported)'
+          : last === 'lm_head'
+            ? ' (LoRA on the LM head is not supported)'
+            : /expert|router/.test(String(m))
+              ? ' (LoRA on MoE experts or the router is not supported)'
+              : '';
+        return fail(
+          `target_modules[${i}]`,
+          `${JSON.stringify(m)} is not a module we adapt${why}; supported: ${LORA_TARGETS.join(', ')}`,
+        );
       }
       return last as LoraTarget;
     });
@@ -154,9 +202,13 @@ function parseConfig(json: Record<string, unknown>): { rank: number; alpha: numb
     (tp as unknown[]).forEach((entry, i) => {
       const target = typeof entry === 'string' ? expertTargetOfParameter(entry) : null;
       if (target === null) {
-        return fail(`target_parameters[${i}]`, `${JSON.stringify(entry)} is not a parameter we adapt; supported: ${Object.values(PEFT_EXPERT_PARAMETERS).join(', ')} (every layer's experts)`);
+        return fail(
+          `target_parameters[${i}]`,
+          `${JSON.stringify(entry)} is not a parameter we adapt; supported: ${Object.values(PEFT_EXPERT_PARAMETERS).join(', ')} (every layer's experts)`,
+        );
       }
-      if (parameters.includes(target)) fail(`target_parameters[${i}]`, `${JSON.stringify(entry)} names ${target} twice`);
+      if (parameters.includes(target))
+        fail(`target_parameters[${i}]`, `${JSON.stringify(entry)} names ${target} twice`);
       parameters.push(target);
     });
   }
@@ -172,7 +224,8 @@ export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
   try {
     text = await readFile(join(dir, PEFT_CONFIG_FILE), 'utf8');
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new PeftAdapterError(PEFT_CONFIG_FILE, '', `not found in ${dir} (not a PEFT adapter folder)`);
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT')
+      throw new PeftAdapterError(PEFT_CONFIG_FILE, '', `not found in ${dir} (not a PEFT adapter folder)`);
     throw e;
   }
   let json: unknown;
@@ -181,7 +234,8 @@ export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
   } catch (e) {
     throw new PeftAdapterError(PEFT_CONFIG_FILE, '', `is not valid JSON: ${(e as Error).message}`);
   }
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new PeftAdapterError(PEFT_CONFIG_FILE, '', 'must be a JSON object');
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    throw new PeftAdapterError(PEFT_CONFIG_FILE, '', 'must be a JSON object');
   const config = json as Record<string, unknown>;
   const { rank, alpha, rslora, listed, parameters } = parseConfig(config);
 
@@ -190,7 +244,11 @@ export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
     await stat(weightsPath);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new PeftAdapterError(PEFT_WEIGHTS_FILE, '', `not found in ${dir}${(await exists(join(dir, 'adapter_model.bin'))) ? ' (adapter_model.bin, a pickle, is not read: save with safe_serialization)' : ''}`);
+      throw new PeftAdapterError(
+        PEFT_WEIGHTS_FILE,
+        '',
+        `not found in ${dir}${(await exists(join(dir, 'adapter_model.bin'))) ? ' (adapter_model.bin, a pickle, is not read: save with safe_serialization)' : ''}`,
+      );
     }
     throw e;
   }
@@ -210,12 +268,25 @@ export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
           ? 'experts.down_proj'
           : parameters[0];
       if (target === undefined) {
-        throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `adapts the experts, but ${PEFT_CONFIG_FILE} target_parameters (${JSON.stringify(config.target_parameters ?? null)}) ${parameters.length === 0 ? 'lists none' : 'lists one parameter, so no key has base_layer'}`);
+        throw new PeftAdapterError(
+          PEFT_WEIGHTS_FILE,
+          key,
+          `adapts the experts, but ${PEFT_CONFIG_FILE} target_parameters (${JSON.stringify(config.target_parameters ?? null)}) ${parameters.length === 0 ? 'lists none' : 'lists one parameter, so no key has base_layer'}`,
+        );
       }
-      if (t.shape.length !== 2) throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `has shape [${t.shape.join(', ')}] (a LoRA matrix has 2 dimensions)`);
+      if (t.shape.length !== 2)
+        throw new PeftAdapterError(
+          PEFT_WEIGHTS_FILE,
+          key,
+          `has shape [${t.shape.join(', ')}] (a LoRA matrix has 2 dimensions)`,
+        );
       const stacked = x[3] === 'A' ? t.shape[0] : t.shape[1];
       if (stacked % rank !== 0) {
-        throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `has shape [${t.shape.join(', ')}]: its stacked rank dimension ${stacked} is not r · experts for ${PEFT_CONFIG_FILE} r = ${rank}`);
+        throw new PeftAdapterError(
+          PEFT_WEIGHTS_FILE,
+          key,
+          `has shape [${t.shape.join(', ')}]: its stacked rank dimension ${stacked} is not r · experts for ${PEFT_CONFIG_FILE} r = ${rank}`,
+        );
       }
       tensors.set(key, { shape: [...t.shape], data: toFloat32(t, key) });
       if (!found.has(target)) found.set(target, new Set());
@@ -225,16 +296,33 @@ export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
     const m = KEY.exec(key);
     const target = m?.[3] as LoraTarget | undefined;
     const group = m?.[2];
-    const ok = m !== null && target !== undefined && (LORA_TARGETS as readonly string[]).includes(target) && (group === 'mlp') === LORA_MLP_TARGETS.includes(target);
+    const ok =
+      m !== null &&
+      target !== undefined &&
+      (LORA_TARGETS as readonly string[]).includes(target) &&
+      (group === 'mlp') === LORA_MLP_TARGETS.includes(target);
     if (!ok) throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, unsupportedKey(key));
     const layer = Number(m[1]);
-    if (t.shape.length !== 2) throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `has shape [${t.shape.join(', ')}] (a LoRA matrix has 2 dimensions)`);
+    if (t.shape.length !== 2)
+      throw new PeftAdapterError(
+        PEFT_WEIGHTS_FILE,
+        key,
+        `has shape [${t.shape.join(', ')}] (a LoRA matrix has 2 dimensions)`,
+      );
     const rankDim = m[4] === 'A' ? t.shape[0] : t.shape[1];
     if (rankDim !== rank) {
-      throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `has shape [${t.shape.join(', ')}]: its rank dimension is ${rankDim}, ${PEFT_CONFIG_FILE} r = ${rank}`);
+      throw new PeftAdapterError(
+        PEFT_WEIGHTS_FILE,
+        key,
+        `has shape [${t.shape.join(', ')}]: its rank dimension is ${rankDim}, ${PEFT_CONFIG_FILE} r = ${rank}`,
+      );
     }
     if (listed !== null && !listed.includes(target)) {
-      throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `adapts ${target}, which ${PEFT_CONFIG_FILE} target_modules (${listed.join(', ')}) does not list`);
+      throw new PeftAdapterError(
+        PEFT_WEIGHTS_FILE,
+        key,
+        `adapts ${target}, which ${PEFT_CONFIG_FILE} target_modules (${listed.join(', ')}) does not list`,
+      );
     }
     tensors.set(key, { shape: [...t.shape], data: toFloat32(t, key) });
     if (!found.has(target)) found.set(target, new Set());
@@ -244,20 +332,36 @@ export async function readPeftAdapter(dir: string): Promise<PeftAdapter> {
   const layers = Math.max(...[...found.values()].flatMap((s) => [...s])) + 1;
   const targets = LORA_TARGETS.filter((t) => found.has(t));
   for (const target of parameters) {
-    if (!found.has(target)) throw new PeftAdapterError(PEFT_WEIGHTS_FILE, '', `holds no tensors of ${PEFT_EXPERT_PARAMETERS[target as keyof typeof PEFT_EXPERT_PARAMETERS]}, which ${PEFT_CONFIG_FILE} target_parameters lists`);
+    if (!found.has(target))
+      throw new PeftAdapterError(
+        PEFT_WEIGHTS_FILE,
+        '',
+        `holds no tensors of ${PEFT_EXPERT_PARAMETERS[target as keyof typeof PEFT_EXPERT_PARAMETERS]}, which ${PEFT_CONFIG_FILE} target_parameters lists`,
+      );
   }
   for (const target of targets) {
     for (let layer = 0; layer < layers; layer++) {
       for (const mat of ['A', 'B'] as const) {
         const key = peftAdapterKey(layer, target, mat, targets);
         if (!tensors.has(key)) {
-          throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `is missing (the adapter has ${target} on other layers; adapters on a subset of the layers are not supported)`);
+          throw new PeftAdapterError(
+            PEFT_WEIGHTS_FILE,
+            key,
+            `is missing (the adapter has ${target} on other layers; adapters on a subset of the layers are not supported)`,
+          );
         }
       }
     }
   }
   const base = config.base_model_name_or_path;
-  return { dir, lora: { rank, alpha, targets, rslora }, layers, baseModelNameOrPath: typeof base === 'string' ? base : null, config, tensors };
+  return {
+    dir,
+    lora: { rank, alpha, targets, rslora },
+    layers,
+    baseModelNameOrPath: typeof base === 'string' ? base : null,
+    config,
+    tensors,
+  };
 }
 
 async function exists(path: string): Promise<boolean> {
@@ -277,30 +381,51 @@ async function exists(path: string): Promise<boolean> {
 export function checkPeftAdapter(config: ModelConfig, a: PeftAdapter): void {
   const c = config;
   if (a.layers !== c.layers) {
-    throw new PeftAdapterError(PEFT_WEIGHTS_FILE, '', `has adapters for ${a.layers} layers, the model has ${c.layers}: the adapter was made for another base model`);
+    throw new PeftAdapterError(
+      PEFT_WEIGHTS_FILE,
+      '',
+      `has adapters for ${a.layers} layers, the model has ${c.layers}: the adapter was made for another base model`,
+    );
   }
   if (c.experts > 0) {
     const mlp = a.lora.targets.filter((t) => LORA_MLP_TARGETS.includes(t));
     if (mlp.length > 0) {
-      throw new PeftAdapterError(PEFT_WEIGHTS_FILE, peftAdapterKey(0, mlp[0], 'A'), `adapts ${mlp[0]}, but the model's MLP is a mixture of experts (experts = ${c.experts}): the adapter was made for another base model`);
+      throw new PeftAdapterError(
+        PEFT_WEIGHTS_FILE,
+        peftAdapterKey(0, mlp[0], 'A'),
+        `adapts ${mlp[0]}, but the model's MLP is a mixture of experts (experts = ${c.experts}): the adapter was made for another base model`,
+      );
     }
   } else {
     const ex = a.lora.targets.filter((t) => LORA_EXPERT_TARGETS.includes(t));
     if (ex.length > 0) {
-      throw new PeftAdapterError(PEFT_WEIGHTS_FILE, peftAdapterKey(0, ex[0], 'A', a.lora.targets), `adapts ${ex[0]}, but the model's MLP is dense (experts = 0): the adapter was made for another base model`);
+      throw new PeftAdapterError(
+        PEFT_WEIGHTS_FILE,
+        peftAdapterKey(0, ex[0], 'A', a.lora.targets),
+        `adapts ${ex[0]}, but the model's MLP is dense (experts = 0): the adapter was made for another base model`,
+      );
     }
   }
   for (const target of a.lora.targets) {
     const { in: nIn, out } = loraTargetShape(c, target);
     const expert = LORA_EXPERT_TARGETS.includes(target);
-    const shapes = expert ? peftExpertShapes(c.experts, a.lora.rank, nIn, out) : { A: [a.lora.rank, nIn], B: [out, a.lora.rank] };
+    const shapes = expert
+      ? peftExpertShapes(c.experts, a.lora.rank, nIn, out)
+      : { A: [a.lora.rank, nIn], B: [out, a.lora.rank] };
     for (let layer = 0; layer < c.layers; layer++) {
-      for (const [mat, want] of [['A', shapes.A], ['B', shapes.B]] as const) {
+      for (const [mat, want] of [
+        ['A', shapes.A],
+        ['B', shapes.B],
+      ] as const) {
         const key = peftAdapterKey(layer, target, mat, a.lora.targets);
         const t = a.tensors.get(key)!;
         if (t.shape[0] !== want[0] || t.shape[1] !== want[1]) {
           const per = expert ? ` per expert, ${c.experts} experts stacked as PEFT stacks them` : '';
-          throw new PeftAdapterError(PEFT_WEIGHTS_FILE, key, `has shape [${t.shape.join(', ')}], the model's ${target} needs [${want.join(', ')}] (in ${nIn}, out ${out}${per}): the adapter was made for another base model`);
+          throw new PeftAdapterError(
+            PEFT_WEIGHTS_FILE,
+            key,
+            `has shape [${t.shape.join(', ')}], the model's ${target} needs [${want.join(', ')}] (in ${nIn}, out ${out}${per}): the adapter was made for another base model`,
+          );
         }
       }
     }
@@ -319,7 +444,10 @@ export function sameLoraSettings(a: LoraConfig, b: LoraConfig): boolean {
  */
 export function peftAdapterValues(config: ModelConfig, a: PeftAdapter): Map<string, Float32Array> {
   if (config.lora === null || !sameLoraSettings(config.lora, a.lora)) {
-    throw new ModelConfigError('lora', `(${config.lora === null ? 'none' : describeLora(config.lora)}) differs from the adapter's (${describeLora(a.lora)})`);
+    throw new ModelConfigError(
+      'lora',
+      `(${config.lora === null ? 'none' : describeLora(config.lora)}) differs from the adapter's (${describeLora(a.lora)})`,
+    );
   }
   const values = new Map<string, Float32Array>();
   const targets = config.lora.targets;
@@ -355,7 +483,10 @@ export async function applyPeftAdapter(model: Transformer, adapter: string | Pef
   checkPeftAdapter(model.config, a);
   const have = model.config.lora;
   if (have !== null && !sameLoraSettings(have, a.lora)) {
-    throw new ModelConfigError('lora', `(rank ${have.rank}, alpha ${have.alpha}, rslora ${have.rslora}, targets ${have.targets.join(', ')}) differs from the adapter's (r ${a.lora.rank}, lora_alpha ${a.lora.alpha}, use_rslora ${a.lora.rslora}, modules ${a.lora.targets.join(', ')})`);
+    throw new ModelConfigError(
+      'lora',
+      `(rank ${have.rank}, alpha ${have.alpha}, rslora ${have.rslora}, targets ${have.targets.join(', ')}) differs from the adapter's (r ${a.lora.rank}, lora_alpha ${a.lora.alpha}, use_rslora ${a.lora.rslora}, modules ${a.lora.targets.join(', ')})`,
+    );
   }
   const next = have === null ? addLora(model, a.lora) : model;
   for (const [name, data] of peftAdapterValues(next.config, a)) next.store.write(name, data);
@@ -373,7 +504,10 @@ export interface SavePeftOptions {
  * the adapted modules, and with expert targets `target_parameters` (`mlp.experts.gate_up_proj`,
  * `mlp.experts.down_proj`).
  */
-export function peftAdapterConfig(lora: LoraConfig, baseModelNameOrPath: string | null = null): Record<string, unknown> {
+export function peftAdapterConfig(
+  lora: LoraConfig,
+  baseModelNameOrPath: string | null = null,
+): Record<string, unknown> {
   const config: Record<string, unknown> = {
     alpha_pattern: {},
     auto_mapping: null,
@@ -397,16 +531,26 @@ export function peftAdapterConfig(lora: LoraConfig, baseModelNameOrPath: string 
     use_rslora: lora.rslora,
   };
   // target_parameters (PEFT >= 0.17) only when the experts are adapted: an older PEFT refuses unknown fields
-  const parameters = lora.targets.filter((t) => LORA_EXPERT_TARGETS.includes(t)).map((t) => PEFT_EXPERT_PARAMETERS[t as keyof typeof PEFT_EXPERT_PARAMETERS]);
+  const parameters = lora.targets
+    .filter((t) => LORA_EXPERT_TARGETS.includes(t))
+    .map((t) => PEFT_EXPERT_PARAMETERS[t as keyof typeof PEFT_EXPERT_PARAMETERS]);
   if (parameters.length > 0) config.target_parameters = parameters;
-  return Object.fromEntries(Object.keys(config).sort().map((k) => [k, config[k]]));
+  return Object.fromEntries(
+    Object.keys(config)
+      .sort()
+      .map((k) => [k, config[k]]),
+  );
 }
 
 /**
  * Writes a model's adapters as a PEFT folder (`adapter_config.json` and `adapter_model.safetensors`
  * in float32, each file written atomically; `dir` is created when missing). Returns the files written.
  */
-export async function savePeftAdapter(model: Transformer, dir: string, options: SavePeftOptions = {}): Promise<{ dir: string; files: string[] }> {
+export async function savePeftAdapter(
+  model: Transformer,
+  dir: string,
+  options: SavePeftOptions = {},
+): Promise<{ dir: string; files: string[] }> {
   const lora = model.config.lora;
   if (lora === null) throw new ModelConfigError('lora', 'is null: this model has no LoRA adapters to save');
   const tensors: [string, SafeTensor][] = [];
@@ -414,7 +558,14 @@ export async function savePeftAdapter(model: Transformer, dir: string, options: 
     const keyA = peftAdapterKey(slot.layer, slot.target, 'A', lora.targets);
     const keyB = peftAdapterKey(slot.layer, slot.target, 'B', lora.targets);
     if (slot.experts > 0) {
-      const { A, B } = expertsToPeft(slot.target, model.store.read(slot.aName), model.store.read(slot.bName), slot.experts, lora.rank, slot.out);
+      const { A, B } = expertsToPeft(
+        slot.target,
+        model.store.read(slot.aName),
+        model.store.read(slot.bName),
+        slot.experts,
+        lora.rank,
+        slot.out,
+      );
       const shapes = peftExpertShapes(slot.experts, lora.rank, slot.in, slot.out);
       tensors.push([keyA, { dtype: 'F32', shape: shapes.A, data: A }]);
       tensors.push([keyB, { dtype: 'F32', shape: shapes.B, data: B }]);

@@ -9,7 +9,17 @@
  * the experts of a mixture of experts, named by the tail of PEFT's `target_parameters` entries
  * (`mlp.experts.gate_up_proj`, `mlp.experts.down_proj`).
  */
-export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj', 'experts.gate_up_proj', 'experts.down_proj'] as const;
+export const LORA_TARGETS = [
+  'q_proj',
+  'k_proj',
+  'v_proj',
+  'o_proj',
+  'gate_proj',
+  'up_proj',
+  'down_proj',
+  'experts.gate_up_proj',
+  'experts.down_proj',
+] as const;
 
 /** One adaptable projection: the attention's q/k/v/o, the dense MLP's gate/up/down, or the experts' gate_up/down. */
 export type LoraTarget = (typeof LORA_TARGETS)[number];
@@ -61,5 +71,7 @@ export type LoraOptionInput = Omit<LoraConfigInput, 'targets'> & { targets: Lora
  */
 export function resolveLoraTargets(targets: LoraTarget[] | 'all-linear', model: { experts: number }): LoraTarget[] {
   if (targets !== 'all-linear') return targets;
-  return LORA_TARGETS.filter((t) => !LORA_EXPERT_TARGETS.includes(t) && (model.experts === 0 || !LORA_MLP_TARGETS.includes(t)));
+  return LORA_TARGETS.filter(
+    (t) => !LORA_EXPERT_TARGETS.includes(t) && (model.experts === 0 || !LORA_MLP_TARGETS.includes(t)),
+  );
 }

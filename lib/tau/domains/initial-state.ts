@@ -28,22 +28,35 @@ export function deepMergeJson(base: unknown, patch: unknown): unknown {
  * Applies `task.initial_state` to `state` (in place) and returns it. Throws a TypeError naming an
  * unknown table or a malformed entry, and an Error when an initialization action fails.
  */
-export function applyInitialState<S>(state: S, task: TauTask | undefined, domain: string, tables: Readonly<Record<string, InitialStateTable<S>>>, tools: Toolkit<S>): S {
+export function applyInitialState<S>(
+  state: S,
+  task: TauTask | undefined,
+  domain: string,
+  tables: Readonly<Record<string, InitialStateTable<S>>>,
+  tools: Toolkit<S>,
+): S {
   const init = task?.initial_state;
   const agentData = init?.initialization_data?.agent_data;
   if (agentData) {
     for (const [table, entries] of Object.entries(agentData)) {
       const t = Object.prototype.hasOwnProperty.call(tables, table) ? tables[table] : undefined;
       if (!t) throw new TypeError(`initialization_data: unknown ${domain} table '${table}'`);
-      if (entries === null || typeof entries !== 'object') throw new TypeError(`initialization_data.${table} must be an object`);
+      if (entries === null || typeof entries !== 'object')
+        throw new TypeError(`initialization_data.${table} must be an object`);
       for (const [id, patch] of Object.entries(entries as Record<string, unknown>)) {
         t.put(state, id, deepMergeJson(t.get(state, id) ?? null, patch), `initialization_data.${table}.${id}`);
       }
     }
   }
   for (const action of init?.initialization_actions ?? []) {
-    if (action.env_type !== 'assistant') throw new TypeError(`${domain} has no user tools: initialization actions must be assistant calls`);
-    const res = tools.call(state, { id: 'init', name: action.func_name, arguments: action.arguments, requestor: 'assistant' });
+    if (action.env_type !== 'assistant')
+      throw new TypeError(`${domain} has no user tools: initialization actions must be assistant calls`);
+    const res = tools.call(state, {
+      id: 'init',
+      name: action.func_name,
+      arguments: action.arguments,
+      requestor: 'assistant',
+    });
     if (res.error) throw new Error(`initialization action ${action.func_name} failed: ${res.content}`);
   }
   return state;

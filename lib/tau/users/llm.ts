@@ -37,7 +37,10 @@ export interface LlmUserOptions {
 /** An error talking to the chat endpoint. */
 export class LlmUserError extends Error {
   /** @param message - what went wrong. @param status - HTTP status, when there was one. */
-  constructor(message: string, readonly status?: number) {
+  constructor(
+    message: string,
+    readonly status?: number,
+  ) {
     super(message);
     this.name = 'LlmUserError';
   }
@@ -46,7 +49,11 @@ export class LlmUserError extends Error {
 /** One message of the simulator's own chat (roles flipped; its own tool calls and results included). */
 export type FlippedMessage =
   | { role: 'system' | 'user'; content: string }
-  | { role: 'assistant'; content: string | null; tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[] }
+  | {
+      role: 'assistant';
+      content: string | null;
+      tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[];
+    }
   | { role: 'tool'; tool_call_id: string; content: string };
 
 /**
@@ -58,15 +65,21 @@ export type FlippedMessage =
 export function flipRoles(system: string, history: readonly Message[]): FlippedMessage[] {
   const out: FlippedMessage[] = [{ role: 'system', content: system }];
   for (const m of history) {
-    if (m.role === 'assistant' && hasText(m) && !(m.toolCalls && m.toolCalls.length > 0)) out.push({ role: 'user', content: m.content as string });
+    if (m.role === 'assistant' && hasText(m) && !(m.toolCalls && m.toolCalls.length > 0))
+      out.push({ role: 'user', content: m.content as string });
     else if (m.role === 'user' && m.toolCalls && m.toolCalls.length > 0) {
       out.push({
         role: 'assistant',
         content: hasText(m) ? (m.content as string) : null,
-        tool_calls: m.toolCalls.map((c) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: JSON.stringify(c.arguments) } })),
+        tool_calls: m.toolCalls.map((c) => ({
+          id: c.id,
+          type: 'function' as const,
+          function: { name: c.name, arguments: JSON.stringify(c.arguments) },
+        })),
       });
     } else if (m.role === 'user' && hasText(m)) out.push({ role: 'assistant', content: m.content as string });
-    else if (m.role === 'tool' && m.requestor === 'user') out.push({ role: 'tool', tool_call_id: m.id, content: m.content });
+    else if (m.role === 'tool' && m.requestor === 'user')
+      out.push({ role: 'tool', tool_call_id: m.id, content: m.content });
   }
   return out;
 }
@@ -84,7 +97,8 @@ function parseArgs(raw: unknown): Record<string, unknown> {
 
 /** The LLM user simulator (asynchronous: drive episodes with `reset`/`act`, not the sync variants). */
 export class LlmUserSimulator implements UserSimulator {
-  private readonly opts: Required<Omit<LlmUserOptions, 'apiKey' | 'extraBody' | 'fetch'>> & Pick<LlmUserOptions, 'apiKey' | 'extraBody' | 'fetch'>;
+  private readonly opts: Required<Omit<LlmUserOptions, 'apiKey' | 'extraBody' | 'fetch'>> &
+    Pick<LlmUserOptions, 'apiKey' | 'extraBody' | 'fetch'>;
   private system = '';
   private seed = 0;
   private tools: readonly OpenAIToolSchema[] = [];
@@ -95,7 +109,12 @@ export class LlmUserSimulator implements UserSimulator {
     const model = options.model ?? env.SINKFLEX_USER_MODEL;
     if (!model) throw new TypeError('LlmUserSimulator: no model (options.model or SINKFLEX_USER_MODEL)');
     this.opts = {
-      baseURL: (options.baseURL ?? env.SINKFLEX_USER_BASE_URL ?? env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1').replace(/\/+$/, ''),
+      baseURL: (
+        options.baseURL ??
+        env.SINKFLEX_USER_BASE_URL ??
+        env.OPENAI_BASE_URL ??
+        'https://api.openai.com/v1'
+      ).replace(/\/+$/, ''),
       model,
       apiKey: options.apiKey ?? env.SINKFLEX_USER_API_KEY ?? env.OPENAI_API_KEY,
       temperature: options.temperature ?? 0,
@@ -141,21 +160,40 @@ export class LlmUserSimulator implements UserSimulator {
       try {
         const res = await doFetch(`${this.opts.baseURL}/chat/completions`, {
           method: 'POST',
-          headers: { 'content-type': 'application/json', ...(this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {}) },
+          headers: {
+            'content-type': 'application/json',
+            ...(this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {}),
+          },
           body,
           signal: ctrl.signal,
         });
         if (!res.ok) {
-          last = new LlmUserError(`chat endpoint answered ${res.status}: ${(await res.text()).slice(0, 200)}`, res.status);
+          last = new LlmUserError(
+            `chat endpoint answered ${res.status}: ${(await res.text()).slice(0, 200)}`,
+            res.status,
+          );
           if (res.status === 429 || res.status >= 500) continue;
           throw last;
         }
-        const json = (await res.json()) as { choices?: { message?: { content?: string | null; tool_calls?: { function?: { name?: unknown; arguments?: unknown } }[] } }[] };
+        const json = (await res.json()) as {
+          choices?: {
+            message?: {
+              content?: string | null;
+              tool_calls?: { function?: { name?: unknown; arguments?: unknown } }[];
+            };
+          }[];
+        };
         const message = json.choices?.[0]?.message;
         const content = message?.content;
         const calls = (message?.tool_calls ?? []).filter((c) => typeof c?.function?.name === 'string');
         if (calls.length > 0 && this.tools.length > 0) {
-          return { content: typeof content === 'string' && content.trim() !== '' ? content : null, toolCalls: calls.map((c) => ({ name: c.function?.name as string, arguments: parseArgs(c.function?.arguments) })) };
+          return {
+            content: typeof content === 'string' && content.trim() !== '' ? content : null,
+            toolCalls: calls.map((c) => ({
+              name: c.function?.name as string,
+              arguments: parseArgs(c.function?.arguments),
+            })),
+          };
         }
         if (typeof content !== 'string' || content.trim() === '') {
           last = new LlmUserError('chat endpoint returned no message content');
@@ -164,7 +202,14 @@ export class LlmUserSimulator implements UserSimulator {
         return { content };
       } catch (e) {
         if (e instanceof LlmUserError && e.status !== undefined && e.status !== 429 && e.status < 500) throw e;
-        last = e instanceof LlmUserError ? e : new LlmUserError(ctrl.signal.aborted ? `timed out after ${this.opts.timeoutMs} ms` : `request failed: ${(e as Error).message}`);
+        last =
+          e instanceof LlmUserError
+            ? e
+            : new LlmUserError(
+                ctrl.signal.aborted
+                  ? `timed out after ${this.opts.timeoutMs} ms`
+                  : `request failed: ${(e as Error).message}`,
+              );
       } finally {
         clearTimeout(timer);
       }

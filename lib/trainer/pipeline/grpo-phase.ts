@@ -40,38 +40,85 @@ export function stepTasks(config: TrainConfig, trainIds: readonly string[], step
 /** Trajectories in OpenAI chat format with rewards (one JSON object per line). */
 export function samplesJsonl(records: readonly EpisodeRecord[], step: number): string {
   return records
-    .map((r) => JSON.stringify({ step, task_id: r.taskId, uid: r.uid, sample_index: r.sampleIndex, seed: r.seed, reward: r.reward, termination: r.termination, aborted: r.aborted, truncated: r.truncated, num_turns: r.numTurns, messages: r.messages }))
+    .map((r) =>
+      JSON.stringify({
+        step,
+        task_id: r.taskId,
+        uid: r.uid,
+        sample_index: r.sampleIndex,
+        seed: r.seed,
+        reward: r.reward,
+        termination: r.termination,
+        aborted: r.aborted,
+        truncated: r.truncated,
+        num_turns: r.numTurns,
+        messages: r.messages,
+      }),
+    )
     .join('\n')
     .concat(records.length > 0 ? '\n' : '');
 }
 
 /** One GRPO step (`state.step + 1`): rollout, update, metrics row, samples, validation and checkpoint when due. */
-async function step(ctx: RunContext, model: ModelHandle, engine: RolloutEngine, loop: AgentLoop, reference: ReferencePolicy | null, validate: Validate, last: number): Promise<void> {
+async function step(
+  ctx: RunContext,
+  model: ModelHandle,
+  engine: RolloutEngine,
+  loop: AgentLoop,
+  reference: ReferencePolicy | null,
+  validate: Validate,
+  last: number,
+): Promise<void> {
   const { config, tw, out } = ctx.run;
   const k = ctx.state.step + 1;
   const t0 = performance.now();
   await engine.sync(ctx.state.step); // the servers sample with the policy of the last step
   const syncS = (performance.now() - t0) / 1000;
-  const r = await grpoStep({ policy: model.policy, loop, reference, config, afterRollout: () => engine.checkOnPolicy(model.policy) }, k, stepTasks(config, tw.trainIds, k));
+  const r = await grpoStep(
+    { policy: model.policy, loop, reference, config, afterRollout: () => engine.checkOnPolicy(model.policy) },
+    k,
+    stepTasks(config, tw.trainIds, k),
+  );
   if (engine.kind !== 'local') Object.assign(r.metrics, engine.takeMetrics(), { 'timing_s/sync_weights': syncS });
   const st = ctx.state;
-  ctx.state = { ...st, step: k, skippedSteps: st.skippedSteps + r.skipped, abortedEpisodes: st.abortedEpisodes + (r.metrics['rollout/aborted'] ?? 0) };
-  const row: MetricsRow = { step: k, phase: 'grpo', ...r.metrics, 'actor/skipped_steps_total': ctx.state.skippedSteps, 'rollout/aborted_total': ctx.state.abortedEpisodes };
+  ctx.state = {
+    ...st,
+    step: k,
+    skippedSteps: st.skippedSteps + r.skipped,
+    abortedEpisodes: st.abortedEpisodes + (r.metrics['rollout/aborted'] ?? 0),
+  };
+  const row: MetricsRow = {
+    step: k,
+    phase: 'grpo',
+    ...r.metrics,
+    'actor/skipped_steps_total': ctx.state.skippedSteps,
+    'rollout/aborted_total': ctx.state.abortedEpisodes,
+  };
   ctx.log(row);
   ctx.emit({ kind: 'grpo', step: k, total: config.grpo.steps, metrics: r.metrics });
   await ctx.notifyUpdate(model, k);
   if (config.output.samplesPerStep > 0) {
     mkdirSync(join(out, 'samples'), { recursive: true });
-    writeFileSync(join(out, 'samples', `step-${k}.jsonl`), samplesJsonl(r.records.slice(0, config.output.samplesPerStep), k));
+    writeFileSync(
+      join(out, 'samples', `step-${k}.jsonl`),
+      samplesJsonl(r.records.slice(0, config.output.samplesPerStep), k),
+    );
   }
   const end = k === config.grpo.steps;
   if (end || (config.val.every > 0 && k % config.val.every === 0)) await validate(k);
-  if (end || k === last || (config.output.saveEvery > 0 && k % config.output.saveEvery === 0)) await ctx.saveCheckpoint(model);
+  if (end || k === last || (config.output.saveEvery > 0 && k % config.output.saveEvery === 0))
+    await ctx.saveCheckpoint(model);
   ctx.writeReport();
 }
 
 /** Runs the GRPO steps of this call (see the module description); the caller disposes `reference`. */
-export async function grpoPhase(ctx: RunContext, model: ModelHandle, engine: RolloutEngine, reference: ReferencePolicy | null, validate: Validate): Promise<void> {
+export async function grpoPhase(
+  ctx: RunContext,
+  model: ModelHandle,
+  engine: RolloutEngine,
+  reference: ReferencePolicy | null,
+  validate: Validate,
+): Promise<void> {
   const { config, env, limits, prompt } = ctx.run;
   const loop = new AgentLoop({
     policy: engine.policy,
@@ -86,12 +133,14 @@ export async function grpoPhase(ctx: RunContext, model: ModelHandle, engine: Rol
   });
   try {
     const last = Math.min(config.grpo.steps, ctx.options.stopAfter ?? Number.POSITIVE_INFINITY);
-    if (ctx.state.step < last) ctx.emit({ kind: 'phase', phase: 'grpo', message: `GRPO steps ${ctx.state.step + 1}..${last}` });
+    if (ctx.state.step < last)
+      ctx.emit({ kind: 'phase', phase: 'grpo', message: `GRPO steps ${ctx.state.step + 1}..${last}` });
     while (ctx.state.step < last) await step(ctx, model, engine, loop, reference, validate, last);
     // a run resumed with as many steps as it has done (`steps`) ends with the validation an
     // uninterrupted run of that length makes at its end
     const s = ctx.state;
-    if (s.sftDone && s.step === config.grpo.steps && !ctx.rows.some((r) => r.phase === 'val' && r.step === s.step)) await validate(s.step);
+    if (s.sftDone && s.step === config.grpo.steps && !ctx.rows.some((r) => r.phase === 'val' && r.step === s.step))
+      await validate(s.step);
   } finally {
     await loop.dispose();
   }

@@ -13,7 +13,12 @@ import { taskKind } from '../../tau/index.js';
 import { removeStaleTemporaries, writeTextAtomic } from '../checkpoint.js';
 import type { ModelHandle } from '../model-handle.js';
 import type { MetricsRow } from '../report.js';
-import { createRolloutEngine, type PublishAdapter, type PublishWeights, type RolloutEngine } from '../rollout-engine.js';
+import {
+  createRolloutEngine,
+  type PublishAdapter,
+  type PublishWeights,
+  type RolloutEngine,
+} from '../rollout-engine.js';
 import { removeValidationLogsAfter, selectValidationTranscripts, writeValidationLog } from '../validation-log.js';
 import type { RunContext } from './run-context.js';
 
@@ -21,8 +26,15 @@ import type { RunContext } from './run-context.js';
 export async function openRunModel(ctx: RunContext): Promise<ModelHandle> {
   const { plan, resumeFrom, tw, prompt, config } = ctx.run;
   const run = resumeFrom ? { prompt, env: config.env, config, step: ctx.state.step } : null;
-  const model = await plan.open({ checkpoint: resumeFrom, training: true, world: tw, run, onPhase: (phase, message) => ctx.emit({ kind: 'phase', phase, message }) });
-  if (model.fallback) ctx.emit({ kind: 'warning', message: `model.device auto: running on the CPU (${model.fallback})` });
+  const model = await plan.open({
+    checkpoint: resumeFrom,
+    training: true,
+    world: tw,
+    run,
+    onPhase: (phase, message) => ctx.emit({ kind: 'phase', phase, message }),
+  });
+  if (model.fallback)
+    ctx.emit({ kind: 'warning', message: `model.device auto: running on the CPU (${model.fallback})` });
   return model;
 }
 
@@ -30,13 +42,21 @@ export async function openRunModel(ctx: RunContext): Promise<ModelHandle> {
 export function startRunFolder(ctx: RunContext, model: ModelHandle): void {
   const { out, config, resumeFrom, configChanged, metricsToKeep } = ctx.run;
   const removed = removeStaleTemporaries(out);
-  if (removed.length > 0) ctx.emit({ kind: 'warning', message: `removed ${removed.length} temporary file(s) left by an interrupted run: ${removed.join(', ')}` });
+  if (removed.length > 0)
+    ctx.emit({
+      kind: 'warning',
+      message: `removed ${removed.length} temporary file(s) left by an interrupted run: ${removed.join(', ')}`,
+    });
   const resume = ctx.options.resume === true;
   if (!resume) mkdirSync(out, { recursive: true });
   if (!resume || configChanged) writeTextAtomic(join(out, 'config.json'), JSON.stringify(config, null, 2));
   model.writeRunFiles(out, resume);
   if (!resume) return;
-  if (resumeFrom) writeTextAtomic(ctx.metricsPath, metricsToKeep.map((r) => JSON.stringify(r)).join('\n') + (metricsToKeep.length ? '\n' : ''));
+  if (resumeFrom)
+    writeTextAtomic(
+      ctx.metricsPath,
+      metricsToKeep.map((r) => JSON.stringify(r)).join('\n') + (metricsToKeep.length ? '\n' : ''),
+    );
   else rmSync(ctx.metricsPath, { force: true });
   ctx.rows = [...metricsToKeep];
   removeValidationLogsAfter(out, resumeFrom ? ctx.state.step : -1); // redone like the metrics rows
@@ -50,9 +70,19 @@ export function startRunFolder(ctx: RunContext, model: ModelHandle): void {
 export function openRolloutEngine(ctx: RunContext, model: ModelHandle): RolloutEngine {
   const { config, out } = ctx.run;
   const a = model.adapters;
-  const publishAdapter: PublishAdapter | undefined = ctx.options.publishAdapter ?? (a ? (step: number) => a.save(join(out, 'adapters', `step-${step}`)) : undefined);
-  const publishWeights: PublishWeights | undefined = a === null && config.rollout.engine === 'sglang' ? (_step: number, dir: string) => model.save(dir) : undefined;
-  return createRolloutEngine({ config, policy: model.policy, template: model.chat, out, ...(publishAdapter ? { publishAdapter } : {}), ...(publishWeights ? { publishWeights } : {}), onWarning: (message) => ctx.emit({ kind: 'warning', message }) });
+  const publishAdapter: PublishAdapter | undefined =
+    ctx.options.publishAdapter ?? (a ? (step: number) => a.save(join(out, 'adapters', `step-${step}`)) : undefined);
+  const publishWeights: PublishWeights | undefined =
+    a === null && config.rollout.engine === 'sglang' ? (_step: number, dir: string) => model.save(dir) : undefined;
+  return createRolloutEngine({
+    config,
+    policy: model.policy,
+    template: model.chat,
+    out,
+    ...(publishAdapter ? { publishAdapter } : {}),
+    ...(publishWeights ? { publishWeights } : {}),
+    onWarning: (message) => ctx.emit({ kind: 'warning', message }),
+  });
 }
 
 /** A validation of the policy after step `step`: logged, with its transcripts. */
@@ -80,7 +110,13 @@ export function validator(ctx: RunContext, model: ModelHandle, engine: RolloutEn
       source,
       taskKind: (id) => taskKind(tw.world.task(id)),
     });
-    const row: MetricsRow = { step, phase: 'val', ...r.metrics, ...engine.takeMetrics(), 'timing_s/testing': (performance.now() - t0) / 1000 };
+    const row: MetricsRow = {
+      step,
+      phase: 'val',
+      ...r.metrics,
+      ...engine.takeMetrics(),
+      'timing_s/testing': (performance.now() - t0) / 1000,
+    };
     writeValidationLog(out, step, selectValidationTranscripts(r, step, { format: model.chat }));
     ctx.log(row);
     ctx.emit({ kind: 'validation', step, meanAt1: r.meanReward, metrics: r.metrics });

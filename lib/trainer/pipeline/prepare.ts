@@ -10,7 +10,16 @@ import { join, resolve } from 'node:path';
 
 import type { AnyEnv } from '../../gym/index.js';
 import { modelOpsDevice } from '../../model/index.js';
-import { checkpointDir, listCheckpoints, readMetricsFile, readRunConfig, readTrainerState, resumeRunFolder, RunFolderError, type TrainerState } from '../checkpoint.js';
+import {
+  checkpointDir,
+  listCheckpoints,
+  readMetricsFile,
+  readRunConfig,
+  readTrainerState,
+  resumeRunFolder,
+  RunFolderError,
+  type TrainerState,
+} from '../checkpoint.js';
 import { validateConfig, valSourceName, type TrainConfig } from '../config.js';
 import type { RunLimits, RunModelPlan } from '../model-handle.js';
 import { planRunModel } from '../open-model.js';
@@ -44,14 +53,24 @@ export interface PreparedRun {
 }
 
 function checkOptions(options: TrainOptions): void {
-  if (options.steps !== undefined && !options.resume) throw new RunFolderError('steps applies to a resumed run (set grpo.steps in the configuration of a new run)');
-  if (options.modelDir !== undefined && !options.resume) throw new RunFolderError('modelDir applies to a resumed run (a new run names its base in model.source)');
-  if (options.rolloutEngine !== undefined && !options.resume) throw new RunFolderError('rolloutEngine applies to a resumed run (set rollout.* in the configuration of a new run)');
-  if (options.steps !== undefined && (!Number.isSafeInteger(options.steps) || options.steps < 0)) throw new RunFolderError(`steps must be an integer >= 0, got ${options.steps}`);
+  if (options.steps !== undefined && !options.resume)
+    throw new RunFolderError('steps applies to a resumed run (set grpo.steps in the configuration of a new run)');
+  if (options.modelDir !== undefined && !options.resume)
+    throw new RunFolderError('modelDir applies to a resumed run (a new run names its base in model.source)');
+  if (options.rolloutEngine !== undefined && !options.resume)
+    throw new RunFolderError(
+      'rolloutEngine applies to a resumed run (set rollout.* in the configuration of a new run)',
+    );
+  if (options.steps !== undefined && (!Number.isSafeInteger(options.steps) || options.steps < 0))
+    throw new RunFolderError(`steps must be an integer >= 0, got ${options.steps}`);
 }
 
 /** Checks and prepares a new or resumed run (see the module description). */
-export async function prepareRun(configIn: TrainConfig, options: TrainOptions, emit: (e: TrainEvent) => void): Promise<PreparedRun> {
+export async function prepareRun(
+  configIn: TrainConfig,
+  options: TrainOptions,
+  emit: (e: TrainEvent) => void,
+): Promise<PreparedRun> {
   checkOptions(options);
   const out = resolve(options.resume ? resumeRunFolder(options.out) : options.out);
   let config = configIn;
@@ -72,14 +91,22 @@ export async function prepareRun(configIn: TrainConfig, options: TrainOptions, e
     }
     if (options.steps !== undefined && options.steps !== config.grpo.steps) {
       configChanged = true;
-      if (options.steps < state.step) throw new RunFolderError(`steps ${options.steps}: the run's newest checkpoint is at GRPO step ${state.step}; a run can be extended or ended earlier, but not before its newest checkpoint`);
+      if (options.steps < state.step)
+        throw new RunFolderError(
+          `steps ${options.steps}: the run's newest checkpoint is at GRPO step ${state.step}; a run can be extended or ended earlier, but not before its newest checkpoint`,
+        );
       config = { ...config, grpo: { ...config.grpo, steps: options.steps } };
     }
   } else if (existsSync(join(out, 'config.json'))) {
     throw new RunFolderError(`${out} already holds a run (config.json); use --resume or another --out`);
   }
   modelOpsDevice(config.model.device); // model.device 'cuda' without a usable GPU fails here
-  const plan = await planRunModel(config, { out, checkpoint: resumeFrom, resume: options.resume === true, ...(options.modelDir !== undefined ? { modelDir: options.modelDir } : {}) });
+  const plan = await planRunModel(config, {
+    out,
+    checkpoint: resumeFrom,
+    resume: options.resume === true,
+    ...(options.modelDir !== undefined ? { modelDir: options.modelDir } : {}),
+  });
   config = plan.config;
   configChanged ||= plan.changed;
   const tw = buildWorld(config);
@@ -88,7 +115,11 @@ export async function prepareRun(configIn: TrainConfig, options: TrainOptions, e
   if (resumeFrom) {
     const metricsPath = join(out, 'metrics.jsonl');
     const read = readMetricsFile(metricsPath);
-    if (read.tornLastLine !== null) emit({ kind: 'warning', message: `${metricsPath}: dropped a torn last line (a write cut off by a kill; the run resumes from the checkpoint of step ${state.step} and logs it again): ${read.tornLastLine.slice(0, 80)}` });
+    if (read.tornLastLine !== null)
+      emit({
+        kind: 'warning',
+        message: `${metricsPath}: dropped a torn last line (a write cut off by a kill; the run resumes from the checkpoint of step ${state.step} and logs it again): ${read.tornLastLine.slice(0, 80)}`,
+      });
     // what was logged after the checkpoint is dropped (it will be redone identically)
     metricsToKeep = read.rows.filter((r) => (r.step as number) <= state.step);
   }
@@ -102,7 +133,11 @@ export async function prepareRun(configIn: TrainConfig, options: TrainOptions, e
     tw,
     prompt: promptSettings(config),
     env: options.wrapEnv ? options.wrapEnv(baseEnv) : baseEnv,
-    limits: { maxTurns: config.rollout.maxTurns, maxTokensPerTurn: config.rollout.maxTokensPerTurn, maxContextTokens: config.rollout.maxContextTokens },
+    limits: {
+      maxTurns: config.rollout.maxTurns,
+      maxTokensPerTurn: config.rollout.maxTokensPerTurn,
+      maxContextTokens: config.rollout.maxContextTokens,
+    },
     source: valSourceName(config.env),
     metricsToKeep,
   };

@@ -67,11 +67,28 @@ export class RunContext {
     const { out, config, source } = this.run;
     const val = this.rows.filter((r) => r.phase === 'val');
     const key = `val-core/${source}/reward/mean@1`;
-    const summary: Record<string, string | number> = { env: config.env, preset: config.preset, 'GRPO steps': `${this.state.step} / ${config.grpo.steps}`, 'wall time (s)': Math.round(this.elapsed()) };
-    if (val.length > 0) summary['val mean@1 (first → last)'] = `${(val[0][key] as number).toFixed(3)} → ${(val[val.length - 1][key] as number).toFixed(3)}`;
+    const summary: Record<string, string | number> = {
+      env: config.env,
+      preset: config.preset,
+      'GRPO steps': `${this.state.step} / ${config.grpo.steps}`,
+      'wall time (s)': Math.round(this.elapsed()),
+    };
+    if (val.length > 0)
+      summary['val mean@1 (first → last)'] =
+        `${(val[0][key] as number).toFixed(3)} → ${(val[val.length - 1][key] as number).toFixed(3)}`;
     // the folder's name, not its path: reports are shared and committed
     const v = readReportValidations(out, REPORT_TRANSCRIPT_CAPS.validations);
-    writeTextAtomic(join(out, 'report.html'), renderReport(this.rows, { title: `sinkflex train: ${basename(out)}`, source, config, summary, validations: v.logs, validationsOmitted: v.omitted }));
+    writeTextAtomic(
+      join(out, 'report.html'),
+      renderReport(this.rows, {
+        title: `sinkflex train: ${basename(out)}`,
+        source,
+        config,
+        summary,
+        validations: v.logs,
+        validationsOmitted: v.omitted,
+      }),
+    );
   }
 
   /** Saves a checkpoint of the current step (the model's files, config.json, trainer.json), keeping the newest `output.keepCheckpoints`. */
@@ -93,7 +110,8 @@ export class RunContext {
   /** A new run that fails before its first checkpoint cannot be resumed: it removes what it wrote, so that the same `out` can be used again. */
   undoFailedStart(runFiles: readonly string[]): void {
     const out = this.run.out;
-    for (const name of ['config.json', 'metrics.jsonl', 'report.html', ...runFiles]) rmSync(join(out, name), { recursive: true, force: true });
+    for (const name of ['config.json', 'metrics.jsonl', 'report.html', ...runFiles])
+      rmSync(join(out, name), { recursive: true, force: true });
     removeValidationLogsAfter(out, -1);
     removeStaleTemporaries(out);
     for (const dir of [join(out, 'checkpoints'), validationDir(out), ...(this.createdOut ? [out] : [])]) {

@@ -17,24 +17,51 @@ import type { RunContext } from './run-context.js';
 /** The copy-task warm-up (logged every 25 steps and at its end). */
 async function inductionWarmup(ctx: RunContext, model: ModelHandle): Promise<void> {
   const { config } = ctx.run;
-  ctx.emit({ kind: 'phase', phase: 'sft', message: `induction warm-up (${config.sft.inductionSteps} steps of copy data)` });
+  ctx.emit({
+    kind: 'phase',
+    phase: 'sft',
+    message: `induction warm-up (${config.sft.inductionSteps} steps of copy data)`,
+  });
   const t0 = performance.now();
   const losses = await runInductionWarmup(model.policy, config.sft, config.seed, (step, loss) => {
     ctx.emit({ kind: 'sft', step, total: config.sft.inductionSteps, loss });
-    if (step % 25 === 0 || step === config.sft.inductionSteps) ctx.log({ step: 0, phase: 'induction', 'induction/step': step, 'induction/loss': loss });
+    if (step % 25 === 0 || step === config.sft.inductionSteps)
+      ctx.log({ step: 0, phase: 'induction', 'induction/step': step, 'induction/loss': loss });
   });
-  ctx.log({ step: 0, phase: 'induction-summary', 'induction/final_loss': losses[losses.length - 1], 'timing_s/induction': (performance.now() - t0) / 1000 });
+  ctx.log({
+    step: 0,
+    phase: 'induction-summary',
+    'induction/final_loss': losses[losses.length - 1],
+    'timing_s/induction': (performance.now() - t0) / 1000,
+  });
 }
 
 /** The expert's successful episodes: the training tasks, then each demonstration world's tasks. */
-async function demonstrations(ctx: RunContext, model: ModelHandle): Promise<{ kept: EpisodeRecord[]; all: EpisodeRecord[] }> {
+async function demonstrations(
+  ctx: RunContext,
+  model: ModelHandle,
+): Promise<{ kept: EpisodeRecord[]; all: EpisodeRecord[] }> {
   const { config, tw, env, prompt, limits } = ctx.run;
   const format = model.demonstrations;
-  const sources = [{ world: tw.world, taskIds: tw.trainIds, env }, ...demonstrationWorlds(config).map((d) => ({ world: d.world, taskIds: [...d.trainIds, ...d.valIds], env: trainEnvFactory(config, d.world) }))];
+  const sources = [
+    { world: tw.world, taskIds: tw.trainIds, env },
+    ...demonstrationWorlds(config).map((d) => ({
+      world: d.world,
+      taskIds: [...d.trainIds, ...d.valIds],
+      env: trainEnvFactory(config, d.world),
+    })),
+  ];
   const demos: { kept: EpisodeRecord[]; all: EpisodeRecord[] } = { kept: [], all: [] };
   for (const [k, src] of sources.entries()) {
     const count = Math.floor(config.sft.episodes / sources.length) + (k < config.sft.episodes % sources.length ? 1 : 0);
-    const got = await collectDemonstrations({ ...src, count, template: format.template, prompt, limits: format.limits(limits), seed: k === 0 ? mixSeed(config.seed, 0xde0) : mixSeed(config.seed, 0xde0, k) });
+    const got = await collectDemonstrations({
+      ...src,
+      count,
+      template: format.template,
+      prompt,
+      limits: format.limits(limits),
+      seed: k === 0 ? mixSeed(config.seed, 0xde0) : mixSeed(config.seed, 0xde0, k),
+    });
     demos.kept.push(...got.kept);
     demos.all.push(...got.all);
   }
@@ -49,7 +76,10 @@ export async function sftPhase(ctx: RunContext, model: ModelHandle, validate: Va
   ctx.emit({ kind: 'phase', phase: 'demonstrations', message: 'collecting expert demonstrations' });
   const t0 = performance.now();
   const demos = await demonstrations(ctx, model);
-  const rendered = model.demonstrations.sequences(demos.kept, { renderTools: prompt.renderTools, maxTokens: limits.maxContextTokens });
+  const rendered = model.demonstrations.sequences(demos.kept, {
+    renderTools: prompt.renderTools,
+    maxTokens: limits.maxContextTokens,
+  });
   const seqs = rendered.sequences;
   const dropped = demos.all.length - demos.kept.length + rendered.tooLong;
   const demoS = (performance.now() - t0) / 1000;
@@ -57,7 +87,17 @@ export async function sftPhase(ctx: RunContext, model: ModelHandle, validate: Va
   const t1 = performance.now();
   const infos = await runSft(model.policy, seqs, config.sft, config.seed, (i) => {
     ctx.emit({ kind: 'sft', step: i.step, total: config.sft.steps, loss: i.loss });
-    if (i.step % 10 === 0 || i.step === config.sft.steps) ctx.log({ step: 0, phase: 'sft', 'sft/step': i.step, 'sft/loss': i.loss, 'sft/grad_norm': i.gradNorm, 'sft/lr': i.lr, 'sft/tokens': i.tokens, ...(config.sft.observationWeight > 0 ? { 'sft/observation_loss': i.observationLoss } : {}) });
+    if (i.step % 10 === 0 || i.step === config.sft.steps)
+      ctx.log({
+        step: 0,
+        phase: 'sft',
+        'sft/step': i.step,
+        'sft/loss': i.loss,
+        'sft/grad_norm': i.gradNorm,
+        'sft/lr': i.lr,
+        'sft/tokens': i.tokens,
+        ...(config.sft.observationWeight > 0 ? { 'sft/observation_loss': i.observationLoss } : {}),
+      });
   });
   const tokens = seqs.map((s) => s.tokens.length);
   ctx.log({

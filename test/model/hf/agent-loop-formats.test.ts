@@ -9,7 +9,13 @@ import type { ChatMessage } from '../../../lib/model/chat-template.js';
 import { HarmonyChatFormat } from '../../../lib/model/hf/chat/harmony-format.js';
 import { JinjaChatFormat } from '../../../lib/model/hf/chat/jinja-format.js';
 import type { HfTokenizer } from '../../../lib/model/hf/tokenizer.js';
-import { AgentLoop, type TokenPolicy, type SampleOptions, type TokenSampleResult, type TokenSession } from '../../../lib/rollout/index.js';
+import {
+  AgentLoop,
+  type TokenPolicy,
+  type SampleOptions,
+  type TokenSampleResult,
+  type TokenSession,
+} from '../../../lib/rollout/index.js';
 import { envFactory, retailWorld } from '../../rollout/fixtures/world.js';
 import { gptOssTokenizer, qwen3Tokenizer } from './fixtures/tokenizers.js';
 
@@ -50,10 +56,22 @@ function runs(mask: readonly number[]): [number, number, number][] {
 
 const world = retailWorld();
 
-async function episode(t: Test, tok: HfTokenizer, format: ChatFormat, completions: string[], firstAppend: RegExp): Promise<void> {
+async function episode(
+  t: Test,
+  tok: HfTokenizer,
+  format: ChatFormat,
+  completions: string[],
+  firstAppend: RegExp,
+): Promise<void> {
   const turns = completions.map((c) => tok.encode(c));
   const policy = new ScriptedPolicy(turns);
-  const loop = new AgentLoop({ policy, template: format, env: envFactory(world), limits: { maxTurns: 3 }, concurrency: 1 });
+  const loop = new AgentLoop({
+    policy,
+    template: format,
+    env: envFactory(world),
+    limits: { maxTurns: 3 },
+    concurrency: 1,
+  });
   t.teardown(() => loop.dispose());
   const [rec] = await loop.rollout({ taskIds: [world.taskIds[0]], seed: 3 });
   t.equal(rec.aborted, false, `not aborted (${rec.error ?? ''})`);
@@ -76,14 +94,26 @@ async function episode(t: Test, tok: HfTokenizer, format: ChatFormat, completion
   t.equal(assistants[0][1] > 1, true);
   const [first, broken] = assistants;
   t.match(first[0], { tool_calls: [{ function: { name: 'find_user_id_by_email' } }] }, 'the call is parsed');
-  t.equal((broken[0] as { tool_calls?: unknown }).tool_calls, undefined, 'the malformed turn is recorded as its raw text');
+  t.equal(
+    (broken[0] as { tool_calls?: unknown }).tool_calls,
+    undefined,
+    'the malformed turn is recorded as its raw text',
+  );
   t.match(broken[0].content, /<tool_call>/);
   const reply = msgs[broken[1] + 1];
   t.equal(reply.role, 'tool');
   t.match(reply.content, /^Error: could not parse a <tool_call> block as JSON/, "the environment's Error tool message");
   // What was appended after each sampled turn is the format's rendering of the new messages.
-  t.same(appended[0], format.renderAppend(msgs.slice(0, first[1] + 1), msgs.slice(first[1] + 1, broken[1]), { tools: rec.tools }));
-  t.same(appended[1], format.renderAppend(msgs.slice(0, broken[1] + 1), msgs.slice(broken[1] + 1, assistants[2][1]), { tools: rec.tools }));
+  t.same(
+    appended[0],
+    format.renderAppend(msgs.slice(0, first[1] + 1), msgs.slice(first[1] + 1, broken[1]), { tools: rec.tools }),
+  );
+  t.same(
+    appended[1],
+    format.renderAppend(msgs.slice(0, broken[1] + 1), msgs.slice(broken[1] + 1, assistants[2][1]), {
+      tools: rec.tools,
+    }),
+  );
   t.ok(tok.decode(appended[1]).includes('Error: could not parse'), 'the error reaches the model');
 }
 

@@ -44,7 +44,9 @@ for (const [name, spec, dtype] of cases) {
     const m = await loadPretrained(dir, { dtype });
     t.teardown(() => m.dispose());
     const vocab = m.modelConfig.vocab;
-    const prompts = Array.from({ length: 24 }, (_, i) => Array.from({ length: 3 + ((i * 7) % 38) }, (_, j) => (i * 7919 + j * 104729) % vocab));
+    const prompts = Array.from({ length: 24 }, (_, i) =>
+      Array.from({ length: 3 + ((i * 7) % 38) }, (_, j) => (i * 7919 + j * 104729) % vocab),
+    );
     const together = await Promise.all(prompts.map((p, i) => sample(m.policy, p, 1000 + i)));
     for (const [i, p] of prompts.entries()) {
       const alone = await sample(m.policy, p, 1000 + i);

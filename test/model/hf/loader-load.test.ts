@@ -8,7 +8,15 @@ import { f32ToBf16 } from '../../../lib/model/hf/numeric.js';
 import { HfCheckpointReader, type HfTensor, loadHfCheckpoint } from '../../../lib/model/index.js';
 import type { SafeTensor } from '../../../lib/model/safetensors.js';
 import { rng } from '../fixtures/reference.js';
-import { DIMS, type FileDtype, hfShapes, randomTensors, tempDir, tinyConfig, writeHfFolder } from './fixtures/loader/checkpoint.js';
+import {
+  DIMS,
+  type FileDtype,
+  hfShapes,
+  randomTensors,
+  tempDir,
+  tinyConfig,
+  writeHfFolder,
+} from './fixtures/loader/checkpoint.js';
 import { expectedParams, isMatrix } from './fixtures/loader/expected.js';
 
 const ARCHS = ['GptOssForCausalLM', 'Qwen3ForCausalLM', 'Qwen2ForCausalLM', 'LlamaForCausalLM'] as const;
@@ -27,7 +35,14 @@ function firstDiff(got: Float32Array, want: Float64Array): number {
   return -1;
 }
 
-function checkAll(t: Test, loaded: Map<string, HfTensor>, want: Map<string, Float64Array>, mode: 'float32' | 'bfloat16' | 'auto', fileDtype: FileDtype, what: string): void {
+function checkAll(
+  t: Test,
+  loaded: Map<string, HfTensor>,
+  want: Map<string, Float64Array>,
+  mode: 'float32' | 'bfloat16' | 'auto',
+  fileDtype: FileDtype,
+  what: string,
+): void {
   t.same([...loaded.keys()].sort(), [...want.keys()].sort(), `${what}: parameter names`);
   let bad = 0;
   for (const [name, w] of want) {
@@ -68,8 +83,13 @@ t.test('each architecture, file dtype and dtype option', async (t) => {
         checkAll(t, ck.tensors, want, mode, fileDtype, `${arch} ${fileDtype} → ${mode}`);
         t.equal(ck.architecture, arch);
         t.same(ck.generationConfig, { eos_token_id: [1, 2] });
-        t.ok([...ck.fileDtypes.values()].every((d) => d === fileDtype), 'fileDtypes record the file dtype');
-        for (const [name, tensor] of ck.tensors) if (tensor.data.length !== tensor.shape.reduce((a, b) => a * b, 1)) t.fail(`${name}: shape and data disagree`);
+        t.ok(
+          [...ck.fileDtypes.values()].every((d) => d === fileDtype),
+          'fileDtypes record the file dtype',
+        );
+        for (const [name, tensor] of ck.tensors)
+          if (tensor.data.length !== tensor.shape.reduce((a, b) => a * b, 1))
+            t.fail(`${name}: shape and data disagree`);
       }
     }
   }
@@ -87,13 +107,23 @@ t.test('shapes in our layout', async (t) => {
   t.same(ck.tensors.get('layers.0.attn.sinks')?.shape, [H]);
   t.equal(ck.modelConfig.window, 8);
   t.same(ck.modelConfig.layerTypes, ['sliding', 'full']);
-  const q = await loadHfCheckpoint(writeHfFolder(fresh(), tinyConfig('Qwen3ForCausalLM'), randomTensors(hfShapes('Qwen3ForCausalLM'), 'F32', 4).tensors));
+  const q = await loadHfCheckpoint(
+    writeHfFolder(
+      fresh(),
+      tinyConfig('Qwen3ForCausalLM'),
+      randomTensors(hfShapes('Qwen3ForCausalLM'), 'F32', 4).tensors,
+    ),
+  );
   t.same(q.tensors.get('layers.0.mlp.gate_up.weight')?.shape, [2 * F, D]);
   t.notOk(q.tensors.has('lm_head.weight'), 'tied: no lm_head');
 });
 
 /** Random MXFP4 experts for the tiny gpt-oss (other tensors BF16). */
-function mxfp4Checkpoint(seed: number): { tensors: Map<string, SafeTensor>; values: Map<string, Float64Array>; raw: Map<string, Uint8Array> } {
+function mxfp4Checkpoint(seed: number): {
+  tensors: Map<string, SafeTensor>;
+  values: Map<string, Float64Array>;
+  raw: Map<string, Uint8Array>;
+} {
   const { D, F, E, layers } = DIMS;
   const shapes = hfShapes('GptOssForCausalLM').filter(([n]) => !/experts\.(gate_up_proj|down_proj)$/.test(n));
   const { tensors, values } = randomTensors(shapes, 'BF16', seed);
@@ -118,13 +148,19 @@ function mxfp4Checkpoint(seed: number): { tensors: Map<string, SafeTensor>; valu
 
 t.test('gpt-oss MXFP4 experts dequantize into our layout', async (t) => {
   const { tensors, values, raw } = mxfp4Checkpoint(21);
-  const config = tinyConfig('GptOssForCausalLM', { quantization_config: { quant_method: 'mxfp4', modules_to_not_convert: [] } });
+  const config = tinyConfig('GptOssForCausalLM', {
+    quantization_config: { quant_method: 'mxfp4', modules_to_not_convert: [] },
+  });
   const dir = writeHfFolder(fresh(), config, tensors);
   const want = expectedParams('GptOssForCausalLM', values, { mxfp4: raw });
   for (const mode of ['auto', 'float32', 'bfloat16'] as const) {
     const ck = await loadHfCheckpoint(dir, { dtype: mode });
     checkAll(t, ck.tensors, want, mode, 'BF16', `MXFP4 → ${mode}`);
-    t.equal(ck.fileDtypes.get('layers.0.mlp.experts.gate_up.weight'), 'BF16', 'MXFP4 counts as BF16 (its dequantized form)');
+    t.equal(
+      ck.fileDtypes.get('layers.0.mlp.experts.gate_up.weight'),
+      'BF16',
+      'MXFP4 counts as BF16 (its dequantized form)',
+    );
   }
 });
 
@@ -133,7 +169,9 @@ t.test('shards with an index load like one file', async (t) => {
   const shapes = hfShapes(arch);
   const { tensors, values } = randomTensors(shapes, 'BF16', 5);
   const names = shapes.map(([n]) => n);
-  const dir = writeHfFolder(fresh(), tinyConfig(arch), tensors, { shards: [names.slice(0, 5), names.slice(5, 20), names.slice(20)] });
+  const dir = writeHfFolder(fresh(), tinyConfig(arch), tensors, {
+    shards: [names.slice(0, 5), names.slice(5, 20), names.slice(20)],
+  });
   const ck = await loadHfCheckpoint(dir, { dtype: 'float32' });
   checkAll(t, ck.tensors, expectedParams(arch, values), 'float32', 'BF16', 'sharded');
 });
@@ -144,8 +182,17 @@ t.test('the reader streams one parameter at a time', async (t) => {
   const reader = await HfCheckpointReader.open(dir, { dtype: 'bfloat16', maxPositions: 64 });
   try {
     t.equal(reader.config.modelConfig.context, 64);
-    t.same(reader.tensors[0], { name: 'embed.weight', shape: [DIMS.V, DIMS.D], dtype: 'bfloat16', fileDtype: 'F32', sources: ['model.embed_tokens.weight'] });
-    t.same(reader.tensors.find((x) => x.name === 'layers.1.mlp.gate_up.weight')?.sources, ['model.layers.1.mlp.gate_proj.weight', 'model.layers.1.mlp.up_proj.weight']);
+    t.same(reader.tensors[0], {
+      name: 'embed.weight',
+      shape: [DIMS.V, DIMS.D],
+      dtype: 'bfloat16',
+      fileDtype: 'F32',
+      sources: ['model.embed_tokens.weight'],
+    });
+    t.same(reader.tensors.find((x) => x.name === 'layers.1.mlp.gate_up.weight')?.sources, [
+      'model.layers.1.mlp.gate_proj.weight',
+      'model.layers.1.mlp.up_proj.weight',
+    ]);
     const norm = await reader.read('norm.weight');
     t.same(Array.from(norm.data as Float32Array), Array.from(Float32Array.from(values.get('model.norm.weight')!)));
     await t.rejects(reader.read('nope'), RangeError);
@@ -165,7 +212,11 @@ t.test('the reader streams one parameter at a time', async (t) => {
 t.test('rotary inv_freq buffers are skipped; a tied lm_head copy is accepted', async (t) => {
   const arch = 'Qwen3ForCausalLM';
   const { tensors, values } = randomTensors(hfShapes(arch), 'F32', 9);
-  tensors.set('model.layers.0.self_attn.rotary_emb.inv_freq', { dtype: 'F32', shape: [8], data: new Float32Array(8).fill(1) });
+  tensors.set('model.layers.0.self_attn.rotary_emb.inv_freq', {
+    dtype: 'F32',
+    shape: [8],
+    data: new Float32Array(8).fill(1),
+  });
   tensors.set('lm_head.weight', tensors.get('model.embed_tokens.weight')!);
   const ck = await loadHfCheckpoint(writeHfFolder(fresh(), tinyConfig(arch), tensors), { dtype: 'float32' });
   checkAll(t, ck.tensors, expectedParams(arch, values), 'float32', 'F32', 'with extras');

@@ -16,7 +16,8 @@ function e2m1(code: number): number {
 }
 
 t.test('the FP4 table is E2M1', async (t) => {
-  for (let c = 0; c < 16; c++) t.ok(Object.is(FP4_VALUES[c], e2m1(c)) || (c === 8 && Object.is(FP4_VALUES[c], -0)), `code ${c}`);
+  for (let c = 0; c < 16; c++)
+    t.ok(Object.is(FP4_VALUES[c], e2m1(c)) || (c === 8 && Object.is(FP4_VALUES[c], -0)), `code ${c}`);
 });
 
 t.test('values: code × 2^(scale − 127) in bfloat16, edges as transformers (float32 power, bf16 result)', async (t) => {
@@ -51,7 +52,8 @@ t.test('decoding hand-built rows: nibble order, scale per 32 elements, row targe
   t.equal(bf16ToNumber(out[0]), 1);
   t.equal(bf16ToNumber(out[1]), 6);
   let bad = 0;
-  for (let row = 0; row < rows; row++) for (let col = 0; col < cols; col++) if (!Object.is(bf16ToNumber(out[row * cols + col]), expect(row, col))) bad++;
+  for (let row = 0; row < rows; row++)
+    for (let col = 0; col < cols; col++) if (!Object.is(bf16ToNumber(out[row * cols + col]), expect(row, col))) bad++;
   t.equal(bad, 0, 'every element equals code × 2^(scale − 127)');
 
   const swapped = new Uint16Array(rows * cols);
@@ -67,17 +69,19 @@ t.test('decoding hand-built rows: nibble order, scale per 32 elements, row targe
 t.test('speed on one gpt-oss-20b expert (gate_up: 5760 rows × 2880 columns)', async (t) => {
   const rows = 5760;
   const cols = 2880;
-  const blocks = new Uint8Array(rows * cols / 2);
-  const scales = new Uint8Array(rows * cols / 32);
+  const blocks = new Uint8Array((rows * cols) / 2);
+  const scales = new Uint8Array((rows * cols) / 32);
   const r = rng(9);
   for (let i = 0; i < blocks.length; i++) blocks[i] = (r() * 256) | 0;
   for (let i = 0; i < scales.length; i++) scales[i] = 115 + ((r() * 10) | 0);
   const out = new Uint16Array(rows * cols);
-  decodeMxfp4Rows(blocks.subarray(0, 8 * cols / 2), scales.subarray(0, 8 * cols / 32), 8, cols, out); // build the table
+  decodeMxfp4Rows(blocks.subarray(0, (8 * cols) / 2), scales.subarray(0, (8 * cols) / 32), 8, cols, out); // build the table
   const t0 = process.hrtime.bigint();
   decodeMxfp4Rows(blocks, scales, rows, cols, out);
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-  t.comment(`MXFP4 → bf16: ${(rows * cols / 1e6).toFixed(1)}M values in ${ms.toFixed(1)} ms (${((rows * cols) / ms / 1e3).toFixed(0)} M values/s)`);
+  t.comment(
+    `MXFP4 → bf16: ${((rows * cols) / 1e6).toFixed(1)}M values in ${ms.toFixed(1)} ms (${((rows * cols) / ms / 1e3).toFixed(0)} M values/s)`,
+  );
   const i = 12345 * 2 + 1;
   t.equal(bf16ToNumber(out[i]), e2m1(blocks[i >> 1] >> 4) * 2 ** (scales[i >> 5] - 127));
 });

@@ -2,7 +2,15 @@
 // representable value (ties to the even pattern), found by comparing neighbours in float64.
 import t from 'tap';
 
-import { bf16FromNumber, bf16ToF32, bf16ToNumber, f16ToF32, f16ToNumber, f32ToBf16, f32ToF16 } from '../../../lib/model/hf/numeric.js';
+import {
+  bf16FromNumber,
+  bf16ToF32,
+  bf16ToNumber,
+  f16ToF32,
+  f16ToNumber,
+  f32ToBf16,
+  f32ToF16,
+} from '../../../lib/model/hf/numeric.js';
 import { rng } from '../fixtures/reference.js';
 
 /** Value of bf16 bits from the definition: sign, 8-bit exponent (bias 127), 7-bit fraction. */

@@ -5,7 +5,12 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { SafetensorsError, decodeSafetensors, encodeSafetensors, encodeSafetensorsHeader } from '../../../lib/model/safetensors.js';
+import {
+  SafetensorsError,
+  decodeSafetensors,
+  encodeSafetensors,
+  encodeSafetensorsHeader,
+} from '../../../lib/model/safetensors.js';
 import { SafetensorsFile, writeSafetensorsStream } from '../../../lib/model/safetensors-stream.js';
 import { tempDir } from './fixtures/loader/checkpoint.js';
 
@@ -45,8 +50,13 @@ t.test('BF16 and F16 tensors decode to their bit patterns and encode back', asyn
   t.same(tensors.get('h'), { dtype: 'F16', shape: [3], data: new Uint16Array([0x3c00, 0xbc00, 0x7bff]) });
   const again = decodeSafetensors(Buffer.concat(encodeSafetensors(tensors)));
   t.same(again.tensors, tensors);
-  t.throws(() => encodeSafetensors([['x', { dtype: 'F32', shape: [1], data: new Uint16Array(1) }]]), { message: /declared F32 but holds BF16\/F16 data/ });
-  t.throws(() => encodeSafetensors([['x', { dtype: 'BF16', shape: [1], data: new Float32Array(1) }]]), SafetensorsError);
+  t.throws(() => encodeSafetensors([['x', { dtype: 'F32', shape: [1], data: new Uint16Array(1) }]]), {
+    message: /declared F32 but holds BF16\/F16 data/,
+  });
+  t.throws(
+    () => encodeSafetensors([['x', { dtype: 'BF16', shape: [1], data: new Float32Array(1) }]]),
+    SafetensorsError,
+  );
   t.throws(() => encodeSafetensorsHeader([{ name: 'x', dtype: 'Q4' as 'F32', shape: [1] }]), /unsupported dtype/);
   t.throws(() => encodeSafetensorsHeader([{ name: 'x', dtype: 'F32', shape: [1.5] }]), /invalid shape/);
 });
@@ -78,15 +88,33 @@ t.test('SafetensorsFile validates like the in-memory decoder and names the file'
     ['short', Buffer.from([1, 2, 3]), /truncated/],
     ['huge header', Buffer.from([0, 0, 0, 0, 0, 0, 0, 1]), /exceeds/],
     ['bad json', Buffer.concat([Buffer.from([2, 0, 0, 0, 0, 0, 0, 0]), Buffer.from('{x')]), /not valid UTF-8 JSON/],
-    ['bad dtype', handMade({ x: { dtype: 'Q8', shape: [1], data_offsets: [0, 1] } }, new Uint8Array(1)), /unsupported dtype "Q8"/],
+    [
+      'bad dtype',
+      handMade({ x: { dtype: 'Q8', shape: [1], data_offsets: [0, 1] } }, new Uint8Array(1)),
+      /unsupported dtype "Q8"/,
+    ],
     ['short data', handMade(header, data.subarray(0, 12)), /truncated/],
     ['trailing bytes', handMade(header, Buffer.concat([data, Buffer.alloc(2)])), /trailing bytes/],
-    ['overlap', handMade({ a: { dtype: 'U8', shape: [2], data_offsets: [0, 2] }, b: { dtype: 'U8', shape: [2], data_offsets: [1, 3] } }, new Uint8Array(3)), /overlaps/],
+    [
+      'overlap',
+      handMade(
+        { a: { dtype: 'U8', shape: [2], data_offsets: [0, 2] }, b: { dtype: 'U8', shape: [2], data_offsets: [1, 3] } },
+        new Uint8Array(3),
+      ),
+      /overlaps/,
+    ],
   ];
   for (const [name, bytes, message] of cases) {
     const path = join(dir, `${name.replace(/ /g, '-')}.safetensors`);
     writeFileSync(path, bytes);
-    await t.rejects(SafetensorsFile.open(path), { name: 'SafetensorsError', message: new RegExp(`${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: .*${message.source}`) }, name);
+    await t.rejects(
+      SafetensorsFile.open(path),
+      {
+        name: 'SafetensorsError',
+        message: new RegExp(`${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: .*${message.source}`),
+      },
+      name,
+    );
   }
   await t.rejects(SafetensorsFile.open(join(dir, 'nope.safetensors')), { code: 'ENOENT' });
 });
@@ -111,6 +139,17 @@ t.test('writeSafetensorsStream writes the format, asking for each tensor when it
   t.same(decoded.metadata, { format: 'pt' });
   t.same(decoded.tensors.get('w')?.data, new Uint16Array([0x3f80, 0xc040, 0x0001, 0x7f80]));
   t.same(decoded.tensors.get('b')?.data, new Uint8Array([1, 2, 3, 250]));
-  await t.rejects(writeSafetensorsStream(join(dir, 'bad.safetensors'), [{ name: 'w', dtype: 'F32', shape: [2], bytes: () => new Uint8Array(4) }]), { name: 'SafetensorsError', message: /tensor 'w' \(F32 \[2\]\) needs 8 bytes, got 4/ });
-  await t.rejects(writeSafetensorsStream(join(dir, 'dup.safetensors'), [{ name: 'w', dtype: 'U8', shape: [1], bytes: () => new Uint8Array(1) }, { name: 'w', dtype: 'U8', shape: [1], bytes: () => new Uint8Array(1) }]), /duplicate tensor 'w'/);
+  await t.rejects(
+    writeSafetensorsStream(join(dir, 'bad.safetensors'), [
+      { name: 'w', dtype: 'F32', shape: [2], bytes: () => new Uint8Array(4) },
+    ]),
+    { name: 'SafetensorsError', message: /tensor 'w' \(F32 \[2\]\) needs 8 bytes, got 4/ },
+  );
+  await t.rejects(
+    writeSafetensorsStream(join(dir, 'dup.safetensors'), [
+      { name: 'w', dtype: 'U8', shape: [1], bytes: () => new Uint8Array(1) },
+      { name: 'w', dtype: 'U8', shape: [1], bytes: () => new Uint8Array(1) },
+    ]),
+    /duplicate tensor 'w'/,
+  );
 });

@@ -26,7 +26,14 @@ const sameTensors = (t: Test, a: Map<string, HfTensor>, b: Map<string, HfTensor>
   let bad = 0;
   for (const [name, x] of a) {
     const y = b.get(name)!;
-    if (x.dtype !== y.dtype || x.shape.join() !== y.shape.join() || Buffer.compare(Buffer.from(x.data.buffer, x.data.byteOffset, x.data.byteLength), Buffer.from(y.data.buffer, y.data.byteOffset, y.data.byteLength)) !== 0) {
+    if (
+      x.dtype !== y.dtype ||
+      x.shape.join() !== y.shape.join() ||
+      Buffer.compare(
+        Buffer.from(x.data.buffer, x.data.byteOffset, x.data.byteLength),
+        Buffer.from(y.data.buffer, y.data.byteOffset, y.data.byteLength),
+      ) !== 0
+    ) {
       t.fail(`${what}: ${name} differs`);
       bad++;
     }
@@ -35,18 +42,34 @@ const sameTensors = (t: Test, a: Map<string, HfTensor>, b: Map<string, HfTensor>
 };
 
 const save = (ck: HfCheckpoint, dir: string, extra: Partial<Parameters<typeof saveHf>[1]> = {}) =>
-  saveHf(dir, { hfConfig: ck.hfConfig, generationConfig: ck.generationConfig, tensors: ck.tensors, fileDtypes: ck.fileDtypes, copyFrom: ck.dir, ...extra });
+  saveHf(dir, {
+    hfConfig: ck.hfConfig,
+    generationConfig: ck.generationConfig,
+    tensors: ck.tensors,
+    fileDtypes: ck.fileDtypes,
+    copyFrom: ck.dir,
+    ...extra,
+  });
 
 t.test('load → save → load, every architecture and file dtype; the files come back bit for bit', async (t) => {
   for (const arch of ARCHS) {
     for (const fileDtype of ['F32', 'BF16', 'F16'] as const) {
       const { tensors } = randomTensors(hfShapes(arch), fileDtype, 17);
-      const src = writeHfFolder(fresh(), tinyConfig(arch), tensors, { generationConfig: { eos_token_id: 7 }, files: { 'tokenizer.json': '{"model":{}}', 'chat_template.jinja': '{{ x }}' } });
+      const src = writeHfFolder(fresh(), tinyConfig(arch), tensors, {
+        generationConfig: { eos_token_id: 7 },
+        files: { 'tokenizer.json': '{"model":{}}', 'chat_template.jinja': '{{ x }}' },
+      });
       for (const mode of ['auto', 'float32'] as const) {
         const ck = await loadHfCheckpoint(src, { dtype: mode });
         const out = join(fresh(), 'saved');
         const result = await save(ck, out);
-        t.same(result.files.sort(), ['chat_template.jinja', 'config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json']);
+        t.same(result.files.sort(), [
+          'chat_template.jinja',
+          'config.json',
+          'generation_config.json',
+          'model.safetensors',
+          'tokenizer.json',
+        ]);
         const again = await loadHfCheckpoint(out, { dtype: mode });
         sameTensors(t, ck.tensors, again.tensors, `${arch} ${fileDtype} ${mode}`);
         t.same(again.hfConfig, ck.hfConfig);
@@ -57,7 +80,14 @@ t.test('load → save → load, every architecture and file dtype; the files com
         let bad = 0;
         for (const [name, orig] of tensors) {
           const saved = file.tensors.get(name)!;
-          if (saved.dtype !== orig.dtype || saved.shape.join() !== orig.shape.join() || Buffer.compare(Buffer.from(saved.data.buffer, saved.data.byteOffset, saved.data.byteLength), Buffer.from(orig.data.buffer, orig.data.byteOffset, orig.data.byteLength)) !== 0) {
+          if (
+            saved.dtype !== orig.dtype ||
+            saved.shape.join() !== orig.shape.join() ||
+            Buffer.compare(
+              Buffer.from(saved.data.buffer, saved.data.byteOffset, saved.data.byteLength),
+              Buffer.from(orig.data.buffer, orig.data.byteOffset, orig.data.byteLength),
+            ) !== 0
+          ) {
             t.fail(`${name} is not written back as it was`);
             bad++;
           }
@@ -78,11 +108,24 @@ t.test('MXFP4 experts are saved as bf16 gate_up_proj / down_proj; quantization_c
   );
   for (const i of [0, 1]) {
     const x = `model.layers.${i}.mlp.experts.`;
-    const bytes = (n: number, lo: number, span: number) => Uint8Array.from({ length: n }, (_, k) => lo + ((k * 37 + i * 11) % span));
-    tensors.set(`${x}gate_up_proj_blocks`, { dtype: 'U8', shape: [E, 2 * F, D / 32, 16], data: bytes(E * 2 * F * D / 2, 0, 256) });
-    tensors.set(`${x}gate_up_proj_scales`, { dtype: 'U8', shape: [E, 2 * F, D / 32], data: bytes(E * 2 * F * D / 32, 120, 8) });
-    tensors.set(`${x}down_proj_blocks`, { dtype: 'U8', shape: [E, D, F / 32, 16], data: bytes(E * D * F / 2, 0, 256) });
-    tensors.set(`${x}down_proj_scales`, { dtype: 'U8', shape: [E, D, F / 32], data: bytes(E * D * F / 32, 122, 6) });
+    const bytes = (n: number, lo: number, span: number) =>
+      Uint8Array.from({ length: n }, (_, k) => lo + ((k * 37 + i * 11) % span));
+    tensors.set(`${x}gate_up_proj_blocks`, {
+      dtype: 'U8',
+      shape: [E, 2 * F, D / 32, 16],
+      data: bytes((E * 2 * F * D) / 2, 0, 256),
+    });
+    tensors.set(`${x}gate_up_proj_scales`, {
+      dtype: 'U8',
+      shape: [E, 2 * F, D / 32],
+      data: bytes((E * 2 * F * D) / 32, 120, 8),
+    });
+    tensors.set(`${x}down_proj_blocks`, {
+      dtype: 'U8',
+      shape: [E, D, F / 32, 16],
+      data: bytes((E * D * F) / 2, 0, 256),
+    });
+    tensors.set(`${x}down_proj_scales`, { dtype: 'U8', shape: [E, D, F / 32], data: bytes((E * D * F) / 32, 122, 6) });
   }
   const config = tinyConfig('GptOssForCausalLM', { quantization_config: { quant_method: 'mxfp4' } });
   const src = writeHfFolder(fresh(), config, tensors);
@@ -120,9 +163,14 @@ t.test('shards and index past maxShardBytes', async (t) => {
   const index = JSON.parse(readFileSync(join(out, 'model.safetensors.index.json'), 'utf8'));
   t.same(Object.keys(index.weight_map).sort(), [...tensors.keys()].sort());
   t.equal(index.metadata.total_size, result.tensorBytes);
-  t.equal(result.tensorBytes, [...tensors.values()].reduce((n, x) => n + x.data.byteLength, 0));
+  t.equal(
+    result.tensorBytes,
+    [...tensors.values()].reduce((n, x) => n + x.data.byteLength, 0),
+  );
   for (const f of shards) {
-    const size = Object.entries(index.weight_map).filter(([, v]) => v === f).reduce((n, [k]) => n + tensors.get(k)!.data.byteLength, 0);
+    const size = Object.entries(index.weight_map)
+      .filter(([, v]) => v === f)
+      .reduce((n, [k]) => n + tensors.get(k)!.data.byteLength, 0);
     t.ok(size <= 20000 || Object.values(index.weight_map).filter((v) => v === f).length === 1, `${f}: ${size} bytes`);
   }
   sameTensors(t, ck.tensors, (await loadHfCheckpoint(out)).tensors, 'sharded round trip');
@@ -130,7 +178,9 @@ t.test('shards and index past maxShardBytes', async (t) => {
 
 t.test('dtype override, tensors read through a function, config changes', async (t) => {
   const { tensors } = randomTensors(hfShapes('Qwen3ForCausalLM'), 'F32', 41);
-  const ck = await loadHfCheckpoint(writeHfFolder(fresh(), { ...tinyConfig('Qwen3ForCausalLM'), torch_dtype: 'float32' }, tensors));
+  const ck = await loadHfCheckpoint(
+    writeHfFolder(fresh(), { ...tinyConfig('Qwen3ForCausalLM'), torch_dtype: 'float32' }, tensors),
+  );
   const out = join(fresh(), 'bf16');
   const reads: string[] = [];
   await saveHf(out, {
@@ -150,13 +200,21 @@ t.test('dtype override, tensors read through a function, config changes', async 
   const file = readSafetensorsFile(join(out, 'model.safetensors'));
   const norm = file.tensors.get('model.norm.weight')!;
   t.equal(norm.dtype, 'BF16');
-  t.same(Array.from(norm.data as Uint16Array), Array.from(f32ToBf16(ck.tensors.get('norm.weight')!.data as Float32Array)), 'rounded to nearest even');
+  t.same(
+    Array.from(norm.data as Uint16Array),
+    Array.from(f32ToBf16(ck.tensors.get('norm.weight')!.data as Float32Array)),
+    'rounded to nearest even',
+  );
   const back = await loadHfCheckpoint(out, { dtype: 'float32' });
   t.same(Array.from(back.tensors.get('norm.weight')!.data), Array.from(bf16ToF32(norm.data as Uint16Array)));
 
   const f16 = join(fresh(), 'f16');
   await save(ck, f16, { dtype: 'float16', generationConfig: null });
-  t.equal(readSafetensorsFile(join(f16, 'model.safetensors')).tensors.get('lm_head.weight'), undefined, 'tied: no lm_head written');
+  t.equal(
+    readSafetensorsFile(join(f16, 'model.safetensors')).tensors.get('lm_head.weight'),
+    undefined,
+    'tied: no lm_head written',
+  );
   t.equal(readSafetensorsFile(join(f16, 'model.safetensors')).tensors.get('model.embed_tokens.weight')?.dtype, 'F16');
 });
 
@@ -190,13 +248,21 @@ t.test('atomic: replaces a model folder, refuses others, a failure changes nothi
 
   const wrongShape = new Map(ck.tensors);
   wrongShape.set('norm.weight', { dtype: 'float32', shape: [3], data: new Float32Array(3) });
-  await t.rejects(save(ck, out, { tensors: wrongShape }), { name: 'HfTensorError', tensor: 'norm.weight', message: /the config needs \[64\]/ });
+  await t.rejects(save(ck, out, { tensors: wrongShape }), {
+    name: 'HfTensorError',
+    tensor: 'norm.weight',
+    message: /the config needs \[64\]/,
+  });
   const wrongType = new Map(ck.tensors);
   wrongType.set('norm.weight', { dtype: 'bfloat16', shape: [64], data: new Float32Array(64) });
   await t.rejects(save(ck, out, { tensors: wrongType }), { name: 'HfTensorError', tensor: 'norm.weight' });
   const extra = new Map(ck.tensors);
   extra.set('layers.0.attn.sinks', { dtype: 'float32', shape: [4], data: new Float32Array(4) });
-  await t.rejects(save(ck, out, { tensors: extra }), { name: 'HfTensorError', tensor: 'layers.0.attn.sinks', message: /unexpected/ });
+  await t.rejects(save(ck, out, { tensors: extra }), {
+    name: 'HfTensorError',
+    tensor: 'layers.0.attn.sinks',
+    message: /unexpected/,
+  });
   await t.rejects(save(ck, out, { dtype: 'int8' as 'auto' }), RangeError);
   await t.rejects(save(ck, out, { maxShardBytes: 0 }), RangeError);
   await t.rejects(save(ck, join(out, 'model.safetensors')), /not a folder/);

@@ -39,8 +39,22 @@ function randomText(next: () => number, maxPieces: number): string {
 }
 
 const TOOLS: ToolSchema[] = [
-  { type: 'function', function: { name: 'find_user_id_by_email', description: 'Find a user by email.', parameters: { type: 'object', properties: { email: { type: 'string' } }, required: ['email'] } } },
-  { type: 'function', function: { name: 'get_order_details', description: 'Order details.', parameters: { type: 'object', properties: { order_id: { type: 'string', description: 'e.g. #W1' } } } } },
+  {
+    type: 'function',
+    function: {
+      name: 'find_user_id_by_email',
+      description: 'Find a user by email.',
+      parameters: { type: 'object', properties: { email: { type: 'string' } }, required: ['email'] },
+    },
+  },
+  {
+    type: 'function',
+    function: {
+      name: 'get_order_details',
+      description: 'Order details.',
+      parameters: { type: 'object', properties: { order_id: { type: 'string', description: 'e.g. #W1' } } },
+    },
+  },
 ];
 
 /** A random conversation: system?, then user / assistant (text, reasoning, calls) / tool turns. */
@@ -59,17 +73,25 @@ function randomConversation(seed: number): { messages: ChatMessage[]; tools?: To
       msg.tool_calls = Array.from({ length: calls }, () => ({
         id: `c${call++}`,
         type: 'function' as const,
-        function: { name: ['find_user_id_by_email', 'get_order_details'][Math.floor(next() * 2)], arguments: JSON.stringify({ email: randomText(next, 2) }) },
+        function: {
+          name: ['find_user_id_by_email', 'get_order_details'][Math.floor(next() * 2)],
+          arguments: JSON.stringify({ email: randomText(next, 2) }),
+        },
       }));
     }
     messages.push(msg);
-    for (const c of msg.tool_calls ?? []) messages.push({ role: 'tool', tool_call_id: c.id, content: randomText(next, 5) });
+    for (const c of msg.tool_calls ?? [])
+      messages.push({ role: 'tool', tool_call_id: c.id, content: randomText(next, 5) });
     messages.push({ role: 'user', content: randomText(next, 5) || 'ok' });
   }
   return next() < 0.6 ? { messages, tools: TOOLS } : { messages };
 }
 
-async function check(t: Test, name: string, format: ChatFormat & { minTokens(m: readonly ChatMessage[], o?: object): number }): Promise<void> {
+async function check(
+  t: Test,
+  name: string,
+  format: ChatFormat & { minTokens(m: readonly ChatMessage[], o?: object): number },
+): Promise<void> {
   let tightest = Infinity;
   let checked = 0;
   for (let seed = 1; seed <= 40; seed++) {
@@ -88,7 +110,8 @@ async function check(t: Test, name: string, format: ChatFormat & { minTokens(m: 
     const delta = messages.slice(last + 1);
     const appended = format.renderAppend(history, delta, { tools }).length;
     const deltaBound = format.minTokens(delta, { addGenerationPrompt: true });
-    if (!(deltaBound <= appended)) t.fail(`${name}, seed ${seed}: bound ${deltaBound} of the new messages > ${appended} appended tokens`);
+    if (!(deltaBound <= appended))
+      t.fail(`${name}, seed ${seed}: bound ${deltaBound} of the new messages > ${appended} appended tokens`);
     checked++;
   }
   t.pass(`${name}: ${checked} bounds never above the real count (real / bound ≥ ${tightest.toFixed(1)})`);
@@ -104,14 +127,37 @@ t.test("Qwen3's Jinja template", async (t) => {
   t.equal(tok.longestToken(), 128, "Qwen3's longest token (UTF-16 units)");
   await check(t, 'qwen3', new JinjaChatFormat(tok, tok.config.chat_template as string));
   // a template that writes a preamble (a default system prompt) before any message
-  const preamble = new JinjaChatFormat(tok, "{{ '<|im_start|>system\\nYou are a helpful assistant with a long default prompt.<|im_end|>\\n' }}{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
+  const preamble = new JinjaChatFormat(
+    tok,
+    "{{ '<|im_start|>system\\nYou are a helpful assistant with a long default prompt.<|im_end|>\\n' }}{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+  );
   const delta: ChatMessage[] = [{ role: 'user', content: 'x' }];
-  t.ok(preamble.minTokens(delta, { addGenerationPrompt: true }) <= preamble.renderAppend([{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }], delta).length, 'the preamble is not counted for new messages');
-  t.equal(preamble.minTokens([{ role: 'user', content: 'x' }, { role: 'nobody' as 'user', content: 'y' }]) >= 0, true);
+  t.ok(
+    preamble.minTokens(delta, { addGenerationPrompt: true }) <=
+      preamble.renderAppend(
+        [
+          { role: 'user', content: 'a' },
+          { role: 'assistant', content: 'b' },
+        ],
+        delta,
+      ).length,
+    'the preamble is not counted for new messages',
+  );
+  t.equal(
+    preamble.minTokens([
+      { role: 'user', content: 'x' },
+      { role: 'nobody' as 'user', content: 'y' },
+    ]) >= 0,
+    true,
+  );
 });
 
 t.test("gpt-oss's harmony", async (t) => {
   const tok = await gptOssTokenizer();
   await check(t, 'harmony', new HarmonyChatFormat(tok));
-  t.equal(new HarmonyChatFormat(tok).minTokens([{ role: 'narrator' as 'user', content: 'x' }]), 0, 'a conversation that cannot be rendered counts 0');
+  t.equal(
+    new HarmonyChatFormat(tok).minTokens([{ role: 'narrator' as 'user', content: 'x' }]),
+    0,
+    'a conversation that cannot be rendered counts 0',
+  );
 });

@@ -16,7 +16,14 @@ import { formatEvalReport, runEval } from '../../../lib/cli/commands/eval.js';
 import { serve } from '../../../lib/cli/commands/serve.js';
 import type { ChatAssistantMessage, ChatMessage } from '../../../lib/model/chat-template.js';
 import { loadPretrained } from '../../../lib/model/index.js';
-import { AgentLoop, type SessionContext, type TokenPolicy, type SampleOptions, type TokenSampleResult, type TokenSession } from '../../../lib/rollout/index.js';
+import {
+  AgentLoop,
+  type SessionContext,
+  type TokenPolicy,
+  type SampleOptions,
+  type TokenSampleResult,
+  type TokenSession,
+} from '../../../lib/rollout/index.js';
 import { envFactory, retailSource, retailWorld } from '../../rollout/fixtures/world.js';
 import { type TinySpec, writeTinyCheckpoint } from './fixtures/tiny-checkpoint.js';
 
@@ -95,7 +102,9 @@ for (const c of CASES) {
     t.ok(rec.numTurns >= 2, 'the model took turns after the call');
     t.ok(rec.promptIds.length > 1000, `the prompt holds the retail policy and tools (${rec.promptIds.length} tokens)`);
     const msgs = rec.messages as ChatMessage[];
-    const firstCall = msgs.findIndex((msg) => msg.role === 'assistant' && ((msg as { tool_calls?: unknown[] }).tool_calls?.length ?? 0) > 0);
+    const firstCall = msgs.findIndex(
+      (msg) => msg.role === 'assistant' && ((msg as { tool_calls?: unknown[] }).tool_calls?.length ?? 0) > 0,
+    );
     t.ok(firstCall > 0, 'the tool call in the model context is parsed');
     const parsed = (msgs[firstCall] as ChatAssistantMessage).tool_calls?.[0];
     t.equal(parsed?.function.name, 'find_user_id_by_email');
@@ -109,7 +118,10 @@ for (const c of CASES) {
       modelLogProbs.every((v) => Number.isFinite(v) && v <= 0),
       'finite log-probs ≤ 0',
     );
-    t.ok(modelLogProbs.some((v) => v < 0), 'log-probs of the model, not the script');
+    t.ok(
+      modelLogProbs.some((v) => v < 0),
+      'log-probs of the model, not the script',
+    );
     t.same(rec.responseIds.slice(0, call.length), call, 'the call tokens are kept verbatim');
   });
 }
@@ -132,10 +144,16 @@ t.test('sinkflex eval --model-dir evaluates a pretrained model on generated task
   t.equal(report.problem, null, 'a real evaluation');
   t.match(report.policy, /^pretrained Qwen3ForCausalLM .* \(cpu\)$/);
   t.comment(report.episodes.map((e) => `${e.termination} after ${e.numTurns} turns`).join('; '));
-  t.ok(report.episodes.every((e) => e.numTurns >= 1 && e.responseIds.length > 0), 'each episode has model turns');
+  t.ok(
+    report.episodes.every((e) => e.numTurns >= 1 && e.responseIds.length > 0),
+    'each episode has model turns',
+  );
   t.match(formatEvalReport(report), /mean reward/);
   // --model-dir with --checkpoint names a run's moved base folder: a model folder is no run
-  await t.rejects(runEval({ policy: 'builtin', modelDir: dir, checkpoint: dir }), /modelDir: .* is a Hugging Face model folder, not a run's checkpoint/);
+  await t.rejects(
+    runEval({ policy: 'builtin', modelDir: dir, checkpoint: dir }),
+    /modelDir: .* is a Hugging Face model folder, not a run's checkpoint/,
+  );
   await t.rejects(runEval({ policy: 'openai', modelDir: dir, model: 'x' }), /--policy builtin/);
   await t.rejects(runEval({ policy: 'builtin', modelDir: join(dir, 'missing') }), /config\.json/);
 });
@@ -145,19 +163,50 @@ t.test('sinkflex serve --model-dir serves chat completions with tools in the mod
   const server = await serve({ modelDir: dir, port: 0, modelName: 'tiny-oss' });
   t.teardown(() => server.dispose());
   t.equal(server.checkpoint, dir);
-  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather of a city.', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
-  const post = async (body: Record<string, unknown>): Promise<{ status: number; json: Record<string, unknown>; text: string }> => {
-    const res = await fetch(`${server.baseURL}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const tools = [
+    {
+      type: 'function',
+      function: {
+        name: 'get_weather',
+        description: 'Weather of a city.',
+        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      },
+    },
+  ];
+  const post = async (
+    body: Record<string, unknown>,
+  ): Promise<{ status: number; json: Record<string, unknown>; text: string }> => {
+    const res = await fetch(`${server.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     const text = await res.text();
-    return { status: res.status, json: res.headers.get('content-type')?.includes('json') ? (JSON.parse(text) as Record<string, unknown>) : {}, text };
+    return {
+      status: res.status,
+      json: res.headers.get('content-type')?.includes('json') ? (JSON.parse(text) as Record<string, unknown>) : {},
+      text,
+    };
   };
   const messages = [
     { role: 'system', content: 'You answer briefly.' },
     { role: 'user', content: 'Weather in Paris?' },
-    { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }],
+    },
     { role: 'tool', tool_call_id: 'c1', content: '{"sky": "clear"}' },
   ];
-  const r = await post({ model: 'tiny-oss', messages, tools, max_tokens: 6, seed: 3, logprobs: true, return_token_ids: true });
+  const r = await post({
+    model: 'tiny-oss',
+    messages,
+    tools,
+    max_tokens: 6,
+    seed: 3,
+    logprobs: true,
+    return_token_ids: true,
+  });
   t.equal(r.status, 200, r.text.slice(0, 300));
   const choice = (r.json.choices as Record<string, unknown>[])[0];
   const tokenIds = choice.token_ids as number[];
@@ -167,32 +216,73 @@ t.test('sinkflex serve --model-dir serves chat completions with tools in the mod
   const promptIds = r.json.prompt_token_ids as number[];
   const m = await loadPretrained(dir);
   t.teardown(() => m.dispose());
-  t.same(promptIds, m.chat.render(messages as ChatMessage[], { tools, addGenerationPrompt: true }).ids, "the prompt is the model's harmony rendering with the tools");
-  t.match(m.chat.render(messages as ChatMessage[], { tools }).text, /namespace functions \{[\s\S]*type get_weather = \(_: \{/);
+  t.same(
+    promptIds,
+    m.chat.render(messages as ChatMessage[], { tools, addGenerationPrompt: true }).ids,
+    "the prompt is the model's harmony rendering with the tools",
+  );
+  t.match(
+    m.chat.render(messages as ChatMessage[], { tools }).text,
+    /namespace functions \{[\s\S]*type get_weather = \(_: \{/,
+  );
   const lp = (choice.logprobs as { content: { token: string; logprob: number; bytes: number[] }[] }).content;
   t.equal(lp.length, 6);
-  t.ok(lp.every((e, i) => e.logprob <= 0 && Number.isFinite(e.logprob) && e.token === m.tokenizer.decode([tokenIds[i]])), 'a log-prob and the text of each token');
+  t.ok(
+    lp.every((e, i) => e.logprob <= 0 && Number.isFinite(e.logprob) && e.token === m.tokenizer.decode([tokenIds[i]])),
+    'a log-prob and the text of each token',
+  );
   t.same(
     lp.map((e) => e.bytes),
     tokenIds.map((id) => Array.from(m.tokenizer.tokenBytes(id))),
     "each token's bytes",
   );
   // the same request streamed (harmony stream; a truncated reply is raw text, sent at the end): the same content and tokens
-  const s = await post({ model: 'tiny-oss', messages, tools, max_tokens: 6, seed: 3, stream: true, return_token_ids: true });
+  const s = await post({
+    model: 'tiny-oss',
+    messages,
+    tools,
+    max_tokens: 6,
+    seed: 3,
+    stream: true,
+    return_token_ids: true,
+  });
   t.equal(s.status, 200);
   const events = s.text
     .split('\n\n')
     .filter((e) => e.startsWith('data: {'))
-    .map((e) => JSON.parse(e.slice(6)) as { choices: { delta: { content?: string; reasoning_content?: string; tool_calls?: unknown[] }; token_ids?: number[] }[] });
+    .map(
+      (e) =>
+        JSON.parse(e.slice(6)) as {
+          choices: {
+            delta: { content?: string; reasoning_content?: string; tool_calls?: unknown[] };
+            token_ids?: number[];
+          }[];
+        },
+    );
   const streamed = events.map((e) => e.choices[0]?.delta.content ?? '').join('');
   t.equal(streamed, (choice.message as { content: string }).content, 'the streamed content equals the reply');
-  t.equal(events.map((e) => e.choices[0]?.delta.reasoning_content ?? '').join(''), (choice.message as { reasoning_content?: string }).reasoning_content ?? '', 'the streamed reasoning too');
-  t.same(events.flatMap((e) => e.choices[0]?.delta.tool_calls ?? []), [], 'no calls in the truncated reply');
+  t.equal(
+    events.map((e) => e.choices[0]?.delta.reasoning_content ?? '').join(''),
+    (choice.message as { reasoning_content?: string }).reasoning_content ?? '',
+    'the streamed reasoning too',
+  );
+  t.same(
+    events.flatMap((e) => e.choices[0]?.delta.tool_calls ?? []),
+    [],
+    'no calls in the truncated reply',
+  );
   t.same(events.at(-1)?.choices[0].token_ids, tokenIds, 'the same tokens for the same seed');
   // a prompt far beyond the context is refused from its length, before tokenizing
-  const huge = await post({ model: 'tiny-oss', messages: [{ role: 'user', content: 'x '.repeat(2_200_000) }], max_tokens: 4 });
+  const huge = await post({
+    model: 'tiny-oss',
+    messages: [{ role: 'user', content: 'x '.repeat(2_200_000) }],
+    max_tokens: 4,
+  });
   t.equal(huge.status, 400);
   t.match(huge.text, /counted from its length, before tokenizing/);
-  await t.rejects(serve({ modelDir: dir, checkpoint: dir }), /modelDir: .* is a Hugging Face model folder, not a run's checkpoint/);
+  await t.rejects(
+    serve({ modelDir: dir, checkpoint: dir }),
+    /modelDir: .* is a Hugging Face model folder, not a run's checkpoint/,
+  );
   await t.rejects(serve({}), /--checkpoint or --model-dir/);
 });

@@ -13,7 +13,13 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 
 import { loadPretrained } from '../../../lib/model/index.js';
-import { FILE_DTYPES, LOGPROB_CASES, bf16Verdict, logProbSequences, maxRelativeError } from './fixtures/logprob-cases.js';
+import {
+  FILE_DTYPES,
+  LOGPROB_CASES,
+  bf16Verdict,
+  logProbSequences,
+  maxRelativeError,
+} from './fixtures/logprob-cases.js';
 import { loadReferenceModel, referenceLogProbs } from './fixtures/reference-forward.js';
 import { type TinySpec, writeTinyCheckpoint } from './fixtures/tiny-checkpoint.js';
 
@@ -28,7 +34,13 @@ function checkpoint(t: Test, spec: TinySpec): string {
   return dir;
 }
 
-async function logProbsOf(load: LoadPretrained, dir: string, dtype: 'float32' | 'bfloat16', ids: number[][], temperature: number): Promise<Float32Array[]> {
+async function logProbsOf(
+  load: LoadPretrained,
+  dir: string,
+  dtype: 'float32' | 'bfloat16',
+  ids: number[][],
+  temperature: number,
+): Promise<Float32Array[]> {
   const m = await load(dir, { device: 'cpu', dtype });
   try {
     return await m.logProbs(ids, { temperature });
@@ -57,7 +69,10 @@ function defineTests(load: LoadPretrained): void {
         const f32 = await logProbsOf(load, dir, 'float32', ids, 1);
         checkShape(t, f32, ids);
         const err = maxRelativeError(f32, ref);
-        t.ok(err <= FLOAT32_BOUND, `float32: max |Δ| / max(1, |ref|) = ${err.toExponential(3)} (bound ${FLOAT32_BOUND})`);
+        t.ok(
+          err <= FLOAT32_BOUND,
+          `float32: max |Δ| / max(1, |ref|) = ${err.toExponential(3)} (bound ${FLOAT32_BOUND})`,
+        );
 
         const emulated = referenceLogProbs(model, ids, 1, { precision: 'transformers-bf16' });
         const bf16 = await logProbsOf(load, dir, 'bfloat16', ids, 1);

@@ -24,7 +24,14 @@ function checkpoint(t: Test, spec: TinySpec): string {
 }
 
 const u32 = (a: Float32Array): number[] => Array.from(new Uint32Array(a.buffer, a.byteOffset, a.length));
-const spec: TinySpec = { family: 'gpt_oss', hidden: 64, intermediate: 64, layers: 2, layerTypes: ['sliding_attention', 'full_attention'], seed: 11 };
+const spec: TinySpec = {
+  family: 'gpt_oss',
+  hidden: 64,
+  intermediate: 64,
+  layers: 2,
+  layerTypes: ['sliding_attention', 'full_attention'],
+  seed: 11,
+};
 
 t.test('packed experts = dequantized experts: store, log-probs, a LoRA step', async (t) => {
   const dir = checkpoint(t, spec);
@@ -39,9 +46,20 @@ t.test('packed experts = dequantized experts: store, log-probs, a LoRA step', as
   const pInfo = packed.params.info().find((p) => p.name === name)!;
   t.equal(pInfo.dtype, 'mxfp4', 'the packed model stores the experts as MXFP4');
   t.equal(bf16.params.info().find((p) => p.name === name)!.dtype, 'bfloat16', "mxfp4: 'bf16' dequantizes them");
-  const expertElems = packed.params.info().filter((p) => /experts\.(gate_up|down)\.weight$/.test(p.name)).reduce((n, p) => n + p.numel, 0);
-  t.equal(bf16.bytes - packed.bytes, expertElems * 2 - (expertElems * 17) / 32, 'the store saves 2 − 17/32 bytes a packed weight');
-  t.same(Array.from(packed.params.readBf16(name)), Array.from(bf16.params.readBf16(name)), 'readBf16 of a packed weight is its bfloat16 dequantization');
+  const expertElems = packed.params
+    .info()
+    .filter((p) => /experts\.(gate_up|down)\.weight$/.test(p.name))
+    .reduce((n, p) => n + p.numel, 0);
+  t.equal(
+    bf16.bytes - packed.bytes,
+    expertElems * 2 - (expertElems * 17) / 32,
+    'the store saves 2 − 17/32 bytes a packed weight',
+  );
+  t.same(
+    Array.from(packed.params.readBf16(name)),
+    Array.from(bf16.params.readBf16(name)),
+    'readBf16 of a packed weight is its bfloat16 dequantization',
+  );
   t.same(u32(packed.params.read(name)), u32(bf16.params.read(name)), 'read widens it exactly');
   const raw = packed.params.readMxfp4(name);
   t.equal(raw.blocks.length, pInfo.numel / 2);
@@ -65,20 +83,42 @@ t.test('packed experts = dequantized experts: store, log-probs, a LoRA step', as
   }
   const adapters = packed.params.info().filter((p) => p.trainable);
   t.ok(adapters.length > 0, 'the adapters train');
-  for (const p of adapters) t.same(u32(packed.params.read(p.name)), u32(bf16.params.read(p.name)), `${p.name}: the same after one step`);
-  t.notOk(packed.params.info().some((p) => p.dtype === 'mxfp4' && p.trainable), 'MXFP4 weights are frozen');
+  for (const p of adapters)
+    t.same(u32(packed.params.read(p.name)), u32(bf16.params.read(p.name)), `${p.name}: the same after one step`);
+  t.notOk(
+    packed.params.info().some((p) => p.dtype === 'mxfp4' && p.trainable),
+    'MXFP4 weights are frozen',
+  );
 });
 
 t.test('the ParamStore refuses what an MXFP4 parameter cannot be', async (t) => {
-  t.throws(() => ParamStore.fromSpecs([{ name: 'w', shape: [4, 48], dtype: 'mxfp4', init: 'zeros' }], 1), /multiple of 32/, 'a last dimension that is not whole blocks');
-  t.throws(() => ParamStore.fromSpecs([{ name: 'w', shape: [4, 64], dtype: 'mxfp4', init: 'zeros', trainable: true }], 1), /non-trainable/, 'a trainable MXFP4 parameter');
-  t.throws(() => ParamStore.fromSpecs([{ name: 'w', shape: [4, 64], dtype: 'mxfp4', init: 'normal' }], 1), /zeros or ones/, 'a random init');
+  t.throws(
+    () => ParamStore.fromSpecs([{ name: 'w', shape: [4, 48], dtype: 'mxfp4', init: 'zeros' }], 1),
+    /multiple of 32/,
+    'a last dimension that is not whole blocks',
+  );
+  t.throws(
+    () => ParamStore.fromSpecs([{ name: 'w', shape: [4, 64], dtype: 'mxfp4', init: 'zeros', trainable: true }], 1),
+    /non-trainable/,
+    'a trainable MXFP4 parameter',
+  );
+  t.throws(
+    () => ParamStore.fromSpecs([{ name: 'w', shape: [4, 64], dtype: 'mxfp4', init: 'normal' }], 1),
+    /zeros or ones/,
+    'a random init',
+  );
   const s = ParamStore.fromSpecs([{ name: 'w', shape: [2, 64], dtype: 'mxfp4', init: 'ones' }], 1);
   t.teardown(() => s.dispose());
   t.same(Array.from(s.read('w')), new Array(128).fill(1), "init 'ones' decodes to 1");
   t.throws(() => s.write('w', new Float32Array(128)), /MXFP4/, 'float values are not re-quantized');
-  t.throws(() => s.writeMxfp4('w', { blocks: new Uint8Array(63), scales: new Uint8Array(4) }), /blocks of 'w' must have 64 bytes, got 63/);
-  t.throws(() => s.writeMxfp4('w', { blocks: new Uint8Array(64), scales: new Uint8Array(3) }), /scales of 'w' must have 4 bytes, got 3/);
+  t.throws(
+    () => s.writeMxfp4('w', { blocks: new Uint8Array(63), scales: new Uint8Array(4) }),
+    /blocks of 'w' must have 64 bytes, got 63/,
+  );
+  t.throws(
+    () => s.writeMxfp4('w', { blocks: new Uint8Array(64), scales: new Uint8Array(3) }),
+    /scales of 'w' must have 4 bytes, got 3/,
+  );
   const blocks = Uint8Array.from({ length: 64 }, (_, i) => (i * 37) & 255);
   const scales = Uint8Array.from([120, 127, 130, 0]);
   s.writeMxfp4('w', { blocks, scales });
@@ -92,7 +132,11 @@ t.test('bad input: an error naming the tensor, nothing left allocated', async (t
     await t.rejects(loadPretrained(dir), { message: expected }, what);
     t.equal(await settledBytes(), bytes, `${what}: no native memory kept`);
   }
-  await t.rejects(loadPretrained(checkpoint(t, spec), { mxfp4: 'fp4' as 'packed' }), /options\.mxfp4 must be 'packed' or 'bf16'/, 'a bad option value');
+  await t.rejects(
+    loadPretrained(checkpoint(t, spec), { mxfp4: 'fp4' as 'packed' }),
+    /options\.mxfp4 must be 'packed' or 'bf16'/,
+    'a bad option value',
+  );
 
   // a shard cut short inside the experts' blocks
   const cut = checkpoint(t, { ...spec, shards: 2 });
@@ -122,7 +166,10 @@ t.test('bad input: an error naming the tensor, nothing left allocated', async (t
     memory.setLimit(limit);
   }
   t.match(err, { name: 'OutOfMemoryError' }, 'past the limit: OutOfMemoryError');
-  t.ok(isOutOfMemoryError(err) && err.currentBytes >= 0 && err.requestedBytes > 0, `it names the bytes held and asked (${(err as Error).message})`);
+  t.ok(
+    isOutOfMemoryError(err) && err.currentBytes >= 0 && err.requestedBytes > 0,
+    `it names the bytes held and asked (${(err as Error).message})`,
+  );
   t.equal(await settledBytes(), before, 'nothing kept');
   const m = await loadPretrained(ok);
   t.equal((await m.logProbs([[1, 2, 3]]))[0].length, 2, 'the next load works');

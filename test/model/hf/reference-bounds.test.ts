@@ -13,7 +13,13 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { FILE_DTYPES, LOGPROB_CASES, bf16Verdict, logProbSequences, maxRelativeError } from './fixtures/logprob-cases.js';
+import {
+  FILE_DTYPES,
+  LOGPROB_CASES,
+  bf16Verdict,
+  logProbSequences,
+  maxRelativeError,
+} from './fixtures/logprob-cases.js';
 import { loadReferenceModel, referenceLogProbs } from './fixtures/reference-forward.js';
 import { writeTinyCheckpoint } from './fixtures/tiny-checkpoint.js';
 
@@ -24,7 +30,10 @@ for (const c of LOGPROB_CASES) {
     writeTinyCheckpoint(dir, { ...c.spec, dtype: 'BF16' });
     const model = loadReferenceModel(dir);
     const ids = logProbSequences(model.config.vocab);
-    const err = maxRelativeError(referenceLogProbs(model, ids, 1, { precision: 'float32' }), referenceLogProbs(model, ids, 1));
+    const err = maxRelativeError(
+      referenceLogProbs(model, ids, 1, { precision: 'float32' }),
+      referenceLogProbs(model, ids, 1),
+    );
     t.ok(err > 0 && err <= 1e-5, `float32 ops: ${err.toExponential(2)}`);
   });
   for (const dtype of FILE_DTYPES.filter((d) => d !== 'BF16')) {

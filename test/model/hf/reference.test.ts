@@ -30,8 +30,21 @@ import {
   readReferenceConfig,
   rmsNormRow,
 } from './fixtures/reference-forward.js';
-import { applyRotateHalf, defaultInvFreq, llama3InvFreq, ropeFromConfig, yarnParams } from './fixtures/rope-reference.js';
-import { type RawTensor, decodeSafetensorsBytes, decodeValues, encodeSafetensorsBytes, encodeValues, readCheckpointTensors } from './fixtures/safetensors-io.js';
+import {
+  applyRotateHalf,
+  defaultInvFreq,
+  llama3InvFreq,
+  ropeFromConfig,
+  yarnParams,
+} from './fixtures/rope-reference.js';
+import {
+  type RawTensor,
+  decodeSafetensorsBytes,
+  decodeValues,
+  encodeSafetensorsBytes,
+  encodeValues,
+  readCheckpointTensors,
+} from './fixtures/safetensors-io.js';
 import { integerValues, uniformValues } from './fixtures/seeded.js';
 import { specialTokenId, writeTinyCheckpoint } from './fixtures/tiny-checkpoint.js';
 
@@ -137,26 +150,29 @@ t.test('bf16 / f16 encoding picks the nearest pattern (ties: even) found by sear
   }
 });
 
-t.test('MXFP4: hand-built blocks decode to the values encoded (low nibble first, scale - 127, transposed)', async (t) => {
-  // E = 1, R = 2 rows, G = 1 block of 32 values per row.
-  const blocks = new Uint8Array(32);
-  blocks.fill(0x21, 0, 16); // row 0: lo nibble 1 (0.5), hi nibble 2 (1.0)
-  blocks[5] = 0x73; // row 0, values 10 and 11: lo 3 (1.5), hi 7 (6)
-  blocks.fill(0xf8, 16, 32); // row 1: lo 8 (-0), hi 15 (-6)
-  const scales = new Uint8Array([128, 125]); // ×2 and ×1/4
-  const { shape, values } = decodeMxfp4(blocks, scales, [1, 2, 1, 16]);
-  t.same(shape, [1, 32, 2], 'rows and the 32 values swap places');
-  const at = (c: number, r: number): number => values[c * 2 + r];
-  t.equal(at(0, 0), 1);
-  t.equal(at(1, 0), 2);
-  t.equal(at(10, 0), 3, 'low nibble of byte 5 is value 10');
-  t.equal(at(11, 0), 12, 'high nibble of byte 5 is value 11');
-  t.equal(at(31, 0), 2);
-  t.ok(Object.is(at(0, 1), -0));
-  t.equal(at(1, 1), -1.5);
-  t.same(FP4_VALUES.slice(0, 8), [0, 0.5, 1, 1.5, 2, 3, 4, 6]);
-  t.throws(() => decodeMxfp4(blocks, new Uint8Array(3), [1, 2, 1, 16]), /scales/);
-});
+t.test(
+  'MXFP4: hand-built blocks decode to the values encoded (low nibble first, scale - 127, transposed)',
+  async (t) => {
+    // E = 1, R = 2 rows, G = 1 block of 32 values per row.
+    const blocks = new Uint8Array(32);
+    blocks.fill(0x21, 0, 16); // row 0: lo nibble 1 (0.5), hi nibble 2 (1.0)
+    blocks[5] = 0x73; // row 0, values 10 and 11: lo 3 (1.5), hi 7 (6)
+    blocks.fill(0xf8, 16, 32); // row 1: lo 8 (-0), hi 15 (-6)
+    const scales = new Uint8Array([128, 125]); // ×2 and ×1/4
+    const { shape, values } = decodeMxfp4(blocks, scales, [1, 2, 1, 16]);
+    t.same(shape, [1, 32, 2], 'rows and the 32 values swap places');
+    const at = (c: number, r: number): number => values[c * 2 + r];
+    t.equal(at(0, 0), 1);
+    t.equal(at(1, 0), 2);
+    t.equal(at(10, 0), 3, 'low nibble of byte 5 is value 10');
+    t.equal(at(11, 0), 12, 'high nibble of byte 5 is value 11');
+    t.equal(at(31, 0), 2);
+    t.ok(Object.is(at(0, 1), -0));
+    t.equal(at(1, 1), -1.5);
+    t.same(FP4_VALUES.slice(0, 8), [0, 0.5, 1, 1.5, 2, 3, 4, 6]);
+    t.throws(() => decodeMxfp4(blocks, new Uint8Array(3), [1, 2, 1, 16]), /scales/);
+  },
+);
 
 t.test('MXFP4: encode → decode round trip over [E, C, R] with per-block scales', async (t) => {
   const E = 2;
@@ -176,7 +192,8 @@ t.test('MXFP4: encode → decode round trip over [E, C, R] with per-block scales
   const dec = decodeMxfp4(enc.blocks, enc.scales, enc.blocksShape);
   t.same(dec.shape, [E, C, R]);
   let bad = 0;
-  for (let i = 0; i < vals.length; i++) if (!Object.is(dec.values[i], vals[i]) && !(dec.values[i] === 0 && vals[i] === 0)) bad++;
+  for (let i = 0; i < vals.length; i++)
+    if (!Object.is(dec.values[i], vals[i]) && !(dec.values[i] === 0 && vals[i] === 0)) bad++;
   t.equal(bad, 0);
   t.throws(() => encodeMxfp4(new Float64Array(32).fill(0.3), [1, 32, 1]), /not FP4/);
 });
@@ -197,7 +214,14 @@ t.test('safetensors: header aligned, every dtype round-trips, bad offsets are re
   t.same([...tensors.keys()], ['a', 'b', 'c', 'd']);
   t.same(Array.from(decodeValues(tensors.get('a')!.bytes, 'F32')), vals.map(Math.fround));
   t.same(Array.from(decodeValues(tensors.get('b')!.bytes, 'BF16')), vals.map(roundBf16));
-  t.same(Array.from(decodeValues(tensors.get('c')!.bytes, 'F16')), [1.5, -2, 0.25, 3, f16BitsToNumber(numberToF16Bits(1e-3)), -7.5]);
+  t.same(Array.from(decodeValues(tensors.get('c')!.bytes, 'F16')), [
+    1.5,
+    -2,
+    0.25,
+    3,
+    f16BitsToNumber(numberToF16Bits(1e-3)),
+    -7.5,
+  ]);
   t.same(Array.from(decodeValues(tensors.get('d')!.bytes, 'U8')), [0, 7, 255]);
   t.same(tensors.get('c')!.shape, [3, 2]);
   const broken = new Uint8Array(file);
@@ -219,7 +243,11 @@ t.test('tiny gpt-oss checkpoint: config fields and MXFP4 tensor shapes as the re
   t.equal(cfg.attention_bias, true);
   t.equal(cfg.swiglu_limit, 7);
   t.equal(cfg.tie_word_embeddings, false);
-  t.not(cfg.head_dim, (cfg.hidden_size as number) / (cfg.num_attention_heads as number), 'head_dim is not hidden / heads');
+  t.not(
+    cfg.head_dim,
+    (cfg.hidden_size as number) / (cfg.num_attention_heads as number),
+    'head_dim is not hidden / heads',
+  );
   const rs = cfg.rope_scaling as Record<string, unknown>;
   t.equal(rs.rope_type, 'yarn');
   t.equal(rs.truncate, false);
@@ -243,14 +271,22 @@ t.test('tiny gpt-oss checkpoint: config fields and MXFP4 tensor shapes as the re
   t.same(m.weights.get(`${p}down_proj`)!.shape, [4, 32, 64], '[E, F, D]');
   t.ok(gu.values.some((v) => v !== 0) && gu.values.every((v) => Number.isFinite(v)));
   // Non-expert tensors are random, never zero.
-  for (const [name, w] of m.weights) if (!name.includes('experts.gate_up_proj') && !name.includes('experts.down_proj')) t.notOk(w.values.some((v) => v === 0), `${name} has no zeros`);
+  for (const [name, w] of m.weights)
+    if (!name.includes('experts.gate_up_proj') && !name.includes('experts.down_proj'))
+      t.notOk(
+        w.values.some((v) => v === 0),
+        `${name} has no zeros`,
+      );
 });
 
 t.test('tiny Qwen3/Qwen2/Llama checkpoints: the fields and tensors of their families', async (t) => {
   const q3 = writeTinyCheckpoint(tmp(t), { family: 'qwen3' });
   t.equal(q3.config.tie_word_embeddings, true);
   t.notOk(q3.tensors.has('lm_head.weight'), 'tied: no lm_head.weight');
-  t.ok(q3.tensors.has('model.layers.0.self_attn.q_norm.weight') && q3.tensors.has('model.layers.1.self_attn.k_norm.weight'));
+  t.ok(
+    q3.tensors.has('model.layers.0.self_attn.q_norm.weight') &&
+      q3.tensors.has('model.layers.1.self_attn.k_norm.weight'),
+  );
   t.same(q3.tensors.get('model.layers.0.self_attn.q_norm.weight')!.shape, [16]);
   t.not(q3.config.head_dim, 48 / 4);
   t.equal(q3.config.use_sliding_window, false);
@@ -259,7 +295,9 @@ t.test('tiny Qwen3/Qwen2/Llama checkpoints: the fields and tensors of their fami
   t.ok(q3u.tensors.has('lm_head.weight'));
   t.equal(q3u.tensors.get('lm_head.weight')!.dtype, 'F16');
   const q2 = writeTinyCheckpoint(tmp(t), { family: 'qwen2' });
-  t.ok(q2.tensors.has('model.layers.0.self_attn.q_proj.bias') && q2.tensors.has('model.layers.0.self_attn.v_proj.bias'));
+  t.ok(
+    q2.tensors.has('model.layers.0.self_attn.q_proj.bias') && q2.tensors.has('model.layers.0.self_attn.v_proj.bias'),
+  );
   t.notOk(q2.tensors.has('model.layers.0.self_attn.o_proj.bias'), 'qwen2: no o_proj bias');
   t.notOk('head_dim' in q2.config);
   t.throws(() => writeTinyCheckpoint(tmp(t), { family: 'qwen2', headDim: 16 }), /head_dim/);
@@ -278,11 +316,21 @@ t.test('tiny Qwen3/Qwen2/Llama checkpoints: the fields and tensors of their fami
 t.test('shards + index round trip: every tensor once, in the shard the index names', async (t) => {
   const dir = tmp(t);
   const ck = writeTinyCheckpoint(dir, { family: 'qwen2', shards: 3, seed: 4 });
-  t.same(ck.files, ['model-00001-of-00003.safetensors', 'model-00002-of-00003.safetensors', 'model-00003-of-00003.safetensors']);
+  t.same(ck.files, [
+    'model-00001-of-00003.safetensors',
+    'model-00002-of-00003.safetensors',
+    'model-00003-of-00003.safetensors',
+  ]);
   t.notOk(existsSync(join(dir, 'model.safetensors')));
-  const index = JSON.parse(readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8')) as { metadata: { total_size: number }; weight_map: Record<string, string> };
+  const index = JSON.parse(readFileSync(join(dir, 'model.safetensors.index.json'), 'utf8')) as {
+    metadata: { total_size: number };
+    weight_map: Record<string, string>;
+  };
   t.same(Object.keys(index.weight_map).sort(), [...ck.tensors.keys()].sort());
-  t.equal(index.metadata.total_size, [...ck.tensors.values()].reduce((n, x) => n + x.bytes.length, 0));
+  t.equal(
+    index.metadata.total_size,
+    [...ck.tensors.values()].reduce((n, x) => n + x.bytes.length, 0),
+  );
   t.same(new Set(Object.values(index.weight_map)), new Set(ck.files), 'every shard used');
   const back = readCheckpointTensors(dir);
   t.equal(back.size, ck.tensors.size);
@@ -309,52 +357,84 @@ t.test('the reference loader names a missing, extra or misshapen tensor', async 
   };
   rewrite((m) => m.delete('model.layers.0.self_attn.k_proj.weight'));
   t.throws(() => loadReferenceModel(dir), /model\.layers\.0\.self_attn\.k_proj\.weight is missing/);
-  rewrite((m) => m.set('model.layers.0.self_attn.sinks', { dtype: 'F32', shape: [4], bytes: encodeValues([1, 2, 3, 4], 'F32') }));
+  rewrite((m) =>
+    m.set('model.layers.0.self_attn.sinks', { dtype: 'F32', shape: [4], bytes: encodeValues([1, 2, 3, 4], 'F32') }),
+  );
   t.throws(() => loadReferenceModel(dir), /model\.layers\.0\.self_attn\.sinks is not part/);
-  rewrite((m) => m.set('model.norm.weight', { dtype: 'F32', shape: [31], bytes: encodeValues(new Array<number>(31).fill(1), 'F32') }));
+  rewrite((m) =>
+    m.set('model.norm.weight', {
+      dtype: 'F32',
+      shape: [31],
+      bytes: encodeValues(new Array<number>(31).fill(1), 'F32'),
+    }),
+  );
   t.throws(() => loadReferenceModel(dir), /model\.norm\.weight has shape \[31\]/);
-  t.equal(expectedTensorShapes(readReferenceConfig(ck.config)).size, ck.tensors.size, 'the config implies exactly the tensors written');
+  t.equal(
+    expectedTensorShapes(readReferenceConfig(ck.config)).size,
+    ck.tensors.size,
+    'the config implies exactly the tensors written',
+  );
 });
 
-t.test('sink attention equals exp(s) / (Σ exp(s) + exp(sink)) computed directly; -Inf sinks give the plain softmax', async (t) => {
-  const T = 9;
-  const H = 4;
-  const KV = 2;
-  const hd = 6;
-  const q = uniformValues(T * H * hd, 1, 'q', -1.5, 1.5);
-  const k = uniformValues(T * KV * hd, 1, 'k', -1.5, 1.5);
-  const v = uniformValues(T * KV * hd, 1, 'v', -1, 1);
-  const sinks = [0.7, -0.4, 1.9, -2];
-  const scale = 1 / Math.sqrt(hd);
-  for (const window of [null, 3]) {
-    const { out } = referenceAttention(q, k, v, { T, heads: H, kvHeads: KV, headDim: hd, window, sinks, scale });
-    const want = new Float64Array(T * H * hd);
-    for (let h = 0; h < H; h++) {
-      const kvh = h < 2 ? 0 : 1; // two query heads per kv head
-      for (let t0 = 0; t0 < T; t0++) {
-        let den = Math.exp(sinks[h]);
-        const num = new Float64Array(hd);
-        for (let j = 0; j <= t0; j++) {
-          if (window !== null && t0 - j >= window) continue;
-          let s = 0;
-          for (let d = 0; d < hd; d++) s += q[(t0 * H + h) * hd + d] * k[(j * KV + kvh) * hd + d];
-          const e = Math.exp(s * scale);
-          den += e;
-          for (let d = 0; d < hd; d++) num[d] += e * v[(j * KV + kvh) * hd + d];
+t.test(
+  'sink attention equals exp(s) / (Σ exp(s) + exp(sink)) computed directly; -Inf sinks give the plain softmax',
+  async (t) => {
+    const T = 9;
+    const H = 4;
+    const KV = 2;
+    const hd = 6;
+    const q = uniformValues(T * H * hd, 1, 'q', -1.5, 1.5);
+    const k = uniformValues(T * KV * hd, 1, 'k', -1.5, 1.5);
+    const v = uniformValues(T * KV * hd, 1, 'v', -1, 1);
+    const sinks = [0.7, -0.4, 1.9, -2];
+    const scale = 1 / Math.sqrt(hd);
+    for (const window of [null, 3]) {
+      const { out } = referenceAttention(q, k, v, { T, heads: H, kvHeads: KV, headDim: hd, window, sinks, scale });
+      const want = new Float64Array(T * H * hd);
+      for (let h = 0; h < H; h++) {
+        const kvh = h < 2 ? 0 : 1; // two query heads per kv head
+        for (let t0 = 0; t0 < T; t0++) {
+          let den = Math.exp(sinks[h]);
+          const num = new Float64Array(hd);
+          for (let j = 0; j <= t0; j++) {
+            if (window !== null && t0 - j >= window) continue;
+            let s = 0;
+            for (let d = 0; d < hd; d++) s += q[(t0 * H + h) * hd + d] * k[(j * KV + kvh) * hd + d];
+            const e = Math.exp(s * scale);
+            den += e;
+            for (let d = 0; d < hd; d++) num[d] += e * v[(j * KV + kvh) * hd + d];
+          }
+          for (let d = 0; d < hd; d++) want[(t0 * H + h) * hd + d] = num[d] / den;
         }
-        for (let d = 0; d < hd; d++) want[(t0 * H + h) * hd + d] = num[d] / den;
       }
+      t.ok(maxAbs(out, want) < 1e-14, `window ${window}: max diff ${maxAbs(out, want)}`);
     }
-    t.ok(maxAbs(out, want) < 1e-14, `window ${window}: max diff ${maxAbs(out, want)}`);
-  }
-  const plain = referenceAttention(q, k, v, { T, heads: H, kvHeads: KV, headDim: hd, window: null, sinks: null, scale }).out;
-  const noSink = referenceAttention(q, k, v, { T, heads: H, kvHeads: KV, headDim: hd, window: null, sinks: [-Infinity, -Infinity, -Infinity, -Infinity], scale }).out;
-  t.ok(maxAbs(plain, noSink) < 1e-15);
-  // Window 1 without sinks: each query sees only itself, so the output is its own value row.
-  const self = referenceAttention(q, k, v, { T, heads: H, kvHeads: KV, headDim: hd, window: 1, sinks: null, scale });
-  for (let t0 = 0; t0 < T; t0++) for (let d = 0; d < hd; d++) t.equal(self.out[(t0 * H + 3) * hd + d], v[(t0 * KV + 1) * hd + d]);
-  t.equal(self.windowed, T - 1, 'every query after the first had keys hidden');
-});
+    const plain = referenceAttention(q, k, v, {
+      T,
+      heads: H,
+      kvHeads: KV,
+      headDim: hd,
+      window: null,
+      sinks: null,
+      scale,
+    }).out;
+    const noSink = referenceAttention(q, k, v, {
+      T,
+      heads: H,
+      kvHeads: KV,
+      headDim: hd,
+      window: null,
+      sinks: [-Infinity, -Infinity, -Infinity, -Infinity],
+      scale,
+    }).out;
+    t.ok(maxAbs(plain, noSink) < 1e-15);
+    // Window 1 without sinks: each query sees only itself, so the output is its own value row.
+    const self = referenceAttention(q, k, v, { T, heads: H, kvHeads: KV, headDim: hd, window: 1, sinks: null, scale });
+    for (let t0 = 0; t0 < T; t0++)
+      for (let d = 0; d < hd; d++) t.equal(self.out[(t0 * H + 3) * hd + d], v[(t0 * KV + 1) * hd + d]);
+    t.equal(self.windowed, T - 1, 'every query after the first had keys hidden');
+  },
+);
 
 t.test('rotate-half RoPE: identity at position 0, norm-preserving, relative; attention factor scales', async (t) => {
   const hd = 10;
@@ -363,7 +443,13 @@ t.test('rotate-half RoPE: identity at position 0, norm-preserving, relative; att
   const y = uniformValues(hd, 2, 'y', -1, 1);
   const rot = (vec: Float64Array, pos: number, af = 1): Float64Array => {
     const out = Float64Array.from(vec);
-    applyRotateHalf(out, 0, hd, Array.from(inv, (f) => Math.cos(f * pos) * af), Array.from(inv, (f) => Math.sin(f * pos) * af));
+    applyRotateHalf(
+      out,
+      0,
+      hd,
+      Array.from(inv, (f) => Math.cos(f * pos) * af),
+      Array.from(inv, (f) => Math.sin(f * pos) * af),
+    );
     return out;
   };
   t.same(Array.from(rot(x, 0)), Array.from(x), 'position 0 is the identity');
@@ -394,7 +480,8 @@ t.test("YaRN with gpt-oss's real rope_scaling matches values derived by hand", a
     [18, 3.8308812373753384e-5], // ramp 1: interpolation, 150000^(-36/64) / 32
     [31, 3.0235114281192144e-7],
   ];
-  for (const [i, v] of want) t.ok(Math.abs(y.invFreq[i] - v) / v < 1e-12, `inv_freq[${i}] = ${y.invFreq[i]}, want ${v}`);
+  for (const [i, v] of want)
+    t.ok(Math.abs(y.invFreq[i] - v) / v < 1e-12, `inv_freq[${i}] = ${y.invFreq[i]}, want ${v}`);
   t.ok(Math.abs(y.attentionFactor - 1.3465735902799727) < 1e-15, '0.1·ln 32 + 1');
   // truncate true (the default) floors / ceils the range to [8, 18]: a different value at 12.
   const tr = yarnParams(150000, 64, { factor: 32, originalMax: 4096, betaFast: 32, betaSlow: 1 });
@@ -402,26 +489,74 @@ t.test("YaRN with gpt-oss's real rope_scaling matches values derived by hand", a
   t.equal(tr.high, 18);
   t.ok(Math.abs(tr.invFreq[12] - 0.007015713910504388) < 1e-15);
   // Through a config.json: rope_scaling as gpt-oss writes it, truncate false read.
-  const cfg = { model_type: 'gpt_oss', hidden_size: 2880, num_attention_heads: 64, head_dim: 64, max_position_embeddings: 131072, rope_theta: 150000, rope_scaling: { beta_fast: 32, beta_slow: 1, factor: 32, original_max_position_embeddings: 4096, rope_type: 'yarn', truncate: false } };
+  const cfg = {
+    model_type: 'gpt_oss',
+    hidden_size: 2880,
+    num_attention_heads: 64,
+    head_dim: 64,
+    max_position_embeddings: 131072,
+    rope_theta: 150000,
+    rope_scaling: {
+      beta_fast: 32,
+      beta_slow: 1,
+      factor: 32,
+      original_max_position_embeddings: 4096,
+      rope_type: 'yarn',
+      truncate: false,
+    },
+  };
   const r = ropeFromConfig(cfg);
   t.same(Array.from(r.invFreq), Array.from(y.invFreq));
   t.equal(r.attentionFactor, y.attentionFactor);
   const withMscale = ropeFromConfig({ ...cfg, rope_scaling: { ...cfg.rope_scaling, mscale: 1, mscale_all_dim: 0.5 } });
-  t.ok(Math.abs(withMscale.attentionFactor - (0.1 * Math.log(32) + 1) / (0.05 * Math.log(32) + 1)) < 1e-15, 'mscale / mscale_all_dim');
-  t.equal(ropeFromConfig({ ...cfg, rope_scaling: { ...cfg.rope_scaling, attention_factor: 0.9 } }).attentionFactor, 0.9);
+  t.ok(
+    Math.abs(withMscale.attentionFactor - (0.1 * Math.log(32) + 1) / (0.05 * Math.log(32) + 1)) < 1e-15,
+    'mscale / mscale_all_dim',
+  );
+  t.equal(
+    ropeFromConfig({ ...cfg, rope_scaling: { ...cfg.rope_scaling, attention_factor: 0.9 } }).attentionFactor,
+    0.9,
+  );
 });
 
 t.test('Llama 3 and linear scaling inverse frequencies match values derived by hand', async (t) => {
   // head_dim 12, theta 500000, factor 8, low 1, high 4, original 64: wavelengths 6.28 (kept),
   // 55.98 (smoothed: s = (64/55.98 - 1) / 3), 498.7 and up (divided by 8).
   const inv = llama3InvFreq(500000, 12, { factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMax: 64 });
-  const want = [1.0, 0.018723196287486383, 0.0015749013123685918, 0.00017677669529663688, 1.9842513149602502e-5, 2.227246795350847e-6];
+  const want = [
+    1.0, 0.018723196287486383, 0.0015749013123685918, 0.00017677669529663688, 1.9842513149602502e-5,
+    2.227246795350847e-6,
+  ];
   for (let i = 0; i < 6; i++) t.ok(Math.abs(inv[i] - want[i]) / want[i] < 1e-12, `inv_freq[${i}]`);
-  const lin = ropeFromConfig({ model_type: 'llama', hidden_size: 32, num_attention_heads: 4, max_position_embeddings: 512, rope_theta: 10000, rope_scaling: { type: 'linear', factor: 2 } });
+  const lin = ropeFromConfig({
+    model_type: 'llama',
+    hidden_size: 32,
+    num_attention_heads: 4,
+    max_position_embeddings: 512,
+    rope_theta: 10000,
+    rope_scaling: { type: 'linear', factor: 2 },
+  });
   t.equal(lin.type, 'linear');
-  t.same(Array.from(lin.invFreq), Array.from(defaultInvFreq(10000, 8), (v) => v / 2));
-  t.equal(ropeFromConfig({ model_type: 'qwen3', hidden_size: 32, num_attention_heads: 4, head_dim: 16, max_position_embeddings: 512 }).theta, 10000);
-  t.equal(ropeFromConfig({ model_type: 'gpt_oss', hidden_size: 32, num_attention_heads: 4, max_position_embeddings: 512 }).theta, 150000, 'gpt-oss default theta');
+  t.same(
+    Array.from(lin.invFreq),
+    Array.from(defaultInvFreq(10000, 8), (v) => v / 2),
+  );
+  t.equal(
+    ropeFromConfig({
+      model_type: 'qwen3',
+      hidden_size: 32,
+      num_attention_heads: 4,
+      head_dim: 16,
+      max_position_embeddings: 512,
+    }).theta,
+    10000,
+  );
+  t.equal(
+    ropeFromConfig({ model_type: 'gpt_oss', hidden_size: 32, num_attention_heads: 4, max_position_embeddings: 512 })
+      .theta,
+    150000,
+    'gpt-oss default theta',
+  );
 });
 
 /** One gpt-oss expert written from the definition, on the non-interleaved view of its columns. */
@@ -479,7 +614,10 @@ t.test('MoE: top-k = experts with equal router logits is the plain average; top-
   const one = referenceMoe(x, wr, { T, hidden: D, intermediate: F, experts: E, topK: 1, limit: 7, alpha: 1.702 });
   for (let t0 = 0; t0 < T; t0++) {
     const xt = x.subarray(t0 * D, (t0 + 1) * D);
-    const logits = Array.from({ length: E }, (_, e) => wr.routerBias[e] + xt.reduce((s, v, d) => s + v * wr.routerWeight[e * D + d], 0));
+    const logits = Array.from(
+      { length: E },
+      (_, e) => wr.routerBias[e] + xt.reduce((s, v, d) => s + v * wr.routerWeight[e * D + d], 0),
+    );
     const best = logits.indexOf(Math.max(...logits));
     t.ok(maxAbs(one.subarray(t0 * D, (t0 + 1) * D), expertDirect(xt, wr, best, D, F)) < 1e-13);
   }
@@ -491,9 +629,25 @@ t.test('a one-layer Llama with identity-like weights behaves as worked out by ha
   const D = 8;
   const c = 2;
   const eps = 1e-5;
-  writeTinyCheckpoint(dir, { family: 'llama', layers: 1, hidden: D, heads: 2, kvHeads: 2, headDim: 4, intermediate: 4, vocab: V, tie: true, ropeScaling: null, eos: 7, rmsNormEps: eps });
+  writeTinyCheckpoint(dir, {
+    family: 'llama',
+    layers: 1,
+    hidden: D,
+    heads: 2,
+    kvHeads: 2,
+    headDim: 4,
+    intermediate: 4,
+    vocab: V,
+    tie: true,
+    ropeScaling: null,
+    eos: 7,
+    rmsNormEps: eps,
+  });
   const eye = (n: number, s = 1): number[] => Array.from({ length: n * n }, (_, i) => (i % (n + 1) === 0 ? s : 0));
-  const f32 = (name: string, shape: number[], values: number[]): [string, RawTensor] => [name, { dtype: 'F32', shape, bytes: encodeValues(values, 'F32') }];
+  const f32 = (name: string, shape: number[], values: number[]): [string, RawTensor] => [
+    name,
+    { dtype: 'F32', shape, bytes: encodeValues(values, 'F32') },
+  ];
   const ones = (n: number): number[] => new Array<number>(n).fill(1);
   const zeros = (n: number): number[] => new Array<number>(n).fill(0);
   const p = 'model.layers.0.';
@@ -507,8 +661,16 @@ t.test('a one-layer Llama with identity-like weights behaves as worked out by ha
       f32(`${p}self_attn.v_proj.weight`, [D, D], eye(D)),
       f32(`${p}self_attn.o_proj.weight`, [D, D], eye(D)),
       f32(`${p}post_attention_layernorm.weight`, [D], ones(D)),
-      f32(`${p}mlp.gate_proj.weight`, [4, D], Array.from({ length: 4 * D }, (_, i) => (i % 3) - 1)),
-      f32(`${p}mlp.up_proj.weight`, [4, D], Array.from({ length: 4 * D }, (_, i) => (i % 5) - 2)),
+      f32(
+        `${p}mlp.gate_proj.weight`,
+        [4, D],
+        Array.from({ length: 4 * D }, (_, i) => (i % 3) - 1),
+      ),
+      f32(
+        `${p}mlp.up_proj.weight`,
+        [4, D],
+        Array.from({ length: 4 * D }, (_, i) => (i % 5) - 2),
+      ),
       f32(`${p}mlp.down_proj.weight`, [D, 4], zeros(4 * D)), // the MLP adds nothing
       f32('model.norm.weight', [D], ones(D)),
     ]),
@@ -528,7 +690,18 @@ t.test('a one-layer Llama with identity-like weights behaves as worked out by ha
   });
   // And rmsNormRow itself: weight 2, x = [3, 4] → 2·x / sqrt(12.5 + eps).
   const out = new Float64Array(2);
-  rmsNormRow([3, 4], 0, 2, [2, 2], eps, out, 0, 'llama', (v) => v, (v) => v);
+  rmsNormRow(
+    [3, 4],
+    0,
+    2,
+    [2, 2],
+    eps,
+    out,
+    0,
+    'llama',
+    (v) => v,
+    (v) => v,
+  );
   t.ok(maxAbs(out, [6 / Math.sqrt(12.5 + eps), 8 / Math.sqrt(12.5 + eps)]) < 1e-15);
 });
 
@@ -561,13 +734,19 @@ t.test('the default tiny gpt-oss exercises clamping, windows, every expert and Y
   t.equal(m.config.rope.type, 'yarn');
   t.ok(m.config.rope.attentionFactor > 1.3);
   const plain = defaultInvFreq(150000, 24);
-  t.ok(m.config.rope.invFreq[0] === plain[0] && m.config.rope.invFreq[11] < plain[11] / 31, 'yarn keeps the fastest pair, interpolates the slowest');
+  t.ok(
+    m.config.rope.invFreq[0] === plain[0] && m.config.rope.invFreq[11] < plain[11] / 31,
+    'yarn keeps the fastest pair, interpolates the slowest',
+  );
   const ids = [integerValues(40, 9, 'ids', 0, 257)];
   const r = referenceForward(m, ids);
   t.ok(r.stats.gateClamped > 0, `gate clamped ${r.stats.gateClamped} times`);
   t.ok(r.stats.upClamped > 0, `up clamped ${r.stats.upClamped} times`);
   t.equal(r.stats.windowedQueries, 2 * (40 - 8), 'window 8 in layers 0 and 2');
-  t.ok(r.stats.expertUse.every((n) => n > 0), `expert use ${r.stats.expertUse.join(',')}`);
+  t.ok(
+    r.stats.expertUse.every((n) => n > 0),
+    `expert use ${r.stats.expertUse.join(',')}`,
+  );
   // log-probs: a proper distribution and the temperature applied to the logits.
   const V = 257;
   for (let t0 = 0; t0 < 5; t0++) {
@@ -592,12 +771,38 @@ t.test('the default tiny gpt-oss exercises clamping, windows, every expert and Y
 });
 
 t.test('real tokenizers are copied with the vocabulary and eos ids of their models', async (t) => {
-  const q = writeTinyCheckpoint(tmp(t), { family: 'qwen3', layers: 1, hidden: 8, heads: 2, kvHeads: 1, headDim: 4, intermediate: 8, tokenizer: 'qwen3' });
+  const q = writeTinyCheckpoint(tmp(t), {
+    family: 'qwen3',
+    layers: 1,
+    hidden: 8,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 4,
+    intermediate: 8,
+    tokenizer: 'qwen3',
+  });
   t.equal(q.config.vocab_size, 151936);
-  t.same(q.generationConfig.eos_token_id, [specialTokenId('qwen3', '<|im_end|>'), specialTokenId('qwen3', '<|endoftext|>')]);
+  t.same(q.generationConfig.eos_token_id, [
+    specialTokenId('qwen3', '<|im_end|>'),
+    specialTokenId('qwen3', '<|endoftext|>'),
+  ]);
   t.equal(specialTokenId('qwen3', '<|im_end|>'), 151645);
   t.ok(existsSync(join(q.dir, 'tokenizer.json')) && existsSync(join(q.dir, 'tokenizer_config.json')));
-  const g = writeTinyCheckpoint(tmp(t), { family: 'gpt_oss', layers: 1, hidden: 8, heads: 2, kvHeads: 1, headDim: 4, intermediate: 8, experts: 2, topK: 1, mxfp4: false, tie: true, layerTypes: ['sliding_attention'], tokenizer: 'gptoss' });
+  const g = writeTinyCheckpoint(tmp(t), {
+    family: 'gpt_oss',
+    layers: 1,
+    hidden: 8,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 4,
+    intermediate: 8,
+    experts: 2,
+    topK: 1,
+    mxfp4: false,
+    tie: true,
+    layerTypes: ['sliding_attention'],
+    tokenizer: 'gptoss',
+  });
   t.equal(g.config.vocab_size, 201088);
   t.same(g.generationConfig.eos_token_id, [200002, 199999, 200012]);
   const tc = JSON.parse(readFileSync(join(g.dir, 'tokenizer_config.json'), 'utf8')) as Record<string, unknown>;

@@ -37,12 +37,26 @@ t.test('known encodings', async (t) => {
   t.same(oss.encode('12345'), [oss.tokenToId('123'), oss.tokenToId('45')], 'o200k: digits in groups of three');
   t.same(oss.encode('<|start|>'), [200006], 'an added token written in the text is its id');
   t.same(oss.encodeOrdinary('<|start|>'), [27, 91, 5236, 91, 29], 'read as plain text it is characters');
-  t.same(qwen.encode('<|im_start|>user\nhi<|im_end|>').filter((i) => i >= 151643), [151644, 151645], 'special tokens kept whole');
+  t.same(
+    qwen.encode('<|im_start|>user\nhi<|im_end|>').filter((i) => i >= 151643),
+    [151644, 151645],
+    'special tokens kept whole',
+  );
   t.equal(qwen.encode('x', { addSpecialTokens: true }).length, 1, 'Qwen adds nothing around a text');
 });
 
 t.test('round trips', async (t) => {
-  const samples = ['Hello, world!', 'naïve café — ½ ≠ 0.5', '😀👍🏽🇫🇷 family: 👨‍👩‍👧', '中文 日本語 한국어', '  leading and trailing  ', 'tabs\tand\nnew\n\n\nlines\r\n', '3.14159 -42 1e10 0x1F 12,345,678', '{"order_id": "#W1234567", "price": 12.5}', ''];
+  const samples = [
+    'Hello, world!',
+    'naïve café — ½ ≠ 0.5',
+    '😀👍🏽🇫🇷 family: 👨‍👩‍👧',
+    '中文 日本語 한국어',
+    '  leading and trailing  ',
+    'tabs\tand\nnew\n\n\nlines\r\n',
+    '3.14159 -42 1e10 0x1F 12,345,678',
+    '{"order_id": "#W1234567", "price": 12.5}',
+    '',
+  ];
   const next = mulberry32(11);
   const pool = [...'abcXYZ019 \n\t.,!?{}[]"\'é中😀🇫🇷‍'];
   for (let i = 0; i < 20; i++) {
@@ -54,7 +68,11 @@ t.test('round trips', async (t) => {
     for (const s of samples) {
       t.equal(tok.decode(tok.encode(s)), s, `encode/decode ${JSON.stringify(s).slice(0, 30)}`);
       t.same(tok.encodeOrdinary(s), tok.encode(s), 'plain text without added tokens: ordinary = encode');
-      t.equal(tok.decode(tok.encodeOrdinary(`${s}<|end|><|im_end|>`)), `${s}<|end|><|im_end|>`, 'added-token names as text round-trip too');
+      t.equal(
+        tok.decode(tok.encodeOrdinary(`${s}<|end|><|im_end|>`)),
+        `${s}<|end|><|im_end|>`,
+        'added-token names as text round-trip too',
+      );
     }
   }
 });
@@ -73,7 +91,11 @@ t.test('special tokens, eos, pad, decode options', async (t) => {
   const ids = qwen.encode('<|im_start|>user\nhi<|im_end|>');
   t.equal(qwen.decode(ids), '<|im_start|>user\nhi<|im_end|>');
   t.equal(qwen.decode(ids, { skipSpecialTokens: true }), 'user\nhi');
-  t.equal(qwen.decode([...ids, 10 ** 7, -1, 1.5]), '<|im_start|>user\nhi<|im_end|>', 'ids that name no token are skipped');
+  t.equal(
+    qwen.decode([...ids, 10 ** 7, -1, 1.5]),
+    '<|im_start|>user\nhi<|im_end|>',
+    'ids that name no token are skipped',
+  );
   t.equal(qwen.decode([]), '');
   t.ok(oss.specialIdList.includes(200006));
   t.equal(oss.requireId('<|call|>'), 200012);
@@ -83,7 +105,8 @@ t.test('special tokens, eos, pad, decode options', async (t) => {
 t.test('folders and their errors', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'hf-tok-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  for (const f of ['tokenizer.json', 'tokenizer_config.json']) symlinkSync(join(lenmlModelDir('qwen3'), f), join(dir, f));
+  for (const f of ['tokenizer.json', 'tokenizer_config.json'])
+    symlinkSync(join(lenmlModelDir('qwen3'), f), join(dir, f));
   writeFileSync(join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: [151645, 151643] }));
   const tok = await HfTokenizer.fromDir(dir);
   t.same(tok.eosIds, [151645, 151643], 'generation_config eos_token_id (a list) wins');

@@ -54,7 +54,8 @@ export function configTemplates(value: unknown): string | Record<string, string>
     const out: Record<string, string> = {};
     value.forEach((e, i) => {
       const o = e as { name?: unknown; template?: unknown };
-      if (typeof o?.name !== 'string' || typeof o.template !== 'string') throw new ChatTemplateError(`tokenizer_config.json: chat_template[${i}] must be { name, template } strings`);
+      if (typeof o?.name !== 'string' || typeof o.template !== 'string')
+        throw new ChatTemplateError(`tokenizer_config.json: chat_template[${i}] must be { name, template } strings`);
       out[o.name] = o.template;
     });
     return out;
@@ -66,16 +67,22 @@ export function configTemplates(value: unknown): string | Record<string, string>
 export function createChatFormat(source: ChatFormatSource, options: ChatFormatOptions = {}): PretrainedChatFormat {
   refuseUnknownOptions(options, CHAT_FORMAT_KEYS, 'createChatFormat');
   const format = options.format ?? 'auto';
-  if (format === 'harmony' || (format === 'auto' && isGptOss(source.config))) return new HarmonyChatFormat(source.tokenizer, options.harmony);
+  if (format === 'harmony' || (format === 'auto' && isGptOss(source.config)))
+    return new HarmonyChatFormat(source.tokenizer, options.harmony);
   const template = source.chatTemplateFile ?? configTemplates(source.tokenizer.config.chat_template);
   if (template === null) {
-    throw new ChatTemplateError('the model has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json) and is not gpt-oss (harmony)');
+    throw new ChatTemplateError(
+      'the model has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json) and is not gpt-oss (harmony)',
+    );
   }
   return new JinjaChatFormat(source.tokenizer, template, options.jinja);
 }
 
 /** Reads a model folder's tokenizer, config.json and chat template, and makes its chat format. */
-export async function loadChatFormat(dir: string, options: ChatFormatOptions & { tokenizer?: HfTokenizer } = {}): Promise<PretrainedChatFormat> {
+export async function loadChatFormat(
+  dir: string,
+  options: ChatFormatOptions & { tokenizer?: HfTokenizer } = {},
+): Promise<PretrainedChatFormat> {
   refuseUnknownOptions(options, [...CHAT_FORMAT_KEYS, 'tokenizer'], 'loadChatFormat');
   const { tokenizer: given, ...formatOptions } = options;
   const tokenizer = given ?? (await HfTokenizer.fromDir(dir));
@@ -84,7 +91,8 @@ export async function loadChatFormat(dir: string, options: ChatFormatOptions & {
   try {
     chatTemplateFile = await readFile(join(dir, 'chat_template.jinja'), 'utf8');
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new ChatTemplateError(`cannot read ${join(dir, 'chat_template.jinja')}: ${(e as Error).message}`);
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
+      throw new ChatTemplateError(`cannot read ${join(dir, 'chat_template.jinja')}: ${(e as Error).message}`);
   }
   return createChatFormat({ tokenizer, config, chatTemplateFile }, formatOptions);
 }

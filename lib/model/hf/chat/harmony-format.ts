@@ -34,11 +34,30 @@
  * fresh rendering drops it.
  * @module
  */
-import type { ChatFormat, ChatFormatAppendOptions, ChatFormatRenderOptions, ParsedCompletion } from '../../chat-format.js';
-import { ChatTemplateError, type ChatAssistantMessage, type ChatMessage, type ChatToolCall, type ParseResult, type ToolSchema } from '../../chat-template.js';
+import type {
+  ChatFormat,
+  ChatFormatAppendOptions,
+  ChatFormatRenderOptions,
+  ParsedCompletion,
+} from '../../chat-format.js';
+import {
+  ChatTemplateError,
+  type ChatAssistantMessage,
+  type ChatMessage,
+  type ChatToolCall,
+  type ParseResult,
+  type ToolSchema,
+} from '../../chat-template.js';
 import type { HfTokenizer } from '../tokenizer.js';
 import { parseHarmony, parseHarmonyHeader, type HarmonyParsedMessage } from './harmony-parse.js';
-import { harmonyGenerationPrompt, harmonyPiecesText, renderHarmonyConversation, type HarmonyMessage, type HarmonyPiece, type ReasoningEffort } from './harmony-render.js';
+import {
+  harmonyGenerationPrompt,
+  harmonyPiecesText,
+  renderHarmonyConversation,
+  type HarmonyMessage,
+  type HarmonyPiece,
+  type ReasoningEffort,
+} from './harmony-render.js';
 import type { HarmonyTool, HarmonyToolNamespace, HarmonyJsonSchema } from './harmony-schema.js';
 import type { RenderedChat } from './jinja-format.js';
 
@@ -76,14 +95,20 @@ export function harmonyTool(tool: ToolSchema, index: number): HarmonyTool {
   const f = (tool.function ?? tool) as Record<string, unknown>;
   if (typeof f.name !== 'string' || f.name === '') throw new ChatTemplateError(`tools[${index}] needs a function name`);
   const params = f.parameters as HarmonyJsonSchema | undefined | null;
-  const props = params && typeof params.properties === 'object' && params.properties !== null ? Object.keys(params.properties) : [];
+  const props =
+    params && typeof params.properties === 'object' && params.properties !== null ? Object.keys(params.properties) : [];
   const description = typeof f.description === 'string' ? f.description : '';
-  return { name: f.name, description, parameters: params && (props.length > 0 || params.type !== 'object') ? params : null };
+  return {
+    name: f.name,
+    description,
+    parameters: params && (props.length > 0 || params.type !== 'object') ? params : null,
+  };
 }
 
 /** The names of the calls in `messages`, by call id. */
 function callNames(messages: readonly ChatMessage[], into = new Map<string, string>()): Map<string, string> {
-  for (const m of messages) if (m.role === 'assistant') for (const c of m.tool_calls ?? []) if (c.id) into.set(c.id, c.function.name);
+  for (const m of messages)
+    if (m.role === 'assistant') for (const c of m.tool_calls ?? []) if (c.id) into.set(c.id, c.function.name);
   return into;
 }
 
@@ -100,7 +125,10 @@ function text(v: unknown, where: string): string {
  * with id `<idPrefix><index>` whose arguments must be a JSON object. The streamed replies
  * (lib/openai/stream-harmony.ts) read the messages completed so far with it.
  */
-export function readHarmonyCompletion(messages: readonly HarmonyParsedMessage[], idPrefix: string): { content: string | null; reasoning: string | null; calls: ChatToolCall[] } | { error: string } {
+export function readHarmonyCompletion(
+  messages: readonly HarmonyParsedMessage[],
+  idPrefix: string,
+): { content: string | null; reasoning: string | null; calls: ChatToolCall[] } | { error: string } {
   const content: string[] = [];
   const reasoning: string[] = [];
   const calls: ChatToolCall[] = [];
@@ -114,7 +142,8 @@ export function readHarmonyCompletion(messages: readonly HarmonyParsedMessage[],
       } catch (e) {
         return { error: `tool call ${i} (${m.recipient}) arguments are not valid JSON: ${(e as Error).message}` };
       }
-      if (args === null || typeof args !== 'object' || Array.isArray(args)) return { error: `tool call ${i} (${m.recipient}) arguments must be a JSON object` };
+      if (args === null || typeof args !== 'object' || Array.isArray(args))
+        return { error: `tool call ${i} (${m.recipient}) arguments must be a JSON object` };
       const name = functionName(m.recipient);
       if (name === '') return { error: `tool call ${i} has no function name` };
       calls.push({ id: `${idPrefix}${i}`, type: 'function', function: { name, arguments: m.content } });
@@ -122,7 +151,11 @@ export function readHarmonyCompletion(messages: readonly HarmonyParsedMessage[],
     else if (m.channel === undefined || m.channel === 'final' || m.channel === 'commentary') content.push(m.content);
     else return { error: `unknown channel '${m.channel}'` };
   }
-  return { content: content.length > 0 ? content.join('\n') : null, reasoning: reasoning.length > 0 ? reasoning.join('\n') : null, calls };
+  return {
+    content: content.length > 0 ? content.join('\n') : null,
+    reasoning: reasoning.length > 0 ? reasoning.join('\n') : null,
+    calls,
+  };
 }
 
 /** gpt-oss's harmony format as a {@link ChatFormat} (see the module description). */
@@ -166,7 +199,10 @@ export class HarmonyChatFormat implements ChatFormat {
   }
 
   /** Renders harmony messages directly (text and ids). */
-  renderHarmony(messages: readonly HarmonyMessage[], options: { dropAnalysis?: boolean; addGenerationPrompt?: boolean } = {}): RenderedChat {
+  renderHarmony(
+    messages: readonly HarmonyMessage[],
+    options: { dropAnalysis?: boolean; addGenerationPrompt?: boolean } = {},
+  ): RenderedChat {
     let pieces: HarmonyPiece[];
     try {
       pieces = renderHarmonyConversation(messages, options);
@@ -183,7 +219,15 @@ export class HarmonyChatFormat implements ChatFormat {
     const out: HarmonyMessage[] = [
       {
         role: 'system',
-        content: { system: { modelIdentity: o.modelIdentity, knowledgeCutoff: o.knowledgeCutoff, conversationStartDate: o.currentDate ?? null, reasoningEffort: o.reasoningEffort ?? 'medium', tools: o.builtinTools ?? [] } },
+        content: {
+          system: {
+            modelIdentity: o.modelIdentity,
+            knowledgeCutoff: o.knowledgeCutoff,
+            conversationStartDate: o.currentDate ?? null,
+            reasoningEffort: o.reasoningEffort ?? 'medium',
+            tools: o.builtinTools ?? [],
+          },
+        },
       },
     ];
     let rest = messages;
@@ -194,7 +238,15 @@ export class HarmonyChatFormat implements ChatFormat {
     }
     const tools = (options.tools ?? []).map(harmonyTool);
     if ((instructions !== null && instructions !== '') || tools.length > 0) {
-      out.push({ role: 'developer', content: { developer: { instructions: instructions || null, tools: tools.length > 0 ? [{ name: FUNCTIONS, tools }] : [] } } });
+      out.push({
+        role: 'developer',
+        content: {
+          developer: {
+            instructions: instructions || null,
+            tools: tools.length > 0 ? [{ name: FUNCTIONS, tools }] : [],
+          },
+        },
+      });
     }
     out.push(...this.bodyMessages(rest, new Map(), messages.length - rest.length));
     return out;
@@ -208,7 +260,10 @@ export class HarmonyChatFormat implements ChatFormat {
       if (m === null || typeof m !== 'object') throw new ChatTemplateError(`${where} must be an object`);
       switch (m.role) {
         case 'system':
-          out.push({ role: 'developer', content: { developer: { instructions: text(m.content, `${where}.content`) } } });
+          out.push({
+            role: 'developer',
+            content: { developer: { instructions: text(m.content, `${where}.content`) } },
+          });
           return;
         case 'user':
           out.push({ role: 'user', content: text(m.content, `${where}.content`) });
@@ -225,17 +280,35 @@ export class HarmonyChatFormat implements ChatFormat {
           }
           if (content !== '') out.push({ role: 'assistant', channel: 'commentary', content });
           calls.forEach((c, j) => {
-            if (typeof c?.function?.name !== 'string' || c.function.name === '' || typeof c.function.arguments !== 'string') {
-              throw new ChatTemplateError(`${where}.tool_calls[${j}] needs function.name and function.arguments strings`);
+            if (
+              typeof c?.function?.name !== 'string' ||
+              c.function.name === '' ||
+              typeof c.function.arguments !== 'string'
+            ) {
+              throw new ChatTemplateError(
+                `${where}.tool_calls[${j}] needs function.name and function.arguments strings`,
+              );
             }
             if (c.id) names.set(c.id, c.function.name);
-            out.push({ role: 'assistant', recipient: recipientOf(c.function.name), channel: 'commentary', contentType: '<|constrain|>json', content: c.function.arguments });
+            out.push({
+              role: 'assistant',
+              recipient: recipientOf(c.function.name),
+              channel: 'commentary',
+              contentType: '<|constrain|>json',
+              content: c.function.arguments,
+            });
           });
           return;
         }
         case 'tool': {
           const name = m.name ?? (m.tool_call_id !== undefined ? names.get(m.tool_call_id) : undefined);
-          out.push({ role: 'tool', name: name ? recipientOf(name) : FUNCTIONS, recipient: 'assistant', channel: 'commentary', content: text(m.content, `${where}.content`) });
+          out.push({
+            role: 'tool',
+            name: name ? recipientOf(name) : FUNCTIONS,
+            recipient: 'assistant',
+            channel: 'commentary',
+            content: text(m.content, `${where}.content`),
+          });
           return;
         }
         default:
@@ -248,7 +321,10 @@ export class HarmonyChatFormat implements ChatFormat {
   /** The text and token ids of a conversation. */
   render(messages: readonly ChatMessage[], options: HarmonyRenderChatOptions = {}): RenderedChat {
     const o = { ...this.options, ...options };
-    return this.renderHarmony(this.toHarmony(messages, options), { dropAnalysis: o.dropAnalysis, addGenerationPrompt: options.addGenerationPrompt });
+    return this.renderHarmony(this.toHarmony(messages, options), {
+      dropAnalysis: o.dropAnalysis,
+      addGenerationPrompt: options.addGenerationPrompt,
+    });
   }
 
   /** The token ids of a conversation. */
@@ -268,7 +344,10 @@ export class HarmonyChatFormat implements ChatFormat {
     const o = { ...this.options, ...options };
     let pieces: HarmonyPiece[];
     try {
-      pieces = renderHarmonyConversation(this.toHarmony(messages, options).slice(1), { dropAnalysis: o.dropAnalysis, addGenerationPrompt: options.addGenerationPrompt });
+      pieces = renderHarmonyConversation(this.toHarmony(messages, options).slice(1), {
+        dropAnalysis: o.dropAnalysis,
+        addGenerationPrompt: options.addGenerationPrompt,
+      });
     } catch {
       return 0;
     }
@@ -278,7 +357,11 @@ export class HarmonyChatFormat implements ChatFormat {
   }
 
   /** {@link ChatFormat.renderAppend}: the new messages' rendering and `<|start|>assistant`. */
-  renderAppend(history: readonly ChatMessage[], next: readonly ChatMessage[], _options: ChatFormatAppendOptions = {}): number[] {
+  renderAppend(
+    history: readonly ChatMessage[],
+    next: readonly ChatMessage[],
+    _options: ChatFormatAppendOptions = {},
+  ): number[] {
     const offset = history.length;
     const body = this.bodyMessages(next, callNames(history), offset);
     return this.renderHarmony(body, { dropAnalysis: false, addGenerationPrompt: true }).ids;
@@ -297,7 +380,10 @@ export class HarmonyChatFormat implements ChatFormat {
   parse(completionText: string, idPrefix = 'call_'): ParsedCompletion {
     if (typeof completionText !== 'string') throw new TypeError('parse: completionText must be a string');
     const ids = this.idsOfText(completionText);
-    const r = parseHarmony(this.tokenizer, ids, { role: ids[0] === this.special('<|start|>') ? null : 'assistant', eosIds: this.tokenizer.eosIds });
+    const r = parseHarmony(this.tokenizer, ids, {
+      role: ids[0] === this.special('<|start|>') ? null : 'assistant',
+      eosIds: this.tokenizer.eosIds,
+    });
     const read = r.error === null ? readHarmonyCompletion(r.messages, idPrefix) : { error: r.error };
     if ('error' in read) return { content: this.rawActionText(ids), toolCalls: [], reasoning: null, error: read.error };
     return { content: read.content, toolCalls: read.calls, reasoning: read.reasoning, error: null };
@@ -309,13 +395,17 @@ export class HarmonyChatFormat implements ChatFormat {
     const fail = (error: string): ParseResult => ({ ok: false, error, text: tok.decode(tokens) });
     for (let i = 0; i < tokens.length; i++) {
       const t = tokens[i];
-      if (!Number.isInteger(t) || t < 0 || t >= tok.vocabSize) return fail(`token ${String(t)} at ${i} is not in the vocabulary`);
+      if (!Number.isInteger(t) || t < 0 || t >= tok.vocabSize)
+        return fail(`token ${String(t)} at ${i} is not in the vocabulary`);
     }
     const stops = new Set(this.stopTokens);
     let stopAt = -1;
     for (let i = 0; i < tokens.length && stopAt < 0; i++) if (stops.has(tokens[i])) stopAt = i;
     if (stopAt < 0) return fail('the assistant turn has no stop token (<|call|>, <|return|>; truncated generation?)');
-    const r = parseHarmony(tok, Array.prototype.slice.call(tokens, 0, stopAt + 1) as number[], { role: 'assistant', eosIds: tok.eosIds });
+    const r = parseHarmony(tok, Array.prototype.slice.call(tokens, 0, stopAt + 1) as number[], {
+      role: 'assistant',
+      eosIds: tok.eosIds,
+    });
     if (r.error !== null) return fail(r.error);
     const read = readHarmonyCompletion(r.messages, idPrefix);
     if ('error' in read) return fail(read.error);
@@ -353,7 +443,7 @@ export class HarmonyChatFormat implements ChatFormat {
         return;
       }
       const content = tok.decode(body.slice(at + 1));
-      let header: ReturnType<typeof parseHarmonyHeader> | null = null;
+      let header: ReturnType<typeof parseHarmonyHeader> | null;
       try {
         header = parseHarmonyHeader(tok.decode(body.slice(0, at)), k === 0 ? 'assistant' : null);
       } catch {
@@ -377,24 +467,30 @@ export class HarmonyChatFormat implements ChatFormat {
    * ChatTemplateError). {@link parseAssistant} reads the result back to the message.
    */
   renderAssistantBody(message: ChatAssistantMessage): number[] {
-    if (message === null || typeof message !== 'object' || message.role !== 'assistant') throw new ChatTemplateError('renderAssistantBody expects an assistant message');
+    if (message === null || typeof message !== 'object' || message.role !== 'assistant')
+      throw new ChatTemplateError('renderAssistantBody expects an assistant message');
     const reasoning = text(message.reasoning_content, 'message.reasoning_content');
     const content = text(message.content, 'message.content');
     const calls = message.tool_calls ?? [];
     if (!Array.isArray(calls)) throw new ChatTemplateError('message.tool_calls must be an array');
-    if (calls.length > 1) throw new ChatTemplateError(`message.tool_calls holds ${calls.length} calls: a sampled harmony turn ends at its first <|call|>, so it makes one call`);
+    if (calls.length > 1)
+      throw new ChatTemplateError(
+        `message.tool_calls holds ${calls.length} calls: a sampled harmony turn ends at its first <|call|>, so it makes one call`,
+      );
     const pieces: HarmonyPiece[] = [];
     const segment = (channel: string, body: string, end: string, recipient?: string): void => {
       if (pieces.length > 0) pieces.push({ special: '<|start|>' }, { text: 'assistant' });
       pieces.push({ special: '<|channel|>' }, { text: channel });
-      if (recipient !== undefined) pieces.push({ text: ` to=${recipient}` }, { text: ' ' }, { special: '<|constrain|>' }, { text: 'json' });
+      if (recipient !== undefined)
+        pieces.push({ text: ` to=${recipient}` }, { text: ' ' }, { special: '<|constrain|>' }, { text: 'json' });
       pieces.push({ special: '<|message|>' }, { text: body }, { special: end });
     };
     if (reasoning !== '') segment('analysis', reasoning, '<|end|>');
     if (calls.length === 0) segment('final', content, '<|return|>');
     else {
       const c = calls[0];
-      if (typeof c?.function?.name !== 'string' || c.function.name === '' || typeof c.function.arguments !== 'string') throw new ChatTemplateError('message.tool_calls[0] needs function.name and function.arguments strings');
+      if (typeof c?.function?.name !== 'string' || c.function.name === '' || typeof c.function.arguments !== 'string')
+        throw new ChatTemplateError('message.tool_calls[0] needs function.name and function.arguments strings');
       if (content !== '') segment('commentary', content, '<|end|>');
       segment('commentary', c.function.arguments, '<|call|>', recipientOf(c.function.name));
     }

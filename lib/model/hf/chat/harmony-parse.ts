@@ -42,7 +42,10 @@ const CHANNEL = '<|channel|>';
 const CONSTRAIN = '<|constrain|>';
 
 /** The header fields of a header's text (throws with the reason on a malformed one). */
-export function parseHarmonyHeader(header: string, role: HarmonyRole | null): Omit<HarmonyParsedMessage, 'content' | 'terminator'> {
+export function parseHarmonyHeader(
+  header: string,
+  role: HarmonyRole | null,
+): Omit<HarmonyParsedMessage, 'content' | 'terminator'> {
   let s = header;
   let channel: string | undefined;
   const at = s.indexOf(CHANNEL);
@@ -101,7 +104,11 @@ export interface HarmonyParseOptions {
 }
 
 /** Parses a harmony token stream (see the module description). */
-export function parseHarmony(tok: HfTokenizer, ids: ArrayLike<number>, options: HarmonyParseOptions = {}): HarmonyParseResult {
+export function parseHarmony(
+  tok: HfTokenizer,
+  ids: ArrayLike<number>,
+  options: HarmonyParseOptions = {},
+): HarmonyParseResult {
   const START = tok.requireId('<|start|>');
   const MESSAGE = tok.requireId('<|message|>');
   const ends = new Map<number, HarmonyParsedMessage['terminator']>([
@@ -139,12 +146,21 @@ export function parseHarmony(tok: HfTokenizer, ids: ArrayLike<number>, options: 
     } else {
       const end = ends.get(t);
       if (end !== undefined) {
-        messages.push({ ...(fields as Omit<HarmonyParsedMessage, 'content' | 'terminator'>), content: tok.decode(content), terminator: end });
+        messages.push({
+          ...(fields as Omit<HarmonyParsedMessage, 'content' | 'terminator'>),
+          content: tok.decode(content),
+          terminator: end,
+        });
         state = 'start';
       } else content.push(t);
     }
   }
-  if (state === 'content') messages.push({ ...(fields as Omit<HarmonyParsedMessage, 'content' | 'terminator'>), content: tok.decode(content), terminator: null });
+  if (state === 'content')
+    messages.push({
+      ...(fields as Omit<HarmonyParsedMessage, 'content' | 'terminator'>),
+      content: tok.decode(content),
+      terminator: null,
+    });
   else if (state === 'header' && ids.length > 0) return { messages, error: 'the stream ends inside a message header' };
   return { messages, error: null };
 }

@@ -82,7 +82,12 @@ export interface HarmonyRenderOptions {
 }
 
 function hasFunctionTools(messages: readonly HarmonyMessage[]): boolean {
-  return messages.some((m) => typeof m.content === 'object' && 'developer' in m.content && (m.content.developer.tools ?? []).some((ns) => ns.name === 'functions' && ns.tools.length > 0));
+  return messages.some(
+    (m) =>
+      typeof m.content === 'object' &&
+      'developer' in m.content &&
+      (m.content.developer.tools ?? []).some((ns) => ns.name === 'functions' && ns.tools.length > 0),
+  );
 }
 
 /** The text of a system message's content. */
@@ -162,15 +167,22 @@ function droppedAnalysis(messages: readonly HarmonyMessage[], addGenerationPromp
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i];
     if (m.role === 'assistant' && m.channel === 'analysis' && finalAfter) dropped.add(i);
-    if (m.role === 'assistant' && m.channel === 'final' && !(i === messages.length - 1 && !addGenerationPrompt)) finalAfter = true;
+    if (m.role === 'assistant' && m.channel === 'final' && !(i === messages.length - 1 && !addGenerationPrompt))
+      finalAfter = true;
   }
   return dropped;
 }
 
 /** The pieces of a conversation (see {@link HarmonyRenderOptions}). */
-export function renderHarmonyConversation(messages: readonly HarmonyMessage[], options: HarmonyRenderOptions = {}): HarmonyPiece[] {
+export function renderHarmonyConversation(
+  messages: readonly HarmonyMessage[],
+  options: HarmonyRenderOptions = {},
+): HarmonyPiece[] {
   const functionTools = hasFunctionTools(messages);
-  const dropped = options.dropAnalysis === false ? new Set<number>() : droppedAnalysis(messages, options.addGenerationPrompt === true);
+  const dropped =
+    options.dropAnalysis === false
+      ? new Set<number>()
+      : droppedAnalysis(messages, options.addGenerationPrompt === true);
   const out: HarmonyPiece[] = [];
   messages.forEach((m, i) => {
     if (!dropped.has(i)) out.push(...renderHarmonyMessage(m, functionTools));

@@ -67,7 +67,9 @@ function objectType(schema: HarmonyJsonSchema, indent: string): string {
   if (desc !== null) out += `${indent}// ${desc}\n`;
   out += '{\n';
   const props = obj(schema.properties) ?? {};
-  const required = new Set(Array.isArray(schema.required) ? schema.required.filter((r): r is string => typeof r === 'string') : []);
+  const required = new Set(
+    Array.isArray(schema.required) ? schema.required.filter((r): r is string => typeof r === 'string') : [],
+  );
   for (const [key, raw] of Object.entries(props)) {
     const val = obj(raw) ?? {};
     const opt = required.has(key) ? '' : '?';
@@ -113,7 +115,9 @@ export function schemaToTypeScript(schema: HarmonyJsonSchema, indent = ''): stri
       .join('');
   }
   if (Array.isArray(schema.type)) {
-    const types = schema.type.filter((t): t is string => typeof t === 'string').map((t) => (t === 'integer' ? 'number' : t));
+    const types = schema.type
+      .filter((t): t is string => typeof t === 'string')
+      .map((t) => (t === 'integer' ? 'number' : t));
     if (types.length > 0) return types.join(' | ');
   }
   switch (schema.type) {
@@ -148,7 +152,11 @@ export function harmonyToolsSection(namespaces: readonly HarmonyToolNamespace[])
       lines.push(`namespace ${ns.name} {\n`);
       for (const tool of ns.tools) {
         for (const line of splitLines(tool.description)) lines.push(`// ${line}`);
-        lines.push(tool.parameters ? `type ${tool.name} = (_: ${schemaToTypeScript(tool.parameters)}) => any;\n` : `type ${tool.name} = () => any;\n`);
+        lines.push(
+          tool.parameters
+            ? `type ${tool.name} = (_: ${schemaToTypeScript(tool.parameters)}) => any;\n`
+            : `type ${tool.name} = () => any;\n`,
+        );
       }
       lines.push(`} // namespace ${ns.name}`);
     }

@@ -35,14 +35,18 @@ function strip(s: string, chars: string): string {
 export function splitThinking(text: string): { reasoning: string | null; rest: string } | { error: string } {
   const close = text.lastIndexOf(CLOSE_THINK);
   if (close < 0) {
-    if (text.trimStart().startsWith(OPEN_THINK)) return { error: 'the <think> block is never closed (truncated reasoning?)' };
+    if (text.trimStart().startsWith(OPEN_THINK))
+      return { error: 'the <think> block is never closed (truncated reasoning?)' };
     return { reasoning: null, rest: text };
   }
   let before = text.slice(0, close);
   const open = before.lastIndexOf(OPEN_THINK);
   if (open >= 0) before = before.slice(open + OPEN_THINK.length);
   const reasoning = strip(before, '\n');
-  return { reasoning: reasoning.length > 0 ? reasoning : null, rest: text.slice(close + CLOSE_THINK.length).replace(/^\n+/, '') };
+  return {
+    reasoning: reasoning.length > 0 ? reasoning : null,
+    rest: text.slice(close + CLOSE_THINK.length).replace(/^\n+/, ''),
+  };
 }
 
 /** The raw-text protocol form of a completion: the reply without its reasoning (Hermes blocks kept as written). */
@@ -61,12 +65,23 @@ export function readHermesCall(body: string, index: number, id: string): ChatToo
     return `tool call ${index} is not valid JSON: ${(e as Error).message}`;
   }
   const o = parsed as { name?: unknown; arguments?: unknown };
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || typeof o.name !== 'string' || o.name === '') {
+  if (
+    typeof parsed !== 'object' ||
+    parsed === null ||
+    Array.isArray(parsed) ||
+    typeof o.name !== 'string' ||
+    o.name === ''
+  ) {
     return `tool call ${index} must be an object with a non-empty "name"`;
   }
   const args = o.arguments === undefined ? {} : o.arguments;
-  if (typeof args !== 'string' && (typeof args !== 'object' || args === null || Array.isArray(args))) return `tool call ${index} "arguments" must be an object`;
-  return { id, type: 'function', function: { name: o.name, arguments: typeof args === 'string' ? args : JSON.stringify(args) } };
+  if (typeof args !== 'string' && (typeof args !== 'object' || args === null || Array.isArray(args)))
+    return `tool call ${index} "arguments" must be an object`;
+  return {
+    id,
+    type: 'function',
+    function: { name: o.name, arguments: typeof args === 'string' ? args : JSON.stringify(args) },
+  };
 }
 
 /**
@@ -85,15 +100,21 @@ export function parseHermes(text: string, idPrefix = 'call_'): HermesParse {
   for (;;) {
     const open = rest.indexOf(OPEN_CALL, at);
     const strayClose = rest.indexOf(CLOSE_CALL, at);
-    if (strayClose >= 0 && (open < 0 || strayClose < open)) return { ok: false, error: `a ${CLOSE_CALL} without a ${OPEN_CALL}` };
+    if (strayClose >= 0 && (open < 0 || strayClose < open))
+      return { ok: false, error: `a ${CLOSE_CALL} without a ${OPEN_CALL}` };
     if (open < 0) {
       outside.push(rest.slice(at));
       break;
     }
     outside.push(rest.slice(at, open));
     const close = rest.indexOf(CLOSE_CALL, open + OPEN_CALL.length);
-    if (close < 0) return { ok: false, error: `tool call ${calls.length} has no ${CLOSE_CALL} (truncated generation?)` };
-    const call = readHermesCall(rest.slice(open + OPEN_CALL.length, close).trim(), calls.length, `${idPrefix}${calls.length}`);
+    if (close < 0)
+      return { ok: false, error: `tool call ${calls.length} has no ${CLOSE_CALL} (truncated generation?)` };
+    const call = readHermesCall(
+      rest.slice(open + OPEN_CALL.length, close).trim(),
+      calls.length,
+      `${idPrefix}${calls.length}`,
+    );
     if (typeof call === 'string') return { ok: false, error: call };
     calls.push(call);
     at = close + CLOSE_CALL.length;

@@ -32,8 +32,20 @@
  */
 import { Environment, Interpreter, Template } from '@huggingface/jinja';
 
-import type { ChatFormat, ChatFormatAppendOptions, ChatFormatRenderOptions, ParsedCompletion } from '../../chat-format.js';
-import { ChatTemplateError, type ChatAssistantMessage, type ChatMessage, type ChatToolCall, type ParseResult, type ToolSchema } from '../../chat-template.js';
+import type {
+  ChatFormat,
+  ChatFormatAppendOptions,
+  ChatFormatRenderOptions,
+  ParsedCompletion,
+} from '../../chat-format.js';
+import {
+  ChatTemplateError,
+  type ChatAssistantMessage,
+  type ChatMessage,
+  type ChatToolCall,
+  type ParseResult,
+  type ToolSchema,
+} from '../../chat-template.js';
 import type { HfTokenizer } from '../tokenizer.js';
 import { parseHermes, withoutThinking } from './hermes.js';
 
@@ -79,12 +91,15 @@ export function templateMessages(messages: readonly ChatMessage[]): Record<strin
     if (m === null || typeof m !== 'object') throw new ChatTemplateError(`messages[${i}] must be an object`);
     const out: Record<string, unknown> = { ...m };
     if (out.content === null || out.content === undefined) out.content = '';
-    else if (typeof out.content !== 'string') throw new ChatTemplateError(`messages[${i}].content must be a string or null`);
+    else if (typeof out.content !== 'string')
+      throw new ChatTemplateError(`messages[${i}].content must be a string or null`);
     if (m.role === 'assistant' && m.tool_calls !== undefined) {
       if (!Array.isArray(m.tool_calls)) throw new ChatTemplateError(`messages[${i}].tool_calls must be an array`);
       out.tool_calls = m.tool_calls.map((c: ChatToolCall, j: number) => {
         if (typeof c?.function?.name !== 'string' || typeof c.function.arguments !== 'string') {
-          throw new ChatTemplateError(`messages[${i}].tool_calls[${j}] needs function.name and function.arguments strings`);
+          throw new ChatTemplateError(
+            `messages[${i}].tool_calls[${j}] needs function.name and function.arguments strings`,
+          );
         }
         const args = isObjectText(c.function.arguments);
         return { ...c, function: { ...c.function, arguments: args ?? c.function.arguments } };
@@ -119,7 +134,8 @@ export class JinjaChatFormat implements ChatFormat {
     template: string | Readonly<Record<string, string>>,
     options: JinjaChatFormatOptions = {},
   ) {
-    const sources: [string, string][] = typeof template === 'string' ? [['default', template]] : Object.entries(template ?? {});
+    const sources: [string, string][] =
+      typeof template === 'string' ? [['default', template]] : Object.entries(template ?? {});
     if (sources.length === 0) throw new ChatTemplateError('no chat template given');
     for (const [name, src] of sources) {
       if (typeof src !== 'string') throw new ChatTemplateError(`chat template '${name}' must be a string`);
@@ -132,11 +148,16 @@ export class JinjaChatFormat implements ChatFormat {
     this.kwargs = { ...(options.kwargs ?? {}) };
     this.now = options.now;
     this.templateName = options.templateName;
-    if (this.templateName !== undefined && !this.templates.has(this.templateName)) throw new ChatTemplateError(`no chat template named '${this.templateName}'`);
+    if (this.templateName !== undefined && !this.templates.has(this.templateName))
+      throw new ChatTemplateError(`no chat template named '${this.templateName}'`);
     this.stopTokens = [...(options.stopTokens ?? tokenizer.eosIds)];
-    if (this.stopTokens.length === 0) throw new ChatTemplateError('the model has no stop token (no eos_token_id in generation_config.json, no eos_token in tokenizer_config.json)');
+    if (this.stopTokens.length === 0)
+      throw new ChatTemplateError(
+        'the model has no stop token (no eos_token_id in generation_config.json, no eos_token in tokenizer_config.json)',
+      );
     for (const id of this.stopTokens) {
-      if (!Number.isInteger(id) || id < 0 || id >= tokenizer.vocabSize) throw new ChatTemplateError(`stop token ${String(id)} is not in the vocabulary`);
+      if (!Number.isInteger(id) || id < 0 || id >= tokenizer.vocabSize)
+        throw new ChatTemplateError(`stop token ${String(id)} is not in the vocabulary`);
     }
     this.stopStrings = this.stopTokens.map((id) => tokenizer.idToToken(id) ?? '').filter((s) => s.length > 0);
     this.pad = tokenizer.padId;
@@ -147,7 +168,10 @@ export class JinjaChatFormat implements ChatFormat {
     if (this.templates.size === 1) return this.templates.values().next().value as Template;
     if (tools !== undefined && this.templates.has('tool_use')) return this.templates.get('tool_use') as Template;
     const t = this.templates.get('default');
-    if (!t) throw new ChatTemplateError(`the model has named chat templates (${[...this.templates.keys()].join(', ')}) and none is 'default': give options.templateName`);
+    if (!t)
+      throw new ChatTemplateError(
+        `the model has named chat templates (${[...this.templates.keys()].join(', ')}) and none is 'default': give options.templateName`,
+      );
     return t;
   }
 
@@ -235,7 +259,11 @@ export class JinjaChatFormat implements ChatFormat {
   }
 
   /** The text {@link renderAppend} tokenizes (see the module description). */
-  appendText(history: readonly ChatMessage[], next: readonly ChatMessage[], options: ChatFormatAppendOptions = {}): string {
+  appendText(
+    history: readonly ChatMessage[],
+    next: readonly ChatMessage[],
+    options: ChatFormatAppendOptions = {},
+  ): string {
     const { tools, kwargs } = options;
     const before = this.renderText(history, { tools, kwargs });
     const after = this.renderText([...history, ...next], { tools, kwargs, addGenerationPrompt: true });
@@ -244,7 +272,10 @@ export class JinjaChatFormat implements ChatFormat {
     else {
       const alone = this.renderText(next, { kwargs, addGenerationPrompt: true });
       const empty = this.emptyConversation();
-      if (!alone.startsWith(empty)) throw new ChatTemplateError('the template renders the new messages neither after the conversation nor on their own after an empty conversation');
+      if (!alone.startsWith(empty))
+        throw new ChatTemplateError(
+          'the template renders the new messages neither after the conversation nor on their own after an empty conversation',
+        );
       delta = alone.slice(empty.length);
     }
     const last = history[history.length - 1];
@@ -255,7 +286,11 @@ export class JinjaChatFormat implements ChatFormat {
   }
 
   /** {@link ChatFormat.renderAppend} (see the module description for how). */
-  renderAppend(history: readonly ChatMessage[], next: readonly ChatMessage[], options: ChatFormatAppendOptions = {}): number[] {
+  renderAppend(
+    history: readonly ChatMessage[],
+    next: readonly ChatMessage[],
+    options: ChatFormatAppendOptions = {},
+  ): number[] {
     return this.tokenizer.encode(this.appendText(history, next, options));
   }
 
@@ -298,12 +333,14 @@ export class JinjaChatFormat implements ChatFormat {
     const fail = (error: string): ParseResult => ({ ok: false, error, text: tok.decode(tokens) });
     for (let i = 0; i < tokens.length; i++) {
       const t = tokens[i];
-      if (!Number.isInteger(t) || t < 0 || t >= tok.vocabSize) return fail(`token ${String(t)} at ${i} is not in the vocabulary`);
+      if (!Number.isInteger(t) || t < 0 || t >= tok.vocabSize)
+        return fail(`token ${String(t)} at ${i} is not in the vocabulary`);
     }
     const { body, stopAt } = this.untilStop(tokens);
     if (stopAt < 0) return fail('the assistant turn has no stop token (truncated generation?)');
     const special = body.findIndex((t) => tok.isSpecial(t));
-    if (special >= 0) return fail(`unexpected special token ${tok.idToToken(body[special]) ?? body[special]} at ${special}`);
+    if (special >= 0)
+      return fail(`unexpected special token ${tok.idToToken(body[special]) ?? body[special]} at ${special}`);
     const r = parseHermes(tok.decode(body), idPrefix);
     if (!r.ok) return fail(r.error);
     const message: ChatAssistantMessage = { role: 'assistant', content: r.content };
@@ -347,7 +384,20 @@ export function templateGlobals(now: () => Date): Record<string, unknown> {
 
 /** Python's `strftime` for the directives chat templates use (local time, English names; `%%` for others' `%`). */
 export function pythonStrftime(date: Date, format: string): string {
-  const months = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
+  const months = [
+    'January',
+    'February',
+    'March',
+    'April',
+    'May',
+    'June',
+    'July',
+    'August',
+    'September',
+    'October',
+    'November',
+    'December',
+  ];
   const days = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
   const p2 = (n: number): string => String(n).padStart(2, '0');
   return format.replace(/%([YmdbBaAHMSjy%])/g, (_, d: string) => {

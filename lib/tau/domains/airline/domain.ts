@@ -23,16 +23,28 @@ export interface AirlineDomainOptions {
 export type AirlineDomain = TauDomain<AirlineDb> & { readonly db: AirlineDb; readonly tools: Toolkit<AirlineDb> };
 
 const AIRLINE_TABLES: Readonly<Record<string, InitialStateTable<AirlineDb>>> = {
-  flights: { get: (db, id) => db.flights.get(id), put: (db, _id, v, where) => db.putFlight(normalizeAirlineEntity('flights', v, where) as Flight) },
-  users: { get: (db, id) => db.users.get(id), put: (db, _id, v, where) => db.putUser(normalizeAirlineEntity('users', v, where) as AirlineUser) },
-  reservations: { get: (db, id) => db.reservations.get(id), put: (db, _id, v, where) => db.putReservation(normalizeAirlineEntity('reservations', v, where) as Reservation) },
+  flights: {
+    get: (db, id) => db.flights.get(id),
+    put: (db, _id, v, where) => db.putFlight(normalizeAirlineEntity('flights', v, where) as Flight),
+  },
+  users: {
+    get: (db, id) => db.users.get(id),
+    put: (db, _id, v, where) => db.putUser(normalizeAirlineEntity('users', v, where) as AirlineUser),
+  },
+  reservations: {
+    get: (db, id) => db.reservations.get(id),
+    put: (db, _id, v, where) => db.putReservation(normalizeAirlineEntity('reservations', v, where) as Reservation),
+  },
 };
 
 /** Creates the airline domain over a database. */
 export function createAirlineDomain(options: AirlineDomainOptions): AirlineDomain {
-  if (options === null || typeof options !== 'object') throw new TypeError('createAirlineDomain: options must be an object');
-  if (!(options.db instanceof AirlineDb)) throw new TypeError('createAirlineDomain: db must be an AirlineDb (AirlineDb.fromJSON)');
-  if (typeof options.policy !== 'string' || options.policy.length === 0) throw new TypeError('createAirlineDomain: policy must be a non-empty string (tau2\'s airline policy.md)');
+  if (options === null || typeof options !== 'object')
+    throw new TypeError('createAirlineDomain: options must be an object');
+  if (!(options.db instanceof AirlineDb))
+    throw new TypeError('createAirlineDomain: db must be an AirlineDb (AirlineDb.fromJSON)');
+  if (typeof options.policy !== 'string' || options.policy.length === 0)
+    throw new TypeError("createAirlineDomain: policy must be a non-empty string (tau2's airline policy.md)");
   const tools = airlineToolkit();
   const db = options.db;
   return {

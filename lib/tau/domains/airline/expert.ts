@@ -17,7 +17,14 @@ const TRANSFER_TEXT = 'YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD O
 const CLOSING = 'Is there anything else I can help you with?';
 
 /** The names of the airline tools that change the database. */
-const WRITES = new Set(['book_reservation', 'cancel_reservation', 'send_certificate', 'update_reservation_baggages', 'update_reservation_flights', 'update_reservation_passengers']);
+const WRITES = new Set([
+  'book_reservation',
+  'cancel_reservation',
+  'send_certificate',
+  'update_reservation_baggages',
+  'update_reservation_flights',
+  'update_reservation_passengers',
+]);
 
 function describeCall(name: string, args: Record<string, unknown>): string {
   const what = name.replace(/_/g, ' ');
@@ -37,7 +44,8 @@ export class ExpertAirlineAgent implements TauAgent {
     this.transferred = false;
     for (const a of ec?.actions ?? []) {
       if ((a.requestor ?? 'assistant') !== 'assistant') continue;
-      if (WRITES.has(a.name)) this.queue.push({ say: `To confirm, I will ${describeCall(a.name, a.arguments)}. Do you confirm (yes/no)?` });
+      if (WRITES.has(a.name))
+        this.queue.push({ say: `To confirm, I will ${describeCall(a.name, a.arguments)}. Do you confirm (yes/no)?` });
       this.queue.push({ call: a.name, args: a.arguments });
       if (a.name === 'transfer_to_human_agents') this.queue.push({ say: TRANSFER_TEXT });
     }

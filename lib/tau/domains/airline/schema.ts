@@ -82,7 +82,13 @@ export interface FlightDateOnTime {
   readonly estimated_arrival_time_est: string;
 }
 /** A flight's status on one date (tagged on `status`). */
-export type FlightDateStatus = FlightDateAvailable | FlightDateLanded | FlightDateCancelled | FlightDateDelayed | FlightDateFlying | FlightDateOnTime;
+export type FlightDateStatus =
+  | FlightDateAvailable
+  | FlightDateLanded
+  | FlightDateCancelled
+  | FlightDateDelayed
+  | FlightDateFlying
+  | FlightDateOnTime;
 
 /** A scheduled flight with its status per date. */
 export interface Flight {
@@ -250,7 +256,8 @@ const { str, int, num, obj, arr, strList, optStr, oneOf } = readers;
 
 function cabinNumbers(v: unknown, where: string): CabinNumbers {
   const out: Partial<Record<CabinClass, number>> = {};
-  for (const [k, x] of Object.entries(obj(v, where))) out[oneOf(k, CABIN_CLASSES, `${where} key`)] = int(x, `${where}.${k}`);
+  for (const [k, x] of Object.entries(obj(v, where)))
+    out[oneOf(k, CABIN_CLASSES, `${where} key`)] = int(x, `${where}.${k}`);
   return out;
 }
 
@@ -259,17 +266,37 @@ function toDateStatus(v: unknown, where: string): FlightDateStatus {
   const t = (k: string) => str(o[k], `${where}.${k}`);
   switch (o.status) {
     case 'available':
-      return { status: 'available', available_seats: cabinNumbers(o.available_seats, `${where}.available_seats`), prices: cabinNumbers(o.prices, `${where}.prices`) };
+      return {
+        status: 'available',
+        available_seats: cabinNumbers(o.available_seats, `${where}.available_seats`),
+        prices: cabinNumbers(o.prices, `${where}.prices`),
+      };
     case 'landed':
-      return { status: 'landed', actual_departure_time_est: t('actual_departure_time_est'), actual_arrival_time_est: t('actual_arrival_time_est') };
+      return {
+        status: 'landed',
+        actual_departure_time_est: t('actual_departure_time_est'),
+        actual_arrival_time_est: t('actual_arrival_time_est'),
+      };
     case 'cancelled':
       return { status: 'cancelled' };
     case 'delayed':
-      return { status: 'delayed', estimated_departure_time_est: t('estimated_departure_time_est'), estimated_arrival_time_est: t('estimated_arrival_time_est') };
+      return {
+        status: 'delayed',
+        estimated_departure_time_est: t('estimated_departure_time_est'),
+        estimated_arrival_time_est: t('estimated_arrival_time_est'),
+      };
     case 'flying':
-      return { status: 'flying', actual_departure_time_est: t('actual_departure_time_est'), estimated_arrival_time_est: t('estimated_arrival_time_est') };
+      return {
+        status: 'flying',
+        actual_departure_time_est: t('actual_departure_time_est'),
+        estimated_arrival_time_est: t('estimated_arrival_time_est'),
+      };
     case 'on time':
-      return { status: 'on time', estimated_departure_time_est: t('estimated_departure_time_est'), estimated_arrival_time_est: t('estimated_arrival_time_est') };
+      return {
+        status: 'on time',
+        estimated_departure_time_est: t('estimated_departure_time_est'),
+        estimated_arrival_time_est: t('estimated_arrival_time_est'),
+      };
     default:
       return fail(`${where}.status`, `unknown flight status ${JSON.stringify(o.status)}`);
   }
@@ -278,7 +305,8 @@ function toDateStatus(v: unknown, where: string): FlightDateStatus {
 function toFlight(v: unknown, where: string): Flight {
   const o = obj(v, where);
   const dates: Record<string, FlightDateStatus> = {};
-  for (const [d, x] of Object.entries(obj(o.dates, `${where}.dates`))) dates[d] = toDateStatus(x, `${where}.dates.${d}`);
+  for (const [d, x] of Object.entries(obj(o.dates, `${where}.dates`)))
+    dates[d] = toDateStatus(x, `${where}.dates.${d}`);
   return {
     flight_number: str(o.flight_number, `${where}.flight_number`),
     origin: str(o.origin, `${where}.origin`),
@@ -292,7 +320,11 @@ function toFlight(v: unknown, where: string): Flight {
 /** Normalises a passenger (tau2 field order; other fields dropped, as pydantic ignores them). */
 export function toPassenger(v: unknown, where = 'passenger'): Passenger {
   const o = obj(v, where);
-  return { first_name: str(o.first_name, `${where}.first_name`), last_name: str(o.last_name, `${where}.last_name`), dob: str(o.dob, `${where}.dob`) };
+  return {
+    first_name: str(o.first_name, `${where}.first_name`),
+    last_name: str(o.last_name, `${where}.last_name`),
+    dob: str(o.dob, `${where}.dob`),
+  };
 }
 
 function toPaymentMethod(v: unknown, where: string): AirlinePaymentMethod {
@@ -300,7 +332,12 @@ function toPaymentMethod(v: unknown, where: string): AirlinePaymentMethod {
   const id = str(o.id, `${where}.id`);
   switch (o.source) {
     case 'credit_card':
-      return { source: 'credit_card', id, brand: str(o.brand, `${where}.brand`), last_four: str(o.last_four, `${where}.last_four`) };
+      return {
+        source: 'credit_card',
+        id,
+        brand: str(o.brand, `${where}.brand`),
+        last_four: str(o.last_four, `${where}.last_four`),
+      };
     case 'gift_card':
       return { source: 'gift_card', id, amount: num(o.amount, `${where}.amount`) };
     case 'certificate':
@@ -315,10 +352,14 @@ function toUser(v: unknown, where: string): AirlineUser {
   const name = obj(o.name, `${where}.name`);
   const a = obj(o.address, `${where}.address`);
   const pms: Record<string, AirlinePaymentMethod> = {};
-  for (const [k, x] of Object.entries(obj(o.payment_methods, `${where}.payment_methods`))) pms[k] = toPaymentMethod(x, `${where}.payment_methods.${k}`);
+  for (const [k, x] of Object.entries(obj(o.payment_methods, `${where}.payment_methods`)))
+    pms[k] = toPaymentMethod(x, `${where}.payment_methods.${k}`);
   return {
     user_id: str(o.user_id, `${where}.user_id`),
-    name: { first_name: str(name.first_name, `${where}.name.first_name`), last_name: str(name.last_name, `${where}.name.last_name`) },
+    name: {
+      first_name: str(name.first_name, `${where}.name.first_name`),
+      last_name: str(name.last_name, `${where}.name.last_name`),
+    },
     address: {
       address1: str(a.address1, `${where}.address.address1`),
       address2: optStr(a.address2, `${where}.address.address2`),
@@ -330,7 +371,9 @@ function toUser(v: unknown, where: string): AirlineUser {
     email: str(o.email, `${where}.email`),
     dob: str(o.dob, `${where}.dob`),
     payment_methods: pms,
-    saved_passengers: arr(o.saved_passengers, `${where}.saved_passengers`).map((x, i) => toPassenger(x, `${where}.saved_passengers[${i}]`)),
+    saved_passengers: arr(o.saved_passengers, `${where}.saved_passengers`).map((x, i) =>
+      toPassenger(x, `${where}.saved_passengers[${i}]`),
+    ),
     membership: oneOf(o.membership, ['gold', 'silver', 'regular'] as const, `${where}.membership`),
     reservations: strList(o.reservations, `${where}.reservations`),
   };
@@ -338,7 +381,8 @@ function toUser(v: unknown, where: string): AirlineUser {
 
 function toReservation(v: unknown, where: string): Reservation {
   const o = obj(v, where);
-  if (o.status !== undefined && o.status !== null && o.status !== 'cancelled') fail(`${where}.status`, `expected "cancelled" or null, got ${JSON.stringify(o.status)}`);
+  if (o.status !== undefined && o.status !== null && o.status !== 'cancelled')
+    fail(`${where}.status`, `expected "cancelled" or null, got ${JSON.stringify(o.status)}`);
   return {
     reservation_id: str(o.reservation_id, `${where}.reservation_id`),
     user_id: str(o.user_id, `${where}.user_id`),
@@ -349,7 +393,13 @@ function toReservation(v: unknown, where: string): Reservation {
     flights: arr(o.flights, `${where}.flights`).map((x, i) => {
       const w = `${where}.flights[${i}]`;
       const f = obj(x, w);
-      return { flight_number: str(f.flight_number, `${w}.flight_number`), origin: str(f.origin, `${w}.origin`), destination: str(f.destination, `${w}.destination`), date: str(f.date, `${w}.date`), price: int(f.price, `${w}.price`) };
+      return {
+        flight_number: str(f.flight_number, `${w}.flight_number`),
+        origin: str(f.origin, `${w}.origin`),
+        destination: str(f.destination, `${w}.destination`),
+        date: str(f.date, `${w}.date`),
+        price: int(f.price, `${w}.price`),
+      };
     }),
     passengers: arr(o.passengers, `${where}.passengers`).map((x, i) => toPassenger(x, `${where}.passengers[${i}]`)),
     payment_history: arr(o.payment_history, `${where}.payment_history`).map((x, i) => {
@@ -370,8 +420,18 @@ export type AirlineTable = 'flights' | 'users' | 'reservations';
 const TABLES: readonly AirlineTable[] = ['flights', 'reservations', 'users']; // sorted, as sort_keys orders them
 
 /** Validates and normalises one entity of a table (used for `initialization_data` patches). */
-export function normalizeAirlineEntity(table: AirlineTable, value: unknown, where: string): Flight | AirlineUser | Reservation {
-  return deepFreeze(table === 'flights' ? toFlight(value, where) : table === 'users' ? toUser(value, where) : toReservation(value, where));
+export function normalizeAirlineEntity(
+  table: AirlineTable,
+  value: unknown,
+  where: string,
+): Flight | AirlineUser | Reservation {
+  return deepFreeze(
+    table === 'flights'
+      ? toFlight(value, where)
+      : table === 'users'
+        ? toUser(value, where)
+        : toReservation(value, where),
+  );
 }
 
 /** `json.dumps` of a user as tau2 prints it (payment balances are floats). */
@@ -408,14 +468,20 @@ export class AirlineDb implements WorldState {
    */
   static fromJSON(data: unknown): AirlineDb {
     const root = obj(data, 'root');
-    for (const k of Object.keys(root)) if (!TABLES.includes(k as AirlineTable)) fail(k, 'unknown table (tau2 forbids extra fields here)');
+    for (const k of Object.keys(root))
+      if (!TABLES.includes(k as AirlineTable)) fail(k, 'unknown table (tau2 forbids extra fields here)');
     const flights: Record<string, Flight> = {};
     for (const [k, v] of Object.entries(obj(root.flights, 'flights'))) flights[k] = toFlight(v, `flights.${k}`);
     const users: Record<string, AirlineUser> = {};
     for (const [k, v] of Object.entries(obj(root.users, 'users'))) users[k] = toUser(v, `users.${k}`);
     const reservations: Record<string, Reservation> = {};
-    for (const [k, v] of Object.entries(obj(root.reservations, 'reservations'))) reservations[k] = toReservation(v, `reservations.${k}`);
-    return new AirlineDb(new CowMap(deepFreeze(flights)), new CowMap(deepFreeze(users)), new CowMap(deepFreeze(reservations)));
+    for (const [k, v] of Object.entries(obj(root.reservations, 'reservations')))
+      reservations[k] = toReservation(v, `reservations.${k}`);
+    return new AirlineDb(
+      new CowMap(deepFreeze(flights)),
+      new CowMap(deepFreeze(users)),
+      new CowMap(deepFreeze(reservations)),
+    );
   }
 
   /** A copy sharing every unchanged entity (O(changed entities)). */
@@ -439,7 +505,9 @@ export class AirlineDb implements WorldState {
   }
 
   private tableJSON(t: AirlineTable): string {
-    return t === 'users' ? sortedTableJSON(this.users, canonicalUser) : sortedTableJSON(this[t] as CowMap<object>, canonicalInt);
+    return t === 'users'
+      ? sortedTableJSON(this.users, canonicalUser)
+      : sortedTableJSON(this[t] as CowMap<object>, canonicalInt);
   }
 
   /** The canonical JSON tau2 hashes: `json.dumps(model_dump(), sort_keys=True, default=str)`. */
@@ -465,13 +533,22 @@ export class AirlineDb implements WorldState {
 
   /** Plain JSON data (entities shared, frozen). */
   toJSON(): AirlineData {
-    return { flights: this.flights.toObject(), users: this.users.toObject(), reservations: this.reservations.toObject() };
+    return {
+      flights: this.flights.toObject(),
+      users: this.users.toObject(),
+      reservations: this.reservations.toObject(),
+    };
   }
 
   /** tau2's `get_statistics()`: flights, flight dates, users, reservations. */
   statistics(): { num_flights: number; num_flights_instances: number; num_users: number; num_reservations: number } {
     let instances = 0;
     for (const f of this.flights.values()) instances += Object.keys(f.dates).length;
-    return { num_flights: this.flights.size, num_flights_instances: instances, num_users: this.users.size, num_reservations: this.reservations.size };
+    return {
+      num_flights: this.flights.size,
+      num_flights_instances: instances,
+      num_users: this.users.size,
+      num_reservations: this.reservations.size,
+    };
   }
 }

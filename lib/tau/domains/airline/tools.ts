@@ -18,7 +18,18 @@ import { pyNumberStr } from '../../pyjson.js';
 import type { Tool } from '../../tools.js';
 import { defineTool, ToolError, Toolkit } from '../../tools.js';
 import { calculate } from '../retail/calculate.js';
-import type { AirlineDb, AirlinePayment, AirlinePaymentMethod, AirlineUser, CabinClass, Flight, FlightDateAvailable, FlightDateStatus, Reservation, ReservationFlight } from './schema.js';
+import type {
+  AirlineDb,
+  AirlinePayment,
+  AirlinePaymentMethod,
+  AirlineUser,
+  CabinClass,
+  Flight,
+  FlightDateAvailable,
+  FlightDateStatus,
+  Reservation,
+  ReservationFlight,
+} from './schema.js';
 import { CABIN_CLASSES, FLIGHT_TYPES, intJSON, toPassenger, userJSON } from './schema.js';
 
 /** tau2's fixed current time in the airline domain. */
@@ -30,20 +41,41 @@ const NEW_CERTIFICATE_IDS = ['certificate_3221322', 'certificate_3221323', 'cert
 export const AIRLINE_AIRPORTS: readonly { readonly iata: string; readonly city: string }[] = Object.freeze(
   (
     [
-      ['SFO', 'San Francisco'], ['JFK', 'New York'], ['LAX', 'Los Angeles'], ['ORD', 'Chicago'], ['DFW', 'Dallas'],
-      ['DEN', 'Denver'], ['SEA', 'Seattle'], ['ATL', 'Atlanta'], ['MIA', 'Miami'], ['BOS', 'Boston'],
-      ['PHX', 'Phoenix'], ['IAH', 'Houston'], ['LAS', 'Las Vegas'], ['MCO', 'Orlando'], ['EWR', 'Newark'],
-      ['CLT', 'Charlotte'], ['MSP', 'Minneapolis'], ['DTW', 'Detroit'], ['PHL', 'Philadelphia'], ['LGA', 'LaGuardia'],
+      ['SFO', 'San Francisco'],
+      ['JFK', 'New York'],
+      ['LAX', 'Los Angeles'],
+      ['ORD', 'Chicago'],
+      ['DFW', 'Dallas'],
+      ['DEN', 'Denver'],
+      ['SEA', 'Seattle'],
+      ['ATL', 'Atlanta'],
+      ['MIA', 'Miami'],
+      ['BOS', 'Boston'],
+      ['PHX', 'Phoenix'],
+      ['IAH', 'Houston'],
+      ['LAS', 'Las Vegas'],
+      ['MCO', 'Orlando'],
+      ['EWR', 'Newark'],
+      ['CLT', 'Charlotte'],
+      ['MSP', 'Minneapolis'],
+      ['DTW', 'Detroit'],
+      ['PHL', 'Philadelphia'],
+      ['LGA', 'LaGuardia'],
     ] as const
   ).map(([iata, city]) => Object.freeze({ iata, city })),
 );
 
 const RESERVATION_ID = z.string().describe("The reservation id, such as 'ZFA04Y'.");
 const USER_ID = z.string().describe("The user id, such as 'sara_doe_496'.");
-const PAYMENT_ID = z.string().describe("A payment method id from the user's profile, such as 'credit_card_7815826', 'gift_card_7815826' or 'certificate_7815826'.");
+const PAYMENT_ID = z
+  .string()
+  .describe(
+    "A payment method id from the user's profile, such as 'credit_card_7815826', 'gift_card_7815826' or 'certificate_7815826'.",
+  );
 const CABIN = z.enum(CABIN_CLASSES as [CabinClass, ...CabinClass[]]);
 const INT = z.number().int();
-const AIRPORT = (what: string, example: string) => z.string().describe(`The ${what} airport's three-letter IATA code, such as '${example}'.`);
+const AIRPORT = (what: string, example: string) =>
+  z.string().describe(`The ${what} airport's three-letter IATA code, such as '${example}'.`);
 const DATE = z.string().describe("The date in the format 'YYYY-MM-DD', such as '2024-05-01'.");
 // Nested objects drop unknown fields, as tau2's pydantic models do.
 const FLIGHT_INFO = z.object({
@@ -76,7 +108,8 @@ function getFlight(db: AirlineDb, flightNumber: string): Flight {
   return f;
 }
 function getInstance(flight: Flight, date: string): FlightDateStatus {
-  if (!Object.prototype.hasOwnProperty.call(flight.dates, date)) throw new ToolError(`Flight ${flight.flight_number} not found on date ${date}`);
+  if (!Object.prototype.hasOwnProperty.call(flight.dates, date))
+    throw new ToolError(`Flight ${flight.flight_number} not found on date ${date}`);
   return flight.dates[date];
 }
 /** `d[cabin]` of a seats or prices dict: a missing key is Python's KeyError, printed as `'cabin'`. */
@@ -87,11 +120,18 @@ function perCabin(values: FlightDateAvailable['prices'], cabin: CabinClass): num
 }
 
 /** A bookable flight date of `flightNumber`, checked in tau2's order: exists, on that date, available, enough seats. */
-function bookable(db: AirlineDb, flightNumber: string, date: string, cabin: CabinClass, seats: number): { flight: Flight; instance: FlightDateAvailable } {
+function bookable(
+  db: AirlineDb,
+  flightNumber: string,
+  date: string,
+  cabin: CabinClass,
+  seats: number,
+): { flight: Flight; instance: FlightDateAvailable } {
   const flight = getFlight(db, flightNumber);
   const instance = getInstance(flight, date);
   if (instance.status !== 'available') throw new ToolError(`Flight ${flightNumber} not available on date ${date}`);
-  if (perCabin(instance.available_seats, cabin) < seats) throw new ToolError(`Not enough seats on flight ${flightNumber}`);
+  if (perCabin(instance.available_seats, cabin) < seats)
+    throw new ToolError(`Not enough seats on flight ${flightNumber}`);
   return { flight, instance };
 }
 
@@ -105,7 +145,8 @@ function withPaymentMethod(user: AirlineUser, pm: AirlinePaymentMethod): Airline
  * payment to record (none for 0). Writes the user back only when a gift card changed.
  */
 function payForUpdate(db: AirlineDb, user: AirlineUser, paymentId: string, total: number): AirlinePayment | null {
-  if (!Object.prototype.hasOwnProperty.call(user.payment_methods, paymentId)) throw new ToolError('Payment method not found');
+  if (!Object.prototype.hasOwnProperty.call(user.payment_methods, paymentId))
+    throw new ToolError('Payment method not found');
   const pm = user.payment_methods[paymentId];
   if (pm.source === 'certificate') throw new ToolError('Certificate cannot be used to update reservation');
   if (pm.source === 'gift_card' && pm.amount < total) throw new ToolError('Gift card balance is not enough');
@@ -132,7 +173,13 @@ interface DirectFlight {
 }
 
 /** tau2's `_search_direct_flight`: available flights on `date`, optionally filtered (flights in database order). */
-function searchDirect(db: AirlineDb, date: string, origin: string | null, destination: string | null, leaveAfter: string | null): DirectFlight[] {
+function searchDirect(
+  db: AirlineDb,
+  date: string,
+  origin: string | null,
+  destination: string | null,
+  leaveAfter: string | null,
+): DirectFlight[] {
   const out: DirectFlight[] = [];
   for (const f of db.flights.values()) {
     if (origin !== null && f.origin !== origin) continue;
@@ -157,11 +204,19 @@ function searchDirect(db: AirlineDb, date: string, origin: string | null, destin
 }
 
 /** Takes `seats` off `cabin` of every (flight, date) booked, once per occurrence, as tau2 does. */
-function takeSeats(db: AirlineDb, booked: readonly { flight_number: string; date: string }[], cabin: CabinClass, seats: number): void {
+function takeSeats(
+  db: AirlineDb,
+  booked: readonly { flight_number: string; date: string }[],
+  cabin: CabinClass,
+  seats: number,
+): void {
   for (const b of booked) {
     const flight = db.flights.get(b.flight_number) as Flight;
     const d = flight.dates[b.date] as FlightDateAvailable;
-    const updated: FlightDateAvailable = { ...d, available_seats: { ...d.available_seats, [cabin]: perCabin(d.available_seats, cabin) - seats } };
+    const updated: FlightDateAvailable = {
+      ...d,
+      available_seats: { ...d.available_seats, [cabin]: perCabin(d.available_seats, cabin) - seats },
+    };
     db.putFlight({ ...flight, dates: { ...flight.dates, [b.date]: updated } });
   }
 }
@@ -181,7 +236,9 @@ export function airlineTools(): Tool<AirlineDb>[] {
         cabin: CABIN.describe("The cabin class: 'basic_economy', 'economy' or 'business'."),
         flights: z.array(FLIGHT_INFO).describe('Each flight of the trip: flight number and date.'),
         passengers: z.array(PASSENGER).describe('Each passenger: first name, last name, date of birth.'),
-        payment_methods: z.array(PAYMENT).describe('Each payment: payment method id and amount; the amounts must add up to the total price.'),
+        payment_methods: z
+          .array(PAYMENT)
+          .describe('Each payment: payment method id and amount; the amounts must add up to the total price.'),
         total_baggages: INT.describe('The total number of bags.'),
         nonfree_baggages: INT.describe('The number of bags that are paid for.'),
         insurance: z.enum(['yes', 'no']).describe("Whether travel insurance is bought: 'yes' or 'no'."),
@@ -196,18 +253,27 @@ export function airlineTools(): Tool<AirlineDb>[] {
         for (const fi of a.flights) {
           const { flight, instance } = bookable(db, fi.flight_number, fi.date, a.cabin, n);
           const price = perCabin(instance.prices, a.cabin);
-          flights.push({ flight_number: fi.flight_number, origin: flight.origin, destination: flight.destination, date: fi.date, price });
+          flights.push({
+            flight_number: fi.flight_number,
+            origin: flight.origin,
+            destination: flight.destination,
+            date: fi.date,
+            price,
+          });
           total += price * n;
         }
         if (a.insurance === 'yes') total += 30 * n;
         total += 50 * a.nonfree_baggages;
         for (const p of a.payment_methods) {
-          if (!Object.prototype.hasOwnProperty.call(user.payment_methods, p.payment_id)) throw new ToolError(`Payment method ${p.payment_id} not found`);
+          if (!Object.prototype.hasOwnProperty.call(user.payment_methods, p.payment_id))
+            throw new ToolError(`Payment method ${p.payment_id} not found`);
           const pm = user.payment_methods[p.payment_id];
-          if (pm.source !== 'credit_card' && pm.amount < p.amount) throw new ToolError(`Not enough balance in payment method ${p.payment_id}`);
+          if (pm.source !== 'credit_card' && pm.amount < p.amount)
+            throw new ToolError(`Not enough balance in payment method ${p.payment_id}`);
         }
         const paid = a.payment_methods.reduce((s, p) => s + p.amount, 0);
-        if (paid !== total) throw new ToolError(`Payment amount does not add up, total price is ${total}, but paid ${paid}`);
+        if (paid !== total)
+          throw new ToolError(`Payment amount does not add up, total price is ${total}, but paid ${paid}`);
         for (const p of a.payment_methods) {
           const pm = user.payment_methods[p.payment_id];
           if (pm === undefined) {
@@ -247,8 +313,12 @@ export function airlineTools(): Tool<AirlineDb>[] {
     defineTool({
       name: 'calculate',
       kind: 'generic',
-      description: "Calculate the result of a mathematical expression. Returns the result rounded to 2 decimals.",
-      params: { expression: z.string().describe("The expression, such as '2 + 2': numbers, the operators + - * /, parentheses and spaces.") },
+      description: 'Calculate the result of a mathematical expression. Returns the result rounded to 2 decimals.',
+      params: {
+        expression: z
+          .string()
+          .describe("The expression, such as '2 + 2': numbers, the operators + - * /, parentheses and spaces."),
+      },
       run: (_db: AirlineDb, a) => calculate(a.expression),
     }),
     defineTool({
@@ -258,7 +328,10 @@ export function airlineTools(): Tool<AirlineDb>[] {
       params: { reservation_id: RESERVATION_ID },
       run: (db: AirlineDb, a) => {
         const r = getReservation(db, a.reservation_id);
-        const refunds = r.payment_history.map((p) => ({ payment_id: p.payment_id, amount: p.amount === 0 ? 0 : -p.amount }));
+        const refunds = r.payment_history.map((p) => ({
+          payment_id: p.payment_id,
+          amount: p.amount === 0 ? 0 : -p.amount,
+        }));
         const updated: Reservation = { ...r, payment_history: [...r.payment_history, ...refunds], status: 'cancelled' };
         db.putReservation(updated);
         return intJSON(updated);
@@ -301,8 +374,16 @@ export function airlineTools(): Tool<AirlineDb>[] {
         const pairs: [DirectFlight, DirectFlight][] = [];
         for (const first of searchDirect(db, a.date, a.origin, null, null)) {
           first.date = a.date;
-          const date2 = first.scheduled_arrival_time_est.includes('+1') ? `2024-05-${pyInt(a.date.slice(-2)) + 1}` : a.date;
-          for (const second of searchDirect(db, date2, first.destination, a.destination, first.scheduled_arrival_time_est)) {
+          const date2 = first.scheduled_arrival_time_est.includes('+1')
+            ? `2024-05-${pyInt(a.date.slice(-2)) + 1}`
+            : a.date;
+          for (const second of searchDirect(
+            db,
+            date2,
+            first.destination,
+            a.destination,
+            first.scheduled_arrival_time_est,
+          )) {
             second.date = date2;
             pairs.push([first, second]);
           }
@@ -364,7 +445,9 @@ export function airlineTools(): Tool<AirlineDb>[] {
         cabin: CABIN.describe('The cabin class of the reservation.'),
         flights: z
           .array(FLIGHT_INFO)
-          .describe('Every flight of the ENTIRE new reservation: flight number and date. A flight segment that does not change must still be listed.'),
+          .describe(
+            'Every flight of the ENTIRE new reservation: flight number and date. A flight segment that does not change must still be listed.',
+          ),
         payment_id: PAYMENT_ID,
       },
       run: (db: AirlineDb, a) => {
@@ -374,7 +457,10 @@ export function airlineTools(): Tool<AirlineDb>[] {
         const flights: ReservationFlight[] = [];
         let total = 0;
         for (const fi of a.flights) {
-          const kept = a.cabin === r.cabin ? r.flights.find((f) => f.flight_number === fi.flight_number && f.date === fi.date) : undefined;
+          const kept =
+            a.cabin === r.cabin
+              ? r.flights.find((f) => f.flight_number === fi.flight_number && f.date === fi.date)
+              : undefined;
           if (kept) {
             total += kept.price * n;
             flights.push(kept);
@@ -382,12 +468,23 @@ export function airlineTools(): Tool<AirlineDb>[] {
           }
           const { flight, instance } = bookable(db, fi.flight_number, fi.date, a.cabin, n);
           const price = perCabin(instance.prices, a.cabin);
-          flights.push({ flight_number: fi.flight_number, origin: flight.origin, destination: flight.destination, date: fi.date, price });
+          flights.push({
+            flight_number: fi.flight_number,
+            origin: flight.origin,
+            destination: flight.destination,
+            date: fi.date,
+            price,
+          });
           total += price * n;
         }
         total -= r.flights.reduce((s, f) => s + f.price, 0) * n;
         const payment = payForUpdate(db, user, a.payment_id, total);
-        const updated: Reservation = { ...r, flights, cabin: a.cabin, payment_history: payment ? [...r.payment_history, payment] : r.payment_history };
+        const updated: Reservation = {
+          ...r,
+          flights,
+          cabin: a.cabin,
+          payment_history: payment ? [...r.payment_history, payment] : r.payment_history,
+        };
         db.putReservation(updated);
         return intJSON(updated);
       },
@@ -395,8 +492,12 @@ export function airlineTools(): Tool<AirlineDb>[] {
     defineTool({
       name: 'update_reservation_passengers',
       kind: 'write',
-      description: 'Update the passengers of a reservation (the number of passengers cannot change). Returns the updated reservation.',
-      params: { reservation_id: RESERVATION_ID, passengers: z.array(PASSENGER).describe('Each passenger: first name, last name, date of birth.') },
+      description:
+        'Update the passengers of a reservation (the number of passengers cannot change). Returns the updated reservation.',
+      params: {
+        reservation_id: RESERVATION_ID,
+        passengers: z.array(PASSENGER).describe('Each passenger: first name, last name, date of birth.'),
+      },
       run: (db: AirlineDb, a) => {
         const r = getReservation(db, a.reservation_id);
         if (a.passengers.length !== r.passengers.length) throw new ToolError('Number of passengers does not match');

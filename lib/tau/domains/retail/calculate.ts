@@ -55,7 +55,9 @@ function tokenize(src: string): Tok[] {
 function numberOf(text: string): Val {
   if (!text.includes('.')) {
     if (text.length > 1 && text[0] === '0' && /[1-9]/.test(text)) {
-      throw new ToolError('leading zeros in decimal integer literals are not permitted; use an 0o prefix for octal integers (<string>, line 1)');
+      throw new ToolError(
+        'leading zeros in decimal integer literals are not permitted; use an 0o prefix for octal integers (<string>, line 1)',
+      );
     }
     return { v: Number(text), int: true };
   }
@@ -95,7 +97,10 @@ export function evaluatePythonArithmetic(src: string): number {
     if (isOp('**')) {
       take();
       const exp = unary();
-      if (base.v === 0 && exp.v < 0) throw new ToolError(base.int && exp.int ? '0.0 cannot be raised to a negative power' : 'zero to a negative power');
+      if (base.v === 0 && exp.v < 0)
+        throw new ToolError(
+          base.int && exp.int ? '0.0 cannot be raised to a negative power' : 'zero to a negative power',
+        );
       const int = base.int && exp.int && exp.v >= 0;
       return { v: Math.pow(base.v, exp.v), int };
     }
@@ -125,7 +130,10 @@ export function evaluatePythonArithmetic(src: string): number {
         if (right.v === 0) throw new ToolError(left.int && right.int ? 'division by zero' : 'float division by zero');
         left = { v: left.v / right.v, int: false };
       } else {
-        if (right.v === 0) throw new ToolError(left.int && right.int ? 'integer division or modulo by zero' : 'float floor division by zero');
+        if (right.v === 0)
+          throw new ToolError(
+            left.int && right.int ? 'integer division or modulo by zero' : 'float floor division by zero',
+          );
         left = { v: Math.floor(left.v / right.v), int: left.int && right.int };
       }
     }
@@ -152,7 +160,8 @@ export function evaluatePythonArithmetic(src: string): number {
 
 /** The `calculate` tool: allowed characters only, then `str(round(float(eval(expr)), 2))`. */
 export function calculate(expression: string): string {
-  for (const ch of expression) if (!'0123456789+-*/(). '.includes(ch)) throw new ToolError('Invalid characters in expression');
+  for (const ch of expression)
+    if (!'0123456789+-*/(). '.includes(ch)) throw new ToolError('Invalid characters in expression');
   const v = evaluatePythonArithmetic(expression);
   if (!Number.isFinite(v)) return v > 0 ? 'inf' : v < 0 ? '-inf' : 'nan';
   return pyFloatRepr(pyRound2(v));

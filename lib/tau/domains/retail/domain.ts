@@ -25,9 +25,18 @@ export interface RetailDomainOptions extends RetailToolOptions {
 export type RetailDomain = TauDomain<RetailDb> & { readonly db: RetailDb; readonly tools: Toolkit<RetailDb> };
 
 const RETAIL_TABLES: Readonly<Record<string, InitialStateTable<RetailDb>>> = {
-  products: { get: (db, id) => db.products.get(id), put: (db, _id, v, where) => db.putProduct(normalizeEntity('products', v, where) as Product) },
-  users: { get: (db, id) => db.users.get(id), put: (db, _id, v, where) => db.putUser(normalizeEntity('users', v, where) as User) },
-  orders: { get: (db, id) => db.orders.get(id), put: (db, _id, v, where) => db.putOrder(normalizeEntity('orders', v, where) as Order) },
+  products: {
+    get: (db, id) => db.products.get(id),
+    put: (db, _id, v, where) => db.putProduct(normalizeEntity('products', v, where) as Product),
+  },
+  users: {
+    get: (db, id) => db.users.get(id),
+    put: (db, _id, v, where) => db.putUser(normalizeEntity('users', v, where) as User),
+  },
+  orders: {
+    get: (db, id) => db.orders.get(id),
+    put: (db, _id, v, where) => db.putOrder(normalizeEntity('orders', v, where) as Order),
+  },
 };
 
 /** Creates the retail domain over a database. */

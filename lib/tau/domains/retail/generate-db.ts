@@ -7,7 +7,17 @@
 import { pyRound2 } from '../../pyjson.js';
 import { Rng } from '../../rng.js';
 import { CATALOG, CITIES, FIRST_NAMES, LAST_NAMES, STREETS } from './catalog.js';
-import type { Address, Order, OrderItem, OrderStatus, PaymentMethod, Product, RetailData, User, Variant } from './schema.js';
+import type {
+  Address,
+  Order,
+  OrderItem,
+  OrderStatus,
+  PaymentMethod,
+  Product,
+  RetailData,
+  User,
+  Variant,
+} from './schema.js';
 import { RetailDb } from './schema.js';
 import { optionKeys, refuseUnknownOptions } from '../../../util/options.js';
 
@@ -62,7 +72,11 @@ export function generateRetailDb(options: GenerateDbOptions = {}): RetailDb {
   const nProducts = Math.min(options.products ?? 50, CATALOG.length);
   const nUsers = options.users ?? 500;
   const nOrders = options.orders ?? 1000;
-  for (const [k, v] of [['products', nProducts], ['users', nUsers], ['orders', nOrders]] as const) {
+  for (const [k, v] of [
+    ['products', nProducts],
+    ['users', nUsers],
+    ['orders', nOrders],
+  ] as const) {
     if (!Number.isInteger(v) || v < 1) throw new RangeError(`generateRetailDb: ${k} must be a positive integer`);
   }
   const ids = new Set<string>();
@@ -99,14 +113,27 @@ export function generateRetailDb(options: GenerateDbOptions = {}): RetailDb {
     for (let k = 0; k < nPm; k++) {
       const kind = rng.weighted([0.345, hasPaypal ? 0 : 0.32, 0.335]);
       const id = unique(rng, ids, () => `${['credit_card', 'paypal', 'gift_card'][kind]}_${rng.digits(7)}`);
-      if (kind === 0) pms[id] = { source: 'credit_card', id, brand: rng.pick(['visa', 'mastercard', 'amex', 'discover']), last_four: String(rng.int(0, 9999)).padStart(4, '0') };
+      if (kind === 0)
+        pms[id] = {
+          source: 'credit_card',
+          id,
+          brand: rng.pick(['visa', 'mastercard', 'amex', 'discover']),
+          last_four: String(rng.int(0, 9999)).padStart(4, '0'),
+        };
       else if (kind === 1) {
         pms[id] = { source: 'paypal', id };
         hasPaypal = true;
       } else pms[id] = { source: 'gift_card', id, balance: rng.int(0, 200) };
     }
     const email = `${first.toLowerCase()}.${last.toLowerCase()}${rng.int(1000, 9999)}@example.com`;
-    data.users[userId] = { user_id: userId, name: { first_name: first, last_name: last }, address: randomAddress(rng), email, payment_methods: pms, orders: [] };
+    data.users[userId] = {
+      user_id: userId,
+      name: { first_name: first, last_name: last },
+      address: randomAddress(rng),
+      email,
+      payment_methods: pms,
+      orders: [],
+    };
     userIds.push(userId);
   }
 
@@ -124,9 +151,12 @@ export function generateRetailDb(options: GenerateDbOptions = {}): RetailDb {
     }
     const total = pyRound2(items.reduce((s, it) => s + it.price, 0));
     const pm = rng.pick(Object.values(user.payment_methods));
-    const history: Order['payment_history'][number][] = [{ transaction_type: 'payment', amount: total, payment_method_id: pm.id }];
+    const history: Order['payment_history'][number][] = [
+      { transaction_type: 'payment', amount: total, payment_method_id: pm.id },
+    ];
     if (status === 'cancelled') history.push({ transaction_type: 'refund', amount: total, payment_method_id: pm.id });
-    const fulfillments = status === 'pending' ? [] : [{ tracking_id: [rng.digits(12)], item_ids: items.map((i) => i.item_id) }];
+    const fulfillments =
+      status === 'pending' ? [] : [{ tracking_id: [rng.digits(12)], item_ids: items.map((i) => i.item_id) }];
     data.orders[orderId] = {
       order_id: orderId,
       user_id: user.user_id,

@@ -19,7 +19,14 @@ import { optionKeys, refuseUnknownOptions } from '../../../util/options.js';
 /** A generated retail task. */
 export type RetailTask = TauTask<RetailScenario>;
 
-const GENERATE_TASKS_KEYS = optionKeys<GenerateTasksOptions>({ seed: true, count: true, weights: true, changeOfMind: true, secondRequest: true, idPrefix: true });
+const GENERATE_TASKS_KEYS = optionKeys<GenerateTasksOptions>({
+  seed: true,
+  count: true,
+  weights: true,
+  changeOfMind: true,
+  secondRequest: true,
+  idPrefix: true,
+});
 
 /** Options of {@link generateRetailTasks}. */
 export interface GenerateTasksOptions {
@@ -83,7 +90,12 @@ function pickItems(ctx: Ctx, order: Order, max: number, needAlternative: boolean
   });
   const chosen = ctx.rng.sample(candidates, Math.min(candidates.length, ctx.rng.int(1, max)));
   return chosen.map((it) => {
-    const item: ScenarioItem = { item_id: it.item_id, product_id: it.product_id, name: it.name, options: { ...it.options } };
+    const item: ScenarioItem = {
+      item_id: it.item_id,
+      product_id: it.product_id,
+      name: it.name,
+      options: { ...it.options },
+    };
     if (needAlternative) {
       const v = ctx.rng.pick(availableAlternatives(ctx.db, it.product_id, it.item_id));
       item.new_item_id = v.item_id;
@@ -94,7 +106,9 @@ function pickItems(ctx: Ctx, order: Order, max: number, needAlternative: boolean
 }
 
 function paymentFor(ctx: Ctx, diff: number, exclude?: string): string | null {
-  const pms = Object.values(ctx.user.payment_methods).filter((pm) => pm.id !== exclude && (pm.source !== 'gift_card' || pm.balance >= diff));
+  const pms = Object.values(ctx.user.payment_methods).filter(
+    (pm) => pm.id !== exclude && (pm.source !== 'gift_card' || pm.balance >= diff),
+  );
   const giftCards = Object.values(ctx.user.payment_methods).filter((pm) => pm.source === 'gift_card');
   const usable = pms.filter((pm) => pm.source !== 'gift_card' || giftCards.length === 1);
   return usable.length > 0 ? ctx.rng.pick(usable).id : null;
@@ -116,7 +130,14 @@ function makeRequest(ctx: Ctx, kind: RetailTaskKind, usedOrders: Set<string>): R
   switch (kind) {
     case 'cancel': {
       const o = pick((x) => x.status === 'pending');
-      return o && { type: kind, order_id: o.order_id, knowsOrderId: knows, reason: rng.pick(['no longer needed', 'ordered by mistake'] as const) };
+      return (
+        o && {
+          type: kind,
+          order_id: o.order_id,
+          knowsOrderId: knows,
+          reason: rng.pick(['no longer needed', 'ordered by mistake'] as const),
+        }
+      );
     }
     case 'modify_address': {
       const o = pick((x) => x.status === 'pending');
@@ -130,12 +151,24 @@ function makeRequest(ctx: Ctx, kind: RetailTaskKind, usedOrders: Set<string>): R
     }
     case 'modify_items':
     case 'exchange': {
-      const o = pick((x) => x.status === (kind === 'exchange' ? 'delivered' : 'pending') && x.items.some((it) => availableAlternatives(ctx.db, it.product_id, it.item_id).length > 0));
+      const o = pick(
+        (x) =>
+          x.status === (kind === 'exchange' ? 'delivered' : 'pending') &&
+          x.items.some((it) => availableAlternatives(ctx.db, it.product_id, it.item_id).length > 0),
+      );
       if (!o) return null;
       const items = pickItems(ctx, o, 2, true);
-      const diff = items.reduce((s, it) => s + ((ctx.db.products.get(it.product_id)?.variants[it.new_item_id as string].price ?? 0) - (o.items.find((x) => x.item_id === it.item_id)?.price ?? 0)), 0);
+      const diff = items.reduce(
+        (s, it) =>
+          s +
+          ((ctx.db.products.get(it.product_id)?.variants[it.new_item_id as string].price ?? 0) -
+            (o.items.find((x) => x.item_id === it.item_id)?.price ?? 0)),
+        0,
+      );
       const pm = paymentFor(ctx, Math.max(diff, 0) + 0.01);
-      return pm === null ? null : withPayment(ctx, { type: kind, order_id: o.order_id, knowsOrderId: knows, items }, pm);
+      return pm === null
+        ? null
+        : withPayment(ctx, { type: kind, order_id: o.order_id, knowsOrderId: knows, items }, pm);
     }
     case 'return': {
       const o = pick((x) => x.status === 'delivered');
@@ -144,7 +177,11 @@ function makeRequest(ctx: Ctx, kind: RetailTaskKind, usedOrders: Set<string>): R
       const gift = Object.values(ctx.user.payment_methods).filter((pm) => pm.source === 'gift_card');
       const pm = gift.length === 1 && rng.chance(0.3) ? gift[0].id : original;
       if (ctx.user.payment_methods[pm]?.source === 'gift_card' && gift.length !== 1) return null;
-      return withPayment(ctx, { type: kind, order_id: o.order_id, knowsOrderId: knows, items: pickItems(ctx, o, 3, false) }, pm);
+      return withPayment(
+        ctx,
+        { type: kind, order_id: o.order_id, knowsOrderId: knows, items: pickItems(ctx, o, 3, false) },
+        pm,
+      );
     }
     case 'user_address':
       return { type: kind, address: randomAddress(rng) };
@@ -155,13 +192,29 @@ function makeRequest(ctx: Ctx, kind: RetailTaskKind, usedOrders: Set<string>): R
     case 'lookup_price': {
       const p = rng.pick([...ctx.db.products.values()]);
       const v = rng.pick(Object.values(p.variants));
-      return { type: kind, product_id: p.product_id, items: [{ item_id: v.item_id, product_id: p.product_id, name: p.name, options: { ...v.options } }], answer: pyFloatRepr(v.price) };
+      return {
+        type: kind,
+        product_id: p.product_id,
+        items: [{ item_id: v.item_id, product_id: p.product_id, name: p.name, options: { ...v.options } }],
+        answer: pyFloatRepr(v.price),
+      };
     }
     case 'refuse': {
       const wanted = rng.pick(['cancel', 'return', 'modify_address'] as const);
       const bad = wanted === 'return' ? ['pending', 'processed'] : ['processed', 'delivered'];
       const o = pick((x) => bad.includes(x.status));
-      return o && { type: kind, wanted, order_id: o.order_id, knowsOrderId: true, status: o.status, ...(wanted === 'cancel' ? { reason: 'no longer needed' as const } : {}), ...(wanted === 'return' ? { items: pickItems(ctx, o, 1, false) } : {}), ...(wanted === 'modify_address' ? { address: randomAddress(rng) } : {}) };
+      return (
+        o && {
+          type: kind,
+          wanted,
+          order_id: o.order_id,
+          knowsOrderId: true,
+          status: o.status,
+          ...(wanted === 'cancel' ? { reason: 'no longer needed' as const } : {}),
+          ...(wanted === 'return' ? { items: pickItems(ctx, o, 1, false) } : {}),
+          ...(wanted === 'modify_address' ? { address: randomAddress(rng) } : {}),
+        }
+      );
     }
     case 'transfer':
       return { type: kind, topic: rng.pick(TRANSFER_TOPICS) };
@@ -197,7 +250,11 @@ export function goldActions(db: RetailDb, scenario: RetailScenario): Omit<TaskAc
     seen.add(key);
     acts.push(a);
   };
-  push(u.auth === 'email' ? exact('find_user_id_by_email', { email: u.email }) : exact('find_user_id_by_name_zip', { first_name: u.first_name, last_name: u.last_name, zip: u.zip }));
+  push(
+    u.auth === 'email'
+      ? exact('find_user_id_by_email', { email: u.email })
+      : exact('find_user_id_by_name_zip', { first_name: u.first_name, last_name: u.last_name, zip: u.zip }),
+  );
   const userDetails = () => push(exact('get_user_details', { user_id: u.user_id }));
   for (const r of scenario.requests) {
     if (r.order_id) {
@@ -218,7 +275,8 @@ export function goldActions(db: RetailDb, scenario: RetailScenario): Omit<TaskAc
         break;
       case 'modify_items':
       case 'exchange':
-        for (const pid of new Set((r.items ?? []).map((i) => i.product_id))) push(exact('get_product_details', { product_id: pid }));
+        for (const pid of new Set((r.items ?? []).map((i) => i.product_id)))
+          push(exact('get_product_details', { product_id: pid }));
         userDetails();
         push(
           exact(r.type === 'exchange' ? 'exchange_delivered_order_items' : 'modify_pending_order_items', {
@@ -231,7 +289,13 @@ export function goldActions(db: RetailDb, scenario: RetailScenario): Omit<TaskAc
         break;
       case 'return':
         userDetails();
-        push(exact('return_delivered_order_items', { order_id: r.order_id, item_ids: (r.items ?? []).map((i) => i.item_id), payment_method_id: r.payment_method_id }));
+        push(
+          exact('return_delivered_order_items', {
+            order_id: r.order_id,
+            item_ids: (r.items ?? []).map((i) => i.item_id),
+            payment_method_id: r.payment_method_id,
+          }),
+        );
         break;
       case 'user_address':
         push(exact('modify_user_address', { user_id: u.user_id, ...addr }));
@@ -241,7 +305,11 @@ export function goldActions(db: RetailDb, scenario: RetailScenario): Omit<TaskAc
         push(exact('get_product_details', { product_id: r.product_id }));
         break;
       case 'transfer':
-        push({ name: 'transfer_to_human_agents', arguments: { summary: `The user wants to ${r.topic}.` }, compare_args: [] });
+        push({
+          name: 'transfer_to_human_agents',
+          arguments: { summary: `The user wants to ${r.topic}.` },
+          compare_args: [],
+        });
         break;
       default:
         break; // order look-ups and refusals only read (the order's details, above)
@@ -256,7 +324,13 @@ export function goldActions(db: RetailDb, scenario: RetailScenario): Omit<TaskAc
  * the request. Empty for writes and transfers, whose outcome is in the database or the calls.
  */
 export function communicateInfo(scenario: RetailScenario): string[] {
-  return scenario.requests.flatMap((r) => (r.type === 'lookup_tracking' || r.type === 'lookup_price' ? [r.answer as string] : r.type === 'refuse' ? [r.status as string] : []));
+  return scenario.requests.flatMap((r) =>
+    r.type === 'lookup_tracking' || r.type === 'lookup_price'
+      ? [r.answer as string]
+      : r.type === 'refuse'
+        ? [r.status as string]
+        : [],
+  );
 }
 
 /**
@@ -278,7 +352,11 @@ function withOrderHint(db: RetailDb, user: User, r: RetailRequest): RetailReques
   } else if (r.order_id && r.knowsOrderId === false) {
     const order = db.orders.get(r.order_id) as Order;
     // an item no other order of the user has, so that the description singles the order out
-    const others = new Set(user.orders.filter((id) => id !== r.order_id).flatMap((id) => (db.orders.get(id)?.items ?? []).map((i) => i.item_id)));
+    const others = new Set(
+      user.orders
+        .filter((id) => id !== r.order_id)
+        .flatMap((id) => (db.orders.get(id)?.items ?? []).map((i) => i.item_id)),
+    );
     const pool = (r.items ?? []).length > 0 ? (r.items as ScenarioItem[]) : order.items;
     const it = pool.find((i) => !others.has(i.item_id)) ?? pool[0];
     out = { ...out, orderHint: { name: it.name, options: { ...it.options } } };
@@ -287,7 +365,11 @@ function withOrderHint(db: RetailDb, user: User, r: RetailRequest): RetailReques
 }
 
 function requestText(r: RetailRequest): string {
-  const order = r.order_id ? (r.knowsOrderId === false && r.orderHint ? `your order with ${describeItem(r.orderHint)}` : `order ${r.order_id}`) : 'an order';
+  const order = r.order_id
+    ? r.knowsOrderId === false && r.orderHint
+      ? `your order with ${describeItem(r.orderHint)}`
+      : `order ${r.order_id}`
+    : 'an order';
   const items = (r.items ?? []).map(describeItem).join(' and ');
   switch (r.type) {
     case 'cancel':
@@ -308,7 +390,11 @@ function requestText(r: RetailRequest): string {
     case 'lookup_price':
       return `You want to know the price of ${describeItem((r.items ?? [])[0])}.`;
     case 'refuse':
-      return r.wanted === 'cancel' ? `You want to cancel ${order}.` : r.wanted === 'return' ? `You want to return ${items} from ${order}.` : `You want the shipping address of ${order} changed to ${describeAddress(r.address as never)}.`;
+      return r.wanted === 'cancel'
+        ? `You want to cancel ${order}.`
+        : r.wanted === 'return'
+          ? `You want to return ${items} from ${order}.`
+          : `You want the shipping address of ${order} changed to ${describeAddress(r.address as never)}.`;
     case 'transfer':
       return `You want to ${r.topic}.`;
   }
@@ -316,16 +402,25 @@ function requestText(r: RetailRequest): string {
 
 function instructions(s: RetailScenario): StructuredUserInstructions {
   const u = s.user;
-  const reasons = s.requests.map((r) => (r.initial ? `${requestText(r.initial)} But when the agent asks you to confirm, you change your mind: ${requestText(r)}` : requestText(r)));
+  const reasons = s.requests.map((r) =>
+    r.initial
+      ? `${requestText(r.initial)} But when the agent asks you to confirm, you change your mind: ${requestText(r)}`
+      : requestText(r),
+  );
   const unknown: string[] = [];
   if (u.auth === 'name_zip') unknown.push('You do not remember your email address.');
-  if (s.requests.some((r) => r.knowsOrderId === false || r.initial?.knowsOrderId === false)) unknown.push('You do not remember the order id; you can describe the order by its items.');
+  if (s.requests.some((r) => r.knowsOrderId === false || r.initial?.knowsOrderId === false))
+    unknown.push('You do not remember the order id; you can describe the order by its items.');
   return {
     domain: 'retail',
     reason_for_call: reasons.join(' '),
-    known_info: u.auth === 'email' ? `You are ${u.first_name} ${u.last_name}. Your email is ${u.email}.` : `You are ${u.first_name} ${u.last_name}, zip code ${u.zip}.`,
+    known_info:
+      u.auth === 'email'
+        ? `You are ${u.first_name} ${u.last_name}. Your email is ${u.email}.`
+        : `You are ${u.first_name} ${u.last_name}, zip code ${u.zip}.`,
     unknown_info: unknown.length > 0 ? unknown.join(' ') : null,
-    task_instructions: 'Handle your requests one at a time. Confirm an action only when the agent lists the right details. If the agent says a request is not possible, accept it.',
+    task_instructions:
+      'Handle your requests one at a time. Confirm an action only when the agent lists the right details. If the agent says a request is not possible, accept it.',
   };
 }
 
@@ -334,7 +429,8 @@ export function generateRetailTasks(db: RetailDb, options: GenerateTasksOptions 
   refuseUnknownOptions(options, GENERATE_TASKS_KEYS, 'generateRetailTasks');
   const rng = new Rng(options.seed ?? 0);
   const count = options.count ?? 100;
-  if (!Number.isInteger(count) || count < 0) throw new RangeError('generateRetailTasks: count must be a non-negative integer');
+  if (!Number.isInteger(count) || count < 0)
+    throw new RangeError('generateRetailTasks: count must be a non-negative integer');
   const weights = { ...DEFAULT_WEIGHTS, ...options.weights };
   const kinds = Object.keys(weights) as RetailTaskKind[];
   const domain = createRetailDomain({ db });
@@ -342,7 +438,8 @@ export function generateRetailTasks(db: RetailDb, options: GenerateTasksOptions 
   const tasks: RetailTask[] = [];
   let attempts = 0;
   while (tasks.length < count) {
-    if (++attempts > count * 200 + 1000) throw new Error('generateRetailTasks: could not find enough suitable users/orders in this database');
+    if (++attempts > count * 200 + 1000)
+      throw new Error('generateRetailTasks: could not find enough suitable users/orders in this database');
     const kind = kinds[rng.weighted(kinds.map((k) => weights[k]))];
     const user = rng.pick(users);
     const ctx: Ctx = { rng, db, user };
@@ -351,31 +448,56 @@ export function generateRetailTasks(db: RetailDb, options: GenerateTasksOptions 
     if (!req) continue;
     if ((kind === 'cancel' || kind === 'return') && rng.chance(options.changeOfMind ?? 0.15)) {
       const order = db.orders.get(req.order_id as string) as Order;
-      const alt = kind === 'cancel' ? { type: 'modify_address' as const, order_id: order.order_id, knowsOrderId: req.knowsOrderId, address: randomAddress(rng) } : makeRequest(ctx, 'exchange', new Set(user.orders.filter((id) => id !== order.order_id)));
+      const alt =
+        kind === 'cancel'
+          ? {
+              type: 'modify_address' as const,
+              order_id: order.order_id,
+              knowsOrderId: req.knowsOrderId,
+              address: randomAddress(rng),
+            }
+          : makeRequest(ctx, 'exchange', new Set(user.orders.filter((id) => id !== order.order_id)));
       if (alt) req = { ...alt, knowsOrderId: req.knowsOrderId, initial: req };
     }
     if (req.order_id) used.add(req.order_id);
     const requests = [req];
     if (kind !== 'transfer' && rng.chance(options.secondRequest ?? 0.15)) {
-      const second = makeRequest(ctx, rng.pick(['cancel', 'return', 'modify_address', 'lookup_tracking', 'user_address'] as const), used);
+      const second = makeRequest(
+        ctx,
+        rng.pick(['cancel', 'return', 'modify_address', 'lookup_tracking', 'user_address'] as const),
+        used,
+      );
       if (second) requests.push(second);
     }
     for (let i = 0; i < requests.length; i++) requests[i] = withOrderHint(db, user, requests[i]);
     const scenario: RetailScenario = {
       kind,
-      user: { user_id: user.user_id, first_name: user.name.first_name, last_name: user.name.last_name, zip: user.address.zip, email: user.email, auth: rng.chance(0.6) ? 'email' : 'name_zip' },
+      user: {
+        user_id: user.user_id,
+        first_name: user.name.first_name,
+        last_name: user.name.last_name,
+        zip: user.address.zip,
+        email: user.email,
+        auth: rng.chance(0.6) ? 'email' : 'name_zip',
+      },
       requests,
     };
     const gold = goldActions(db, scenario);
     const state = domain.initialState();
-    const ok = gold.every((a) => !domain.tools.call(state, { id: 'g', name: a.name, arguments: a.arguments, requestor: 'assistant' }).error);
+    const ok = gold.every(
+      (a) => !domain.tools.call(state, { id: 'g', name: a.name, arguments: a.arguments, requestor: 'assistant' }).error,
+    );
     if (!ok) continue;
     const id = `${options.idPrefix ?? 'gen'}_${tasks.length}`;
     const communicate = communicateInfo(scenario);
     const basis = rewardBasisFor(communicate);
     tasks.push({
       id,
-      description: { purpose: `generated ${requests.map((r) => (r.initial ? `${r.initial.type}->${r.type}` : r.type)).join('+')}`, relevant_policies: null, notes: null },
+      description: {
+        purpose: `generated ${requests.map((r) => (r.initial ? `${r.initial.type}->${r.type}` : r.type)).join('+')}`,
+        relevant_policies: null,
+        notes: null,
+      },
       user_scenario: { persona: null, instructions: instructions(scenario) },
       initial_state: null,
       evaluation_criteria: {

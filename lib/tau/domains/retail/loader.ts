@@ -38,12 +38,14 @@ export function loadTau2Tasks(path: string, options: LoadTasksOptions = {}): Tau
     if (perSplit && existsSync(perSplit)) file = perSplit;
     else {
       file = join(path, 'tasks.json');
-      if (!existsSync(file)) throw new Error(`no tasks.json${perSplit ? ` or tasks_${options.split}.json` : ''} in ${path}`);
+      if (!existsSync(file))
+        throw new Error(`no tasks.json${perSplit ? ` or tasks_${options.split}.json` : ''} in ${path}`);
       if (options.split) {
         const splitFile = join(path, 'split_tasks.json');
         if (!existsSync(splitFile)) throw new Error(`split '${options.split}' asked for but ${splitFile} is missing`);
         const splits = JSON.parse(readFileSync(splitFile, 'utf8')) as Record<string, string[]>;
-        if (!Array.isArray(splits[options.split])) throw new Error(`split '${options.split}' not in ${splitFile} (has ${Object.keys(splits).join(', ')})`);
+        if (!Array.isArray(splits[options.split]))
+          throw new Error(`split '${options.split}' not in ${splitFile} (has ${Object.keys(splits).join(', ')})`);
         splitIds = new Set(splits[options.split]);
       }
     }
@@ -71,7 +73,10 @@ export interface Tau2RetailData {
  * Loads a tau2 retail folder (`db.json`, `policy.md`, tasks). Options pass on to the domain
  * (e.g. `modifyItemsPriceFix`) and the task loader (`split`, `ids`).
  */
-export function loadTau2Retail(dir: string, options: LoadTasksOptions & Omit<RetailDomainOptions, 'db' | 'policy'> = {}): Tau2RetailData {
+export function loadTau2Retail(
+  dir: string,
+  options: LoadTasksOptions & Omit<RetailDomainOptions, 'db' | 'policy'> = {},
+): Tau2RetailData {
   const db = loadRetailDb(join(dir, 'db.json'));
   const policyPath = join(dir, 'policy.md');
   const policy = existsSync(policyPath) ? readFileSync(policyPath, 'utf8') : undefined;

@@ -75,7 +75,14 @@ export interface RetailScenario {
   /** The main kind (of the first request). */
   kind: RetailTaskKind;
   /** Who the customer is and how they authenticate. */
-  user: { user_id: string; first_name: string; last_name: string; zip: string; email: string; auth: 'email' | 'name_zip' };
+  user: {
+    user_id: string;
+    first_name: string;
+    last_name: string;
+    zip: string;
+    email: string;
+    auth: 'email' | 'name_zip';
+  };
   /** Requests, handled in order. */
   requests: RetailRequest[];
 }

@@ -112,10 +112,25 @@ export interface OrderItem {
 }
 
 /** Order statuses. */
-export type OrderStatus = 'processed' | 'pending' | 'pending (item modified)' | 'delivered' | 'cancelled' | 'exchange requested' | 'return requested';
+export type OrderStatus =
+  | 'processed'
+  | 'pending'
+  | 'pending (item modified)'
+  | 'delivered'
+  | 'cancelled'
+  | 'exchange requested'
+  | 'return requested';
 
 /** All order statuses. */
-export const ORDER_STATUSES: readonly OrderStatus[] = ['processed', 'pending', 'pending (item modified)', 'delivered', 'cancelled', 'exchange requested', 'return requested'];
+export const ORDER_STATUSES: readonly OrderStatus[] = [
+  'processed',
+  'pending',
+  'pending (item modified)',
+  'delivered',
+  'cancelled',
+  'exchange requested',
+  'return requested',
+];
 
 /** A payment or refund. */
 export interface OrderPayment {
@@ -201,7 +216,12 @@ function toProduct(v: unknown, where: string): Product {
     const w = `${where}.variants.${k}`;
     const vo = obj(x, w);
     if (typeof vo.available !== 'boolean') fail(`${w}.available`, 'expected a boolean');
-    variants[k] = { item_id: str(vo.item_id, `${w}.item_id`), options: strMap(vo.options, `${w}.options`), available: vo.available, price: num(vo.price, `${w}.price`) };
+    variants[k] = {
+      item_id: str(vo.item_id, `${w}.item_id`),
+      options: strMap(vo.options, `${w}.options`),
+      available: vo.available,
+      price: num(vo.price, `${w}.price`),
+    };
   }
   return { name: str(o.name, `${where}.name`), product_id: str(o.product_id, `${where}.product_id`), variants };
 }
@@ -211,7 +231,12 @@ function toPayment(v: unknown, where: string): PaymentMethod {
   const id = str(o.id, `${where}.id`);
   switch (o.source) {
     case 'credit_card':
-      return { source: 'credit_card', id, brand: str(o.brand, `${where}.brand`), last_four: str(o.last_four, `${where}.last_four`) };
+      return {
+        source: 'credit_card',
+        id,
+        brand: str(o.brand, `${where}.brand`),
+        last_four: str(o.last_four, `${where}.last_four`),
+      };
     case 'paypal':
       return { source: 'paypal', id };
     case 'gift_card':
@@ -225,10 +250,14 @@ function toUser(v: unknown, where: string): User {
   const o = obj(v, where);
   const name = obj(o.name, `${where}.name`);
   const pms: Record<string, PaymentMethod> = {};
-  for (const [k, x] of Object.entries(obj(o.payment_methods, `${where}.payment_methods`))) pms[k] = toPayment(x, `${where}.payment_methods.${k}`);
+  for (const [k, x] of Object.entries(obj(o.payment_methods, `${where}.payment_methods`)))
+    pms[k] = toPayment(x, `${where}.payment_methods.${k}`);
   return {
     user_id: str(o.user_id, `${where}.user_id`),
-    name: { first_name: str(name.first_name, `${where}.name.first_name`), last_name: str(name.last_name, `${where}.name.last_name`) },
+    name: {
+      first_name: str(name.first_name, `${where}.name.first_name`),
+      last_name: str(name.last_name, `${where}.name.last_name`),
+    },
     address: toAddress(o.address, `${where}.address`),
     email: str(o.email, `${where}.email`),
     payment_methods: pms,
@@ -241,7 +270,8 @@ function toOrder(v: unknown, where: string): Order {
   const status = str(o.status, `${where}.status`);
   if (!ORDER_STATUSES.includes(status as OrderStatus)) fail(`${where}.status`, `unknown status ${status}`);
   const reason = optStr(o.cancel_reason, `${where}.cancel_reason`);
-  if (reason !== null && reason !== 'no longer needed' && reason !== 'ordered by mistake') fail(`${where}.cancel_reason`, 'invalid reason');
+  if (reason !== null && reason !== 'no longer needed' && reason !== 'ordered by mistake')
+    fail(`${where}.cancel_reason`, 'invalid reason');
   return {
     order_id: str(o.order_id, `${where}.order_id`),
     user_id: str(o.user_id, `${where}.user_id`),
@@ -249,36 +279,61 @@ function toOrder(v: unknown, where: string): Order {
     items: arr(o.items, `${where}.items`).map((x, i) => {
       const w = `${where}.items[${i}]`;
       const it = obj(x, w);
-      return { name: str(it.name, `${w}.name`), product_id: str(it.product_id, `${w}.product_id`), item_id: str(it.item_id, `${w}.item_id`), price: num(it.price, `${w}.price`), options: strMap(it.options, `${w}.options`) };
+      return {
+        name: str(it.name, `${w}.name`),
+        product_id: str(it.product_id, `${w}.product_id`),
+        item_id: str(it.item_id, `${w}.item_id`),
+        price: num(it.price, `${w}.price`),
+        options: strMap(it.options, `${w}.options`),
+      };
     }),
     status: status as OrderStatus,
     fulfillments: arr(o.fulfillments, `${where}.fulfillments`).map((x, i) => {
       const f = obj(x, `${where}.fulfillments[${i}]`);
-      return { tracking_id: strList(f.tracking_id, `${where}.fulfillments[${i}].tracking_id`), item_ids: strList(f.item_ids, `${where}.fulfillments[${i}].item_ids`) };
+      return {
+        tracking_id: strList(f.tracking_id, `${where}.fulfillments[${i}].tracking_id`),
+        item_ids: strList(f.item_ids, `${where}.fulfillments[${i}].item_ids`),
+      };
     }),
     payment_history: arr(o.payment_history, `${where}.payment_history`).map((x, i) => {
       const w = `${where}.payment_history[${i}]`;
       const p = obj(x, w);
-      if (p.transaction_type !== 'payment' && p.transaction_type !== 'refund') fail(`${w}.transaction_type`, 'expected payment or refund');
-      return { transaction_type: p.transaction_type, amount: num(p.amount, `${w}.amount`), payment_method_id: str(p.payment_method_id, `${w}.payment_method_id`) };
+      if (p.transaction_type !== 'payment' && p.transaction_type !== 'refund')
+        fail(`${w}.transaction_type`, 'expected payment or refund');
+      return {
+        transaction_type: p.transaction_type,
+        amount: num(p.amount, `${w}.amount`),
+        payment_method_id: str(p.payment_method_id, `${w}.payment_method_id`),
+      };
     }),
     cancel_reason: reason as Order['cancel_reason'],
     exchange_items: optStrList(o.exchange_items, `${where}.exchange_items`),
     exchange_new_items: optStrList(o.exchange_new_items, `${where}.exchange_new_items`),
     exchange_payment_method_id: optStr(o.exchange_payment_method_id, `${where}.exchange_payment_method_id`),
-    exchange_price_difference: o.exchange_price_difference === null || o.exchange_price_difference === undefined ? null : num(o.exchange_price_difference, `${where}.exchange_price_difference`),
+    exchange_price_difference:
+      o.exchange_price_difference === null || o.exchange_price_difference === undefined
+        ? null
+        : num(o.exchange_price_difference, `${where}.exchange_price_difference`),
     return_items: optStrList(o.return_items, `${where}.return_items`),
     return_payment_method_id: optStr(o.return_payment_method_id, `${where}.return_payment_method_id`),
   };
 }
 
 /** Validates and normalizes one entity of a table (used for `initialization_data` patches). */
-export function normalizeEntity(table: 'products' | 'users' | 'orders', value: unknown, where: string): Product | User | Order {
-  return deepFreeze(table === 'products' ? toProduct(value, where) : table === 'users' ? toUser(value, where) : toOrder(value, where));
+export function normalizeEntity(
+  table: 'products' | 'users' | 'orders',
+  value: unknown,
+  where: string,
+): Product | User | Order {
+  return deepFreeze(
+    table === 'products' ? toProduct(value, where) : table === 'users' ? toUser(value, where) : toOrder(value, where),
+  );
 }
 
 /** Canonical (sorted-key, Python-style) JSON of a frozen entity, cached per object. */
-export const canonicalEntity: (entity: object) => string = canonicalCache((entity: object) => pyJsonDumps(entity, { sortKeys: true }));
+export const canonicalEntity: (entity: object) => string = canonicalCache((entity: object) =>
+  pyJsonDumps(entity, { sortKeys: true }),
+);
 
 type Table = 'products' | 'users' | 'orders';
 const TABLES: readonly Table[] = ['orders', 'products', 'users']; // sorted, as sort_keys orders them
@@ -310,7 +365,11 @@ export class RetailDb implements WorldState {
     for (const [k, v] of Object.entries(obj(root.users, 'users'))) users[k] = toUser(v, `users.${k}`);
     const orders: Record<string, Order> = {};
     for (const [k, v] of Object.entries(obj(root.orders, 'orders'))) orders[k] = toOrder(v, `orders.${k}`);
-    return new RetailDb(new CowMap(deepFreeze(products)), new CowMap(deepFreeze(users)), new CowMap(deepFreeze(orders)));
+    return new RetailDb(
+      new CowMap(deepFreeze(products)),
+      new CowMap(deepFreeze(users)),
+      new CowMap(deepFreeze(orders)),
+    );
   }
 
   /** A copy sharing every unchanged entity (O(changed entities)). */
@@ -363,13 +422,29 @@ export class RetailDb implements WorldState {
   }
 
   /** Counts: products, variants, users, orders by status, payment methods by source. */
-  statistics(): { products: number; variants: number; users: number; orders: number; statuses: Record<string, number>; paymentMethods: Record<string, number> } {
+  statistics(): {
+    products: number;
+    variants: number;
+    users: number;
+    orders: number;
+    statuses: Record<string, number>;
+    paymentMethods: Record<string, number>;
+  } {
     let variants = 0;
     for (const p of this.products.values()) variants += Object.keys(p.variants).length;
     const statuses: Record<string, number> = {};
     for (const o of this.orders.values()) statuses[o.status] = (statuses[o.status] ?? 0) + 1;
     const paymentMethods: Record<string, number> = {};
-    for (const u of this.users.values()) for (const pm of Object.values(u.payment_methods)) paymentMethods[pm.source] = (paymentMethods[pm.source] ?? 0) + 1;
-    return { products: this.products.size, variants, users: this.users.size, orders: this.orders.size, statuses, paymentMethods };
+    for (const u of this.users.values())
+      for (const pm of Object.values(u.payment_methods))
+        paymentMethods[pm.source] = (paymentMethods[pm.source] ?? 0) + 1;
+    return {
+      products: this.products.size,
+      variants,
+      users: this.users.size,
+      orders: this.orders.size,
+      statuses,
+      paymentMethods,
+    };
   }
 }

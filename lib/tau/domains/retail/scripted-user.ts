@@ -37,7 +37,8 @@ const RX = {
   identity: /e-?mail|zip|your (?:full )?name|verify|authenticat|identif/,
   orderId: /order (?:id|number)|which order/,
   items: /which items?|what items?|which products?/,
-  payment: /payment method|which (?:card|payment)|refund (?:to|should)|pay (?:for )?the (?:price )?difference|receive the refund/,
+  payment:
+    /payment method|which (?:card|payment)|refund (?:to|should)|pay (?:for )?the (?:price )?difference|receive the refund/,
   address: /new address|which address|full address|the address/,
   reason: /reason/,
   confirm: /confirm|proceed|\(yes\/no\)|shall i|should i|would you like me to|do you want me to|go ahead/,
@@ -70,7 +71,11 @@ function intro(r: RetailRequest): string {
     case 'lookup_price':
       return `How much does ${describeItem((r.items ?? [])[0])} cost?`;
     case 'refuse':
-      return r.wanted === 'cancel' ? `I want to cancel my order ${r.order_id}.` : r.wanted === 'return' ? `I want to return ${describeItem((r.items ?? [])[0])} from order ${r.order_id}.` : `I need to change the shipping address of my order ${r.order_id}.`;
+      return r.wanted === 'cancel'
+        ? `I want to cancel my order ${r.order_id}.`
+        : r.wanted === 'return'
+          ? `I want to return ${describeItem((r.items ?? [])[0])} from order ${r.order_id}.`
+          : `I need to change the shipping address of my order ${r.order_id}.`;
     case 'transfer':
       return `I want to ${r.topic}.`;
   }
@@ -84,7 +89,8 @@ function orderRef(r: RetailRequest): string {
 
 /** The customer's answer when asked which order. */
 function orderAnswer(r: RetailRequest): string {
-  if (r.knowsOrderId === false) return `I don't remember the order id, but it's the one with ${r.orderHint ? describeItem(r.orderHint) : 'the items I mentioned'}.`;
+  if (r.knowsOrderId === false)
+    return `I don't remember the order id, but it's the one with ${r.orderHint ? describeItem(r.orderHint) : 'the items I mentioned'}.`;
   return `The order id is ${r.order_id}.`;
 }
 
@@ -92,7 +98,10 @@ function orderAnswer(r: RetailRequest): string {
 function transferred(history: readonly Message[]): boolean {
   const ok = new Set<string>();
   for (const m of history) if (m.role === 'tool' && m.requestor === 'assistant' && !m.error) ok.add(m.id);
-  return history.some((m) => m.role === 'assistant' && (m.toolCalls ?? []).some((c) => c.name === 'transfer_to_human_agents' && ok.has(c.id)));
+  return history.some(
+    (m) =>
+      m.role === 'assistant' && (m.toolCalls ?? []).some((c) => c.name === 'transfer_to_human_agents' && ok.has(c.id)),
+  );
 }
 
 /** The scripted retail customer. */
@@ -111,14 +120,18 @@ export class ScriptedRetailUser implements UserSimulator {
   /** @param options - patience. */
   constructor(options: ScriptedUserOptions = {}) {
     const p = options.patience ?? 4;
-    if (!Number.isInteger(p) || p < 0) throw new RangeError(`ScriptedRetailUser: patience must be a non-negative integer, got ${p}`);
+    if (!Number.isInteger(p) || p < 0)
+      throw new RangeError(`ScriptedRetailUser: patience must be a non-negative integer, got ${p}`);
     this.patience = p;
   }
 
   /** Starts a conversation; the task must carry a `sinkflex_scenario` (generated tasks). */
   reset(task: TauTask, seed: number): void {
     const s = task.sinkflex_scenario as RetailScenario | undefined;
-    if (!s || !Array.isArray(s.requests)) throw new TypeError(`ScriptedRetailUser: task ${task.id} has no sinkflex_scenario (use the LLM user simulator for tau2 tasks)`);
+    if (!s || !Array.isArray(s.requests))
+      throw new TypeError(
+        `ScriptedRetailUser: task ${task.id} has no sinkflex_scenario (use the LLM user simulator for tau2 tasks)`,
+      );
     this.scenario = s;
     this.rng = new Rng(seed);
     this.index = 0;
@@ -148,7 +161,8 @@ export class ScriptedRetailUser implements UserSimulator {
     this.slots.clear();
     this.refusals = 0;
     const r = this.request;
-    if (!r) return `${prefix} ${this.rng.pick(["That's all I needed, thank you!", 'That was everything, thanks!'])} ###STOP###`.trim();
+    if (!r)
+      return `${prefix} ${this.rng.pick(["That's all I needed, thank you!", 'That was everything, thanks!'])} ###STOP###`.trim();
     return `${prefix} I also have another request: ${intro(r.initial ?? r)}`.trim();
   }
 
@@ -185,12 +199,17 @@ export class ScriptedRetailUser implements UserSimulator {
     if (RX.identity.test(text)) give('identity', this.identity());
     if (RX.orderId.test(text) && r.order_id) give('order', orderAnswer(r));
     if (RX.items.test(text) && r.items && r.items.length > 0) {
-      const list = r.items.map((i) => (i.new_options ? `${describeItem(i)}, which I want changed to one with ${describeOptions(i.new_options)}` : describeItem(i)));
+      const list = r.items.map((i) =>
+        i.new_options
+          ? `${describeItem(i)}, which I want changed to one with ${describeOptions(i.new_options)}`
+          : describeItem(i),
+      );
       give('items', `It's ${list.join('; and ')}. That's all the items.`);
     }
     if (RX.payment.test(text) && r.paymentDescription) give('payment', `Please use ${r.paymentDescription}.`);
     if (RX.address.test(text) && r.address) give('address', `The new address is ${describeAddress(r.address)}.`);
-    if (RX.reason.test(text) && r.reason) give('reason', r.reason === 'no longer needed' ? "I don't need it anymore." : 'I ordered it by mistake.');
+    if (RX.reason.test(text) && r.reason)
+      give('reason', r.reason === 'no longer needed' ? "I don't need it anymore." : 'I ordered it by mistake.');
     return { replies, fresh };
   }
 
@@ -199,9 +218,11 @@ export class ScriptedRetailUser implements UserSimulator {
     const r = this.presented;
     if (r.order_id) {
       const ids: string[] = text.match(RX.orderIds) ?? [];
-      if (!ids.includes(r.order_id.toLowerCase())) return `${ids.length > 0 ? "No, that's not the right order." : 'Which order do you mean?'} ${orderAnswer(r)}`;
+      if (!ids.includes(r.order_id.toLowerCase()))
+        return `${ids.length > 0 ? "No, that's not the right order." : 'Which order do you mean?'} ${orderAnswer(r)}`;
     }
-    if (r.type === 'user_address' && r.address && !text.includes(r.address.zip.toLowerCase())) return `Which address do you mean? The new address is ${describeAddress(r.address)}.`;
+    if (r.type === 'user_address' && r.address && !text.includes(r.address.zip.toLowerCase()))
+      return `Which address do you mean? The new address is ${describeAddress(r.address)}.`;
     return null;
   }
 
@@ -215,9 +236,15 @@ export class ScriptedRetailUser implements UserSimulator {
     if (isGreeting) return { content: `Hi! ${intro(r.initial ?? r)}` };
     if (RX.transfer.test(text)) {
       if (transferred(input.history)) return { content: '###TRANSFER###' };
-      return this.unhelpful(`You said I'm being transferred, but nobody has taken over. ${requestReminder(this.presented)}`);
+      return this.unhelpful(
+        `You said I'm being transferred, but nobody has taken over. ${requestReminder(this.presented)}`,
+      );
     }
-    if ((r.type === 'lookup_tracking' || r.type === 'lookup_price') && r.answer && text.replace(/,/g, '').includes(r.answer.toLowerCase())) {
+    if (
+      (r.type === 'lookup_tracking' || r.type === 'lookup_price') &&
+      r.answer &&
+      text.replace(/,/g, '').includes(r.answer.toLowerCase())
+    ) {
       return this.progress(this.next('Great, thank you.'));
     }
     if (this.confirmed && RX.done.test(text)) return this.progress(this.next('Thank you!'));
@@ -243,7 +270,8 @@ export class ScriptedRetailUser implements UserSimulator {
       return this.progress(this.rng.pick(['Yes, please go ahead.', 'Yes, I confirm.', 'Yes, please proceed.']));
     }
     const { replies, fresh } = this.answers(text);
-    if (replies.length > 0) return fresh ? this.progress(replies.join(' ')) : this.unhelpful(`As I said: ${replies.join(' ')}`);
+    if (replies.length > 0)
+      return fresh ? this.progress(replies.join(' ')) : this.unhelpful(`As I said: ${replies.join(' ')}`);
     return this.unhelpful(requestReminder(this.presented));
   }
 }

@@ -16,7 +16,18 @@ import { pyJsonDumps, pyRound2 } from '../../pyjson.js';
 import type { Tool } from '../../tools.js';
 import { defineTool, ToolError, Toolkit } from '../../tools.js';
 import { calculate } from './calculate.js';
-import type { Address, GiftCard, Order, OrderItem, OrderPayment, PaymentMethod, Product, RetailDb, User, Variant } from './schema.js';
+import type {
+  Address,
+  GiftCard,
+  Order,
+  OrderItem,
+  OrderPayment,
+  PaymentMethod,
+  Product,
+  RetailDb,
+  User,
+  Variant,
+} from './schema.js';
 
 /** Options of the retail toolkit. */
 export interface RetailToolOptions {
@@ -36,18 +47,27 @@ export interface RetailToolOptions {
 /** Whether `modify_pending_order_items` uses the price fix (see {@link RetailToolOptions}). */
 export function modifyItemsPriceFixOf(options: RetailToolOptions): boolean {
   const { modifyItemsPriceFix: fix, modifyItemsQuirk: quirk } = options;
-  if (fix !== undefined && typeof fix !== 'boolean') throw new TypeError(`modifyItemsPriceFix must be a boolean, got ${typeof fix}`);
-  if (quirk !== undefined && typeof quirk !== 'boolean') throw new TypeError(`modifyItemsQuirk must be a boolean, got ${typeof quirk}`);
+  if (fix !== undefined && typeof fix !== 'boolean')
+    throw new TypeError(`modifyItemsPriceFix must be a boolean, got ${typeof fix}`);
+  if (quirk !== undefined && typeof quirk !== 'boolean')
+    throw new TypeError(`modifyItemsQuirk must be a boolean, got ${typeof quirk}`);
   if (fix !== undefined && quirk !== undefined && fix === quirk) {
-    throw new RangeError(`modifyItemsPriceFix: ${fix} contradicts the deprecated modifyItemsQuirk: ${quirk}; give only modifyItemsPriceFix`);
+    throw new RangeError(
+      `modifyItemsPriceFix: ${fix} contradicts the deprecated modifyItemsQuirk: ${quirk}; give only modifyItemsPriceFix`,
+    );
   }
   return fix ?? (quirk === undefined ? false : !quirk);
 }
 
 const ORDER_ID = z.string().describe("The order id, such as '#W0000000'. Note the '#' at the start of the order id.");
 const USER_ID = z.string().describe("The user id, such as 'sara_doe_496'.");
-const ITEM_IDS = (what: string) => z.array(z.string()).describe(`The item ids ${what}, each such as '1008292230'. The list may contain duplicates.`);
-const PAYMENT_ID = z.string().describe("A payment method id of the user, such as 'gift_card_0000000' or 'credit_card_0000000' (see the user or order details).");
+const ITEM_IDS = (what: string) =>
+  z.array(z.string()).describe(`The item ids ${what}, each such as '1008292230'. The list may contain duplicates.`);
+const PAYMENT_ID = z
+  .string()
+  .describe(
+    "A payment method id of the user, such as 'gift_card_0000000' or 'credit_card_0000000' (see the user or order details).",
+  );
 const ADDRESS = {
   address1: z.string().describe("First address line, such as '123 Main St'."),
   address2: z.string().describe("Second address line, such as 'Apt 1', or ''."),
@@ -112,7 +132,8 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
     defineTool<RetailDb, { expression: z.ZodString }>({
       name: 'calculate',
       kind: 'generic',
-      description: "Calculate the result of a mathematical expression, rounded to 2 decimals. The expression may contain numbers, the operators + - * /, parentheses and spaces, such as '2 + 2'.",
+      description:
+        "Calculate the result of a mathematical expression, rounded to 2 decimals. The expression may contain numbers, the operators + - * /, parentheses and spaces, such as '2 + 2'.",
       params: { expression: z.string().describe("The expression to calculate, such as '2 + 2'.") },
       run: (_db, a) => calculate(a.expression),
     }),
@@ -121,7 +142,10 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
       kind: 'write',
       description:
         "Cancel a pending order (processed or delivered orders cannot be cancelled). Explain the cancellation details and get explicit user confirmation (yes) first. The status becomes 'cancelled' and every payment is refunded: to a gift card immediately, otherwise in 5-7 business days. Returns the order after the cancellation.",
-      params: { order_id: ORDER_ID, reason: z.string().describe("The reason: either 'no longer needed' or 'ordered by mistake'.") },
+      params: {
+        order_id: ORDER_ID,
+        reason: z.string().describe("The reason: either 'no longer needed' or 'ordered by mistake'."),
+      },
       run: (db: RetailDb, a) => {
         const order = getOrder(db, a.order_id);
         if (order.status !== 'pending') throw new ToolError('Non-pending order cannot be cancelled');
@@ -132,7 +156,12 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
           const pm = getPaymentMethod(db, order.user_id, p.payment_method_id);
           if (pm.source === 'gift_card') setGiftCardBalance(db, order.user_id, pm, pyRound2(pm.balance + p.amount));
         }
-        const updated: Order = { ...order, status: 'cancelled', cancel_reason: a.reason, payment_history: [...order.payment_history, ...refunds] };
+        const updated: Order = {
+          ...order,
+          status: 'cancelled',
+          cancel_reason: a.reason,
+          payment_history: [...order.payment_history, ...refunds],
+        };
         db.putOrder(updated);
         return updated;
       },
@@ -146,14 +175,18 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
         order_id: ORDER_ID,
         item_ids: ITEM_IDS('to be exchanged'),
         new_item_ids: ITEM_IDS('to exchange for, each of the same product as the item at the same position'),
-        payment_method_id: PAYMENT_ID.describe('The payment method id that pays or receives the price difference, such as gift_card_0000000 or credit_card_0000000.'),
+        payment_method_id: PAYMENT_ID.describe(
+          'The payment method id that pays or receives the price difference, such as gift_card_0000000 or credit_card_0000000.',
+        ),
       },
       run: (db: RetailDb, a) => {
         const order = getOrder(db, a.order_id);
         if (order.status !== 'delivered') throw new ToolError('Non-delivered order cannot be exchanged');
         const all = order.items.map((i) => i.item_id);
-        for (const id of a.item_ids) if (count(a.item_ids, id) > count(all, id)) throw new ToolError(`Number of ${id} not found.`);
-        if (a.item_ids.length !== a.new_item_ids.length) throw new ToolError('The number of items to be exchanged should match.');
+        for (const id of a.item_ids)
+          if (count(a.item_ids, id) > count(all, id)) throw new ToolError(`Number of ${id} not found.`);
+        if (a.item_ids.length !== a.new_item_ids.length)
+          throw new ToolError('The number of items to be exchanged should match.');
         let diff = 0;
         for (let k = 0; k < a.item_ids.length; k++) {
           const item = order.items.find((i) => i.item_id === a.item_ids[k]);
@@ -164,7 +197,8 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
         }
         diff = pyRound2(diff);
         const pm = getPaymentMethod(db, order.user_id, a.payment_method_id);
-        if (pm.source === 'gift_card' && pm.balance < diff) throw new ToolError('Insufficient gift card balance to pay for the price difference');
+        if (pm.source === 'gift_card' && pm.balance < diff)
+          throw new ToolError('Insufficient gift card balance to pay for the price difference');
         const updated: Order = {
           ...order,
           status: 'exchange requested',
@@ -180,7 +214,8 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
     defineTool({
       name: 'find_user_id_by_name_zip',
       kind: 'read',
-      description: 'Find a user id by first name, last name and zip code. Prefer find_user_id_by_email; use this when the user cannot be found by email or does not remember it.',
+      description:
+        'Find a user id by first name, last name and zip code. Prefer find_user_id_by_email; use this when the user cannot be found by email or does not remember it.',
       params: {
         first_name: z.string().describe("The first name, such as 'John'."),
         last_name: z.string().describe("The last name, such as 'Doe'."),
@@ -190,7 +225,8 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
         const f = foldForMatch(a.first_name);
         const l = foldForMatch(a.last_name);
         for (const [id, u] of db.users.entries()) {
-          if (foldForMatch(u.name.first_name) === f && foldForMatch(u.name.last_name) === l && u.address.zip === a.zip) return id;
+          if (foldForMatch(u.name.first_name) === f && foldForMatch(u.name.last_name) === l && u.address.zip === a.zip)
+            return id;
         }
         throw new ToolError('User not found');
       },
@@ -216,17 +252,20 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
     defineTool({
       name: 'get_product_details',
       kind: 'read',
-      description: 'Get the inventory details of a product: every variant with its options, availability and price. The product id is not an item id.',
+      description:
+        'Get the inventory details of a product: every variant with its options, availability and price. The product id is not an item id.',
       params: { product_id: z.string().describe("The product id, such as '6086499569' (different from an item id).") },
       run: (db: RetailDb, a) => getProduct(db, a.product_id),
     }),
     defineTool({
       name: 'get_item_details',
       kind: 'read',
-      description: 'Get the inventory details of one item (variant): options, availability and price. The item id is not a product id.',
+      description:
+        'Get the inventory details of one item (variant): options, availability and price. The item id is not a product id.',
       params: { item_id: z.string().describe("The item id, such as '6086499569' (different from a product id).") },
       run: (db: RetailDb, a) => {
-        for (const p of db.products.values()) if (Object.prototype.hasOwnProperty.call(p.variants, a.item_id)) return p.variants[a.item_id];
+        for (const p of db.products.values())
+          if (Object.prototype.hasOwnProperty.call(p.variants, a.item_id)) return p.variants[a.item_id];
         throw new ToolError('Item not found');
       },
     }),
@@ -240,7 +279,8 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
     defineTool({
       name: 'list_all_product_types',
       kind: 'read',
-      description: 'List the name and product id of every product type, as a JSON object from name to product id sorted by name. The store has 50 product types.',
+      description:
+        'List the name and product id of every product type, as a JSON object from name to product id sorted by name. The store has 50 product types.',
       params: {},
       run: (db: RetailDb) => {
         const map: Record<string, string> = {};
@@ -251,7 +291,8 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
     defineTool({
       name: 'modify_pending_order_address',
       kind: 'write',
-      description: 'Change the shipping address of a pending order. Explain the change and get explicit user confirmation (yes) first. Returns the order after the change.',
+      description:
+        'Change the shipping address of a pending order. Explain the change and get explicit user confirmation (yes) first. Returns the order after the change.',
       params: { order_id: ORDER_ID, ...ADDRESS },
       run: (db: RetailDb, a) => {
         const order = getOrder(db, a.order_id);
@@ -270,18 +311,22 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
         order_id: ORDER_ID,
         item_ids: ITEM_IDS('to be modified'),
         new_item_ids: ITEM_IDS('to modify them into, each of the same product as the item at the same position'),
-        payment_method_id: PAYMENT_ID.describe('The payment method id that pays or receives the price difference, such as gift_card_0000000 or credit_card_0000000.'),
+        payment_method_id: PAYMENT_ID.describe(
+          'The payment method id that pays or receives the price difference, such as gift_card_0000000 or credit_card_0000000.',
+        ),
       },
       run: (db: RetailDb, a) => {
         const order = getOrder(db, a.order_id);
         if (order.status !== 'pending') throw new ToolError('Non-pending order cannot be modified');
         const all = order.items.map((i) => i.item_id);
         for (const id of a.item_ids) if (count(a.item_ids, id) > count(all, id)) throw new ToolError(`${id} not found`);
-        if (a.item_ids.length !== a.new_item_ids.length) throw new ToolError('The number of items to be exchanged should match');
+        if (a.item_ids.length !== a.new_item_ids.length)
+          throw new ToolError('The number of items to be exchanged should match');
         let diff = 0;
         const variants: Variant[] = [];
         for (let k = 0; k < a.item_ids.length; k++) {
-          if (a.item_ids[k] === a.new_item_ids[k]) throw new ToolError('The new item id should be different from the old item id');
+          if (a.item_ids[k] === a.new_item_ids[k])
+            throw new ToolError('The new item id should be different from the old item id');
           const item = order.items.find((i) => i.item_id === a.item_ids[k]);
           if (!item) throw new ToolError(`Item ${a.item_ids[k]} not found`);
           const v = getVariant(db, item.product_id, a.new_item_ids[k]);
@@ -290,10 +335,15 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
           diff += v.price - item.price;
         }
         const pm = getPaymentMethod(db, order.user_id, a.payment_method_id);
-        if (pm.source === 'gift_card' && pm.balance < diff) throw new ToolError('Insufficient gift card balance to pay for the new item');
+        if (pm.source === 'gift_card' && pm.balance < diff)
+          throw new ToolError('Insufficient gift card balance to pay for the new item');
         const history: OrderPayment[] = [
           ...order.payment_history,
-          { transaction_type: diff > 0 ? 'payment' : 'refund', amount: Math.abs(diff), payment_method_id: a.payment_method_id },
+          {
+            transaction_type: diff > 0 ? 'payment' : 'refund',
+            amount: Math.abs(diff),
+            payment_method_id: a.payment_method_id,
+          },
         ];
         if (pm.source === 'gift_card') setGiftCardBalance(db, order.user_id, pm, pyRound2(pm.balance - diff));
         const items: OrderItem[] = order.items.slice();
@@ -311,7 +361,8 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
     defineTool({
       name: 'modify_pending_order_payment',
       kind: 'write',
-      description: 'Change the payment method of a pending order. Explain the change and get explicit user confirmation (yes) first. Returns the order after the change.',
+      description:
+        'Change the payment method of a pending order. Explain the change and get explicit user confirmation (yes) first. Returns the order after the change.',
       params: { order_id: ORDER_ID, payment_method_id: PAYMENT_ID },
       run: (db: RetailDb, a) => {
         const order = getOrder(db, a.order_id);
@@ -321,9 +372,11 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
         if (order.payment_history.length !== 1 || first.transaction_type !== 'payment') {
           throw new ToolError('There should be exactly one payment for a pending order');
         }
-        if (first.payment_method_id === a.payment_method_id) throw new ToolError('The new payment method should be different from the current one');
+        if (first.payment_method_id === a.payment_method_id)
+          throw new ToolError('The new payment method should be different from the current one');
         const amount = first.amount;
-        if (pm.source === 'gift_card' && pm.balance < amount) throw new ToolError('Insufficient gift card balance to pay for the order');
+        if (pm.source === 'gift_card' && pm.balance < amount)
+          throw new ToolError('Insufficient gift card balance to pay for the order');
         const updated: Order = {
           ...order,
           payment_history: [
@@ -342,7 +395,8 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
     defineTool({
       name: 'modify_user_address',
       kind: 'write',
-      description: "Change a user's default address. Explain the change and get explicit user confirmation (yes) first. Returns the user after the change.",
+      description:
+        "Change a user's default address. Explain the change and get explicit user confirmation (yes) first. Returns the user after the change.",
       params: { user_id: USER_ID, ...ADDRESS },
       run: (db: RetailDb, a) => {
         const user = getUser(db, a.user_id);
@@ -359,7 +413,9 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
       params: {
         order_id: ORDER_ID,
         item_ids: ITEM_IDS('to be returned'),
-        payment_method_id: PAYMENT_ID.describe('The payment method id that receives the refund: the original payment method or a gift card of the user.'),
+        payment_method_id: PAYMENT_ID.describe(
+          'The payment method id that receives the refund: the original payment method or a gift card of the user.',
+        ),
       },
       run: (db: RetailDb, a) => {
         const order = getOrder(db, a.order_id);
@@ -370,8 +426,14 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
           throw new ToolError('Payment method should be the original payment method');
         }
         const all = order.items.map((i) => i.item_id);
-        for (const id of a.item_ids) if (count(a.item_ids, id) > count(all, id)) throw new ToolError('Some item not found');
-        const updated: Order = { ...order, status: 'return requested', return_items: sortedStrings(a.item_ids), return_payment_method_id: a.payment_method_id };
+        for (const id of a.item_ids)
+          if (count(a.item_ids, id) > count(all, id)) throw new ToolError('Some item not found');
+        const updated: Order = {
+          ...order,
+          status: 'return requested',
+          return_items: sortedStrings(a.item_ids),
+          return_payment_method_id: a.payment_method_id,
+        };
         db.putOrder(updated);
         return updated;
       },
@@ -379,7 +441,8 @@ export function retailTools(options: RetailToolOptions = {}): Tool<RetailDb>[] {
     defineTool({
       name: 'transfer_to_human_agents',
       kind: 'generic',
-      description: 'Transfer the user to a human agent with a summary of the issue. Only transfer when the user explicitly asks for a human agent, or when the request cannot be handled with the policy and the available tools.',
+      description:
+        'Transfer the user to a human agent with a summary of the issue. Only transfer when the user explicitly asks for a human agent, or when the request cannot be handled with the policy and the available tools.',
       params: { summary: z.string().describe("A summary of the user's issue.") },
       run: () => 'Transfer successful',
     }),

@@ -142,11 +142,26 @@ export function applyOneTimeCharge(db: TelecomDb, customerId: string, amount: nu
   if (!draft) {
     const next = firstOfMonth(addDays(firstOfMonth(TELECOM_TODAY), 32));
     const following = firstOfMonth(addDays(next, 32));
-    draft = { bill_id: draftBillId(db, customer), customer_id: customerId, period_start: next, period_end: addDays(following, -1), issue_date: next, total_due: 0, due_date: addDays(next, 14), line_items: [], status: 'Draft' };
+    draft = {
+      bill_id: draftBillId(db, customer),
+      customer_id: customerId,
+      period_start: next,
+      period_end: addDays(following, -1),
+      issue_date: next,
+      total_due: 0,
+      due_date: addDays(next, 14),
+      line_items: [],
+      status: 'Draft',
+    };
     customer = { ...customer, bill_ids: [...customer.bill_ids, draft.bill_id] };
     db.putCustomer(customer);
   }
-  const item: TelecomLineItem = { description, amount, date: TELECOM_TODAY, item_type: amount < 0 ? 'Credit' : 'Charge' };
+  const item: TelecomLineItem = {
+    description,
+    amount,
+    date: TELECOM_TODAY,
+    item_type: amount < 0 ? 'Credit' : 'Charge',
+  };
   db.putBill({ ...draft, line_items: [...draft.line_items, item], total_due: draft.total_due + amount });
 }
 

@@ -164,7 +164,14 @@ export interface TelecomUserData {
 
 /** tau2's default APN settings (what a reset restores at reboot). */
 export function defaultApnSettings(): ApnSettings {
-  return { apn_name: 'internet', reset_at_reboot: false, mms_apn: 'mms', mmsc_url: 'http://mms.carrier.com/mms/wapenc', mms_proxy: null, mms_port: null };
+  return {
+    apn_name: 'internet',
+    reset_at_reboot: false,
+    mms_apn: 'mms',
+    mmsc_url: 'http://mms.carrier.com/mms/wapenc',
+    mms_proxy: null,
+    mms_port: null,
+  };
 }
 
 /** A healthy phone with tau2's defaults. */
@@ -230,14 +237,21 @@ function check(cond: boolean, where: string, what: string): void {
   if (!cond) throw new TypeError(`${where}: expected ${what}`);
 }
 
-function checkShape(value: unknown, template: unknown, where: string, enums: Record<string, readonly string[]>, key = ''): void {
+function checkShape(
+  value: unknown,
+  template: unknown,
+  where: string,
+  enums: Record<string, readonly string[]>,
+  key = '',
+): void {
   if (key in enums) {
     check(typeof value === 'string' && enums[key].includes(value), where, `one of ${enums[key].join(', ')}`);
     return;
   }
   if (template === null) return; // optional field: null or any JSON scalar / object of its kind (checked by callers)
   if (typeof template === 'boolean') return check(typeof value === 'boolean', where, 'a boolean');
-  if (typeof template === 'number') return check(typeof value === 'number' && Number.isFinite(value), where, 'a number');
+  if (typeof template === 'number')
+    return check(typeof value === 'number' && Number.isFinite(value), where, 'a number');
   if (typeof template === 'string') return check(typeof value === 'string', where, 'a string');
   check(isObj(value), where, 'an object');
   const v = value as Obj;
@@ -270,7 +284,14 @@ const DEVICE_TEMPLATE = (() => {
   delete t.app_statuses;
   delete t.vpn_details;
   t.wifi_ssid = null;
-  t.active_apn_settings = { apn_name: 'internet', reset_at_reboot: false, mms_apn: null, mmsc_url: null, mms_proxy: null, mms_port: null };
+  t.active_apn_settings = {
+    apn_name: 'internet',
+    reset_at_reboot: false,
+    mms_apn: null,
+    mmsc_url: null,
+    mms_proxy: null,
+    mms_port: null,
+  };
   return t;
 })();
 
@@ -289,23 +310,35 @@ export function checkUserData(data: TelecomUserData): TelecomUserData {
   checkShape(rest, DEVICE_TEMPLATE, 'device', DEVICE_ENUMS);
   checkOptional(d.wifi_ssid, 'device.wifi_ssid', 'string');
   const apn = d.active_apn_settings as Obj;
-  for (const k of ['mms_apn', 'mmsc_url', 'mms_proxy'] as const) checkOptional(apn[k], `device.active_apn_settings.${k}`, 'string');
+  for (const k of ['mms_apn', 'mmsc_url', 'mms_proxy'] as const)
+    checkOptional(apn[k], `device.active_apn_settings.${k}`, 'string');
   checkOptional(apn.mms_port, 'device.active_apn_settings.mms_port', 'number');
   if (vpn !== null) {
-    checkShape(vpn, { server_address: null, protocol: null, server_performance: 'unknown' }, 'device.vpn_details', DEVICE_ENUMS);
+    checkShape(
+      vpn,
+      { server_address: null, protocol: null, server_performance: 'unknown' },
+      'device.vpn_details',
+      DEVICE_ENUMS,
+    );
     checkOptional((vpn as Obj).server_address, 'device.vpn_details.server_address', 'string');
     checkOptional((vpn as Obj).protocol, 'device.vpn_details.protocol', 'string');
   }
   check(isObj(apps), 'device.app_statuses', 'an object');
   for (const [name, app] of Object.entries(apps as Obj)) {
-    checkShape(app, { app_name: '', permissions: { sms: false, storage: false, phone: false, network: false } }, `device.app_statuses.${name}`, DEVICE_ENUMS);
+    checkShape(
+      app,
+      { app_name: '', permissions: { sms: false, storage: false, phone: false, network: false } },
+      `device.app_statuses.${name}`,
+      DEVICE_ENUMS,
+    );
   }
   const s = data.surroundings as unknown as Obj;
   const { payment_request: pr, ...srest } = s;
   checkShape(srest, SURROUNDINGS_TEMPLATE, 'surroundings', DEVICE_ENUMS);
   checkOptional(s.name, 'surroundings.name', 'string');
   checkOptional(s.phone_number, 'surroundings.phone_number', 'string');
-  if (pr !== null) checkShape(pr, { bill_id: '', amount_due: 0, paid: false }, 'surroundings.payment_request', DEVICE_ENUMS);
+  if (pr !== null)
+    checkShape(pr, { bill_id: '', amount_due: 0, paid: false }, 'surroundings.payment_request', DEVICE_ENUMS);
   return data;
 }
 
@@ -314,7 +347,18 @@ function withAppDefaults(apps: unknown): unknown {
   if (!isObj(apps)) return apps;
   const out: Obj = {};
   for (const [k, v] of Object.entries(apps)) {
-    out[k] = isObj(v) ? { ...v, permissions: { sms: false, storage: false, phone: false, network: false, ...(isObj(v.permissions) ? v.permissions : {}) } } : v;
+    out[k] = isObj(v)
+      ? {
+          ...v,
+          permissions: {
+            sms: false,
+            storage: false,
+            phone: false,
+            network: false,
+            ...(isObj(v.permissions) ? v.permissions : {}),
+          },
+        }
+      : v;
   }
   return out;
 }
@@ -331,11 +375,22 @@ export class TelecomUserDb {
    */
   static fromJSON(data: unknown = {}): TelecomUserDb {
     if (!isObj(data)) throw new TypeError('user db: expected an object');
-    for (const k of Object.keys(data)) if (k !== 'device' && k !== 'surroundings') throw new TypeError(`user db: unknown field ${k}`);
-    const device = isObj(data.device) ? { ...data.device, ...(data.device.app_statuses !== undefined ? { app_statuses: withAppDefaults(data.device.app_statuses) } : {}) } : data.device;
+    for (const k of Object.keys(data))
+      if (k !== 'device' && k !== 'surroundings') throw new TypeError(`user db: unknown field ${k}`);
+    const device = isObj(data.device)
+      ? {
+          ...data.device,
+          ...(data.device.app_statuses !== undefined
+            ? { app_statuses: withAppDefaults(data.device.app_statuses) }
+            : {}),
+        }
+      : data.device;
     const merged = {
       device: device === undefined ? defaultDevice() : mergeDefaults(defaultDevice(), device, 'device'),
-      surroundings: data.surroundings === undefined ? defaultSurroundings() : mergeDefaults(defaultSurroundings(), data.surroundings, 'surroundings'),
+      surroundings:
+        data.surroundings === undefined
+          ? defaultSurroundings()
+          : mergeDefaults(defaultSurroundings(), data.surroundings, 'surroundings'),
     } as TelecomUserData;
     return new TelecomUserDb(checkUserData(merged));
   }
@@ -378,7 +433,8 @@ function mergeDefaults(defaults: unknown, given: unknown, where: string): unknow
   if (!isObj(given)) throw new TypeError(`${where}: expected an object`);
   const out: Obj = { ...(defaults as Obj) };
   for (const [k, v] of Object.entries(given)) {
-    if (k === 'app_statuses' || k === 'signal_strength' || k === 'vpn_details' || k === 'payment_request') out[k] = structuredClone(v);
+    if (k === 'app_statuses' || k === 'signal_strength' || k === 'vpn_details' || k === 'payment_request')
+      out[k] = structuredClone(v);
     else if (isObj(v) && isObj(out[k])) out[k] = mergeDefaults(out[k], v, `${where}.${k}`);
     else out[k] = structuredClone(v);
   }

@@ -117,7 +117,10 @@ export function createTelecomDomain(options: TelecomDomainOptions): TelecomDomai
         try {
           runEnvFunction(state, action);
         } catch (e) {
-          throw new Error(`initialization action ${action.env_type}.${action.func_name} failed: ${(e as Error).message}`);
+          throw new Error(
+            `initialization action ${action.env_type}.${action.func_name} failed: ${(e as Error).message}`,
+            { cause: e },
+          );
         }
       }
       syncTelecom(state);
@@ -130,7 +133,8 @@ export function createTelecomDomain(options: TelecomDomainOptions): TelecomDomai
 function patchBackend(db: TelecomDb, patch: Record<string, unknown>): TelecomDb {
   const data = db.toJSON() as unknown as Record<string, unknown>;
   for (const [k, v] of Object.entries(patch)) {
-    if (!['plans', 'customers', 'lines', 'bills', 'devices', 'phone_number_aliases'].includes(k)) throw new TypeError(`initialization_data: unknown telecom table '${k}'`);
+    if (!['plans', 'customers', 'lines', 'bills', 'devices', 'phone_number_aliases'].includes(k))
+      throw new TypeError(`initialization_data: unknown telecom table '${k}'`);
     data[k] = v;
   }
   return TelecomDb.fromJSON(data as unknown as TelecomData);

@@ -88,7 +88,9 @@ export class ExpertTelecomAgent implements TauAgent {
 
   private transfer(): AssistantAction {
     this.transferred = true;
-    return this.call('transfer_to_human_agents', { summary: `Customer ${this.customer?.customer_id ?? ''} (${this.phone ?? 'unknown number'}): ${this.category ?? 'technical'} issue that cannot be solved within policy.` });
+    return this.call('transfer_to_human_agents', {
+      summary: `Customer ${this.customer?.customer_id ?? ''} (${this.phone ?? 'unknown number'}): ${this.category ?? 'technical'} issue that cannot be solved within policy.`,
+    });
   }
 
   private observeTool(content: string): void {
@@ -112,7 +114,8 @@ export class ExpertTelecomAgent implements TauAgent {
       if (typeof o.line_id === 'string' && typeof o.phone_number === 'string') {
         if (digits(o.phone_number) === digits(this.phone ?? '')) this.line = o;
       } else if (typeof o.plan_id === 'string' && typeof o.data_limit_gb === 'number') this.plan = o;
-      else if (typeof o.bill_id === 'string' && o.status === 'Paid' && this.suspension === 'verify') this.suspension = 'resume';
+      else if (typeof o.bill_id === 'string' && o.status === 'Paid' && this.suspension === 'verify')
+        this.suspension = 'resume';
     } else if (name === 'get_data_usage') this.usage = o;
     else if (name === 'get_bills_for_customer' && Array.isArray(v)) this.bills = v as Json[];
     else if (name === 'send_payment_request') this.suspension = 'sent';
@@ -124,7 +127,8 @@ export class ExpertTelecomAgent implements TauAgent {
       this.invalidate();
     } else if (name === 'refuel_data') {
       this.refuel = 'done';
-      if (this.usage) this.usage = { ...this.usage, data_refueling_gb: Number(this.usage.data_refueling_gb) + this.refuelGb };
+      if (this.usage)
+        this.usage = { ...this.usage, data_refueling_gb: Number(this.usage.data_refueling_gb) + this.refuelGb };
       this.invalidate();
     }
   }
@@ -146,7 +150,12 @@ export class ExpertTelecomAgent implements TauAgent {
       if (all.length > 0) seen = true;
       return all.length > 0 ? all[all.length - 1] : null;
     };
-    if (/is now (?:ON|OFF)|re-seated|Restarting network|set to:|granted to app|disconnected successfully|Payment of|will reset at reboot/.test(text)) this.invalidate();
+    if (
+      /is now (?:ON|OFF)|re-seated|Restarting network|set to:|granted to app|disconnected successfully|Payment of|will reset at reboot/.test(
+        text,
+      )
+    )
+      this.invalidate();
     const bar = last(/Status Bar: ([^\n]*)/);
     if (bar) {
       k.airplane = bar[1].includes('Airplane Mode');
@@ -179,13 +188,20 @@ export class ExpertTelecomAgent implements TauAgent {
     const tech = last(/Cellular Network Type: (\S+)/);
     if (tech) k.tech = tech[1];
     const speed = last(/Speed Test Result: ([\d.]+) Mbps \(([^)]+)\)|Speed test failed/);
-    if (speed) k.speed = speed[1] ? { ok: true, mbps: Number(speed[1]), band: speed[2].toLowerCase() } : { ok: false, mbps: 0, band: 'none' };
+    if (speed)
+      k.speed = speed[1]
+        ? { ok: true, mbps: Number(speed[1]), band: speed[2].toLowerCase() }
+        : { ok: false, mbps: 0, band: 'none' };
     const saver = last(/Data Saver (?:mode|Mode) is (?:now )?(ON|OFF)/);
     if (saver) k.dataSaver = saver[1] === 'ON';
     const mode = last(/(?:Network Mode Preference|Preferred Network Mode set to): (\S+)/);
     if (mode) k.mode = mode[1];
-    const vpn = last(/VPN is ON and connected[^\n]*|VPN is turned OFF|VPN is turned ON in settings, but currently not connected|VPN disconnected successfully|No active VPN connection/);
-    if (vpn) k.vpnPoor = vpn[0].startsWith('VPN is ON and connected') && /PerformanceLevel\.POOR|performance[^\n]*poor/i.test(vpn[0]);
+    const vpn = last(
+      /VPN is ON and connected[^\n]*|VPN is turned OFF|VPN is turned ON in settings, but currently not connected|VPN disconnected successfully|No active VPN connection/,
+    );
+    if (vpn)
+      k.vpnPoor =
+        vpn[0].startsWith('VPN is ON and connected') && /PerformanceLevel\.POOR|performance[^\n]*poor/i.test(vpn[0]);
     const wc = last(/Wi-Fi Calling is (?:currently turned|now) (ON|OFF)/);
     if (wc) k.wifiCalling = wc[1] === 'ON';
     const perms = last(/App 'messaging' (?:has permission for: ([^\n]+)|currently has no permissions granted)/);
@@ -204,7 +220,8 @@ export class ExpertTelecomAgent implements TauAgent {
       k.paid = paid[1];
       if (this.suspension === 'sent') this.suspension = 'verify';
     }
-    if (last(/You have a payment request for bill|No payment request has been made|You do not have a payment request/)) seen = true;
+    if (last(/You have a payment request for bill|No payment request has been made|You do not have a payment request/))
+      seen = true;
     return seen;
   }
 
@@ -257,7 +274,9 @@ export class ExpertTelecomAgent implements TauAgent {
       // the user did not say what the phone shows: never repeat a toggle blindly
       if (++this.repeats > 4) return this.transfer();
       if (/\?/.test(userText) || /haven't done|what should i do/i.test(userText)) {
-        return this.say(`Don't worry: this is safe and will not delete anything on your phone. ${describe(this.lastRequest)} Then tell me what your phone shows.`);
+        return this.say(
+          `Don't worry: this is safe and will not delete anything on your phone. ${describe(this.lastRequest)} Then tell me what your phone shows.`,
+        );
       }
       return this.say('Thank you. Could you please read me exactly what your screen shows now?');
     }
@@ -267,12 +286,16 @@ export class ExpertTelecomAgent implements TauAgent {
   }
 
   private next(): AssistantAction {
-    if (!this.category) return this.say('I am sorry to hear that. Could you describe the problem you are having with your phone?');
+    if (!this.category)
+      return this.say('I am sorry to hear that. Could you describe the problem you are having with your phone?');
     // identification and backend facts
     if (!this.phone || (this.category !== 'service' && this.abroad === undefined && !this.askedAbroad)) {
       const needAbroad = this.category !== 'service' && this.abroad === undefined;
       this.askedAbroad ||= needAbroad;
-      if (!this.phone) return this.say(`I can help with that. Could you please give me the phone number of the line with the problem?${needAbroad ? ' Also, are you currently traveling abroad?' : ''}`);
+      if (!this.phone)
+        return this.say(
+          `I can help with that. Could you please give me the phone number of the line with the problem?${needAbroad ? ' Also, are you currently traveling abroad?' : ''}`,
+        );
       return this.say('Thank you. Are you currently traveling abroad?');
     }
     if (!this.customer) return this.call('get_customer_by_phone', { phone_number: this.phone });
@@ -295,36 +318,53 @@ export class ExpertTelecomAgent implements TauAgent {
         else return this.call('send_payment_request', { customer_id: cid, bill_id: bill.bill_id });
       }
       if (this.suspension === 'sent') {
-        return this.ask(['check_payment_request', 'make_payment'], `Your line ${lid} is suspended because bill ${String(bill.bill_id)} of $${pyFixed2(Number(bill.total_due))} is overdue. I have sent you a payment request for it: please look at it and pay it.`);
+        return this.ask(
+          ['check_payment_request', 'make_payment'],
+          `Your line ${lid} is suspended because bill ${String(bill.bill_id)} of $${pyFixed2(Number(bill.total_due))} is overdue. I have sent you a payment request for it: please look at it and pay it.`,
+        );
       }
       if (this.suspension === 'verify') return this.call('get_details_by_id', { id: bill.bill_id });
       if (this.suspension === 'resume') return this.call('resume_line', { customer_id: cid, line_id: lid });
     }
-    if (this.suspension === 'reboot') return this.ask(['reboot_device'], 'The bill is paid and your line is active again. Your phone needs a restart to reconnect.');
+    if (this.suspension === 'reboot')
+      return this.ask(
+        ['reboot_device'],
+        'The bill is paid and your line is active again. Your phone needs a restart to reconnect.',
+      );
     if (this.category !== 'service') {
       if (!this.usage) return this.call('get_data_usage', { customer_id: cid, line_id: lid });
-      if (this.abroad && this.line.roaming_enabled === false) return this.call('enable_roaming', { customer_id: cid, line_id: lid });
+      if (this.abroad && this.line.roaming_enabled === false)
+        return this.call('enable_roaming', { customer_id: cid, line_id: lid });
       if (this.exceeded() && this.refuel !== 'done') {
-        const needed = Number(this.usage.data_used_gb) - Number(this.usage.data_limit_gb) - Number(this.usage.data_refueling_gb);
+        const needed =
+          Number(this.usage.data_used_gb) - Number(this.usage.data_limit_gb) - Number(this.usage.data_refueling_gb);
         const allowance = this.refuelAllowance();
         if (this.refuel === 'declined' || allowance <= needed) {
           if (!this.planOffered && this.refuel !== 'declined') {
             this.planOffered = true;
-            return this.say(`Your line has used its data allowance (${this.usage.data_used_gb} GB of ${this.usage.data_limit_gb} GB plus ${this.usage.data_refueling_gb} GB refuelled), and the 2 GB refuelling limit for this cycle does not leave enough. The alternative is to change to a plan with more data. Would you like to change your plan?`);
+            return this.say(
+              `Your line has used its data allowance (${this.usage.data_used_gb} GB of ${this.usage.data_limit_gb} GB plus ${this.usage.data_refueling_gb} GB refuelled), and the 2 GB refuelling limit for this cycle does not leave enough. The alternative is to change to a plan with more data. Would you like to change your plan?`,
+            );
           }
           return this.transfer();
         }
         if (!this.plan) return this.call('get_details_by_id', { id: this.line.plan_id as string });
         if (this.refuel === 'none') {
           this.refuel = 'ask';
-          return this.say(`Your line has used its monthly data allowance (${this.usage.data_used_gb} GB used of ${this.usage.data_limit_gb} GB), so mobile data is cut off. I can refuel up to ${allowance.toFixed(1)} GB at $${pyFixed2(Number(this.plan.data_refueling_price_per_gb))} per GB. How much data would you like to refuel?`);
+          return this.say(
+            `Your line has used its monthly data allowance (${this.usage.data_used_gb} GB used of ${this.usage.data_limit_gb} GB), so mobile data is cut off. I can refuel up to ${allowance.toFixed(1)} GB at $${pyFixed2(Number(this.plan.data_refueling_price_per_gb))} per GB. How much data would you like to refuel?`,
+          );
         }
-        if (this.refuel === 'ask') return this.say(`How much data would you like to refuel (up to ${allowance.toFixed(1)} GB)?`);
+        if (this.refuel === 'ask')
+          return this.say(`How much data would you like to refuel (up to ${allowance.toFixed(1)} GB)?`);
         if (this.refuel === 'confirm') {
           const cost = this.refuelGb * Number(this.plan.data_refueling_price_per_gb);
-          return this.say(`Refuelling ${this.refuelGb.toFixed(1)} GB will cost $${pyFixed2(cost)}, added to your next bill. Shall I go ahead (yes/no)?`);
+          return this.say(
+            `Refuelling ${this.refuelGb.toFixed(1)} GB will cost $${pyFixed2(cost)}, added to your next bill. Shall I go ahead (yes/no)?`,
+          );
         }
-        if (this.refuel === 'do') return this.call('refuel_data', { customer_id: cid, line_id: lid, gb_amount: this.refuelGb });
+        if (this.refuel === 'do')
+          return this.call('refuel_data', { customer_id: cid, line_id: lid, gb_amount: this.refuelGb });
       }
     }
     return this.device();
@@ -336,37 +376,77 @@ export class ExpertTelecomAgent implements TauAgent {
     const goal = this.category === 'mobile_data' ? 'run_speed_test' : this.category === 'mms' ? 'can_send_mms' : null;
     const withGoal = (fixes: string[]) => (goal ? [...fixes, goal] : fixes);
     if (k.airplane === undefined || k.signal === undefined) {
-      const first = this.category === 'service' ? [] : this.category === 'mms' ? ['can_send_mms', 'run_speed_test'] : ['run_speed_test'];
+      const first =
+        this.category === 'service'
+          ? []
+          : this.category === 'mms'
+            ? ['can_send_mms', 'run_speed_test']
+            : ['run_speed_test'];
       return this.ask(['check_status_bar', ...first], "Let's start with a few checks on your phone.");
     }
-    if (k.airplane) return this.ask(withGoal(['toggle_airplane_mode']), 'Airplane mode is on, which turns off all wireless connections, so it has to be turned off.');
+    if (k.airplane)
+      return this.ask(
+        withGoal(['toggle_airplane_mode']),
+        'Airplane mode is on, which turns off all wireless connections, so it has to be turned off.',
+      );
     if (!k.signal) {
-      if (this.needReboot) return this.ask(['reboot_device'], 'Your phone needs a restart for the new settings to take effect.');
-      if (k.sim === undefined) return this.ask(['check_sim_status'], 'Your phone has no signal, so let us check the SIM card.');
+      if (this.needReboot)
+        return this.ask(['reboot_device'], 'Your phone needs a restart for the new settings to take effect.');
+      if (k.sim === undefined)
+        return this.ask(['check_sim_status'], 'Your phone has no signal, so let us check the SIM card.');
       if (k.sim === 'locked') return this.transfer();
-      if (k.sim === 'missing') return this.ask(['reseat_sim_card'], 'Your phone does not detect the SIM card, so it needs to be taken out and put back in.');
+      if (k.sim === 'missing')
+        return this.ask(
+          ['reseat_sim_card'],
+          'Your phone does not detect the SIM card, so it needs to be taken out and put back in.',
+        );
       if (k.apnBroken === undefined) return this.ask(['check_apn_settings'], 'Next, let us look at the APN settings.');
-      if (k.apnBroken) return this.ask(['reset_apn_settings', 'reboot_device'], 'Your APN settings are incorrect: they need a reset, which applies after a restart.');
+      if (k.apnBroken)
+        return this.ask(
+          ['reset_apn_settings', 'reboot_device'],
+          'Your APN settings are incorrect: they need a reset, which applies after a restart.',
+        );
       return this.transfer();
     }
-    if (this.category === 'service') return this.say('Your phone shows signal again, so your service is restored. Is there anything else I can help you with?');
+    if (this.category === 'service')
+      return this.say(
+        'Your phone shows signal again, so your service is restored. Is there anything else I can help you with?',
+      );
     // mobile data must work (any speed) for both data and MMS complaints
-    if (k.speed === undefined) return this.ask(this.category === 'mms' && k.mms === undefined ? ['can_send_mms', 'run_speed_test'] : ['run_speed_test'], 'Now let us test your mobile data.');
+    if (k.speed === undefined)
+      return this.ask(
+        this.category === 'mms' && k.mms === undefined ? ['can_send_mms', 'run_speed_test'] : ['run_speed_test'],
+        'Now let us test your mobile data.',
+      );
     if (!k.speed.ok) {
-      if (k.dataEnabled === undefined || k.roamingOn === undefined) return this.ask(['check_network_status'], 'Your mobile data is not connecting, so let us look at the network settings.');
+      if (k.dataEnabled === undefined || k.roamingOn === undefined)
+        return this.ask(
+          ['check_network_status'],
+          'Your mobile data is not connecting, so let us look at the network settings.',
+        );
       const fixes: string[] = [];
       if (!k.dataEnabled) fixes.push('toggle_data');
       if (this.abroad && !k.roamingOn) fixes.push('toggle_roaming');
-      if (fixes.length > 0) return this.ask(withGoal(fixes), fixes.includes('toggle_roaming') && fixes.length === 1 ? 'You are abroad and data roaming is off on your phone, so it has to be turned on.' : 'Some settings that mobile data needs are off.');
+      if (fixes.length > 0)
+        return this.ask(
+          withGoal(fixes),
+          fixes.includes('toggle_roaming') && fixes.length === 1
+            ? 'You are abroad and data roaming is off on your phone, so it has to be turned on.'
+            : 'Some settings that mobile data needs are off.',
+        );
       return this.transfer();
     }
     if (this.category === 'mobile_data') {
-      if (BANDS.indexOf(k.speed.band) >= BANDS.indexOf(this.target)) return this.say('Your mobile data now works at the speed you wanted. Is there anything else I can help you with?');
+      if (BANDS.indexOf(k.speed.band) >= BANDS.indexOf(this.target))
+        return this.say(
+          'Your mobile data now works at the speed you wanted. Is there anything else I can help you with?',
+        );
       const checks: string[] = [];
       if (k.dataSaver === undefined) checks.push('check_data_restriction_status');
       if (k.mode === undefined) checks.push('check_network_mode_preference');
       if (k.vpnPoor === undefined) checks.push('check_vpn_status');
-      if (checks.length > 0) return this.ask(checks, 'Your connection is slower than it should be, so let us look for what slows it down.');
+      if (checks.length > 0)
+        return this.ask(checks, 'Your connection is slower than it should be, so let us look for what slows it down.');
       const fixes: string[] = [];
       if (k.dataSaver) fixes.push('toggle_data_saver_mode');
       if (k.mode !== '4g_5g_preferred') fixes.push('set_network_mode_preference');
@@ -376,13 +456,15 @@ export class ExpertTelecomAgent implements TauAgent {
     }
     // MMS
     if (k.mms === undefined) return this.ask(['can_send_mms'], 'Let us check whether your phone can send MMS now.');
-    if (k.mms) return this.say('Your phone can send picture messages again. Is there anything else I can help you with?');
+    if (k.mms)
+      return this.say('Your phone can send picture messages again. Is there anything else I can help you with?');
     const checks: string[] = [];
     if (k.tech === undefined) checks.push('check_network_status');
     if (k.wifiCalling === undefined) checks.push('check_wifi_calling_status');
     if (k.mmscSet === undefined) checks.push('check_apn_settings');
     if (k.perms === undefined) checks.push('check_app_permissions');
-    if (checks.length > 0) return this.ask(checks, 'Picture messages need a few settings to be right, so let us check them.');
+    if (checks.length > 0)
+      return this.ask(checks, 'Picture messages need a few settings to be right, so let us check them.');
     const fixes: string[] = [];
     if (k.tech === '2G') fixes.push('set_network_mode_preference');
     if (k.wifiCalling) fixes.push('toggle_wifi_calling');

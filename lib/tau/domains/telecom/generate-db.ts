@@ -23,16 +23,96 @@ export interface GenerateTelecomDbOptions {
 /** The embedded plan catalogue (our own). */
 export const GENERATED_PLANS: readonly TelecomPlan[] = [
   { plan_id: 'P2001', name: 'Starter 3', data_limit_gb: 3.0, price_per_month: 30.0, data_refueling_price_per_gb: 6.0 },
-  { plan_id: 'P2002', name: 'Everyday 10', data_limit_gb: 10.0, price_per_month: 45.0, data_refueling_price_per_gb: 4.0 },
+  {
+    plan_id: 'P2002',
+    name: 'Everyday 10',
+    data_limit_gb: 10.0,
+    price_per_month: 45.0,
+    data_refueling_price_per_gb: 4.0,
+  },
   { plan_id: 'P2003', name: 'Plus 20', data_limit_gb: 20.0, price_per_month: 60.0, data_refueling_price_per_gb: 2.5 },
-  { plan_id: 'P2004', name: 'Family 40', data_limit_gb: 40.0, price_per_month: 110.0, data_refueling_price_per_gb: 3.0 },
+  {
+    plan_id: 'P2004',
+    name: 'Family 40',
+    data_limit_gb: 40.0,
+    price_per_month: 110.0,
+    data_refueling_price_per_gb: 3.0,
+  },
   { plan_id: 'P2005', name: 'Max 200', data_limit_gb: 200.0, price_per_month: 90.0, data_refueling_price_per_gb: 0.5 },
   { plan_id: 'P2006', name: 'Connect 1', data_limit_gb: 1.0, price_per_month: 12.0, data_refueling_price_per_gb: 9.0 },
 ];
 
-const FIRST = ['Ava', 'Liam', 'Maya', 'Noah', 'Iris', 'Omar', 'Lena', 'Theo', 'Rosa', 'Felix', 'Nina', 'Hugo', 'Zara', 'Ivan', 'Cleo', 'Ezra', 'Mila', 'Otto', 'Ruth', 'Kai', 'Aiko', 'José', 'Chloé', 'Sven', 'Priya', 'Malik', 'Greta', 'Tomás', 'Yara', 'Bruno'];
-const LAST = ['Patel', 'Nguyen', 'Okafor', 'Larsen', 'Moreau', 'Kowalski', 'Haddad', 'Tanaka', 'Silva', 'Brennan', 'Fischer', 'Ramos', 'Novak', 'Ibrahim', 'Lindqvist', 'Costa', 'Mendes', 'Walsh', 'Keller', 'Abbott', 'Núñez', 'Oyelaran', 'Vidal', 'Sato', 'Quinn'];
-const STREETS = ['Maple Ave', 'Harbor Rd', 'Elm St', 'Cedar Ln', 'Sunset Blvd', 'Ridge Dr', 'Park Pl', 'Mill St', 'Lake View Rd', 'Orchard Way'];
+const FIRST = [
+  'Ava',
+  'Liam',
+  'Maya',
+  'Noah',
+  'Iris',
+  'Omar',
+  'Lena',
+  'Theo',
+  'Rosa',
+  'Felix',
+  'Nina',
+  'Hugo',
+  'Zara',
+  'Ivan',
+  'Cleo',
+  'Ezra',
+  'Mila',
+  'Otto',
+  'Ruth',
+  'Kai',
+  'Aiko',
+  'José',
+  'Chloé',
+  'Sven',
+  'Priya',
+  'Malik',
+  'Greta',
+  'Tomás',
+  'Yara',
+  'Bruno',
+];
+const LAST = [
+  'Patel',
+  'Nguyen',
+  'Okafor',
+  'Larsen',
+  'Moreau',
+  'Kowalski',
+  'Haddad',
+  'Tanaka',
+  'Silva',
+  'Brennan',
+  'Fischer',
+  'Ramos',
+  'Novak',
+  'Ibrahim',
+  'Lindqvist',
+  'Costa',
+  'Mendes',
+  'Walsh',
+  'Keller',
+  'Abbott',
+  'Núñez',
+  'Oyelaran',
+  'Vidal',
+  'Sato',
+  'Quinn',
+];
+const STREETS = [
+  'Maple Ave',
+  'Harbor Rd',
+  'Elm St',
+  'Cedar Ln',
+  'Sunset Blvd',
+  'Ridge Dr',
+  'Park Pl',
+  'Mill St',
+  'Lake View Rd',
+  'Orchard Way',
+];
 const CITIES: readonly [string, string, string][] = [
   ['Portland', 'OR', '97201'],
   ['Madison', 'WI', '53703'],
@@ -53,10 +133,21 @@ function datetime(rng: Rng, from: string, days: number): string {
   return `${date(rng, from, days)} ${String(rng.int(8, 19)).padStart(2, '0')}:${String(rng.int(0, 59)).padStart(2, '0')}:00`;
 }
 
-function billFor(id: string, customerId: string, month: string, lines: TelecomLine[], status: TelecomBill['status']): TelecomBill {
+function billFor(
+  id: string,
+  customerId: string,
+  month: string,
+  lines: TelecomLine[],
+  status: TelecomBill['status'],
+): TelecomBill {
   const items = lines.map((l) => {
     const plan = GENERATED_PLANS.find((p) => p.plan_id === l.plan_id) as TelecomPlan;
-    return { description: `${plan.name} - Line ${l.phone_number}`, amount: plan.price_per_month, date: `${month}-05`, item_type: 'Plan Charge' };
+    return {
+      description: `${plan.name} - Line ${l.phone_number}`,
+      amount: plan.price_per_month,
+      date: `${month}-05`,
+      item_type: 'Plan Charge',
+    };
   });
   const total = status === 'Draft' ? 0 : items.reduce((s, i) => s + i.amount, 0);
   const periodEnd = addDays(`${nextMonth(month)}-01`, -1);
@@ -89,7 +180,13 @@ export function generateTelecomDb(options: GenerateTelecomDbOptions = {}): Telec
   const rng = new Rng(options.seed ?? 0);
   const n = options.customers ?? 60;
   if (!Number.isInteger(n) || n < 1) throw new RangeError('customers must be a positive integer');
-  const data: TelecomData = { plans: GENERATED_PLANS.map((p) => ({ ...p })), customers: [], lines: [], bills: [], devices: [] };
+  const data: TelecomData = {
+    plans: GENERATED_PLANS.map((p) => ({ ...p })),
+    customers: [],
+    lines: [],
+    bills: [],
+    devices: [],
+  };
   const usedPhones = new Set<string>();
   const phone = () => {
     for (;;) {
@@ -158,7 +255,13 @@ export function generateTelecomDb(options: GenerateTelecomDbOptions = {}): Telec
       phone_number: lines[0].phone_number,
       address: { street: `${rng.int(10, 9999)} ${rng.pick(STREETS)}`, city, state, zip_code: zip },
       account_status: 'Active',
-      payment_methods: [{ method_type: rng.pick(['Credit Card', 'Debit Card', 'PayPal'] as const), account_number_last_4: rng.digits(4), expiration_date: `${String(rng.int(1, 12)).padStart(2, '0')}/${rng.int(2025, 2029)}` }],
+      payment_methods: [
+        {
+          method_type: rng.pick(['Credit Card', 'Debit Card', 'PayPal'] as const),
+          account_number_last_4: rng.digits(4),
+          expiration_date: `${String(rng.int(1, 12)).padStart(2, '0')}/${rng.int(2025, 2029)}`,
+        },
+      ],
       line_ids: lines.map((l) => l.line_id),
       bill_ids: billIds,
       created_at: datetime(rng, '2023-01-01', 700),

@@ -12,7 +12,14 @@
  */
 import { callDomainTool } from '../../domain.js';
 import { Rng } from '../../rng.js';
-import type { EnvAssertion, EnvFunctionCall, RewardType, StructuredUserInstructions, TaskAction, TauTask } from '../../task.js';
+import type {
+  EnvAssertion,
+  EnvFunctionCall,
+  RewardType,
+  StructuredUserInstructions,
+  TaskAction,
+  TauTask,
+} from '../../task.js';
 import { TELECOM_TODAY } from './backend.js';
 import type { SignalStrength } from './device.js';
 import type { TelecomDomain } from './domain.js';
@@ -28,7 +35,16 @@ import { optionKeys, refuseUnknownOptions } from '../../../util/options.js';
 /** A generated telecom task. */
 export type TelecomTask = TauTask<TelecomScenario>;
 
-const GENERATE_TELECOM_TASKS_KEYS = optionKeys<GenerateTelecomTasksOptions>({ seed: true, count: true, categories: true, maxFaults: true, unfixableRate: true, personas: true, actionChecks: true, idPrefix: true });
+const GENERATE_TELECOM_TASKS_KEYS = optionKeys<GenerateTelecomTasksOptions>({
+  seed: true,
+  count: true,
+  categories: true,
+  maxFaults: true,
+  unfixableRate: true,
+  personas: true,
+  actionChecks: true,
+  idPrefix: true,
+});
 
 /** Options of {@link generateTelecomTasks}. */
 export interface GenerateTelecomTasksOptions {
@@ -58,8 +74,10 @@ const PERSONA_TEXT: Record<TelecomPersona, string | null> = {
 
 const REASON: Record<TelecomCategory, (target: string) => string> = {
   service: () => "For the past few hours your phone has been showing 'No Service': you cannot call or text.",
-  mobile_data: (target) => `Your mobile data does not work properly: it stops working or is very slow. You want ${target} internet speed on your phone and will not accept anything slower. You have no Wi-Fi where you are.`,
-  mms: () => 'For the past few hours you have not been able to send picture messages (MMS) from your messaging app. You want to be able to send them again.',
+  mobile_data: (target) =>
+    `Your mobile data does not work properly: it stops working or is very slow. You want ${target} internet speed on your phone and will not accept anything slower. You have no Wi-Fi where you are.`,
+  mms: () =>
+    'For the past few hours you have not been able to send picture messages (MMS) from your messaging app. You want to be able to send them again.',
 };
 
 const GOAL: Record<TelecomCategory, (target: string) => string> = {
@@ -76,7 +94,8 @@ const OWN_GROUPS: Record<TelecomCategory, readonly string[]> = {
 
 const TICKET_GOAL: Record<TelecomCategory, (target: string) => string> = {
   service: () => 'They will consider the issue resolved when the status bar shows that they have signal.',
-  mobile_data: (target) => `They will consider the issue resolved when a speed test shows ${target} speed. They will refuel up to 2.0 GB of data if needed but will not change their plan.`,
+  mobile_data: (target) =>
+    `They will consider the issue resolved when a speed test shows ${target} speed. They will refuel up to 2.0 GB of data if needed but will not change their plan.`,
   mms: () => 'They will consider the issue resolved when an MMS message can be sent.',
 };
 
@@ -100,12 +119,20 @@ function eligibleLines(db: TelecomDb): { line: TelecomLine; customerId: string; 
 }
 
 /** Whether the complaint is solved in `state` (the user's own criterion). */
-export function telecomGoalMet(state: TelecomState, category: TelecomCategory, target?: { description: string; mbps: number }): boolean {
+export function telecomGoalMet(
+  state: TelecomState,
+  category: TelecomCategory,
+  target?: { description: string; mbps: number },
+): boolean {
   const u = state.user.data;
   if (category === 'service') return u.device.network_connection_status === 'connected';
   if (category === 'mms') return canSendMms(u);
   const r = speedTest(u);
-  return r.mbps !== null && r.mbps >= (target?.mbps ?? 100) && r.description.toLowerCase() === (target?.description ?? 'excellent');
+  return (
+    r.mbps !== null &&
+    r.mbps >= (target?.mbps ?? 100) &&
+    r.description.toLowerCase() === (target?.description ?? 'excellent')
+  );
 }
 
 function pickWeighted<K extends string>(rng: Rng, weights: Record<K, number>): K {
@@ -122,8 +149,17 @@ interface Draft {
   pick: { line: TelecomLine; customerId: string; name: string };
 }
 
-function draft(rng: Rng, db: TelecomDb, lines: ReturnType<typeof eligibleLines>, o: Required<Omit<GenerateTelecomTasksOptions, 'idPrefix' | 'seed' | 'count'>>, usedBills: Set<string>): Draft {
-  const category = pickWeighted(rng, { service: 1, mobile_data: 1.2, mms: 1.2, ...o.categories } as Record<TelecomCategory, number>);
+function draft(
+  rng: Rng,
+  db: TelecomDb,
+  lines: ReturnType<typeof eligibleLines>,
+  o: Required<Omit<GenerateTelecomTasksOptions, 'idPrefix' | 'seed' | 'count'>>,
+  usedBills: Set<string>,
+): Draft {
+  const category = pickWeighted(rng, { service: 1, mobile_data: 1.2, mms: 1.2, ...o.categories } as Record<
+    TelecomCategory,
+    number
+  >);
   const pick = rng.pick(lines);
   const plan = db.plans.get(pick.line.plan_id) as { data_limit_gb: number };
   const k = Math.min(o.maxFaults, 1 + rng.weighted([0.5, 0.33, 0.17]));
@@ -136,7 +172,8 @@ function draft(rng: Rng, db: TelecomDb, lines: ReturnType<typeof eligibleLines>,
   };
   if (rng.chance(o.unfixableRate)) add(rng.pick(allowed.filter((f) => !f.fixable)));
   // at least one fault of the complaint's own kind, so the category is the one the user calls about
-  if (!chosen.some((f) => OWN_GROUPS[category].includes(f.group))) add(rng.pick(allowed.filter((f) => f.fixable && OWN_GROUPS[category].includes(f.group) && !groups.has(f.group))));
+  if (!chosen.some((f) => OWN_GROUPS[category].includes(f.group)))
+    add(rng.pick(allowed.filter((f) => f.fixable && OWN_GROUPS[category].includes(f.group) && !groups.has(f.group))));
   while (chosen.length < k) {
     const options = allowed.filter((f) => f.fixable && !groups.has(f.group));
     if (options.length === 0) break;
@@ -149,7 +186,12 @@ function draft(rng: Rng, db: TelecomDb, lines: ReturnType<typeof eligibleLines>,
   do overdueBillId = `B${rng.digits(7)}`;
   while (db.bills.has(overdueBillId) || usedBills.has(overdueBillId));
   usedBills.add(overdueBillId);
-  const modes = category === 'mms' ? (['2g_only'] as const) : no5g ? (['2g_only', '3g_only'] as const) : (['2g_only', '3g_only', '4g_only'] as const);
+  const modes =
+    category === 'mms'
+      ? (['2g_only'] as const)
+      : no5g
+        ? (['2g_only', '3g_only'] as const)
+        : (['2g_only', '3g_only', '4g_only'] as const);
   const ctx: FaultContext = {
     customerId: pick.customerId,
     lineId: pick.line.line_id,
@@ -163,13 +205,23 @@ function draft(rng: Rng, db: TelecomDb, lines: ReturnType<typeof eligibleLines>,
 }
 
 function initActions(d: Draft): EnvFunctionCall[] {
-  const calls: EnvFunctionCall[] = [{ env_type: 'user', func_name: 'set_user_info', arguments: { name: d.pick.name, phone_number: d.pick.line.phone_number } }];
+  const calls: EnvFunctionCall[] = [
+    {
+      env_type: 'user',
+      func_name: 'set_user_info',
+      arguments: { name: d.pick.name, phone_number: d.pick.line.phone_number },
+    },
+  ];
   if (d.no5g) calls.push({ env_type: 'user', func_name: 'simulate_network_search', arguments: {} });
   if (d.abroad) {
     calls.push({ env_type: 'user', func_name: 'set_user_location', arguments: { abroad: true } });
     if (!d.faults.some((f) => f.group === 'roaming')) {
       calls.push({ env_type: 'user', func_name: 'turn_roaming_on', arguments: {} });
-      calls.push({ env_type: 'assistant', func_name: 'enable_roaming', arguments: { customer_id: d.ctx.customerId, line_id: d.ctx.lineId } });
+      calls.push({
+        env_type: 'assistant',
+        func_name: 'enable_roaming',
+        arguments: { customer_id: d.ctx.customerId, line_id: d.ctx.lineId },
+      });
     }
   }
   for (const f of d.faults) calls.push(...f.init(d.ctx));
@@ -178,19 +230,33 @@ function initActions(d: Draft): EnvFunctionCall[] {
 
 function applyFixes(domain: TelecomDomain, state: TelecomState, fixes: Omit<TaskAction, 'action_id'>[]): void {
   fixes.forEach((a, i) => {
-    const res = callDomainTool(domain, state, { id: `fix${i}`, name: a.name, arguments: a.arguments, requestor: a.requestor ?? 'assistant' });
+    const res = callDomainTool(domain, state, {
+      id: `fix${i}`,
+      name: a.name,
+      arguments: a.arguments,
+      requestor: a.requestor ?? 'assistant',
+    });
     if (res.error) throw new Error(`gold fix ${a.name} failed: ${res.content}`);
   });
 }
 
 function skeleton(d: Draft, init: EnvFunctionCall[]): TelecomTask {
   const initial_state: TauTask['initial_state'] = { initialization_actions: init };
-  if (d.no5g) initial_state.initialization_data = { user_data: { surroundings: { signal_strength: { '2G': 'poor', '3G': 'fair', '4G': d.no5g, '5G': 'none' } } } };
+  if (d.no5g)
+    initial_state.initialization_data = {
+      user_data: { surroundings: { signal_strength: { '2G': 'poor', '3G': 'fair', '4G': d.no5g, '5G': 'none' } } },
+    };
   return { id: 'draft', user_scenario: { instructions: '' }, initial_state };
 }
 
 /** Builds and verifies one task from a draft; null when the draft does not make a valid task. */
-function build(domain: TelecomDomain, d: Draft, id: string, persona: TelecomPersona, actionChecks: 'unfixable' | 'always'): TelecomTask | null {
+function build(
+  domain: TelecomDomain,
+  d: Draft,
+  id: string,
+  persona: TelecomPersona,
+  actionChecks: 'unfixable' | 'always',
+): TelecomTask | null {
   const init = initActions(d);
   const task = skeleton(d, init);
   let broken: TelecomState;
@@ -219,28 +285,71 @@ function build(domain: TelecomDomain, d: Draft, id: string, persona: TelecomPers
   for (const f of d.faults) {
     if (!f.fixable) continue;
     const partial = broken.fork();
-    applyFixes(domain, partial, d.faults.filter((g) => g !== f).flatMap((g) => g.fix(d.ctx)));
+    applyFixes(
+      domain,
+      partial,
+      d.faults.filter((g) => g !== f).flatMap((g) => g.fix(d.ctx)),
+    );
     if (telecomGoalMet(partial, d.category, target)) return null; // every root cause must matter
   }
   const lineArgs = { customer_id: d.ctx.customerId, line_id: d.ctx.lineId };
   const assertions: EnvAssertion[] = [];
   if (!fixable) {
-    if (d.category === 'service') assertions.push({ env_type: 'user', func_name: 'assert_service_status', arguments: { expected_status: 'no_service' } });
-    else if (d.category === 'mobile_data') assertions.push({ env_type: 'user', func_name: 'assert_mobile_data_status', arguments: { expected_status: false } });
+    if (d.category === 'service')
+      assertions.push({
+        env_type: 'user',
+        func_name: 'assert_service_status',
+        arguments: { expected_status: 'no_service' },
+      });
+    else if (d.category === 'mobile_data')
+      assertions.push({
+        env_type: 'user',
+        func_name: 'assert_mobile_data_status',
+        arguments: { expected_status: false },
+      });
     else assertions.push({ env_type: 'user', func_name: 'assert_can_send_mms', arguments: { expected_status: false } });
   } else {
-    if (d.category === 'service') assertions.push({ env_type: 'user', func_name: 'assert_service_status', arguments: { expected_status: 'connected' } });
+    if (d.category === 'service')
+      assertions.push({
+        env_type: 'user',
+        func_name: 'assert_service_status',
+        arguments: { expected_status: 'connected' },
+      });
     if (d.category === 'mobile_data') {
-      assertions.push({ env_type: 'user', func_name: 'assert_mobile_data_status', arguments: { expected_status: true } });
-      assertions.push({ env_type: 'user', func_name: 'assert_internet_speed', arguments: { expected_speed: (target as { mbps: number }).mbps, expected_desc: (target as { description: string }).description } });
+      assertions.push({
+        env_type: 'user',
+        func_name: 'assert_mobile_data_status',
+        arguments: { expected_status: true },
+      });
+      assertions.push({
+        env_type: 'user',
+        func_name: 'assert_internet_speed',
+        arguments: {
+          expected_speed: (target as { mbps: number }).mbps,
+          expected_desc: (target as { description: string }).description,
+        },
+      });
     }
-    if (d.category === 'mms') assertions.push({ env_type: 'user', func_name: 'assert_can_send_mms', arguments: { expected_status: true } });
+    if (d.category === 'mms')
+      assertions.push({ env_type: 'user', func_name: 'assert_can_send_mms', arguments: { expected_status: true } });
     if (d.faults.some((f) => f.name === 'overdue_bill_suspension')) {
-      assertions.push({ env_type: 'assistant', func_name: 'assert_no_overdue_bill', arguments: { overdue_bill_id: d.ctx.overdueBillId } });
-      assertions.push({ env_type: 'assistant', func_name: 'assert_line_status', arguments: { ...lineArgs, expected_status: 'Active' } });
+      assertions.push({
+        env_type: 'assistant',
+        func_name: 'assert_no_overdue_bill',
+        arguments: { overdue_bill_id: d.ctx.overdueBillId },
+      });
+      assertions.push({
+        env_type: 'assistant',
+        func_name: 'assert_line_status',
+        arguments: { ...lineArgs, expected_status: 'Active' },
+      });
     }
     if (d.faults.some((f) => f.name === 'data_usage_exceeded')) {
-      assertions.push({ env_type: 'assistant', func_name: 'assert_data_refueling_amount', arguments: { ...lineArgs, expected_amount: d.ctx.refuelledGb + 2.0 } });
+      assertions.push({
+        env_type: 'assistant',
+        func_name: 'assert_data_refueling_amount',
+        arguments: { ...lineArgs, expected_amount: d.ctx.refuelledGb + 2.0 },
+      });
     }
   }
   for (const a of assertions) {
@@ -249,7 +358,17 @@ function build(domain: TelecomDomain, d: Draft, id: string, persona: TelecomPers
   }
   const gold: Omit<TaskAction, 'action_id'>[] = fixable
     ? fixes
-    : [...d.faults.filter((f) => !f.fixable && f.reveal).map((f) => (f.reveal as NonNullable<FaultSpec['reveal']>)(d.ctx)), { requestor: 'assistant', name: 'transfer_to_human_agents', arguments: { summary: 'I cannot fix the issue.' }, compare_args: [] }];
+    : [
+        ...d.faults
+          .filter((f) => !f.fixable && f.reveal)
+          .map((f) => (f.reveal as NonNullable<FaultSpec['reveal']>)(d.ctx)),
+        {
+          requestor: 'assistant',
+          name: 'transfer_to_human_agents',
+          arguments: { summary: 'I cannot fix the issue.' },
+          compare_args: [],
+        },
+      ];
   const basis: RewardType[] = ['ENV_ASSERTION'];
   if (!fixable || actionChecks === 'always') basis.push('ACTION');
   const targetText = target?.description ?? 'excellent';
@@ -277,11 +396,21 @@ function build(domain: TelecomDomain, d: Draft, id: string, persona: TelecomPers
   };
   return {
     id: `${id}[${d.category}_issue]${scenario.faults.join('|')}[PERSONA:${persona}]`,
-    description: { purpose: `Resolve a ${d.category.replace('_', ' ')} issue.`, relevant_policies: null, notes: `Root causes: ${scenario.faults.join(', ')}.` },
+    description: {
+      purpose: `Resolve a ${d.category.replace('_', ' ')} issue.`,
+      relevant_policies: null,
+      notes: `Root causes: ${scenario.faults.join(', ')}.`,
+    },
     user_scenario: { persona: PERSONA_TEXT[persona], instructions },
     ticket: `The user reports a ${d.category.replace('_', ' ')} problem. Customer name: ${d.pick.name}, phone number: ${d.pick.line.phone_number}, currently ${where}. ${TICKET_GOAL[d.category](targetText)}`,
     initial_state: task.initial_state,
-    evaluation_criteria: { actions: gold.map((a, i) => ({ action_id: `${a.name}_${i}`, ...a })), env_assertions: assertions, communicate_info: null, nl_assertions: null, reward_basis: basis },
+    evaluation_criteria: {
+      actions: gold.map((a, i) => ({ action_id: `${a.name}_${i}`, ...a })),
+      env_assertions: assertions,
+      communicate_info: null,
+      nl_assertions: null,
+      reward_basis: basis,
+    },
     sinkflex_scenario: scenario,
   };
 }
@@ -297,10 +426,20 @@ export function generateTelecomTasks(db: TelecomDb, options: GenerateTelecomTask
   const count = options.count ?? 100;
   const maxFaults = options.maxFaults ?? 3;
   if (!Number.isInteger(count) || count < 0) throw new RangeError('count must be a non-negative integer');
-  if (!Number.isInteger(maxFaults) || maxFaults < 1 || maxFaults > 3) throw new RangeError('maxFaults must be 1, 2 or 3');
-  const o = { categories: options.categories ?? {}, maxFaults, unfixableRate: options.unfixableRate ?? 0.12, personas: options.personas ?? {}, actionChecks: options.actionChecks ?? 'unfixable' } as const;
+  if (!Number.isInteger(maxFaults) || maxFaults < 1 || maxFaults > 3)
+    throw new RangeError('maxFaults must be 1, 2 or 3');
+  const o = {
+    categories: options.categories ?? {},
+    maxFaults,
+    unfixableRate: options.unfixableRate ?? 0.12,
+    personas: options.personas ?? {},
+    actionChecks: options.actionChecks ?? 'unfixable',
+  } as const;
   const lines = eligibleLines(db);
-  if (lines.length === 0) throw new Error('generateTelecomTasks: no eligible line (an active phone line of a customer without overdue bills)');
+  if (lines.length === 0)
+    throw new Error(
+      'generateTelecomTasks: no eligible line (an active phone line of a customer without overdue bills)',
+    );
   const domain = createTelecomDomain({ db });
   const usedBills = new Set<string>();
   const tasks: TelecomTask[] = [];
@@ -308,11 +447,16 @@ export function generateTelecomTasks(db: TelecomDb, options: GenerateTelecomTask
     let task: TelecomTask | null = null;
     for (let attempt = 0; attempt < 50 && !task; attempt++) {
       const persona = pickWeighted(rng, { None: 1, Easy: 1, Hard: 1, ...o.personas } as Record<TelecomPersona, number>);
-      task = build(domain, draft(rng, db, lines, o, usedBills), `${options.idPrefix ?? 'gen'}${i}`, persona, o.actionChecks);
+      task = build(
+        domain,
+        draft(rng, db, lines, o, usedBills),
+        `${options.idPrefix ?? 'gen'}${i}`,
+        persona,
+        o.actionChecks,
+      );
     }
     if (!task) throw new Error(`generateTelecomTasks: could not build task ${i}`);
     tasks.push(task);
   }
   return tasks;
 }
-

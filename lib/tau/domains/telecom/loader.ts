@@ -59,14 +59,16 @@ export function loadTau2Telecom(dir: string, options: LoadTasksOptions = {}): Ta
   const userPath = firstExisting(dir, ['user_db.toml', 'user_db.json']);
   const main = firstExisting(dir, ['main_policy.md']);
   const manual = firstExisting(dir, ['tech_support_manual.md']);
-  const policy = main && manual ? combineTelecomPolicy(readFileSync(main, 'utf8'), readFileSync(manual, 'utf8')) : undefined;
+  const policy =
+    main && manual ? combineTelecomPolicy(readFileSync(main, 'utf8'), readFileSync(manual, 'utf8')) : undefined;
   const domain = createTelecomDomain({
     db: loadTelecomDb(dbPath),
     ...(userPath ? { userDb: loadTelecomUserDb(userPath) } : {}),
     ...(policy !== undefined ? { policy } : {}),
   });
   let tasks: TauTask[];
-  if (!options.split && !existsSync(join(dir, 'tasks.json')) && existsSync(join(dir, 'tasks_small.json'))) tasks = loadTau2Tasks(join(dir, 'tasks_small.json'), options);
+  if (!options.split && !existsSync(join(dir, 'tasks.json')) && existsSync(join(dir, 'tasks_small.json')))
+    tasks = loadTau2Tasks(join(dir, 'tasks_small.json'), options);
   else tasks = loadTau2Tasks(dir, options);
   return { domain, tasks };
 }

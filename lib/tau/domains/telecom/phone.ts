@@ -63,7 +63,13 @@ export function mobileDataWorking(u: TelecomUserData): boolean {
 /** Speed-test bands (download Mbps): below 1 very poor, 5 poor, 25 fair, 100 good, else excellent. */
 export type SpeedDescription = 'Very Poor' | 'Poor' | 'Fair' | 'Good' | 'Excellent';
 
-const TECH_SPEED: Record<NetworkTechnology, [number, number]> = { none: [0, 0], '2G': [0.1, 0.4], '3G': [1, 5], '4G': [10, 100], '5G': [50, 500] };
+const TECH_SPEED: Record<NetworkTechnology, [number, number]> = {
+  none: [0, 0],
+  '2G': [0.1, 0.4],
+  '3G': [1, 5],
+  '4G': [10, 100],
+  '5G': [50, 500],
+};
 const SIGNAL_FACTOR: Record<SignalStrength, number> = { none: 0, poor: 0.2, fair: 0.5, good: 0.8, excellent: 1 };
 
 /** The band of a speed. */
@@ -80,7 +86,10 @@ export function speedBand(mbps: number): SpeedDescription {
  * otherwise the middle of the technology's range times the signal factor, times 0.1 with a
  * poorly performing VPN and 0.2 with data saver on, rounded to 2 decimals.
  */
-export function speedTest(u: TelecomUserData): { mbps: number | null; description: SpeedDescription | 'No Connection' } {
+export function speedTest(u: TelecomUserData): {
+  mbps: number | null;
+  description: SpeedDescription | 'No Connection';
+} {
   if (!mobileDataWorking(u)) return { mbps: null, description: 'No Connection' };
   const d = u.device;
   let base = d.vpn_connected && d.vpn_details && d.vpn_details.server_performance === 'poor' ? 0.1 : 1.0;
@@ -102,7 +111,13 @@ export function canSendMms(u: TelecomUserData): boolean {
   return app.permissions.storage && app.permissions.sms;
 }
 
-const SIGNAL_ICON: Record<SignalStrength, string> = { none: '📵 No Signal', poor: '📶¹ Poor', fair: '📶² Fair', good: '📶³ Good', excellent: '📶⁴ Excellent' };
+const SIGNAL_ICON: Record<SignalStrength, string> = {
+  none: '📵 No Signal',
+  poor: '📶¹ Poor',
+  fair: '📶² Fair',
+  good: '📶³ Good',
+  excellent: '📶⁴ Excellent',
+};
 
 /** The status bar text (icons joined by ` | `), as tau2 renders it. */
 export function statusBar(u: TelecomUserData): string {

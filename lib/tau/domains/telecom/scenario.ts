@@ -41,7 +41,11 @@ export interface TelecomScenario {
   line_id?: string;
 }
 
-const CATEGORY: Record<string, TelecomCategory> = { service_issue: 'service', mobile_data_issue: 'mobile_data', mms_issue: 'mms' };
+const CATEGORY: Record<string, TelecomCategory> = {
+  service_issue: 'service',
+  mobile_data_issue: 'mobile_data',
+  mms_issue: 'mms',
+};
 
 /**
  * Builds the scenario of a tau2 telecom task from its id (`[mms_issue]a|b[PERSONA:Easy]`),
@@ -49,7 +53,10 @@ const CATEGORY: Record<string, TelecomCategory> = { service_issue: 'service', mo
  * (target speed, expected failure). Returns null when the task is not a tau2 telecom task.
  */
 export function scenarioFromTau2Task(task: TauTask): TelecomScenario | null {
-  const m = /\[(service_issue|mobile_data_issue|mms_issue)\]([^[]+)(?:\[CUSTOMER:[^\]]*\])?\[PERSONA:(None|Easy|Hard)\]/.exec(task.id);
+  const m =
+    /\[(service_issue|mobile_data_issue|mms_issue)\]([^[]+)(?:\[CUSTOMER:[^\]]*\])?\[PERSONA:(None|Easy|Hard)\]/.exec(
+      task.id,
+    );
   if (!m) return null;
   const init = task.initial_state?.initialization_actions ?? [];
   const info = init.find((a) => a.func_name === 'set_user_info');
@@ -59,7 +66,10 @@ export function scenarioFromTau2Task(task: TauTask): TelecomScenario | null {
   const speed = (task.evaluation_criteria?.env_assertions ?? []).find((a) => a.func_name === 'assert_internet_speed');
   const transfer = (task.evaluation_criteria?.actions ?? []).some((a) => a.name === 'transfer_to_human_agents');
   const instructions = task.user_scenario.instructions;
-  const text = typeof instructions === 'string' ? instructions : `${instructions.reason_for_call} ${instructions.task_instructions}`;
+  const text =
+    typeof instructions === 'string'
+      ? instructions
+      : `${instructions.reason_for_call} ${instructions.task_instructions}`;
   const refuel = /refuel (\d+(?:\.\d+)?) ?GB/i.exec(text);
   const scenario: TelecomScenario = {
     category: CATEGORY[m[1]],
@@ -73,7 +83,12 @@ export function scenarioFromTau2Task(task: TauTask): TelecomScenario | null {
     acceptsPlanChange: false,
   };
   const speedArgs = speed?.arguments as { expected_speed?: number; expected_desc?: string | null } | undefined;
-  if (speedArgs && typeof speedArgs.expected_desc === 'string' && typeof speedArgs.expected_speed === 'number' && !transfer) {
+  if (
+    speedArgs &&
+    typeof speedArgs.expected_desc === 'string' &&
+    typeof speedArgs.expected_speed === 'number' &&
+    !transfer
+  ) {
     scenario.target = { description: speedArgs.expected_desc.toLowerCase(), mbps: speedArgs.expected_speed };
   } else if (scenario.category === 'mobile_data') scenario.target = { description: 'excellent', mbps: 100 };
   if (withCustomer) {
@@ -86,6 +101,7 @@ export function scenarioFromTau2Task(task: TauTask): TelecomScenario | null {
 /** The scenario of a task: its `sinkflex_scenario`, else one derived from a tau2 telecom task. */
 export function telecomScenarioOf(task: TauTask): TelecomScenario {
   const s = (task.sinkflex_scenario as TelecomScenario | undefined) ?? scenarioFromTau2Task(task);
-  if (!s || typeof s.category !== 'string') throw new TypeError(`task ${task.id} has no telecom scenario (not a generated or tau2 telecom task)`);
+  if (!s || typeof s.category !== 'string')
+    throw new TypeError(`task ${task.id} has no telecom scenario (not a generated or tau2 telecom task)`);
   return s;
 }

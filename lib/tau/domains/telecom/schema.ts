@@ -219,12 +219,14 @@ function bool(o: Obj, k: string, where: string, dflt?: boolean): boolean {
 }
 function oneOf<T extends string>(o: Obj, k: string, allowed: readonly T[], where: string, dflt?: T): T {
   const v = o[k] ?? dflt;
-  if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) throw new TypeError(`${where}.${k}: expected one of ${allowed.join(', ')}`);
+  if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v))
+    throw new TypeError(`${where}.${k}: expected one of ${allowed.join(', ')}`);
   return v as T;
 }
 function strList(o: Obj, k: string, where: string): string[] {
   const v = o[k] ?? [];
-  if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) throw new TypeError(`${where}.${k}: expected a list of strings`);
+  if (!Array.isArray(v) || v.some((x) => typeof x !== 'string'))
+    throw new TypeError(`${where}.${k}: expected a list of strings`);
   return v.slice() as string[];
 }
 function list(o: Obj, k: string, where: string): unknown[] {
@@ -318,7 +320,12 @@ function toLine(v: unknown, where: string): TelecomLine {
 
 function toLineItem(v: unknown, where: string): TelecomLineItem {
   const o = obj(v, where);
-  return { description: str(o, 'description', where), amount: num(o, 'amount', where), date: normalizeDate(o.date, `${where}.date`), item_type: str(o, 'item_type', where) };
+  return {
+    description: str(o, 'description', where),
+    amount: num(o, 'amount', where),
+    date: normalizeDate(o.date, `${where}.date`),
+    item_type: str(o, 'item_type', where),
+  };
 }
 
 /** Validates a bill. */
@@ -347,16 +354,26 @@ function toCustomer(v: unknown, where: string): TelecomCustomer {
     date_of_birth: str(o, 'date_of_birth', where),
     email: str(o, 'email', where),
     phone_number: str(o, 'phone_number', where),
-    address: { street: str(a, 'street', `${where}.address`), city: str(a, 'city', `${where}.address`), state: str(a, 'state', `${where}.address`), zip_code: str(a, 'zip_code', `${where}.address`) },
+    address: {
+      street: str(a, 'street', `${where}.address`),
+      city: str(a, 'city', `${where}.address`),
+      state: str(a, 'state', `${where}.address`),
+      zip_code: str(a, 'zip_code', `${where}.address`),
+    },
     account_status: oneOf(o, 'account_status', ACCOUNT_STATUSES, where, 'Pending Verification'),
     payment_methods: list(o, 'payment_methods', where).map((x, i) => {
       const p = obj(x, `${where}.payment_methods[${i}]`);
       const w = `${where}.payment_methods[${i}]`;
-      return { method_type: oneOf(p, 'method_type', PAYMENT_METHOD_TYPES, w), account_number_last_4: str(p, 'account_number_last_4', w), expiration_date: str(p, 'expiration_date', w) };
+      return {
+        method_type: oneOf(p, 'method_type', PAYMENT_METHOD_TYPES, w),
+        account_number_last_4: str(p, 'account_number_last_4', w),
+        expiration_date: str(p, 'expiration_date', w),
+      };
     }),
     line_ids: strList(o, 'line_ids', where),
     bill_ids: strList(o, 'bill_ids', where),
-    created_at: o.created_at === undefined ? '2025-01-01 00:00:00' : normalizeDateTime(o.created_at, `${where}.created_at`),
+    created_at:
+      o.created_at === undefined ? '2025-01-01 00:00:00' : normalizeDateTime(o.created_at, `${where}.created_at`),
     last_extension_date: optDate(o, 'last_extension_date', where),
     goodwill_credit_used_this_year: num(o, 'goodwill_credit_used_this_year', where, 0),
   };
@@ -374,7 +391,13 @@ function canonical(entity: object): string {
 
 type Table = 'bills' | 'customers' | 'devices' | 'lines' | 'plans';
 const TABLES: readonly Table[] = ['bills', 'customers', 'devices', 'lines', 'plans']; // sort_keys order
-const ID_KEY: Record<Table, string> = { bills: 'bill_id', customers: 'customer_id', devices: 'device_id', lines: 'line_id', plans: 'plan_id' };
+const ID_KEY: Record<Table, string> = {
+  bills: 'bill_id',
+  customers: 'customer_id',
+  devices: 'device_id',
+  lines: 'line_id',
+  plans: 'plan_id',
+};
 
 function table<T extends object>(items: T[], key: string, where: string): CowMap<T> {
   const rec: Record<string, T> = {};
@@ -397,7 +420,9 @@ export class TelecomDb implements WorldState {
     /** Lines by id. */ readonly lines: CowMap<TelecomLine>,
     /** Bills by id. */ readonly bills: CowMap<TelecomBill>,
     /** Devices by id. */ readonly devices: CowMap<TelecomDevice>,
-    /** Phone number aliases (newer tau2 data only), null when the source has none. */ readonly aliases: Readonly<Record<string, string>> | null,
+    /** Phone number aliases (newer tau2 data only), null when the source has none. */ readonly aliases: Readonly<
+      Record<string, string>
+    > | null,
   ) {}
 
   /** Validates JSON (or parsed TOML) in tau2's `TelecomDB` shape; throws TypeError naming a bad field. */
@@ -418,12 +443,26 @@ export class TelecomDb implements WorldState {
       }
       Object.freeze(aliases);
     }
-    return new TelecomDb(table(plans, 'plan_id', 'plans'), table(customers, 'customer_id', 'customers'), table(lines, 'line_id', 'lines'), table(bills, 'bill_id', 'bills'), table(devices, 'device_id', 'devices'), aliases);
+    return new TelecomDb(
+      table(plans, 'plan_id', 'plans'),
+      table(customers, 'customer_id', 'customers'),
+      table(lines, 'line_id', 'lines'),
+      table(bills, 'bill_id', 'bills'),
+      table(devices, 'device_id', 'devices'),
+      aliases,
+    );
   }
 
   /** A copy sharing every unchanged entity. */
   fork(): this {
-    return new TelecomDb(this.plans.fork(), this.customers.fork(), this.lines.fork(), this.bills.fork(), this.devices.fork(), this.aliases) as this;
+    return new TelecomDb(
+      this.plans.fork(),
+      this.customers.fork(),
+      this.lines.fork(),
+      this.bills.fork(),
+      this.devices.fork(),
+      this.aliases,
+    ) as this;
   }
 
   /** Replaces (or appends) a line. */
@@ -448,7 +487,9 @@ export class TelecomDb implements WorldState {
     const parts = TABLES.map((t) => `${pyJsonString(t)}: [${[...this.table(t).values()].map(canonical).join(', ')}]`);
     if (this.aliases) {
       const keys = Object.keys(this.aliases).sort(compareCodePoints);
-      const body = keys.map((k) => `${pyJsonString(k)}: ${pyJsonString((this.aliases as Record<string, string>)[k])}`).join(', ');
+      const body = keys
+        .map((k) => `${pyJsonString(k)}: ${pyJsonString((this.aliases as Record<string, string>)[k])}`)
+        .join(', ');
       parts.splice(4, 0, `${pyJsonString('phone_number_aliases')}: {${body}}`); // sorts between lines and plans
     }
     return `{${parts.join(', ')}}`;
@@ -492,10 +533,24 @@ export class TelecomDb implements WorldState {
   }
 
   /** tau2's `get_statistics()`. */
-  statistics(): { num_plans: number; num_customers: number; num_lines: number; num_bills: number; num_devices: number; num_payment_methods: number } {
+  statistics(): {
+    num_plans: number;
+    num_customers: number;
+    num_lines: number;
+    num_bills: number;
+    num_devices: number;
+    num_payment_methods: number;
+  } {
     let pm = 0;
     for (const c of this.customers.values()) pm += c.payment_methods.length;
-    return { num_plans: this.plans.size, num_customers: this.customers.size, num_lines: this.lines.size, num_bills: this.bills.size, num_devices: this.devices.size, num_payment_methods: pm };
+    return {
+      num_plans: this.plans.size,
+      num_customers: this.customers.size,
+      num_lines: this.lines.size,
+      num_bills: this.bills.size,
+      num_devices: this.devices.size,
+      num_payment_methods: pm,
+    };
   }
 
   /** The table key of an entity kind. */
