@@ -124,7 +124,7 @@ Napi::Value MoeBackwardJs(const Napi::CallbackInfo& info) {
   if (!sv.IsExternal() || !sv.As<Napi::Object>().CheckTypeTag(&kMoeStateTag)) {
     throw Napi::TypeError::New(info.Env(), "state must be the state returned by moeForward");
   }
-  const MoeStateBox& box = *sv.As<Napi::External<MoeStateBox>>().Data();
+  MoeStateBox& box = *sv.As<Napi::External<MoeStateBox>>().Data();
   if (box.device && !a.OnCuda()) {
     throw Napi::RangeError::New(info.Env(),
                                 "state was made by a forward on cuda: run the backward there (device 'cuda')");
@@ -176,10 +176,10 @@ Napi::Value MoeBackwardJs(const Napi::CallbackInfo& info) {
       throw Napi::RangeError::New(info.Env(),
                                   "state lives on cuda:" + std::to_string(device) + ": run the backward there");
     }
-    CudaMoe(info.Env()).backward(p, x, dout, *box.device, dx, g, a.Bool("accumulate", false));
+    CudaMoe(info.Env()).backward(p, x, dout, *box.device, dx, g, a.Bool("accumulate", false), model::SavedUse::kKeep);
     a.Finish();
   } else {
-    model::MoeBackward(p, x, dout, box.saved, dx, g, a.Bool("accumulate", false));
+    model::MoeBackward(p, x, dout, box.saved, dx, g, a.Bool("accumulate", false), model::SavedUse::kKeep);
   }
   return info.Env().Undefined();
 }

@@ -448,8 +448,8 @@ void Forward(const MoeParams& p, const float* x, float* out, std::int64_t T, Dev
   op.Done();
 }
 
-void Backward(const MoeParams& p, const float* x, const float* dout, const DeviceMoeSaved& s, float* dx,
-              const MoeGrads& g, bool accumulateDx) {
+void Backward(const MoeParams& p, const float* x, const float* dout, DeviceMoeSaved& s, float* dx, const MoeGrads& g,
+              bool accumulateDx, SavedUse use) {
   CheckSizes(p, s.T);
   const std::int64_t T = s.T, D = p.width, F = p.ffn, E = p.experts, K = p.topK, A = T * K;
   if (T == 0) return;
@@ -467,6 +467,7 @@ void Backward(const MoeParams& p, const float* x, const float* dout, const Devic
   const int dev = CurrentDevice();
   const std::vector<ExpertRows> active = Active(s.offsets);
   const std::int64_t R = l.rank;
+  const bool consume = use == SavedUse::kConsume;
   DeviceBuffer<float> loraT =
       (l.gateUp() || l.down()) ? Floats(dev, A * R, "moe expert lora x A^T (cuda)") : DeviceBuffer<float>();
   DeviceBuffer<float> loraDt =
@@ -474,14 +475,18 @@ void Backward(const MoeParams& p, const float* x, const float* dout, const Devic
 
   // router: dw[t, s] = dout[t] . y[t, s]; softmax over the chosen k; logit gradients; router weights and dx
   DeviceBuffer<float> dlogits = Floats(dev, T * E, "moe router logit gradients (cuda)");
-  DeviceBuffer<float> dYa = Floats(dev, A * D, "moe expert output gradients (cuda)");
+  // consumed: each expert output row becomes its gradient (SlotGradKernel: each thread reads its
+  // element of y before it writes the same element of dy)
+  DeviceBuffer<float> ownDy =
+      consume ? DeviceBuffer<float>() : Floats(dev, A * D, "moe expert output gradients (cuda)");
+  float* dYa = consume ? s.y.data() : ownDy.data();
   DeviceBuffer<float> dxRouter = Floats(dev, T * D, "moe router input gradients (cuda)");
   {
     DeviceBuffer<double> dw(dev, static_cast<std::size_t>(A), "moe slot weight gradients (cuda)");
     Op op;
     SFX_LAUNCH(SlotGradKernel, dim3(static_cast<unsigned>(T), static_cast<unsigned>(K)), dim3(kDotThreads), 0,
                op.stream)
-    (dout, s.y.data(), s.weight.data(), s.rowOf.data(), K, D, dw.data(), dYa.data());
+    (dout, s.y.data(), s.weight.data(), s.rowOf.data(), K, D, dw.data(), dYa);
     SFX_CUDA_LAUNCH_CHECK("SlotGradKernel");
     SFX_LAUNCH(RouterGradKernel, Blocks(T, 128), dim3(128), 0, op.stream)
     (dw.data(), s.weight.data(), s.index.data(), T, E, K, dlogits.data());
@@ -496,44 +501,50 @@ void Backward(const MoeParams& p, const float* x, const float* dout, const Devic
   }
   dlogits.reset();
 
-  // experts, grouped as in the forward
-  DeviceBuffer<float> xg = GatherRows(dev, x, s, A, D);
-  DeviceBuffer<float> dact = Floats(dev, A * F, "moe activation gradients (cuda)");
-  DeviceBuffer<float> dh = Floats(dev, A * 2 * F, "moe gate_up gradients (cuda)");
+  // experts, grouped as in the forward; the gathered inputs only when a gate_up gradient needs them
+  DeviceBuffer<float> xg = (g.gateUp != nullptr || l.gateUp()) ? GatherRows(dev, x, s, A, D) : DeviceBuffer<float>();
+  // consumed: the SwiGLU outputs become their gradient unless a down adapter reads them after the
+  // down product; the gate_up outputs become theirs (the elementwise SwiGLU backward, in place)
+  const bool dactInAct = consume && !l.down();
+  DeviceBuffer<float> ownDact =
+      dactInAct ? DeviceBuffer<float>() : Floats(dev, A * F, "moe activation gradients (cuda)");
+  DeviceBuffer<float> ownDh = consume ? DeviceBuffer<float>() : Floats(dev, A * 2 * F, "moe gate_up gradients (cuda)");
+  float* dact = dactInAct ? s.act.data() : ownDact.data();
+  float* dh = consume ? s.h.data() : ownDh.data();
   DeviceBuffer<float> dXa = Floats(dev, A * D, "moe expert input gradients (cuda)");
-  if (g.downBias) AddExpertColumns(dev, active, dYa.data(), D, g.downBias);
+  if (g.downBias) AddExpertColumns(dev, active, dYa, D, g.downBias);
   if (g.down) {
     ExpertGemm(
         dev, active,
         [&](long long e, long long r0, long long n) { return GemmGroup{D, F, n, r0 * D, r0 * F, e * D * F}; }, true,
-        false, dYa.data(), D, WeightData{s.act.data(), false}, F, 1.0f, g.down, F);
+        false, dYa, D, WeightData{s.act.data(), false}, F, 1.0f, g.down, F);
   }
   ExpertGemm(
       dev, active,
       [&](long long e, long long r0, long long n) { return GemmGroup{n, F, D, r0 * D, e * D * F, r0 * F}; }, false,
-      false, dYa.data(), D, p.down, F, 0.0f, dact.data(), F);
+      false, dYa, D, p.down, F, 0.0f, dact, F);
   if (l.down()) {
-    LoraExpertsBackward(dev, active, s.act.data(), F, l.downA, l.downB, D, R, l.scale, dYa.data(), dact.data(),
-                        g.downLoraA, g.downLoraB, loraT.data(), loraDt.data());
+    LoraExpertsBackward(dev, active, s.act.data(), F, l.downA, l.downB, D, R, l.scale, dYa, dact, g.downLoraA,
+                        g.downLoraB, loraT.data(), loraDt.data());
   }
-  dYa.reset();
-  ops.swiGluBackward(s.h.data(), dact.data(), dh.data(), A, F, p.swiglu, false);
-  dact.reset();
-  if (g.gateUpBias) AddExpertColumns(dev, active, dh.data(), 2 * F, g.gateUpBias);
+  ownDy.reset();
+  ops.swiGluBackward(s.h.data(), dact, dh, A, F, p.swiglu, false);
+  ownDact.reset();
+  if (g.gateUpBias) AddExpertColumns(dev, active, dh, 2 * F, g.gateUpBias);
   if (g.gateUp) {
     ExpertGemm(
         dev, active,
         [&](long long e, long long r0, long long n) {
           return GemmGroup{2 * F, D, n, r0 * 2 * F, r0 * D, e * 2 * F * D};
         },
-        true, false, dh.data(), 2 * F, WeightData{xg.data(), false}, D, 1.0f, g.gateUp, D);
+        true, false, dh, 2 * F, WeightData{xg.data(), false}, D, 1.0f, g.gateUp, D);
   }
   ExpertGemm(
       dev, active,
       [&](long long e, long long r0, long long n) { return GemmGroup{n, D, 2 * F, r0 * 2 * F, e * 2 * F * D, r0 * D}; },
-      false, false, dh.data(), 2 * F, p.gateUp, D, 0.0f, dXa.data(), D);
+      false, false, dh, 2 * F, p.gateUp, D, 0.0f, dXa.data(), D);
   if (l.gateUp()) {
-    LoraExpertsBackward(dev, active, xg.data(), D, l.gateUpA, l.gateUpB, 2 * F, R, l.scale, dh.data(), dXa.data(),
+    LoraExpertsBackward(dev, active, xg.data(), D, l.gateUpA, l.gateUpB, 2 * F, R, l.scale, dh, dXa.data(),
                         g.gateUpLoraA, g.gateUpLoraB, loraT.data(), loraDt.data());
   }
 
@@ -543,6 +554,7 @@ void Backward(const MoeParams& p, const float* x, const float* dout, const Devic
   (dxRouter.data(), dXa.data(), s.rowOf.data(), dx, T, K, D, accumulateDx ? 1 : 0);
   SFX_CUDA_LAUNCH_CHECK("CombineDxKernel");
   op.Done();
+  if (consume) s = DeviceMoeSaved();  // its buffers now hold gradients: no second backward
 }
 
 const DeviceMoe kMoe = {Forward, Backward};

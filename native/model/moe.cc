@@ -244,8 +244,8 @@ void MoeForward(const MoeParams& p, const float* x, float* out, std::int64_t T, 
   });
 }
 
-void MoeBackward(const MoeParams& p, const float* x, const float* dout, const MoeSaved& s, float* dx, const MoeGrads& g,
-                 bool accumulateDx) {
+void MoeBackward(const MoeParams& p, const float* x, const float* dout, MoeSaved& s, float* dx, const MoeGrads& g,
+                 bool accumulateDx, SavedUse use) {
   CheckMoeParams(p);
   const std::int64_t T = s.T, D = p.width, F = p.ffn, E = p.experts, K = p.topK, A = T * K;
   if (T == 0) return;
@@ -264,6 +264,7 @@ void MoeBackward(const MoeParams& p, const float* x, const float* dout, const Mo
         "an expert adapter gradient is set, but the adapter is not (lora.gateUpA / lora.downA is null)");
   }
   const std::int64_t R = l.rank;
+  const bool consume = use == SavedUse::kConsume;
   // scratch per assignment row: x A^T (recomputed) and the adapter's dt
   HostBuffer<float> loraT = (l.gateUp() || l.down()) ? Floats(A * R, "moe expert lora x A^T") : HostBuffer<float>();
   HostBuffer<float> loraDt = (l.gateUp() || l.down()) ? Floats(A * R, "moe expert lora dt") : HostBuffer<float>();
@@ -271,7 +272,9 @@ void MoeBackward(const MoeParams& p, const float* x, const float* dout, const Mo
 
   // router: d weight[t, s] = dout[t] . y[t, s]; softmax over the chosen k; scatter to the logits
   HostBuffer<float> dlogits = Floats(T * E, "moe router logit gradients");
-  HostBuffer<float> dYa = Floats(A * D, "moe expert output gradients");
+  // consumed: each expert output row becomes its gradient once read (same row, read first)
+  HostBuffer<float> ownDy = consume ? HostBuffer<float>() : Floats(A * D, "moe expert output gradients");
+  float* dYa = consume ? s.y.data() : ownDy.data();
   TokenChunks(T, K * D, [&](std::int64_t t0, std::int64_t t1) {
     std::vector<double> dw(static_cast<std::size_t>(K));
     for (std::int64_t t = t0; t < t1; ++t) {
@@ -285,7 +288,7 @@ void MoeBackward(const MoeParams& p, const float* x, const float* dout, const Mo
         dw[k] = acc;
         mix += static_cast<double>(s.weight[t * K + k]) * acc;
         const float w = s.weight[t * K + k];
-        float* dy = dYa.data() + row * D;
+        float* dy = dYa + row * D;
         for (std::int64_t d = 0; d < D; ++d) dy[d] = w * go[d];
       }
       float* dz = dlogits.data() + t * E;
@@ -301,22 +304,29 @@ void MoeBackward(const MoeParams& p, const float* x, const float* dout, const Mo
   GemmMixed(false, false, T, D, E, 1.0f, dlogits.data(), false, E, p.router.data, p.router.bf16, D, 0.0f,
             dxRouter.data(), D);
 
-  // experts, grouped as in the forward
-  HostBuffer<float> xg = Floats(A * D, "moe gathered rows");
-  TokenChunks(A, D, [&](std::int64_t r0, std::int64_t r1) { Gather(x, s.token.data(), r0, r1, D, xg.data()); });
-  HostBuffer<float> dact = Floats(A * F, "moe activation gradients");
-  HostBuffer<float> dh = Floats(A * 2 * F, "moe gate_up gradients");
+  // experts, grouped as in the forward; the gathered inputs only when a gate_up gradient needs them
+  HostBuffer<float> xg = (g.gateUp != nullptr || l.gateUp()) ? Floats(A * D, "moe gathered rows") : HostBuffer<float>();
+  if (xg.size() != 0) {
+    TokenChunks(A, D, [&](std::int64_t r0, std::int64_t r1) { Gather(x, s.token.data(), r0, r1, D, xg.data()); });
+  }
+  // consumed: the SwiGLU outputs (read by the down weight's gradient before) become their gradient
+  // unless a down adapter reads them after; the gate_up outputs become theirs (an elementwise pass)
+  const bool dactInAct = consume && !l.down();
+  HostBuffer<float> ownDact = dactInAct ? HostBuffer<float>() : Floats(A * F, "moe activation gradients");
+  HostBuffer<float> ownDh = consume ? HostBuffer<float>() : Floats(A * 2 * F, "moe gate_up gradients");
+  float* dact = dactInAct ? s.act.data() : ownDact.data();
+  float* dh = consume ? s.h.data() : ownDh.data();
   HostBuffer<float> dXa = Floats(A * D, "moe expert input gradients");
   const ActiveExperts active = Active(s, E);
   Each(active.parallel, static_cast<std::int64_t>(active.list.size()), [&](std::int64_t i) {
     const std::int64_t e = active.list[static_cast<std::size_t>(i)];
     const std::int64_t r0 = s.offsets[e], n = s.offsets[e + 1] - r0;
-    const float* dy = dYa.data() + r0 * D;
+    const float* dy = dYa + r0 * D;
     const float* act = s.act.data() + r0 * F;
     const float* h = s.h.data() + r0 * 2 * F;
-    const float* xe = xg.data() + r0 * D;
-    float* da = dact.data() + r0 * F;
-    float* dhe = dh.data() + r0 * 2 * F;
+    const float* xe = xg.size() == 0 ? nullptr : xg.data() + r0 * D;
+    float* da = dact + r0 * F;
+    float* dhe = dh + r0 * 2 * F;
     if (g.downBias) kt.addRows(dy, n, D, D, g.downBias + e * D);
     if (g.down) Gemm(true, false, D, F, n, 1.0f, dy, D, act, F, 1.0f, g.down + e * D * F, F);
     ExpertGemm(false, n, F, D, dy, D, p.down, e, D, F, 0.0f, da, F);
@@ -357,6 +367,7 @@ void MoeBackward(const MoeParams& p, const float* x, const float* dout, const Mo
       }
     }
   });
+  if (consume) s = MoeSaved();  // its buffers now hold gradients: no second backward
 }
 
 }  // namespace sinkflex::model

@@ -113,10 +113,18 @@ void CheckMoeParams(const MoeParams& p);
 void MoeForward(const MoeParams& p, const float* x, float* out, std::int64_t T, MoeSaved* saved, float* logits);
 
 /**
+ * What a backward may do with the saved state: keep it (it can serve another backward), or
+ * consume it — the expert outputs become their gradients, the gate_up outputs theirs and, without
+ * a down adapter, the SwiGLU outputs theirs, in place (the same arithmetic, three [T k, ·] buffers
+ * fewer at the layer's peak); the state is emptied after, so a second backward is refused.
+ */
+enum class SavedUse { kKeep, kConsume };
+
+/**
  * dx[T, D] (= or += with accumulateDx) and the parameter gradients (+=) of the scalar
  * sum(dout * out) for the forward that filled `saved` with the same x.
  */
-void MoeBackward(const MoeParams& p, const float* x, const float* dout, const MoeSaved& saved, float* dx,
-                 const MoeGrads& grads, bool accumulateDx);
+void MoeBackward(const MoeParams& p, const float* x, const float* dout, MoeSaved& saved, float* dx,
+                 const MoeGrads& grads, bool accumulateDx, SavedUse use);
 
 }  // namespace sinkflex::model

@@ -46,9 +46,9 @@ struct DeviceMoeSaved {
 struct DeviceMoe {
   /** MoeForward of moe.h; `saved` (may be null) keeps what backward needs, `logits` [T, E] may be null. */
   void (*forward)(const MoeParams& p, const float* x, float* out, std::int64_t T, DeviceMoeSaved* saved, float* logits);
-  /** MoeBackward of moe.h for the forward that filled `saved` with the same x. */
-  void (*backward)(const MoeParams& p, const float* x, const float* dout, const DeviceMoeSaved& saved, float* dx,
-                   const MoeGrads& grads, bool accumulateDx);
+  /** MoeBackward of moe.h for the forward that filled `saved` with the same x (`use` as there). */
+  void (*backward)(const MoeParams& p, const float* x, const float* dout, DeviceMoeSaved& saved, float* dx,
+                   const MoeGrads& grads, bool accumulateDx, SavedUse use);
 };
 
 /** Registers the CUDA MoE (once, at load, from cuda_moe.cu). */

@@ -359,7 +359,7 @@ void Transformer::DeviceLayerBackward(const DeviceContext& cx, std::int64_t l, T
       g.downLoraB = DGrad(p.loraB[dnT]);
     }
     g.downBias = DGrad(p.expertsDownBias);
-    cx.Moe().backward(DeviceMoeParams(c, p), a.n2.data(), dx.data(), a.moe, dn.data(), g, false);
+    cx.Moe().backward(DeviceMoeParams(c, p), a.n2.data(), dx.data(), a.moe, dn.data(), g, false, SavedUse::kConsume);
     a.moe = DeviceMoeSaved();
     a.n2.reset();
     ops.rmsNormBackward(a.xmid.data(), p.mlpNorm->dValue.data(), a.rstd2.data(), dn.data(), dx.data(), DGrad(p.mlpNorm),

@@ -443,7 +443,7 @@ void Transformer::LayerBackward(std::int64_t l, TrainState& st, LayerActivations
       g.downLoraA = Grad(p.loraA[dnT]);
       g.downLoraB = Grad(p.loraB[dnT]);
     }
-    MoeBackward(Moe(p), a.n2.data(), dx.data(), a.moe, dn.data(), g, false);
+    MoeBackward(Moe(p), a.n2.data(), dx.data(), a.moe, dn.data(), g, false, SavedUse::kConsume);
     a.moe = MoeSaved();
     a.n2.reset();
     RmsNormBackward(a.xmid.data(), p.mlpNorm->value.data(), a.rstd2.data(), dn.data(), dx.data(), Grad(p.mlpNorm), T, D,
