@@ -86,7 +86,6 @@ t.test('the training phases run with the activation checkpointing asked for', as
   };
   const none = await perToken('none');
   const layers = await perToken('layers');
-  t.equal(layers.logprobs, none.logprobs, 'log-probs keep no activations either way');
   for (const phase of ['sft', 'grpo']) {
     t.ok(
       layers[phase] < none[phase],
