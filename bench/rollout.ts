@@ -13,7 +13,7 @@
 import { loadavg } from 'node:os';
 
 import { loadTauWorld, TauEnv, type ChatMessage as GymChatMessage } from '../lib/gym/index.js';
-import { ChatTemplate, trainChatTokenizer, type ChatMessage } from '../lib/model/index.js';
+import { ChatTemplate, trainChatTokenizer, type ChatMessage } from '../lib/chat/index.js';
 import {
   AgentLoop,
   episodesToDataProto,

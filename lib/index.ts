@@ -4,7 +4,7 @@
  * Gymnasium environments, the agent loop and the evaluator, the policies, model loading (built-in,
  * checkpoints, Hugging Face, LoRA), training, serving, GRPO, sink attention, devices and memory,
  * and the errors. Every layer's full API is its subpath export: `sinkflex-rl/native`,
- * `/attention`, `/tau`, `/gym`, `/rollout`, `/model`, `/grpo`, `/openai`, `/trainer`. Each name
+ * `/attention`, `/tau`, `/gym`, `/rollout`, `/chat`, `/model`, `/grpo`, `/openai`, `/trainer`. Each name
  * here is also exported by its layer's subpath; `test/api-surface.test.ts` pins both lists.
  * @packageDocumentation
  */
@@ -106,13 +106,20 @@ export {
   type TokenSession,
 } from './rollout/index.js';
 export {
-  addLora,
-  applyPeftAdapter,
   ChatTemplate,
-  CheckpointError,
-  HfConfigError,
   HfTokenizer,
   loadChatFormat,
+  Tokenizer,
+  trainChatTokenizer,
+  type ChatFormat,
+  type ChatMessage,
+  type ToolSchema,
+} from './chat/index.js';
+export {
+  addLora,
+  applyPeftAdapter,
+  CheckpointError,
+  HfConfigError,
   loadCheckpoint,
   loadHfCheckpoint,
   loadPretrained,
@@ -129,12 +136,8 @@ export {
   saveHf,
   savePeftAdapter,
   TemplateChatModel,
-  Tokenizer,
-  trainChatTokenizer,
   Transformer,
   TransformerPolicy,
-  type ChatFormat,
-  type ChatMessage,
   type ChatModel,
   type GenerativeModel,
   type LoadPretrainedOptions,
@@ -142,7 +145,6 @@ export {
   type ModelConfig,
   type ModelConfigInput,
   type ModelSession,
-  type ToolSchema,
   type TrainablePolicy,
 } from './model/index.js';
 export {

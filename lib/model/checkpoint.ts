@@ -18,7 +18,7 @@ import {
   readSafetensorsFile,
   writeFileAtomic,
 } from './safetensors.js';
-import { Tokenizer, type TokenizerJSON } from './tokenizer.js';
+import { Tokenizer, type TokenizerJSON } from '../chat/tokenizer.js';
 import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 /** The `format` metadata value of our checkpoints. */

@@ -1,32 +1,12 @@
 /**
  * `sinkflex-rl/model`: the built-in policy: native model ops (GEMM, linear, RMSNorm, RoPE,
  * SwiGLU, MoE, embedding, log-softmax/entropy, cross-entropy, AdamW), the native parameter store,
- * the model config and presets, the tokenizer and chat template, safetensors checkpoints, the
- * transformer (training on packed batches, KV-cache sessions, batched sampling), the policy
- * interfaces with their built-in implementation (TransformerPolicy), LoRA with PEFT adapters, and
- * Hugging Face checkpoints, tokenizers and chat formats.
+ * the model config and presets, safetensors checkpoints, the transformer (training on packed
+ * batches, KV-cache sessions, batched sampling), the policy interfaces with their built-in
+ * implementation (TransformerPolicy), LoRA with PEFT adapters, and Hugging Face checkpoints.
+ * Tokenizers and chat formats are `sinkflex-rl/chat`.
  * @packageDocumentation
  */
-export type {
-  ChatFormat,
-  ChatFormatAppendOptions,
-  ChatFormatRenderOptions,
-  ChatFormatTokenizer,
-  ConversationReader,
-  ParsedCompletion,
-} from './chat-format.js';
-export {
-  appendTokens,
-  ChatTemplate,
-  ChatTemplateError,
-  trainChatTokenizer,
-  type ChatAssistantMessage,
-  type ChatMessage,
-  type ChatToolCall,
-  type ParseResult,
-  type RenderOptions,
-  type ToolSchema,
-} from './chat-template.js';
 export {
   CheckpointError,
   loadCheckpoint,
@@ -51,20 +31,6 @@ export {
   type RopeScaling,
   type YarnRopeScaling,
 } from './config.js';
-export { ConversationDecodeError, ConversationDecoder } from './conversation-decoder.js';
-export { loadChatFormat, type ChatFormatOptions, type PretrainedChatFormat } from './hf/chat/factory.js';
-export {
-  HarmonyChatFormat,
-  type HarmonyChatFormatOptions,
-  type HarmonyRenderChatOptions,
-} from './hf/chat/harmony-format.js';
-export type { ReasoningEffort } from './hf/chat/harmony-render.js';
-export {
-  JinjaChatFormat,
-  type JinjaChatFormatOptions,
-  type JinjaRenderOptions,
-  type RenderedChat,
-} from './hf/chat/jinja-format.js';
 export type { HfArchitecture } from './hf/config-schema.js';
 export { parseHfConfig, type HfConfigInfo, type HfConfigOptions } from './hf/config.js';
 export type { HfFileDtype, HfLoadedTensor, HfMxfp4Tensor, HfTensor, TensorDtype } from './hf/convert.js';
@@ -93,15 +59,6 @@ export {
   type HfFolderFingerprint,
 } from './hf/fingerprint.js';
 export { saveHf, type HfTensorSource, type SaveHfOptions, type SaveHfResult } from './hf/save.js';
-export {
-  HfTokenizer,
-  HfTokenizerError,
-  type HfDecodeOptions,
-  type HfEncodeOptions,
-  type HfSpecialTokens,
-  type HfTokenizerFiles,
-  type HfTokenizerOptions,
-} from './hf/tokenizer.js';
 export { addLora, mergeLora, removeLora } from './lora/adapters.js';
 export { loraAdapterSlots, type LoraAdapterSlot } from './lora/layout.js';
 export {
@@ -217,13 +174,6 @@ export {
   type TrainStepResult,
 } from './policy.js';
 export { SafetensorsError, type SafeTensor, type SafetensorsArray, type SafetensorsDType } from './safetensors.js';
-export {
-  Tokenizer,
-  TokenizerError,
-  type DecodeOptions,
-  type TokenizerJSON,
-  type TokenizerTrainOptions,
-} from './tokenizer.js';
 export type { NativeJob, NativeRunResult } from './transformer-native.js';
 export {
   TransformerPolicy,
@@ -240,7 +190,6 @@ export {
   type RunOptions,
   type SequenceToPack,
 } from './transformer.js';
-export { decodeWtf8 } from './utf8.js';
 export {
   loadOptimizerState,
   restoreOptimizerState,

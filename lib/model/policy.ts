@@ -24,8 +24,8 @@
  * temperature when it computes old log-probs).
  * @module
  */
-import type { ChatFormat } from './chat-format.js';
-import type { ChatMessage, ChatAssistantMessage, ToolSchema } from './chat-template.js';
+import type { ChatFormat } from '../chat/chat-format.js';
+import type { ChatMessage, ChatAssistantMessage, ToolSchema } from '../chat/chat-template.js';
 import type { AdamWStepOptions, AdamWStepResult } from './native.js';
 
 /** How a generation ends. */

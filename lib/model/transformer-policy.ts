@@ -35,7 +35,7 @@ import type {
   TrainStepResult,
   TrainablePolicy,
 } from './policy.js';
-import { Tokenizer } from './tokenizer.js';
+import { Tokenizer } from '../chat/tokenizer.js';
 import type { StoreDevice } from './param-store.js';
 import { type NativeJob, Transformer, type TransformerSession } from './transformer.js';
 

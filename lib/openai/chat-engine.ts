@@ -25,8 +25,8 @@
  * the context after the prompt is refused (400) instead of being cut.
  * @module
  */
-import type { ChatFormat } from '../model/chat-format.js';
-import { ChatTemplateError, type ChatMessage, type ToolSchema } from '../model/chat-template.js';
+import type { ChatFormat } from '../chat/chat-format.js';
+import { ChatTemplateError, type ChatMessage, type ToolSchema } from '../chat/chat-template.js';
 import type { GenerativeModel, ModelSession } from '../model/policy.js';
 import { untilAborted } from './abort.js';
 import { RequestError, type ChatRequest } from './server-request.js';

@@ -15,9 +15,9 @@
  */
 import type { ServerResponse } from 'node:http';
 
-import type { ChatFormat } from '../model/chat-format.js';
-import { ChatTemplate } from '../model/chat-template.js';
-import { decodeWtf8 } from '../model/utf8.js';
+import type { ChatFormat } from '../chat/chat-format.js';
+import { ChatTemplate } from '../chat/chat-template.js';
+import { decodeWtf8 } from '../chat/utf8.js';
 
 /** Bytes a UTF-8 sequence starting with lead byte `b` needs (1 for anything that is no lead). */
 function sequenceBytes(b: number): number {

@@ -29,8 +29,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-import type { ChatFormat } from '../model/chat-format.js';
-import type { ChatToolCall } from '../model/chat-template.js';
+import type { ChatFormat } from '../chat/chat-format.js';
+import type { ChatToolCall } from '../chat/chat-template.js';
 import type { GenerativeModel } from '../model/policy.js';
 import { rawActionText } from '../rollout/turns.js';
 import { ClientGone } from './abort.js';
@@ -42,8 +42,8 @@ import { ServingRoutes, type AdminEvent } from './serving-routes.js';
 import { ReplyStream, SseReply } from './server-stream.js';
 import { HarmonyReplyStream } from './stream-harmony.js';
 import { HermesReplyStream, type ReplyDelta } from './stream-hermes.js';
-import { HarmonyChatFormat } from '../model/hf/chat/harmony-format.js';
-import { JinjaChatFormat } from '../model/hf/chat/jinja-format.js';
+import { HarmonyChatFormat } from '../chat/hf/harmony-format.js';
+import { JinjaChatFormat } from '../chat/hf/jinja-format.js';
 import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 /** Options of {@link startChatServer}. */

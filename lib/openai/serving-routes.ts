@@ -28,7 +28,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-import type { ChatFormatTokenizer } from '../model/chat-format.js';
+import type { ChatFormatTokenizer } from '../chat/chat-format.js';
 import type { GenerativeModel } from '../model/policy.js';
 import { ClientGone } from './abort.js';
 import type { ChatEngine } from './chat-engine.js';

@@ -25,10 +25,10 @@
  * it (the reasoning sent stays sent), as with the Hermes stream.
  * @module
  */
-import type { ChatToolCall } from '../model/chat-template.js';
-import { readHarmonyCompletion } from '../model/hf/chat/harmony-format.js';
-import { parseHarmonyHeader, type HarmonyParsedMessage } from '../model/hf/chat/harmony-parse.js';
-import type { HfTokenizer } from '../model/hf/tokenizer.js';
+import type { ChatToolCall } from '../chat/chat-template.js';
+import { readHarmonyCompletion } from '../chat/hf/harmony-format.js';
+import { parseHarmonyHeader, type HarmonyParsedMessage } from '../chat/hf/harmony-parse.js';
+import type { HfTokenizer } from '../chat/hf/tokenizer.js';
 import type { FinalReply, ReplyDelta } from './stream-hermes.js';
 
 type Header = Omit<HarmonyParsedMessage, 'content' | 'terminator'>;

@@ -19,8 +19,8 @@
  * deltas that differ from it; the stream then sends no more of that part.
  * @module
  */
-import type { ChatToolCall } from '../model/chat-template.js';
-import { readHermesCall } from '../model/hf/chat/hermes.js';
+import type { ChatToolCall } from '../chat/chat-template.js';
+import { readHermesCall } from '../chat/hf/hermes.js';
 
 const OPEN_THINK = '<think>';
 const CLOSE_THINK = '</think>';

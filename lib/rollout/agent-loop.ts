@@ -17,8 +17,8 @@
  * @module
  */
 import type { AnyEnv } from '../gym/async-core.js';
-import type { ChatFormat } from '../model/chat-format.js';
-import { appendTokens, type ChatMessage, type ToolSchema } from '../model/chat-template.js';
+import type { ChatFormat } from '../chat/chat-format.js';
+import { appendTokens, type ChatMessage, type ToolSchema } from '../chat/chat-template.js';
 import { DataProto } from './data-proto.js';
 import { episodesToDataProto } from './batch.js';
 import {

@@ -10,9 +10,9 @@
  * turn the server cut (`finishReason: 'length'`) stays cut.
  * @module
  */
-import type { ChatFormat, ConversationReader } from '../model/chat-format.js';
-import type { ChatAssistantMessage } from '../model/chat-template.js';
-import { ConversationDecodeError } from '../model/conversation-decoder.js';
+import type { ChatFormat, ConversationReader } from '../chat/chat-format.js';
+import type { ChatAssistantMessage } from '../chat/chat-template.js';
+import { ConversationDecodeError } from '../chat/conversation-decoder.js';
 import {
   isChatTurn,
   type ChatConversation,

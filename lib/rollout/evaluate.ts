@@ -13,7 +13,7 @@
  * @module
  */
 import type { AnyEnv } from '../gym/async-core.js';
-import type { ChatFormat } from '../model/chat-format.js';
+import type { ChatFormat } from '../chat/chat-format.js';
 import { isSuccess, passHatK } from '../tau/evaluate.js';
 import { TASK_KIND_PATTERN } from '../tau/task-kind.js';
 import { AgentLoop, type AgentLoopLimits, type TokenizationSanityCheck } from './agent-loop.js';

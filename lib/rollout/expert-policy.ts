@@ -7,7 +7,7 @@
  * drive the agent loop without a model.
  * @module
  */
-import type { ChatAssistantMessage, ChatMessage, ChatTemplate } from '../model/chat-template.js';
+import type { ChatAssistantMessage, ChatMessage, ChatTemplate } from '../chat/chat-template.js';
 import {
   ExpertAirlineAgent,
   ExpertRetailAgent,

@@ -3,8 +3,8 @@
  * environment action, and the checks of a policy's output.
  * @module
  */
-import type { ChatFormat } from '../model/chat-format.js';
-import type { ChatAssistantMessage } from '../model/chat-template.js';
+import type { ChatFormat } from '../chat/chat-format.js';
+import type { ChatAssistantMessage } from '../chat/chat-template.js';
 import type { TokenSampleResult } from './policy.js';
 
 /**

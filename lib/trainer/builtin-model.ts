@@ -9,13 +9,8 @@
  */
 import { join } from 'node:path';
 
-import {
-  ChatTemplate,
-  modelConfig,
-  TransformerPolicy,
-  type ChatFormatTokenizer,
-  type ModelConfig,
-} from '../model/index.js';
+import { ChatTemplate, type ChatFormatTokenizer } from '../chat/index.js';
+import { modelConfig, TransformerPolicy, type ModelConfig } from '../model/index.js';
 import type { DeviceRequest } from '../native/index.js';
 import { transformerWeightsHost, type WeightsHost } from '../openai/index.js';
 import { RunFolderError, writeFileSynced, type TrainerState } from './checkpoint.js';

@@ -8,7 +8,8 @@
  * @module
  */
 import { createTauEnv, loadTauWorld, type TauTaskSource, type TauWorld } from '../gym/index.js';
-import { ChatTemplate, trainChatTokenizer, type ChatFormat, type HfDtypeOption } from '../model/index.js';
+import { ChatTemplate, trainChatTokenizer, type ChatFormat } from '../chat/index.js';
+import { type HfDtypeOption } from '../model/index.js';
 import type { DeviceRequest } from '../native/index.js';
 import { OpenAIChatClient, OpenAIChatPolicy, type RoutingPolicy } from '../openai/index.js';
 import { ChatTokenPolicy, evaluatePolicy, writeTrajectories, type TokenPolicy } from '../rollout/index.js';

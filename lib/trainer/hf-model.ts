@@ -11,12 +11,11 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
+import { type ChatFormat, type ChatFormatTokenizer } from '../chat/index.js';
 import {
   hfFolderFingerprint,
   loadPretrained,
   TransformerPolicy,
-  type ChatFormat,
-  type ChatFormatTokenizer,
   type HfDtypeOption,
   type PretrainedModel,
 } from '../model/index.js';

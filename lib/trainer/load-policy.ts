@@ -5,7 +5,8 @@
  * and the Hugging Face model behind it.
  * @module
  */
-import type { ChatFormat, PretrainedModel, TransformerPolicy } from '../model/index.js';
+import type { ChatFormat } from '../chat/index.js';
+import type { PretrainedModel, TransformerPolicy } from '../model/index.js';
 import type { RunInfo } from './model-handle.js';
 import { openModel } from './open-model.js';
 

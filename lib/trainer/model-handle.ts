@@ -8,10 +8,8 @@
  * ask which kind they hold. {@link planRunModel} is the one place that picks the kind of a run.
  * @module
  */
+import type { ChatFormat, ChatFormatTokenizer, ChatTemplate } from '../chat/index.js';
 import type {
-  ChatFormat,
-  ChatFormatTokenizer,
-  ChatTemplate,
   GenerativeModel,
   LogProbOptions,
   LogProbResult,

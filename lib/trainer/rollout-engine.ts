@@ -32,7 +32,7 @@
 import { mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { basename, join } from 'node:path';
 
-import type { ChatFormat } from '../model/chat-format.js';
+import type { ChatFormat } from '../chat/chat-format.js';
 import type { TransformerPolicy } from '../model/index.js';
 import {
   CompletionFormatError,

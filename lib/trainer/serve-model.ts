@@ -14,7 +14,8 @@
  * name it), or when an adapter host is given.
  * @module
  */
-import type { ChatFormat, GenerativeModel, HfDtypeOption } from '../model/index.js';
+import type { ChatFormat } from '../chat/index.js';
+import type { GenerativeModel, HfDtypeOption } from '../model/index.js';
 import type { DeviceRequest } from '../native/index.js';
 import {
   generationConfigDefaults,

@@ -13,15 +13,13 @@
 import type { AnyEnv } from '../gym/index.js';
 import {
   ChatTemplateError,
-  packSequences,
   type ChatAssistantMessage,
   type ChatFormat,
   type ChatMessage,
   type ChatTemplate,
-  type PackedSequences,
   type ToolSchema,
-  type TransformerPolicy,
-} from '../model/index.js';
+} from '../chat/index.js';
+import { packSequences, type PackedSequences, type TransformerPolicy } from '../model/index.js';
 import { AgentLoop, ExpertTokenPolicy, mixSeed, type EpisodeRecord } from '../rollout/index.js';
 import type { TauWorld } from '../gym/index.js';
 import type { TrainConfig } from './config.js';

@@ -5,7 +5,7 @@
  * whole capped so that the page stays small.
  * @module
  */
-import type { ChatMessage } from '../model/index.js';
+import type { ChatMessage } from '../chat/index.js';
 import { explainReward } from '../tau/index.js';
 import { escapeHtml as esc } from './html.js';
 import type { MetricsRow } from './report.js';

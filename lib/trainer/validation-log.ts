@@ -8,7 +8,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
-import type { ChatFormat, ChatMessage } from '../model/index.js';
+import type { ChatFormat, ChatMessage } from '../chat/index.js';
 import type { EpisodeRecord, EvaluationResult } from '../rollout/index.js';
 import { RunFolderError, writeTextAtomic } from './checkpoint.js';
 

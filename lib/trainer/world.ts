@@ -5,7 +5,7 @@
  * @module
  */
 import { loadTauWorld, TauEnv, type TauWorld } from '../gym/index.js';
-import { ChatTemplate, trainChatTokenizer, type Tokenizer } from '../model/index.js';
+import { ChatTemplate, trainChatTokenizer, type Tokenizer } from '../chat/index.js';
 import { AgentLoop, ExpertTokenPolicy, mixSeed } from '../rollout/index.js';
 import { domainOf, type TrainConfig } from './config.js';
 

@@ -9,9 +9,9 @@ import type { AddressInfo } from 'node:net';
 import t from 'tap';
 
 import { abortReasons, evalProblem, openaiCheckpointProblem, progressBar } from '../../lib/cli/commands/eval.js';
-import { ChatTemplate, trainChatTokenizer } from '../../lib/model/index.js';
-import { JinjaChatFormat } from '../../lib/model/hf/chat/jinja-format.js';
-import { qwen3Tokenizer } from '../model/hf/fixtures/tokenizers.js';
+import { ChatTemplate, trainChatTokenizer } from '../../lib/chat/index.js';
+import { JinjaChatFormat } from '../../lib/chat/hf/jinja-format.js';
+import { qwen3Tokenizer } from '../chat/hf/fixtures/tokenizers.js';
 import { buildProgram } from '../../lib/cli/main.js';
 
 /** Runs the CLI, capturing stdout and stderr lines and the exit status it sets. */

@@ -5,18 +5,17 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
+import { Tokenizer, trainChatTokenizer } from '../../lib/chat/index.js';
 import {
   CheckpointError,
   ParamStore,
   type ModelConfig,
   type SafeTensor,
-  Tokenizer,
   loadCheckpoint,
   modelConfig,
   parameterLayout,
   restoreParamStore,
   saveCheckpoint,
-  trainChatTokenizer,
 } from '../../lib/model/index.js';
 import { encodeSafetensors, readSafetensorsFile, writeSafetensorsFile } from '../../lib/model/safetensors.js';
 import { randn, sameBits } from './fixtures/reference.js';

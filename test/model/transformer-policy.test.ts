@@ -8,8 +8,8 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
+import { ChatTemplate, trainChatTokenizer } from '../../lib/chat/index.js';
 import {
-  ChatTemplate,
   CheckpointError,
   type ModelConfig,
   type SampleResult,
@@ -18,7 +18,6 @@ import {
   TransformerPolicy,
   modelConfig,
   packSequences,
-  trainChatTokenizer,
 } from '../../lib/model/index.js';
 import { closeness, randint, sameBits } from './fixtures/reference.js';
 import { randomizeStore } from './fixtures/transformer-reference.js';

@@ -7,7 +7,7 @@ import { connect } from 'node:net';
 
 import t from 'tap';
 
-import { ChatTemplate, Tokenizer, type ChatMessage } from '../../lib/model/index.js';
+import { ChatTemplate, Tokenizer, type ChatMessage } from '../../lib/chat/index.js';
 import type { AnyEnv } from '../../lib/gym/index.js';
 import { startChatServer } from '../../lib/openai/index.js';
 import { evaluatePolicy } from '../../lib/rollout/index.js';

@@ -11,8 +11,8 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import type { ChatAssistantMessage } from '../../lib/model/chat-template.js';
-import { JinjaChatFormat } from '../../lib/model/hf/chat/jinja-format.js';
+import type { ChatAssistantMessage } from '../../lib/chat/chat-template.js';
+import { JinjaChatFormat } from '../../lib/chat/hf/jinja-format.js';
 import { loadPretrained } from '../../lib/model/index.js';
 import type { GenerativeModel, ModelSession, SampleResult } from '../../lib/model/policy.js';
 import { startChatServer } from '../../lib/openai/index.js';

@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 
-import type { ChatAssistantMessage } from '../../lib/model/index.js';
+import type { ChatAssistantMessage } from '../../lib/chat/index.js';
 import type {
   GenerateRequest,
   GenerativeModel,

@@ -13,7 +13,8 @@ import { join } from 'node:path';
 import t from 'tap';
 
 import { serve } from '../../lib/cli/commands/serve.js';
-import type { ChatTemplate, GenerativeModel, SampleOptions } from '../../lib/model/index.js';
+import type { ChatTemplate } from '../../lib/chat/index.js';
+import type { GenerativeModel, SampleOptions } from '../../lib/model/index.js';
 import { loadPretrained, type PretrainedModel } from '../../lib/model/hf/pretrained.js';
 import { generationConfigDefaults, resolveSampling, startChatServer } from '../../lib/openai/index.js';
 import { writeTinyCheckpoint } from '../model/hf/fixtures/tiny-checkpoint.js';

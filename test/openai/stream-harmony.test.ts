@@ -9,15 +9,15 @@
 // before the reply ends.
 import t from 'tap';
 
-import type { ChatToolCall } from '../../lib/model/chat-template.js';
-import { HarmonyChatFormat } from '../../lib/model/hf/chat/harmony-format.js';
-import type { HfTokenizer } from '../../lib/model/hf/tokenizer.js';
+import type { ChatToolCall } from '../../lib/chat/chat-template.js';
+import { HarmonyChatFormat } from '../../lib/chat/hf/harmony-format.js';
+import type { HfTokenizer } from '../../lib/chat/hf/tokenizer.js';
 import { TokenScript } from './fixtures/token-script.js';
 import { startChatServer } from '../../lib/openai/index.js';
 import { HarmonyReplyStream } from '../../lib/openai/stream-harmony.js';
 import type { FinalReply, ReplyDelta } from '../../lib/openai/stream-hermes.js';
 import { mulberry32 } from '../../lib/util/random.js';
-import { gptOssTokenizer } from '../model/hf/fixtures/tokenizers.js';
+import { gptOssTokenizer } from '../chat/hf/fixtures/tokenizers.js';
 
 const rng = mulberry32;
 

@@ -7,13 +7,13 @@
 // reply ends.
 import t from 'tap';
 
-import type { ChatToolCall } from '../../lib/model/chat-template.js';
-import { JinjaChatFormat } from '../../lib/model/hf/chat/jinja-format.js';
+import type { ChatToolCall } from '../../lib/chat/chat-template.js';
+import { JinjaChatFormat } from '../../lib/chat/hf/jinja-format.js';
 import { TokenScript } from './fixtures/token-script.js';
 import { startChatServer } from '../../lib/openai/index.js';
 import { HermesReplyStream, type FinalReply } from '../../lib/openai/stream-hermes.js';
 import { mulberry32 } from '../../lib/util/random.js';
-import { qwen3Tokenizer } from '../model/hf/fixtures/tokenizers.js';
+import { qwen3Tokenizer } from '../chat/hf/fixtures/tokenizers.js';
 
 const rng = mulberry32;
 

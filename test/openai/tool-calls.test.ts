@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 
 import t from 'tap';
 
-import { ChatTemplate, trainChatTokenizer } from '../../lib/model/index.js';
+import { ChatTemplate, trainChatTokenizer } from '../../lib/chat/index.js';
 import { OpenAIChatPolicy } from '../../lib/openai/index.js';
 import { readAssistantReply, contentText } from '../../lib/openai/tool-calls.js';
 import { ChatTokenPolicy, evaluatePolicy, trajectoriesToJsonl } from '../../lib/rollout/index.js';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 
 import { AsyncTauEnv, TauEnv, type ChatMessage as GymChatMessage } from '../../lib/gym/index.js';
-import type { ChatMessage } from '../../lib/model/index.js';
+import type { ChatMessage } from '../../lib/chat/index.js';
 import {
   AgentLoop,
   ExpertTokenPolicy,

@@ -7,7 +7,7 @@
 import t from 'tap';
 
 import type { AnyEnv } from '../../lib/gym/index.js';
-import { ChatTemplate, trainChatTokenizer } from '../../lib/model/index.js';
+import { ChatTemplate, trainChatTokenizer } from '../../lib/chat/index.js';
 import { evaluatePolicy, type SessionContext, type TokenPolicy, type TokenSession } from '../../lib/rollout/index.js';
 
 const tpl = new ChatTemplate(trainChatTokenizer(['Done, thank you. hi sys'], { vocabSize: 300 }));

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 
 import t from 'tap';
 
-import type { ChatAssistantMessage, ChatMessage } from '../../lib/model/index.js';
+import type { ChatAssistantMessage, ChatMessage } from '../../lib/chat/index.js';
 import {
   AgentLoop,
   ChatTokenPolicy,
@@ -23,7 +23,7 @@ import {
   type TokenSampleResult,
   type TokenSession,
 } from '../../lib/rollout/index.js';
-import { ConversationDecodeError, ConversationDecoder } from '../../lib/model/index.js';
+import { ConversationDecodeError, ConversationDecoder } from '../../lib/chat/index.js';
 import { chatMessageOfAction } from '../../lib/rollout/expert-policy.js';
 import { parseTurn } from '../../lib/rollout/turns.js';
 import type { TauTask } from '../../lib/tau/index.js';

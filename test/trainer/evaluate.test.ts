@@ -1,6 +1,6 @@
 import t from 'tap';
 
-import { ChatTemplate, trainChatTokenizer } from '../../lib/model/index.js';
+import { ChatTemplate, trainChatTokenizer } from '../../lib/chat/index.js';
 import {
   evaluatePolicy,
   ExpertTokenPolicy,

@@ -15,7 +15,7 @@ import { grpoStep } from '../../lib/trainer/grpo-step.js';
 import { episodeSequence } from '../../lib/trainer/sft.js';
 import { runModelConfig } from '../../lib/trainer/trainer.js';
 import { promptSettings, trainRunTokenizer } from '../../lib/trainer/world.js';
-import { ChatTemplate } from '../../lib/model/index.js';
+import { ChatTemplate } from '../../lib/chat/index.js';
 
 /** One-turn episodes rewarded by a fixed function of the assistant's first action (its length parity). */
 class ParityRewardEnv extends TauEnv {

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 
 import t, { type Test } from 'tap';
 
-import { loadPretrained, type ChatFormat, type PretrainedModel } from '../../lib/model/index.js';
+import { type ChatFormat } from '../../lib/chat/index.js';
+import { loadPretrained, type PretrainedModel } from '../../lib/model/index.js';
 import {
   AgentLoop,
   type EpisodeRecord,

@@ -22,7 +22,8 @@ import t from 'tap';
 
 import { runEval } from '../../lib/cli/commands/eval.js';
 import { serve } from '../../lib/cli/commands/serve.js';
-import { loadOptimizerState, loadPretrained, type ChatMessage } from '../../lib/model/index.js';
+import { type ChatMessage } from '../../lib/chat/index.js';
+import { loadOptimizerState, loadPretrained } from '../../lib/model/index.js';
 import {
   loadPolicy,
   resolveConfig,

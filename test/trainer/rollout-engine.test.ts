@@ -8,7 +8,8 @@ import t from 'tap';
 
 import { serve } from '../../lib/cli/commands/serve.js';
 import { runTrainCommand } from '../../lib/cli/commands/train.js';
-import { ChatTemplate, TransformerPolicy } from '../../lib/model/index.js';
+import { ChatTemplate } from '../../lib/chat/index.js';
+import { TransformerPolicy } from '../../lib/model/index.js';
 import type { GenerativeModel, ModelSession, SampleOptions } from '../../lib/model/policy.js';
 import { startChatServer, transformerWeightsHost, type AdapterHost, type ChatServer } from '../../lib/openai/index.js';
 import { validateSavedConfig, DEFAULT_CONFIG } from '../../lib/trainer/config.js';

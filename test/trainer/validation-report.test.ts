@@ -10,7 +10,7 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { ChatTemplate, trainChatTokenizer, type ChatMessage } from '../../lib/model/index.js';
+import { ChatTemplate, trainChatTokenizer, type ChatMessage } from '../../lib/chat/index.js';
 import type { EpisodeRecord, TaskEvaluation } from '../../lib/rollout/index.js';
 import type { RewardInfo } from '../../lib/tau/index.js';
 import { REPORT_TRANSCRIPT_CAPS, type MetricsRow } from '../../lib/trainer/index.js';

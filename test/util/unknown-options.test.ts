@@ -6,16 +6,9 @@ import t from 'tap';
 import { computeAdvantages } from '../../lib/grpo/index.js';
 import * as gym from '../../lib/gym/index.js';
 import { TauEnv } from '../../lib/gym/index.js';
-import { createChatFormat } from '../../lib/model/hf/chat/factory.js';
-import {
-  ChatTemplate,
-  loadChatFormat,
-  loadCheckpoint,
-  loadPretrained,
-  saveCheckpoint,
-  Tokenizer,
-  trainChatTokenizer,
-} from '../../lib/model/index.js';
+import { createChatFormat } from '../../lib/chat/hf/factory.js';
+import { ChatTemplate, loadChatFormat, Tokenizer, trainChatTokenizer } from '../../lib/chat/index.js';
+import { loadCheckpoint, loadPretrained, saveCheckpoint } from '../../lib/model/index.js';
 import { OpenAIChatClient, OpenAIChatPolicy, startChatServer } from '../../lib/openai/index.js';
 import {
   AgentLoop,

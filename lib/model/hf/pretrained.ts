@@ -35,7 +35,7 @@
 import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 
-import { ChatTemplateError } from '../chat-template.js';
+import { ChatTemplateError } from '../../chat/chat-template.js';
 import { type ModelConfig, ModelConfigError, parameterLayout, validateModelConfig } from '../config.js';
 import { applyPeftAdapter, readPeftAdapter, savePeftAdapter, type PeftAdapter } from '../lora/peft.js';
 import { addLora, mergeLora, removeLora } from '../lora/adapters.js';
@@ -48,13 +48,13 @@ import type { ActivationCheckpointing } from '../policy.js';
 import { TransformerPolicy, type TransformerPolicyOptions } from '../transformer-policy.js';
 import type { DeviceRequest } from '../../native/device.js';
 import { DeviceUnavailableError } from '../../native/errors.js';
-import { type ChatFormatOptions, type PretrainedChatFormat, loadChatFormat } from './chat/factory.js';
+import { type ChatFormatOptions, type PretrainedChatFormat, loadChatFormat } from '../../chat/hf/factory.js';
 import type { HfArchitecture } from './config-schema.js';
 import type { HfFileDtype, HfTensor } from './convert.js';
 import { HfConfigError } from './errors.js';
 import { HfCheckpointReader, type HfDtypeOption, type HfMxfp4Option } from './load.js';
 import { type SaveHfResult, saveHf } from './save.js';
-import { HfTokenizer, HfTokenizerError } from './tokenizer.js';
+import { HfTokenizer, HfTokenizerError } from '../../chat/hf/tokenizer.js';
 import { optionKeys, refuseUnknownOptions } from '../../util/options.js';
 
 /** Options of {@link loadPretrained}. */

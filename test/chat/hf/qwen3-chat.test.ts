@@ -5,8 +5,8 @@
 // </tool_call>, consecutive tool results in one user turn of <tool_response> blocks.
 import t from 'tap';
 
-import type { ChatMessage } from '../../../lib/model/chat-template.js';
-import { JinjaChatFormat } from '../../../lib/model/hf/chat/jinja-format.js';
+import type { ChatMessage } from '../../../lib/chat/chat-template.js';
+import { JinjaChatFormat } from '../../../lib/chat/hf/jinja-format.js';
 import { parseTurn } from '../../../lib/rollout/turns.js';
 import { normalizeAction } from '../../../lib/tau/action.js';
 import { mulberry32 } from '../../../lib/util/random.js';

@@ -8,11 +8,11 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
-import { ChatTemplateError } from '../../chat-template.js';
-import { HfTokenizer, readJsonFile, type JsonObject } from '../tokenizer.js';
+import { ChatTemplateError } from '../chat-template.js';
+import { HfTokenizer, readJsonFile, type JsonObject } from './tokenizer.js';
 import { HarmonyChatFormat, type HarmonyChatFormatOptions } from './harmony-format.js';
 import { JinjaChatFormat, type JinjaChatFormatOptions } from './jinja-format.js';
-import { optionKeys, refuseUnknownOptions } from '../../../util/options.js';
+import { optionKeys, refuseUnknownOptions } from '../../util/options.js';
 
 /** A pretrained model's chat format. */
 export type PretrainedChatFormat = JinjaChatFormat | HarmonyChatFormat;

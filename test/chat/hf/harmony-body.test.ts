@@ -5,8 +5,8 @@
 // with two calls has no such rendering (a sampled turn ends at its first <|call|>).
 import t from 'tap';
 
-import type { ChatAssistantMessage } from '../../../lib/model/chat-template.js';
-import { HarmonyChatFormat } from '../../../lib/model/hf/chat/harmony-format.js';
+import type { ChatAssistantMessage } from '../../../lib/chat/chat-template.js';
+import { HarmonyChatFormat } from '../../../lib/chat/hf/harmony-format.js';
 import { gptOssTokenizer } from './fixtures/tokenizers.js';
 
 t.test('assistant bodies as gpt-oss samples them, read back by parseAssistant', async (t) => {

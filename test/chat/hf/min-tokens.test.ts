@@ -7,11 +7,11 @@
 // character (the tokenizers' longest tokens), special-token names inside contents.
 import t, { type Test } from 'tap';
 
-import type { ChatFormat } from '../../../lib/model/chat-format.js';
-import type { ChatMessage, ToolSchema } from '../../../lib/model/chat-template.js';
-import { HarmonyChatFormat } from '../../../lib/model/hf/chat/harmony-format.js';
-import { JinjaChatFormat } from '../../../lib/model/hf/chat/jinja-format.js';
-import { uniformStream } from './fixtures/seeded.js';
+import type { ChatFormat } from '../../../lib/chat/chat-format.js';
+import type { ChatMessage, ToolSchema } from '../../../lib/chat/chat-template.js';
+import { HarmonyChatFormat } from '../../../lib/chat/hf/harmony-format.js';
+import { JinjaChatFormat } from '../../../lib/chat/hf/jinja-format.js';
+import { uniformStream } from '../../model/hf/fixtures/seeded.js';
 import { gptOssTokenizer, qwen3Tokenizer } from './fixtures/tokenizers.js';
 
 const PIECES = [

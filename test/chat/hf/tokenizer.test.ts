@@ -8,7 +8,7 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { HfTokenizer, HfTokenizerError } from '../../../lib/model/hf/tokenizer.js';
+import { HfTokenizer, HfTokenizerError } from '../../../lib/chat/hf/tokenizer.js';
 import { mulberry32 } from '../../../lib/util/random.js';
 import { gptOssTokenizer, lenmlModelDir, qwen3Tokenizer } from './fixtures/tokenizers.js';
 

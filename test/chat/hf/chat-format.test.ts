@@ -2,10 +2,10 @@
 // message-level policy behind the token interface needs a format that reads its streams back.
 import t from 'tap';
 
-import type { ChatFormat } from '../../../lib/model/chat-format.js';
-import { ChatTemplate, trainChatTokenizer, type ChatMessage } from '../../../lib/model/chat-template.js';
-import { ConversationDecoder } from '../../../lib/model/conversation-decoder.js';
-import { JinjaChatFormat } from '../../../lib/model/hf/chat/jinja-format.js';
+import type { ChatFormat } from '../../../lib/chat/chat-format.js';
+import { ChatTemplate, trainChatTokenizer, type ChatMessage } from '../../../lib/chat/chat-template.js';
+import { ConversationDecoder } from '../../../lib/chat/conversation-decoder.js';
+import { JinjaChatFormat } from '../../../lib/chat/hf/jinja-format.js';
 import { ChatTokenPolicy } from '../../../lib/rollout/chat-token-policy.js';
 import { qwen3Tokenizer } from './fixtures/tokenizers.js';
 

@@ -6,10 +6,10 @@ import { join } from 'node:path';
 
 import t, { type Test } from 'tap';
 
-import { ChatTemplateError } from '../../../lib/model/chat-template.js';
-import { configTemplates, createChatFormat, isGptOss, loadChatFormat } from '../../../lib/model/hf/chat/factory.js';
-import { HarmonyChatFormat } from '../../../lib/model/hf/chat/harmony-format.js';
-import { JinjaChatFormat } from '../../../lib/model/hf/chat/jinja-format.js';
+import { ChatTemplateError } from '../../../lib/chat/chat-template.js';
+import { configTemplates, createChatFormat, isGptOss, loadChatFormat } from '../../../lib/chat/hf/factory.js';
+import { HarmonyChatFormat } from '../../../lib/chat/hf/harmony-format.js';
+import { JinjaChatFormat } from '../../../lib/chat/hf/jinja-format.js';
 import { gptOssTokenizer, lenmlModelDir, qwen3Tokenizer } from './fixtures/tokenizers.js';
 
 /** A model folder holding links to a tokenizer's files and the given extra files. */

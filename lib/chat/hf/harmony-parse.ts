@@ -8,7 +8,7 @@
  * (`json`, `<|constrain|>json`, `code`) comes last.
  * @module
  */
-import type { HfTokenizer } from '../tokenizer.js';
+import type { HfTokenizer } from './tokenizer.js';
 import type { HarmonyRole } from './harmony-render.js';
 
 /** A parsed message. */

@@ -3,10 +3,10 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { CHAT_SPECIAL_TOKENS } from '../../lib/model/chat-template.js';
-import { Tokenizer, TokenizerError, decodeWtf8, trainChatTokenizer } from '../../lib/model/index.js';
-import { encodeWtf8 } from '../../lib/model/utf8.js';
-import { rng } from './fixtures/reference.js';
+import { CHAT_SPECIAL_TOKENS } from '../../lib/chat/chat-template.js';
+import { Tokenizer, TokenizerError, decodeWtf8, trainChatTokenizer } from '../../lib/chat/index.js';
+import { encodeWtf8 } from '../../lib/chat/utf8.js';
+import { rng } from '../model/fixtures/reference.js';
 
 const CORPUS = [
   'The customer wants to return order #W2378156 because the item arrived damaged.',

@@ -32,12 +32,7 @@
  */
 import { Environment, Interpreter, Template } from '@huggingface/jinja';
 
-import type {
-  ChatFormat,
-  ChatFormatAppendOptions,
-  ChatFormatRenderOptions,
-  ParsedCompletion,
-} from '../../chat-format.js';
+import type { ChatFormat, ChatFormatAppendOptions, ChatFormatRenderOptions, ParsedCompletion } from '../chat-format.js';
 import {
   ChatTemplateError,
   type ChatAssistantMessage,
@@ -45,8 +40,8 @@ import {
   type ChatToolCall,
   type ParseResult,
   type ToolSchema,
-} from '../../chat-template.js';
-import type { HfTokenizer } from '../tokenizer.js';
+} from '../chat-template.js';
+import type { HfTokenizer } from './tokenizer.js';
 import { parseHermes, withoutThinking } from './hermes.js';
 
 /** Options of {@link JinjaChatFormat}. */

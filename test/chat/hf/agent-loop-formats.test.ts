@@ -4,11 +4,11 @@
 // new messages (mask 0), the malformed call comes back as the environment's Error tool message.
 import t, { type Test } from 'tap';
 
-import type { ChatFormat } from '../../../lib/model/chat-format.js';
-import type { ChatMessage } from '../../../lib/model/chat-template.js';
-import { HarmonyChatFormat } from '../../../lib/model/hf/chat/harmony-format.js';
-import { JinjaChatFormat } from '../../../lib/model/hf/chat/jinja-format.js';
-import type { HfTokenizer } from '../../../lib/model/hf/tokenizer.js';
+import type { ChatFormat } from '../../../lib/chat/chat-format.js';
+import type { ChatMessage } from '../../../lib/chat/chat-template.js';
+import { HarmonyChatFormat } from '../../../lib/chat/hf/harmony-format.js';
+import { JinjaChatFormat } from '../../../lib/chat/hf/jinja-format.js';
+import type { HfTokenizer } from '../../../lib/chat/hf/tokenizer.js';
 import {
   AgentLoop,
   type TokenPolicy,

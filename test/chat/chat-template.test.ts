@@ -6,8 +6,8 @@ import {
   ChatTemplateError,
   Tokenizer,
   trainChatTokenizer,
-} from '../../lib/model/index.js';
-import { rng } from './fixtures/reference.js';
+} from '../../lib/chat/index.js';
+import { rng } from '../model/fixtures/reference.js';
 
 const corpus = [
   'You are a retail customer service agent. Help users return or exchange delivered orders.',

@@ -4,9 +4,9 @@
 // token-in/token-out. Expected strings are written from the spec.
 import t from 'tap';
 
-import type { ChatMessage, ToolSchema } from '../../../lib/model/chat-template.js';
-import { HarmonyChatFormat } from '../../../lib/model/hf/chat/harmony-format.js';
-import { parseHarmonyHeader } from '../../../lib/model/hf/chat/harmony-parse.js';
+import type { ChatMessage, ToolSchema } from '../../../lib/chat/chat-template.js';
+import { HarmonyChatFormat } from '../../../lib/chat/hf/harmony-format.js';
+import { parseHarmonyHeader } from '../../../lib/chat/hf/harmony-parse.js';
 import { parseTurn } from '../../../lib/rollout/turns.js';
 import { normalizeAction } from '../../../lib/tau/action.js';
 import { gptOssTokenizer } from './fixtures/tokenizers.js';

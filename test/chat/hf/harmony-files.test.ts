@@ -8,15 +8,11 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { type ChatMessage, type ToolSchema } from '../../../lib/model/chat-template.js';
-import { HarmonyChatFormat } from '../../../lib/model/hf/chat/harmony-format.js';
-import { parseHarmony } from '../../../lib/model/hf/chat/harmony-parse.js';
-import type { HarmonyMessage, HarmonySystemContent } from '../../../lib/model/hf/chat/harmony-render.js';
-import type {
-  HarmonyTool,
-  HarmonyToolNamespace,
-  HarmonyJsonSchema,
-} from '../../../lib/model/hf/chat/harmony-schema.js';
+import { type ChatMessage, type ToolSchema } from '../../../lib/chat/chat-template.js';
+import { HarmonyChatFormat } from '../../../lib/chat/hf/harmony-format.js';
+import { parseHarmony } from '../../../lib/chat/hf/harmony-parse.js';
+import type { HarmonyMessage, HarmonySystemContent } from '../../../lib/chat/hf/harmony-render.js';
+import type { HarmonyTool, HarmonyToolNamespace, HarmonyJsonSchema } from '../../../lib/chat/hf/harmony-schema.js';
 import { gptOssTokenizer } from './fixtures/tokenizers.js';
 
 const candidates = [

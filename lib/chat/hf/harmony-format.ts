@@ -34,12 +34,7 @@
  * fresh rendering drops it.
  * @module
  */
-import type {
-  ChatFormat,
-  ChatFormatAppendOptions,
-  ChatFormatRenderOptions,
-  ParsedCompletion,
-} from '../../chat-format.js';
+import type { ChatFormat, ChatFormatAppendOptions, ChatFormatRenderOptions, ParsedCompletion } from '../chat-format.js';
 import {
   ChatTemplateError,
   type ChatAssistantMessage,
@@ -47,8 +42,8 @@ import {
   type ChatToolCall,
   type ParseResult,
   type ToolSchema,
-} from '../../chat-template.js';
-import type { HfTokenizer } from '../tokenizer.js';
+} from '../chat-template.js';
+import type { HfTokenizer } from './tokenizer.js';
 import { parseHarmony, parseHarmonyHeader, type HarmonyParsedMessage } from './harmony-parse.js';
 import {
   harmonyGenerationPrompt,
