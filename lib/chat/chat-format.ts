@@ -12,7 +12,12 @@
  * where it does not).
  * @module
  */
-import type { ChatAssistantMessage, ChatMessage, ChatToolCall, ParseResult, ToolSchema } from './chat-template.js';
+import type { ChatAssistantMessage, ChatMessage, ChatToolCall, ToolSchema } from './messages.js';
+
+/** Result of {@link ChatFormat.parseAssistant}: a message, or why the tokens are not one. */
+export type ParseResult =
+  | { ok: true; message: ChatAssistantMessage; /** tokens used, including <|end|> */ consumed: number }
+  | { ok: false; error: string; /** the generated text, specials included, for logs */ text: string };
 
 /** The tokenizer side of a chat format. */
 export interface ChatFormatTokenizer {

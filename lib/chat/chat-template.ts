@@ -19,8 +19,9 @@
  * message's rendering.
  * @module
  */
-import type { ChatFormat, ChatFormatAppendOptions, ConversationReader } from './chat-format.js';
+import type { ChatFormat, ChatFormatAppendOptions, ConversationReader, ParseResult } from './chat-format.js';
 import { ConversationDecoder } from './conversation-decoder.js';
+import type { ChatAssistantMessage, ChatMessage, ChatToolCall, ToolSchema } from './messages.js';
 import { TOKENIZER_TRAIN_KEYS, Tokenizer, type TokenizerTrainOptions } from './tokenizer.js';
 import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
@@ -34,36 +35,6 @@ export const CHAT_SPECIAL_TOKENS: readonly string[] = Object.freeze([
   '<|call|>',
 ]);
 
-/** A tool call of an assistant message (OpenAI chat format). */
-export interface ChatToolCall {
-  id?: string;
-  type?: 'function';
-  function: {
-    name: string;
-    /** The arguments as JSON text. */
-    arguments: string;
-  };
-}
-
-/** A chat message (OpenAI chat format). */
-export type ChatMessage =
-  | { role: 'system'; content: string }
-  | { role: 'user'; content: string }
-  | {
-      role: 'assistant';
-      content?: string | null;
-      tool_calls?: ChatToolCall[];
-      /** The model's reasoning before this reply (Qwen3's `<think>`, harmony's analysis); the built-in template ignores it. */
-      reasoning_content?: string | null;
-    }
-  | { role: 'tool'; content: string; tool_call_id?: string; name?: string };
-
-/** An assistant message as parsed from generated tokens. */
-export type ChatAssistantMessage = Extract<ChatMessage, { role: 'assistant' }>;
-
-/** A tool schema as passed to chat APIs (rendered as JSON; any JSON-serialisable object). */
-export type ToolSchema = Record<string, unknown>;
-
 const RENDER_KEYS = optionKeys<RenderOptions>({ tools: true, addGenerationPrompt: true });
 
 /** Options of {@link ChatTemplate.render}. */
@@ -73,11 +44,6 @@ export interface RenderOptions {
   /** Append `<|start|>assistant`, where the model starts generating. */
   addGenerationPrompt?: boolean;
 }
-
-/** Result of {@link ChatTemplate.parseAssistant}: a message, or why the tokens are not one. */
-export type ParseResult =
-  | { ok: true; message: ChatAssistantMessage; /** tokens used, including <|end|> */ consumed: number }
-  | { ok: false; error: string; /** the generated text, specials included, for logs */ text: string };
 
 /** Thrown when a message cannot be rendered (unknown role, wrong field types). */
 export class ChatTemplateError extends Error {

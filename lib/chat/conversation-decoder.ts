@@ -7,7 +7,8 @@
  * @module
  */
 import type { ConversationReader } from './chat-format.js';
-import type { ChatMessage, ChatTemplate, ToolSchema } from './chat-template.js';
+import type { ChatTemplate } from './chat-template.js';
+import type { ChatMessage, ToolSchema } from './messages.js';
 
 /** Thrown when the token stream is not a rendering of the template. */
 export class ConversationDecodeError extends Error {

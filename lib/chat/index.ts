@@ -14,18 +14,14 @@ export type {
   ChatFormatTokenizer,
   ConversationReader,
   ParsedCompletion,
+  ParseResult,
 } from './chat-format.js';
 export {
   appendTokens,
   ChatTemplate,
   ChatTemplateError,
   trainChatTokenizer,
-  type ChatAssistantMessage,
-  type ChatMessage,
-  type ChatToolCall,
-  type ParseResult,
   type RenderOptions,
-  type ToolSchema,
 } from './chat-template.js';
 export { ConversationDecodeError, ConversationDecoder } from './conversation-decoder.js';
 export { loadChatFormat, type ChatFormatOptions, type PretrainedChatFormat } from './hf/factory.js';
@@ -50,6 +46,7 @@ export {
   type HfTokenizerFiles,
   type HfTokenizerOptions,
 } from './hf/tokenizer.js';
+export type { ChatAssistantMessage, ChatMessage, ChatToolCall, ToolSchema } from './messages.js';
 export {
   Tokenizer,
   TokenizerError,

@@ -25,7 +25,7 @@
  * @module
  */
 import type { ChatFormat } from '../chat/chat-format.js';
-import type { ChatMessage, ChatAssistantMessage, ToolSchema } from '../chat/chat-template.js';
+import type { ChatMessage, ChatAssistantMessage, ToolSchema } from '../chat/messages.js';
 import type { AdamWStepOptions, AdamWStepResult } from './native.js';
 
 /** How a generation ends. */

@@ -26,7 +26,8 @@
  * @module
  */
 import type { ChatFormat } from '../chat/chat-format.js';
-import { ChatTemplateError, type ChatMessage, type ToolSchema } from '../chat/chat-template.js';
+import { ChatTemplateError } from '../chat/chat-template.js';
+import type { ChatMessage, ToolSchema } from '../chat/messages.js';
 import type { GenerativeModel, ModelSession } from '../model/policy.js';
 import { untilAborted } from './abort.js';
 import { RequestError, type ChatRequest } from './server-request.js';

@@ -10,7 +10,7 @@
  * `sinkflex serve`) those ids are the turn's tokens verbatim (token-in/token-out).
  * @module
  */
-import type { ChatAssistantMessage, ChatMessage } from '../chat/chat-template.js';
+import type { ChatAssistantMessage, ChatMessage } from '../chat/messages.js';
 import type { ChatConversation, ChatPolicy, ChatPolicyRequest, ChatTurn, SessionContext } from '../rollout/policy.js';
 import {
   OpenAIChatClient,

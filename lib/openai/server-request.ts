@@ -4,7 +4,7 @@
  * {@link RequestError} (HTTP 400 with an OpenAI-style error JSON naming the parameter).
  * @module
  */
-import type { ChatMessage, ChatToolCall, ToolSchema } from '../chat/chat-template.js';
+import type { ChatMessage, ChatToolCall, ToolSchema } from '../chat/messages.js';
 import { checkChatFields, type ChatRequestFields } from './request-fields.js';
 
 /** vLLM's error type names by status (vLLM's own where it has them, else the status's name + `Error`). */

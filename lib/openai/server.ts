@@ -30,7 +30,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 
 import type { ChatFormat } from '../chat/chat-format.js';
-import type { ChatToolCall } from '../chat/chat-template.js';
+import type { ChatToolCall } from '../chat/messages.js';
 import type { GenerativeModel } from '../model/policy.js';
 import { rawActionText } from '../rollout/turns.js';
 import { ClientGone } from './abort.js';

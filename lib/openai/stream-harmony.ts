@@ -25,7 +25,7 @@
  * it (the reasoning sent stays sent), as with the Hermes stream.
  * @module
  */
-import type { ChatToolCall } from '../chat/chat-template.js';
+import type { ChatToolCall } from '../chat/messages.js';
 import { readHarmonyCompletion } from '../chat/hf/harmony-format.js';
 import { parseHarmonyHeader, type HarmonyParsedMessage } from '../chat/hf/harmony-parse.js';
 import type { HfTokenizer } from '../chat/hf/tokenizer.js';

@@ -19,7 +19,7 @@
  * deltas that differ from it; the stream then sends no more of that part.
  * @module
  */
-import type { ChatToolCall } from '../chat/chat-template.js';
+import type { ChatToolCall } from '../chat/messages.js';
 import { readHermesCall } from '../chat/hf/hermes.js';
 
 const OPEN_THINK = '<think>';

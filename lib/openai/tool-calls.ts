@@ -8,7 +8,7 @@
  * which the model sees on its next turn.
  * @module
  */
-import type { ChatAssistantMessage, ChatToolCall } from '../chat/chat-template.js';
+import type { ChatAssistantMessage, ChatToolCall } from '../chat/messages.js';
 import { parseActionText } from '../tau/action.js';
 
 /** A tool call as an OpenAI-compatible server returns it. */

@@ -18,7 +18,8 @@
  */
 import type { AnyEnv } from '../gym/async-core.js';
 import type { ChatFormat } from '../chat/chat-format.js';
-import { appendTokens, type ChatMessage, type ToolSchema } from '../chat/chat-template.js';
+import { appendTokens } from '../chat/chat-template.js';
+import type { ChatMessage, ToolSchema } from '../chat/messages.js';
 import { DataProto } from './data-proto.js';
 import { episodesToDataProto } from './batch.js';
 import {

@@ -11,7 +11,7 @@
  * @module
  */
 import type { ChatFormat, ConversationReader } from '../chat/chat-format.js';
-import type { ChatAssistantMessage } from '../chat/chat-template.js';
+import type { ChatAssistantMessage } from '../chat/messages.js';
 import { ConversationDecodeError } from '../chat/conversation-decoder.js';
 import {
   isChatTurn,

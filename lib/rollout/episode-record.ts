@@ -3,7 +3,7 @@
  * response mask and rollout log-probs), reward, termination and trajectory.
  * @module
  */
-import type { ChatMessage, ToolSchema } from '../chat/chat-template.js';
+import type { ChatMessage, ToolSchema } from '../chat/messages.js';
 
 /**
  * Why an episode ended: the environment's reasons (tau2's: `user_stop`, `agent_stop`,

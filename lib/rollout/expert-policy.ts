@@ -7,7 +7,8 @@
  * drive the agent loop without a model.
  * @module
  */
-import type { ChatAssistantMessage, ChatMessage, ChatTemplate } from '../chat/chat-template.js';
+import type { ChatTemplate } from '../chat/chat-template.js';
+import type { ChatAssistantMessage, ChatMessage } from '../chat/messages.js';
 import {
   ExpertAirlineAgent,
   ExpertRetailAgent,

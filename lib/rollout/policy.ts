@@ -23,7 +23,7 @@
  * `maxTokens`, temperature/top-p, returning the sampled ids and their log-probs.
  * @module
  */
-import type { ChatAssistantMessage, ChatMessage, ToolSchema } from '../chat/chat-template.js';
+import type { ChatAssistantMessage, ChatMessage, ToolSchema } from '../chat/messages.js';
 import type { SampleOptions, SessionOptions, TokenSampleResult, TokenSession } from '../model/policy.js';
 
 export type { SampleOptions, TokenSampleResult, TokenSession } from '../model/policy.js';

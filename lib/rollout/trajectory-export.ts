@@ -9,7 +9,7 @@
  */
 import { writeFileSync } from 'node:fs';
 
-import type { ChatMessage, ToolSchema } from '../chat/chat-template.js';
+import type { ChatMessage, ToolSchema } from '../chat/messages.js';
 import type { EpisodeRecord } from './episode-record.js';
 import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 

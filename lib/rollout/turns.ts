@@ -4,7 +4,7 @@
  * @module
  */
 import type { ChatFormat } from '../chat/chat-format.js';
-import type { ChatAssistantMessage } from '../chat/chat-template.js';
+import type { ChatAssistantMessage } from '../chat/messages.js';
 import type { TokenSampleResult } from './policy.js';
 
 /**

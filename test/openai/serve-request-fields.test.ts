@@ -11,7 +11,7 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import type { ChatAssistantMessage } from '../../lib/chat/chat-template.js';
+import type { ChatAssistantMessage } from '../../lib/chat/messages.js';
 import { JinjaChatFormat } from '../../lib/chat/hf/jinja-format.js';
 import { loadPretrained } from '../../lib/model/index.js';
 import type { GenerativeModel, ModelSession, SampleResult } from '../../lib/model/policy.js';

@@ -9,7 +9,7 @@
 // before the reply ends.
 import t from 'tap';
 
-import type { ChatToolCall } from '../../lib/chat/chat-template.js';
+import type { ChatToolCall } from '../../lib/chat/messages.js';
 import { HarmonyChatFormat } from '../../lib/chat/hf/harmony-format.js';
 import type { HfTokenizer } from '../../lib/chat/hf/tokenizer.js';
 import { TokenScript } from './fixtures/token-script.js';

@@ -7,7 +7,7 @@
 // reply ends.
 import t from 'tap';
 
-import type { ChatToolCall } from '../../lib/chat/chat-template.js';
+import type { ChatToolCall } from '../../lib/chat/messages.js';
 import { JinjaChatFormat } from '../../lib/chat/hf/jinja-format.js';
 import { TokenScript } from './fixtures/token-script.js';
 import { startChatServer } from '../../lib/openai/index.js';

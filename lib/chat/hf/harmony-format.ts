@@ -35,14 +35,9 @@
  * @module
  */
 import type { ChatFormat, ChatFormatAppendOptions, ChatFormatRenderOptions, ParsedCompletion } from '../chat-format.js';
-import {
-  ChatTemplateError,
-  type ChatAssistantMessage,
-  type ChatMessage,
-  type ChatToolCall,
-  type ParseResult,
-  type ToolSchema,
-} from '../chat-template.js';
+import { ChatTemplateError } from '../chat-template.js';
+import type { ParseResult } from '../chat-format.js';
+import type { ChatAssistantMessage, ChatMessage, ChatToolCall, ToolSchema } from '../messages.js';
 import type { HfTokenizer } from './tokenizer.js';
 import { parseHarmony, parseHarmonyHeader, type HarmonyParsedMessage } from './harmony-parse.js';
 import {

@@ -6,7 +6,7 @@
  * call (a JSON object with a non-empty string `name` and object or string `arguments`).
  * @module
  */
-import type { ChatToolCall } from '../chat-template.js';
+import type { ChatToolCall } from '../messages.js';
 
 /** A completion read into its parts, or the reason it cannot be. */
 export type HermesParse =

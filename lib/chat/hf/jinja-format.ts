@@ -33,14 +33,9 @@
 import { Environment, Interpreter, Template } from '@huggingface/jinja';
 
 import type { ChatFormat, ChatFormatAppendOptions, ChatFormatRenderOptions, ParsedCompletion } from '../chat-format.js';
-import {
-  ChatTemplateError,
-  type ChatAssistantMessage,
-  type ChatMessage,
-  type ChatToolCall,
-  type ParseResult,
-  type ToolSchema,
-} from '../chat-template.js';
+import { ChatTemplateError } from '../chat-template.js';
+import type { ParseResult } from '../chat-format.js';
+import type { ChatAssistantMessage, ChatMessage, ChatToolCall, ToolSchema } from '../messages.js';
 import type { HfTokenizer } from './tokenizer.js';
 import { parseHermes, withoutThinking } from './hermes.js';
 

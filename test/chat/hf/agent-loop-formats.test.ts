@@ -5,7 +5,7 @@
 import t, { type Test } from 'tap';
 
 import type { ChatFormat } from '../../../lib/chat/chat-format.js';
-import type { ChatMessage } from '../../../lib/chat/chat-template.js';
+import type { ChatMessage } from '../../../lib/chat/messages.js';
 import { HarmonyChatFormat } from '../../../lib/chat/hf/harmony-format.js';
 import { JinjaChatFormat } from '../../../lib/chat/hf/jinja-format.js';
 import type { HfTokenizer } from '../../../lib/chat/hf/tokenizer.js';

@@ -3,7 +3,8 @@
 import t from 'tap';
 
 import type { ChatFormat } from '../../../lib/chat/chat-format.js';
-import { ChatTemplate, trainChatTokenizer, type ChatMessage } from '../../../lib/chat/chat-template.js';
+import { ChatTemplate, trainChatTokenizer } from '../../../lib/chat/chat-template.js';
+import type { ChatMessage } from '../../../lib/chat/messages.js';
 import { ConversationDecoder } from '../../../lib/chat/conversation-decoder.js';
 import { JinjaChatFormat } from '../../../lib/chat/hf/jinja-format.js';
 import { ChatTokenPolicy } from '../../../lib/rollout/chat-token-policy.js';

@@ -5,7 +5,7 @@
 // with two calls has no such rendering (a sampled turn ends at its first <|call|>).
 import t from 'tap';
 
-import type { ChatAssistantMessage } from '../../../lib/chat/chat-template.js';
+import type { ChatAssistantMessage } from '../../../lib/chat/messages.js';
 import { HarmonyChatFormat } from '../../../lib/chat/hf/harmony-format.js';
 import { gptOssTokenizer } from './fixtures/tokenizers.js';
 

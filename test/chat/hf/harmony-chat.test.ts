@@ -4,7 +4,7 @@
 // token-in/token-out. Expected strings are written from the spec.
 import t from 'tap';
 
-import type { ChatMessage, ToolSchema } from '../../../lib/chat/chat-template.js';
+import type { ChatMessage, ToolSchema } from '../../../lib/chat/messages.js';
 import { HarmonyChatFormat } from '../../../lib/chat/hf/harmony-format.js';
 import { parseHarmonyHeader } from '../../../lib/chat/hf/harmony-parse.js';
 import { parseTurn } from '../../../lib/rollout/turns.js';

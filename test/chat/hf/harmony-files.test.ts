@@ -8,7 +8,7 @@ import { join } from 'node:path';
 
 import t from 'tap';
 
-import { type ChatMessage, type ToolSchema } from '../../../lib/chat/chat-template.js';
+import type { ChatMessage, ToolSchema } from '../../../lib/chat/messages.js';
 import { HarmonyChatFormat } from '../../../lib/chat/hf/harmony-format.js';
 import { parseHarmony } from '../../../lib/chat/hf/harmony-parse.js';
 import type { HarmonyMessage, HarmonySystemContent } from '../../../lib/chat/hf/harmony-render.js';

@@ -8,7 +8,7 @@
 import t, { type Test } from 'tap';
 
 import type { ChatFormat } from '../../../lib/chat/chat-format.js';
-import type { ChatMessage, ToolSchema } from '../../../lib/chat/chat-template.js';
+import type { ChatMessage, ToolSchema } from '../../../lib/chat/messages.js';
 import { HarmonyChatFormat } from '../../../lib/chat/hf/harmony-format.js';
 import { JinjaChatFormat } from '../../../lib/chat/hf/jinja-format.js';
 import { uniformStream } from '../../model/hf/fixtures/seeded.js';

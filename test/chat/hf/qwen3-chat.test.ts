@@ -5,7 +5,7 @@
 // </tool_call>, consecutive tool results in one user turn of <tool_response> blocks.
 import t from 'tap';
 
-import type { ChatMessage } from '../../../lib/chat/chat-template.js';
+import type { ChatMessage } from '../../../lib/chat/messages.js';
 import { JinjaChatFormat } from '../../../lib/chat/hf/jinja-format.js';
 import { parseTurn } from '../../../lib/rollout/turns.js';
 import { normalizeAction } from '../../../lib/tau/action.js';

@@ -14,7 +14,7 @@ import t, { type Test } from 'tap';
 
 import { formatEvalReport, runEval } from '../../../lib/cli/commands/eval.js';
 import { serve } from '../../../lib/cli/commands/serve.js';
-import type { ChatAssistantMessage, ChatMessage } from '../../../lib/chat/chat-template.js';
+import type { ChatAssistantMessage, ChatMessage } from '../../../lib/chat/messages.js';
 import { loadPretrained } from '../../../lib/model/index.js';
 import {
   AgentLoop,
