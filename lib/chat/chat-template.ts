@@ -22,6 +22,7 @@
 import type { ChatFormat, ChatFormatAppendOptions, ConversationReader, ParseResult } from './chat-format.js';
 import { ConversationDecoder } from './conversation-decoder.js';
 import type { ChatAssistantMessage, ChatMessage, ChatToolCall, ToolSchema } from './messages.js';
+import { readChatToolCall } from './tool-call.js';
 import { TOKENIZER_TRAIN_KEYS, Tokenizer, type TokenizerTrainOptions } from './tokenizer.js';
 import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
@@ -321,31 +322,9 @@ export class ChatTemplate implements ChatFormat {
         parts.push(body);
         continue;
       }
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(body);
-      } catch (e) {
-        return fail(`tool call ${calls.length} is not valid JSON: ${(e as Error).message}`);
-      }
-      const o = parsed as { name?: unknown; arguments?: unknown };
-      if (
-        typeof parsed !== 'object' ||
-        parsed === null ||
-        Array.isArray(parsed) ||
-        typeof o.name !== 'string' ||
-        o.name === ''
-      ) {
-        return fail(`tool call ${calls.length} must be an object with a non-empty "name"`);
-      }
-      const args = o.arguments === undefined ? {} : o.arguments;
-      if (typeof args !== 'string' && (typeof args !== 'object' || args === null || Array.isArray(args))) {
-        return fail(`tool call ${calls.length} "arguments" must be an object`);
-      }
-      calls.push({
-        id: `${idPrefix}${calls.length}`,
-        type: 'function',
-        function: { name: o.name, arguments: typeof args === 'string' ? args : JSON.stringify(args) },
-      });
+      const call = readChatToolCall(body, calls.length, `${idPrefix}${calls.length}`);
+      if (typeof call === 'string') return fail(call);
+      calls.push(call);
     }
     const message: ChatAssistantMessage = { role: 'assistant', content: parts.length > 0 ? parts.join('') : null };
     if (calls.length > 0) message.tool_calls = calls;

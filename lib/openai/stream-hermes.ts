@@ -20,7 +20,7 @@
  * @module
  */
 import type { ChatToolCall } from '../chat/messages.js';
-import { readHermesCall } from '../chat/hf/hermes.js';
+import { readChatToolCall } from '../chat/tool-call.js';
 
 const OPEN_THINK = '<think>';
 const CLOSE_THINK = '</think>';
@@ -96,7 +96,7 @@ function view(
     outside += rest.slice(at, open);
     const close = rest.indexOf(CLOSE_CALL, open + OPEN_CALL.length);
     if (close < 0) break; // a call being written
-    const call = readHermesCall(
+    const call = readChatToolCall(
       rest.slice(open + OPEN_CALL.length, close).trim(),
       calls.length,
       `${idPrefix}${calls.length}`,

@@ -4,6 +4,7 @@
  * Nothing here throws.
  * @module
  */
+import { parseToolCallArguments, readToolCall, readToolCallJson, type ToolCallArguments } from '../chat/tool-call.js';
 import type { AssistantMessage, ToolCall } from './messages.js';
 
 /** A tool call as a policy may write it. */
@@ -30,19 +31,11 @@ export type NormalizedAction =
 
 const TOOL_CALL_TAG = /<tool_call>([\s\S]*?)<\/tool_call>/g;
 
-function parseCallObject(obj: unknown): { name: unknown; arguments: unknown } | null {
-  if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) return null;
-  const o = obj as Record<string, unknown>;
-  if (o.function && typeof o.function === 'object') {
-    const f = o.function as Record<string, unknown>;
-    return { name: f.name, arguments: f.arguments ?? f.parameters ?? {} };
-  }
-  return { name: o.name, arguments: o.arguments ?? o.parameters ?? {} };
-}
-
 /**
  * Parses raw model text: `<tool_call>{"name": …, "arguments": …}</tool_call>` (Hermes/Qwen
- * style) or a bare JSON object with a string `name` is a tool call; anything else is text.
+ * style) or a bare JSON object with a non-empty string `name` is a tool call; anything else is
+ * text. Each call's JSON is read by the one tool-call reader (`../chat/tool-call.ts`: flat or
+ * OpenAI's nested form, `arguments` or `parameters`).
  */
 export function parseActionText(text: string): {
   content: string | null;
@@ -54,30 +47,23 @@ export function parseActionText(text: string): {
   const tagged = [...text.matchAll(TOOL_CALL_TAG)];
   if (tagged.length > 0) {
     for (const m of tagged) {
-      try {
-        const parsed = parseCallObject(JSON.parse(m[1].trim()));
-        if (!parsed || typeof parsed.name !== 'string') problem ??= 'a <tool_call> block has no tool name';
-        else calls.push({ name: parsed.name, arguments: parsed.arguments as Record<string, unknown> | string });
-      } catch (e) {
-        problem ??= `could not parse a <tool_call> block as JSON (${(e as Error).message})`;
-      }
+      const r = readToolCallJson(m[1].trim());
+      if (r.ok) calls.push({ name: r.name, arguments: r.arguments });
+      else if (r.problem === 'json') problem ??= `could not parse a <tool_call> block as JSON (${r.detail})`;
+      else if (r.problem === 'name') problem ??= 'a <tool_call> block has no tool name';
+      // arguments that are neither an object nor text: kept, normalizeAction reports them
+      else calls.push({ name: r.name, arguments: r.args as ToolCallArguments });
     }
     const rest = text.replace(TOOL_CALL_TAG, '').trim();
     return { content: rest.length > 0 ? rest : null, toolCalls: calls, problem };
   }
   const trimmed = text.trim();
   if (trimmed.startsWith('{') && trimmed.endsWith('}')) {
-    try {
-      const parsed = parseCallObject(JSON.parse(trimmed));
-      if (parsed && typeof parsed.name === 'string') {
-        return {
-          content: null,
-          toolCalls: [{ name: parsed.name, arguments: parsed.arguments as Record<string, unknown> }],
-        };
-      }
-    } catch {
-      // not JSON: plain text
-    }
+    const r = readToolCallJson(trimmed);
+    if (r.ok) return { content: null, toolCalls: [{ name: r.name, arguments: r.arguments }] };
+    if (r.problem === 'arguments')
+      return { content: null, toolCalls: [{ name: r.name, arguments: r.args as ToolCallArguments }] };
+    // not JSON, or no tool name: plain text
   }
   return { content: text, toolCalls: [] };
 }
@@ -120,30 +106,30 @@ export function normalizeAction(action: unknown, nextId: () => string): Normaliz
 
   const calls: ToolCall[] = [];
   for (const raw of rawCalls) {
-    const parsed = parseCallObject(raw);
+    const r = readToolCall(raw);
     const id =
       raw && typeof raw === 'object' && typeof (raw as { id?: unknown }).id === 'string'
         ? (raw as { id: string }).id
         : nextId();
-    if (!parsed || typeof parsed.name !== 'string' || parsed.name.length === 0) {
+    if (!r.ok && r.problem !== 'arguments') {
       problem ??= 'a tool call has no tool name';
-      calls.push({ id, name: String(parsed?.name ?? ''), arguments: {}, requestor: 'assistant' });
+      calls.push({
+        id,
+        name: String((r.problem === 'name' ? r.name : undefined) ?? ''),
+        arguments: {},
+        requestor: 'assistant',
+      });
       continue;
     }
-    let args: unknown = parsed.arguments;
-    if (typeof args === 'string') {
-      try {
-        args = args.trim() === '' ? {} : JSON.parse(args);
-      } catch (e) {
-        problem ??= `could not parse the arguments of '${parsed.name}' as JSON (${(e as Error).message})`;
-        args = {};
-      }
+    let args: Record<string, unknown> = {};
+    if (!r.ok) problem ??= `the arguments of '${r.name}' must be a JSON object`;
+    else {
+      const a = parseToolCallArguments(r.arguments);
+      if (a.ok) args = a.value;
+      else if (a.problem === 'json') problem ??= `could not parse the arguments of '${r.name}' as JSON (${a.detail})`;
+      else problem ??= `the arguments of '${r.name}' must be a JSON object`;
     }
-    if (args === null || typeof args !== 'object' || Array.isArray(args)) {
-      problem ??= `the arguments of '${parsed.name}' must be a JSON object`;
-      args = {};
-    }
-    calls.push({ id, name: parsed.name, arguments: args as Record<string, unknown>, requestor: 'assistant' });
+    calls.push({ id, name: r.name, arguments: args, requestor: 'assistant' });
   }
 
   if (content === null && calls.length === 0) {

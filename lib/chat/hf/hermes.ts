@@ -2,11 +2,12 @@
  * Reading completions of models that think in `<think>…</think>` and call tools with Hermes
  * blocks, `<tool_call>{"name": …, "arguments": …}</tool_call>` (Qwen3, Qwen2.5, Hermes): the
  * reasoning, the text for the user, the calls. The rules follow Qwen3's own template (which
- * splits an assistant message at its last `</think>`) and the built-in template's checks of a
- * call (a JSON object with a non-empty string `name` and object or string `arguments`).
+ * splits an assistant message at its last `</think>`); each call's JSON is read by the one
+ * tool-call reader (`../tool-call.ts`), as the built-in template's calls are.
  * @module
  */
 import type { ChatToolCall } from '../messages.js';
+import { readChatToolCall } from '../tool-call.js';
 
 /** A completion read into its parts, or the reason it cannot be. */
 export type HermesParse =
@@ -56,34 +57,6 @@ export function withoutThinking(text: string): string {
   return text.trimStart().startsWith(OPEN_THINK) ? '' : text;
 }
 
-/** Reads one call's JSON body (the built-in template's rules and error wording): the call, or why it is not one. */
-export function readHermesCall(body: string, index: number, id: string): ChatToolCall | string {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body);
-  } catch (e) {
-    return `tool call ${index} is not valid JSON: ${(e as Error).message}`;
-  }
-  const o = parsed as { name?: unknown; arguments?: unknown };
-  if (
-    typeof parsed !== 'object' ||
-    parsed === null ||
-    Array.isArray(parsed) ||
-    typeof o.name !== 'string' ||
-    o.name === ''
-  ) {
-    return `tool call ${index} must be an object with a non-empty "name"`;
-  }
-  const args = o.arguments === undefined ? {} : o.arguments;
-  if (typeof args !== 'string' && (typeof args !== 'object' || args === null || Array.isArray(args)))
-    return `tool call ${index} "arguments" must be an object`;
-  return {
-    id,
-    type: 'function',
-    function: { name: o.name, arguments: typeof args === 'string' ? args : JSON.stringify(args) },
-  };
-}
-
 /**
  * Reads a completion's text (stop token already removed): reasoning, reply, Hermes tool calls
  * (ids `<idPrefix>0`, …). With calls, the reply is the text outside the blocks, trimmed (null
@@ -110,7 +83,7 @@ export function parseHermes(text: string, idPrefix = 'call_'): HermesParse {
     const close = rest.indexOf(CLOSE_CALL, open + OPEN_CALL.length);
     if (close < 0)
       return { ok: false, error: `tool call ${calls.length} has no ${CLOSE_CALL} (truncated generation?)` };
-    const call = readHermesCall(
+    const call = readChatToolCall(
       rest.slice(open + OPEN_CALL.length, close).trim(),
       calls.length,
       `${idPrefix}${calls.length}`,
