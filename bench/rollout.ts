@@ -149,7 +149,7 @@ export async function runRolloutBench(options: RolloutBenchOptions = {}): Promis
     if (!l) {
       l = new AgentLoop({
         policy,
-        template,
+        chat: template,
         env: () => new TauEnv({ world }),
         concurrency: conc,
         sanityCheck,

@@ -35,8 +35,8 @@ export class ConversationDecoder implements ConversationReader {
   private calls = 0;
   private consumed = 0;
 
-  /** @param template - the template the stream was rendered with. */
-  constructor(readonly template: ChatTemplate) {}
+  /** @param chat - the template the stream was rendered with. */
+  constructor(readonly chat: ChatTemplate) {}
 
   /** Tokens read so far. */
   get length(): number {
@@ -46,12 +46,12 @@ export class ConversationDecoder implements ConversationReader {
   /** Whether the stream ends with a generation prompt (`<|start|>assistant` and nothing after). */
   get awaitingAssistant(): boolean {
     const o = this.open;
-    return o !== null && o.role === null && this.template.tokenizer.decode(o.header) === 'assistant';
+    return o !== null && o.role === null && this.chat.tokenizer.decode(o.header) === 'assistant';
   }
 
   /** Reads more tokens; throws {@link ConversationDecodeError} on a stream the template cannot have produced. */
   push(tokens: ArrayLike<number>): void {
-    const t = this.template;
+    const t = this.chat;
     for (let i = 0; i < tokens.length; i++) {
       const id = tokens[i];
       this.consumed++;
@@ -89,7 +89,7 @@ export class ConversationDecoder implements ConversationReader {
   }
 
   private describe(id: number): string {
-    const tok = this.template.tokenizer;
+    const tok = this.chat.tokenizer;
     return Number.isInteger(id) && id >= 0 && id < tok.vocabSize && tok.isSpecial(id)
       ? tok.specialTokens[id]
       : `token ${String(id)}`;
@@ -97,10 +97,10 @@ export class ConversationDecoder implements ConversationReader {
 
   private finish(o: OpenSection): void {
     this.open = null;
-    const tok = this.template.tokenizer;
+    const tok = this.chat.tokenizer;
     const role = o.role as string;
     if (role === 'assistant') {
-      const parsed = this.template.parseAssistant(o.body, `call_${this.calls}_`);
+      const parsed = this.chat.parseAssistant(o.body, `call_${this.calls}_`);
       if (!parsed.ok) {
         this.messages.push({ role: 'assistant', content: parsed.text });
         return;

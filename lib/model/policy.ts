@@ -330,12 +330,12 @@ export class TemplateChatModel implements ChatModel {
     /** The token-level model that generates. */
     readonly model: GenerativeModel,
     /** The chat format that renders and parses (the built-in ChatTemplate or a pretrained model's). */
-    readonly template: ChatFormat,
+    readonly format: ChatFormat,
   ) {}
 
   /** Renders the conversation with a generation prompt, samples to the end token and parses the reply. */
   async chat(messages: readonly ChatMessage[], options: ChatOptions): Promise<ChatCompletion> {
-    const prompt = this.template.renderTokens(messages, { tools: options.tools, addGenerationPrompt: true });
+    const prompt = this.format.renderTokens(messages, { tools: options.tools, addGenerationPrompt: true });
     const session = this.model.createSession({ seed: options.seed });
     try {
       session.append(prompt);
@@ -343,10 +343,10 @@ export class TemplateChatModel implements ChatModel {
         maxTokens: options.maxTokens,
         temperature: options.temperature,
         topP: options.topP,
-        stop: this.template.stopTokens,
+        stop: this.format.stopTokens,
       });
-      const parsed = this.template.parseAssistant(Array.from(r.tokens));
-      const text = this.template.tokenizer.decode(Array.from(r.tokens));
+      const parsed = this.format.parseAssistant(Array.from(r.tokens));
+      const text = this.format.tokenizer.decode(Array.from(r.tokens));
       return parsed.ok
         ? { message: parsed.message, text, finishReason: r.finishReason }
         : { message: null, error: parsed.error, text, finishReason: r.finishReason };

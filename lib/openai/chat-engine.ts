@@ -98,10 +98,10 @@ export class ChatEngine {
   /** Counters: requests, continued conversations, fresh ones. */
   readonly stats = { requests: 0, continued: 0, fresh: 0, evicted: 0 };
 
-  /** @param policy - the model to serve. @param template - its chat format. @param options - limits. */
+  /** @param policy - the model to serve. @param chat - its chat format. @param options - limits. */
   constructor(
     readonly policy: GenerativeModel,
-    readonly template: ChatFormat,
+    readonly chat: ChatFormat,
     options: ChatEngineOptions = {},
   ) {
     this.defaultMaxTokens = options.defaultMaxTokens ?? 1024;
@@ -174,7 +174,7 @@ export class ChatEngine {
     this.sweep(now);
     const toolList: readonly ToolSchema[] = this.renderTools ? req.tools : [];
     const kwargs = req.templateKwargs;
-    if (kwargs && !this.template.templateVariables)
+    if (kwargs && !this.chat.templateVariables)
       throw new RequestError(
         400,
         "chat_template_kwargs: this model's chat format takes no template variables (only a Jinja chat template does)",
@@ -204,23 +204,21 @@ export class ChatEngine {
     let conv: Conversation;
     let append: number[];
     if (kept && delta) {
-      const least =
-        kept.context.length + (this.template.minTokens?.(delta, { ...opts, addGenerationPrompt: true }) ?? 0);
+      const least = kept.context.length + (this.chat.minTokens?.(delta, { ...opts, addGenerationPrompt: true }) ?? 0);
       if (least >= limit) throw this.tooLong(least, true);
       conv = kept;
       append = render(() =>
-        this.template.renderAppend(req.messages.slice(0, req.messages.length - delta.length), delta, {
+        this.chat.renderAppend(req.messages.slice(0, req.messages.length - delta.length), delta, {
           ...opts,
           tools: toolList,
         }),
       );
       this.stats.continued++;
     } else {
-      const least =
-        this.template.minTokens?.(req.messages, { ...opts, tools: toolList, addGenerationPrompt: true }) ?? 0;
+      const least = this.chat.minTokens?.(req.messages, { ...opts, tools: toolList, addGenerationPrompt: true }) ?? 0;
       if (least >= limit) throw this.tooLong(least, true);
       append = render(() =>
-        this.template.renderTokens(req.messages, { ...opts, tools: toolList, addGenerationPrompt: true }),
+        this.chat.renderTokens(req.messages, { ...opts, tools: toolList, addGenerationPrompt: true }),
       );
       if (id !== undefined && kept && !kept.busy) this.drop(id);
       conv = {
@@ -262,7 +260,7 @@ export class ChatEngine {
         maxTokens,
         temperature: req.temperature,
         topP: req.topP,
-        stop: this.template.stopTokens,
+        stop: this.chat.stopTokens,
         ...(onTokens
           ? {
               onTokens: (t: ArrayLike<number>, lp: ArrayLike<number>) => {

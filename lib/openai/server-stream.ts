@@ -34,8 +34,8 @@ export class ReplyStream {
   private pending: number[] = [];
   private sentText = '';
 
-  /** @param template - the chat format the reply follows. */
-  constructor(readonly template: ChatFormat) {}
+  /** @param chat - the chat format the reply follows. */
+  constructor(readonly chat: ChatFormat) {}
 
   /** The text sent so far. */
   get sent(): string {
@@ -68,23 +68,23 @@ export class ReplyStream {
 
   /** Takes the next sampled tokens; returns the text they add ('' when none can be sent yet). */
   push(tokens: ArrayLike<number>): string {
-    const tpl = this.template;
-    if (!(tpl instanceof ChatTemplate)) {
+    const chat = this.chat;
+    if (!(chat instanceof ChatTemplate)) {
       // a pretrained model's format: its reply is read once complete (see the module notes)
       this.state = 'held';
       return '';
     }
-    const tok = tpl.tokenizer;
+    const tok = chat.tokenizer;
     let out = '';
     for (let i = 0; i < tokens.length && this.state !== 'held'; i++) {
       const t = tokens[i];
-      if (t === tpl.message) {
+      if (t === chat.message) {
         if (this.state === 'text') out += this.flush(true);
         this.state = 'text';
       } else if (
         this.state === 'start' ||
-        t === tpl.end ||
-        t === tpl.call ||
+        t === chat.end ||
+        t === chat.call ||
         !Number.isInteger(t) ||
         t < 0 ||
         t >= tok.vocabSize ||

@@ -51,7 +51,7 @@ export interface ChatServerOptions extends ChatEngineOptions {
   /** The model to serve (e.g. a loaded `TransformerPolicy`). */
   policy: GenerativeModel;
   /** Its chat format (the built-in `ChatTemplate`, or a pretrained model's `chat`). */
-  template: ChatFormat;
+  chat: ChatFormat;
   /** The model name clients ask for. Default `sinkflex`. */
   modelName?: string;
   /** Host to listen on. Default `127.0.0.1`. */
@@ -185,12 +185,12 @@ function newCompletionId(): { id: string; callPrefix: string } {
  * and its bytes (the tokenizer's `tokenBytes` where it has one, else the UTF-8 of its text).
  */
 function logprobEntries(
-  template: ChatFormat,
+  chat: ChatFormat,
   tokens: readonly number[],
   logProbs: readonly number[],
   skipSpecialTokens: boolean,
 ): Record<string, unknown>[] {
-  const tok = template.tokenizer;
+  const tok = chat.tokenizer;
   return tokens.map((t, i) => {
     const text = tok.decode([t], { skipSpecialTokens });
     // a special token left out of the text has no bytes either
@@ -201,14 +201,14 @@ function logprobEntries(
 
 /** The OpenAI-style completion for an engine result. */
 function completionBody(
-  template: ChatFormat,
+  chat: ChatFormat,
   model: string,
   req: ChatRequest,
   r: EngineResult,
   ids = newCompletionId(),
 ): { id: string; message: Record<string, unknown>; finish: string; body: Record<string, unknown> } {
   const { id, callPrefix } = ids;
-  const parsed = r.finishReason === 'stop' ? template.parseAssistant(r.tokens, callPrefix) : null;
+  const parsed = r.finishReason === 'stop' ? chat.parseAssistant(r.tokens, callPrefix) : null;
   let message: Record<string, unknown>;
   let finish: string = r.finishReason;
   const calls = parsed && parsed.ok ? (parsed.message.tool_calls ?? []) : [];
@@ -223,12 +223,11 @@ function completionBody(
     }
   } else {
     // unparsable, or tool calls without tools offered (no tools, tool_choice 'none'): the text as is
-    message = { role: 'assistant', content: rawActionText(template, r.tokens) };
+    message = { role: 'assistant', content: rawActionText(chat, r.tokens) };
     if (reasoning) message.reasoning_content = reasoning;
   }
   const choice: Record<string, unknown> = { index: 0, message, finish_reason: finish };
-  if (req.logprobs)
-    choice.logprobs = { content: logprobEntries(template, r.tokens, r.logProbs, req.skipSpecialTokens) };
+  if (req.logprobs) choice.logprobs = { content: logprobEntries(chat, r.tokens, r.logProbs, req.skipSpecialTokens) };
   if (req.returnTokenIds) choice.token_ids = r.tokens;
   const body: Record<string, unknown> = {
     id,
@@ -257,7 +256,7 @@ function asRequestError(e: unknown): RequestError {
 
 const SERVER_KEYS = optionKeys<ChatServerOptions>({
   policy: true,
-  template: true,
+  chat: true,
   modelName: true,
   host: true,
   port: true,
@@ -282,14 +281,14 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
   if (!options.policy || typeof options.policy.createSession !== 'function')
     throw new TypeError('options.policy must be a GenerativeModel (createSession)');
   if (
-    !options.template ||
-    typeof options.template.renderTokens !== 'function' ||
-    typeof options.template.parseAssistant !== 'function'
+    !options.chat ||
+    typeof options.chat.renderTokens !== 'function' ||
+    typeof options.chat.parseAssistant !== 'function'
   ) {
-    throw new TypeError("options.template must be a ChatFormat (a ChatTemplate, or a pretrained model's chat)");
+    throw new TypeError("options.chat must be a ChatFormat (a ChatTemplate, or a pretrained model's chat)");
   }
-  const engine = new ChatEngine(options.policy, options.template, options);
-  const template = options.template;
+  const engine = new ChatEngine(options.policy, options.chat, options);
+  const format = options.chat;
   const model = options.modelName ?? 'sinkflex';
   const limit = options.maxBodyBytes ?? 32 * 2 ** 20;
   if (!Number.isSafeInteger(limit) || limit < 1)
@@ -297,14 +296,14 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
   const created = Math.floor(Date.now() / 1000);
   const routes = new ServingRoutes({
     policy: options.policy,
-    tokenizer: template.tokenizer,
+    tokenizer: format.tokenizer,
     modelName: model,
     created,
     ...(options.adapters ? { adapters: options.adapters } : {}),
     ...(options.weights ? { weights: options.weights } : {}),
     ...(options.samplingDefaults ? { samplingDefaults: options.samplingDefaults } : {}),
     ...(options.logprobsMode ? { logprobsMode: options.logprobsMode } : {}),
-    chat: { base: engine, create: (m) => new ChatEngine(m, template, options) },
+    chat: { base: engine, create: (m) => new ChatEngine(m, format, options) },
     maxSessions: options.maxSessions,
     sessionTtlMs: options.sessionTtlMs,
     ...(options.onRequest ? { onRequest: options.onRequest } : {}),
@@ -353,14 +352,14 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
     });
     const ids = newCompletionId();
     const sse = chat.stream ? new SseReply(res, ids.id, chat.model) : null;
-    const reply = chat.stream ? new ReplyStream(template) : null;
+    const reply = chat.stream ? new ReplyStream(format) : null;
     // a Jinja template's replies (<think>, Hermes calls) and harmony's (gpt-oss) stream reasoning, content and calls
     const formatStream = !chat.stream
       ? null
-      : template instanceof JinjaChatFormat
-        ? new HermesReplyStream(template.tokenizer, template.stopTokens, chat.toolCallsAllowed, ids.callPrefix)
-        : template instanceof HarmonyChatFormat
-          ? new HarmonyReplyStream(template.tokenizer, template.stopTokens, chat.toolCallsAllowed, ids.callPrefix)
+      : format instanceof JinjaChatFormat
+        ? new HermesReplyStream(format.tokenizer, format.stopTokens, chat.toolCallsAllowed, ids.callPrefix)
+        : format instanceof HarmonyChatFormat
+          ? new HarmonyReplyStream(format.tokenizer, format.stopTokens, chat.toolCallsAllowed, ids.callPrefix)
           : null;
     let callsSent = 0;
     const send = (d: ReplyDelta, logprobs?: unknown[]): void => {
@@ -372,7 +371,7 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
     };
     if (!sse || !reply) {
       const r = await engine.complete(chat, { signal: gone.signal });
-      sendJSON(res, 200, completionBody(template, chat.model, chat, r, ids).body);
+      sendJSON(res, 200, completionBody(format, chat.model, chat, r, ids).body);
       options.onRequest?.({
         status: 200,
         ms: performance.now() - t0,
@@ -388,12 +387,12 @@ export async function startChatServer(options: ChatServerOptions): Promise<ChatS
         signal: gone.signal,
         onTokens: (tokens, logProbs) => {
           sse.begin(); // the stream begins with the first sampled token, whatever it is
-          const lps = chat.logprobs ? logprobEntries(template, tokens, logProbs, chat.skipSpecialTokens) : undefined;
+          const lps = chat.logprobs ? logprobEntries(format, tokens, logProbs, chat.skipSpecialTokens) : undefined;
           if (formatStream) send(formatStream.push(tokens), lps);
           else sse.content(reply.push(tokens), lps);
         },
       });
-      const c = completionBody(template, chat.model, chat, r, ids);
+      const c = completionBody(format, chat.model, chat, r, ids);
       const content = typeof c.message.content === 'string' ? c.message.content : null;
       const calls = (c.message.tool_calls ?? []) as ChatToolCall[];
       if (formatStream)

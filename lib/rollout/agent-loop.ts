@@ -64,7 +64,7 @@ export type TokenizationSanityCheck = 'strict' | 'text' | 'disable';
 
 const AGENT_LOOP_KEYS = optionKeys<AgentLoopOptions>({
   policy: true,
-  template: true,
+  chat: true,
   env: true,
   concurrency: true,
   limits: true,
@@ -82,7 +82,7 @@ export interface AgentLoopOptions {
   /** The policy. */
   policy: TokenPolicy;
   /** The chat format (its tokenizer defines the vocabulary): the built-in ChatTemplate or a pretrained model's. */
-  template: ChatFormat;
+  chat: ChatFormat;
   /**
    * Makes one environment (called up to `concurrency` times; environments are reused across
    * episodes). It must follow the tau environments' contract: observations are arrays of
@@ -157,7 +157,7 @@ export class AgentLoop {
   /** The policy. */
   readonly policy: TokenPolicy;
   /** The chat format. */
-  readonly template: ChatFormat;
+  readonly chat: ChatFormat;
   /** The request batcher (its `stats` count batches). */
   readonly scheduler: GenerationScheduler;
   private readonly makeEnv: () => AnyEnv | Promise<AnyEnv>;
@@ -178,18 +178,18 @@ export class AgentLoop {
   private closed = false;
   private running = false;
 
-  /** @param options - policy, template, environment factory, limits, sampling, checks. */
+  /** @param options - policy, chat format, environment factory, limits, sampling, checks. */
   constructor(options: AgentLoopOptions) {
     if (options === null || typeof options !== 'object') throw new TypeError('AgentLoop expects an options object');
     refuseUnknownOptions(options, AGENT_LOOP_KEYS, 'AgentLoop');
     if (!options.policy || typeof options.policy.createSession !== 'function')
       throw new TypeError('options.policy must be a TokenPolicy (createSession)');
-    if (!options.template || typeof options.template.renderAppend !== 'function')
-      throw new TypeError('options.template must be a ChatFormat (e.g. a ChatTemplate)');
+    if (!options.chat || typeof options.chat.renderAppend !== 'function')
+      throw new TypeError('options.chat must be a ChatFormat (e.g. a ChatTemplate)');
     if (typeof options.env !== 'function')
       throw new TypeError('options.env must be a function that makes an environment');
     this.policy = options.policy;
-    this.template = options.template;
+    this.chat = options.chat;
     this.makeEnv = options.env;
     this.concurrency = positiveInt(options.concurrency ?? 16, 'concurrency');
     this.maxTurns = positiveInt(options.limits?.maxTurns ?? 64, 'limits.maxTurns');
@@ -214,7 +214,7 @@ export class AgentLoop {
       this.policy,
       options.maxBatchSize !== undefined ? { maxBatchSize: options.maxBatchSize } : {},
     );
-    this.stop = this.template.stopTokens;
+    this.stop = this.chat.stopTokens;
   }
 
   /**
@@ -255,7 +255,7 @@ export class AgentLoop {
     const t0 = performance.now();
     const records = await this.rollout(request);
     return episodesToDataProto(records, {
-      padTokenId: this.template.pad,
+      padTokenId: this.chat.pad,
       keepAborted: this.keepAborted,
       timingS: (performance.now() - t0) / 1000,
     });
@@ -311,7 +311,7 @@ export class AgentLoop {
     }
     let p = byTools.get(system);
     if (!p) {
-      p = this.template.renderTokens([{ role: 'system', content: system }], { tools });
+      p = this.chat.renderTokens([{ role: 'system', content: system }], { tools });
       if (byTools.size > 16) byTools.clear();
       byTools.set(system, p);
     }
@@ -323,7 +323,7 @@ export class AgentLoop {
     obs: readonly ChatMessage[],
     tools: readonly ToolSchema[],
   ): number[] {
-    return this.template.renderAppend(history, obs, { tools });
+    return this.chat.renderAppend(history, obs, { tools });
   }
 
   private async runEpisode(job: RolloutJob, env: AnyEnv): Promise<EpisodeRecord> {
@@ -402,7 +402,7 @@ export class AgentLoop {
         end('policy_error', e);
         return rec;
       }
-      const vocab = this.template.tokenizer.vocabSize;
+      const vocab = this.chat.tokenizer.vocabSize;
       for (;;) {
         const used = rec.promptIds.length + rec.responseIds.length;
         const budget = Math.min(this.maxTokensPerTurn, this.maxContext - used);
@@ -447,7 +447,7 @@ export class AgentLoop {
           cutTurn = true;
           return rec;
         }
-        const turn = parseTurn(this.template, tokens, `call_${rec.numTurns - 1}_`);
+        const turn = parseTurn(this.chat, tokens, `call_${rec.numTurns - 1}_`);
         rec.messages.push(turn.message);
         if (turn.parseError) rec.parseErrors++;
         else tokenMessages.push(turn.message);
@@ -537,13 +537,13 @@ export class AgentLoop {
     const tools = this.renderTools ? rec.tools : [];
     let expected: number[];
     try {
-      expected = this.template.renderTokens(tokenMessages, { tools, addGenerationPrompt: endsWithPrompt });
+      expected = this.chat.renderTokens(tokenMessages, { tools, addGenerationPrompt: endsWithPrompt });
     } catch {
       return 'mismatch';
     }
     const actual = [...rec.promptIds, ...rec.responseIds];
     if (this.sanity === 'strict') return tokensEqual(expected, actual) ? 'ok' : 'mismatch';
-    const tok = this.template.tokenizer;
+    const tok = this.chat.tokenizer;
     return tok.decode(expected) === tok.decode(actual) ? 'ok' : 'mismatch';
   }
 }

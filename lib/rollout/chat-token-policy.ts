@@ -43,10 +43,10 @@ class ChatTokenSession implements TokenSession {
   private busy = false;
 
   constructor(
-    private readonly template: MessageLevelFormat,
+    private readonly format: MessageLevelFormat,
     private readonly conversation: ChatConversation,
   ) {
-    this.decoder = template.createReader();
+    this.decoder = format.createReader();
   }
 
   get length(): number {
@@ -76,7 +76,7 @@ class ChatTokenSession implements TokenSession {
       let body: number[];
       let logProbs: number[] | undefined;
       if (turn.tokens !== undefined) {
-        const vocab = this.template.tokenizer.vocabSize;
+        const vocab = this.format.tokenizer.vocabSize;
         body = Array.from(turn.tokens);
         for (const t of body)
           if (!Number.isInteger(t) || t < 0 || t >= vocab)
@@ -88,13 +88,13 @@ class ChatTokenSession implements TokenSession {
         }
       } else if (turn.rawText !== undefined) {
         // Text outside any section: the template cannot parse it, so the agent loop hands the text to the environment verbatim.
-        body = [...this.template.tokenizer.encode(turn.rawText), this.template.stopTokens[0]];
-      } else body = this.template.renderAssistantBody(turn.message);
+        body = [...this.format.tokenizer.encode(turn.rawText), this.format.stopTokens[0]];
+      } else body = this.format.renderAssistantBody(turn.message);
       let n = body.length;
       let finishReason: 'stop' | 'length' = 'stop';
       if (turn.finishReason === 'length') {
         finishReason = 'length';
-        if (turn.tokens === undefined && this.template.stopTokens.includes(body[body.length - 1])) n--;
+        if (turn.tokens === undefined && this.format.stopTokens.includes(body[body.length - 1])) n--;
       }
       if (params.stop && params.stop.length > 0) {
         const stop = new Set(params.stop);
@@ -132,32 +132,28 @@ type MessageLevelFormat = ChatFormat & {
 /** A {@link ChatPolicy} as a {@link TokenPolicy} (see the module description). */
 export class ChatTokenPolicy implements TokenPolicy {
   /** The chat format the agent loop renders with. */
-  readonly template: ChatFormat;
+  readonly format: ChatFormat;
 
   /**
    * @param chat - the message-level policy.
-   * @param template - the chat format the agent loop renders with; it must read its token
+   * @param format - the chat format the agent loop renders with; it must read its token
    *   streams back into messages (`createReader`) and render replies (`renderAssistantBody`),
    *   as the built-in ChatTemplate does.
    */
   constructor(
     readonly chat: ChatPolicy,
-    template: ChatFormat,
+    format: ChatFormat,
   ) {
-    if (
-      !template ||
-      typeof template.createReader !== 'function' ||
-      typeof template.renderAssistantBody !== 'function'
-    ) {
+    if (!format || typeof format.createReader !== 'function' || typeof format.renderAssistantBody !== 'function') {
       throw new TypeError(
         'ChatTokenPolicy needs a chat format that reads its token streams back into messages (createReader) and renders replies (renderAssistantBody), such as the built-in ChatTemplate',
       );
     }
-    this.template = template;
+    this.format = format;
   }
 
   /** A session whose context is decoded back into messages. */
   createSession(context: SessionContext): TokenSession {
-    return new ChatTokenSession(this.template as MessageLevelFormat, this.chat.startConversation(context));
+    return new ChatTokenSession(this.format as MessageLevelFormat, this.chat.startConversation(context));
   }
 }

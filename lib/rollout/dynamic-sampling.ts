@@ -103,7 +103,7 @@ export async function generateWithDynamicSampling(
   }
   const chosen = kept.slice(0, batchSize).flat();
   const timingS = (performance.now() - t0) / 1000;
-  const batch = episodesToDataProto(chosen, { padTokenId: loop.template.pad, keepAborted: false });
+  const batch = episodesToDataProto(chosen, { padTokenId: loop.chat.pad, keepAborted: false });
   const metrics = rolloutMetrics(all, chosen, timingS);
   metrics['rollout/dynamic/rounds'] = round;
   metrics['rollout/dynamic/groups_generated'] = generated;

@@ -24,7 +24,7 @@ import { optionKeys, refuseUnknownOptions } from '../util/options.js';
 
 const EVALUATE_KEYS = optionKeys<EvaluatePolicyOptions>({
   policy: true,
-  template: true,
+  chat: true,
   env: true,
   taskIds: true,
   trials: true,
@@ -48,7 +48,7 @@ export interface EvaluatePolicyOptions {
   /** The policy (agent-loop token policy). */
   policy: TokenPolicy;
   /** The chat format (its tokenizer is the policy's vocabulary): the built-in ChatTemplate or a pretrained model's. */
-  template: ChatFormat;
+  chat: ChatFormat;
   /** Makes one environment (see `AgentLoopOptions.env`). */
   env: () => AnyEnv | Promise<AnyEnv>;
   /** The tasks (each evaluated `trials` times). */
@@ -186,7 +186,7 @@ export async function evaluatePolicy(options: EvaluatePolicyOptions): Promise<Ev
   const onProgress = options.onProgress;
   const loop = new AgentLoop({
     policy: options.policy,
-    template: options.template,
+    chat: options.chat,
     env: options.env,
     concurrency: options.concurrency ?? 16,
     ...(options.limits ? { limits: options.limits } : {}),

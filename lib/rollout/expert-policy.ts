@@ -171,10 +171,10 @@ export class ExpertChatPolicy implements ChatPolicy {
  */
 export class ExpertTokenPolicy extends ChatTokenPolicy {
   /**
-   * @param template - the chat template the agent loop renders with.
+   * @param chat - the chat template the agent loop renders with.
    * @param options - the tasks and (optionally) the agent factory.
    */
-  constructor(template: ChatTemplate, options: ExpertPolicyOptions) {
-    super(new ExpertChatPolicy(options), template);
+  constructor(chat: ChatTemplate, options: ExpertPolicyOptions) {
+    super(new ExpertChatPolicy(options), chat);
   }
 }

@@ -14,8 +14,8 @@ import type { TokenSampleResult } from './policy.js';
  * `Error: …` tool message (counted toward its error budget), a mixed or multiple call likewise,
  * plain text as a message to the user, and an empty turn by ending the episode (`agent_error`).
  */
-export function rawActionText(template: ChatFormat, tokens: ArrayLike<number>): string {
-  return template.rawActionText(tokens);
+export function rawActionText(chat: ChatFormat, tokens: ArrayLike<number>): string {
+  return chat.rawActionText(tokens);
 }
 
 /** The result of parsing one generated turn. */
@@ -32,10 +32,10 @@ export interface ParsedTurn {
  * Parses a generated assistant turn (never throws). Tool calls get ids `<idPrefix>0`, … —
  * give a prefix unique within the episode (the environment pairs results with calls by id).
  */
-export function parseTurn(template: ChatFormat, tokens: ArrayLike<number>, idPrefix = 'call_'): ParsedTurn {
-  const parsed = template.parseAssistant(tokens, idPrefix);
+export function parseTurn(chat: ChatFormat, tokens: ArrayLike<number>, idPrefix = 'call_'): ParsedTurn {
+  const parsed = chat.parseAssistant(tokens, idPrefix);
   if (parsed.ok) return { action: parsed.message, message: parsed.message, parseError: null };
-  const raw = template.rawActionText(tokens);
+  const raw = chat.rawActionText(tokens);
   return { action: raw, message: { role: 'assistant', content: raw }, parseError: parsed.error };
 }
 

@@ -65,7 +65,7 @@ export class BuiltinModel implements ModelHandle {
     }
     this.chat = new ChatTemplate(policy.tokenizer);
     this.demonstrations = {
-      template: this.chat,
+      chat: this.chat,
       // demonstrations only need to fit the model's context (the expert's turns may be longer than the rollout's per-turn limit)
       limits: (l) => ({
         maxTurns: Math.max(64, l.maxTurns),

@@ -176,7 +176,7 @@ function evalTasks(o: EvalOptions, run: RunInfo | null): EvalTasks {
 /** The policy of an evaluation: the model in process, or a server's replies through a chat format. */
 interface EvalPolicy {
   policy: TokenPolicy;
-  template: ChatFormat;
+  format: ChatFormat;
   name: string;
   maxContext: number | undefined;
   chat: OpenAIChatPolicy | null;
@@ -191,7 +191,7 @@ async function evalPolicy(o: EvalOptions, model: ModelHandle | null): Promise<Ev
     const maxContext = o.maxContextTokens ?? runContext ?? model.policy.contextLength;
     return {
       policy: model.policy,
-      template: model.chat,
+      format: model.chat,
       name: model.description,
       maxContext,
       chat: null,
@@ -225,15 +225,15 @@ async function evalPolicy(o: EvalOptions, model: ModelHandle | null): Promise<Ev
       sessions = false;
     }
   }
-  let template: ChatFormat;
+  let format: ChatFormat;
   let maxContext = o.maxContextTokens;
   if (model) {
-    const problem = openaiCheckpointProblem({ template: model.chat, checkpoint: model.source ?? '' });
+    const problem = openaiCheckpointProblem({ chat: model.chat, checkpoint: model.source ?? '' });
     if (problem) throw new Error(problem);
-    template = model.chat;
+    format = model.chat;
     maxContext ??= runContext ?? model.policy.contextLength;
   } else {
-    template = new ChatTemplate(trainChatTokenizer(' ', { vocabSize: 262 }));
+    format = new ChatTemplate(trainChatTokenizer(' ', { vocabSize: 262 }));
     maxContext ??= 1 << 20;
   }
   const chat = new OpenAIChatPolicy({
@@ -243,8 +243,8 @@ async function evalPolicy(o: EvalOptions, model: ModelHandle | null): Promise<Ev
     logprobs: sessions,
   });
   return {
-    policy: new ChatTokenPolicy(chat, template),
-    template,
+    policy: new ChatTokenPolicy(chat, format),
+    format,
     name: `openai ${o.model} @ ${client.baseURLs.join(', ')}${sessions ? ' (sessions)' : ''}`,
     maxContext,
     chat,
@@ -256,10 +256,10 @@ async function evalWith(o: EvalOptions, model: ModelHandle | null): Promise<Eval
   const run = model?.run ?? null;
   const { envId, domain, makeEnv, taskIds, world } = evalTasks(o, run);
   const trials = o.trials ?? run?.config.val.trials ?? 1;
-  const { policy, template, name, maxContext, chat, client } = await evalPolicy(o, model);
+  const { policy, format, name, maxContext, chat, client } = await evalPolicy(o, model);
   const result = await evaluatePolicy({
     policy,
-    template,
+    chat: format,
     env: makeEnv,
     taskIds,
     trials,
@@ -302,8 +302,8 @@ async function evalWith(o: EvalOptions, model: ModelHandle | null): Promise<Eval
  * and reads the server's replies back through it (token ids in and out), which only the
  * built-in chat template can do; a pretrained model's run (a Jinja template or harmony) cannot.
  */
-export function openaiCheckpointProblem(loaded: { template: ChatFormat; checkpoint: string }): string | null {
-  const t = loaded.template as Partial<Pick<ChatTemplate, 'createReader' | 'renderAssistantBody'>>;
+export function openaiCheckpointProblem(loaded: { chat: ChatFormat; checkpoint: string }): string | null {
+  const t = loaded.chat as Partial<Pick<ChatTemplate, 'createReader' | 'renderAssistantBody'>>;
   if (typeof t.createReader === 'function' && typeof t.renderAssistantBody === 'function') return null;
   return `--policy openai --checkpoint ${loaded.checkpoint}: the checkpoint is a run of a pretrained model, whose chat format (its Jinja template or harmony) the client cannot use to read the server's replies token for token; evaluate it in process (--policy builtin --checkpoint ${loaded.checkpoint}), or against its server without --checkpoint (--policy openai --model <name> --base-url <url>)`;
 }

@@ -81,7 +81,7 @@ export class HfModel implements ModelHandle {
     const lora = pretrained.lora;
     this.adapters = lora === null ? null : { lora, save: async (dir) => (await pretrained.saveAdapter(dir), dir) };
     this.demonstrations = {
-      template: byteTemplate(),
+      chat: byteTemplate(),
       // the expert's episodes are collected at byte level, then rendered in the model's format and kept when they fit
       limits: (l) => ({ maxTurns: Math.max(64, l.maxTurns), maxTokensPerTurn: 1 << 20, maxContextTokens: 1 << 24 }),
       sequences: (records, o) => renderDemonstrations(this.chat, records, o),

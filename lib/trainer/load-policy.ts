@@ -17,7 +17,7 @@ export interface LoadedPolicy {
   /** The policy (weights, tokenizer; a built-in checkpoint's optimizer state). */
   policy: TransformerPolicy;
   /** Its chat format: the built-in template over its tokenizer, or a pretrained model's own. */
-  template: ChatFormat;
+  chat: ChatFormat;
   /** What was loaded: the checkpoint folder, the `.safetensors` file or the model folder. */
   checkpoint: string;
   /** The training run it comes from (a run or checkpoint folder), or null. */
@@ -42,15 +42,15 @@ export interface LoadPolicyOptions {
  * tokenizer. With a run's checkpoint the run's prompt format comes along:
  *
  * ```ts
- * const { policy, template, run, dispose } = await loadPolicy('runs/default');
- * new AgentLoop({ policy, template, systemPrompt: run?.prompt.systemPrompt, renderTools: run?.prompt.renderTools, ... });
+ * const { policy, chat, run, dispose } = await loadPolicy('runs/default');
+ * new AgentLoop({ policy, chat, systemPrompt: run?.prompt.systemPrompt, renderTools: run?.prompt.renderTools, ... });
  * ```
  */
 export async function loadPolicy(path: string, options: LoadPolicyOptions = {}): Promise<LoadedPolicy> {
   const m = await openModel(path, options.modelDir !== undefined ? { modelDir: options.modelDir } : {});
   return {
     policy: m.policy,
-    template: m.chat,
+    chat: m.chat,
     checkpoint: m.source ?? path,
     run: m.run,
     pretrained: m.pretrained,

@@ -71,7 +71,7 @@ export interface RunLimits {
 /** How a model's SFT demonstrations are made (see {@link ModelHandle.demonstrations}). */
 export interface DemonstrationFormat {
   /** The chat template the expert's episodes are collected with. */
-  template: ChatTemplate;
+  chat: ChatTemplate;
   /** The episode limits of the collection, from the run's rollout limits. */
   limits(rollout: RunLimits): RunLimits;
   /** The training sequences of the kept episodes, and how many were too long to keep. */

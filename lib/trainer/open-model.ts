@@ -123,7 +123,7 @@ const OPEN_MODEL_KEYS = new Set(['device', 'dtype', 'adapter', 'modelDir']);
  *
  * ```ts
  * const model = await openModel('runs/default');
- * new AgentLoop({ policy: model.policy, template: model.chat, systemPrompt: model.run?.prompt.systemPrompt, ... });
+ * new AgentLoop({ policy: model.policy, chat: model.chat, systemPrompt: model.run?.prompt.systemPrompt, ... });
  * model.dispose();
  * ```
  */

@@ -87,7 +87,7 @@ export interface RolloutEngineOptions {
   /** The policy being trained. */
   policy: TransformerPolicy;
   /** Its chat format (the probe's prompt). */
-  template: ChatFormat;
+  chat: ChatFormat;
   /** The run folder (weights files, adapter names). */
   out: string;
   /** Publishes the adapter of a step (the policy trains adapters); without it full weights are pushed. */
@@ -165,7 +165,7 @@ class ServerRolloutEngine implements RolloutEngine {
     this.completions = new OpenAITokenCompletions(this.client, { onCompletion: (done) => this.onPolicy.record(done) });
     this.policy = new CompletionTokenPolicy({
       completions: this.completions,
-      vocabSize: o.template.tokenizer.vocabSize,
+      vocabSize: o.chat.tokenizer.vocabSize,
       sessions: this.r.sessions,
     });
     this.weightsDir = join(o.out, 'rollout-weights');
@@ -367,7 +367,7 @@ class ServerRolloutEngine implements RolloutEngine {
 
   /** One tiny completion on `base`: it must answer with token ids and log-probs. */
   private async probe(base: string): Promise<void> {
-    const prompt = this.o.template.renderTokens([{ role: 'user', content: 'hello' }], { addGenerationPrompt: true });
+    const prompt = this.o.chat.renderTokens([{ role: 'user', content: 'hello' }], { addGenerationPrompt: true });
     const body = {
       model: this.completions.model,
       ...(this.completions.loraPath !== null ? { lora_path: this.completions.loraPath } : {}),

@@ -90,7 +90,7 @@ export function resolveToolsSection(mode: ServeOptions['toolsSection'], runRende
 /** What is served: a policy, its chat format, where it comes from. */
 interface Served {
   policy: GenerativeModel;
-  template: ChatFormat;
+  chat: ChatFormat;
   checkpoint: string;
   runRenderTools: boolean | null;
   /** In-place full-weight reloads (`/update_weights_from_disk`): built-in checkpoints only. */
@@ -121,7 +121,7 @@ async function loadServed(options: ServeOptions): Promise<Served> {
         : null;
     return {
       policy: host ? host.base : model.policy,
-      template: model.chat,
+      chat: model.chat,
       checkpoint: model.source ?? source,
       runRenderTools: model.run ? model.run.prompt.renderTools : null,
       weights: model.weightsHost(),
@@ -164,7 +164,7 @@ export async function serve(
     const renderTools = resolveToolsSection(options.toolsSection, b.runRenderTools);
     const server = await startChatServer({
       policy: b.policy,
-      template: b.template,
+      chat: b.chat,
       renderTools,
       ...(b.weights ? { weights: b.weights } : {}),
       ...(b.adapters ? { adapters: b.adapters } : {}),

@@ -50,7 +50,7 @@ export interface DemonstrationOptions {
   /** Episodes. */
   count: number;
   /** The chat template. */
-  template: ChatTemplate;
+  chat: ChatTemplate;
   /** Environment factory. */
   env: () => AnyEnv | Promise<AnyEnv>;
   /** Prompt settings (as in training). */
@@ -67,8 +67,8 @@ export async function collectDemonstrations(
 ): Promise<{ kept: EpisodeRecord[]; all: EpisodeRecord[] }> {
   if (o.count === 0 || o.taskIds.length === 0) return { kept: [], all: [] };
   const loop = new AgentLoop({
-    policy: new ExpertTokenPolicy(o.template, { tasks: o.world }),
-    template: o.template,
+    policy: new ExpertTokenPolicy(o.chat, { tasks: o.world }),
+    chat: o.chat,
     env: o.env,
     concurrency: 16,
     limits: o.limits,

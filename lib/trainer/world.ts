@@ -143,11 +143,11 @@ export function byteTemplate(): ChatTemplate {
  */
 export async function trainRunTokenizer(config: TrainConfig, tw: TrainWorld): Promise<Tokenizer> {
   const prompt = promptSettings(config);
-  const tpl = byteTemplate();
+  const format = byteTemplate();
   const make = trainEnvFactory(config, tw.world);
   const loop = new AgentLoop({
-    policy: new ExpertTokenPolicy(tpl, { tasks: tw.world }),
-    template: tpl,
+    policy: new ExpertTokenPolicy(format, { tasks: tw.world }),
+    chat: format,
     env: make,
     concurrency: 16,
     sanityCheck: 'disable',

@@ -229,7 +229,7 @@ t.test('the progress bar prints its last line once (the evaluation reports its e
 
 t.test('--policy openai with the checkpoint of a pretrained run: refused saying why and what to do', async (t) => {
   const jinja = new JinjaChatFormat(await qwen3Tokenizer(), '{% for m in messages %}{{ m.content }}{% endfor %}');
-  const problem = openaiCheckpointProblem({ template: jinja, checkpoint: 'runs/qwen/checkpoints/step-4' });
+  const problem = openaiCheckpointProblem({ chat: jinja, checkpoint: 'runs/qwen/checkpoints/step-4' });
   t.match(
     problem,
     /--policy openai --checkpoint runs\/qwen\/checkpoints\/step-4: the checkpoint is a run of a pretrained model/,
@@ -238,7 +238,7 @@ t.test('--policy openai with the checkpoint of a pretrained run: refused saying 
   t.notMatch(problem, /createReader|renderAssistantBody|ChatTokenPolicy/, 'no internal names');
   t.equal(
     openaiCheckpointProblem({
-      template: new ChatTemplate(trainChatTokenizer(' ', { vocabSize: 262 })),
+      chat: new ChatTemplate(trainChatTokenizer(' ', { vocabSize: 262 })),
       checkpoint: 'x',
     }),
     null,

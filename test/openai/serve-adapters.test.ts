@@ -56,7 +56,7 @@ t.test(
   async (t) => {
     const base = tinyPolicy(2);
     const host = new FakeHost();
-    const server = await startChatServer({ policy: base, template: tpl, port: 0, modelName: 'base', adapters: host });
+    const server = await startChatServer({ policy: base, chat: tpl, port: 0, modelName: 'base', adapters: host });
     t.teardown(async () => {
       await server.dispose();
       host.dispose();
@@ -167,7 +167,7 @@ t.test(
 
 t.test('a server without an adapter host answers the adapter routes 404', async (t) => {
   const base = tinyPolicy(2);
-  const server = await startChatServer({ policy: base, template: tpl, port: 0, modelName: 'base' });
+  const server = await startChatServer({ policy: base, chat: tpl, port: 0, modelName: 'base' });
   t.teardown(async () => {
     await server.dispose();
     base.dispose();
@@ -221,7 +221,7 @@ t.test('a change of adapters waits for the requests in flight', async (t) => {
     list: () => ['a'],
     model: () => blocking,
   };
-  const server = await startChatServer({ policy: base, template: tpl, port: 0, modelName: 'base', adapters: host });
+  const server = await startChatServer({ policy: base, chat: tpl, port: 0, modelName: 'base', adapters: host });
   t.teardown(async () => {
     await server.dispose();
     base.dispose();

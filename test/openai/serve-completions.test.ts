@@ -75,7 +75,7 @@ t.test(
   'POST /v1/completions: token ids in and out, vLLM’s response shape, the in-process policy’s tokens and log-probs',
   async (t) => {
     const policy = tinyPolicy(2);
-    const server = await startChatServer({ policy, template: tpl, port: 0, modelName: 'tiny' });
+    const server = await startChatServer({ policy, chat: tpl, port: 0, modelName: 'tiny' });
     t.teardown(async () => {
       await server.dispose();
       policy.dispose();
@@ -176,7 +176,7 @@ t.test(
 
 t.test('session_id continues the kept session: a rollout client gets the in-process episode’s tokens', async (t) => {
   const policy = tinyPolicy(3);
-  const server = await startChatServer({ policy, template: tpl, port: 0, modelName: 'tiny' });
+  const server = await startChatServer({ policy, chat: tpl, port: 0, modelName: 'tiny' });
   t.teardown(async () => {
     await server.dispose();
     policy.dispose();
@@ -216,7 +216,7 @@ t.test('session_id continues the kept session: a rollout client gets the in-proc
 
 t.test('bad completions requests: 400/404 naming the parameter', async (t) => {
   const policy = tinyPolicy(2);
-  const server = await startChatServer({ policy, template: tpl, port: 0, modelName: 'tiny' });
+  const server = await startChatServer({ policy, chat: tpl, port: 0, modelName: 'tiny' });
   t.teardown(async () => {
     await server.dispose();
     policy.dispose();
@@ -278,7 +278,7 @@ t.test(
     const dir = mkdtempSync(join(tmpdir(), 'sfx-weights-'));
     const file = join(dir, 'other.safetensors');
     other.save(file, { optimizer: false });
-    const bare = await startChatServer({ policy, template: tpl, port: 0, modelName: 'tiny' });
+    const bare = await startChatServer({ policy, chat: tpl, port: 0, modelName: 'tiny' });
     const r0 = await post(`${bare.baseURL.replace(/\/v1$/, '')}/update_weights_from_disk`, { model_path: file });
     t.equal(r0.status, 404, 'no weights host: 404');
     t.match((r0.json.error as { message: string }).message, /not enabled/);
@@ -286,7 +286,7 @@ t.test(
 
     const server = await startChatServer({
       policy,
-      template: tpl,
+      chat: tpl,
       port: 0,
       modelName: 'tiny',
       weights: transformerWeightsHost(policy),

@@ -68,7 +68,7 @@ t.test('messages of several hundred KB render and are served (no call-stack over
   t.same(tpl.parseAssistant(a.slice(tpl.generationPrompt().length)).ok, true, 'and parses back');
 
   const policy = new ScriptedModelPolicy(tpl, [{ role: 'assistant', content: 'Sure.' }]);
-  const server = await startChatServer({ policy, template: tpl, port: 0 });
+  const server = await startChatServer({ policy, chat: tpl, port: 0 });
   t.teardown(() => server.dispose());
   const url = `${server.baseURL}/chat/completions`;
   const r1 = await post(url, { model: 'sinkflex', messages, tools, seed: 1, session_id: 's' });
@@ -109,7 +109,7 @@ t.test('an agent-loop episode with observations of several hundred KB', async (t
   const policy = new ScriptedModelPolicy(tpl, [call, { role: 'assistant', content: 'Done.' }]);
   const r = await evaluatePolicy({
     policy,
-    template: tpl,
+    chat: tpl,
     env: () => env,
     taskIds: ['t0'],
     limits: { maxTurns: 4, maxTokensPerTurn: 64, maxContextTokens: 1 << 20 },
@@ -188,7 +188,7 @@ t.test('a prompt that cannot fit is refused before it is tokenized', async (t) =
     return encode(s);
   };
   const policy = tinyPolicy(3); // context 4096
-  const server = await startChatServer({ policy, template: new ChatTemplate(counting), port: 0 });
+  const server = await startChatServer({ policy, chat: new ChatTemplate(counting), port: 0 });
   t.teardown(async () => {
     await server.dispose();
     policy.dispose();
@@ -262,7 +262,7 @@ function rawUpload(
 
 t.test('a body over the size limit gets its 413, not a connection reset', async (t) => {
   const policy = new ScriptedModelPolicy(tpl, [{ role: 'assistant', content: 'ok' }]);
-  const server = await startChatServer({ policy, template: tpl, port: 0, maxBodyBytes: 100000 });
+  const server = await startChatServer({ policy, chat: tpl, port: 0, maxBodyBytes: 100000 });
   t.teardown(() => server.dispose());
   const url = `${server.baseURL}/chat/completions`;
   const body = JSON.stringify({ model: 'sinkflex', messages: [{ role: 'user', content: 'x'.repeat(3000000) }] });

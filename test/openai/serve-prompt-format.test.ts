@@ -52,8 +52,8 @@ t.test('renderTools: false leaves request tools out of the prompt and still pars
     'the tools alone overflow a 4096-token context',
   );
   const policy = tinyPolicy(2);
-  const withTools = await startChatServer({ policy, template: tpl, port: 0 });
-  const without = await startChatServer({ policy, template: tpl, port: 0, renderTools: false });
+  const withTools = await startChatServer({ policy, chat: tpl, port: 0 });
+  const without = await startChatServer({ policy, chat: tpl, port: 0, renderTools: false });
   t.teardown(async () => {
     await withTools.dispose();
     await without.dispose();
@@ -77,7 +77,7 @@ t.test('renderTools: false leaves request tools out of the prompt and still pars
     tool_calls: [{ type: 'function' as const, function: { name: 'tool_3', arguments: '{"order_id":"#W0000001"}' } }],
   };
   const scripted = new ScriptedModelPolicy(tpl, [call, { role: 'assistant', content: 'It ships tomorrow.' }]);
-  const server = await startChatServer({ policy: scripted, template: tpl, port: 0, renderTools: false });
+  const server = await startChatServer({ policy: scripted, chat: tpl, port: 0, renderTools: false });
   t.teardown(() => server.dispose());
   const r1 = await post(`${server.baseURL}/chat/completions`, {
     model: 'sinkflex',

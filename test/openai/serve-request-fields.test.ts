@@ -67,7 +67,7 @@ const messages = [{ role: 'user', content: 'Find me.' }];
 
 t.test('wrongly typed and unsupported fields: 400 naming the field (chat and completions)', async (t) => {
   const policy = new ScriptedModelPolicy(tpl, [{ role: 'assistant', content: 'Hi.' }]);
-  const server = await startChatServer({ policy, template: tpl, port: 0 });
+  const server = await startChatServer({ policy, chat: tpl, port: 0 });
   t.teardown(() => server.dispose());
   const chat = `${server.baseURL}/chat/completions`;
   const base = { model: 'sinkflex', messages };
@@ -136,7 +136,7 @@ t.test('wrongly typed and unsupported fields: 400 naming the field (chat and com
 
 t.test('tool calls are read only when tools are offered; parallel_tool_calls: false keeps the first', async (t) => {
   const policy = new ScriptedModelPolicy(tpl, [twoCalls]);
-  const server = await startChatServer({ policy, template: tpl, port: 0 });
+  const server = await startChatServer({ policy, chat: tpl, port: 0 });
   t.teardown(() => server.dispose());
   const chat = `${server.baseURL}/chat/completions`;
   const offered = await post(chat, { model: 'sinkflex', messages, tools });
@@ -157,7 +157,7 @@ t.test('tool calls are read only when tools are offered; parallel_tool_calls: fa
 
 t.test('max_tokens past the context is refused (chat and completions); GET /v1/models/{id}', async (t) => {
   const policy = new ScriptedModelPolicy(tpl, [{ role: 'assistant', content: 'Hi.' }]);
-  const server = await startChatServer({ policy, template: tpl, port: 0, modelName: 'm1' });
+  const server = await startChatServer({ policy, chat: tpl, port: 0, modelName: 'm1' });
   t.teardown(() => server.dispose());
   for (const [route, body] of [
     ['chat/completions', { model: 'm1', messages, max_tokens: 1e12 }],
@@ -187,7 +187,7 @@ t.test(
   'special tokens stay out of returned text and log-prob tokens unless skip_special_tokens is false',
   async (t) => {
     const policy = new ScriptedModelPolicy(tpl, [{ role: 'assistant', content: 'Hi.' }]);
-    const server = await startChatServer({ policy, template: tpl, port: 0 });
+    const server = await startChatServer({ policy, chat: tpl, port: 0 });
     t.teardown(() => server.dispose());
     const names = /<\|[a-z_]+\|>/;
     const a = await post(`${server.baseURL}/completions`, {
@@ -248,7 +248,7 @@ t.test('logs: a refused admin request once; a disconnect on /v1/completions as 4
   const admin: number[] = [];
   const server = await startChatServer({
     policy: new HangingModel() as unknown as GenerativeModel,
-    template: tpl,
+    chat: tpl,
     port: 0,
     onRequest: (i) => requests.push(i.status),
     onAdmin: (i) => admin.push(i.status),
@@ -281,7 +281,7 @@ t.test('a real Qwen3 chat template: raise_exception is a 400; chat_template_kwar
   // raise_exception when no user message is given
   const source = `{%- if messages | selectattr('role', 'equalto', 'user') | list | length == 0 %}{{ raise_exception('No user query found in messages.') }}{%- endif %}${m.tokenizer.config.chat_template as string}`;
   const format = new JinjaChatFormat(m.tokenizer, source, { stopTokens: m.chat.stopTokens });
-  const server = await startChatServer({ policy: m.policy, template: format, port: 0 });
+  const server = await startChatServer({ policy: m.policy, chat: format, port: 0 });
   t.teardown(() => server.dispose());
   const chat = `${server.baseURL}/chat/completions`;
   const raised = await post(chat, {

@@ -231,7 +231,7 @@ t.test(
     let open!: () => void;
     const gate = new Promise<void>((r) => (open = r));
     const policy = new SlowPolicy(tpl.renderAssistantBody(call), gate);
-    const server = await startChatServer({ policy, template: tpl, port: 0 });
+    const server = await startChatServer({ policy, chat: tpl, port: 0 });
     t.teardown(() => server.dispose());
     const timer = setTimeout(() => open(), 10000); // never needed when the server streams
     const res = await fetch(`${server.baseURL}/chat/completions`, {
@@ -285,7 +285,7 @@ t.test(
 
 t.test('streamed and plain replies of the built-in model agree', async (t) => {
   const policy = tinyPolicy(6);
-  const server = await startChatServer({ policy, template: tpl, port: 0 });
+  const server = await startChatServer({ policy, chat: tpl, port: 0 });
   t.teardown(async () => {
     await server.dispose();
     policy.dispose();
@@ -336,7 +336,7 @@ t.test('streamed and plain replies of the built-in model agree', async (t) => {
 t.test('a client that disconnects stops its generation', async (t) => {
   const policy = new SlowPolicy([], null, true);
   const statuses: number[] = [];
-  const server = await startChatServer({ policy, template: tpl, port: 0, onRequest: (i) => statuses.push(i.status) });
+  const server = await startChatServer({ policy, chat: tpl, port: 0, onRequest: (i) => statuses.push(i.status) });
   t.teardown(() => server.dispose());
   for (const stream of [true, false]) {
     const ctrl = new AbortController();

@@ -274,7 +274,7 @@ t.test(
       },
       generate: (r) => policy.generate(r),
     };
-    const server = await startChatServer({ policy: recording, template: m.chat, port: 0 });
+    const server = await startChatServer({ policy: recording, chat: m.chat, port: 0 });
     t.teardown(() => server.dispose());
     const ask = (stop: number[]) =>
       post(`${server.baseURL}/completions`, { prompt: [1, 2], max_tokens: 5, stop_token_ids: stop });

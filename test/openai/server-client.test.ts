@@ -41,7 +41,7 @@ t.test(
   'the built-in policy behind the server: models, completions, seeds, log-probs, token ids, validation',
   async (t) => {
     const policy = tinyPolicy(2);
-    const server = await startChatServer({ policy, template: tpl, port: 0, modelName: 'tiny' });
+    const server = await startChatServer({ policy, chat: tpl, port: 0, modelName: 'tiny' });
     t.teardown(async () => {
       await server.dispose();
       policy.dispose();
@@ -133,7 +133,7 @@ t.test('tool calls, streaming, sessions and the API key', async (t) => {
     ],
   };
   const policy = new ScriptedModelPolicy(tpl, [call, { role: 'assistant', content: 'Done.' }]);
-  const server: ChatServer = await startChatServer({ policy, template: tpl, port: 0, apiKey: 'k1' });
+  const server: ChatServer = await startChatServer({ policy, chat: tpl, port: 0, apiKey: 'k1' });
   t.teardown(() => server.dispose());
   const url = `${server.baseURL}/chat/completions`;
   t.equal(

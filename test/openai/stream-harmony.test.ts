@@ -322,7 +322,7 @@ t.test(
       '<|start|>assistant<|channel|>commentary to=functions.get_order <|constrain|>json<|message|>{"id": "#W1"}<|call|>';
     const server = await startChatServer({
       policy: new TokenScript(tok.vocabSize, ids(tok, src)),
-      template: format,
+      chat: format,
       port: 0,
     });
     t.teardown(() => server.dispose());

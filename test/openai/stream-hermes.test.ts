@@ -148,7 +148,7 @@ t.test(
       '<think>\nThe user wants order #W1.\n</think>\n\nLet me look.<tool_call>\n{"name": "get_order", "arguments": {"id": "#W1"}}\n</tool_call>';
     const server = await startChatServer({
       policy: new TokenScript(tok.vocabSize, [...tok.encode(src), end[0]]),
-      template: format,
+      chat: format,
       port: 0,
     });
     t.teardown(() => server.dispose());

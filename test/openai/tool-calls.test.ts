@@ -96,7 +96,7 @@ t.test('a malformed call goes back to the model as an error message, end to end'
   const chat = new OpenAIChatPolicy({ client: { baseURL: url, model: 'm', retries: 0 }, seedMode: 'turn' });
   const result = await evaluatePolicy({
     policy: new ChatTokenPolicy(chat, template),
-    template,
+    chat: template,
     env: () => new TauEnv({ world }),
     taskIds: [world.taskIds[0]],
     seed: 3,

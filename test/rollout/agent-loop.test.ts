@@ -129,7 +129,7 @@ t.test(
   async (t) => {
     const loop = new AgentLoop({
       policy: new ExpertTokenPolicy(tpl, { tasks: world }),
-      template: tpl,
+      chat: tpl,
       env: envFactory(world),
       concurrency: 6,
     });
@@ -181,7 +181,7 @@ t.test(
 t.test('telecom (dual control) through the loop; a custom system prompt without tools', async (t) => {
   const loop = new AgentLoop({
     policy: new ExpertTokenPolicy(tpl, { tasks: tworld }),
-    template: tpl,
+    chat: tpl,
     env: envFactory(tworld),
     concurrency: 4,
     systemPrompt: () => 'You are a telecom agent.',
@@ -201,7 +201,7 @@ t.test('same seeds, same batch, whatever the concurrency; log-probs kept verbati
   const run = async (concurrency: number, seed: number): Promise<DataProto> => {
     const loop = new AgentLoop({
       policy: new NoisyExpertPolicy(tpl, world, 0.12),
-      template: tpl,
+      chat: tpl,
       env: envFactory(world),
       concurrency,
       sampling: { temperature: 0.7 },
@@ -233,7 +233,7 @@ t.test('same seeds, same batch, whatever the concurrency; log-probs kept verbati
 t.test('limits: max turns, tokens per turn, total context', async (t) => {
   const policy = new ExpertTokenPolicy(tpl, { tasks: world });
   const mk = (limits: ConstructorParameters<typeof AgentLoop>[0]['limits']): AgentLoop =>
-    new AgentLoop({ policy, template: tpl, env: envFactory(world), limits, concurrency: 3 });
+    new AgentLoop({ policy, chat: tpl, env: envFactory(world), limits, concurrency: 3 });
   const turns = await mk({ maxTurns: 3 }).generate({ taskIds: taskIds.slice(0, 3) });
   t.same(turns.nonTensor('termination_reason'), ['max_turns', 'max_turns', 'max_turns']);
   t.same(Array.from(turns.int32('num_turns')), [3, 3, 3]);
@@ -261,7 +261,7 @@ t.test('limits: max turns, tokens per turn, total context', async (t) => {
   const batch = await mk({ maxContextTokens: 100 }).generate({ taskIds: taskIds.slice(0, 1) });
   t.equal(batch.shape('responses')[1], 0, 'an empty response row');
   t.same(Array.from(batch.float32('token_level_scores')), []);
-  const stepLimit = await new AgentLoop({ policy, template: tpl, env: envFactory(world, { maxSteps: 6 }) }).rollout({
+  const stepLimit = await new AgentLoop({ policy, chat: tpl, env: envFactory(world, { maxSteps: 6 }) }).rollout({
     taskIds: taskIds.slice(0, 1),
   });
   t.same(
@@ -270,18 +270,18 @@ t.test('limits: max turns, tokens per turn, total context', async (t) => {
     "the environment's step limit truncates too",
   );
   t.throws(() => mk({ maxTurns: 0 }), RangeError);
-  t.throws(() => new AgentLoop({ policy, template: tpl, env: envFactory(world), sampling: { topP: 0 } }), RangeError);
+  t.throws(() => new AgentLoop({ policy, chat: tpl, env: envFactory(world), sampling: { topP: 0 } }), RangeError);
   t.throws(
-    () => new AgentLoop({ policy, template: tpl, env: envFactory(world), sampling: { temperature: -1 } }),
+    () => new AgentLoop({ policy, chat: tpl, env: envFactory(world), sampling: { temperature: -1 } }),
     RangeError,
   );
   t.throws(
-    () => new AgentLoop({ policy, template: tpl, env: envFactory(world), sanityCheck: 'loose' as never }),
+    () => new AgentLoop({ policy, chat: tpl, env: envFactory(world), sanityCheck: 'loose' as never }),
     RangeError,
   );
-  t.throws(() => new AgentLoop({ policy: {} as never, template: tpl, env: envFactory(world) }), TypeError);
-  t.throws(() => new AgentLoop({ policy, template: {} as never, env: envFactory(world) }), TypeError);
-  t.throws(() => new AgentLoop({ policy, template: tpl, env: 5 as never }), TypeError);
+  t.throws(() => new AgentLoop({ policy: {} as never, chat: tpl, env: envFactory(world) }), TypeError);
+  t.throws(() => new AgentLoop({ policy, chat: {} as never, env: envFactory(world) }), TypeError);
+  t.throws(() => new AgentLoop({ policy, chat: tpl, env: 5 as never }), TypeError);
   t.throws(() => new AgentLoop(null as never), TypeError);
   const loop = mk({});
   const first = loop.rollout({ taskIds: taskIds.slice(0, 1) });
@@ -313,7 +313,7 @@ t.test('tokenization sanity check: strict sees non-canonical tokens, text does n
   const mk = (sanityCheck: 'strict' | 'text' | 'disable'): AgentLoop =>
     new AgentLoop({
       policy: new ByteSpelledExpertPolicy(tpl, world),
-      template: tpl,
+      chat: tpl,
       env: envFactory(world),
       sanityCheck,
       limits: { maxTokensPerTurn: 4096 },
@@ -410,7 +410,7 @@ t.test('failures abort only their episode and are counted; parse failures go to 
     };
     return e;
   };
-  const loop = new AgentLoop({ policy, template: tpl, env, concurrency: 4, limits: { maxTurns: 8 } });
+  const loop = new AgentLoop({ policy, chat: tpl, env, concurrency: 4, limits: { maxTurns: 8 } });
   const ids = [ok1, policyFail, badTokens, noStop, userFail, envFail, garbage];
   const records = await loop.rollout({ taskIds: ids, n: 2, seed: 4 });
   const by = (id: string): EpisodeRecord[] => records.filter((r) => r.taskId === id);
@@ -462,7 +462,7 @@ t.test('failures abort only their episode and are counted; parse failures go to 
   t.equal(batch.batchSize, 4, 'aborted episodes are dropped');
   t.same(batch.nonTensor('task_id'), [ok1, ok1, garbage, garbage]);
   t.notOk(batch.nonTensorKeys.includes('x'));
-  const keep = new AgentLoop({ policy, template: tpl, env, keepAborted: true, limits: { maxTurns: 8 } });
+  const keep = new AgentLoop({ policy, chat: tpl, env, keepAborted: true, limits: { maxTurns: 8 } });
   const all = await keep.generate({ taskIds: ids, n: 2, seed: 4 });
   t.equal(all.batchSize, 14);
   t.equal(all.nonTensor('aborted').filter(Boolean).length, 10);
@@ -473,12 +473,12 @@ t.test('failures abort only their episode and are counted; parse failures go to 
       throw new Error('out of KV cache');
     },
   };
-  const r1 = await new AgentLoop({ policy: noSession, template: tpl, env: envFactory(world) }).rollout({
+  const r1 = await new AgentLoop({ policy: noSession, chat: tpl, env: envFactory(world) }).rollout({
     taskIds: [ok1],
   });
   t.match(r1[0], { termination: 'policy_error', error: /out of KV cache/ });
   const short: TokenPolicy = { createSession: policy.createSession.bind(policy), generateBatch: async () => [] };
-  const r2 = await new AgentLoop({ policy: short, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] });
+  const r2 = await new AgentLoop({ policy: short, chat: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] });
   t.match(r2[0], { termination: 'policy_error', error: /returned 0 results for 1 requests/ });
   const throwing: TokenPolicy = {
     createSession: policy.createSession.bind(policy),
@@ -486,41 +486,40 @@ t.test('failures abort only their episode and are counted; parse failures go to 
       throw new Error('batch failed');
     },
   };
-  const r3 = await new AgentLoop({ policy: throwing, template: tpl, env: envFactory(world) }).rollout({
+  const r3 = await new AgentLoop({ policy: throwing, chat: tpl, env: envFactory(world) }).rollout({
     taskIds: [ok1],
   });
   t.match(r3[0], { termination: 'policy_error', error: /batch failed/ });
   const wrongLp = new ScriptedTokenPolicy(() => ({ ...say('hi'), logProbs: [0] }));
   t.match(
-    (await new AgentLoop({ policy: wrongLp, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
+    (await new AgentLoop({ policy: wrongLp, chat: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
     { error: /log-probs for/ },
   );
   const nanLp = new ScriptedTokenPolicy(() => ({ tokens: [tpl.end], logProbs: [NaN], finishReason: 'stop' }));
-  t.match(
-    (await new AgentLoop({ policy: nanLp, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
-    { error: /log-prob 0 is NaN/ },
-  );
+  t.match((await new AgentLoop({ policy: nanLp, chat: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0], {
+    error: /log-prob 0 is NaN/,
+  });
   const tooMany = new ScriptedTokenPolicy((_id, _turn, params) => ({
     tokens: new Array(params.maxTokens + 1).fill(tpl.end),
     finishReason: 'stop',
   }));
   t.match(
-    (await new AgentLoop({ policy: tooMany, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
+    (await new AgentLoop({ policy: tooMany, chat: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
     { error: /tokens for maxTokens/ },
   );
   const badReason = new ScriptedTokenPolicy(() => ({ tokens: [tpl.end], finishReason: 'eos' as never }));
   t.match(
-    (await new AgentLoop({ policy: badReason, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
+    (await new AgentLoop({ policy: badReason, chat: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
     { error: /finishReason must be/ },
   );
   const nothing = new ScriptedTokenPolicy(() => null as never);
   t.match(
-    (await new AgentLoop({ policy: nothing, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
+    (await new AgentLoop({ policy: nothing, chat: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
     { error: /returned null/ },
   );
   const noTokens = new ScriptedTokenPolicy(() => ({ finishReason: 'stop' }) as never);
   t.match(
-    (await new AgentLoop({ policy: noTokens, template: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
+    (await new AgentLoop({ policy: noTokens, chat: tpl, env: envFactory(world) }).rollout({ taskIds: [ok1] }))[0],
     { error: /no tokens array/ },
   );
   // an environment that cannot reset, or returns no observation list
@@ -529,12 +528,12 @@ t.test('failures abort only their episode and are counted; parse failures go to 
     e.reset = () => [5 as never, {}];
     return e;
   };
-  t.match((await new AgentLoop({ policy, template: tpl, env: badReset }).rollout({ taskIds: [ok1] }))[0], {
+  t.match((await new AgentLoop({ policy, chat: tpl, env: badReset }).rollout({ taskIds: [ok1] }))[0], {
     termination: 'env_error',
     error: /not an array of messages/,
   });
   await t.rejects(
-    new AgentLoop({ policy, template: tpl, env: () => ({}) as never }).rollout({ taskIds: [ok1] }),
+    new AgentLoop({ policy, chat: tpl, env: () => ({}) as never }).rollout({ taskIds: [ok1] }),
     /must return an environment/,
   );
 });
@@ -557,7 +556,7 @@ t.test('asynchronous environments (an LLM user behind a fake endpoint) interleav
   const run = async (concurrency: number): Promise<DataProto> => {
     const loop = new AgentLoop({
       policy: new ExpertTokenPolicy(tpl, { tasks: world }),
-      template: tpl,
+      chat: tpl,
       env,
       concurrency,
       limits: { maxTurns: 12 },

@@ -74,7 +74,7 @@ t.test('await using: the agent loop closes its environments, the server its sock
   {
     await using l = new AgentLoop({
       policy: TransformerPolicy.create(cfg, { seed: 2, tokenizer: tpl.tokenizer }),
-      template: tpl,
+      chat: tpl,
       env: envFactory(world),
       limits: { maxTurns: 1, maxTokensPerTurn: 4, maxContextTokens: 4096 },
       sanityCheck: 'disable',
@@ -89,7 +89,7 @@ t.test('await using: the agent loop closes its environments, the server its sock
   using policy = TransformerPolicy.create(cfg, { seed: 3, tokenizer: tpl.tokenizer });
   let url: string;
   {
-    await using server = await startChatServer({ policy, template: tpl, port: 0 });
+    await using server = await startChatServer({ policy, chat: tpl, port: 0 });
     url = `${server.baseURL}/models`;
     t.equal((await fetch(url)).status, 200, 'serving inside the block');
   }

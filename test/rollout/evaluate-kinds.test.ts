@@ -52,7 +52,7 @@ function makeEnv(): AnyEnv {
 const taskIds = ['t0', 't1', 't2', 't3', 'boom', 't1'];
 const common = {
   policy: new DonePolicy(),
-  template: tpl,
+  chat: tpl,
   env: makeEnv,
   taskIds,
   trials: 2,

@@ -24,7 +24,7 @@ function choose(n: number, k: number): number {
 t.test('pass^k and the success rate follow the per-task successes; k selects the values', async (t) => {
   const r = await evaluatePolicy({
     policy: new NoisyExpertPolicy(tpl, world, 0.15),
-    template: tpl,
+    chat: tpl,
     env: envFactory(world),
     taskIds,
     trials: 3,
@@ -64,7 +64,7 @@ t.test('pass^k and the success rate follow the per-task successes; k selects the
 
   const some = await evaluatePolicy({
     policy: new NoisyExpertPolicy(tpl, world, 0.15),
-    template: tpl,
+    chat: tpl,
     env: envFactory(world),
     taskIds,
     trials: 3,
@@ -80,7 +80,7 @@ t.test('pass^k and the success rate follow the per-task successes; k selects the
   await t.rejects(
     evaluatePolicy({
       policy: new NoisyExpertPolicy(tpl, world),
-      template: tpl,
+      chat: tpl,
       env: envFactory(world),
       taskIds,
       trials: 2,
@@ -91,7 +91,7 @@ t.test('pass^k and the success rate follow the per-task successes; k selects the
   await t.rejects(
     evaluatePolicy({
       policy: new NoisyExpertPolicy(tpl, world),
-      template: tpl,
+      chat: tpl,
       env: envFactory(world),
       taskIds,
       episodeRetries: -1,
@@ -99,7 +99,7 @@ t.test('pass^k and the success rate follow the per-task successes; k selects the
     /episodeRetries must be an integer >= 0/,
   );
   await t.rejects(
-    evaluatePolicy({ policy: new NoisyExpertPolicy(tpl, world), template: tpl, env: envFactory(world), taskIds: [] }),
+    evaluatePolicy({ policy: new NoisyExpertPolicy(tpl, world), chat: tpl, env: envFactory(world), taskIds: [] }),
     /taskIds must be a non-empty array/,
   );
 });
@@ -129,7 +129,7 @@ class FlakyPolicy implements TokenPolicy {
 t.test('aborted episodes: counted as 0, or rerun with fresh seeds in their slots', async (t) => {
   const none = await evaluatePolicy({
     policy: new FlakyPolicy(),
-    template: tpl,
+    chat: tpl,
     env: envFactory(world),
     taskIds,
     trials: 2,
@@ -146,7 +146,7 @@ t.test('aborted episodes: counted as 0, or rerun with fresh seeds in their slots
   const progress: [number, number][] = [];
   const r = await evaluatePolicy({
     policy,
-    template: tpl,
+    chat: tpl,
     env: envFactory(world),
     taskIds,
     trials: 2,

@@ -24,7 +24,7 @@ function policy(seed: number): TransformerPolicy {
 async function run(p: TokenPolicy, concurrency: number): Promise<{ tokens: number[][]; logProbs: number[][] }> {
   const loop = new AgentLoop({
     policy: p,
-    template: tpl,
+    chat: tpl,
     env: envFactory(world),
     concurrency,
     limits: { maxTurns: 2, maxTokensPerTurn: 12, maxContextTokens: 4000 },
@@ -78,7 +78,7 @@ t.test("a session whose context is full ('context') ends the turn as a length cu
   };
   const loop = new AgentLoop({
     policy: full,
-    template: tpl,
+    chat: tpl,
     env: envFactory(world),
     limits: { maxTurns: 2, maxTokensPerTurn: 12, maxContextTokens: 4000 },
     sanityCheck: 'disable',

@@ -292,7 +292,7 @@ t.test('expert policies: tau messages from chat messages, actions as chat messag
       return { reset: () => undefined, act: async () => ({ content: 'custom agent' }) };
     },
   });
-  const loop = new AgentLoop({ policy: custom, template: tpl, env: envFactory(world), limits: { maxTurns: 2 } });
+  const loop = new AgentLoop({ policy: custom, chat: tpl, env: envFactory(world), limits: { maxTurns: 2 } });
   const recs = await loop.rollout({ taskIds: [world.taskIds[0]] });
   t.equal(made, 1);
   t.equal(recs[0].messages.filter((m) => m.role === 'assistant').at(-1)?.content, 'custom agent');
@@ -370,7 +370,7 @@ t.test('generateBatch and the scheduler: batching, per-request errors, limits', 
 t.test('DAPO dynamic sampling: keeps groups with different rewards until the batch is full', async (t) => {
   const loop = new AgentLoop({
     policy: new NoisyExpertPolicy(tpl, world, 0.12),
-    template: tpl,
+    chat: tpl,
     env: envFactory(world),
     concurrency: 8,
   });
@@ -421,7 +421,7 @@ t.test('DAPO dynamic sampling: keeps groups with different rewards until the bat
   // the pure expert always succeeds: every group is dropped
   const expert = new AgentLoop({
     policy: new ExpertTokenPolicy(tpl, { tasks: world }),
-    template: tpl,
+    chat: tpl,
     env: envFactory(world),
     concurrency: 8,
   });

@@ -41,7 +41,7 @@ t.test('the expert scores 1, a parrot 0; metrics use the VERL names; validation 
     'train and validation ids are disjoint',
   );
   const common = {
-    template: tpl,
+    chat: tpl,
     env: trainEnvFactory(config, tw.world),
     taskIds: tw.valIds,
     trials: 2,

@@ -77,7 +77,7 @@ t.test('a GRPO step raises the log-probability of rewarded samples relative to u
   const prompt = promptSettings(config);
   const loop = new AgentLoop({
     policy: new ReplyPolicy(new ChatTemplate(tokenizer)),
-    template,
+    chat: template,
     env: () => new ParityRewardEnv({ world: tw.world }),
     concurrency: 8,
     limits: { maxTurns: 1, maxTokensPerTurn: 6, maxContextTokens: config.rollout.maxContextTokens },

@@ -45,7 +45,7 @@ async function demonstrations(count: number): Promise<EpisodeRecord[]> {
     world: tw.world,
     taskIds: tw.trainIds,
     count,
-    template: byteTemplate(),
+    chat: byteTemplate(),
     env: makeEnv,
     prompt,
     limits: { maxTurns: 64, maxTokensPerTurn: 1 << 20, maxContextTokens: 1 << 24 },
@@ -102,7 +102,7 @@ async function checkAgainstAgentLoop(
   const seqs = demos.map((r) => renderDemonstration(format, r, renderTools ? r.tools : []));
   const loop = new AgentLoop({
     policy: new Replay(new Map(demos.map((r, i) => [r.taskId, turnsOf(seqs[i])]))),
-    template: format,
+    chat: format,
     env: makeEnv,
     concurrency: 4,
     limits: { maxTurns: 64, maxTokensPerTurn: 4096, maxContextTokens: 1 << 20 },

@@ -349,7 +349,7 @@ t.test(
     for (const x of log) {
       const e = report.episodes.find((r) => r.taskId === x.task_id && r.sampleIndex === x.trial);
       t.equal(
-        e && cutTurnText(e, loaded.template),
+        e && cutTurnText(e, loaded.chat),
         x.cut_turn,
         `${x.task_id} trial ${x.trial}: the same tokens as in the validation`,
       );

@@ -66,7 +66,7 @@ t.test(
     const engine = createRolloutEngine({
       config,
       policy,
-      template: tpl,
+      chat: tpl,
       out,
       publishAdapter: async (step) => (published.push(step), `/adapters/${step}`),
     });
@@ -143,7 +143,7 @@ t.test(
     const engine = createRolloutEngine({
       config,
       policy,
-      template: tpl,
+      chat: tpl,
       out,
       publishAdapter: async (step) => `/adapters/${step}`,
     });
@@ -160,7 +160,7 @@ t.test(
 t.test('the local engine: the trainer’s own policy, nothing to sync', async (t) => {
   const policy = tinyPolicy(1);
   t.teardown(() => policy.dispose());
-  const engine = createRolloutEngine({ config: resolveConfig(), policy, template: tpl, out: tmpdir() });
+  const engine = createRolloutEngine({ config: resolveConfig(), policy, chat: tpl, out: tmpdir() });
   t.equal(engine.kind, 'local');
   await engine.sync(3);
   t.same(engine.takeMetrics(), {});

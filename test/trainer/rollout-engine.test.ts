@@ -142,7 +142,7 @@ t.test('killing one server mid-run: its episodes are retried on the other and th
   const victim = new Killable(inner);
   const doomed = await startChatServer({
     policy: victim,
-    template: new ChatTemplate(inner.tokenizer as NonNullable<typeof inner.tokenizer>),
+    chat: new ChatTemplate(inner.tokenizer as NonNullable<typeof inner.tokenizer>),
     port: 0,
     weights: transformerWeightsHost(inner),
   });
@@ -195,7 +195,7 @@ t.test(
     let loads = 0;
     const flaky = await startChatServer({
       policy: inner,
-      template: new ChatTemplate(inner.tokenizer as NonNullable<typeof inner.tokenizer>),
+      chat: new ChatTemplate(inner.tokenizer as NonNullable<typeof inner.tokenizer>),
       port: 0,
       weights: { load: async (path) => (++loads === 2 ? Promise.reject(new Error('disk full')) : host.load(path)) },
     });

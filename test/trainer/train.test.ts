@@ -173,14 +173,14 @@ t.test('the smoke preset runs every stage and writes the run folder; resume equa
   t.equal(loaded.run?.env, 'sinkflex/TauRetail-v0');
   t.equal(loaded.run?.prompt.renderTools, false);
   t.match(loaded.run?.prompt.systemPrompt({}) ?? '', /retail customer service agent/);
-  t.equal(loaded.template.tokenizer.vocabSize, loaded.policy.tokenizer?.vocabSize);
+  t.equal(loaded.chat.tokenizer.vocabSize, loaded.policy.tokenizer?.vocabSize);
   loaded.policy.dispose();
   const older = await loadPolicy(join(a, 'checkpoints', 'step-2'));
   t.equal(older.run?.step, 2);
   older.policy.dispose();
   const bare = await loadPolicy(join(a, 'checkpoints', 'step-2', 'policy.safetensors'));
   t.equal(bare.run, null, 'a bare .safetensors file: no run');
-  t.equal(bare.template.tokenizer.vocabSize, loaded.template.tokenizer.vocabSize);
+  t.equal(bare.chat.tokenizer.vocabSize, loaded.chat.tokenizer.vocabSize);
   bare.policy.dispose();
   const empty = join(tmp, 'empty');
   mkdirSync(empty);

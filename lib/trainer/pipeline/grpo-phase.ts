@@ -122,7 +122,7 @@ export async function grpoPhase(
   const { config, env, limits, prompt } = ctx.run;
   const loop = new AgentLoop({
     policy: engine.policy,
-    template: model.chat,
+    chat: model.chat,
     env,
     concurrency: config.rollout.concurrency,
     limits,

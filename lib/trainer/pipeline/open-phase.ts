@@ -77,7 +77,7 @@ export function openRolloutEngine(ctx: RunContext, model: ModelHandle): RolloutE
   return createRolloutEngine({
     config,
     policy: model.policy,
-    template: model.chat,
+    chat: model.chat,
     out,
     ...(publishAdapter ? { publishAdapter } : {}),
     ...(publishWeights ? { publishWeights } : {}),
@@ -97,7 +97,7 @@ export function validator(ctx: RunContext, model: ModelHandle, engine: RolloutEn
     await engine.sync(step);
     const r = await evaluatePolicy({
       policy: engine.policy,
-      template: model.chat,
+      chat: model.chat,
       env,
       taskIds: tw.valIds,
       trials: config.val.trials,

@@ -57,7 +57,7 @@ async function demonstrations(
     const got = await collectDemonstrations({
       ...src,
       count,
-      template: format.template,
+      chat: format.chat,
       prompt,
       limits: format.limits(limits),
       seed: k === 0 ? mixSeed(config.seed, 0xde0) : mixSeed(config.seed, 0xde0, k),

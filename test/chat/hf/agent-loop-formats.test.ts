@@ -67,7 +67,7 @@ async function episode(
   const policy = new ScriptedPolicy(turns);
   const loop = new AgentLoop({
     policy,
-    template: format,
+    chat: format,
     env: envFactory(world),
     limits: { maxTurns: 3 },
     concurrency: 1,

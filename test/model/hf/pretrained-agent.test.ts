@@ -89,7 +89,7 @@ for (const c of CASES) {
     const call = m.tokenizer.encode(c.call);
     const loop = new AgentLoop({
       policy: new FirstTurnCall(m.policy, call),
-      template: m.chat,
+      chat: m.chat,
       env: envFactory(world),
       limits: { maxTurns: 3, maxTokensPerTurn: 32 },
       sampling: { temperature: 1 },
