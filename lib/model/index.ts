@@ -146,11 +146,7 @@ export {
 } from './ops.js';
 export { ParamStore, type ParamStoreOptions, type StoreDevice } from './param-store.js';
 export {
-  TemplateChatModel,
   type ActivationCheckpointing,
-  type ChatCompletion,
-  type ChatModel,
-  type ChatOptions,
   type FinishReason,
   type ForwardBackwardResult,
   type ForwardPass,

@@ -1,6 +1,6 @@
 /**
  * The model layer's interfaces: what a language model (the built-in transformer, a pretrained
- * one) implements, and the one session vocabulary the model and rollout layers share. Three
+ * one) implements, and the one session vocabulary the model and rollout layers share. Two
  * levels:
  *
  * - {@link GenerativeModel}: token in, token out. A session holds a conversation's context (a
@@ -12,10 +12,11 @@
  *   too (its `TokenPolicy`); a model's {@link ModelSession} adds prefill and fork and returns
  *   typed arrays ({@link SampleResult}). A GenerativeModel is a rollout `TokenPolicy` as it
  *   is: the agent loop passes the episode's context, whose `seed` seeds the session.
- * - {@link ChatModel}: messages in, an assistant message out. {@link TemplateChatModel} puts a
- *   chat template over any GenerativeModel to get one.
  * - {@link TrainablePolicy}: a GenerativeModel whose log-probabilities on packed micro-batches
  *   can be computed, differentiated and stepped by an optimiser (the built-in transformer).
+ *
+ * Messages in, an assistant message out is the rollout layer's `ChatPolicy`
+ * (`ModelChatPolicy` puts a chat format over any GenerativeModel to get one).
  *
  * Conventions: token ids are integers in `[0, vocabSize)`; a sampled token's log-probability
  * is under the tempered distribution `softmax(logits / temperature)` before top-k/top-p
@@ -24,8 +25,6 @@
  * temperature when it computes old log-probs).
  * @module
  */
-import type { ChatFormat } from '../chat/chat-format.js';
-import type { ChatMessage, ChatAssistantMessage, ToolSchema } from '../chat/messages.js';
 import type { AdamWStepOptions, AdamWStepResult } from './native.js';
 
 /** How a generation ends. */
@@ -155,33 +154,6 @@ export interface GenerativeModel {
   createSession(options?: SessionOptions): ModelSession;
   /** Continues each prompt once (batched); results in request order. */
   generate(requests: readonly GenerateRequest[]): Promise<SampleResult[]>;
-}
-
-/** Options of {@link ChatModel.chat}. */
-export interface ChatOptions {
-  /** Tool schemas offered to the model. */
-  tools?: readonly ToolSchema[];
-  /** Tokens to generate at most. */
-  maxTokens: number;
-  temperature?: number;
-  topP?: number;
-  seed?: number;
-}
-
-/** The reply of {@link ChatModel.chat}. */
-export interface ChatCompletion {
-  /** The parsed assistant message, or null when the output is not a well-formed message. */
-  message: ChatAssistantMessage | null;
-  /** Why parsing failed (when message is null). */
-  error?: string;
-  /** The raw generated text (decoded tokens). */
-  text: string;
-  finishReason: FinishReason;
-}
-
-/** A messages-in, message-out model: one stateless chat completion per call. */
-export interface ChatModel {
-  chat(messages: readonly ChatMessage[], options: ChatOptions): Promise<ChatCompletion>;
 }
 
 /**
@@ -319,39 +291,4 @@ export interface TrainablePolicy extends GenerativeModel {
     loss: TokenLoss | ((batch: PackedBatch, index: number) => TokenLoss),
     options: TrainStepOptions,
   ): Promise<TrainStepResult>;
-}
-
-/**
- * A {@link ChatModel} over any {@link GenerativeModel}: renders the messages with a chat
- * template, samples until the template's end token and parses the assistant message.
- */
-export class TemplateChatModel implements ChatModel {
-  constructor(
-    /** The token-level model that generates. */
-    readonly model: GenerativeModel,
-    /** The chat format that renders and parses (the built-in ChatTemplate or a pretrained model's). */
-    readonly format: ChatFormat,
-  ) {}
-
-  /** Renders the conversation with a generation prompt, samples to the end token and parses the reply. */
-  async chat(messages: readonly ChatMessage[], options: ChatOptions): Promise<ChatCompletion> {
-    const prompt = this.format.renderTokens(messages, { tools: options.tools, addGenerationPrompt: true });
-    const session = this.model.createSession({ seed: options.seed });
-    try {
-      session.append(prompt);
-      const r = await session.sample({
-        maxTokens: options.maxTokens,
-        temperature: options.temperature,
-        topP: options.topP,
-        stop: this.format.stopTokens,
-      });
-      const parsed = this.format.parseAssistant(Array.from(r.tokens));
-      const text = this.format.tokenizer.decode(Array.from(r.tokens));
-      return parsed.ok
-        ? { message: parsed.message, text, finishReason: r.finishReason }
-        : { message: null, error: parsed.error, text, finishReason: r.finishReason };
-    } finally {
-      session.dispose();
-    }
-  }
 }

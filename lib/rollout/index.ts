@@ -42,6 +42,7 @@ export {
   type ExpertPolicyOptions,
   type TaskLookup,
 } from './expert-policy.js';
+export { ModelChatPolicy } from './model-chat-policy.js';
 export { packMicroBatches, unpackDocuments, type PackedMicroBatch, type PackOptions } from './packing.js';
 export {
   balanceBatch,

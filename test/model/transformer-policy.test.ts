@@ -1,20 +1,18 @@
 // TransformerPolicy: concurrent sessions batched into shared native runs with the same results
 // as alone, multi-turn append/sample, generate(), the training entry points (log-probs,
 // forward/backward, the three loss kinds, optimiser steps), checkpoints that resume exactly,
-// the template chat adapter, and argument/lifecycle errors.
+// and argument/lifecycle errors (the chat adapter is test/rollout/model-chat-policy.test.ts).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import t from 'tap';
 
-import { ChatTemplate, trainChatTokenizer } from '../../lib/chat/index.js';
+import { trainChatTokenizer } from '../../lib/chat/index.js';
 import {
   CheckpointError,
   type ModelConfig,
   type SampleResult,
-  TemplateChatModel,
-  type GenerativeModel,
   TransformerPolicy,
   modelConfig,
   packSequences,
@@ -219,64 +217,6 @@ t.test('checkpoints restore model, optimiser, tokenizer and sampler: training re
   t.throws(() => TransformerPolicy.load(path, { expectConfig: cfg({ vocab: 301 }) }), CheckpointError);
   a.dispose();
   b.dispose();
-});
-
-t.test('TemplateChatModel renders, samples to <|end|> and parses', async (t) => {
-  const tokenizer = trainChatTokenizer(['hello there, how can I help?', '{"name":"find_user","arguments":{"id":1}}'], {
-    vocabSize: 300,
-  });
-  const template = new ChatTemplate(tokenizer);
-  const reply = template.renderAssistantBody({
-    role: 'assistant',
-    content: 'hi',
-    tool_calls: [{ function: { name: 'find_user', arguments: '{"id":1}' } }],
-  });
-  let prompt: number[] = [];
-  // a scripted token policy: what it returns is fixed, what it was given is recorded
-  const scripted: GenerativeModel = {
-    vocabSize: 300,
-    contextLength: 1000,
-    createSession: () => {
-      const ctx: number[] = [];
-      return {
-        get length() {
-          return ctx.length;
-        },
-        append: (tokens) => void ctx.push(...Array.from(tokens)),
-        sample: async (o) => {
-          prompt = [...ctx];
-          t.same(o.stop, template.stopTokens, 'stops at <|end|>');
-          return {
-            tokens: Int32Array.from(reply.slice(0, o.maxTokens)),
-            logProbs: new Float32Array(Math.min(reply.length, o.maxTokens)),
-            finishReason: o.maxTokens >= reply.length ? 'stop' : 'length',
-          };
-        },
-        dispose: () => undefined,
-      };
-    },
-    generate: async () => [],
-  };
-  const chat = new TemplateChatModel(scripted, template);
-  const messages = [{ role: 'user' as const, content: 'hello' }];
-  const ok = await chat.chat(messages, { maxTokens: 100 });
-  t.same(prompt, template.render(messages, { addGenerationPrompt: true }), 'the prompt is the rendered conversation');
-  t.same(ok.message, {
-    role: 'assistant',
-    content: 'hi',
-    tool_calls: [{ id: 'call_0', type: 'function', function: { name: 'find_user', arguments: '{"id":1}' } }],
-  });
-  const cut = await chat.chat(messages, { maxTokens: 3 });
-  t.equal(cut.message, null, 'a truncated reply does not parse');
-  t.match(cut.error, /end/);
-  t.equal(cut.finishReason, 'length');
-
-  // the real policy through the adapter (random weights: the output need not parse)
-  const policy = TransformerPolicy.create(cfg({ vocab: 300, context: 200 }), { seed: 1, tokenizer });
-  const real = await new TemplateChatModel(policy, template).chat(messages, { maxTokens: 5, temperature: 1, seed: 3 });
-  t.equal(typeof real.text, 'string');
-  t.ok(['stop', 'length'].includes(real.finishReason));
-  policy.dispose();
 });
 
 t.test('argument and lifecycle errors', async (t) => {
