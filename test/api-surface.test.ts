@@ -581,6 +581,7 @@ const SUBPATH_NAMES: Record<string, string[]> = {
     'type WrapperCreator',
     'type WrapperSpec',
     'batchSpace',
+    'buildTauWorld',
     'captureWarnings',
     'captureWarningsAsync',
     'checkAsyncEnv',

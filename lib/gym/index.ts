@@ -32,6 +32,7 @@ export {
 } from './core.js';
 export { CartPoleEnv, type CartPoleOptions } from './envs/cartpole.js';
 export {
+  buildTauWorld,
   loadTauWorld,
   TauWorld,
   type GeneratedTaskSource,

@@ -48,6 +48,16 @@ const WorldSchema = z.strictObject({
   userPatience: int(1),
   /** Scripted user (telecom): probability of each bad behaviour of the hard persona. */
   userHardness: prob,
+  /**
+   * Fresh worlds: each GRPO step draws its `rollout.tasksPerStep` tasks from a world generated
+   * for that step (a new database — users, order ids, tracking numbers — seeded by `seed` and the
+   * step), SFT's demonstrations come from the demonstration worlds only (`sft.demoWorlds` ≥ 1)
+   * and the tokenizer's corpus from the first of them. The run's own world is then held out:
+   * validation runs on its `valTasks` (the same tasks as without fresh worlds), nothing trains on
+   * it, and only copying an id from the conversation earns a reward. False: GRPO and SFT use the
+   * `trainTasks` of the run's world.
+   */
+  fresh: z.boolean(),
   /** Step limit of an episode (tau2 steps). */
   maxSteps: int(1),
   /** Tool-error budget of an episode. */
@@ -371,6 +381,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     unfixableRate: 0,
     userPatience: 6,
     userHardness: 0,
+    fresh: false,
     maxSteps: 60,
     maxErrors: 10,
   },
@@ -567,6 +578,10 @@ export function validateConfig(value: unknown): TrainConfig {
       throw new ConfigError(
         `rollout.maxContextTokens (${c.rollout.maxContextTokens}) exceeds model.context (${c.model.context})`,
       );
+    if (c.world.fresh && c.sft.episodes > 0 && c.sft.demoWorlds === 0)
+      throw new ConfigError(
+        'world.fresh: the demonstrations come from the demonstration worlds only; set sft.demoWorlds >= 1 (or sft.episodes 0)',
+      );
     if (c.grpo.estimator === 'grpo_passk' && c.rollout.n < 2)
       throw new ConfigError('grpo.estimator grpo_passk needs rollout.n >= 2');
     if (c.rollout.engine !== 'local' && c.rollout.servers.length === 0)
@@ -629,6 +644,7 @@ const ADDED_FIELDS = {
     tokenShift: false,
     activationCheckpointing: 'none',
   },
+  world: { fresh: false },
   sft: { demoWorlds: 0, observationWeight: 0 },
   rollout: {
     engine: 'local',

@@ -150,7 +150,7 @@ export interface OpenRunModelOptions {
   checkpoint: string | null;
   /** Trainable, with the checkpoint's optimizer and sampler state restored (else the weights only). */
   training: boolean;
-  /** The run's world (a fresh built-in model trains its tokenizer on it). */
+  /** The world whose training tasks train a fresh built-in model's tokenizer (the run's, or with `world.fresh` a demonstration world). */
   world?: TrainWorld;
   /** The run the checkpoint belongs to (for {@link ModelHandle.run}). */
   run?: RunInfo | null;

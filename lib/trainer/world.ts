@@ -4,7 +4,7 @@
  * demonstrations.
  * @module
  */
-import { loadTauWorld, TauEnv, type TauWorld } from '../gym/index.js';
+import { buildTauWorld, loadTauWorld, TauEnv, type TauWorld } from '../gym/index.js';
 import { ChatTemplate, trainChatTokenizer, type Tokenizer } from '../chat/index.js';
 import { AgentLoop, ExpertTokenPolicy, mixSeed } from '../rollout/index.js';
 import { domainOf, type TrainConfig } from './config.js';
@@ -26,16 +26,50 @@ export interface TrainWorld {
  */
 export function buildWorld(config: Pick<TrainConfig, 'env' | 'world'>): TrainWorld {
   const w = config.world;
-  const domain = domainOf(config.env);
   const count = w.trainTasks + w.valTasks;
-  let world: TauWorld;
+  const world = generateWorld(config, w.seed, count, loadTauWorld, `trainTasks + valTasks = ${count} tasks`);
+  const ids = world.taskIds;
+  return { world, trainIds: ids.slice(0, w.trainTasks), valIds: ids.slice(w.trainTasks) };
+}
+
+/**
+ * The fresh world of GRPO step `step` (1-based) of a run with `world.fresh`: `config.world`'s
+ * generator with the seed `mixSeed(world.seed, 0xf7e, step)` and `rollout.tasksPerStep` tasks of
+ * distinct scenarios, all of them training tasks. Not cached: a run draws one per step.
+ */
+export function stepWorld(
+  config: Pick<TrainConfig, 'env' | 'world' | 'rollout'>,
+  step: number,
+): { world: TauWorld; taskIds: string[] } {
+  const count = config.rollout.tasksPerStep;
+  const seed = mixSeed(config.world.seed, 0xf7e, step);
+  const world = generateWorld(
+    config,
+    seed,
+    count,
+    buildTauWorld,
+    `the world of GRPO step ${step}: rollout.tasksPerStep = ${count} tasks`,
+  );
+  return { world, taskIds: world.taskIds };
+}
+
+/** `count` tasks of distinct scenarios from `config.world`'s generator with `seed` (database and tasks). */
+function generateWorld(
+  config: Pick<TrainConfig, 'env' | 'world'>,
+  seed: number,
+  count: number,
+  load: typeof buildTauWorld,
+  what: string,
+): TauWorld {
+  const w = config.world;
+  const domain = domainOf(config.env);
   try {
-    world = loadTauWorld(
+    return load(
       domain,
       domain === 'retail'
         ? {
             kind: 'generated',
-            seed: w.seed,
+            seed,
             count,
             distinct: true,
             users: w.users,
@@ -46,7 +80,7 @@ export function buildWorld(config: Pick<TrainConfig, 'env' | 'world'>): TrainWor
           }
         : {
             kind: 'generated',
-            seed: w.seed,
+            seed,
             count,
             distinct: true,
             customers: w.customers,
@@ -56,12 +90,10 @@ export function buildWorld(config: Pick<TrainConfig, 'env' | 'world'>): TrainWor
     );
   } catch (e) {
     throw new RangeError(
-      `world (trainTasks + valTasks = ${count} tasks; world.users / world.orders / world.customers size the database): ${(e as Error).message}`,
+      `world (${what}; world.users / world.orders / world.customers size the database): ${(e as Error).message}`,
       { cause: e },
     );
   }
-  const ids = world.taskIds;
-  return { world, trainIds: ids.slice(0, w.trainTasks), valIds: ids.slice(w.trainTasks) };
 }
 
 /**
@@ -71,8 +103,21 @@ export function buildWorld(config: Pick<TrainConfig, 'env' | 'world'>): TrainWor
  */
 export function demonstrationWorlds(config: Pick<TrainConfig, 'env' | 'world' | 'sft'>): TrainWorld[] {
   return Array.from({ length: config.sft.demoWorlds }, (_, i) =>
-    buildWorld({ env: config.env, world: { ...config.world, seed: mixSeed(config.world.seed, 0xde3, i) } }),
+    buildWorld({ env: config.env, world: { ...config.world, seed: demoWorldSeed(config, i) } }),
   );
+}
+
+/**
+ * The world whose training tasks' expert conversations train the run's tokenizer: the run's
+ * world, or with `world.fresh` (the run's world held out) the first demonstration world.
+ */
+export function tokenizerWorld(config: Pick<TrainConfig, 'env' | 'world' | 'sft'>, tw: TrainWorld): TrainWorld {
+  if (!config.world.fresh) return tw;
+  return buildWorld({ env: config.env, world: { ...config.world, seed: demoWorldSeed(config, 0) } });
+}
+
+function demoWorldSeed(config: Pick<TrainConfig, 'world'>, i: number): number {
+  return mixSeed(config.world.seed, 0xde3, i);
 }
 
 /** An environment factory for the agent loop (scripted user with the configured patience). */

@@ -261,10 +261,7 @@ export function defaultTaskSource(domain: TauDomainName): TauTaskSource {
  * same object (generation of a retail world takes ~1 s; a tau2 DB load ~0.3 s).
  */
 export function loadTauWorld(domain: TauDomainName, source: TauTaskSource = defaultTaskSource(domain)): TauWorld {
-  if (domain !== 'retail' && domain !== 'telecom' && domain !== 'airline')
-    throw new TypeError(`domain must be 'retail', 'telecom' or 'airline', got ${JSON.stringify(domain)}`);
-  if (source === null || typeof source !== 'object')
-    throw new TypeError('tasks must be a task source object ({ kind: "generated" | "tau2", ... })');
+  checkWorldArgs(domain, source);
   const key =
     source.kind === 'tau2'
       ? JSON.stringify([domain, 'tau2', tau2Dir(domain, source), source.split ?? null, source.ids ?? null])
@@ -290,6 +287,23 @@ export function loadTauWorld(domain: TauDomainName, source: TauTaskSource = defa
     cache.set(key, world);
   }
   return world;
+}
+
+/**
+ * A new world of `domain` with tasks from `source`, like {@link loadTauWorld} but not cached:
+ * for the many short-lived worlds of a run that draws fresh worlds (each GRPO step its own), which
+ * a cache would keep for the whole process.
+ */
+export function buildTauWorld(domain: TauDomainName, source: TauTaskSource): TauWorld {
+  checkWorldArgs(domain, source);
+  return build(domain, source);
+}
+
+function checkWorldArgs(domain: TauDomainName, source: TauTaskSource): void {
+  if (domain !== 'retail' && domain !== 'telecom' && domain !== 'airline')
+    throw new TypeError(`domain must be 'retail', 'telecom' or 'airline', got ${JSON.stringify(domain)}`);
+  if (source === null || typeof source !== 'object')
+    throw new TypeError('tasks must be a task source object ({ kind: "generated" | "tau2", ... })');
 }
 
 /** Forgets the cached worlds (they are rebuilt on next use). */

@@ -9,6 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 
+import type { AnyEnv } from '../../gym/index.js';
 import { AgentLoop, mixSeed, type EpisodeRecord } from '../../rollout/index.js';
 import type { TrainConfig } from '../config.js';
 import { grpoStep } from '../grpo-step.js';
@@ -16,6 +17,7 @@ import type { ModelHandle, ReferencePolicy } from '../model-handle.js';
 import type { MetricsRow } from '../report.js';
 import type { RolloutEngine } from '../rollout-engine.js';
 import { seededPermutation } from '../sft.js';
+import { stepWorld } from '../world.js';
 import type { Validate } from './open-phase.js';
 import type { RunContext } from './run-context.js';
 
@@ -74,11 +76,25 @@ async function step(
   const t0 = performance.now();
   await engine.sync(ctx.state.step); // the servers sample with the policy of the last step
   const syncS = (performance.now() - t0) / 1000;
-  const r = await grpoStep(
-    { policy: model.policy, loop, reference, config, afterRollout: () => engine.checkOnPolicy(model.policy) },
-    k,
-    stepTasks(config, tw.trainIds, k),
-  );
+  // with fresh worlds the step's tasks come from a world of their own, played in a loop of its own
+  const fresh = config.world.fresh ? stepWorld(config, k) : null;
+  const stepLoop = fresh ? makeLoop(ctx, model, engine, ctx.run.envFor(fresh.world)) : loop;
+  let r;
+  try {
+    r = await grpoStep(
+      {
+        policy: model.policy,
+        loop: stepLoop,
+        reference,
+        config,
+        afterRollout: () => engine.checkOnPolicy(model.policy),
+      },
+      k,
+      fresh ? fresh.taskIds : stepTasks(config, tw.trainIds, k),
+    );
+  } finally {
+    if (stepLoop !== loop) await stepLoop.dispose();
+  }
   if (engine.kind !== 'local') Object.assign(r.metrics, engine.takeMetrics(), { 'timing_s/sync_weights': syncS });
   const st = ctx.state;
   ctx.state = {
@@ -111,16 +127,15 @@ async function step(
   ctx.writeReport();
 }
 
-/** Runs the GRPO steps of this call (see the module description); the caller disposes `reference`. */
-export async function grpoPhase(
+/** The agent loop of the GRPO rollouts over the environments of `env`. */
+function makeLoop(
   ctx: RunContext,
   model: ModelHandle,
   engine: RolloutEngine,
-  reference: ReferencePolicy | null,
-  validate: Validate,
-): Promise<void> {
-  const { config, env, limits, prompt } = ctx.run;
-  const loop = new AgentLoop({
+  env: () => AnyEnv | Promise<AnyEnv>,
+): AgentLoop {
+  const { config, limits, prompt } = ctx.run;
+  return new AgentLoop({
     policy: engine.policy,
     chat: model.chat,
     env,
@@ -131,6 +146,18 @@ export async function grpoPhase(
     systemPrompt: prompt.systemPrompt,
     renderTools: prompt.renderTools,
   });
+}
+
+/** Runs the GRPO steps of this call (see the module description); the caller disposes `reference`. */
+export async function grpoPhase(
+  ctx: RunContext,
+  model: ModelHandle,
+  engine: RolloutEngine,
+  reference: ReferencePolicy | null,
+  validate: Validate,
+): Promise<void> {
+  const config = ctx.run.config;
+  const loop = makeLoop(ctx, model, engine, ctx.run.env);
   try {
     const last = Math.min(config.grpo.steps, ctx.options.stopAfter ?? Number.POSITIVE_INFINITY);
     if (ctx.state.step < last)

@@ -20,6 +20,7 @@ import {
   type RolloutEngine,
 } from '../rollout-engine.js';
 import { removeValidationLogsAfter, selectValidationTranscripts, writeValidationLog } from '../validation-log.js';
+import { tokenizerWorld } from '../world.js';
 import type { RunContext } from './run-context.js';
 
 /** Opens the run's model: trainable, with a resumed run's optimizer and sampler state. */
@@ -29,7 +30,7 @@ export async function openRunModel(ctx: RunContext): Promise<ModelHandle> {
   const model = await plan.open({
     checkpoint: resumeFrom,
     training: true,
-    world: tw,
+    world: tokenizerWorld(config, tw),
     run,
     onPhase: (phase, message) => ctx.emit({ kind: 'phase', phase, message }),
   });

@@ -8,7 +8,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
-import type { AnyEnv } from '../../gym/index.js';
+import type { AnyEnv, TauWorld } from '../../gym/index.js';
 import { modelOpsDevice } from '../../model/index.js';
 import {
   checkpointDir,
@@ -45,6 +45,8 @@ export interface PreparedRun {
   tw: TrainWorld;
   prompt: PromptSettings;
   env: () => AnyEnv | Promise<AnyEnv>;
+  /** The environment factory of another world (a fresh world's; wrapped by `options.wrapEnv` too). */
+  envFor: (world: TauWorld) => () => AnyEnv | Promise<AnyEnv>;
   limits: RunLimits;
   /** The validation source name (`tau-retail`, …). */
   source: string;
@@ -110,7 +112,10 @@ export async function prepareRun(
   config = plan.config;
   configChanged ||= plan.changed;
   const tw = buildWorld(config);
-  const baseEnv = trainEnvFactory(config, tw.world);
+  const envFor = (world: TauWorld) => {
+    const base = trainEnvFactory(config, world);
+    return options.wrapEnv ? options.wrapEnv(base) : base;
+  };
   let metricsToKeep: MetricsRow[] = [];
   if (resumeFrom) {
     const metricsPath = join(out, 'metrics.jsonl');
@@ -132,7 +137,8 @@ export async function prepareRun(
     plan,
     tw,
     prompt: promptSettings(config),
-    env: options.wrapEnv ? options.wrapEnv(baseEnv) : baseEnv,
+    env: envFor(tw.world),
+    envFor,
     limits: {
       maxTurns: config.rollout.maxTurns,
       maxTokensPerTurn: config.rollout.maxTokensPerTurn,

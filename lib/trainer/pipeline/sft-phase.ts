@@ -36,31 +36,36 @@ async function inductionWarmup(ctx: RunContext, model: ModelHandle): Promise<voi
   });
 }
 
-/** The expert's successful episodes: the training tasks, then each demonstration world's tasks. */
+/** The expert's successful episodes: the training tasks (unless `world.fresh`), then each demonstration world's tasks. */
 async function demonstrations(
   ctx: RunContext,
   model: ModelHandle,
 ): Promise<{ kept: EpisodeRecord[]; all: EpisodeRecord[] }> {
   const { config, tw, env, prompt, limits } = ctx.run;
   const format = model.demonstrations;
+  // with fresh worlds the run's world is held out for validation: demonstrations come from the
+  // demonstration worlds only (each keeps the seed it has without fresh worlds)
   const sources = [
-    { world: tw.world, taskIds: tw.trainIds, env },
-    ...demonstrationWorlds(config).map((d) => ({
+    ...(config.world.fresh ? [] : [{ world: tw.world, taskIds: tw.trainIds, env, seedIndex: 0 }]),
+    ...demonstrationWorlds(config).map((d, i) => ({
       world: d.world,
       taskIds: [...d.trainIds, ...d.valIds],
       env: trainEnvFactory(config, d.world),
+      seedIndex: i + 1,
     })),
   ];
   const demos: { kept: EpisodeRecord[]; all: EpisodeRecord[] } = { kept: [], all: [] };
   for (const [k, src] of sources.entries()) {
     const count = Math.floor(config.sft.episodes / sources.length) + (k < config.sft.episodes % sources.length ? 1 : 0);
     const got = await collectDemonstrations({
-      ...src,
+      world: src.world,
+      taskIds: src.taskIds,
+      env: src.env,
       count,
       chat: format.chat,
       prompt,
       limits: format.limits(limits),
-      seed: k === 0 ? mixSeed(config.seed, 0xde0) : mixSeed(config.seed, 0xde0, k),
+      seed: src.seedIndex === 0 ? mixSeed(config.seed, 0xde0) : mixSeed(config.seed, 0xde0, src.seedIndex),
     });
     demos.kept.push(...got.kept);
     demos.all.push(...got.all);
