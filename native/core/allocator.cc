@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <unordered_map>
 #include <vector>
 
 namespace sinkflex {
@@ -29,9 +30,11 @@ Counters& At(int device) {
 // MB each); from the system allocator each comes as fresh pages whose first touch faults, which
 // cost a fifth of a small model's CPU step. Freed blocks of at least kCacheMinBytes are kept
 // (up to the cache's byte budget, oldest dropped first) and handed back to a later request of
-// the same size class. A class rounds the size up to an eighth of its power of two (at most
-// 12.5% unused), so that steps whose token count moves a little reuse each other's blocks. The
-// counters above count the requested bytes of live blocks only (a cached block is free).
+// about the same size: a request is rounded up to its class (an eighth of its power of two, at
+// most 12.5% more) and takes the smallest cached block of at least that class and at most a
+// quarter more, so that steps whose token count moves a little reuse each other's blocks. The
+// live set remembers each such block's capacity for HostFree. The counters above count the
+// requested bytes of live blocks only (a cached block is free).
 
 constexpr std::size_t kCacheMinBytes = std::size_t{1} << 20;
 constexpr std::size_t kDefaultCacheBytes = std::size_t{256} << 20;
@@ -61,6 +64,7 @@ struct BlockCache {
   std::mutex mutex;
   std::vector<std::pair<std::size_t, void*>> blocks;  // (capacity, pointer), oldest first
   std::size_t bytes = 0;
+  std::unordered_map<void*, std::size_t> live;  // blocks handed out from this scheme -> capacity
 };
 
 BlockCache& Cache() {
@@ -68,17 +72,45 @@ BlockCache& Cache() {
   return *cache;
 }
 
-void* TakeCached(std::size_t capacity) {
+/**
+ * A cached block for a request of class `capacity`: the smallest one of at least that size and
+ * at most a quarter more (steps whose sizes straddle a class boundary still reuse each other's
+ * blocks), or null. Sets `*got` to the block's capacity.
+ */
+void* TakeCached(std::size_t capacity, std::size_t* got) {
   BlockCache& c = Cache();
   const std::lock_guard<std::mutex> lock(c.mutex);
-  for (std::size_t i = c.blocks.size(); i-- > 0;) {  // the newest first (warm in cache)
-    if (c.blocks[i].first != capacity) continue;
-    void* p = c.blocks[i].second;
-    c.blocks.erase(c.blocks.begin() + static_cast<std::ptrdiff_t>(i));
-    c.bytes -= capacity;
-    return p;
+  std::size_t best = c.blocks.size();
+  for (std::size_t i = 0; i < c.blocks.size(); ++i) {
+    const std::size_t cap = c.blocks[i].first;
+    if (cap < capacity || cap > capacity + capacity / 4) continue;
+    if (best == c.blocks.size() || cap < c.blocks[best].first) best = i;
   }
-  return nullptr;
+  if (best == c.blocks.size()) return nullptr;
+  void* p = c.blocks[best].second;
+  *got = c.blocks[best].first;
+  c.blocks.erase(c.blocks.begin() + static_cast<std::ptrdiff_t>(best));
+  c.bytes -= *got;
+  c.live.emplace(p, *got);
+  return p;
+}
+
+/** Records a fresh block of `capacity` bytes as live (HostFree finds its capacity there). */
+void AddLive(void* p, std::size_t capacity) {
+  BlockCache& c = Cache();
+  const std::lock_guard<std::mutex> lock(c.mutex);
+  c.live.emplace(p, capacity);
+}
+
+/** The capacity of a live block (removed from the live set), or 0 when it is not one. */
+std::size_t TakeLive(void* p) {
+  BlockCache& c = Cache();
+  const std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.live.find(p);
+  if (it == c.live.end()) return 0;
+  const std::size_t cap = it->second;
+  c.live.erase(it);
+  return cap;
 }
 
 /** Keeps a freed block of `capacity` bytes, or frees it (and the oldest blocks past the budget). */
@@ -183,11 +215,15 @@ void* HostAlloc(std::size_t bytes, const char* what) {
   void* p = nullptr;
   if (rounded >= kCacheMinBytes && CacheBudget() > 0) {
     rounded = CacheClass(rounded);
-    p = TakeCached(rounded);
-    if (p == nullptr) p = std::aligned_alloc(64, rounded);
+    std::size_t got = 0;
+    p = TakeCached(rounded, &got);
     if (p == nullptr) {
-      DropCache();
       p = std::aligned_alloc(64, rounded);
+      if (p == nullptr) {
+        DropCache();
+        p = std::aligned_alloc(64, rounded);
+      }
+      if (p != nullptr) AddLive(p, rounded);
     }
   } else if (rounded) {
     p = std::aligned_alloc(64, rounded);
@@ -202,8 +238,9 @@ void* HostAlloc(std::size_t bytes, const char* what) {
 void HostFree(void* ptr, std::size_t bytes) {
   if (!ptr) return;
   const std::size_t rounded = ((bytes + 63) / 64) * 64;
-  if (rounded >= kCacheMinBytes && CacheBudget() > 0)
-    PutCached(ptr, CacheClass(rounded));
+  const std::size_t capacity = rounded >= kCacheMinBytes && CacheBudget() > 0 ? TakeLive(ptr) : 0;
+  if (capacity > 0)
+    PutCached(ptr, capacity);
   else
     std::free(ptr);
   Release(kCpuDevice, bytes);
