@@ -19,7 +19,8 @@ import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 
-import { Transformer, opsIsa, packSequences, type ModelConfig } from '../lib/model/index.js';
+import { Transformer, isSlidingLayer, opsIsa, packSequences, type ModelConfig } from '../lib/model/index.js';
+import { fmaPeakGflops } from '../lib/model/ops.js';
 import { backends } from '../lib/native/index.js';
 import { runModelConfig } from '../lib/trainer/builtin-model.js';
 import { DEFAULT_CONFIG } from '../lib/trainer/config.js';
@@ -51,6 +52,8 @@ export interface StepTimes {
   bestMs: number;
   /** Median process CPU ms of the whole step (all threads). */
   cpuMs: number;
+  /** Mean GFLOP of a step: the matrix products (2 per multiply-add) and the attention (as bench/common's stepGflop counts it). */
+  gflop: { matrices: number; attention: number };
 }
 
 /** What one child process measured. */
@@ -59,6 +62,8 @@ export interface VariantRun {
   grpo: StepTimes;
   isa: string;
   threads: number;
+  /** The FMA peak (GFLOP/s, all threads) measured in the child before its steps. */
+  peakGflops: number;
 }
 
 /** One variant over all rounds. */
@@ -72,6 +77,9 @@ export interface VariantResult {
   grpoStepMs: number;
   grpoCpuMs: number;
   grpoTokensPerSecond: number;
+  /** GFLOP/s of the median steps as a fraction of the child's measured FMA peak (median over rounds). */
+  sftPeakFraction: number;
+  grpoPeakFraction: number;
 }
 
 /** The whole benchmark's result. */
@@ -100,7 +108,24 @@ function syntheticSequences(budget: number, vocab: number, r: () => number) {
   return seqs;
 }
 
-function summarize(tokens: number, rows: { parts: Record<string, number>; cpu: number }[]): StepTimes {
+/** (query, key) pairs each layer's attention visits in a packed batch (windowed layers see `window` keys at most). */
+function attentionPairs(config: ModelConfig, offsets: Int32Array): number {
+  let pairs = 0;
+  for (let l = 0; l < config.layers; l++) {
+    const w = isSlidingLayer(config, l) ? config.window : 0;
+    for (let d = 0; d + 1 < offsets.length; d++) {
+      const n = offsets[d + 1] - offsets[d];
+      pairs += w > 0 && n > w ? (w * (w + 1)) / 2 + (n - w) * w : (n * (n + 1)) / 2;
+    }
+  }
+  return pairs;
+}
+
+function summarize(
+  tokens: number,
+  gflop: StepTimes['gflop'],
+  rows: { parts: Record<string, number>; cpu: number }[],
+): StepTimes {
   const total = (x: { parts: Record<string, number> }) => Object.values(x.parts).reduce((a, b) => a + b, 0);
   const wallMs: Record<string, number> = {};
   for (const k of Object.keys(rows[0].parts)) wallMs[k] = median(rows.map((x) => x.parts[k]));
@@ -110,7 +135,13 @@ function summarize(tokens: number, rows: { parts: Record<string, number>; cpu: n
     stepMs: median(rows.map(total)),
     bestMs: Math.min(...rows.map(total)),
     cpuMs: median(rows.map((x) => x.cpu)),
+    gflop,
   };
+}
+
+/** GFLOP/s of a median step over the FMA peak. */
+function fraction(s: StepTimes, peak: number): number {
+  return (s.gflop.matrices + s.gflop.attention) / (s.stepMs / 1000) / peak;
 }
 
 /** Measures the steps in this process (the child's work). */
@@ -119,10 +150,15 @@ export async function measureSteps(steps: number, seed = 1): Promise<VariantRun>
   const model = Transformer.create(config, seed);
   const r = mulberry32(seed);
   const optimizer = { lr: 1e-4, weightDecay: 0, maxGradNorm: 1 };
+  // multiply-adds per token of the matrices (all but the embedding lookup; norms, sinks negligible)
+  const matrixParams = model.store.numel - config.vocab * config.width;
+  const perHead = config.heads * config.headDim;
+  const peakGflops = fmaPeakGflops(0.3);
   try {
     // SFT: observation-weighted cross-entropy, as runSft with sft.observationWeight > 0
     const sftRows: { parts: Record<string, number>; cpu: number }[] = [];
     let sftTokens = 0;
+    const sftFlop = { matrices: 0, attention: 0 };
     for (let i = 0; i <= steps; i++) {
       const w = observationWeightedStep(
         syntheticSequences(DEFAULT_CONFIG.sft.tokensPerStep, config.vocab, r),
@@ -142,11 +178,14 @@ export async function measureSteps(steps: number, seed = 1): Promise<VariantRun>
       const c = process.cpuUsage(c0);
       if (i === 0) continue; // warm-up
       sftTokens += w.batch.tokens.length;
+      sftFlop.matrices += (6 * matrixParams * w.batch.tokens.length) / 1e9 / steps;
+      sftFlop.attention += (14 * perHead * attentionPairs(config, w.batch.offsets)) / 1e9 / steps;
       sftRows.push({ parts: { forward: t1 - t0, backward: t2 - t1, adamw: t3 - t2 }, cpu: (c.user + c.system) / 1000 });
     }
     // GRPO: one micro-batch's old and reference log-probs, the actor's forward and backward, AdamW
     const grpoRows: { parts: Record<string, number>; cpu: number }[] = [];
     let grpoTokens = 0;
+    const grpoFlop = { matrices: 0, attention: 0 };
     const temperature = DEFAULT_CONFIG.rollout.temperature;
     for (let i = 0; i <= steps; i++) {
       const batch = packSequences(syntheticSequences(DEFAULT_CONFIG.grpo.microBatchTokens, config.vocab, r));
@@ -168,6 +207,9 @@ export async function measureSteps(steps: number, seed = 1): Promise<VariantRun>
       const c = process.cpuUsage(c0);
       if (i === 0) continue;
       grpoTokens += batch.tokens.length;
+      // two forwards without activations, one with, one backward
+      grpoFlop.matrices += (10 * matrixParams * batch.tokens.length) / 1e9 / steps;
+      grpoFlop.attention += (22 * perHead * attentionPairs(config, batch.offsets)) / 1e9 / steps;
       grpoRows.push({
         parts: { 'log-probs x2': t1 - t0, forward: t2 - t1, backward: t3 - t2, adamw: t4 - t3 },
         cpu: (c.user + c.system) / 1000,
@@ -175,8 +217,9 @@ export async function measureSteps(steps: number, seed = 1): Promise<VariantRun>
     }
     const cpuBackend = backends().find((b) => b.name === 'cpu');
     return {
-      sft: summarize(sftTokens / steps, sftRows),
-      grpo: summarize(grpoTokens / steps, grpoRows),
+      sft: summarize(sftTokens / steps, sftFlop, sftRows),
+      grpo: summarize(grpoTokens / steps, grpoFlop, grpoRows),
+      peakGflops,
       isa: opsIsa(),
       threads: cpuBackend && cpuBackend.name === 'cpu' ? cpuBackend.threads : 1,
     };
@@ -250,6 +293,8 @@ export async function runTrainStepBench(options: TrainStepBenchOptions = {}): Pr
       grpoStepMs,
       grpoCpuMs: median(rs.map((x) => x.grpo.cpuMs)),
       grpoTokensPerSecond: (median(rs.map((x) => x.grpo.tokens)) / grpoStepMs) * 1000,
+      sftPeakFraction: median(rs.map((x) => fraction(x.sft, x.peakGflops))),
+      grpoPeakFraction: median(rs.map((x) => fraction(x.grpo, x.peakGflops))),
     };
   });
   log(`\nops ${isa}, ${threads} threads; medians over ${rounds} rounds of ${steps} steps`);
@@ -263,7 +308,7 @@ export async function runTrainStepBench(options: TrainStepBenchOptions = {}): Pr
         .map(([k, v]) => `${k} ${v.toFixed(0)}`)
         .join(', ');
     log(
-      `${x.name.slice(-24).padEnd(24)} ${x.sftStepMs.toFixed(1).padStart(7)} ${x.sftCpuMs.toFixed(1).padStart(11)} ${x.sftTokensPerSecond.toFixed(0).padStart(10)} ${x.grpoStepMs.toFixed(1).padStart(9)} ${x.grpoCpuMs.toFixed(1).padStart(12)} ${x.grpoTokensPerSecond.toFixed(0).padStart(11)}   ${parts(last.sft)} | ${parts(last.grpo)}`,
+      `${x.name.slice(-24).padEnd(24)} ${x.sftStepMs.toFixed(1).padStart(7)} ${x.sftCpuMs.toFixed(1).padStart(11)} ${x.sftTokensPerSecond.toFixed(0).padStart(10)} ${(100 * x.sftPeakFraction).toFixed(1).padStart(6)}% ${x.grpoStepMs.toFixed(1).padStart(9)} ${x.grpoCpuMs.toFixed(1).padStart(12)} ${x.grpoTokensPerSecond.toFixed(0).padStart(11)} ${(100 * x.grpoPeakFraction).toFixed(1).padStart(6)}%   ${parts(last.sft)} | ${parts(last.grpo)}`,
     );
   }
   if (results.length > 1) {
