@@ -299,7 +299,7 @@ export async function runTrainStepBench(options: TrainStepBenchOptions = {}): Pr
   });
   log(`\nops ${isa}, ${threads} threads; medians over ${rounds} rounds of ${steps} steps`);
   log(
-    'variant                   SFT ms  SFT cpu ms  SFT tok/s   GRPO ms  GRPO cpu ms  GRPO tok/s   parts (SFT | GRPO, ms)',
+    'variant                   SFT ms  SFT cpu ms  SFT tok/s  % peak   GRPO ms  GRPO cpu ms  GRPO tok/s  % peak   parts (SFT | GRPO, ms)',
   );
   for (const x of results) {
     const last = x.runs[x.runs.length - 1];
