@@ -6,7 +6,7 @@
  * GRPO micro-batch (`grpo.microBatchTokens`: the old and reference log-probs — forwards without
  * activations —, the actor's forward and backward, AdamW).
  *
- *   node dist/bench/train-step.js [--steps n] [--rounds r] [--addons a.node,b.node] [--json [file]]
+ *   node dist/bench/train-step.js [--quick] [--steps n] [--rounds r] [--addons a.node,b.node] [--json [file]]
  *
  * Each variant (the current addon, or each addon file named by `--addons`, loaded through
  * `SINKFLEX_ADDON`; `env:NAME=VALUE` runs the current addon with that environment variable) runs
@@ -265,7 +265,7 @@ export async function runTrainStepBench(options: TrainStepBenchOptions = {}): Pr
   log(`model ${JSON.stringify(config)}`);
   for (let round = 0; round < rounds; round++) {
     for (const [v, variant] of variants.entries()) {
-      const out = spawnSync(process.execPath, [script, '--child', String(steps)], {
+      const out = spawnSync(process.execPath, [...process.execArgv, script, '--child', String(steps)], {
         env: childEnv(variant),
         encoding: 'utf8',
         maxBuffer: 1 << 24,
@@ -298,6 +298,10 @@ export async function runTrainStepBench(options: TrainStepBenchOptions = {}): Pr
     };
   });
   log(`\nops ${isa}, ${threads} threads; medians over ${rounds} rounds of ${steps} steps`);
+  const g = runs[0][0];
+  log(
+    `GFLOP a step: SFT ${g.sft.gflop.matrices.toFixed(2)} matrices + ${g.sft.gflop.attention.toFixed(2)} attention, GRPO ${g.grpo.gflop.matrices.toFixed(2)} + ${g.grpo.gflop.attention.toFixed(2)}; FMA peak ${median(runs.flat().map((x) => x.peakGflops)).toFixed(1)} GFLOP/s (median of the children)`,
+  );
   log(
     'variant                   SFT ms  SFT cpu ms  SFT tok/s  % peak   GRPO ms  GRPO cpu ms  GRPO tok/s  % peak   parts (SFT | GRPO, ms)',
   );
@@ -332,7 +336,7 @@ export async function runTrainStepBench(options: TrainStepBenchOptions = {}): Pr
   };
 }
 
-/** The command line: `[--steps n] [--rounds r] [--addons list] [--json [file]]` (`--child n` is the child's). */
+/** The command line: `[--quick] [--steps n] [--rounds r] [--addons list] [--json [file]]` (`--child n` is the child's; `--quick`: 1 step, 1 round). */
 export async function main(
   argv: readonly string[] = process.argv.slice(2),
   cli: BenchCliSettings = {},
@@ -361,8 +365,8 @@ export async function main(
     return n;
   };
   const result = await runTrainStepBench({
-    steps: int('--steps', o.steps),
-    rounds: int('--rounds', o.rounds),
+    steps: int('--steps', o.steps) ?? (o.quick === true ? 1 : undefined),
+    rounds: int('--rounds', o.rounds) ?? (o.quick === true ? 1 : undefined),
     variants: o.addons?.split(',').map((s) => (s === 'current' ? '' : s)),
     ...(o.json === true ? { log: tableLog(o.json) } : {}),
   });
