@@ -39,7 +39,11 @@ void Reserve(int device, std::size_t bytes, const char* what);
 /** Returns a reservation made by Reserve. */
 void Release(int device, std::size_t bytes);
 
-/** 64-byte aligned, tracked host allocation. Throws OutOfMemoryError. */
+/**
+ * 64-byte aligned, tracked host allocation. Throws OutOfMemoryError. Blocks of 1 MiB or more
+ * freed by HostFree are kept in a bounded cache for reuse (allocator.cc; SINKFLEX_HOST_CACHE_MIB,
+ * default 256, 0 = off); the counters count live blocks only.
+ */
 void* HostAlloc(std::size_t bytes, const char* what);
 void HostFree(void* ptr, std::size_t bytes);
 

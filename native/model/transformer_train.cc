@@ -361,10 +361,15 @@ std::unique_ptr<TrainState> Transformer::Forward(const TokenBatch& b, const Trai
   for (std::size_t i = 0; i + 1 < chunks.size(); ++i) widest = std::max(widest, chunks[i + 1] - chunks[i]);
   HostBuffer<float> chunk = Floats(widest * V, "transformer logits chunk");
   for (std::size_t i = 0; i + 1 < chunks.size(); ++i) {
-    const std::int64_t r0 = chunks[i], n = chunks[i + 1] - r0;
-    Project(st->nf.data() + r0 * D, head_, nullptr, chunk.data(), n, D, V, false);
-    LogSoftmaxForward(chunk.data(), st->targets.data() + r0, n, V, scale, logp ? logp + r0 : nullptr,
-                      st->entropy.data() + r0, st->lse.data() + r0);
+    // Each chunk's rows kGemmDepthBlock at a time (its logits, then their log-softmax while they
+    // are still in cache): every row's logits are the same product whatever rows share the call.
+    for (std::int64_t s0 = chunks[i]; s0 < chunks[i + 1]; s0 += kGemmDepthBlock) {
+      const std::int64_t n = std::min(kGemmDepthBlock, chunks[i + 1] - s0);
+      float* z = chunk.data() + (s0 - chunks[i]) * V;
+      Project(st->nf.data() + s0 * D, head_, nullptr, z, n, D, V, false);
+      LogSoftmaxForward(z, st->targets.data() + s0, n, V, scale, logp ? logp + s0 : nullptr, st->entropy.data() + s0,
+                        st->lse.data() + s0);
+    }
   }
   if (entropy) std::memcpy(entropy, st->entropy.data(), static_cast<std::size_t>(T) * sizeof(float));
   if (!o.save) return nullptr;
@@ -396,8 +401,17 @@ void Transformer::HeadBackward(TrainState& st, const float* dlogp, const float* 
   }
   // Row chunks at multiples of kGemmDepthBlock: the head's weight gradient (a sum over rows)
   // adds up in the order of one GEMM over all rows; each row's dn is its own product.
-  for (std::size_t i = 0; i + 1 < chunks.size(); ++i) {
-    const std::int64_t r0 = chunks[i], n = chunks[i + 1] - r0;
+  // Kept logits are taken kGemmDepthBlock rows at a time (their gradient then the two products
+  // while it is still in cache); recomputed ones a chunk at a time.
+  std::vector<std::int64_t> parts = chunks;
+  if (st.logits.size() != 0) {
+    parts.clear();
+    for (std::int64_t r = 0; r < T; r += kGemmDepthBlock) parts.push_back(r);
+    if (parts.size() > 1 && T - parts.back() <= kGemmSmallRows) parts.pop_back();
+    parts.push_back(T);
+  }
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    const std::int64_t r0 = parts[i], n = parts[i + 1] - r0;
     float* z = st.logits.size() != 0 ? st.logits.data() + r0 * V : own.data();
     if (st.logits.size() == 0) Project(st.nf.data() + r0 * D, head_, nullptr, z, n, D, V, false);
     LogSoftmaxBackward(z, st.targets.data() + r0, st.lse.data() + r0, st.entropy.data() + r0,

@@ -51,6 +51,12 @@ const ENTRIES: readonly (BenchEntry & { load: () => Promise<{ main: BenchMain }>
     load: () => import('../../../bench/model-train.js'),
   },
   {
+    name: 'train-step',
+    description:
+      "the default run's SFT step and GRPO micro-batch on the CPU, addon variants side by side (bench/train-step.ts)",
+    load: () => import('../../../bench/train-step.js'),
+  },
+  {
     name: 'gpt-oss-20b',
     description:
       'gpt-oss-20b at its real shape (random MXFP4 checkpoint, ~13.8 GB): load, log-probs, LoRA SFT and GRPO steps on the CPU, memory plan for the CPU and one GPU (bench/gpt-oss-20b.ts)',
