@@ -56,7 +56,7 @@ import {
 } from './common/cli.js';
 import { memoryChart, type ChartPoint } from './common/chart.js';
 import { parseGiB, parseIntList } from './common/options.js';
-import { gptOssConfig, writeRandomHfCheckpoint } from './common/random-hf-checkpoint.js';
+import { gptOssConfig, writeRandomHfCheckpoint, type GptOssShape } from './common/random-hf-checkpoint.js';
 import {
   GiB,
   type MachineInfo,
@@ -66,19 +66,6 @@ import {
   markdownTable,
   svgPathFor,
 } from './common/util.js';
-
-/** A gpt-oss shape (config.json fields). */
-export interface GptOssShape {
-  hidden: number;
-  layers: number;
-  heads: number;
-  kvHeads: number;
-  headDim: number;
-  intermediate: number;
-  vocab: number;
-  experts: number;
-  topK: number;
-}
 
 /** gpt-oss-20b's shape. */
 export const GPT_OSS_20B: GptOssShape = {

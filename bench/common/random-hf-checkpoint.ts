@@ -172,8 +172,8 @@ export function qwen3Config(shape: {
   };
 }
 
-/** config.json of a gpt-oss model of the given shape (gpt-oss-20b's other fields). */
-export function gptOssConfig(shape: {
+/** A gpt-oss shape (its config.json's sizes). */
+export interface GptOssShape {
   hidden: number;
   layers: number;
   heads: number;
@@ -183,7 +183,10 @@ export function gptOssConfig(shape: {
   vocab: number;
   experts: number;
   topK: number;
-}): Record<string, unknown> {
+}
+
+/** config.json of a gpt-oss model of the given shape (gpt-oss-20b's other fields). */
+export function gptOssConfig(shape: GptOssShape): Record<string, unknown> {
   return {
     architectures: ['GptOssForCausalLM'],
     model_type: 'gpt_oss',
