@@ -381,7 +381,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     unfixableRate: 0,
     userPatience: 6,
     userHardness: 0,
-    fresh: false,
+    fresh: true,
     maxSteps: 60,
     maxErrors: 10,
   },
@@ -424,7 +424,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     inductionTokens: 2048,
     inductionSpan: 24,
     episodes: 4096,
-    demoWorlds: 16,
+    demoWorlds: 256,
     observationWeight: 1,
     steps: 2400,
     tokensPerStep: 8192,
@@ -458,7 +458,7 @@ export const PRESETS: Record<PresetName, TrainConfigPatch> = {
   default: {},
   smoke: {
     preset: 'smoke',
-    world: { trainTasks: 8, valTasks: 4, users: 40, orders: 80 },
+    world: { trainTasks: 8, valTasks: 4, users: 40, orders: 80, fresh: false },
     tokenizer: { vocabSize: 512, corpusEpisodes: 8 },
     model: {
       preset: 'tiny',

@@ -20,14 +20,15 @@ export interface TrainWorld {
 }
 
 /**
- * The world of `config.world` for `config.env` (the Gym layer's generated world, cached there):
- * `trainTasks + valTasks` tasks of distinct scenarios, so that no validation task repeats a
- * training task's content, the first `trainTasks` for training.
+ * The world of `config.world` for `config.env` (the Gym layer's generated world, cached there
+ * unless `cached` is false): `trainTasks + valTasks` tasks of distinct scenarios, so that no
+ * validation task repeats a training task's content, the first `trainTasks` for training.
  */
-export function buildWorld(config: Pick<TrainConfig, 'env' | 'world'>): TrainWorld {
+export function buildWorld(config: Pick<TrainConfig, 'env' | 'world'>, cached = true): TrainWorld {
   const w = config.world;
   const count = w.trainTasks + w.valTasks;
-  const world = generateWorld(config, w.seed, count, loadTauWorld, `trainTasks + valTasks = ${count} tasks`);
+  const load = cached ? loadTauWorld : buildTauWorld;
+  const world = generateWorld(config, w.seed, count, load, `trainTasks + valTasks = ${count} tasks`);
   const ids = world.taskIds;
   return { world, trainIds: ids.slice(0, w.trainTasks), valIds: ids.slice(w.trainTasks) };
 }
@@ -99,12 +100,15 @@ function generateWorld(
 /**
  * The demonstration worlds of `config.sft.demoWorlds`: world `i` is `config.world` with the
  * seed `mixSeed(world.seed, 0xde3, i)` (a fresh database and tasks); all of its tasks are
- * demonstration tasks (`trainIds` and `valIds` together).
+ * demonstration tasks (`trainIds` and `valIds` together). Not cached (hundreds of them are used
+ * once, for the demonstrations).
  */
 export function demonstrationWorlds(config: Pick<TrainConfig, 'env' | 'world' | 'sft'>): TrainWorld[] {
-  return Array.from({ length: config.sft.demoWorlds }, (_, i) =>
-    buildWorld({ env: config.env, world: { ...config.world, seed: demoWorldSeed(config, i) } }),
-  );
+  return Array.from({ length: config.sft.demoWorlds }, (_, i) => demonstrationWorld(config, i));
+}
+
+function demonstrationWorld(config: Pick<TrainConfig, 'env' | 'world'>, i: number): TrainWorld {
+  return buildWorld({ env: config.env, world: { ...config.world, seed: demoWorldSeed(config, i) } }, false);
 }
 
 /**
@@ -113,7 +117,7 @@ export function demonstrationWorlds(config: Pick<TrainConfig, 'env' | 'world' | 
  */
 export function tokenizerWorld(config: Pick<TrainConfig, 'env' | 'world' | 'sft'>, tw: TrainWorld): TrainWorld {
   if (!config.world.fresh) return tw;
-  return buildWorld({ env: config.env, world: { ...config.world, seed: demoWorldSeed(config, 0) } });
+  return demonstrationWorld(config, 0);
 }
 
 function demoWorldSeed(config: Pick<TrainConfig, 'world'>, i: number): number {
