@@ -404,7 +404,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
   rollout: {
     n: 8,
     tasksPerStep: 16,
-    temperature: 0.7,
+    temperature: 1,
     topP: 1,
     maxTurns: 14,
     maxTokensPerTurn: 96,
