@@ -433,7 +433,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     weightDecay: 0,
   },
   grpo: {
-    steps: 40,
+    steps: 80,
     lr: 2e-4,
     estimator: 'grpo',
     normByStd: true,

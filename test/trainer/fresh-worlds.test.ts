@@ -16,7 +16,7 @@ const fresh: TrainConfig = resolveConfig({ preset: 'smoke', patches: [{ world: {
 
 /** The ids of a world's orders (its database's own ids). */
 function orderIds(world: TauWorld): string[] {
-  const db = world.domain.db as { orders: { base: Record<string, unknown> } };
+  const db = (world.domain as unknown as { db: { orders: { base: Record<string, unknown> } } }).db;
   return Object.keys(db.orders.base).sort();
 }
 
