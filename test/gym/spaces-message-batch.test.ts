@@ -229,6 +229,20 @@ t.test('JSON Schema subset', async (t) => {
   t.equal(typeof sampleJson({ type: 'boolean' }, rng), 'boolean');
   t.equal(sampleJson({ type: 'null' }, rng), null);
   t.equal(sampleJson({ type: 'integer', minimum: 3, maximum: 3 }, rng), 3);
+  // zod's bounds of an integer (the safe integers): a range wider than 2^53, sampled inside it
+  const safe = { type: 'integer' as const, minimum: Number.MIN_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER };
+  const wide = Array.from({ length: 200 }, () => sampleJson(safe, rng) as number);
+  t.ok(
+    wide.every((v) => Number.isSafeInteger(v)),
+    'safe-integer bounds: integers within them',
+  );
+  t.ok(new Set(wide).size > 190, 'spread over the range');
+  t.ok(
+    Array.from({ length: 50 }, () => sampleJson({ type: 'integer', minimum: 2 ** 53 - 10 }, rng) as number).every(
+      (v) => v >= 2 ** 53 - 10,
+    ),
+    'a lower bound above 2^52 is kept',
+  );
   t.equal(sampleJson({ type: 'number', minimum: 2, maximum: 2 }, rng), 2);
   t.equal(typeof sampleJson({}, rng), 'string');
 });

@@ -122,9 +122,11 @@ export function sampleJson(schema: JsonSchema, rng: RandomGenerator, depth = 0):
     case 'boolean':
       return rng.integers(2) === 1;
     case 'integer': {
-      const lo = Math.ceil(schema.minimum ?? -100);
-      const hi = Math.floor(schema.maximum ?? 100);
-      return lo > hi ? lo : rng.integers(lo, hi + 1);
+      // a range wider than the generator draws (2^53: e.g. zod's safe-integer bounds) is
+      // sampled within ±2^52, still inside the schema's bounds
+      const lo = Math.max(Math.ceil(schema.minimum ?? -100), -(2 ** 52));
+      const hi = Math.min(Math.floor(schema.maximum ?? 100), 2 ** 52 - 1);
+      return lo > hi ? Math.ceil(schema.minimum ?? -100) : rng.integers(lo, hi + 1);
     }
     case 'number': {
       const lo = schema.minimum ?? -100;
