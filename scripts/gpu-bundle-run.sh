@@ -4,7 +4,9 @@
 # the runtime packages, the compiled dist and the CUDA addon; then bench/gpu-check.sh stage by
 # stage, each time-boxed so that all of it ends within BUDGET_ALL seconds (default 400). Logs go
 # to /tmp/gpu-results; after every stage they are packed into $OUT/results.tgz (else the
-# bundle's results.tgz), so a run cut short still leaves what it measured.
+# bundle's results.tgz), so a run cut short still leaves what it measured. RUN_STAGES picks the
+# stages (default: gemm attention tests kernels transformer pretrained), e.g. RUN_STAGES=gemm for
+# a first short call; SEQS and GPU_TESTS pass through.
 set -u
 bundle="$(cd "$(dirname "$0")" && pwd)"
 cd "$bundle/.."
@@ -42,11 +44,15 @@ stage() { # seconds, stage, VAR=value...
   pack
 }
 cap() { local l; l=$(left); echo $((l < $1 ? l : $1)); }
-stage "$(cap 120)" gemm
-stage "$(cap 180)" attention SEQS="${SEQS:-4096,8192,16384,32768}" BUDGET=60 TORCH_BUDGET=80
-stage "$(cap 150)" tests TEST_TIMEOUT=60 GPU_TESTS="${GPU_TESTS:-test/model/cuda-gemm-tc.test.ts test/attention/cuda.test.ts \
-test/model/cuda-ops.test.ts test/model/cuda-moe.test.ts test/model/transformer-cuda.test.ts test/model/lora-cuda.test.ts \
-test/grpo/cuda.test.ts test/native/device-tensor.test.ts test/model/transformer-cuda-architectures.test.ts \
-test/model/bench-transformer-gpu.test.ts}"
-for st in kernels transformer pretrained; do stage "$(cap 90)" $st; done
+tests="test/model/cuda-gemm-tc.test.ts test/attention/cuda.test.ts test/model/cuda-ops.test.ts test/model/cuda-moe.test.ts
+test/model/transformer-cuda.test.ts test/model/lora-cuda.test.ts test/grpo/cuda.test.ts test/native/device-tensor.test.ts
+test/model/transformer-cuda-architectures.test.ts test/model/bench-transformer-gpu.test.ts"
+for st in ${RUN_STAGES:-gemm attention tests kernels transformer pretrained}; do
+  case "$st" in
+    gemm) stage "$(cap 120)" gemm ;;
+    attention) stage "$(cap 180)" attention SEQS="${SEQS:-4096,8192,16384,32768}" BUDGET=60 TORCH_BUDGET=80 ;;
+    tests) stage "$(cap 150)" tests TEST_TIMEOUT=60 GPU_TESTS="${GPU_TESTS:-$(echo $tests)}" ;;
+    *) stage "$(cap 90)" "$st" ;;
+  esac
+done
 el "all done"
