@@ -246,6 +246,14 @@ const SftSchema = z.strictObject({
    * far more often than the assistant's own tokens do. 0: the assistant's tokens only.
    */
   observationWeight: z.number().min(0).max(1e3),
+  /**
+   * Loss weight multiplier of the targets that continue a copy: token `t + 1` whose pair
+   * (token `t`, token `t + 1`) already occurred earlier in the same sequence — an id, a name or
+   * an email repeated from the conversation, the one part of a demonstration that a model can
+   * only get right by copying. Applied on top of `observationWeight` (assistant and observation
+   * targets alike). 1: no extra weight.
+   */
+  copyWeight: z.number().min(1).max(1e3),
   /** Optimiser steps. */
   steps: int(0),
   /** Tokens per optimiser step (packed sequences; one micro-batch each). */
@@ -426,6 +434,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     episodes: 4096,
     demoWorlds: 256,
     observationWeight: 1,
+    copyWeight: 1,
     steps: 2400,
     tokensPerStep: 8192,
     lr: 3e-3,
@@ -645,7 +654,7 @@ const ADDED_FIELDS = {
     activationCheckpointing: 'none',
   },
   world: { fresh: false },
-  sft: { demoWorlds: 0, observationWeight: 0 },
+  sft: { demoWorlds: 0, observationWeight: 0, copyWeight: 1 },
   rollout: {
     engine: 'local',
     servers: [],

@@ -327,15 +327,20 @@ export function sftLearningRate(step: number, sft: TrainConfig['sft']): number {
  * Cross-entropy targets and weights of a packed SFT step: every assistant token weighs 1 and,
  * with `observationWeight` > 0, every token after the first assistant token that is not the
  * assistant's (user messages and tool results) weighs `observationWeight`; the prompt before
- * the first assistant token is never a target. The weights are divided by their sum (a weighted
- * mean). `assistant` marks the positions whose target is an assistant token.
+ * the first assistant token is never a target. A target that continues a copy (its pair with
+ * the token before it occurred earlier in the sequence: {@link copyTargets}) weighs
+ * `copyWeight` times that. The weights are divided by their sum (a weighted mean). `assistant`
+ * marks the positions whose target is an assistant token.
  */
 export function observationWeightedStep(
   seqs: readonly MaskedSequence[],
   observationWeight: number,
+  copyWeight = 1,
 ): { batch: PackedSequences; weights: Float32Array; assistant: Uint8Array } {
   if (!Number.isFinite(observationWeight) || observationWeight < 0)
     throw new RangeError(`sft.observationWeight must be a finite number >= 0, got ${observationWeight}`);
+  if (!Number.isFinite(copyWeight) || copyWeight < 1)
+    throw new RangeError(`sft.copyWeight must be a finite number >= 1, got ${copyWeight}`);
   const widened: MaskedSequence[] = seqs.map((s) => {
     const first = s.lossMask.indexOf(1);
     return {
@@ -350,10 +355,11 @@ export function observationWeightedStep(
   let at = 0;
   let sum = 0;
   for (const [k, s] of seqs.entries()) {
+    const copies = copyWeight !== 1 ? copyTargets(s.tokens) : null;
     for (let t = 0; t + 1 < s.tokens.length; t++) {
       if (widened[k].lossMask[t + 1] === 0) continue;
       const own = s.lossMask[t + 1] !== 0;
-      weights[at + t] = own ? 1 : observationWeight;
+      weights[at + t] = (own ? 1 : observationWeight) * (copies && copies[t + 1] ? copyWeight : 1);
       assistant[at + t] = own ? 1 : 0;
       sum += weights[at + t];
     }
@@ -361,6 +367,22 @@ export function observationWeightedStep(
   }
   if (sum > 0) for (let t = 0; t < total; t++) weights[t] /= sum;
   return { batch, weights, assistant };
+}
+
+/**
+ * Which tokens continue a copy: `out[i]` is 1 when `i >= 1` and the pair (`tokens[i - 1]`,
+ * `tokens[i]`) also occurs at some earlier position `j < i` (`tokens[j - 1]`, `tokens[j]`) —
+ * predicting `tokens[i]` from `tokens[i - 1]` is then what an induction (copy) head does.
+ */
+export function copyTargets(tokens: ArrayLike<number>): Uint8Array {
+  const out = new Uint8Array(tokens.length);
+  const seen = new Set<number>();
+  for (let i = 1; i < tokens.length; i++) {
+    const pair = tokens[i - 1] * 2 ** 26 + tokens[i];
+    if (seen.has(pair)) out[i] = 1;
+    else seen.add(pair);
+  }
+  return out;
 }
 
 /**
@@ -390,10 +412,11 @@ export async function runSft(
     const lr = sftLearningRate(step, sft);
     const optimizer = { lr, weightDecay: sft.weightDecay, maxGradNorm: 1 };
     let info: SftStepInfo;
-    if (sft.observationWeight > 0) {
+    if (sft.observationWeight > 0 || sft.copyWeight !== 1) {
       const w = observationWeightedStep(
         indices.map((i) => seqs[i]),
         sft.observationWeight,
+        sft.copyWeight,
       );
       const fb = await policy.forwardBackward(w.batch, { kind: 'cross-entropy', weights: w.weights });
       const opt = await policy.optimizerStep(optimizer);

@@ -95,3 +95,26 @@ t.test('observations are learned only with a weight > 0; the reported loss is th
     `the observation is learned with weight 1 (log-prob ${got[1].toFixed(2)}) and not without (${got[0].toFixed(2)})`,
   );
 });
+
+t.test('sft.copyWeight: targets that continue a copy weigh more', async (t) => {
+  const { copyTargets } = await import('../../lib/trainer/sft.js');
+  // 4 5 6 ... 4 5 6: the second "5" and "6" continue the copy of "4 5 6"; the second 4 does not
+  // (its pair with the token before it, 9, is new); a lone repeated token is no copy
+  t.same([...copyTargets([4, 5, 6, 9, 4, 5, 6, 7, 7, 7])], [0, 0, 0, 0, 0, 1, 1, 0, 0, 1]);
+  t.same([...copyTargets([])], []);
+  t.same([...copyTargets([3])], [0]);
+  // one sequence: prompt 1, then assistant 2 3 (mask 1), observation 2 3 (the copy), assistant 8
+  const s: MaskedSequence = { tokens: [1, 2, 3, 2, 3, 8], lossMask: [0, 1, 1, 0, 0, 1] };
+  const w = observationWeightedStep([s], 0.5, 4);
+  // targets at positions 0..4 predict tokens 1..5: 2 (assistant), 3 (assistant), 2 (obs), 3 (obs, copy), 8 (assistant)
+  const raw = [1, 1, 0.5, 0.5 * 4, 1];
+  const sum = raw.reduce((x, y) => x + y, 0);
+  raw.forEach((r, i) => t.ok(Math.abs(w.weights[i] - r / sum) < 1e-7, `weight ${i}: ${w.weights[i]} = ${r}/${sum}`));
+  const plain = observationWeightedStep([s], 0.5);
+  t.same([...observationWeightedStep([s], 0.5, 1).weights], [...plain.weights], 'copyWeight 1 changes nothing');
+  for (const bad of [0.5, Number.NaN, Number.POSITIVE_INFINITY])
+    t.throws(() => observationWeightedStep([s], 0.5, bad), { name: 'RangeError', message: /sft\.copyWeight/ });
+  t.equal(resolveConfig({}).sft.copyWeight, 1, 'default: no extra weight');
+  t.equal(resolveConfig({ patches: [{ sft: { copyWeight: 4 } }] }).sft.copyWeight, 4);
+  t.throws(() => resolveConfig({ patches: [{ sft: { copyWeight: 0.5 } }] }), /sft\.copyWeight/);
+});
