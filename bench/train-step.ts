@@ -155,7 +155,7 @@ export async function measureSteps(steps: number, seed = 1): Promise<VariantRun>
   const perHead = config.heads * config.headDim;
   const peakGflops = fmaPeakGflops(0.3);
   try {
-    // SFT: observation-weighted cross-entropy, as runSft with sft.observationWeight > 0
+    // SFT: observation- and copy-weighted cross-entropy, as runSft with the default sft weights
     const sftRows: { parts: Record<string, number>; cpu: number }[] = [];
     let sftTokens = 0;
     const sftFlop = { matrices: 0, attention: 0 };
@@ -163,6 +163,7 @@ export async function measureSteps(steps: number, seed = 1): Promise<VariantRun>
       const w = observationWeightedStep(
         syntheticSequences(DEFAULT_CONFIG.sft.tokensPerStep, config.vocab, r),
         DEFAULT_CONFIG.sft.observationWeight,
+        DEFAULT_CONFIG.sft.copyWeight,
       );
       const dLogProbs = Float32Array.from(w.weights, (x) => -x);
       const c0 = process.cpuUsage();

@@ -434,7 +434,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     episodes: 4096,
     demoWorlds: 256,
     observationWeight: 1,
-    copyWeight: 1,
+    copyWeight: 4,
     steps: 2400,
     tokensPerStep: 8192,
     lr: 3e-3,

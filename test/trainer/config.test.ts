@@ -89,11 +89,13 @@ t.test('a configuration saved before a field existed loads with the value that r
   delete saved.tokenizer.digitGroup;
   delete saved.sft.demoWorlds;
   delete saved.world.fresh;
+  delete saved.sft.copyWeight;
   t.throws(() => validateConfig(saved), /tokenizer\.digitGroup/, 'a new configuration must be complete');
   const c = validateSavedConfig(saved);
   t.equal(c.tokenizer.digitGroup, 0, 'whole-number tokenizer, as before');
   t.equal(c.sft.demoWorlds, 0, 'demonstrations over the training tasks only, as before');
   t.equal(c.world.fresh, false, 'GRPO on the training tasks of the run world, as before');
+  t.equal(c.sft.copyWeight, 1, 'no extra weight on copies, as before');
   t.same(validateSavedConfig(DEFAULT_CONFIG), DEFAULT_CONFIG, 'a current configuration is unchanged');
   t.throws(() => validateSavedConfig({ ...DEFAULT_CONFIG, seed: -1 }), /seed/);
   const before = structuredClone(DEFAULT_CONFIG) as unknown as { model: Record<string, unknown> };

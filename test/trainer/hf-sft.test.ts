@@ -189,7 +189,8 @@ t.test('a seeded LoRA SFT through the trainer path drives the loss down', async 
       const infos = await runSft(
         m.policy,
         two,
-        { ...config.sft, steps: 8, tokensPerStep: tokens, lr: 2e-2, warmup: 0, weightDecay: 0 },
+        // copyWeight 1: the plain objective, whose reported loss is the one optimised
+        { ...config.sft, copyWeight: 1, steps: 8, tokensPerStep: tokens, lr: 2e-2, warmup: 0, weightDecay: 0 },
         7,
       );
       return infos.map((i) => i.loss);

@@ -114,7 +114,7 @@ t.test('sft.copyWeight: targets that continue a copy weigh more', async (t) => {
   t.same([...observationWeightedStep([s], 0.5, 1).weights], [...plain.weights], 'copyWeight 1 changes nothing');
   for (const bad of [0.5, Number.NaN, Number.POSITIVE_INFINITY])
     t.throws(() => observationWeightedStep([s], 0.5, bad), { name: 'RangeError', message: /sft\.copyWeight/ });
-  t.equal(resolveConfig({}).sft.copyWeight, 1, 'default: no extra weight');
+  t.equal(resolveConfig({}).sft.copyWeight, 4, 'the default run weighs copies 4x');
   t.equal(resolveConfig({ patches: [{ sft: { copyWeight: 4 } }] }).sft.copyWeight, 4);
   t.throws(() => resolveConfig({ patches: [{ sft: { copyWeight: 0.5 } }] }), /sft\.copyWeight/);
 });
