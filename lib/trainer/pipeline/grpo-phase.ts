@@ -66,7 +66,7 @@ async function step(
   ctx: RunContext,
   model: ModelHandle,
   engine: RolloutEngine,
-  loop: AgentLoop,
+  loop: AgentLoop | null,
   reference: ReferencePolicy | null,
   validate: Validate,
   last: number,
@@ -76,9 +76,18 @@ async function step(
   const t0 = performance.now();
   await engine.sync(ctx.state.step); // the servers sample with the policy of the last step
   const syncS = (performance.now() - t0) / 1000;
-  // with fresh worlds the step's tasks come from a world of their own, played in a loop of its own
-  const fresh = config.world.fresh ? stepWorld(config, k) : null;
-  const stepLoop = fresh ? makeLoop(ctx, model, engine, ctx.run.envFor(fresh.world)) : loop;
+  // with fresh worlds (`loop` null) the step's tasks come from a world of their own, played in a
+  // loop of its own; else every step plays the run world's loop
+  let stepLoop: AgentLoop;
+  let taskIds: string[];
+  if (loop === null) {
+    const fresh = stepWorld(config, k);
+    stepLoop = makeLoop(ctx, model, engine, ctx.run.envFor(fresh.world));
+    taskIds = fresh.taskIds;
+  } else {
+    stepLoop = loop;
+    taskIds = stepTasks(config, tw.trainIds, k);
+  }
   let r;
   try {
     r = await grpoStep(
@@ -90,7 +99,7 @@ async function step(
         afterRollout: () => engine.checkOnPolicy(model.policy),
       },
       k,
-      fresh ? fresh.taskIds : stepTasks(config, tw.trainIds, k),
+      taskIds,
     );
   } finally {
     if (stepLoop !== loop) await stepLoop.dispose();
@@ -157,7 +166,8 @@ export async function grpoPhase(
   validate: Validate,
 ): Promise<void> {
   const config = ctx.run.config;
-  const loop = makeLoop(ctx, model, engine, ctx.run.env);
+  // with fresh worlds no episode of the GRPO phase is played in the run's world
+  const loop = config.world.fresh ? null : makeLoop(ctx, model, engine, ctx.run.env);
   try {
     const last = Math.min(config.grpo.steps, ctx.options.stopAfter ?? Number.POSITIVE_INFINITY);
     if (ctx.state.step < last)
@@ -169,6 +179,6 @@ export async function grpoPhase(
     if (s.sftDone && s.step === config.grpo.steps && !ctx.rows.some((r) => r.phase === 'val' && r.step === s.step))
       await validate(s.step);
   } finally {
-    await loop.dispose();
+    await loop?.dispose();
   }
 }
