@@ -5,7 +5,7 @@ import t from 'tap';
 
 import { modelConfig, packSequences, TransformerPolicy } from '../../lib/model/index.js';
 import { resolveConfig } from '../../lib/trainer/index.js';
-import { observationWeightedStep, runSft, type MaskedSequence } from '../../lib/trainer/sft.js';
+import { copyTargets, observationWeightedStep, runSft, type MaskedSequence } from '../../lib/trainer/sft.js';
 
 // prompt (mask 0) | assistant | observation | assistant — and a second document
 const a: MaskedSequence = { tokens: [5, 6, 7, 8, 9, 10, 11], lossMask: [0, 0, 1, 1, 0, 0, 1] };
@@ -97,9 +97,9 @@ t.test('observations are learned only with a weight > 0; the reported loss is th
 });
 
 t.test('sft.copyWeight: targets that continue a copy weigh more', async (t) => {
-  const { copyTargets } = await import('../../lib/trainer/sft.js');
   // 4 5 6 ... 4 5 6: the second "5" and "6" continue the copy of "4 5 6"; the second 4 does not
-  // (its pair with the token before it, 9, is new); a lone repeated token is no copy
+  // (its pair with the token before it, 9, is new); in 7 7 7 the second 7 starts the pair (7, 7)
+  // and only the third continues it
   t.same([...copyTargets([4, 5, 6, 9, 4, 5, 6, 7, 7, 7])], [0, 0, 0, 0, 0, 1, 1, 0, 0, 1]);
   t.same([...copyTargets([])], []);
   t.same([...copyTargets([3])], [0]);
@@ -115,6 +115,6 @@ t.test('sft.copyWeight: targets that continue a copy weigh more', async (t) => {
   for (const bad of [0.5, Number.NaN, Number.POSITIVE_INFINITY])
     t.throws(() => observationWeightedStep([s], 0.5, bad), { name: 'RangeError', message: /sft\.copyWeight/ });
   t.equal(resolveConfig({}).sft.copyWeight, 4, 'the default run weighs copies 4x');
-  t.equal(resolveConfig({ patches: [{ sft: { copyWeight: 4 } }] }).sft.copyWeight, 4);
+  t.equal(resolveConfig({ patches: [{ sft: { copyWeight: 2.5 } }] }).sft.copyWeight, 2.5);
   t.throws(() => resolveConfig({ patches: [{ sft: { copyWeight: 0.5 } }] }), /sft\.copyWeight/);
 });

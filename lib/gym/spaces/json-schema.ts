@@ -124,9 +124,10 @@ export function sampleJson(schema: JsonSchema, rng: RandomGenerator, depth = 0):
     case 'integer': {
       // a range wider than the generator draws (2^53: e.g. zod's safe-integer bounds) is
       // sampled within ±2^52, still inside the schema's bounds
-      const lo = Math.max(Math.ceil(schema.minimum ?? -100), -(2 ** 52));
+      const min = Math.ceil(schema.minimum ?? -100);
+      const lo = Math.max(min, -(2 ** 52));
       const hi = Math.min(Math.floor(schema.maximum ?? 100), 2 ** 52 - 1);
-      return lo > hi ? Math.ceil(schema.minimum ?? -100) : rng.integers(lo, hi + 1);
+      return lo > hi ? min : rng.integers(lo, hi + 1);
     }
     case 'number': {
       const lo = schema.minimum ?? -100;
