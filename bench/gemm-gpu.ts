@@ -4,7 +4,8 @@
  * gpt-oss-20b layer shapes (width 2880, 64 query / 8 kv heads of 64, 32 experts of ffn 2880 with
  * top-4, vocabulary 201088) for a step of `tokens` tokens, forward (x W^T) and input gradient
  * (dy W), with the float32 kernel ('highest'), the tensor-core kernel on float32 operands and
- * on bfloat16 weights ('medium'). Operands live in device memory (no copies timed). The peak is
+ * on bfloat16 weights ('medium'), and on bfloat16 weights with float16 operands ('medium' with
+ * dtype float16; float16 and bfloat16 tensor cores have the same rate). Operands live in device memory (no copies timed). The peak is
  * worked out at run time: the multiprocessor count the addon reports x the maximum SM clock
  * `nvidia-smi` reports x the dense bfloat16 FLOP per clock of one multiprocessor of the device's
  * compute capability (8.0: 2048, 8.6/8.7/8.9: 512, 9.0: 4096, 10.0: 8192; others: no peak).
@@ -37,7 +38,7 @@ export interface GemmGpuRow {
   m: number;
   n: number;
   k: number;
-  /** `fp32` (float32 kernel), `tc fp32 operands` or `tc bf16 weight`. */
+  /** `fp32` (float32 kernel), `tc fp32 operands`, `tc bf16 weight` or `tc fp16 operands`. */
   kernel: string;
   ms: number;
   tflops: number;
@@ -72,6 +73,7 @@ interface TimerAddon {
     aDtype?: string;
     bDtype?: string;
     precision?: string;
+    operandDtype?: string;
     iterations?: number;
   }): number;
 }
@@ -114,7 +116,7 @@ export function maskedPairs(s: number, w: number): number {
 export function main(argv: readonly string[] = process.argv.slice(2), cli: BenchCliSettings = {}): GemmGpuResult {
   const program = benchProgram(
     'gemm-gpu',
-    'TFLOP/s of the CUDA GEMMs (float32 and bf16 tensor-core kernels) against the device peak',
+    'TFLOP/s of the CUDA GEMMs (float32, bf16 and fp16 tensor-core kernels) against the device peak',
     cli,
   )
     .option('--tokens <n>', 'tokens of the gpt-oss-20b layer shapes (default 4096; quick: 1024)')
@@ -168,15 +170,17 @@ export function main(argv: readonly string[] = process.argv.slice(2), cli: Bench
       ? []
       : [[`lm head forward (vocabulary ${V})`, T, V, D, true] as [string, number, number, number, boolean]]),
   ];
-  const kernels: [string, string, string][] = [
-    ['fp32', 'highest', 'float32'],
-    ['tc fp32 operands', 'medium', 'float32'],
-    ['tc bf16 weight', 'medium', 'bfloat16'],
+  // [label, precision, weight dtype, tensor-core operand dtype]
+  const kernels: [string, string, string, string][] = [
+    ['fp32', 'highest', 'float32', 'bfloat16'],
+    ['tc fp32 operands', 'medium', 'float32', 'bfloat16'],
+    ['tc bf16 weight', 'medium', 'bfloat16', 'bfloat16'],
+    ['tc fp16 operands', 'medium', 'bfloat16', 'float16'],
   ];
   for (const [shape, m, n, k, transB] of values.onlyAttention || !gpu ? [] : shapes) {
-    for (const [kernel, precision, bDtype] of kernels) {
+    for (const [kernel, precision, bDtype, operandDtype] of kernels) {
       if (kernel === 'fp32' && m * n * k > 2 ** 37) continue; // the float32 kernel on the LM head: minutes
-      const s = addon.gemmTimeCuda({ m, n, k, transB, bDtype, precision, iterations });
+      const s = addon.gemmTimeCuda({ m, n, k, transB, bDtype, precision, operandDtype, iterations });
       const tflops = (2 * m * n * k) / s / 1e12;
       const row: GemmGpuRow = {
         shape,

@@ -4,7 +4,8 @@
 // for each listed kernel, at least one .entry whose mangled name contains the kernel's name, and
 // that every such entry's body holds a matrix instruction (mma.sync / wgmma). `Kernel<Type>` asks
 // for an instantiation: the entries of Kernel whose mangled name also contains Type (the packed
-// MXFP4 expert GEMM: GroupedGemmTcKernel<Mxfp4Operand>). Without nvcc it says so and exits 0.
+// MXFP4 expert GEMM: GroupedGemmTcKernel<Mxfp4Operand>). The GEMM kernels (BOTH_OPERANDS) must
+// also have entries with a bfloat16 and with a float16 mma. Without nvcc it says so and exits 0.
 // Run by .ci/run after the CUDA compile check: `node scripts/check-tensor-core-ptx.mjs`.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -19,6 +20,9 @@ export const KERNELS = [
   ['native/attention/cuda_fused_tc_fwd.cu', ['TcForwardKernel']],
   ['native/attention/cuda_fused_tc_bwd.cu', ['TcKeyGradKernel', 'TcQueryGradKernel']],
 ];
+
+/** Kernels instantiated for both operand types (bfloat16 and float16): some entry must hold each mma. */
+export const BOTH_OPERANDS = new Set(['GemmTcKernel', 'GroupedGemmTcKernel', 'GroupedGemmTcKernel<Mxfp4Operand>']);
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const arch = process.env.SINKFLEX_CI_CUDA_ARCH || '90';
@@ -52,6 +56,15 @@ try {
         );
       });
       const withMma = mine.filter((e) => MATRIX.test(e));
+      const missing = BOTH_OPERANDS.has(kernel)
+        ? ['bf16', 'f16'].filter((t) => !mine.some((e) => e.includes(`.f32.${t}.${t}.f32`)))
+        : [];
+      if (missing.length > 0) {
+        failed++;
+        console.error(
+          `tensor-core PTX check: ${src}: ${kernel}: no entry with a ${missing.join(' or ')} mma (sm_${arch})`,
+        );
+      }
       if (mine.length === 0 || withMma.length !== mine.length) {
         failed++;
         console.error(

@@ -477,7 +477,8 @@ export interface ModelAddon extends NativeOps {
   gemmAsync(args: GemmArgs): Promise<void>;
   gemmInfo(): GemmInfo;
   matmulPrecision(): 'highest' | 'medium';
-  setMatmulPrecision(precision: string): void;
+  setMatmulPrecision(precision: string, dtype?: string): void;
+  matmulOperandDtype(): 'bfloat16' | 'float16';
   fmaPeakGflops(seconds: number): number;
   opsIsa(): string;
   modelParamLayout(config: NativeModelConfig): LayoutParamSpec[];

@@ -126,25 +126,48 @@ export function gemmInfo(): GemmInfo {
  * experts and router), like PyTorch's `torch.set_float32_matmul_precision`:
  * - `'highest'` (the default): float32 arithmetic on float32 operands (bfloat16 weights widened
  *   exactly): the CUDA results equal the CPU kernels' up to summation order.
- * - `'medium'`: the bfloat16 tensor cores: both operands rounded to bfloat16 (bfloat16 weights
- *   as they are), products summed in float32; each output within 2^-12 of the sum of its terms'
- *   magnitudes of the float64 product of the rounded operands. What transformers' bfloat16 forward
- *   computes, at tensor-core speed.
+ * - `'medium'`: the tensor cores: both operands rounded to bfloat16 (bfloat16 weights as they
+ *   are) — or to float16, see {@link MatmulOperandDtype} — products summed in float32; each output
+ *   within 2^-12 of the sum of its terms' magnitudes of the float64 product of the rounded
+ *   operands. What transformers' bfloat16 forward computes, at tensor-core speed.
  * The CPU kernels are float32 either way. docs/cuda.md, "Numerics of the GEMMs".
  */
 export type MatmulPrecision = 'highest' | 'medium';
+
+/**
+ * The tensor cores' operand type under {@link MatmulPrecision} `'medium'`, like the dtype of
+ * PyTorch's autocast: `'bfloat16'` (the default: float32's range, 8 significant bits) or
+ * `'float16'` (11 significant bits, finite only up to 65504: a larger operand becomes infinity,
+ * as in PyTorch's float16 autocast, so it suits activations known to stay in range). bfloat16
+ * weights and packed MXFP4 experts are widened and rounded to float16 — exact within its normal
+ * range.
+ */
+export type MatmulOperandDtype = 'bfloat16' | 'float16';
+
+/** Options of {@link setMatmulPrecision}. */
+export interface MatmulPrecisionOptions {
+  /** The tensor cores' operand type (with `'medium'` only; default `'bfloat16'`). */
+  dtype?: MatmulOperandDtype;
+}
 
 /** The current {@link MatmulPrecision} of the CUDA GEMMs (process-wide). */
 export function matmulPrecision(): MatmulPrecision {
   return modelAddon().matmulPrecision();
 }
 
+/** The current {@link MatmulOperandDtype} (`'bfloat16'` unless set with `'medium'`). */
+export function matmulOperandDtype(): MatmulOperandDtype {
+  return modelAddon().matmulOperandDtype();
+}
+
 /**
- * Sets the {@link MatmulPrecision} of the CUDA GEMMs for the whole process (GEMMs launched after
- * the call); a RangeError names any other value.
+ * Sets the {@link MatmulPrecision} of the CUDA GEMMs, and with `'medium'` the tensor cores'
+ * operand type (`options.dtype`, default `'bfloat16'`), for the whole process (GEMMs launched
+ * after the call); a RangeError names any other value, or a dtype given with `'highest'`.
+ * @example setMatmulPrecision('medium', { dtype: 'float16' })
  */
-export function setMatmulPrecision(precision: MatmulPrecision): void {
-  modelAddon().setMatmulPrecision(precision);
+export function setMatmulPrecision(precision: MatmulPrecision, options: MatmulPrecisionOptions = {}): void {
+  modelAddon().setMatmulPrecision(precision, options.dtype);
 }
 
 /** The instruction set of the model ops: `'avx512'`, `'avx2'` or `'generic'` (SINKFLEX_CPU_FEATURES can force a lower one). */

@@ -106,13 +106,29 @@ Napi::Value MatmulPrecisionJs(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), MatmulPrecisionName(GetMatmulPrecision()));
 }
 
+Napi::Value MatmulOperandJs(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), MatmulOperandName(GetMatmulOperand()));
+}
+
+// setMatmulPrecision(precision, dtype?): dtype ('bfloat16' or 'float16') only with 'medium'.
 Napi::Value SetMatmulPrecisionJs(const Napi::CallbackInfo& info) {
   const std::string name = RequireString(info[0], "precision");
   MatmulPrecision p;
   if (!ParseMatmulPrecision(name, &p)) {
     throw Napi::RangeError::New(info.Env(), "precision must be 'highest' or 'medium' (got '" + name + "')");
   }
-  SetMatmulPrecision(p);
+  MatmulOperand operand = MatmulOperand::kBf16;
+  if (info.Length() > 1 && !IsNullish(info[1])) {
+    const std::string dtype = RequireString(info[1], "dtype");
+    if (!ParseMatmulOperand(dtype, &operand)) {
+      throw Napi::RangeError::New(info.Env(), "dtype must be 'bfloat16' or 'float16' (got '" + dtype + "')");
+    }
+    if (p != MatmulPrecision::kMedium) {
+      throw Napi::RangeError::New(info.Env(),
+                                  "dtype is the tensor cores' operand type: it goes with precision 'medium' only");
+    }
+  }
+  SetMatmulPrecision(p, operand);
   return info.Env().Undefined();
 }
 
@@ -123,7 +139,8 @@ Napi::Value SetMatmulPrecisionJs(const Napi::CallbackInfo& info) {
 Napi::Value GemmTimeCudaJs(const Napi::CallbackInfo& info) {
   const Napi::Object o = RequireObject(info[0], "options");
   OnlyFields(o, "options",
-             {"m", "n", "k", "transA", "transB", "aDtype", "bDtype", "precision", "iterations", "device"});
+             {"m", "n", "k", "transA", "transB", "aDtype", "bDtype", "precision", "operandDtype", "iterations",
+              "device"});
   GemmTimingArgs g;
   g.m = RequireInt(Field(o, "m"), "options.m", 1, kMaxDim);
   g.n = RequireInt(Field(o, "n"), "options.n", 1, kMaxDim);
@@ -144,6 +161,11 @@ Napi::Value GemmTimeCudaJs(const Napi::CallbackInfo& info) {
   g.bBf16 = dtype("bDtype");
   const Napi::Value p = Field(o, "precision");
   g.tensorCores = !IsNullish(p) && RequireEnum(p, "options.precision", {"highest", "medium"}) == "medium";
+  const Napi::Value od = Field(o, "operandDtype");
+  g.f16Operands =
+      !IsNullish(od) && RequireEnum(od, "options.operandDtype", {"bfloat16", "float16"}) == "float16";
+  if (g.f16Operands && !g.tensorCores)
+    throw Napi::RangeError::New(info.Env(), "options.operandDtype 'float16' goes with precision 'medium' only");
   const Napi::Value it = Field(o, "iterations");
   g.iterations = IsNullish(it) ? 10 : static_cast<int>(RequireInt(it, "options.iterations", 1, 10000));
   const Napi::Value d = Field(o, "device");
@@ -684,6 +706,7 @@ void RegisterModel(Napi::Env env, Napi::Object exports) {
   Export(env, exports, "matmulPrecision", MatmulPrecisionJs);
   Export(env, exports, "gemmTimeCuda", GemmTimeCudaJs);
   Export(env, exports, "setMatmulPrecision", SetMatmulPrecisionJs);
+  Export(env, exports, "matmulOperandDtype", MatmulOperandJs);
   Export(env, exports, "fmaPeakGflops", FmaPeakJs);
   Export(env, exports, "opsIsa", OpsIsaJs);
   Export(env, exports, "linearForward", LinearForwardJs);

@@ -63,6 +63,15 @@ __device__ __forceinline__ void MmaF16(float d[4], const unsigned a[4], const un
 #endif
 }
 
+/** d += A B with operands of type `Op` (MmaBf16 or MmaF16). */
+template <Operand Op>
+__device__ __forceinline__ void MmaM16N8K16(float d[4], const unsigned a[4], const unsigned b[2]) {
+  if constexpr (Op == Operand::kF16)
+    MmaF16(d, a, b);
+  else
+    MmaBf16(d, a, b);
+}
+
 /** ldmatrix.m8n8.x4 (.trans when `Trans`): `row` is this lane's row address in shared memory. */
 template <bool Trans>
 __device__ __forceinline__ void LdMatrixX4(unsigned r[4], const void* row) {
@@ -109,6 +118,45 @@ __device__ __forceinline__ unsigned short Bf16Bits(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((u >> 16) | 0x40u);
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<unsigned short>(u >> 16);
+}
+
+/** bfloat16 bits -> float32 (exact). */
+__device__ __forceinline__ float Bf16Float(unsigned short bits) {
+  const unsigned u = static_cast<unsigned>(bits) << 16;
+  float f;
+  memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+/**
+ * float32 -> float16 bits, round to nearest even (as cvt.rn.f16.f32 and PyTorch's
+ * `.to(torch.float16)`): subnormals kept, magnitudes from 65520 on become infinity, NaN stays a
+ * NaN (quiet). One instruction on the GPU; the same arithmetic in plain C++ on the emulator.
+ */
+__device__ __forceinline__ unsigned short F16Bits(float f) {
+#if defined(__CUDA_ARCH__)
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(h) : "f"(f));
+  return h;
+#else
+  unsigned u;
+  memcpy(&u, &f, sizeof(u));
+  const unsigned sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<unsigned short>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN
+  if (a >= 0x477ff000u) return static_cast<unsigned short>(sign | 0x7c00u);  // rounds past 65504: infinity
+  if (a < 0x38800000u) {  // below 2^-14: a float16 subnormal (unit 2^-24) or zero
+    const unsigned e = a >> 23, shift = 126u - e;  // value = mant 2^(e - 150) = (mant >> shift) units
+    if (e == 0u || shift > 24u) return static_cast<unsigned short>(sign);
+    const unsigned mant = (a & 0x7fffffu) | 0x800000u, rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    unsigned r = mant >> shift;
+    if (rem > half || (rem == half && (r & 1u))) ++r;
+    return static_cast<unsigned short>(sign | r);
+  }
+  unsigned h = (a - 0x38000000u) >> 13;  // exponent rebiased (127 -> 15), 10 significand bits
+  const unsigned rem = a & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent, as it should
+  return static_cast<unsigned short>(sign | h);
+#endif
 }
 
 /** Two 16-bit elements in one .b32 register: `lo` in the lower half (the lower index). */

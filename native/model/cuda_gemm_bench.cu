@@ -1,8 +1,8 @@
 // Tests: test/model/cuda-gemm-tc.test.ts (one small timing on a CUDA device or the emulator).
 // The GEMM timer of gemm_bench.h: random operands in device memory (uploaded once), one warm-up
 // launch, then `iterations` launches on one stream timed on the host around a final
-// synchronisation; the matmul precision is set for the run ('medium' for the tensor-core kernel)
-// and restored after. Registered at load; compiled only by the CUDA build.
+// synchronisation; the matmul precision is set for the run ('medium' for the tensor-core kernel,
+// with bfloat16 or float16 operands) and restored after. Registered at load; compiled only by the CUDA build.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -70,7 +70,9 @@ double TimeGemm(const GemmTimingArgs& g) {
   Operand b(g.device, static_cast<std::size_t>(g.k * g.n), g.bBf16, 0x7654321ull);
   DeviceBuffer<float> c(g.device, static_cast<std::size_t>(g.m * g.n), "gemm timing output (cuda)");
   const MatmulPrecision previous = GetMatmulPrecision();
-  SetMatmulPrecision(g.tensorCores ? MatmulPrecision::kMedium : MatmulPrecision::kHighest);
+  const MatmulOperand previousOperand = GetMatmulOperand();
+  SetMatmulPrecision(g.tensorCores ? MatmulPrecision::kMedium : MatmulPrecision::kHighest,
+                     g.f16Operands ? MatmulOperand::kF16 : MatmulOperand::kBf16);
   CudaStream stream;
   auto once = [&] {
     if (g.aBf16 && g.bBf16)
@@ -91,10 +93,10 @@ double TimeGemm(const GemmTimingArgs& g) {
     stream.Synchronize();
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / g.iterations;
   } catch (...) {
-    SetMatmulPrecision(previous);
+    SetMatmulPrecision(previous, previousOperand);
     throw;
   }
-  SetMatmulPrecision(previous);
+  SetMatmulPrecision(previous, previousOperand);
   return seconds;
 }
 

@@ -4,22 +4,25 @@
 //   bfloat16 and packed MXFP4 experts and a whole transformer with matmulPrecision 'medium', on a
 //   GPU or on the CUDA emulator in both thread orders); scripts/check-tensor-core-ptx.mjs (the kernels' sm_90 PTX holds
 //   mma).
-// The tensor-core GEMM of the CUDA model ops: C = alpha op(A) op(B) + beta C with bfloat16
-// operands and float32 accumulation (mma.sync m16n8k16), used instead of the float32 GEMM of
-// cuda_gemm.cuh when the matmul precision is 'medium' (matmul_precision.h). A block of 256
+// The tensor-core GEMM of the CUDA model ops: C = alpha op(A) op(B) + beta C with bfloat16 (or
+// float16) operands and float32 accumulation (mma.sync m16n8k16), used instead of the float32 GEMM
+// of cuda_gemm.cuh when the matmul precision is 'medium' (matmul_precision.h; its operand type
+// picks the kernel instantiation). A block of 256
 // threads (8 warps, 2 x 4) computes a 128 x 128 tile of C, 64 x 32 per warp (4 x 4 mma tiles);
 // k advances 32 at a time through two shared-memory stages. Operands are staged through
 // registers: each thread reads its share of the next k slice from global memory (coalesced:
 // consecutive threads read consecutive addresses of whichever layout the operand has) while the
-// warps multiply the current one, then converts it to bfloat16 bits and stores it into the other
+// warps multiply the current one, then converts it to 16-bit bits and stores it into the other
 // stage, laid out [row][k] for A and [column][k] for B with rows padded to 40 elements (80 bytes:
 // ldmatrix reads 8 rows of 16 bytes without bank conflicts). The conversion is the operand
 // decoder: float32 is rounded to nearest even, bfloat16 bits pass as they are, packed MXFP4
 // (cuda_mxfp4_operand.cuh: a 4-bit code times its block's power of two) is decoded exactly to
 // float32 and then to bfloat16, which leaves it unchanged (it is a bfloat16 number), so packed
-// experts give the bits of their bfloat16 dequantization. The tile code takes operands as
-// pointer-like types (`p + n`, Bf16Operand(p)): another weight format is one more Bf16Operand
-// overload. Included by .cu files only (an anonymous namespace: each file its own copy).
+// experts give the bits of their bfloat16 dequantization; with float16 operands every format is
+// widened to float32 and rounded to float16 (F16Operand). The tile code takes operands as
+// pointer-like types (`p + n`, OperandBits<Op>(p)): another weight format is one more
+// Bf16Operand/F16Operand overload. Included by .cu files only (an anonymous namespace: each file
+// its own copy).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -56,6 +59,29 @@ __device__ __forceinline__ std::uint16_t Bf16Operand(const std::uint16_t* p) { r
  */
 __device__ __forceinline__ std::uint16_t Bf16Operand(const Mxfp4Operand& p) { return mma::Bf16Bits(Mxfp4Value(p)); }
 
+/** An operand element as float16 bits: float32 rounded to nearest even (past 65504: infinity). */
+__device__ __forceinline__ std::uint16_t F16Operand(const float* p) { return mma::F16Bits(*p); }
+/**
+ * An operand element as float16 bits: bfloat16 widened, then rounded — exact for the bfloat16
+ * numbers in float16's range (8 significant bits fit in 11); below 2^-14 the float16 subnormals
+ * round, past 65504 it is infinity.
+ */
+__device__ __forceinline__ std::uint16_t F16Operand(const std::uint16_t* p) { return mma::F16Bits(mma::Bf16Float(*p)); }
+/**
+ * An operand element as float16 bits: an MXFP4 element decoded exactly to float32, then rounded
+ * (exact while the block scale keeps it within float16's normal range, 2^-14 to 65504).
+ */
+__device__ __forceinline__ std::uint16_t F16Operand(const Mxfp4Operand& p) { return mma::F16Bits(Mxfp4Value(p)); }
+
+/** An operand element as the 16-bit bits of the mma's operand type `Op`. */
+template <mma::Operand Op, typename P>
+__device__ __forceinline__ std::uint16_t OperandBits(const P& p) {
+  if constexpr (Op == mma::Operand::kF16)
+    return F16Operand(p);
+  else
+    return Bf16Operand(p);
+}
+
 /**
  * Reads this thread's share of a rows x kBlockK slice of an operand (rows of the slice: A's rows
  * or B's columns) as bfloat16 bits, two to a register: element (i, kk) of the slice is
@@ -64,7 +90,7 @@ __device__ __forceinline__ std::uint16_t Bf16Operand(const Mxfp4Operand& p) { re
  * else row i = tid % 128 at kk = tid / 128 + 2 s (s = 0..15): a warp reads 32 consecutive
  * elements either way.
  */
-template <typename P>
+template <mma::Operand Op, typename P>
 __device__ __forceinline__ void LoadSlice(P X, long long ld, bool kContiguous, long long rows, long long K,
                                           long long r0, long long k0, unsigned regs[kPerThread / 2]) {
   const int tid = static_cast<int>(threadIdx.x);
@@ -77,7 +103,7 @@ __device__ __forceinline__ void LoadSlice(P X, long long ld, bool kContiguous, l
 #pragma unroll
     for (int s = 0; s < kPerThread; ++s) {
       if (r + 8 * s < rows)
-        regs[s / 2] |= static_cast<unsigned>(Bf16Operand(base + (r + 8 * s) * ld)) << (16 * (s % 2));
+        regs[s / 2] |= static_cast<unsigned>(OperandBits<Op>(base + (r + 8 * s) * ld)) << (16 * (s % 2));
     }
   } else {
     const long long r = r0 + tid % kBlockM, p = k0 + tid / kBlockM;
@@ -85,7 +111,7 @@ __device__ __forceinline__ void LoadSlice(P X, long long ld, bool kContiguous, l
     const P base = X + r;
 #pragma unroll
     for (int s = 0; s < kPerThread; ++s) {
-      if (p + 2 * s < K) regs[s / 2] |= static_cast<unsigned>(Bf16Operand(base + (p + 2 * s) * ld)) << (16 * (s % 2));
+      if (p + 2 * s < K) regs[s / 2] |= static_cast<unsigned>(OperandBits<Op>(base + (p + 2 * s) * ld)) << (16 * (s % 2));
     }
   }
 }
@@ -109,7 +135,7 @@ __device__ __forceinline__ void StoreSlice(bool kContiguous, const unsigned regs
  * One 128 x 128 tile, at (row0, col0), of C = alpha op(A) op(B) + beta C (row-major, leading
  * dimensions; beta == 0 writes C without reading it), computed by the 256 threads of a block.
  */
-template <typename PA, typename PB>
+template <mma::Operand Op, typename PA, typename PB>
 __device__ __forceinline__ void GemmTileTc(int transA, int transB, long long M, long long N, long long K, float alpha,
                                            PA A, long long lda, PB B, long long ldb, float beta, float* C,
                                            long long ldc, long long row0, long long col0) {
@@ -130,8 +156,8 @@ __device__ __forceinline__ void GemmTileTc(int transA, int transB, long long M, 
   unsigned ra[kPerThread / 2], rb[kPerThread / 2];
   const long long tiles = (K + kBlockK - 1) / kBlockK;
   if (tiles > 0) {
-    LoadSlice(A, lda, aK, M, K, row0, 0, ra);
-    LoadSlice(B, ldb, bK, N, K, col0, 0, rb);
+    LoadSlice<Op>(A, lda, aK, M, K, row0, 0, ra);
+    LoadSlice<Op>(B, ldb, bK, N, K, col0, 0, rb);
     StoreSlice(aK, ra, As[0]);
     StoreSlice(bK, rb, Bs[0]);
   }
@@ -147,8 +173,8 @@ __device__ __forceinline__ void GemmTileTc(int transA, int transB, long long M, 
     const int cur = static_cast<int>(t & 1);
     const bool more = t + 1 < tiles;
     if (more) {
-      LoadSlice(A, lda, aK, M, K, row0, (t + 1) * kBlockK, ra);
-      LoadSlice(B, ldb, bK, N, K, col0, (t + 1) * kBlockK, rb);
+      LoadSlice<Op>(A, lda, aK, M, K, row0, (t + 1) * kBlockK, ra);
+      LoadSlice<Op>(B, ldb, bK, N, K, col0, (t + 1) * kBlockK, rb);
     }
 #pragma unroll
     for (int ks = 0; ks < kBlockK; ks += 16) {
@@ -167,7 +193,7 @@ __device__ __forceinline__ void GemmTileTc(int transA, int transB, long long M, 
 #pragma unroll
       for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < 4; ++ni) mma::MmaBf16(acc[mi][ni], af[mi], bf[ni]);
+        for (int ni = 0; ni < 4; ++ni) mma::MmaM16N8K16<Op>(acc[mi][ni], af[mi], bf[ni]);
     }
     if (more) {
       StoreSlice(aK, ra, As[cur ^ 1]);
@@ -192,11 +218,11 @@ __device__ __forceinline__ void GemmTileTc(int transA, int transB, long long M, 
   }
 }
 
-template <typename PA, typename PB>
+template <mma::Operand Op, typename PA, typename PB>
 __global__ void __launch_bounds__(kThreads)
     GemmTcKernel(int transA, int transB, long long M, long long N, long long K, float alpha, PA A, long long lda, PB B,
                  long long ldb, float beta, float* C, long long ldc) {
-  GemmTileTc<PA, PB>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
+  GemmTileTc<Op, PA, PB>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
                      static_cast<long long>(blockIdx.y) * kBlockM, static_cast<long long>(blockIdx.x) * kBlockN);
 }
 
@@ -205,14 +231,14 @@ struct GroupTile {
   long long m, n, k, a, b, c, row0;
 };
 
-template <typename PA, typename PB>
+template <mma::Operand Op, typename PA, typename PB>
 __global__ void __launch_bounds__(kThreads)
     GroupedGemmTcKernel(const GroupTile* tiles, int transA, int transB, float alpha, PA A, long long lda, PB B,
                         long long ldb, float beta, float* C, long long ldc) {
   const GroupTile t = tiles[blockIdx.y];
   const long long col0 = static_cast<long long>(blockIdx.x) * kBlockN;
   if (col0 >= t.n) return;  // the whole block leaves: a narrower group than the grid
-  GemmTileTc<PA, PB>(transA, transB, t.m, t.n, t.k, alpha, A + t.a, lda, B + t.b, ldb, beta, C + t.c, ldc, t.row0,
+  GemmTileTc<Op, PA, PB>(transA, transB, t.m, t.n, t.k, alpha, A + t.a, lda, B + t.b, ldb, beta, C + t.c, ldc, t.row0,
                      col0);
 }
 
@@ -237,7 +263,9 @@ inline bool UseTensorCoreGemm() {
   return false;
 }
 
-/** C = alpha op(A) op(B) + beta C on `s` on the tensor cores (A and B float32 or bfloat16 bits, rounded to bfloat16).
+/**
+ * C = alpha op(A) op(B) + beta C on `s` on the tensor cores (A and B float32 or bfloat16 bits,
+ * rounded to the matmul operand type: bfloat16, or float16 when GetMatmulOperand() says so).
  */
 template <typename TA, typename TB>
 void LaunchGemmTc(cudaStream_t s, bool transA, bool transB, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
@@ -248,7 +276,9 @@ void LaunchGemmTc(cudaStream_t s, bool transA, bool transB, std::int64_t m, std:
     throw ArgumentError("gemm: m is too large for the CUDA kernel (>= 8388608 rows)");
   const dim3 grid(static_cast<unsigned>(CeilDiv<std::int64_t>(n, tc::kBlockN)),
                   static_cast<unsigned>(CeilDiv<std::int64_t>(m, tc::kBlockM)));
-  auto* kernel = tc::GemmTcKernel<const TA*, const TB*>;  // (a template-id with a comma cannot be a macro argument)
+  // (a template-id with a comma cannot be a macro argument)
+  auto* kernel = GetMatmulOperand() == MatmulOperand::kF16 ? tc::GemmTcKernel<mma::Operand::kF16, const TA*, const TB*>
+                                                           : tc::GemmTcKernel<mma::Operand::kBf16, const TA*, const TB*>;
   SFX_LAUNCH(kernel, grid, dim3(tc::kThreads), 0, s)
   (transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   SFX_CUDA_LAUNCH_CHECK("GemmTcKernel");
@@ -273,12 +303,14 @@ void GroupedGemmTc(int device, const std::vector<Group>& groups, bool transA, bo
   if (tiles.empty()) return;
   DeviceBuffer<tc::GroupTile> list(device, tiles.size(), "grouped gemm tiles (cuda, tensor cores)");
   list.Upload(tiles.data());
+  const bool f16 = GetMatmulOperand() == MatmulOperand::kF16;
   CudaStream stream;
   constexpr std::size_t kMaxRows = 65535;  // grid.y limit
   for (std::size_t t0 = 0; t0 < tiles.size(); t0 += kMaxRows) {
     const std::size_t count = tiles.size() - t0 < kMaxRows ? tiles.size() - t0 : kMaxRows;
     const dim3 grid(static_cast<unsigned>(CeilDiv<long long>(maxN, tc::kBlockN)), static_cast<unsigned>(count));
-    auto* kernel = tc::GroupedGemmTcKernel<PA, PB>;
+    auto* kernel = f16 ? tc::GroupedGemmTcKernel<mma::Operand::kF16, PA, PB>
+                       : tc::GroupedGemmTcKernel<mma::Operand::kBf16, PA, PB>;
     SFX_LAUNCH(kernel, grid, dim3(tc::kThreads), 0, stream)
     (list.data() + t0, transA ? 1 : 0, transB ? 1 : 0, alpha, a, lda, b, ldb, beta, c, ldc);
     SFX_CUDA_LAUNCH_CHECK("GroupedGemmTcKernel");

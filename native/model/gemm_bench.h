@@ -16,6 +16,7 @@ struct GemmTimingArgs {
   bool transA = false, transB = false;
   bool aBf16 = false, bBf16 = false;
   bool tensorCores = false;  // the 'medium' (bfloat16 tensor-core) kernel, else the float32 one
+  bool f16Operands = false;  // with tensorCores: float16 operands instead of bfloat16
   int iterations = 1;
   int device = 0;
 };

@@ -22,6 +22,7 @@ export const TESTS = [
   'test/model/cuda-ops.test.ts',
   'test/model/cuda-moe.test.ts',
   'test/model/cuda-gemm-tc.test.ts',
+  'test/model/cuda-gemm-tc-f16.test.ts',
   'test/model/transformer-cuda.test.ts',
   'test/model/transformer-cuda-architectures.test.ts',
   'test/model/transformer-memory-cuda.test.ts',
