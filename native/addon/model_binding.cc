@@ -138,9 +138,9 @@ Napi::Value SetMatmulPrecisionJs(const Napi::CallbackInfo& info) {
  */
 Napi::Value GemmTimeCudaJs(const Napi::CallbackInfo& info) {
   const Napi::Object o = RequireObject(info[0], "options");
-  OnlyFields(o, "options",
-             {"m", "n", "k", "transA", "transB", "aDtype", "bDtype", "precision", "operandDtype", "iterations",
-              "device"});
+  OnlyFields(
+      o, "options",
+      {"m", "n", "k", "transA", "transB", "aDtype", "bDtype", "precision", "operandDtype", "iterations", "device"});
   GemmTimingArgs g;
   g.m = RequireInt(Field(o, "m"), "options.m", 1, kMaxDim);
   g.n = RequireInt(Field(o, "n"), "options.n", 1, kMaxDim);
@@ -162,8 +162,7 @@ Napi::Value GemmTimeCudaJs(const Napi::CallbackInfo& info) {
   const Napi::Value p = Field(o, "precision");
   g.tensorCores = !IsNullish(p) && RequireEnum(p, "options.precision", {"highest", "medium"}) == "medium";
   const Napi::Value od = Field(o, "operandDtype");
-  g.f16Operands =
-      !IsNullish(od) && RequireEnum(od, "options.operandDtype", {"bfloat16", "float16"}) == "float16";
+  g.f16Operands = !IsNullish(od) && RequireEnum(od, "options.operandDtype", {"bfloat16", "float16"}) == "float16";
   if (g.f16Operands && !g.tensorCores)
     throw Napi::RangeError::New(info.Env(), "options.operandDtype 'float16' goes with precision 'medium' only");
   const Napi::Value it = Field(o, "iterations");

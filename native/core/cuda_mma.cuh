@@ -144,7 +144,7 @@ __device__ __forceinline__ unsigned short F16Bits(float f) {
   const unsigned sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return static_cast<unsigned short>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN
   if (a >= 0x477ff000u) return static_cast<unsigned short>(sign | 0x7c00u);  // rounds past 65504: infinity
-  if (a < 0x38800000u) {  // below 2^-14: a float16 subnormal (unit 2^-24) or zero
+  if (a < 0x38800000u) {                           // below 2^-14: a float16 subnormal (unit 2^-24) or zero
     const unsigned e = a >> 23, shift = 126u - e;  // value = mant 2^(e - 150) = (mant >> shift) units
     if (e == 0u || shift > 24u) return static_cast<unsigned short>(sign);
     const unsigned mant = (a & 0x7fffffu) | 0x800000u, rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);

@@ -111,7 +111,8 @@ __device__ __forceinline__ void LoadSlice(P X, long long ld, bool kContiguous, l
     const P base = X + r;
 #pragma unroll
     for (int s = 0; s < kPerThread; ++s) {
-      if (p + 2 * s < K) regs[s / 2] |= static_cast<unsigned>(OperandBits<Op>(base + (p + 2 * s) * ld)) << (16 * (s % 2));
+      if (p + 2 * s < K)
+        regs[s / 2] |= static_cast<unsigned>(OperandBits<Op>(base + (p + 2 * s) * ld)) << (16 * (s % 2));
     }
   }
 }
@@ -223,7 +224,7 @@ __global__ void __launch_bounds__(kThreads)
     GemmTcKernel(int transA, int transB, long long M, long long N, long long K, float alpha, PA A, long long lda, PB B,
                  long long ldb, float beta, float* C, long long ldc) {
   GemmTileTc<Op, PA, PB>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                     static_cast<long long>(blockIdx.y) * kBlockM, static_cast<long long>(blockIdx.x) * kBlockN);
+                         static_cast<long long>(blockIdx.y) * kBlockM, static_cast<long long>(blockIdx.x) * kBlockN);
 }
 
 /** A row tile of one group of a grouped launch (what a block row of the grouped grid computes). */
@@ -239,7 +240,7 @@ __global__ void __launch_bounds__(kThreads)
   const long long col0 = static_cast<long long>(blockIdx.x) * kBlockN;
   if (col0 >= t.n) return;  // the whole block leaves: a narrower group than the grid
   GemmTileTc<Op, PA, PB>(transA, transB, t.m, t.n, t.k, alpha, A + t.a, lda, B + t.b, ldb, beta, C + t.c, ldc, t.row0,
-                     col0);
+                         col0);
 }
 
 }  // namespace tc
@@ -277,8 +278,9 @@ void LaunchGemmTc(cudaStream_t s, bool transA, bool transB, std::int64_t m, std:
   const dim3 grid(static_cast<unsigned>(CeilDiv<std::int64_t>(n, tc::kBlockN)),
                   static_cast<unsigned>(CeilDiv<std::int64_t>(m, tc::kBlockM)));
   // (a template-id with a comma cannot be a macro argument)
-  auto* kernel = GetMatmulOperand() == MatmulOperand::kF16 ? tc::GemmTcKernel<mma::Operand::kF16, const TA*, const TB*>
-                                                           : tc::GemmTcKernel<mma::Operand::kBf16, const TA*, const TB*>;
+  auto* kernel = GetMatmulOperand() == MatmulOperand::kF16
+                     ? tc::GemmTcKernel<mma::Operand::kF16, const TA*, const TB*>
+                     : tc::GemmTcKernel<mma::Operand::kBf16, const TA*, const TB*>;
   SFX_LAUNCH(kernel, grid, dim3(tc::kThreads), 0, s)
   (transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   SFX_CUDA_LAUNCH_CHECK("GemmTcKernel");

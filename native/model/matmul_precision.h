@@ -6,7 +6,8 @@
 // (linear layers forward and backward, LoRA, the MoE experts and router) on the bfloat16 tensor
 // cores: operands rounded to bfloat16, products summed in float32 (cuda_gemm_tc.cuh) — or, with
 // the operand type float16 (like PyTorch's autocast to float16), rounded to float16: three more
-// significand bits, a range that ends at 65504. The CPU kernels are float32 either way. docs/cuda.md, "Numerics of the GEMMs", says why.
+// significand bits, a range that ends at 65504. The CPU kernels are float32 either way. docs/cuda.md, "Numerics of the
+// GEMMs", says why.
 #pragma once
 
 #include <string>
