@@ -26,6 +26,8 @@ import { modelAddon } from '../../lib/model/native.js';
 import { type Sizes, refMoe, shape } from './fixtures/moe-reference.js';
 import { mxfp4MoeCase } from './fixtures/mxfp4-checks.js';
 import { bf16Bits, bf16Values, randn, refGemm, sameBits } from './fixtures/reference.js';
+import { noCudaModelOps } from './fixtures/cuda-skip.js';
+import { termScale, worstRelative } from './fixtures/gemm-bound.js';
 
 const BOUND = 2 ** -12;
 const copy = (x: Float32Array): Float32Array => Float32Array.from(x);
@@ -46,33 +48,6 @@ function half(x: number): number {
   return Math.sign(x) * n * ulp;
 }
 const halves = (x: ArrayLike<number>): Float64Array => Float64Array.from(x, half);
-
-/** |alpha| sum_k |op(A)_ik op(B)_kj| + |beta C_ij|: the scale the bound is relative to. */
-function termScale(
-  ta: boolean,
-  tb: boolean,
-  m: number,
-  n: number,
-  k: number,
-  alpha: number,
-  A: ArrayLike<number>,
-  B: ArrayLike<number>,
-  beta: number,
-  C: ArrayLike<number>,
-): Float64Array {
-  const abs = (x: ArrayLike<number>) => Float64Array.from(x, Math.abs);
-  return refGemm(ta, tb, m, n, k, Math.abs(alpha), abs(A), abs(B), Math.abs(beta), abs(C));
-}
-
-/** max_i |got_i - ref_i| / (scale_i + 1e-30). */
-function worstRelative(got: ArrayLike<number>, ref: ArrayLike<number>, scale: ArrayLike<number>): number {
-  let w = 0;
-  for (let i = 0; i < ref.length; i++) {
-    const e = Math.abs(got[i] - ref[i]) / (scale[i] + 1e-30);
-    w = Number.isNaN(e) ? Infinity : Math.max(w, e);
-  }
-  return w;
-}
 
 t.test('the float16 model of the test rounds as IEEE half does', async (t) => {
   t.equal(half(1 + 2 ** -10), 1 + 2 ** -10, 'an 11-bit significand is kept');
@@ -125,11 +100,7 @@ t.test('the tensor-core operand dtype setting', async (t) => {
   }
 });
 
-const noGpu = !cudaAvailable()
-  ? `no CUDA device: ${loadAddon().cudaStatus().reason}`
-  : !modelAddon().modelOpsDevices().includes('cuda')
-    ? 'no CUDA device: this build has no CUDA model kernels'
-    : false;
+const noGpu = noCudaModelOps();
 
 t.test('CUDA GEMMs on the float16 tensor cores against float64 on the rounded operands', { skip: noGpu }, async (t) => {
   t.teardown(() => setMatmulPrecision('highest'));

@@ -36,39 +36,12 @@ import { type Sizes, refMoe, shape, weightsFor } from './fixtures/moe-reference.
 import { dequantize, mxfp4MoeCase, randomMxfp4 } from './fixtures/mxfp4-checks.js';
 import { bf16Bits, bf16Values, randint, randn, refGemm, sameBits } from './fixtures/reference.js';
 import { randomizeStore } from './fixtures/transformer-reference.js';
+import { noCudaModelOps } from './fixtures/cuda-skip.js';
+import { termScale, worstRelative } from './fixtures/gemm-bound.js';
 
 const BOUND = 2 ** -12;
 const copy = (x: Float32Array): Float32Array => Float32Array.from(x);
 const rounded = (x: Float32Array): Float32Array => bf16Values(bf16Bits(x));
-
-/** |alpha| sum_k |op(A)_ik op(B)_kj| + |beta C_ij|: the scale the bound is relative to. */
-function termScale(
-  transA: boolean,
-  transB: boolean,
-  m: number,
-  n: number,
-  k: number,
-  alpha: number,
-  A: ArrayLike<number>,
-  B: ArrayLike<number>,
-  beta: number,
-  C: ArrayLike<number>,
-): Float64Array {
-  const absA = Float64Array.from(A, Math.abs),
-    absB = Float64Array.from(B, Math.abs),
-    absC = Float64Array.from(C, Math.abs);
-  return refGemm(transA, transB, m, n, k, Math.abs(alpha), absA, absB, Math.abs(beta), absC);
-}
-
-/** max_i |got_i - ref_i| / (scale_i + 1e-30). */
-function worstRelative(got: ArrayLike<number>, ref: ArrayLike<number>, scale: ArrayLike<number>): number {
-  let w = 0;
-  for (let i = 0; i < ref.length; i++) {
-    const e = Math.abs(got[i] - ref[i]) / (scale[i] + 1e-30);
-    w = Number.isNaN(e) ? Infinity : Math.max(w, e);
-  }
-  return w;
-}
 
 t.test('the matmul precision setting', async (t) => {
   t.equal(matmulPrecision(), 'highest', "'highest' by default");
@@ -120,11 +93,7 @@ t.test('gemmTimeCuda (the GEMM benchmark timer): argument checks, and a timing w
   t.equal(matmulPrecision(), 'highest', 'the setting is restored after the timing');
 });
 
-const noGpu = !cudaAvailable()
-  ? `no CUDA device: ${loadAddon().cudaStatus().reason}`
-  : !modelAddon().modelOpsDevices().includes('cuda')
-    ? 'no CUDA device: this build has no CUDA model kernels'
-    : false;
+const noGpu = noCudaModelOps();
 
 t.test(
   "CUDA GEMMs on the bfloat16 tensor cores ('medium') against float64 on the rounded operands",

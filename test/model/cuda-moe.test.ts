@@ -11,9 +11,6 @@
 import t from 'tap';
 
 import { moeBackward, moeForward } from '../../lib/model/index.js';
-import { cudaAvailable } from '../../lib/native/index.js';
-import { loadAddon } from '../../lib/native/loader.js';
-import { modelAddon } from '../../lib/model/native.js';
 import { type RefWeights, type Sizes, refMoe, shape, weightsFor } from './fixtures/moe-reference.js';
 import {
   bf16Bits,
@@ -27,12 +24,9 @@ import {
   sampleIndices,
 } from './fixtures/reference.js';
 import { checkMxfp4Moe, dequantize, randomMxfp4 } from './fixtures/mxfp4-checks.js';
+import { noCudaModelOps } from './fixtures/cuda-skip.js';
 
-const noGpu = !cudaAvailable()
-  ? `no CUDA device: ${loadAddon().cudaStatus().reason}`
-  : !modelAddon().modelOpsDevices().includes('cuda')
-    ? 'no CUDA device: this build has no CUDA model kernels'
-    : false;
+const noGpu = noCudaModelOps();
 
 /** max |a - b| / max |b| over a whole tensor (0 when equal). */
 function scaled(a: ArrayLike<number>, b: ArrayLike<number>): number {

@@ -31,8 +31,6 @@ import {
   swigluForward,
 } from '../../lib/model/index.js';
 import { swigluParams } from '../../lib/model/ops.js';
-import { cudaAvailable } from '../../lib/native/index.js';
-import { loadAddon } from '../../lib/native/loader.js';
 import { modelAddon } from '../../lib/model/native.js';
 import {
   bf16Bits,
@@ -49,6 +47,7 @@ import {
   refSwiGlu,
   sameBits,
 } from './fixtures/reference.js';
+import { noCudaModelOps } from './fixtures/cuda-skip.js';
 
 const copy = (x: Float32Array) => Float32Array.from(x);
 
@@ -98,11 +97,7 @@ t.test('the device option without CUDA model kernels', async (t) => {
   t.equal(sumSquares(Float32Array.of(1, 2, 3), 'cpu'), 14);
 });
 
-const noGpu = !cudaAvailable()
-  ? `no CUDA device: ${loadAddon().cudaStatus().reason}`
-  : !modelAddon().modelOpsDevices().includes('cuda')
-    ? 'no CUDA device: this build has no CUDA model kernels'
-    : false;
+const noGpu = noCudaModelOps();
 
 t.test('CUDA GEMM and linear against the CPU and float64', { skip: noGpu }, async (t) => {
   let seed = 500;

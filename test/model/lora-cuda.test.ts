@@ -20,18 +20,12 @@ import {
   type ModelConfigInput,
   type ParamSpec,
 } from '../../lib/model/index.js';
-import { modelAddon } from '../../lib/model/native.js';
 import { isLoraParameter } from '../../lib/model/lora/layout.js';
-import { cudaAvailable } from '../../lib/native/index.js';
-import { loadAddon } from '../../lib/native/loader.js';
 import { rng } from './fixtures/reference.js';
 import { randomBatch, randomizeStore } from './fixtures/transformer-reference.js';
+import { noCudaModelOps } from './fixtures/cuda-skip.js';
 
-const noGpu = !cudaAvailable()
-  ? `no CUDA device: ${loadAddon().cudaStatus().reason}`
-  : !modelAddon().modelOpsDevices().includes('cuda')
-    ? 'no CUDA device: this build has no CUDA model kernels'
-    : false;
+const noGpu = noCudaModelOps();
 
 const base: ModelConfigInput = {
   layers: 2,

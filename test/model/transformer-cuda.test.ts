@@ -24,16 +24,12 @@ import {
   type ModelConfig,
 } from '../../lib/model/index.js';
 import { modelAddon } from '../../lib/model/native.js';
-import { DeviceUnavailableError, cudaAvailable, isOutOfMemoryError, memory } from '../../lib/native/index.js';
-import { loadAddon } from '../../lib/native/loader.js';
+import { DeviceUnavailableError, isOutOfMemoryError, memory } from '../../lib/native/index.js';
 import { closeness, randint, rng } from './fixtures/reference.js';
 import { randomizeStore } from './fixtures/transformer-reference.js';
+import { noCudaModelOps } from './fixtures/cuda-skip.js';
 
-const noGpu = !cudaAvailable()
-  ? `no CUDA device: ${loadAddon().cudaStatus().reason}`
-  : !modelAddon().modelOpsDevices().includes('cuda')
-    ? 'no CUDA device: this build has no CUDA model kernels'
-    : false;
+const noGpu = noCudaModelOps();
 
 const config = (over: Partial<ModelConfig> = {}): ModelConfig =>
   modelConfig({

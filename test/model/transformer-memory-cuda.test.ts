@@ -5,16 +5,10 @@
 // build:cuda-emulator`, counts).
 import t from 'tap';
 
-import { modelAddon } from '../../lib/model/native.js';
-import { cudaAvailable } from '../../lib/native/index.js';
-import { loadAddon } from '../../lib/native/loader.js';
 import { checkMemorySavers } from './fixtures/memory-savers.js';
+import { noCudaModelOps } from './fixtures/cuda-skip.js';
 
-const noGpu = !cudaAvailable()
-  ? `no CUDA device: ${loadAddon().cudaStatus().reason}`
-  : !modelAddon().modelOpsDevices().includes('cuda')
-    ? 'no CUDA device: this build has no CUDA model kernels'
-    : false;
+const noGpu = noCudaModelOps();
 
 t.test('chunked LM head and activation checkpointing = the plain step (cuda)', { skip: noGpu }, async (t) => {
   checkMemorySavers(t, 'cuda');
