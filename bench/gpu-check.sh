@@ -70,7 +70,8 @@ Promise.all([import('./dist/lib/native/index.js'), import('./dist/lib/attention/
 
 # the tensor-core kernels' tests first (a time-boxed stage reaches them); GPU_TESTS (space-separated)
 # replaces the list, GPU_TESTS_SKIP leaves files out (e.g. those whose fixtures are missing)
-gpu_tests=(test/model/cuda-gemm-tc.test.ts test/model/cuda-gemm-tc-f16.test.ts test/attention/cuda.test.ts test/model/cuda-ops.test.ts test/model/cuda-moe.test.ts
+gpu_tests=(test/model/cuda-gemm-tc.test.ts test/model/cuda-gemm-tc-f16.test.ts test/attention/cuda-tensor-cores.test.ts
+  test/attention/cuda-tensor-cores-f16.test.ts test/attention/cuda.test.ts test/model/cuda-ops.test.ts test/model/cuda-moe.test.ts
   test/model/transformer-cuda.test.ts test/model/lora-cuda.test.ts test/grpo/cuda.test.ts test/native/device-tensor.test.ts
   test/model/transformer-cuda-architectures.test.ts test/model/bench-transformer-gpu.test.ts
   test/model/hf/pretrained-api.test.ts)

@@ -4,7 +4,7 @@
 // for each listed kernel, at least one .entry whose mangled name contains the kernel's name, and
 // that every such entry's body holds a matrix instruction (mma.sync / wgmma). `Kernel<Type>` asks
 // for an instantiation: the entries of Kernel whose mangled name also contains Type (the packed
-// MXFP4 expert GEMM: GroupedGemmTcKernel<Mxfp4Operand>). The GEMM kernels (BOTH_OPERANDS) must
+// MXFP4 expert GEMM: GroupedGemmTcKernel<Mxfp4Operand>). Every kernel here (BOTH_OPERANDS) must
 // also have entries with a bfloat16 and with a float16 mma. Without nvcc it says so and exits 0.
 // Run by .ci/run after the CUDA compile check: `node scripts/check-tensor-core-ptx.mjs`.
 import { execFileSync } from 'node:child_process';
@@ -21,8 +21,15 @@ export const KERNELS = [
   ['native/attention/cuda_fused_tc_bwd.cu', ['TcKeyGradKernel', 'TcQueryGradKernel']],
 ];
 
-/** Kernels instantiated for both operand types (bfloat16 and float16): some entry must hold each mma. */
-export const BOTH_OPERANDS = new Set(['GemmTcKernel', 'GroupedGemmTcKernel', 'GroupedGemmTcKernel<Mxfp4Operand>']);
+/** Kernels instantiated for both operand types (bfloat16 and float16): some entry must hold each mma (all of them). */
+export const BOTH_OPERANDS = new Set([
+  'GemmTcKernel',
+  'GroupedGemmTcKernel',
+  'GroupedGemmTcKernel<Mxfp4Operand>',
+  'TcForwardKernel',
+  'TcKeyGradKernel',
+  'TcQueryGradKernel',
+]);
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const arch = process.env.SINKFLEX_CI_CUDA_ARCH || '90';

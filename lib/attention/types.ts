@@ -143,7 +143,7 @@ export type AttentionTensor = Float32Array | DeviceTensor;
 
 /**
  * Forward results of a call with DeviceTensor inputs: `out` in the inputs' dtype and shape
- * (bfloat16 inputs give a bfloat16 out), `lse` float32 `[batch, qHeads, seqLen]`, both on the
+ * (bfloat16 inputs give a bfloat16 out, float16 a float16 one), `lse` float32 `[batch, qHeads, seqLen]`, both on the
  * inputs' device.
  */
 export interface DeviceAttentionForwardResult {

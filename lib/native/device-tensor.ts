@@ -2,8 +2,12 @@ import { cudaAvailable, resolveDevice, type DeviceRequest } from './device.js';
 import { DeviceUnavailableError } from './errors.js';
 import { loadAddon } from './loader.js';
 
-/** Element type of a {@link DeviceTensor}: IEEE fp32, or bfloat16 (fp32's top 16 bits, rounded to nearest even). */
-export type DType = 'float32' | 'bfloat16';
+/**
+ * Element type of a {@link DeviceTensor}: IEEE fp32, bfloat16 (fp32's top 16 bits, rounded to
+ * nearest even) or float16 (IEEE half: 11 significant bits, rounded to nearest even; subnormals
+ * kept, magnitudes from 65520 on become infinity, as `tensor.to(torch.float16)`).
+ */
+export type DType = 'float32' | 'bfloat16' | 'float16';
 
 /** Where a {@link DeviceTensor} lives: host memory (`'cpu'`) or a CUDA device (`'cuda:<index>'`). */
 export type TensorDevice = 'cpu' | `cuda:${number}`;
@@ -24,11 +28,11 @@ export interface DeviceTensor {
   readonly device: TensorDevice;
   /** Number of elements (product of the shape). */
   readonly size: number;
-  /** Bytes of device memory held (`size` × 4 for float32, × 2 for bfloat16). */
+  /** Bytes of device memory held (`size` × 4 for float32, × 2 for bfloat16 and float16). */
   readonly bytes: number;
   /** True after {@link DeviceTensor.dispose}. */
   readonly disposed: boolean;
-  /** Copies the values to a new Float32Array on the host (bfloat16 widened exactly). Throws once disposed. */
+  /** Copies the values to a new Float32Array on the host (bfloat16 and float16 widened exactly). Throws once disposed. */
   toArray(): Float32Array;
   /** Frees the memory now (idempotent); the handle can no longer be used in calls. */
   dispose(): void;
@@ -43,7 +47,7 @@ export interface ToDeviceOptions {
    * else `'auto'`, i.e. CUDA when a GPU is usable, else the cpu).
    */
   device?: DeviceRequest | `cuda:${number}`;
-  /** Element type on the device (default `'float32'`); bfloat16 rounds to nearest even. */
+  /** Element type on the device (default `'float32'`); bfloat16 and float16 round to nearest even. */
   dtype?: DType;
 }
 

@@ -1,6 +1,6 @@
 // Attention calls whose tensors are DeviceTensors or whose device is CUDA:
-//   - 'cpu' DeviceTensors: the CPU kernels on the tensors' host memory (bf16 tensors are
-//     widened to fp32 first), results as new 'cpu' DeviceTensors in the inputs' dtype;
+//   - 'cpu' DeviceTensors: the CPU kernels on the tensors' host memory (bf16 and fp16 tensors
+//     are widened to fp32 first), results as new 'cpu' DeviceTensors in the inputs' dtype;
 //   - CUDA: Float32Arrays are copied to the device and the results back (fp32); DeviceTensors
 //     are used in place and the results stay on the device as new DeviceTensors (out, dq, dk,
 //     dv in the inputs' dtype; lse and dSinks in float32). Small fp32 inputs given as
@@ -105,23 +105,25 @@ const void* DeviceView(const TensorIn& t, int index, std::size_t n, std::vector<
   return temps->back().data();
 }
 
-// A device output of `dtype` (fp32 or bf16 bits).
+// A device output of `dtype` (fp32, or the bits of bf16 or fp16).
 struct DeviceOut {
   DType dtype;
   DeviceBuffer<float> f32;
-  DeviceBuffer<std::uint16_t> bf16;
+  DeviceBuffer<std::uint16_t> bits16;
   DeviceOut(int index, DType t, std::size_t n, const char* what) : dtype(t) {
-    if (dtype == DType::kBF16) {
-      bf16 = DeviceBuffer<std::uint16_t>(index, n, what);
-    } else {
+    if (dtype == DType::kF32) {
       f32 = DeviceBuffer<float>(index, n, what);
+    } else {
+      bits16 = DeviceBuffer<std::uint16_t>(index, n, what);
     }
   }
-  void* ptr() const { return dtype == DType::kBF16 ? static_cast<void*>(bf16.data()) : static_cast<void*>(f32.data()); }
+  void* ptr() const {
+    return dtype == DType::kF32 ? static_cast<void*>(f32.data()) : static_cast<void*>(bits16.data());
+  }
   // As a DeviceTensor result.
   TensorRef Tensor(std::vector<std::int64_t> shape) {
-    if (dtype == DType::kBF16) return std::make_shared<TensorStorage>(std::move(bf16), std::move(shape));
-    return std::make_shared<TensorStorage>(std::move(f32), std::move(shape));
+    if (dtype == DType::kF32) return std::make_shared<TensorStorage>(std::move(f32), std::move(shape));
+    return std::make_shared<TensorStorage>(std::move(bits16), std::move(shape), dtype);
   }
   // As a host fp32 result (Float32Array calls are fp32 throughout).
   HostBuffer<float> Host(const char* what) {

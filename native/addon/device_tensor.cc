@@ -120,12 +120,14 @@ std::vector<std::int64_t> RequireShape(const Napi::Value& v, const std::string& 
 }
 
 // deviceTensorFromArray(data: Float32Array, shape: number[], device: string, dtype: string)
+// (dtype "float32", "bfloat16" or "float16")
 Napi::Value FromArray(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Float32Array data = RequireF32(info[0], "data");
   const std::vector<std::int64_t> shape = RequireShape(info[1], "shape");
   const int slot = RequireDevice(info[2], "device");
-  const DType dtype = RequireEnum(info[3], "dtype", {"float32", "bfloat16"}) == "bfloat16" ? DType::kBF16 : DType::kF32;
+  const std::string name = RequireEnum(info[3], "dtype", {"float32", "bfloat16", "float16"});
+  const DType dtype = name == "bfloat16" ? DType::kBF16 : name == "float16" ? DType::kF16 : DType::kF32;
   const std::size_t count = TensorStorage::Count(shape);
   if (data.ElementLength() != count) {
     throw Napi::RangeError::New(env, "data has length " + std::to_string(data.ElementLength()) + " but shape " +

@@ -4,9 +4,9 @@
 // The CUDA backend of sink attention: entry points that validate, make the device current,
 // run the kernels on a stream of their own and wait for them; registered with
 // RegisterCudaBackend when the addon loads (this file is compiled only by the CUDA build).
-// bf16 inputs with headDim <= 128 on sm_80 and newer take the tensor-core kernels
-// (cuda_fused_tc_*.cu); other bf16 calls take the fp32-arithmetic kernels and say why once on
-// stderr; SINKFLEX_ATTENTION_TENSOR_CORES=0 keeps bf16 on the fp32-arithmetic kernels.
+// bf16 and fp16 inputs with headDim <= 128 on sm_80 and newer take the tensor-core kernels
+// (cuda_fused_tc_*.cu); other bf16/fp16 calls take the fp32-arithmetic kernels and say why once
+// on stderr; SINKFLEX_ATTENTION_TENSOR_CORES=0 keeps them on the fp32-arithmetic kernels.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,18 +50,19 @@ void RequireBackward(const DeviceBackwardArgs& a, bool needOut) {
   RequirePtr(a.dv, "dv");
 }
 
-// Says once per process why a bf16 call does not use the tensor cores.
+// Says once per process why a bf16 or fp16 call does not use the tensor cores.
 void NoteNoTensorCores(std::once_flag& once, const std::string& why) {
   std::call_once(once, [&] {
     std::fprintf(stderr,
-                 "sinkflex: bf16 CUDA attention without tensor cores (%s): the fp32-arithmetic kernels run instead\n",
+                 "sinkflex: bf16/fp16 CUDA attention without tensor cores (%s): the fp32-arithmetic kernels run "
+                 "instead\n",
                  why.c_str());
   });
 }
 
 /** Whether a fused call takes the tensor-core kernels (the current device is `device`). */
 bool UseTensorCores(int device, const Shape& s, DType dtype) {
-  if (dtype != DType::kBF16) return false;
+  if (dtype == DType::kF32) return false;
   const char* env = std::getenv("SINKFLEX_ATTENTION_TENSOR_CORES");  // read per call: tests switch it
   if (env != nullptr && std::strcmp(env, "0") == 0) return false;
   if (s.headDim > kMaxTensorCoreHeadDim) {

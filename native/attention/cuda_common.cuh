@@ -3,7 +3,7 @@
 // Tests: test/attention/cuda.test.ts (on a GPU, or on the CUDA emulator without one).
 // Shared pieces of the CUDA sink-attention kernels (cuda_*.cu): the parameters every kernel
 // gets, the mask program evaluated on the device (for partial tiles and the eager dense mask),
-// element conversions (fp32 / bf16 in, fp32 arithmetic) and the host-side plan that uploads
+// element conversions (fp32 / bf16 / fp16 in, fp32 arithmetic) and the host-side plan that uploads
 // the tile classification and the mask.
 //
 // Tiles: the kernels walk 64 x 64 (query, key) tiles classified like the CPU block mask
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../core/cuda_check.cuh"
+#include "../core/cuda_mma.cuh"
 #include "../core/device_buffer.h"
 #include "sink_attention.h"
 
@@ -112,8 +113,17 @@ __device__ __forceinline__ bool MaskAllowed(const DevMask& m, long long b, long 
 
 // ---- element conversions ----------------------------------------------------------------------
 
+/**
+ * IEEE half (float16) in device memory, as its bits: the kernels' own element type (converted with
+ * cvt on the GPU, in plain C++ on the emulator; no cuda_fp16.h needed).
+ */
+struct alignas(2) F16 {
+  std::uint16_t bits;
+};
+
 __device__ __forceinline__ float ToF(float x) { return x; }
 __device__ __forceinline__ float ToF(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float ToF(F16 x) { return ::sinkflex::mma::F16Float(x.bits); }
 template <typename T>
 __device__ __forceinline__ T FromF(float x);
 template <>
@@ -123,6 +133,10 @@ __device__ __forceinline__ float FromF<float>(float x) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 FromF<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ F16 FromF<F16>(float x) {
+  return F16{::sinkflex::mma::F16Bits(x)};
 }
 
 // ---- host side ------------------------------------------------------------------------------
@@ -153,13 +167,16 @@ void RequireSharedMemory(std::size_t bytes, const char* kernel);
 /** bf16 bits as the CUDA type. */
 inline const __nv_bfloat16* AsBf16(const void* p) { return static_cast<const __nv_bfloat16*>(p); }
 inline __nv_bfloat16* AsBf16(void* p) { return static_cast<__nv_bfloat16*>(p); }
+/** fp16 bits as the kernels' F16. */
+inline const F16* AsF16(const void* p) { return static_cast<const F16*>(p); }
+inline F16* AsF16(void* p) { return static_cast<F16*>(p); }
 
 // Launchers (cuda_fused_fwd.cu, cuda_fused_bwd.cu, cuda_eager.cu); the caller holds a DeviceGuard.
 void LaunchFusedForward(const AttnParams& p, const DeviceForwardArgs& a, cudaStream_t stream);
 void LaunchFusedBackward(int device, const AttnParams& p, const DeviceBackwardArgs& a, cudaStream_t stream);
 /** The backward's first steps (cuda_fused_bwd.cu): delta = dO.o - dLse per row into `delta`, and dSinks. */
 void LaunchBackwardPrologue(const AttnParams& p, const DeviceBackwardArgs& a, float* delta, cudaStream_t stream);
-// The tensor-core kernels (cuda_fused_tc_fwd.cu, cuda_fused_tc_bwd.cu): bf16 inputs, headDim <= 128, sm_80+.
+// The tensor-core kernels (cuda_fused_tc_fwd.cu, cuda_fused_tc_bwd.cu): bf16 or fp16 inputs, headDim <= 128, sm_80+.
 void LaunchTensorCoreForward(const AttnParams& p, const DeviceForwardArgs& a, cudaStream_t stream);
 void LaunchTensorCoreBackward(int device, const AttnParams& p, const DeviceBackwardArgs& a, cudaStream_t stream);
 void RunEagerForward(int device, const Shape& shape, const Options& opts, const DeviceForwardArgs& a,

@@ -9,8 +9,8 @@
 //   backward  dP = dO V^T (sink column 0); D = rowsum(P * dP) - dLse; dS = P (dP - D);
 //             dsink = sum dS[.., kvLen]; (softcap: dS *= 1 - tanh^2 of the recomputed scores);
 //             dS *= c; dq = dS K; dk = sum over the group of dS^T Q; dv = sum of P^T dO
-// bf16 inputs are first converted to fp32 copies (as `x.float()` would); outputs are converted
-// back. Peak memory: mask + 2 tensors forward, 3 tensors backward (P, dP, dS).
+// bf16 and fp16 inputs are first converted to fp32 copies (as `x.float()` would); outputs are
+// converted back. Peak memory: mask + 2 tensors forward, 3 tensors backward (P, dP, dS).
 #include <cmath>
 
 #include "cuda_common.cuh"
@@ -250,12 +250,15 @@ unsigned Rows(const AttnParams& p) {
 
 std::size_t TensorElems(const AttnParams& p) { return static_cast<std::size_t>(p.B * p.Hq * p.T * (p.Tk + 1)); }
 
-/** fp32 view of an input: the pointer itself (fp32) or a converted copy (bf16). */
+/** fp32 view of an input: the pointer itself (fp32) or a converted copy (bf16, fp16). */
 const float* AsF32(int device, DType dtype, const void* x, long long n, DeviceBuffer<float>* copy, const char* what,
                    cudaStream_t stream) {
   if (dtype == DType::kF32) return static_cast<const float*>(x);
   *copy = DeviceBuffer<float>(device, static_cast<std::size_t>(n), what);
-  Convert(AsBf16(x), copy->data(), n, stream);
+  if (dtype == DType::kF16)
+    Convert(AsF16(x), copy->data(), n, stream);
+  else
+    Convert(AsBf16(x), copy->data(), n, stream);
   return copy->data();
 }
 
@@ -263,9 +266,10 @@ const float* AsF32(int device, DType dtype, const void* x, long long n, DeviceBu
 struct OutF32 {
   float* ptr;
   DeviceBuffer<float> scratch;
+  DType dtype;
   void* dst;
   long long n;
-  OutF32(int device, DType dtype, void* d, long long count, const char* what) : dst(d), n(count) {
+  OutF32(int device, DType t, void* d, long long count, const char* what) : dtype(t), dst(d), n(count) {
     if (dtype == DType::kF32) {
       ptr = static_cast<float*>(d);
     } else {
@@ -274,7 +278,11 @@ struct OutF32 {
     }
   }
   void Finish(cudaStream_t stream) {
-    if (scratch.data() != nullptr) Convert(scratch.data(), AsBf16(dst), n, stream);
+    if (scratch.data() == nullptr) return;
+    if (dtype == DType::kF16)
+      Convert(scratch.data(), AsF16(dst), n, stream);
+    else
+      Convert(scratch.data(), AsBf16(dst), n, stream);
   }
 };
 

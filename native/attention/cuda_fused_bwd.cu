@@ -403,6 +403,8 @@ void LaunchTyped(int device, const AttnParams& p, const DeviceBackwardArgs& a, c
 void LaunchBackwardPrologue(const AttnParams& p, const DeviceBackwardArgs& a, float* delta, cudaStream_t stream) {
   if (a.dtype == DType::kBF16) {
     LaunchPrologueTyped<__nv_bfloat16>(p, a, delta, stream);
+  } else if (a.dtype == DType::kF16) {
+    LaunchPrologueTyped<F16>(p, a, delta, stream);
   } else {
     LaunchPrologueTyped<float>(p, a, delta, stream);
   }
@@ -411,6 +413,8 @@ void LaunchBackwardPrologue(const AttnParams& p, const DeviceBackwardArgs& a, fl
 void LaunchFusedBackward(int device, const AttnParams& p, const DeviceBackwardArgs& a, cudaStream_t stream) {
   if (a.dtype == DType::kBF16) {
     LaunchTyped<__nv_bfloat16>(device, p, a, stream);
+  } else if (a.dtype == DType::kF16) {
+    LaunchTyped<F16>(device, p, a, stream);
   } else {
     LaunchTyped<float>(device, p, a, stream);
   }

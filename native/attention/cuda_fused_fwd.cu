@@ -217,6 +217,8 @@ void LaunchTyped(const AttnParams& p, const DeviceForwardArgs& a, cudaStream_t s
 void LaunchFusedForward(const AttnParams& p, const DeviceForwardArgs& a, cudaStream_t stream) {
   if (a.dtype == DType::kBF16) {
     LaunchTyped<__nv_bfloat16>(p, a, stream);
+  } else if (a.dtype == DType::kF16) {
+    LaunchTyped<F16>(p, a, stream);
   } else {
     LaunchTyped<float>(p, a, stream);
   }

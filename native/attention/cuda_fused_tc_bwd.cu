@@ -1,9 +1,9 @@
 // Reference: docs/design.md, "Sink attention — semantics" (backward); FlashAttention-2 (Dao, 2023),
 //   the backward's split into a key-side and a query-side pass; the PTX ISA's mma.m16n8k16 fragments.
 // Tests: test/attention/cuda-tensor-cores.test.ts (on a GPU, or on the CUDA emulator without one).
-// Fused sink-attention backward on the tensor cores (bf16 q, k, v, out, dO; fp32 statistics and
-// accumulators), deterministic: no atomics, every output element written by one thread, sums in a
-// fixed order.
+// Fused sink-attention backward on the tensor cores (bf16 or fp16 q, k, v, out, dO — the template
+// parameter Op; fp32 statistics and accumulators), deterministic: no atomics, every output element written by one
+// thread, sums in a fixed order.
 //
 //   1. D_i = dO_i . o_i - dLse_i and dsink_h = -sum_{b,i} exp(s_h - L_i) D_i (in double): the
 //      kernels of cuda_fused_bwd.cu (LaunchBackwardPrologue).
@@ -14,7 +14,7 @@
 //      non-empty query tile, in QS-row
 //      steps: Sᵀ = K Qᵀ and dPᵀ = V dOᵀ on the tensor cores, P = exp(c Sᵀ - L) and
 //      dS = P (dPᵀ - D) (times tanh' under softcap) in fp32 registers, then dV += Pᵀ dO and
-//      dK += dSᵀ Q with P and dS rounded to bf16 as A fragments in registers; dk = c dK.
+//      dK += dSᵀ Q with P and dS rounded to bf16 / fp16 as A fragments in registers; dk = c dK.
 //   3. TcQueryGradKernel: one block of 4 warps per (64 query rows, batch, head): for every
 //      non-empty key tile, in BN-key steps, S = Q Kᵀ and dP = dO Vᵀ, the same P and dS, then
 //      dQ += dS K on the tensor cores; dq = c dQ.
@@ -52,7 +52,7 @@ struct TcKeyCfg {
   static constexpr std::size_t kSmem = (2 * std::size_t(kTile) + 2 * std::size_t(QS)) * RP * 2 + 2 * QS * sizeof(float);
 };
 
-template <int DB, int QS>
+template <Operand Op, int DB, int QS>
 __global__ void __launch_bounds__(kThreads)
     TcKeyGradKernel(AttnParams p, const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
                     const std::uint16_t* __restrict__ v, const std::uint16_t* __restrict__ dOut,
@@ -124,10 +124,10 @@ __global__ void __launch_bounds__(kThreads)
             std::uint32_t bq[2][2], bo[2][2];
             LoadB2<RP>(bq, Qs, n * 8, kk * 16);
             LoadB2<RP>(bo, dOs, n * 8, kk * 16);
-            Mma(s[n], ak, bq[0]);
-            Mma(s[n + 1], ak, bq[1]);
-            Mma(dp[n], av, bo[0]);
-            Mma(dp[n + 1], av, bo[1]);
+            Mma<Op>(s[n], ak, bq[0]);
+            Mma<Op>(s[n + 1], ak, bq[1]);
+            Mma<Op>(dp[n], av, bo[0]);
+            Mma<Op>(dp[n + 1], av, bo[1]);
           }
         }
         // Rows are keys (r0 + g + 8 hr), columns queries (n * 8 + 2 tg + e).
@@ -143,17 +143,17 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int kk = 0; kk < QS / 16; ++kk) {
           std::uint32_t ap[4], ad[4];
-          CToA(ap, s[2 * kk], s[2 * kk + 1]);
-          CToA(ad, dp[2 * kk], dp[2 * kk + 1]);
+          CToA<Op>(ap, s[2 * kk], s[2 * kk + 1]);
+          CToA<Op>(ad, dp[2 * kk], dp[2 * kk + 1]);
 #pragma unroll
           for (int o = 0; o < ON; o += 2) {
             std::uint32_t bo[2][2], bq[2][2];
             LoadBT2<RP>(bo, dOs, kk * 16, o * 8);
             LoadBT2<RP>(bq, Qs, kk * 16, o * 8);
-            Mma(dV[o], ap, bo[0]);
-            Mma(dV[o + 1], ap, bo[1]);
-            Mma(dK[o], ad, bq[0]);
-            Mma(dK[o + 1], ad, bq[1]);
+            Mma<Op>(dV[o], ap, bo[0]);
+            Mma<Op>(dV[o + 1], ap, bo[1]);
+            Mma<Op>(dK[o], ad, bq[0]);
+            Mma<Op>(dK[o + 1], ad, bq[1]);
           }
         }
       }
@@ -172,8 +172,8 @@ __global__ void __launch_bounds__(kThreads)
         const int d = o * 8 + 2 * tg + e;
         if (d >= p.D) continue;
         if (split == 1) {
-          dk[at + d] = ::sinkflex::mma::Bf16Bits(dK[o][2 * hr + e] * p.scale);
-          dv[at + d] = ::sinkflex::mma::Bf16Bits(dV[o][2 * hr + e]);
+          dk[at + d] = ::sinkflex::mma::Bits16<Op>(dK[o][2 * hr + e] * p.scale);
+          dv[at + d] = ::sinkflex::mma::Bits16<Op>(dV[o][2 * hr + e]);
         } else {  // planes [part][dk, dv][B * Tk * Hkv * D]
           const long long n = p.B * p.Tk * p.Hkv * p.D;
           partial[(2 * part) * n + at + d] = dK[o][2 * hr + e] * p.scale;
@@ -183,7 +183,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-/** dk and dv = the sums over the `split` partial planes (in order), rounded to bf16. */
+/** dk and dv = the sums over the `split` partial planes (in order), rounded to bf16 or fp16 (Op). */
+template <Operand Op>
 __global__ void SumSplitsKernel(long long n, int split, const float* __restrict__ partial,
                                 std::uint16_t* __restrict__ dk, std::uint16_t* __restrict__ dv) {
   const long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -193,8 +194,8 @@ __global__ void SumSplitsKernel(long long n, int split, const float* __restrict_
     sk += partial[(2 * s) * n + e];
     sv += partial[(2 * s + 1) * n + e];
   }
-  dk[e] = ::sinkflex::mma::Bf16Bits(sk);
-  dv[e] = ::sinkflex::mma::Bf16Bits(sv);
+  dk[e] = ::sinkflex::mma::Bits16<Op>(sk);
+  dv[e] = ::sinkflex::mma::Bits16<Op>(sv);
 }
 
 // ---- dq ----------------------------------------------------------------------------------------
@@ -205,7 +206,7 @@ struct TcQueryCfg {
   static constexpr std::size_t kSmem = (2 * std::size_t(kTile) + 2 * std::size_t(BN)) * RP * 2;
 };
 
-template <int DB, int BN>
+template <Operand Op, int DB, int BN>
 __global__ void __launch_bounds__(kThreads)
     TcQueryGradKernel(AttnParams p, const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
                       const std::uint16_t* __restrict__ v, const std::uint16_t* __restrict__ dOut,
@@ -274,10 +275,10 @@ __global__ void __launch_bounds__(kThreads)
           std::uint32_t bk[2][2], bv[2][2];
           LoadB2<RP>(bk, Ks, n * 8, kk * 16);
           LoadB2<RP>(bv, Vs, n * 8, kk * 16);
-          Mma(s[n], aq, bk[0]);
-          Mma(s[n + 1], aq, bk[1]);
-          Mma(dp[n], ao, bv[0]);
-          Mma(dp[n + 1], ao, bv[1]);
+          Mma<Op>(s[n], aq, bk[0]);
+          Mma<Op>(s[n + 1], aq, bk[1]);
+          Mma<Op>(dp[n], ao, bv[0]);
+          Mma<Op>(dp[n + 1], ao, bv[1]);
         }
       }
       // Rows are queries (r0 + g + 8 hr), columns keys (n * 8 + 2 tg + e).
@@ -294,13 +295,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
         std::uint32_t ad[4];
-        CToA(ad, dp[2 * kk], dp[2 * kk + 1]);
+        CToA<Op>(ad, dp[2 * kk], dp[2 * kk + 1]);
 #pragma unroll
         for (int o = 0; o < ON; o += 2) {
           std::uint32_t bk[2][2];
           LoadBT2<RP>(bk, Ks, kk * 16, o * 8);
-          Mma(dQ[o], ad, bk[0]);
-          Mma(dQ[o + 1], ad, bk[1]);
+          Mma<Op>(dQ[o], ad, bk[0]);
+          Mma<Op>(dQ[o + 1], ad, bk[1]);
         }
       }
     }
@@ -316,12 +317,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int d = o * 8 + 2 * tg + e;
-        if (d < p.D) dst[d] = ::sinkflex::mma::Bf16Bits(dQ[o][2 * hr + e] * p.scale);
+        if (d < p.D) dst[d] = ::sinkflex::mma::Bits16<Op>(dQ[o][2 * hr + e] * p.scale);
       }
   }
 }
 
-template <int DB, int QS, int BN>
+template <Operand Op, int DB, int QS, int BN>
 void LaunchGrads(int device, const AttnParams& p, const DeviceBackwardArgs& a, const float* delta,
                  cudaStream_t stream) {
   using KC = TcKeyCfg<DB, QS>;
@@ -331,8 +332,9 @@ void LaunchGrads(int device, const AttnParams& p, const DeviceBackwardArgs& a, c
   const auto* v = static_cast<const std::uint16_t*>(a.v);
   const auto* dOut = static_cast<const std::uint16_t*>(a.dOut);
   RequireSharedMemory(KC::kSmem > QC::kSmem ? KC::kSmem : QC::kSmem, "the tensor-core attention backward");
-  auto kvKernel = TcKeyGradKernel<DB, QS>;
-  auto qKernel = TcQueryGradKernel<DB, BN>;
+  auto kvKernel = TcKeyGradKernel<Op, DB, QS>;
+  auto qKernel = TcQueryGradKernel<Op, DB, BN>;
+  auto sumKernel = SumSplitsKernel<Op>;
   SFX_CUDA_CHECK(
       cudaFuncSetAttribute(kvKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(KC::kSmem)));
   SFX_CUDA_CHECK(
@@ -360,7 +362,7 @@ void LaunchGrads(int device, const AttnParams& p, const DeviceBackwardArgs& a, c
   if (split > 1) {
     const long long blocks = (n + 255) / 256;
     if (blocks > 2147483647LL) throw ArgumentError("too many dk/dv elements for one launch");
-    SFX_LAUNCH(SumSplitsKernel, static_cast<unsigned>(blocks), 256, 0, stream)
+    SFX_LAUNCH(sumKernel, static_cast<unsigned>(blocks), 256, 0, stream)
     (n, split, partial.data(), static_cast<std::uint16_t*>(a.dk), static_cast<std::uint16_t*>(a.dv));
     SFX_CUDA_LAUNCH_CHECK("SumSplitsKernel");
   }
@@ -376,10 +378,13 @@ void LaunchTensorCoreBackward(int device, const AttnParams& p, const DeviceBackw
   const long long rows = p.B * p.Hq * p.T;
   DeviceBuffer<float> delta(device, static_cast<std::size_t>(rows), "fused attention backward D");
   LaunchBackwardPrologue(p, a, delta.data(), stream);
+  const bool f16 = a.dtype == DType::kF16;
   if (p.D <= 64) {
-    LaunchGrads<64, 64, 64>(device, p, a, delta.data(), stream);
+    f16 ? LaunchGrads<Operand::kF16, 64, 64, 64>(device, p, a, delta.data(), stream)
+        : LaunchGrads<Operand::kBf16, 64, 64, 64>(device, p, a, delta.data(), stream);
   } else {
-    LaunchGrads<128, 32, 32>(device, p, a, delta.data(), stream);
+    f16 ? LaunchGrads<Operand::kF16, 128, 32, 32>(device, p, a, delta.data(), stream)
+        : LaunchGrads<Operand::kBf16, 128, 32, 32>(device, p, a, delta.data(), stream);
   }
   SFX_CUDA_CHECK(cudaStreamSynchronize(stream));  // delta is freed on return
 }

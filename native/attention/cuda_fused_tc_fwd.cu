@@ -1,8 +1,9 @@
 // Reference: docs/design.md, "Sink attention — semantics"; FlashAttention-2 (Dao, 2023), the
 //   forward's warp layout and register reuse of P; the PTX ISA's mma.m16n8k16 fragments.
 // Tests: test/attention/cuda-tensor-cores.test.ts (on a GPU, or on the CUDA emulator without one).
-// Fused sink-attention forward on the tensor cores: bf16 q, k, v; fp32 scores, softmax statistics
-// and accumulators; bf16 mma.m16n8k16 for S = Q Kᵀ and O += P V.
+// Fused sink-attention forward on the tensor cores: bf16 (or fp16: the template parameter Op) q,
+// k, v; fp32 scores, softmax statistics and accumulators; mma.m16n8k16 of that type for S = Q Kᵀ
+// and O += P V.
 //
 // One block of 4 warps per (64 query rows, batch, query head); warp w owns rows 16w..16w+15.
 // The block loads its query tile (bf16, headDim padded with zeros to DB = 64 or 128) once, each
@@ -11,8 +12,8 @@
 // .trans, V as the B operand of P V). Each warp computes its 16 x 64 scores
 // in mma C fragments, scales them (c q.k in fp32; softcap in fp32), masks partial tiles per
 // element, updates the online softmax seeded by the sink (m = s_h, l = 1; row max and sum over the
-// 4 lanes of a row), rounds P to bf16 in registers (the C fragments of two neighbouring 8-key
-// tiles are the A fragment of one 16-key step) and adds P V. Output bf16, lse fp32; rows with no
+// 4 lanes of a row), rounds P to bf16 / fp16 in registers (the C fragments of two neighbouring 8-key
+// tiles are the A fragment of one 16-key step) and adds P V. Output in the inputs' type, lse fp32; rows with no
 // visible key and no sink give 0 / -inf.
 #include <cmath>
 
@@ -30,7 +31,7 @@ struct TcFwdCfg {
   static constexpr std::size_t kSmem = (std::size_t(kBM) + 2 * std::size_t(kBN)) * QP * 2;
 };
 
-template <int DB>
+template <Operand Op, int DB>
 __global__ void __launch_bounds__(kThreads)
     TcForwardKernel(AttnParams p, const std::uint16_t* __restrict__ q, const std::uint16_t* __restrict__ k,
                     const std::uint16_t* __restrict__ v, const float* __restrict__ sinks,
@@ -97,8 +98,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int n = 0; n < NT; n += 2) {
         std::uint32_t bb[2][2];
         LoadB2<QP>(bb, Ks, n * 8, kk * 16);
-        Mma(s[n], qa[kk], bb[0]);
-        Mma(s[n + 1], qa[kk], bb[1]);
+        Mma<Op>(s[n], qa[kk], bb[0]);
+        Mma<Op>(s[n + 1], qa[kk], bb[1]);
       }
 
     // Scores -> probabilities, row by row (this lane holds rows g and g + 8 of the warp's 16).
@@ -151,13 +152,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
       std::uint32_t a[4];
-      CToA(a, s[2 * kk], s[2 * kk + 1]);
+      CToA<Op>(a, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
       for (int o = 0; o < ON; o += 2) {
         std::uint32_t bb[2][2];
         LoadBT2<QP>(bb, Vs, kk * 16, o * 8);
-        Mma(acc[o], a, bb[0]);
-        Mma(acc[o + 1], a, bb[1]);
+        Mma<Op>(acc[o], a, bb[0]);
+        Mma<Op>(acc[o + 1], a, bb[1]);
       }
     }
   }
@@ -174,16 +175,16 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int d = o * 8 + 2 * tg + e;
-        if (d < p.D) dst[d] = ::sinkflex::mma::Bf16Bits(any ? acc[o][2 * hr + e] * inv : 0.0f);
+        if (d < p.D) dst[d] = ::sinkflex::mma::Bits16<Op>(any ? acc[o][2 * hr + e] * inv : 0.0f);
       }
     if (tg == 0) lse[(b * p.Hq + h) * p.T + i] = any ? m[hr] + logf(l[hr]) : -INFINITY;
   }
 }
 
-template <int DB>
+template <Operand Op, int DB>
 void Launch(const AttnParams& p, const DeviceForwardArgs& a, cudaStream_t stream) {
   using C = TcFwdCfg<DB>;
-  auto kernel = TcForwardKernel<DB>;
+  auto kernel = TcForwardKernel<Op, DB>;
   RequireSharedMemory(C::kSmem, "the tensor-core attention forward");
   SFX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::kSmem)));
   const long long blocks = static_cast<long long>(p.tiles.qTiles) * p.B * p.Hq;
@@ -197,10 +198,11 @@ void Launch(const AttnParams& p, const DeviceForwardArgs& a, cudaStream_t stream
 }  // namespace
 
 void LaunchTensorCoreForward(const AttnParams& p, const DeviceForwardArgs& a, cudaStream_t stream) {
+  const bool f16 = a.dtype == DType::kF16;
   if (p.D <= 64) {
-    Launch<64>(p, a, stream);
+    f16 ? Launch<Operand::kF16, 64>(p, a, stream) : Launch<Operand::kBf16, 64>(p, a, stream);
   } else {
-    Launch<128>(p, a, stream);
+    f16 ? Launch<Operand::kF16, 128>(p, a, stream) : Launch<Operand::kBf16, 128>(p, a, stream);
   }
 }
 

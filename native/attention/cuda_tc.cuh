@@ -2,16 +2,17 @@
 //   A/B/C fragment layouts used below); docs/design.md, "Sink attention — semantics".
 // Tests: test/attention/cuda-tensor-cores.test.ts (on a GPU, or on the CUDA emulator without one).
 // Pieces of the tensor-core sink-attention kernels (cuda_fused_tc_fwd.cu, cuda_fused_tc_bwd.cu):
-// bf16 bits in shared memory (row-major tiles, rows padded by 8 elements: 16-byte aligned for
+// bf16 (or fp16) bits in shared memory (row-major tiles, rows padded by 8 elements: 16-byte aligned for
 // ldmatrix, conflict-free), fragments loaded with ldmatrix (.trans where the mma wants the tile's
-// other orientation), the warp-level m16n8k16 bf16 mma with fp32 accumulators, and the tile
-// loader from the [batch, row, heads, headDim] tensors.
+// other orientation), the warp-level m16n8k16 mma (bf16 or fp16 operands, the kernels' template
+// parameter Op) with fp32 accumulators, and the tile loader from the [batch, row, heads, headDim]
+// tensors (it copies 16-bit bits, whichever type they are).
 //
 // Fragments of one warp (lane = 4 g + t, g = lane / 4, t = lane % 4; PTX ISA layouts):
 //   A (16 x 16, row-major): a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..)
 //   B (16 x 8, k x n):      b0 = (k 2t..2t+1, n g), b1 = (k 2t+8..2t+9, n g)
 //   C (16 x 8, fp32):       c0, c1 = (g, 2t..2t+1), c2, c3 = (g+8, 2t..2t+1)
-// Each 32-bit register holds two bf16, the lower column/k index in the low half. The C
+// Each 32-bit register holds two 16-bit elements, the lower column/k index in the low half. The C
 // fragments of two neighbouring n-tiles are exactly the A fragment of one 16-wide k-step
 // (FlashAttention-2's register reuse of P).
 #pragma once
@@ -27,7 +28,7 @@
 
 namespace sinkflex::attention::cuda {
 
-/** Largest headDim of the tensor-core kernels (bf16 inputs; headDim is padded to 64 or 128). */
+/** Largest headDim of the tensor-core kernels (bf16 or fp16 inputs; headDim is padded to 64 or 128). */
 constexpr std::int64_t kMaxTensorCoreHeadDim = 128;
 
 /** 16 aligned bytes: the element type of the tensor-core kernels' dynamic shared memory. */
@@ -35,17 +36,12 @@ struct alignas(16) TcChunk {
   std::uint32_t w[4];
 };
 
-/** The float of bf16 bits (exact). */
-__device__ __forceinline__ float Bf16ToFloat(std::uint16_t bits) {
-  const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
+using ::sinkflex::mma::Operand;
 
-/** bf16(lo) in the low half, bf16(hi) in the high half (round to nearest even). */
-__device__ __forceinline__ std::uint32_t PackBf16(float lo, float hi) {
-  return ::sinkflex::mma::Pack2(::sinkflex::mma::Bf16Bits(lo), ::sinkflex::mma::Bf16Bits(hi));
+/** op(lo) in the low half, op(hi) in the high half: 16-bit elements of type Op (round to nearest even). */
+template <Operand Op>
+__device__ __forceinline__ std::uint32_t Pack16(float lo, float hi) {
+  return ::sinkflex::mma::Pack2(::sinkflex::mma::Bits16<Op>(lo), ::sinkflex::mma::Bits16<Op>(hi));
 }
 
 /** The A fragment of rows r0..r0+15, columns k0..k0+15 of a row-major bf16 tile (row stride SP) (ldmatrix.x4). */
@@ -86,20 +82,22 @@ __device__ __forceinline__ void LoadBT2(std::uint32_t (&b)[2][2], const std::uin
   b[1][1] = x[3];
 }
 
-/** The A fragment of 16 rows x 16 columns from the C fragments of two neighbouring 8-column tiles, rounded to bf16. */
+/** The A fragment of 16 rows x 16 columns from the C fragments of two neighbouring 8-column tiles, rounded to Op. */
+template <Operand Op>
 __device__ __forceinline__ void CToA(std::uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
-  a[0] = PackBf16(c0[0], c0[1]);
-  a[1] = PackBf16(c0[2], c0[3]);
-  a[2] = PackBf16(c1[0], c1[1]);
-  a[3] = PackBf16(c1[2], c1[3]);
+  a[0] = Pack16<Op>(c0[0], c0[1]);
+  a[1] = Pack16<Op>(c0[2], c0[3]);
+  a[2] = Pack16<Op>(c1[0], c1[1]);
+  a[3] = Pack16<Op>(c1[2], c1[3]);
 }
 
-/** d += a b on the tensor cores (m16n8k16, bf16 in, fp32 accumulate). */
+/** d += a b on the tensor cores (m16n8k16, bf16 or fp16 in per Op, fp32 accumulate). */
+template <Operand Op>
 __device__ __forceinline__ void Mma(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  __trap();  // no bf16 mma before sm_80; the host never launches these kernels there
+  __trap();  // no bf16/fp16 m16n8k16 mma before sm_80; the host never launches these kernels there
 #else
-  ::sinkflex::mma::MmaBf16(d, a, b);
+  ::sinkflex::mma::MmaM16N8K16<Op>(d, a, b);
 #endif
 }
 

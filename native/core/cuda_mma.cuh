@@ -28,6 +28,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "dtype.h"
+
 namespace sinkflex::mma {
 
 /** The 16-bit element types of the tensor-core operands. */
@@ -139,24 +141,28 @@ __device__ __forceinline__ unsigned short F16Bits(float f) {
   asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(h) : "f"(f));
   return h;
 #else
-  unsigned u;
-  memcpy(&u, &f, sizeof(u));
-  const unsigned sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<unsigned short>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN
-  if (a >= 0x477ff000u) return static_cast<unsigned short>(sign | 0x7c00u);  // rounds past 65504: infinity
-  if (a < 0x38800000u) {                           // below 2^-14: a float16 subnormal (unit 2^-24) or zero
-    const unsigned e = a >> 23, shift = 126u - e;  // value = mant 2^(e - 150) = (mant >> shift) units
-    if (e == 0u || shift > 24u) return static_cast<unsigned short>(sign);
-    const unsigned mant = (a & 0x7fffffu) | 0x800000u, rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-    unsigned r = mant >> shift;
-    if (rem > half || (rem == half && (r & 1u))) ++r;
-    return static_cast<unsigned short>(sign | r);
-  }
-  unsigned h = (a - 0x38000000u) >> 13;  // exponent rebiased (127 -> 15), 10 significand bits
-  const unsigned rem = a & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent, as it should
-  return static_cast<unsigned short>(sign | h);
+  return ::sinkflex::FloatToF16(f);  // the same rounding in plain C++ (the emulator)
 #endif
+}
+
+/** float16 bits -> float32 (exact). */
+__device__ __forceinline__ float F16Float(unsigned short h) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+  return f;
+#else
+  return ::sinkflex::F16ToFloat(h);
+#endif
+}
+
+/** float32 -> the bits of the 16-bit operand type `Op` (round to nearest even). */
+template <Operand Op>
+__device__ __forceinline__ unsigned short Bits16(float f) {
+  if constexpr (Op == Operand::kF16)
+    return F16Bits(f);
+  else
+    return Bf16Bits(f);
 }
 
 /** Two 16-bit elements in one .b32 register: `lo` in the lower half (the lower index). */

@@ -36,8 +36,9 @@ TensorStorage::TensorStorage(DeviceBuffer<float>&& buf, std::vector<std::int64_t
   data_ = buf.release();
 }
 
-TensorStorage::TensorStorage(DeviceBuffer<std::uint16_t>&& buf, std::vector<std::int64_t> shape)
-    : slot_(buf.device() + 1), dtype_(DType::kBF16), shape_(std::move(shape)), count_(Count(shape_)) {
+TensorStorage::TensorStorage(DeviceBuffer<std::uint16_t>&& buf, std::vector<std::int64_t> shape, DType dtype)
+    : slot_(buf.device() + 1), dtype_(dtype), shape_(std::move(shape)), count_(Count(shape_)) {
+  if (dtype_ == DType::kF32) throw ArgumentError("a 16-bit device buffer cannot hold a float32 tensor");
   if (buf.size() != count_) throw ArgumentError("tensor buffer does not match its shape " + ShapeString());
   data_ = buf.release();
 }
@@ -57,7 +58,7 @@ void TensorStorage::CopyFromFloats(const float* src) {
     if (dtype_ == DType::kF32) {
       std::memcpy(data_, src, bytes());
     } else {
-      FloatsToBf16(src, static_cast<std::uint16_t*>(data_), count_);
+      FloatsTo16(dtype_, src, static_cast<std::uint16_t*>(data_), count_);
     }
     return;
   }
@@ -65,8 +66,8 @@ void TensorStorage::CopyFromFloats(const float* src) {
     CopyToDevice(cudaIndex(), data_, src, bytes());
     return;
   }
-  HostBuffer<std::uint16_t> tmp(count_, "bfloat16 staging");
-  FloatsToBf16(src, tmp.data(), count_);
+  HostBuffer<std::uint16_t> tmp(count_, "16-bit staging");
+  FloatsTo16(dtype_, src, tmp.data(), count_);
   CopyToDevice(cudaIndex(), data_, tmp.data(), bytes());
 }
 
@@ -76,7 +77,7 @@ void TensorStorage::CopyToFloats(float* dst) const {
     if (dtype_ == DType::kF32) {
       std::memcpy(dst, data_, bytes());
     } else {
-      Bf16ToFloats(static_cast<const std::uint16_t*>(data_), dst, count_);
+      Floats16To(dtype_, static_cast<const std::uint16_t*>(data_), dst, count_);
     }
     return;
   }
@@ -84,9 +85,9 @@ void TensorStorage::CopyToFloats(float* dst) const {
     CopyToHost(cudaIndex(), dst, data_, bytes());
     return;
   }
-  HostBuffer<std::uint16_t> tmp(count_, "bfloat16 staging");
+  HostBuffer<std::uint16_t> tmp(count_, "16-bit staging");
   CopyToHost(cudaIndex(), tmp.data(), data_, bytes());
-  Bf16ToFloats(tmp.data(), dst, count_);
+  Floats16To(dtype_, tmp.data(), dst, count_);
 }
 
 std::string TensorStorage::ShapeString() const {

@@ -22,9 +22,9 @@ class TensorStorage {
   TensorStorage(int slot, DType dtype, std::vector<std::int64_t> shape, const char* what);
   /** Adopts a tracked host fp32 buffer (slot cpu). */
   TensorStorage(HostBuffer<float>&& buf, std::vector<std::int64_t> shape);
-  /** Adopts a device buffer of fp32 (kF32) or bf16 bits (kBF16). */
+  /** Adopts a device buffer of fp32 (kF32) or 16-bit bits (kBF16 unless `dtype` says kF16). */
   TensorStorage(DeviceBuffer<float>&& buf, std::vector<std::int64_t> shape);
-  TensorStorage(DeviceBuffer<std::uint16_t>&& buf, std::vector<std::int64_t> shape);
+  TensorStorage(DeviceBuffer<std::uint16_t>&& buf, std::vector<std::int64_t> shape, DType dtype = DType::kBF16);
   ~TensorStorage();
   TensorStorage(const TensorStorage&) = delete;
   TensorStorage& operator=(const TensorStorage&) = delete;

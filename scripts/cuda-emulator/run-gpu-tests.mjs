@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 export const TESTS = [
   'test/attention/cuda.test.ts',
   'test/attention/cuda-tensor-cores.test.ts',
+  'test/attention/cuda-tensor-cores-f16.test.ts',
   'test/attention/bench-gpu.test.ts',
   'test/grpo/cuda.test.ts',
   'test/grpo/bench-gpu.test.ts',

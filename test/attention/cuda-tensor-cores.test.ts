@@ -16,24 +16,11 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 
-import {
-  and,
-  attentionInfo,
-  causal,
-  documents,
-  not,
-  or,
-  prefix,
-  sinkAttentionBackward,
-  sinkAttentionForward,
-  slidingWindow,
-  type AttentionOptions,
-  type AttentionShape,
-  type MaskSpec,
-} from '../../lib/attention/index.js';
-import { cudaAvailable, toDevice, type DeviceTensor } from '../../lib/native/index.js';
+import { attentionInfo, type AttentionOptions } from '../../lib/attention/index.js';
+import { cudaAvailable } from '../../lib/native/index.js';
 import { loadAddon } from '../../lib/native/loader.js';
-import { Rng, bf16Array, expectClose, packedIds, refBackward, refForward } from './fixtures/reference.js';
+import { bf16Array, expectClose, refBackward, refForward } from './fixtures/reference.js';
+import { CASES, NAMES, inputs, runCuda, same, withoutTensorCores } from './fixtures/tensor-core-cases.js';
 
 const BOUND = 2 ** -7;
 
@@ -43,131 +30,6 @@ const noGpu = !cudaAvailable()
   : !info.cudaKernels
     ? 'no CUDA device: this build has no CUDA attention kernels'
     : false;
-
-interface Case {
-  name: string;
-  shape: AttentionShape;
-  mask?: (rng: Rng, s: AttentionShape) => MaskSpec;
-  sinks?: boolean | 'some-inf';
-  softcap?: number;
-  scale?: number;
-  dLse?: boolean;
-}
-
-const CASES: Case[] = [
-  {
-    name: 'headDim 64, seqLen 130, GQA 4, causal + window 32 + documents, sinks, dLse, batch 2',
-    shape: { batch: 2, seqLen: 130, qHeads: 4, kvHeads: 1, headDim: 64 },
-    mask: (rng, s) => ({ window: 32, documentIds: packedIds(rng, s.batch, s.seqLen, 3) }),
-    sinks: true,
-    dLse: true,
-  },
-  {
-    name: 'headDim 64, seqLen 77, causal, no sinks, softcap 4',
-    shape: { batch: 1, seqLen: 77, qHeads: 2, kvHeads: 2, headDim: 64 },
-    softcap: 4,
-  },
-  {
-    name: 'headDim 128, seqLen 70, GQA 2, window 9 + prefix 3, scale 0.2, dLse',
-    shape: { batch: 1, seqLen: 70, qHeads: 2, kvHeads: 1, headDim: 128 },
-    mask: () => ({ window: 9, prefix: 3 }),
-    sinks: true,
-    scale: 0.2,
-    dLse: true,
-  },
-  {
-    name: 'headDim 40 (padded), seqLen 33, no mask, some sinks -Infinity',
-    shape: { batch: 2, seqLen: 33, qHeads: 4, kvHeads: 2, headDim: 40 },
-    mask: () => ({ causal: false }),
-    sinks: 'some-inf',
-  },
-  {
-    name: 'headDim 20 (element loads), seqLen 50, or(and(causal, window 9), not(documents)), GQA 2',
-    shape: { batch: 2, seqLen: 50, qHeads: 2, kvHeads: 1, headDim: 20 },
-    mask: (rng, s) => or(and(causal(), slidingWindow(9)), not(documents(packedIds(rng, s.batch, s.seqLen, 4)))),
-    sinks: true,
-  },
-  {
-    name: 'headDim 96, queries after a cache: kvLen 150, seqLen 40, queryOffset 110, window 64',
-    shape: { batch: 1, seqLen: 40, qHeads: 2, kvHeads: 1, headDim: 96, kvLen: 150, queryOffset: 110 },
-    mask: () => ({ window: 64 }),
-    sinks: true,
-    dLse: true,
-  },
-  {
-    name: 'headDim 16, fully masked rows (not causal), sinks, dLse',
-    shape: { batch: 1, seqLen: 33, qHeads: 2, kvHeads: 2, headDim: 16 },
-    mask: () => not(causal()),
-    sinks: true,
-    dLse: true,
-  },
-  {
-    name: 'headDim 33, fully masked rows (causal and not window 4), prefix 2 symmetric, no sinks',
-    shape: { batch: 1, seqLen: 40, qHeads: 2, kvHeads: 1, headDim: 33 },
-    mask: () => or(and(causal(), not(slidingWindow(4))), prefix(2)),
-    dLse: true,
-  },
-];
-
-const kvLenOf = (s: AttentionShape) => s.kvLen ?? s.seqLen;
-const dispose = (...xs: (DeviceTensor | null | undefined)[]) => xs.forEach((x) => x?.dispose());
-
-function inputs(s: AttentionShape, seed: number) {
-  const rng = new Rng(seed);
-  const Tk = kvLenOf(s);
-  return {
-    q: rng.floats(s.batch * s.seqLen * s.qHeads * s.headDim),
-    k: rng.floats(s.batch * Tk * s.kvHeads * s.headDim),
-    v: rng.floats(s.batch * Tk * s.kvHeads * s.headDim),
-    dOut: rng.floats(s.batch * s.seqLen * s.qHeads * s.headDim),
-    sinks: rng.floats(s.qHeads, 1.5),
-    dLse: rng.floats(s.batch * s.qHeads * s.seqLen),
-    rng,
-  };
-}
-
-/** Forward and backward of bf16 DeviceTensors on cuda; results as Float32Arrays. */
-function runCuda(
-  s: AttentionShape,
-  x: ReturnType<typeof inputs>,
-  sinks: Float32Array | null,
-  opts: AttentionOptions,
-  dLse: Float32Array | undefined,
-) {
-  const Tk = kvLenOf(s);
-  const o = { device: 'cuda' as const, dtype: 'bfloat16' as const };
-  const q = toDevice(x.q, [s.batch, s.seqLen, s.qHeads, s.headDim], o);
-  const k = toDevice(x.k, [s.batch, Tk, s.kvHeads, s.headDim], o);
-  const v = toDevice(x.v, [s.batch, Tk, s.kvHeads, s.headDim], o);
-  const dOut = toDevice(x.dOut, [s.batch, s.seqLen, s.qHeads, s.headDim], o);
-  const f = sinkAttentionForward(q, k, v, sinks, s, opts);
-  const g = sinkAttentionBackward(q, k, v, sinks, f.out, f.lse, dOut, s, { ...opts, dLse });
-  const r = {
-    out: f.out.toArray(),
-    lse: f.lse.toArray(),
-    dq: g.dq.toArray(),
-    dk: g.dk.toArray(),
-    dv: g.dv.toArray(),
-    dSinks: g.dSinks ? g.dSinks.toArray() : null,
-  };
-  dispose(q, k, v, dOut, f.out, f.lse, g.dq, g.dk, g.dv, g.dSinks);
-  return r;
-}
-
-/** Runs `fn` with SINKFLEX_ATTENTION_TENSOR_CORES=0 (the fp32-arithmetic kernels for bf16). */
-function withoutTensorCores<R>(fn: () => R): R {
-  const before = process.env.SINKFLEX_ATTENTION_TENSOR_CORES;
-  process.env.SINKFLEX_ATTENTION_TENSOR_CORES = '0';
-  try {
-    return fn();
-  } finally {
-    if (before === undefined) delete process.env.SINKFLEX_ATTENTION_TENSOR_CORES;
-    else process.env.SINKFLEX_ATTENTION_TENSOR_CORES = before;
-  }
-}
-
-const NAMES = ['out', 'lse', 'dq', 'dk', 'dv', 'dSinks'] as const;
-const same = (a: Float32Array, b: Float32Array) => a.length === b.length && a.every((x, i) => Object.is(x, b[i]));
 
 t.test('tensor-core kernels against the float64 reference on bf16-rounded inputs', { skip: noGpu }, async (t) => {
   for (const [index, c] of CASES.entries()) {
@@ -285,7 +147,7 @@ t.test(
         t.same(run[i], Array.from(want[name]!), `${name}: the fp32-arithmetic kernels' values`),
       );
     }
-    const notes = r.stderr.split('\n').filter((l) => l.includes('bf16 CUDA attention without tensor cores'));
+    const notes = r.stderr.split('\n').filter((l) => l.includes('bf16/fp16 CUDA attention without tensor cores'));
     t.equal(notes.length, 1, 'said once');
     t.match(notes[0], /older than sm_80/, 'with the reason');
   },

@@ -26,27 +26,13 @@ import { modelAddon } from '../../lib/model/native.js';
 import { type Sizes, refMoe, shape } from './fixtures/moe-reference.js';
 import { mxfp4MoeCase } from './fixtures/mxfp4-checks.js';
 import { bf16Bits, bf16Values, randn, refGemm, sameBits } from './fixtures/reference.js';
+import { f16 as half } from '../attention/fixtures/reference.js';
 import { noCudaModelOps } from './fixtures/cuda-skip.js';
 import { termScale, worstRelative } from './fixtures/gemm-bound.js';
 
 const BOUND = 2 ** -12;
 const copy = (x: Float32Array): Float32Array => Float32Array.from(x);
 
-/** x rounded to IEEE half (binary16), nearest even, as a number: the float64 model of the operand decoder. */
-function half(x: number): number {
-  if (!Number.isFinite(x) || x === 0) return x;
-  const a = Math.abs(x);
-  if (a >= 65520) return Math.sign(x) * Infinity; // past 65504 + half an ulp (ties go to the even 65536)
-  let e = Math.floor(Math.log2(a));
-  if (2 ** e > a) e--;
-  if (2 ** (e + 1) <= a) e++;
-  const ulp = 2 ** Math.max(e - 10, -24); // 10 stored significand bits; subnormals below 2^-14
-  const q = a / ulp,
-    f = Math.floor(q),
-    d = q - f;
-  const n = d > 0.5 || (d === 0.5 && f % 2 === 1) ? f + 1 : f;
-  return Math.sign(x) * n * ulp;
-}
 const halves = (x: ArrayLike<number>): Float64Array => Float64Array.from(x, half);
 
 t.test('the float16 model of the test rounds as IEEE half does', async (t) => {

@@ -1,5 +1,6 @@
 // DeviceTensor handles: creation with toDevice, shape/dtype/device/size/bytes, toArray round
-// trips (bfloat16 rounding against a plain round-to-nearest-even reference written here),
+// trips (bfloat16 and float16 rounding against the round-to-nearest-even references of the
+// attention fixtures),
 // dispose, tracked memory, validation errors — on the 'cpu' device everywhere, and on CUDA when
 // a GPU is present (skipped with a visible message otherwise).
 import t from 'tap';
@@ -17,7 +18,7 @@ import {
   type MemoryDevice,
 } from '../../lib/native/index.js';
 import { loadAddon } from '../../lib/native/loader.js';
-import { Rng, bf16 } from '../attention/fixtures/reference.js';
+import { Rng, bf16, f16 } from '../attention/fixtures/reference.js';
 
 const special = Float32Array.from([
   0,
@@ -35,9 +36,21 @@ const special = Float32Array.from([
   -Infinity,
   NaN,
   65504,
+  65519,
+  65520,
+  -70000,
+  2 ** -20,
+  2 ** -25,
+  3 * 2 ** -26,
+  1 + 2 ** -10,
+  1 + 2 ** -11,
   0.1,
   1 / 3,
 ]);
+
+/** The value `v` holds as `dtype`. */
+const rounded = (dtype: DType, v: number): number =>
+  dtype === 'bfloat16' ? bf16(v) : dtype === 'float16' ? f16(v) : v;
 
 function checkTensor(t: Test, device: MemoryDevice, dtype: DType): void {
   const rng = new Rng(dtype === 'float32' ? 1 : 2);
@@ -56,7 +69,7 @@ function checkTensor(t: Test, device: MemoryDevice, dtype: DType): void {
   t.ok(back instanceof Float32Array && back !== data);
   t.same(
     Array.from(back),
-    Array.from(data, (v) => (dtype === 'float32' ? v : bf16(v))),
+    Array.from(data, (v) => rounded(dtype, v)),
     `${dtype} round trip`,
   );
   const held = memory.currentBytes(device); // toArray's result is tracked too (until GC)
@@ -70,7 +83,7 @@ function checkTensor(t: Test, device: MemoryDevice, dtype: DType): void {
   const s = toDevice(special, [special.length], { device, dtype });
   const got = s.toArray();
   for (let i = 0; i < special.length; i++) {
-    const want = dtype === 'float32' ? special[i]! : bf16(special[i]!);
+    const want = rounded(dtype, special[i]!);
     if (!Object.is(got[i], want)) t.fail(`${dtype} special value ${special[i]}: got ${got[i]}, want ${want}`);
   }
   t.pass(`${dtype} special values (signed zeros, ties, subnormals, overflow, infinities, NaN)`);
@@ -87,9 +100,10 @@ function checkTensor(t: Test, device: MemoryDevice, dtype: DType): void {
   t.equal(memory.currentBytes(device), beforeBlock, 'and its bytes freed');
 }
 
-t.test('cpu tensors: float32 and bfloat16', async (t) => {
+t.test('cpu tensors: float32, bfloat16 and float16', async (t) => {
   checkTensor(t, 'cpu', 'float32');
   checkTensor(t, 'cpu', 'bfloat16');
+  checkTensor(t, 'cpu', 'float16');
 });
 
 t.test('shapes: scalar, empty, default options', async (t) => {
@@ -147,9 +161,9 @@ t.test('validation', async (t) => {
     name: 'RangeError',
     message: /at most 8/,
   });
-  t.throws(() => toDevice(data, [6], { device: 'cpu', dtype: 'float16' as DType }), {
+  t.throws(() => toDevice(data, [6], { device: 'cpu', dtype: 'float8' as DType }), {
     name: 'RangeError',
-    message: /dtype must be one of 'float32', 'bfloat16', got 'float16'/,
+    message: /dtype must be one of 'float32', 'bfloat16', 'float16', got 'float8'/,
   });
   t.throws(() => toDevice(data, [6], { device: 'tpu' as 'cpu' }), {
     name: 'RangeError',
@@ -193,6 +207,7 @@ const noGpu = cudaAvailable() ? false : `no CUDA device: ${loadAddon().cudaStatu
 t.test('cuda tensors', { skip: noGpu }, async (t) => {
   checkTensor(t, 'cuda', 'float32');
   checkTensor(t, 'cuda', 'bfloat16');
+  checkTensor(t, 'cuda', 'float16');
   const big = new Float32Array(1 << 20);
   let caught: unknown;
   const before = memory.currentBytes('cuda');
