@@ -393,7 +393,7 @@ export const DEFAULT_CONFIG: TrainConfig = {
     maxSteps: 60,
     maxErrors: 10,
   },
-  tokenizer: { vocabSize: 2048, corpusEpisodes: 64, digitGroup: 2 },
+  tokenizer: { vocabSize: 2048, corpusEpisodes: 64, digitGroup: 3 },
   model: {
     source: 'builtin',
     lora: { ...DEFAULT_LORA },

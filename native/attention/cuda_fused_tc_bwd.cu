@@ -78,8 +78,8 @@ __global__ void __launch_bounds__(kThreads)
   const long long part = t % split, kt = t / split, j0 = kt * kTile;
   const long long entry = p.tiles.entries == 1 ? 0 : b;
   const long long kvOff = ((b * p.Tk + j0) * p.Hkv + kvh) * p.D;
-  LoadTileBf16<DB, kTile, RP, kThreads>(Ks, k + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
-  LoadTileBf16<DB, kTile, RP, kThreads>(Vs, v + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
+  LoadTile16<DB, kTile, RP, kThreads>(Ks, k + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
+  LoadTile16<DB, kTile, RP, kThreads>(Vs, v + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
 
   float dK[ON][4], dV[ON][4];
 #pragma unroll
@@ -100,8 +100,8 @@ __global__ void __launch_bounds__(kThreads)
         if (i0 >= p.T) break;
         __syncthreads();  // the previous step is done with the query-side tiles
         const long long off = ((b * p.T + i0) * p.Hq + h) * p.D;
-        LoadTileBf16<DB, QS, RP, kThreads>(Qs, q + off, p.Hq * p.D, p.T - i0, p.D);
-        LoadTileBf16<DB, QS, RP, kThreads>(dOs, dOut + off, p.Hq * p.D, p.T - i0, p.D);
+        LoadTile16<DB, QS, RP, kThreads>(Qs, q + off, p.Hq * p.D, p.T - i0, p.D);
+        LoadTile16<DB, QS, RP, kThreads>(dOs, dOut + off, p.Hq * p.D, p.T - i0, p.D);
         for (int r = threadIdx.x; r < QS; r += kThreads) {
           const long long i = i0 + r, at = (b * p.Hq + h) * p.T + i;
           Ls[r] = i < p.T ? lse[at] : -INFINITY;  // rows past the end get P = 0
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(kThreads)
             const long long j = j0 + r0 + g + 8 * (e >> 1), i = i0 + c;
             ProbAndGrad(p, b, i, j, partial, s[n][e], dp[n][e], Ls[c], Ds[c], s[n][e], dp[n][e]);
           }
-          // dV += Pᵀ dO and dK += dSᵀ Q, P and dS as bf16 A fragments (16 keys x 16 queries per step).
+          // dV += Pᵀ dO and dK += dSᵀ Q, P and dS as 16-bit A fragments (16 keys x 16 queries per step).
 #pragma unroll
         for (int kk = 0; kk < QS / 16; ++kk) {
           std::uint32_t ap[4], ad[4];
@@ -230,8 +230,8 @@ __global__ void __launch_bounds__(kThreads)
   const long long i0 = qt * kTile;
   const long long kvh = h / p.G, entry = p.tiles.entries == 1 ? 0 : b;
   const long long off = ((b * p.T + i0) * p.Hq + h) * p.D;
-  LoadTileBf16<DB, kTile, RP, kThreads>(Qs, q + off, p.Hq * p.D, p.T - i0, p.D);
-  LoadTileBf16<DB, kTile, RP, kThreads>(dOs, dOut + off, p.Hq * p.D, p.T - i0, p.D);
+  LoadTile16<DB, kTile, RP, kThreads>(Qs, q + off, p.Hq * p.D, p.T - i0, p.D);
+  LoadTile16<DB, kTile, RP, kThreads>(dOs, dOut + off, p.Hq * p.D, p.T - i0, p.D);
   float L[2], Di[2];
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
@@ -256,8 +256,8 @@ __global__ void __launch_bounds__(kThreads)
       if (j0 >= p.Tk) break;
       __syncthreads();  // the previous step is done with the key-side tiles
       const long long kvOff = ((b * p.Tk + j0) * p.Hkv + kvh) * p.D;
-      LoadTileBf16<DB, BN, RP, kThreads>(Ks, k + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
-      LoadTileBf16<DB, BN, RP, kThreads>(Vs, v + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
+      LoadTile16<DB, BN, RP, kThreads>(Ks, k + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
+      LoadTile16<DB, BN, RP, kThreads>(Vs, v + kvOff, p.Hkv * p.D, p.Tk - j0, p.D);
       __syncthreads();
 
       float s[NT][4], dp[NT][4];
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(kThreads)
           float P;
           ProbAndGrad(p, b, i, j, partial, s[n][e], dp[n][e], L[hr], Di[hr], P, dp[n][e]);
         }
-        // dQ += dS K (dS as bf16 A fragments, K through ldmatrix.trans).
+        // dQ += dS K (dS as 16-bit A fragments, K through ldmatrix.trans).
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
         std::uint32_t ad[4];

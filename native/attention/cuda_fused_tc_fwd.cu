@@ -6,7 +6,7 @@
 // and O += P V.
 //
 // One block of 4 warps per (64 query rows, batch, query head); warp w owns rows 16w..16w+15.
-// The block loads its query tile (bf16, headDim padded with zeros to DB = 64 or 128) once, each
+// The block loads its query tile (16-bit, headDim padded with zeros to DB = 64 or 128) once, each
 // warp keeping its Q fragments in registers, and walks the non-empty 64-key tiles of its row tile
 // through shared memory (K and V row-major; ldmatrix gives K as the B operand of Q Kᵀ and, with
 // .trans, V as the B operand of P V). Each warp computes its 16 x 64 scores
@@ -27,7 +27,7 @@ constexpr int kBM = 64, kBN = 64;
 
 template <int DB>
 struct TcFwdCfg {
-  static constexpr int QP = DB + 8;  // row stride of the Q, K and V tiles (bf16): 16-byte rows, no bank conflicts
+  static constexpr int QP = DB + 8;  // row stride of the Q, K and V tiles (16-bit): 16-byte rows, no bank conflicts
   static constexpr std::size_t kSmem = (std::size_t(kBM) + 2 * std::size_t(kBN)) * QP * 2;
 };
 
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kThreads)
   const long long kvh = h / p.G, entry = p.tiles.entries == 1 ? 0 : b;
   const long long rowStride = p.Hq * p.D, kvStride = p.Hkv * p.D;
 
-  LoadTileBf16<DB, kBM, QP, kThreads>(Qs, q + ((b * p.T + i0) * p.Hq + h) * p.D, rowStride, p.T - i0, p.D);
+  LoadTile16<DB, kBM, QP, kThreads>(Qs, q + ((b * p.T + i0) * p.Hq + h) * p.D, rowStride, p.T - i0, p.D);
   __syncthreads();
   const int r0 = warp * 16;
   std::uint32_t qa[KD][4];
@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(kThreads)
     const long long j0 = kt * kTile;
     __syncthreads();  // the previous tile is done with Ks and Vs
     const long long kvOff = ((b * p.Tk + j0) * p.Hkv + kvh) * p.D;
-    LoadTileBf16<DB, kBN, QP, kThreads>(Ks, k + kvOff, kvStride, p.Tk - j0, p.D);
-    LoadTileBf16<DB, kBN, QP, kThreads>(Vs, v + kvOff, kvStride, p.Tk - j0, p.D);
+    LoadTile16<DB, kBN, QP, kThreads>(Ks, k + kvOff, kvStride, p.Tk - j0, p.D);
+    LoadTile16<DB, kBN, QP, kThreads>(Vs, v + kvOff, kvStride, p.Tk - j0, p.D);
     __syncthreads();
 
     float s[NT][4];
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads)
       acc[o][3] *= alpha[1];
     }
 
-    // O += P V: P (bf16) from the score fragments, V through ldmatrix.trans.
+    // O += P V: P (bf16 or fp16) from the score fragments, V through ldmatrix.trans.
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
       std::uint32_t a[4];

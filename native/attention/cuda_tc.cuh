@@ -44,7 +44,7 @@ __device__ __forceinline__ std::uint32_t Pack16(float lo, float hi) {
   return ::sinkflex::mma::Pack2(::sinkflex::mma::Bits16<Op>(lo), ::sinkflex::mma::Bits16<Op>(hi));
 }
 
-/** The A fragment of rows r0..r0+15, columns k0..k0+15 of a row-major bf16 tile (row stride SP) (ldmatrix.x4). */
+/** The A fragment of rows r0..r0+15, columns k0..k0+15 of a row-major 16-bit tile (row stride SP) (ldmatrix.x4). */
 template <int SP>
 __device__ __forceinline__ void LoadA(std::uint32_t (&a)[4], const std::uint16_t* S, int r0, int k0) {
   const int lane = threadIdx.x & 31, j = lane >> 3, r = lane & 7;
@@ -102,14 +102,14 @@ __device__ __forceinline__ void Mma(float (&d)[4], const std::uint32_t (&a)[4], 
 }
 
 /**
- * Copies ROWS rows of a bf16 tensor [.., row, heads, D] starting at `base` (row stride `stride`
+ * Copies ROWS rows of a 16-bit (bf16 or fp16) tensor [.., row, heads, D] starting at `base` (row stride `stride`
  * elements) into shared memory S[r * SP + d], DB columns, zeros past `valid` rows and past D.
  * 16-byte loads and stores when D is a multiple of 8 (rows are then 16-byte aligned), element
  * loads otherwise.
  */
 template <int DB, int ROWS, int SP, int THREADS>
-__device__ __forceinline__ void LoadTileBf16(std::uint16_t* S, const std::uint16_t* base, long long stride,
-                                             long long valid, long long D) {
+__device__ __forceinline__ void LoadTile16(std::uint16_t* S, const std::uint16_t* base, long long stride,
+                                           long long valid, long long D) {
   if (D % 8 == 0) {
     constexpr int C8 = DB / 8;
     for (int e = threadIdx.x; e < ROWS * C8; e += THREADS) {
@@ -138,7 +138,7 @@ __device__ __forceinline__ void LoadTileBf16(std::uint16_t* S, const std::uint16
   }
 }
 
-/** Whether CUDA device `device` has bf16 tensor cores (compute capability 8.0 or later). */
+/** Whether CUDA device `device` has bf16 and fp16 tensor cores (compute capability 8.0 or later). */
 bool DeviceHasBf16TensorCores(int device);
 /** The number of multiprocessors of CUDA device `device` (at least 1). */
 int MultiProcessors(int device);
