@@ -11,25 +11,24 @@
 // emulator (npm run test:cuda-emulator, both thread orders); the 'cpu' parts run everywhere.
 import t from 'tap';
 
-import {
-  attentionInfo,
-  sinkAttentionBackward,
-  sinkAttentionForward,
-  type AttentionOptions,
-} from '../../lib/attention/index.js';
-import { cudaAvailable, toDevice } from '../../lib/native/index.js';
-import { loadAddon } from '../../lib/native/loader.js';
+import { sinkAttentionBackward, sinkAttentionForward, type AttentionOptions } from '../../lib/attention/index.js';
+import { toDevice } from '../../lib/native/index.js';
 import { bf16Array, expectClose, f16Array, refBackward, refForward } from './fixtures/reference.js';
-import { CASES, NAMES, dispose, inputs, runCuda, same, withoutTensorCores } from './fixtures/tensor-core-cases.js';
+import {
+  CASES,
+  NAMES,
+  caseArgs,
+  dispose,
+  inputs,
+  noCudaAttention,
+  runCuda,
+  same,
+  withoutTensorCores,
+} from './fixtures/tensor-core-cases.js';
 
 const BOUND = 2 ** -10;
 
-const info = attentionInfo();
-const noGpu = !cudaAvailable()
-  ? `no CUDA device: ${loadAddon().cudaStatus().reason}`
-  : !info.cudaKernels
-    ? 'no CUDA device: this build has no CUDA attention kernels'
-    : false;
+const noGpu = noCudaAttention();
 
 /** The float64 reference of every result on fp16-rounded q, k, v, dOut. */
 function reference(
@@ -88,15 +87,7 @@ t.test(
       worst = 0;
     for (const [index, c] of CASES.entries()) {
       t.test(c.name, async (t) => {
-        const s = c.shape;
-        const x = inputs(s, 300 + index);
-        let sinks: Float32Array | null = c.sinks ? x.sinks : null;
-        if (c.sinks === 'some-inf') {
-          sinks = Float32Array.from(x.sinks);
-          sinks[1] = -Infinity;
-        }
-        const dLse = c.dLse ? x.dLse : undefined;
-        const opts: AttentionOptions = { mask: c.mask?.(x.rng, s), scale: c.scale, softcap: c.softcap };
+        const { s, x, sinks, dLse, opts } = caseArgs(c, index);
         const ref = reference(s, x, sinks, opts, dLse);
         const tc = runCuda(s, x, sinks, opts, dLse, 'float16');
         for (const name of NAMES) {

@@ -16,34 +16,28 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 
-import { attentionInfo, type AttentionOptions } from '../../lib/attention/index.js';
-import { cudaAvailable } from '../../lib/native/index.js';
+import { type AttentionOptions } from '../../lib/attention/index.js';
 import { loadAddon } from '../../lib/native/loader.js';
 import { bf16Array, expectClose, refBackward, refForward } from './fixtures/reference.js';
-import { CASES, NAMES, inputs, runCuda, same, withoutTensorCores } from './fixtures/tensor-core-cases.js';
+import {
+  CASES,
+  NAMES,
+  caseArgs,
+  inputs,
+  noCudaAttention,
+  runCuda,
+  same,
+  withoutTensorCores,
+} from './fixtures/tensor-core-cases.js';
 
 const BOUND = 2 ** -7;
 
-const info = attentionInfo();
-const noGpu = !cudaAvailable()
-  ? `no CUDA device: ${loadAddon().cudaStatus().reason}`
-  : !info.cudaKernels
-    ? 'no CUDA device: this build has no CUDA attention kernels'
-    : false;
+const noGpu = noCudaAttention();
 
 t.test('tensor-core kernels against the float64 reference on bf16-rounded inputs', { skip: noGpu }, async (t) => {
   for (const [index, c] of CASES.entries()) {
     t.test(c.name, async (t) => {
-      const s = c.shape;
-      const x = inputs(s, 300 + index);
-      let sinks: Float32Array | null = c.sinks ? x.sinks : null;
-      if (c.sinks === 'some-inf') {
-        sinks = Float32Array.from(x.sinks);
-        sinks[1] = -Infinity;
-      }
-      const dLse = c.dLse ? x.dLse : undefined;
-      const mask = c.mask?.(x.rng, s);
-      const opts: AttentionOptions = { mask, scale: c.scale, softcap: c.softcap };
+      const { s, x, sinks, dLse, opts } = caseArgs(c, index);
       const [q, k, v, dOut] = [x.q, x.k, x.v, x.dOut].map(bf16Array) as [
         Float32Array,
         Float32Array,
